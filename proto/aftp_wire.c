@@ -1,0 +1,726 @@
+/* aftp wire format: encoders and decoders (spec/aftp-protocol.md sections 3-7). */
+#include "aftp_wire.h"
+
+#include <string.h>
+
+/* ---- cursors ---- */
+
+void aftp_wire_reader_init(aftp_wire_reader *r, const uint8_t *buf, size_t len)
+{
+    r->buf = buf;
+    r->len = len;
+    r->pos = 0;
+}
+
+static size_t reader_left(const aftp_wire_reader *r)
+{
+    return r->len - r->pos;
+}
+
+/* Reads an n-byte big-endian unsigned integer (n <= 8). */
+static int read_be(aftp_wire_reader *r, size_t n, uint64_t *v)
+{
+    if (reader_left(r) < n)
+        return AFTP_ERR_TRUNCATED;
+    uint64_t x = 0;
+    for (size_t i = 0; i < n; i++)
+        x = (x << 8) | r->buf[r->pos + i];
+    r->pos += n;
+    *v = x;
+    return AFTP_OK;
+}
+
+int aftp_wire_read_u8(aftp_wire_reader *r, uint8_t *v)
+{
+    uint64_t x;
+    int rc = read_be(r, 1, &x);
+    if (rc == AFTP_OK)
+        *v = (uint8_t)x;
+    return rc;
+}
+
+int aftp_wire_read_u16(aftp_wire_reader *r, uint16_t *v)
+{
+    uint64_t x;
+    int rc = read_be(r, 2, &x);
+    if (rc == AFTP_OK)
+        *v = (uint16_t)x;
+    return rc;
+}
+
+int aftp_wire_read_u32(aftp_wire_reader *r, uint32_t *v)
+{
+    uint64_t x;
+    int rc = read_be(r, 4, &x);
+    if (rc == AFTP_OK)
+        *v = (uint32_t)x;
+    return rc;
+}
+
+int aftp_wire_read_u64(aftp_wire_reader *r, uint64_t *v)
+{
+    return read_be(r, 8, v);
+}
+
+/* RFC 9000 section 16: the two high bits of the first byte give the length. */
+int aftp_wire_read_varint(aftp_wire_reader *r, uint64_t *v)
+{
+    if (reader_left(r) < 1)
+        return AFTP_ERR_TRUNCATED;
+    size_t n = (size_t)1 << (r->buf[r->pos] >> 6);
+    size_t start = r->pos;
+    uint64_t x;
+    int rc = read_be(r, n, &x);
+    if (rc != AFTP_OK)
+        return rc;
+    x &= (n == 8) ? AFTP_WIRE_VARINT_MAX : ((UINT64_C(1) << (8 * n - 2)) - 1);
+    /* Only the shortest encoding is valid, so every value has one encoding
+     * and vectors stay byte-exact. */
+    if (n > 1 && aftp_wire_varint_len(x) != n) {
+        r->pos = start;
+        return AFTP_ERR_MALFORMED;
+    }
+    *v = x;
+    return AFTP_OK;
+}
+
+int aftp_wire_read_bytes(aftp_wire_reader *r, size_t n, const uint8_t **p)
+{
+    if (reader_left(r) < n)
+        return AFTP_ERR_TRUNCATED;
+    *p = r->buf + r->pos;
+    r->pos += n;
+    return AFTP_OK;
+}
+
+void aftp_wire_writer_init(aftp_wire_writer *w, uint8_t *buf, size_t cap)
+{
+    w->buf = buf;
+    w->cap = cap;
+    w->pos = 0;
+}
+
+static int write_be(aftp_wire_writer *w, size_t n, uint64_t v)
+{
+    if (w->cap - w->pos < n)
+        return AFTP_ERR_BUFFER_TOO_SMALL;
+    for (size_t i = 0; i < n; i++)
+        w->buf[w->pos + i] = (uint8_t)(v >> (8 * (n - 1 - i)));
+    w->pos += n;
+    return AFTP_OK;
+}
+
+int aftp_wire_write_u8(aftp_wire_writer *w, uint8_t v)
+{
+    return write_be(w, 1, v);
+}
+
+int aftp_wire_write_u16(aftp_wire_writer *w, uint16_t v)
+{
+    return write_be(w, 2, v);
+}
+
+int aftp_wire_write_u32(aftp_wire_writer *w, uint32_t v)
+{
+    return write_be(w, 4, v);
+}
+
+int aftp_wire_write_u64(aftp_wire_writer *w, uint64_t v)
+{
+    return write_be(w, 8, v);
+}
+
+size_t aftp_wire_varint_len(uint64_t v)
+{
+    if (v < (UINT64_C(1) << 6))
+        return 1;
+    if (v < (UINT64_C(1) << 14))
+        return 2;
+    if (v < (UINT64_C(1) << 30))
+        return 4;
+    if (v <= AFTP_WIRE_VARINT_MAX)
+        return 8;
+    return 0;
+}
+
+int aftp_wire_write_varint(aftp_wire_writer *w, uint64_t v)
+{
+    size_t n = aftp_wire_varint_len(v);
+    if (n == 0)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    uint64_t prefix = (uint64_t)(n == 1 ? 0 : n == 2 ? 1 : n == 4 ? 2 : 3) << (8 * n - 2);
+    return write_be(w, n, v | prefix);
+}
+
+int aftp_wire_write_bytes(aftp_wire_writer *w, const uint8_t *p, size_t n)
+{
+    if (w->cap - w->pos < n)
+        return AFTP_ERR_BUFFER_TOO_SMALL;
+    if (n > 0)
+        memcpy(w->buf + w->pos, p, n);
+    w->pos += n;
+    return AFTP_OK;
+}
+
+/* Chains fallible steps: the first failure is kept and the rest skipped. */
+#define TRY(expr)                                                                                  \
+    do {                                                                                           \
+        int try_rc_ = (expr);                                                                      \
+        if (try_rc_ != AFTP_OK)                                                                    \
+            return try_rc_;                                                                        \
+    } while (0)
+
+/* ---- block model (spec section 7) ---- */
+
+uint64_t aftp_wire_block_count(uint64_t file_size, uint32_t block_size)
+{
+    if (block_size == 0)
+        return 0;
+    return file_size / block_size + (file_size % block_size != 0);
+}
+
+uint32_t aftp_wire_block_len(uint64_t file_size, uint32_t block_size, uint64_t index)
+{
+    uint64_t count = aftp_wire_block_count(file_size, block_size);
+    if (index >= count)
+        return 0;
+    if (index + 1 < count)
+        return block_size;
+    return (uint32_t)(file_size - index * (uint64_t)block_size);
+}
+
+/* ---- missing ranges (spec section 6.6) ----
+ * The first range is coded as (start - cum_block, len - 1); each later one
+ * as (start - previous end - 1, len - 1): ranges never touch, so the gap is
+ * at least one block. */
+
+static int read_range(aftp_wire_reader *r, uint64_t next_min, uint64_t limit, aftp_wire_range *out)
+{
+    size_t start_pos = r->pos;
+    uint64_t gap, len_minus_1;
+    int rc = aftp_wire_read_varint(r, &gap);
+    if (rc == AFTP_OK)
+        rc = aftp_wire_read_varint(r, &len_minus_1);
+    if (rc == AFTP_OK && (gap > limit - next_min || len_minus_1 >= limit - next_min - gap))
+        rc = AFTP_ERR_MALFORMED; /* the range must end at or before limit */
+    if (rc != AFTP_OK) {
+        r->pos = start_pos;
+        return rc;
+    }
+    out->start = next_min + gap;
+    out->len = len_minus_1 + 1;
+    return AFTP_OK;
+}
+
+static int validate_ranges(const uint8_t *p, size_t len, uint16_t count, uint64_t cum_block,
+                           uint64_t scan_end)
+{
+    aftp_wire_reader r;
+    aftp_wire_reader_init(&r, p, len);
+    uint64_t next_min = cum_block;
+    for (uint16_t i = 0; i < count; i++) {
+        aftp_wire_range rg;
+        if (next_min > scan_end)
+            return AFTP_ERR_MALFORMED;
+        TRY(read_range(&r, next_min, scan_end, &rg));
+        next_min = rg.start + rg.len + 1;
+    }
+    return r.pos == len ? AFTP_OK : AFTP_ERR_MALFORMED;
+}
+
+void aftp_wire_range_iter_init(aftp_wire_range_iter *it, const aftp_wire_feedback *fb)
+{
+    aftp_wire_reader_init(&it->r, fb->range_bytes, fb->range_bytes_len);
+    it->next_min = fb->cum_block;
+    it->left = fb->range_count;
+}
+
+int aftp_wire_ranges_next(aftp_wire_range_iter *it, aftp_wire_range *out)
+{
+    /* The list was validated by aftp_wire_decode, so the read cannot fail;
+     * UINT64_MAX as the limit keeps read_range's checks meaningful. */
+    if (it->left == 0 || read_range(&it->r, it->next_min, UINT64_MAX, out) != AFTP_OK)
+        return 0;
+    it->left--;
+    it->next_min = out->start + out->len + 1;
+    return 1;
+}
+
+size_t aftp_wire_ranges_encoded_len(uint64_t cum_block, const aftp_wire_range *ranges,
+                                    size_t count)
+{
+    size_t total = 0;
+    uint64_t next_min = cum_block;
+    for (size_t i = 0; i < count; i++) {
+        const aftp_wire_range *rg = &ranges[i];
+        if (rg->len == 0 || rg->start < next_min || rg->len > UINT64_MAX - rg->start)
+            return 0;
+        size_t a = aftp_wire_varint_len(rg->start - next_min);
+        size_t b = aftp_wire_varint_len(rg->len - 1);
+        if (a == 0 || b == 0)
+            return 0;
+        total += a + b;
+        next_min = rg->start + rg->len + 1;
+    }
+    return total;
+}
+
+static int write_ranges(aftp_wire_writer *w, const aftp_wire_feedback *fb)
+{
+    uint64_t next_min = fb->cum_block;
+    for (uint16_t i = 0; i < fb->range_count; i++) {
+        const aftp_wire_range *rg = &fb->ranges[i];
+        if (rg->len == 0 || rg->start < next_min || rg->start > fb->scan_end ||
+            rg->len > fb->scan_end - rg->start)
+            return AFTP_ERR_INVALID_ARGUMENT;
+        TRY(aftp_wire_write_varint(w, rg->start - next_min));
+        TRY(aftp_wire_write_varint(w, rg->len - 1));
+        next_min = rg->start + rg->len + 1;
+    }
+    return AFTP_OK;
+}
+
+/* ---- per-type bodies ---- */
+
+static int decode_version_neg(aftp_wire_reader *r, aftp_wire_packet *p)
+{
+    aftp_wire_version_neg *v = &p->u.version_neg;
+    const uint8_t *list;
+    TRY(aftp_wire_read_u8(r, &v->count));
+    if (v->count == 0 || v->count > AFTP_WIRE_MAX_VERSIONS)
+        return AFTP_ERR_LIMIT;
+    TRY(aftp_wire_read_bytes(r, v->count, &list));
+    memcpy(v->versions, list, v->count);
+    return AFTP_OK;
+}
+
+static int encode_version_neg(aftp_wire_writer *w, const aftp_wire_packet *p)
+{
+    const aftp_wire_version_neg *v = &p->u.version_neg;
+    if (v->count == 0 || v->count > AFTP_WIRE_MAX_VERSIONS)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    TRY(aftp_wire_write_u8(w, v->count));
+    return aftp_wire_write_bytes(w, v->versions, v->count);
+}
+
+/* Extension TLVs (spec section 10.2): type u16, length u16, value. The block
+ * must be a whole number of well-formed TLVs. */
+static int validate_extensions(const uint8_t *p, size_t len)
+{
+    aftp_wire_reader r;
+    aftp_wire_reader_init(&r, p, len);
+    while (r.pos < len) {
+        uint16_t type, vlen;
+        const uint8_t *value;
+        TRY(aftp_wire_read_u16(&r, &type));
+        TRY(aftp_wire_read_u16(&r, &vlen));
+        TRY(aftp_wire_read_bytes(&r, vlen, &value));
+    }
+    return AFTP_OK;
+}
+
+static int read_extensions(aftp_wire_reader *r, uint16_t *ext_len, const uint8_t **ext)
+{
+    TRY(aftp_wire_read_u16(r, ext_len));
+    TRY(aftp_wire_read_bytes(r, *ext_len, ext));
+    return validate_extensions(*ext, *ext_len) == AFTP_OK ? AFTP_OK : AFTP_ERR_MALFORMED;
+}
+
+static int write_extensions(aftp_wire_writer *w, uint16_t ext_len, const uint8_t *ext)
+{
+    if (validate_extensions(ext, ext_len) != AFTP_OK)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    TRY(aftp_wire_write_u16(w, ext_len));
+    return aftp_wire_write_bytes(w, ext, ext_len);
+}
+
+static int valid_max_datagram(uint16_t v)
+{
+    return v >= AFTP_WIRE_MIN_DATAGRAM && v <= AFTP_WIRE_MAX_DATAGRAM;
+}
+
+static int decode_hello(aftp_wire_reader *r, aftp_wire_packet *p)
+{
+    aftp_wire_hello *h = &p->u.hello;
+    const uint8_t *list;
+    TRY(aftp_wire_read_u8(r, &h->role));
+    TRY(aftp_wire_read_u8(r, &h->cipher_count));
+    if (h->cipher_count == 0 || h->cipher_count > AFTP_WIRE_MAX_CIPHERS)
+        return AFTP_ERR_LIMIT;
+    TRY(aftp_wire_read_bytes(r, h->cipher_count, &list));
+    memcpy(h->ciphers, list, h->cipher_count);
+    TRY(aftp_wire_read_u16(r, &h->max_datagram));
+    TRY(read_extensions(r, &h->ext_len, &h->ext));
+    if (h->role != AFTP_WIRE_ROLE_PUSH && h->role != AFTP_WIRE_ROLE_PULL)
+        return AFTP_ERR_MALFORMED;
+    if (!valid_max_datagram(h->max_datagram))
+        return AFTP_ERR_MALFORMED;
+    /* The rest is padding: zeros only, and the datagram must be long enough
+     * that a reply never exceeds three times what the client sent. */
+    if (r->len < AFTP_WIRE_HELLO_MIN_LEN)
+        return AFTP_ERR_MALFORMED;
+    for (; r->pos < r->len; r->pos++)
+        if (r->buf[r->pos] != 0)
+            return AFTP_ERR_MALFORMED;
+    return AFTP_OK;
+}
+
+static int encode_hello(aftp_wire_writer *w, const aftp_wire_packet *p)
+{
+    const aftp_wire_hello *h = &p->u.hello;
+    if (h->cipher_count == 0 || h->cipher_count > AFTP_WIRE_MAX_CIPHERS ||
+        !valid_max_datagram(h->max_datagram))
+        return AFTP_ERR_INVALID_ARGUMENT;
+    TRY(aftp_wire_write_u8(w, h->role));
+    TRY(aftp_wire_write_u8(w, h->cipher_count));
+    TRY(aftp_wire_write_bytes(w, h->ciphers, h->cipher_count));
+    TRY(aftp_wire_write_u16(w, h->max_datagram));
+    TRY(write_extensions(w, h->ext_len, h->ext));
+    if (w->pos < AFTP_WIRE_HELLO_MIN_LEN) {
+        size_t pad = AFTP_WIRE_HELLO_MIN_LEN - w->pos;
+        if (w->cap - w->pos < pad)
+            return AFTP_ERR_BUFFER_TOO_SMALL;
+        memset(w->buf + w->pos, 0, pad);
+        w->pos += pad;
+    }
+    return AFTP_OK;
+}
+
+static int decode_hello_ack(aftp_wire_reader *r, aftp_wire_packet *p)
+{
+    aftp_wire_hello_ack *h = &p->u.hello_ack;
+    TRY(aftp_wire_read_u32(r, &h->server_conn_id));
+    TRY(aftp_wire_read_u8(r, &h->cipher));
+    TRY(aftp_wire_read_u16(r, &h->max_datagram));
+    TRY(read_extensions(r, &h->ext_len, &h->ext));
+    if (!valid_max_datagram(h->max_datagram) || h->cipher > AFTP_WIRE_CIPHER_MAX)
+        return AFTP_ERR_MALFORMED;
+    return AFTP_OK;
+}
+
+static int encode_hello_ack(aftp_wire_writer *w, const aftp_wire_packet *p)
+{
+    const aftp_wire_hello_ack *h = &p->u.hello_ack;
+    if (!valid_max_datagram(h->max_datagram) || h->cipher > AFTP_WIRE_CIPHER_MAX)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    TRY(aftp_wire_write_u32(w, h->server_conn_id));
+    TRY(aftp_wire_write_u8(w, h->cipher));
+    TRY(aftp_wire_write_u16(w, h->max_datagram));
+    return write_extensions(w, h->ext_len, h->ext);
+}
+
+static int valid_offer(const aftp_wire_file_offer *o)
+{
+    return o->size <= AFTP_WIRE_MAX_FILE_SIZE && o->mode <= 07777 &&
+           o->block_size >= AFTP_WIRE_MIN_BLOCK && o->block_size <= AFTP_WIRE_MAX_BLOCK &&
+           o->path_len >= 1 && o->path_len <= AFTP_WIRE_MAX_PATH &&
+           memchr(o->path, 0, o->path_len) == NULL;
+}
+
+static int decode_file_offer(aftp_wire_reader *r, aftp_wire_packet *p)
+{
+    aftp_wire_file_offer *o = &p->u.file_offer;
+    uint64_t mtime;
+    TRY(aftp_wire_read_u32(r, &o->file_id));
+    TRY(aftp_wire_read_u64(r, &o->size));
+    TRY(aftp_wire_read_u64(r, &mtime));
+    TRY(aftp_wire_read_u32(r, &o->mode));
+    TRY(aftp_wire_read_u32(r, &o->block_size));
+    TRY(aftp_wire_read_u16(r, &o->flags));
+    TRY(aftp_wire_read_u16(r, &o->path_len));
+    TRY(aftp_wire_read_bytes(r, o->path_len, &o->path));
+    o->mtime_ns = (int64_t)mtime;
+    return valid_offer(o) ? AFTP_OK : AFTP_ERR_MALFORMED;
+}
+
+static int encode_file_offer(aftp_wire_writer *w, const aftp_wire_packet *p)
+{
+    const aftp_wire_file_offer *o = &p->u.file_offer;
+    if (!valid_offer(o))
+        return AFTP_ERR_INVALID_ARGUMENT;
+    TRY(aftp_wire_write_u32(w, o->file_id));
+    TRY(aftp_wire_write_u64(w, o->size));
+    TRY(aftp_wire_write_u64(w, (uint64_t)o->mtime_ns));
+    TRY(aftp_wire_write_u32(w, o->mode));
+    TRY(aftp_wire_write_u32(w, o->block_size));
+    TRY(aftp_wire_write_u16(w, o->flags));
+    TRY(aftp_wire_write_u16(w, o->path_len));
+    return aftp_wire_write_bytes(w, o->path, o->path_len);
+}
+
+static int decode_file_reply(aftp_wire_reader *r, aftp_wire_packet *p)
+{
+    TRY(aftp_wire_read_u32(r, &p->u.file_reply.file_id));
+    return aftp_wire_read_u16(r, &p->u.file_reply.error);
+}
+
+static int encode_file_reply(aftp_wire_writer *w, const aftp_wire_packet *p)
+{
+    TRY(aftp_wire_write_u32(w, p->u.file_reply.file_id));
+    return aftp_wire_write_u16(w, p->u.file_reply.error);
+}
+
+static int decode_data(aftp_wire_reader *r, aftp_wire_packet *p)
+{
+    aftp_wire_data *d = &p->u.data;
+    TRY(aftp_wire_read_u32(r, &d->file_id));
+    TRY(aftp_wire_read_u64(r, &d->block));
+    size_t left = reader_left(r);
+    if (left == 0)
+        return AFTP_ERR_TRUNCATED;
+    if (left > AFTP_WIRE_MAX_BLOCK)
+        return AFTP_ERR_LIMIT;
+    /* The receiver checks the block against the offered size; an index
+     * this large is invalid for any file. */
+    if (d->block >= AFTP_WIRE_MAX_BLOCKS)
+        return AFTP_ERR_MALFORMED;
+    d->payload_len = (uint16_t)left;
+    return aftp_wire_read_bytes(r, left, &d->payload);
+}
+
+static int encode_data(aftp_wire_writer *w, const aftp_wire_packet *p)
+{
+    const aftp_wire_data *d = &p->u.data;
+    if (d->payload_len == 0 || d->payload_len > AFTP_WIRE_MAX_BLOCK ||
+        d->block >= AFTP_WIRE_MAX_BLOCKS)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    TRY(aftp_wire_write_u32(w, d->file_id));
+    TRY(aftp_wire_write_u64(w, d->block));
+    return aftp_wire_write_bytes(w, d->payload, d->payload_len);
+}
+
+static int valid_feedback_bounds(const aftp_wire_feedback *f)
+{
+    return f->cum_block <= f->scan_end && f->scan_end <= AFTP_WIRE_MAX_BLOCKS &&
+           f->cum_block <= f->blocks_received;
+}
+
+static int decode_feedback(aftp_wire_reader *r, aftp_wire_packet *p)
+{
+    aftp_wire_feedback *f = &p->u.feedback;
+    TRY(aftp_wire_read_u32(r, &f->file_id));
+    TRY(aftp_wire_read_u64(r, &f->largest_pn));
+    TRY(aftp_wire_read_u32(r, &f->ack_delay_us));
+    TRY(aftp_wire_read_u64(r, &f->recv_time_us));
+    TRY(aftp_wire_read_u64(r, &f->packets_received));
+    TRY(aftp_wire_read_u64(r, &f->blocks_received));
+    TRY(aftp_wire_read_u64(r, &f->cum_block));
+    TRY(aftp_wire_read_u64(r, &f->scan_end));
+    TRY(aftp_wire_read_u16(r, &f->range_count));
+    if (f->range_count > AFTP_WIRE_MAX_RANGES)
+        return AFTP_ERR_LIMIT;
+    if (!valid_feedback_bounds(f))
+        return AFTP_ERR_MALFORMED;
+    f->ranges = NULL;
+    f->range_bytes_len = reader_left(r);
+    TRY(aftp_wire_read_bytes(r, f->range_bytes_len, &f->range_bytes));
+    return validate_ranges(f->range_bytes, f->range_bytes_len, f->range_count, f->cum_block,
+                           f->scan_end);
+}
+
+static int encode_feedback(aftp_wire_writer *w, const aftp_wire_packet *p)
+{
+    const aftp_wire_feedback *f = &p->u.feedback;
+    if (f->range_count > AFTP_WIRE_MAX_RANGES || !valid_feedback_bounds(f) ||
+        (f->range_count > 0 && f->ranges == NULL))
+        return AFTP_ERR_INVALID_ARGUMENT;
+    TRY(aftp_wire_write_u32(w, f->file_id));
+    TRY(aftp_wire_write_u64(w, f->largest_pn));
+    TRY(aftp_wire_write_u32(w, f->ack_delay_us));
+    TRY(aftp_wire_write_u64(w, f->recv_time_us));
+    TRY(aftp_wire_write_u64(w, f->packets_received));
+    TRY(aftp_wire_write_u64(w, f->blocks_received));
+    TRY(aftp_wire_write_u64(w, f->cum_block));
+    TRY(aftp_wire_write_u64(w, f->scan_end));
+    TRY(aftp_wire_write_u16(w, f->range_count));
+    return write_ranges(w, f);
+}
+
+static int decode_digest(aftp_wire_reader *r, uint8_t digest[AFTP_WIRE_DIGEST_LEN])
+{
+    const uint8_t *d;
+    TRY(aftp_wire_read_bytes(r, AFTP_WIRE_DIGEST_LEN, &d));
+    memcpy(digest, d, AFTP_WIRE_DIGEST_LEN);
+    return AFTP_OK;
+}
+
+static int decode_file_done(aftp_wire_reader *r, aftp_wire_packet *p)
+{
+    aftp_wire_file_done *d = &p->u.file_done;
+    TRY(aftp_wire_read_u32(r, &d->file_id));
+    TRY(aftp_wire_read_u64(r, &d->block_count));
+    return decode_digest(r, d->digest);
+}
+
+static int encode_file_done(aftp_wire_writer *w, const aftp_wire_packet *p)
+{
+    const aftp_wire_file_done *d = &p->u.file_done;
+    TRY(aftp_wire_write_u32(w, d->file_id));
+    TRY(aftp_wire_write_u64(w, d->block_count));
+    return aftp_wire_write_bytes(w, d->digest, AFTP_WIRE_DIGEST_LEN);
+}
+
+static int decode_file_result(aftp_wire_reader *r, aftp_wire_packet *p)
+{
+    aftp_wire_file_result *d = &p->u.file_result;
+    TRY(aftp_wire_read_u32(r, &d->file_id));
+    TRY(aftp_wire_read_u16(r, &d->error));
+    return decode_digest(r, d->digest);
+}
+
+static int encode_file_result(aftp_wire_writer *w, const aftp_wire_packet *p)
+{
+    const aftp_wire_file_result *d = &p->u.file_result;
+    TRY(aftp_wire_write_u32(w, d->file_id));
+    TRY(aftp_wire_write_u16(w, d->error));
+    return aftp_wire_write_bytes(w, d->digest, AFTP_WIRE_DIGEST_LEN);
+}
+
+static int decode_close(aftp_wire_reader *r, aftp_wire_packet *p)
+{
+    aftp_wire_close *c = &p->u.close;
+    TRY(aftp_wire_read_u16(r, &c->error));
+    TRY(aftp_wire_read_u16(r, &c->reason_len));
+    if (c->reason_len > AFTP_WIRE_MAX_REASON)
+        return AFTP_ERR_LIMIT;
+    return aftp_wire_read_bytes(r, c->reason_len, &c->reason);
+}
+
+static int encode_close(aftp_wire_writer *w, const aftp_wire_packet *p)
+{
+    const aftp_wire_close *c = &p->u.close;
+    if (c->reason_len > AFTP_WIRE_MAX_REASON)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    TRY(aftp_wire_write_u16(w, c->error));
+    TRY(aftp_wire_write_u16(w, c->reason_len));
+    return aftp_wire_write_bytes(w, c->reason, c->reason_len);
+}
+
+typedef struct wire_codec {
+    const char *name;
+    int (*decode)(aftp_wire_reader *r, aftp_wire_packet *p);
+    int (*encode)(aftp_wire_writer *w, const aftp_wire_packet *p);
+} wire_codec;
+
+static const wire_codec codecs[AFTP_WIRE_TYPE_MAX + 1] = {
+    [AFTP_WIRE_VERSION_NEG] = {"VERSION_NEG", decode_version_neg, encode_version_neg},
+    [AFTP_WIRE_HELLO] = {"HELLO", decode_hello, encode_hello},
+    [AFTP_WIRE_HELLO_ACK] = {"HELLO_ACK", decode_hello_ack, encode_hello_ack},
+    [AFTP_WIRE_FILE_OFFER] = {"FILE_OFFER", decode_file_offer, encode_file_offer},
+    [AFTP_WIRE_FILE_REPLY] = {"FILE_REPLY", decode_file_reply, encode_file_reply},
+    [AFTP_WIRE_DATA] = {"DATA", decode_data, encode_data},
+    [AFTP_WIRE_FEEDBACK] = {"FEEDBACK", decode_feedback, encode_feedback},
+    [AFTP_WIRE_FILE_DONE] = {"FILE_DONE", decode_file_done, encode_file_done},
+    [AFTP_WIRE_FILE_RESULT] = {"FILE_RESULT", decode_file_result, encode_file_result},
+    [AFTP_WIRE_CLOSE] = {"CLOSE", decode_close, encode_close},
+};
+
+const char *aftp_wire_type_name(uint8_t type)
+{
+    return type <= AFTP_WIRE_TYPE_MAX ? codecs[type].name : "UNKNOWN";
+}
+
+/* A version-0 header is only valid on VERSION_NEG and vice versa. */
+static int header_consistent(const aftp_wire_header *h)
+{
+    if (h->version == AFTP_WIRE_VERSION_NEGOTIATION)
+        return h->type == AFTP_WIRE_VERSION_NEG ? AFTP_OK : AFTP_ERR_MALFORMED;
+    if (h->version != AFTP_WIRE_VERSION)
+        return AFTP_ERR_VERSION;
+    if (h->type == AFTP_WIRE_VERSION_NEG)
+        return AFTP_ERR_MALFORMED;
+    return h->type <= AFTP_WIRE_TYPE_MAX ? AFTP_OK : AFTP_ERR_UNKNOWN_TYPE;
+}
+
+int aftp_wire_header_decode(const uint8_t *buf, size_t len, aftp_wire_header *out)
+{
+    aftp_wire_reader r;
+    aftp_wire_header h;
+    aftp_wire_reader_init(&r, buf, len);
+    TRY(aftp_wire_read_u8(&r, &h.version));
+    TRY(aftp_wire_read_u8(&r, &h.type));
+    TRY(aftp_wire_read_u16(&r, &h.flags));
+    TRY(aftp_wire_read_u32(&r, &h.conn_id));
+    TRY(aftp_wire_read_u64(&r, &h.pn));
+    *out = h;
+    return AFTP_OK;
+}
+
+static int write_header(aftp_wire_writer *w, const aftp_wire_header *h)
+{
+    TRY(aftp_wire_write_u8(w, h->version));
+    TRY(aftp_wire_write_u8(w, h->type));
+    TRY(aftp_wire_write_u16(w, h->flags));
+    TRY(aftp_wire_write_u32(w, h->conn_id));
+    return aftp_wire_write_u64(w, h->pn);
+}
+
+int aftp_wire_header_encode(const aftp_wire_header *hdr, uint8_t *buf, size_t cap)
+{
+    aftp_wire_writer w;
+    aftp_wire_writer_init(&w, buf, cap);
+    TRY(write_header(&w, hdr));
+    return AFTP_OK;
+}
+
+int aftp_wire_data_header_encode(const aftp_wire_header *hdr, uint32_t file_id, uint64_t block,
+                                 uint8_t *buf, size_t cap)
+{
+    aftp_wire_writer w;
+    if (hdr->type != AFTP_WIRE_DATA)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    aftp_wire_writer_init(&w, buf, cap);
+    TRY(write_header(&w, hdr));
+    TRY(aftp_wire_write_u32(&w, file_id));
+    return aftp_wire_write_u64(&w, block);
+}
+
+int aftp_wire_decode(const uint8_t *buf, size_t len, aftp_wire_packet *out)
+{
+    aftp_wire_packet pkt;
+    aftp_wire_reader r;
+    memset(&pkt, 0, sizeof pkt);
+    TRY(aftp_wire_header_decode(buf, len, &pkt.hdr));
+    TRY(header_consistent(&pkt.hdr));
+    aftp_wire_reader_init(&r, buf, len);
+    r.pos = AFTP_WIRE_HEADER_LEN;
+    TRY(codecs[pkt.hdr.type].decode(&r, &pkt));
+    if (r.pos != r.len)
+        return AFTP_ERR_MALFORMED;
+    *out = pkt;
+    return AFTP_OK;
+}
+
+int aftp_wire_encode(const aftp_wire_packet *pkt, uint8_t *buf, size_t cap, size_t *written)
+{
+    aftp_wire_writer w;
+    TRY(header_consistent(&pkt->hdr) == AFTP_OK ? AFTP_OK : AFTP_ERR_INVALID_ARGUMENT);
+    aftp_wire_writer_init(&w, buf, cap);
+    TRY(write_header(&w, &pkt->hdr));
+    TRY(codecs[pkt->hdr.type].encode(&w, pkt));
+    if (w.pos > AFTP_WIRE_MAX_DATAGRAM)
+        return AFTP_ERR_LIMIT;
+    *written = w.pos;
+    return AFTP_OK;
+}
+
+const char *aftp_wire_error_name(uint16_t error)
+{
+    static const char *const names[] = {
+        [AFTP_WIRE_ERR_NONE] = "NONE",
+        [AFTP_WIRE_ERR_PROTOCOL] = "PROTOCOL",
+        [AFTP_WIRE_ERR_VERSION] = "VERSION",
+        [AFTP_WIRE_ERR_FILE_EXISTS] = "FILE_EXISTS",
+        [AFTP_WIRE_ERR_NO_SPACE] = "NO_SPACE",
+        [AFTP_WIRE_ERR_IO] = "IO",
+        [AFTP_WIRE_ERR_DIGEST_MISMATCH] = "DIGEST_MISMATCH",
+        [AFTP_WIRE_ERR_PATH_REJECTED] = "PATH_REJECTED",
+        [AFTP_WIRE_ERR_IDLE_TIMEOUT] = "IDLE_TIMEOUT",
+        [AFTP_WIRE_ERR_CANCELLED] = "CANCELLED",
+        [AFTP_WIRE_ERR_INTERNAL] = "INTERNAL",
+        [AFTP_WIRE_ERR_SOURCE_CHANGED] = "SOURCE_CHANGED",
+        [AFTP_WIRE_ERR_PERMISSION] = "PERMISSION",
+        [AFTP_WIRE_ERR_LIMIT] = "LIMIT",
+    };
+    return error < sizeof names / sizeof names[0] ? names[error] : "UNKNOWN";
+}

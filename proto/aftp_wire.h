@@ -1,0 +1,326 @@
+/*
+ * aftp wire format: every constant, limit and packet layout of
+ * spec/aftp-protocol.md, and the encoders/decoders for them.
+ *
+ * Pure code: no I/O, no clock, no allocation. Integers are big-endian
+ * (network byte order) and read/written byte by byte; no struct is ever
+ * cast over a buffer.
+ *
+ * Ownership: encoders write into a caller-owned buffer and never keep a
+ * pointer to it. Decoders never copy variable-length data: pointers in a
+ * decoded packet (payload, path, reason, ranges, extensions) borrow from the
+ * input buffer and are valid only while it is. A failed decode leaves the
+ * output struct untouched.
+ */
+#ifndef AFTP_WIRE_H
+#define AFTP_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "aftp/aftp_error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- versions (spec section 10) ---- */
+#define AFTP_WIRE_VERSION 1u              /* the version this code speaks */
+#define AFTP_WIRE_VERSION_NEGOTIATION 0u  /* header version of a VERSION_NEG packet */
+
+/* ---- common header (spec section 5) ----
+ *  0      1      2      4              8                       16
+ *  +------+------+------+--------------+-----------------------+
+ *  | ver  | type | flags| connection id|     packet number     |
+ *  +------+------+------+--------------+-----------------------+
+ */
+#define AFTP_WIRE_HEADER_LEN 16u
+#define AFTP_WIRE_TAG_LEN 16u       /* AEAD tag appended to protected packets */
+
+/* Header flags. Bits not defined here are reserved: sent as zero, ignored. */
+#define AFTP_WIRE_FLAG_PROTECTED 0x0001u  /* body sealed with AEAD, tag follows */
+#define AFTP_WIRE_FLAG_KEY_PHASE 0x0002u  /* which key generation sealed it */
+#define AFTP_WIRE_FLAGS_DEFINED (AFTP_WIRE_FLAG_PROTECTED | AFTP_WIRE_FLAG_KEY_PHASE)
+
+/* ---- packet types (spec section 6) ---- */
+enum aftp_wire_type {
+    AFTP_WIRE_VERSION_NEG = 0x00,
+    AFTP_WIRE_HELLO = 0x01,
+    AFTP_WIRE_HELLO_ACK = 0x02,
+    AFTP_WIRE_FILE_OFFER = 0x03,
+    AFTP_WIRE_FILE_REPLY = 0x04,
+    AFTP_WIRE_DATA = 0x05,
+    AFTP_WIRE_FEEDBACK = 0x06,
+    AFTP_WIRE_FILE_DONE = 0x07,
+    AFTP_WIRE_FILE_RESULT = 0x08,
+    AFTP_WIRE_CLOSE = 0x09
+};
+#define AFTP_WIRE_TYPE_MAX AFTP_WIRE_CLOSE
+
+/* ---- roles and ciphers (spec sections 6.2, 12) ---- */
+enum aftp_wire_role {
+    AFTP_WIRE_ROLE_PUSH = 1, /* the client sends files to the server */
+    AFTP_WIRE_ROLE_PULL = 2  /* the client receives files from the server */
+};
+
+enum aftp_wire_cipher {
+    AFTP_WIRE_CIPHER_NONE = 0,
+    AFTP_WIRE_CIPHER_AES256GCM = 1,
+    AFTP_WIRE_CIPHER_CHACHA20POLY1305 = 2
+};
+#define AFTP_WIRE_CIPHER_MAX AFTP_WIRE_CIPHER_CHACHA20POLY1305
+
+/* ---- wire error codes carried in FILE_REPLY, FILE_RESULT, CLOSE (spec section 11) ---- */
+enum aftp_wire_error {
+    AFTP_WIRE_ERR_NONE = 0,
+    AFTP_WIRE_ERR_PROTOCOL = 1,
+    AFTP_WIRE_ERR_VERSION = 2,
+    AFTP_WIRE_ERR_FILE_EXISTS = 3,
+    AFTP_WIRE_ERR_NO_SPACE = 4,
+    AFTP_WIRE_ERR_IO = 5,
+    AFTP_WIRE_ERR_DIGEST_MISMATCH = 6,
+    AFTP_WIRE_ERR_PATH_REJECTED = 7,
+    AFTP_WIRE_ERR_IDLE_TIMEOUT = 8,
+    AFTP_WIRE_ERR_CANCELLED = 9,
+    AFTP_WIRE_ERR_INTERNAL = 10,
+    AFTP_WIRE_ERR_SOURCE_CHANGED = 11,
+    AFTP_WIRE_ERR_PERMISSION = 12,
+    AFTP_WIRE_ERR_LIMIT = 13
+};
+
+/* ---- limits (spec section 4 and per packet) ---- */
+#define AFTP_WIRE_MAX_DATAGRAM 65507u        /* largest UDP payload over IPv4 */
+#define AFTP_WIRE_MIN_DATAGRAM 1200u         /* every path must carry this */
+#define AFTP_WIRE_HELLO_MIN_LEN 1200u        /* HELLO is padded to this (anti-amplification) */
+#define AFTP_WIRE_MIN_BLOCK 64u
+#define AFTP_WIRE_MAX_BLOCK (AFTP_WIRE_MAX_DATAGRAM - AFTP_WIRE_DATA_OVERHEAD)
+#define AFTP_WIRE_MAX_FILE_SIZE (UINT64_C(1) << 62)
+/* No block index, range end or block count may exceed this, so index
+ * arithmetic (end + 1, index * block size) can never overflow. */
+#define AFTP_WIRE_MAX_BLOCKS (AFTP_WIRE_MAX_FILE_SIZE / AFTP_WIRE_MIN_BLOCK)
+#define AFTP_WIRE_MAX_PATH 4096u             /* bytes of a FILE_OFFER path */
+#define AFTP_WIRE_MAX_REASON 512u            /* bytes of a CLOSE reason */
+#define AFTP_WIRE_MAX_CIPHERS 8u
+#define AFTP_WIRE_MAX_VERSIONS 32u
+#define AFTP_WIRE_MAX_RANGES 8192u           /* missing ranges in one FEEDBACK */
+#define AFTP_WIRE_DIGEST_LEN 16u             /* XXH3-128, canonical (big-endian) */
+#define AFTP_WIRE_VARINT_MAX ((UINT64_C(1) << 62) - 1)
+
+/* Fixed body sizes (bytes after the common header). */
+#define AFTP_WIRE_DATA_FIXED 12u             /* file id + block index */
+#define AFTP_WIRE_DATA_OVERHEAD (AFTP_WIRE_HEADER_LEN + AFTP_WIRE_DATA_FIXED + AFTP_WIRE_TAG_LEN)
+#define AFTP_WIRE_FEEDBACK_FIXED 58u
+#define AFTP_WIRE_FILE_OFFER_FIXED 32u
+#define AFTP_WIRE_FILE_REPLY_LEN 6u
+#define AFTP_WIRE_FILE_DONE_LEN 28u
+#define AFTP_WIRE_FILE_RESULT_LEN 22u
+#define AFTP_WIRE_CLOSE_FIXED 4u
+
+/* Default block size: the largest payload that fits a 1500-byte IPv6 path
+ * (1452-byte UDP payload) with a tag, so one size serves both families. */
+#define AFTP_WIRE_DEFAULT_BLOCK (1452u - AFTP_WIRE_DATA_OVERHEAD)
+
+/* ---- decoded / to-be-encoded packets ---- */
+typedef struct aftp_wire_header {
+    uint8_t version;
+    uint8_t type;
+    uint16_t flags;
+    uint32_t conn_id;   /* the receiving endpoint's id; in HELLO the client's own */
+    uint64_t pn;        /* packet number, never reused within a session */
+} aftp_wire_header;
+
+typedef struct aftp_wire_version_neg {
+    uint8_t count;
+    uint8_t versions[AFTP_WIRE_MAX_VERSIONS];
+} aftp_wire_version_neg;
+
+typedef struct aftp_wire_hello {
+    uint8_t role;                      /* enum aftp_wire_role */
+    uint8_t cipher_count;
+    uint8_t ciphers[AFTP_WIRE_MAX_CIPHERS]; /* in preference order */
+    uint16_t max_datagram;             /* largest datagram the client accepts */
+    uint16_t ext_len;
+    const uint8_t *ext;                /* extension TLVs, borrowed */
+} aftp_wire_hello;
+
+typedef struct aftp_wire_hello_ack {
+    uint32_t server_conn_id;
+    uint8_t cipher;
+    uint16_t max_datagram;
+    uint16_t ext_len;
+    const uint8_t *ext;
+} aftp_wire_hello_ack;
+
+#define AFTP_WIRE_OFFER_OVERWRITE 0x0001u
+
+typedef struct aftp_wire_file_offer {
+    uint32_t file_id;
+    uint64_t size;
+    int64_t mtime_ns;
+    uint32_t mode;        /* permission bits, at most 07777 */
+    uint32_t block_size;
+    uint16_t flags;       /* AFTP_WIRE_OFFER_*; undefined bits ignored */
+    uint16_t path_len;
+    const uint8_t *path;  /* UTF-8, '/'-separated, not NUL-terminated, borrowed */
+} aftp_wire_file_offer;
+
+typedef struct aftp_wire_file_reply {
+    uint32_t file_id;
+    uint16_t error;       /* AFTP_WIRE_ERR_NONE: accepted */
+} aftp_wire_file_reply;
+
+typedef struct aftp_wire_data {
+    uint32_t file_id;
+    uint64_t block;
+    uint16_t payload_len;
+    const uint8_t *payload; /* borrowed */
+} aftp_wire_data;
+
+typedef struct aftp_wire_range {
+    uint64_t start;
+    uint64_t len; /* >= 1 */
+} aftp_wire_range;
+
+typedef struct aftp_wire_feedback {
+    uint32_t file_id;
+    uint64_t largest_pn;       /* highest packet number received */
+    uint32_t ack_delay_us;     /* time from receiving largest_pn to sending this */
+    uint64_t recv_time_us;     /* receiver's monotonic clock */
+    uint64_t packets_received; /* cumulative count of DATA packets received */
+    uint64_t blocks_received;  /* distinct blocks of file_id held */
+    uint64_t cum_block;        /* every block below this is held */
+    uint64_t scan_end;         /* the missing list is complete for [cum_block, scan_end) */
+    uint16_t range_count;
+    /* Encoding: `ranges` points to range_count ranges, ascending,
+     * non-overlapping, non-adjacent, inside [cum_block, scan_end).
+     * Decoding: `ranges` is NULL; `range_bytes` borrows the encoded list,
+     * already validated, to walk with aftp_wire_ranges_next(). */
+    const aftp_wire_range *ranges;
+    const uint8_t *range_bytes;
+    size_t range_bytes_len;
+} aftp_wire_feedback;
+
+typedef struct aftp_wire_file_done {
+    uint32_t file_id;
+    uint64_t block_count;
+    uint8_t digest[AFTP_WIRE_DIGEST_LEN];
+} aftp_wire_file_done;
+
+typedef struct aftp_wire_file_result {
+    uint32_t file_id;
+    uint16_t error;
+    uint8_t digest[AFTP_WIRE_DIGEST_LEN]; /* what the receiver computed */
+} aftp_wire_file_result;
+
+typedef struct aftp_wire_close {
+    uint16_t error;
+    uint16_t reason_len;
+    const uint8_t *reason; /* UTF-8, borrowed */
+} aftp_wire_close;
+
+typedef struct aftp_wire_packet {
+    aftp_wire_header hdr;
+    union {
+        aftp_wire_version_neg version_neg;
+        aftp_wire_hello hello;
+        aftp_wire_hello_ack hello_ack;
+        aftp_wire_file_offer file_offer;
+        aftp_wire_file_reply file_reply;
+        aftp_wire_data data;
+        aftp_wire_feedback feedback;
+        aftp_wire_file_done file_done;
+        aftp_wire_file_result file_result;
+        aftp_wire_close close;
+    } u;
+} aftp_wire_packet;
+
+/* ---- bounded cursors ----
+ * Every read checks the remaining length first; a failed read returns
+ * AFTP_ERR_TRUNCATED (or AFTP_ERR_MALFORMED) and leaves the cursor where it was. */
+typedef struct aftp_wire_reader {
+    const uint8_t *buf;
+    size_t len;
+    size_t pos;
+} aftp_wire_reader;
+
+typedef struct aftp_wire_writer {
+    uint8_t *buf;
+    size_t cap;
+    size_t pos;
+} aftp_wire_writer;
+
+void aftp_wire_reader_init(aftp_wire_reader *r, const uint8_t *buf, size_t len);
+int aftp_wire_read_u8(aftp_wire_reader *r, uint8_t *v);
+int aftp_wire_read_u16(aftp_wire_reader *r, uint16_t *v);
+int aftp_wire_read_u32(aftp_wire_reader *r, uint32_t *v);
+int aftp_wire_read_u64(aftp_wire_reader *r, uint64_t *v);
+int aftp_wire_read_varint(aftp_wire_reader *r, uint64_t *v);
+int aftp_wire_read_bytes(aftp_wire_reader *r, size_t n, const uint8_t **p);
+
+void aftp_wire_writer_init(aftp_wire_writer *w, uint8_t *buf, size_t cap);
+int aftp_wire_write_u8(aftp_wire_writer *w, uint8_t v);
+int aftp_wire_write_u16(aftp_wire_writer *w, uint16_t v);
+int aftp_wire_write_u32(aftp_wire_writer *w, uint32_t v);
+int aftp_wire_write_u64(aftp_wire_writer *w, uint64_t v);
+int aftp_wire_write_varint(aftp_wire_writer *w, uint64_t v);
+int aftp_wire_write_bytes(aftp_wire_writer *w, const uint8_t *p, size_t n);
+
+/* Bytes the QUIC-style variable-length encoding of v takes (1, 2, 4 or 8);
+ * 0 when v exceeds AFTP_WIRE_VARINT_MAX. */
+size_t aftp_wire_varint_len(uint64_t v);
+
+/* ---- whole packets ----
+ * aftp_wire_decode: parse one plaintext datagram (tag already removed).
+ * Checks every length and count against the buffer and the limits above,
+ * rejects trailing bytes (HELLO: only zero padding may follow), unknown
+ * types and unknown versions. Reserved header flag bits are ignored.
+ * Returns AFTP_OK or a negative aftp_error; *out is written only on success. */
+int aftp_wire_decode(const uint8_t *buf, size_t len, aftp_wire_packet *out);
+
+/* aftp_wire_encode: write pkt into buf[0..cap). HELLO is zero-padded to
+ * AFTP_WIRE_HELLO_MIN_LEN. On success *written holds the length; on failure
+ * nothing meaningful is in buf and *written is untouched. */
+int aftp_wire_encode(const aftp_wire_packet *pkt, uint8_t *buf, size_t cap, size_t *written);
+
+/* Only the common header; the datapath uses it to peek at type and
+ * connection id before deciding what to do with a datagram. */
+int aftp_wire_header_decode(const uint8_t *buf, size_t len, aftp_wire_header *out);
+/* Writes AFTP_WIRE_HEADER_LEN bytes; returns AFTP_OK or an error. */
+int aftp_wire_header_encode(const aftp_wire_header *hdr, uint8_t *buf, size_t cap);
+
+/* The DATA header (common header + file id + block index) alone, so the
+ * sender can put the payload in a separate iovec that points into the
+ * source mapping. Writes exactly AFTP_WIRE_HEADER_LEN + AFTP_WIRE_DATA_FIXED
+ * bytes and returns AFTP_OK; hdr->type must be AFTP_WIRE_DATA. */
+int aftp_wire_data_header_encode(const aftp_wire_header *hdr, uint32_t file_id,
+                                 uint64_t block, uint8_t *buf, size_t cap);
+
+/* Walk the missing ranges of a decoded FEEDBACK. Initialise with the decoded
+ * feedback; each call yields the next range and returns 1, or 0 at the end. */
+typedef struct aftp_wire_range_iter {
+    aftp_wire_reader r;
+    uint64_t next_min;   /* smallest start the next range may have */
+    uint16_t left;
+} aftp_wire_range_iter;
+
+void aftp_wire_range_iter_init(aftp_wire_range_iter *it, const aftp_wire_feedback *fb);
+int aftp_wire_ranges_next(aftp_wire_range_iter *it, aftp_wire_range *out);
+
+/* Bytes the encoded range list takes (for sizing a FEEDBACK before
+ * encoding); 0 if the ranges are invalid. */
+size_t aftp_wire_ranges_encoded_len(uint64_t cum_block, const aftp_wire_range *ranges,
+                                    size_t count);
+
+/* Block model (spec section 7). */
+uint64_t aftp_wire_block_count(uint64_t file_size, uint32_t block_size);
+/* Length of block `index` of a file, 0 when the index is out of range. */
+uint32_t aftp_wire_block_len(uint64_t file_size, uint32_t block_size, uint64_t index);
+
+const char *aftp_wire_type_name(uint8_t type);
+const char *aftp_wire_error_name(uint16_t error);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* AFTP_WIRE_H */
