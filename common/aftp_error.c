@@ -11,6 +11,7 @@ const char *aftp_strerror(int err)
     case AFTP_ERR_FILE_EXISTS: return "destination file exists";
     case AFTP_ERR_NOT_FOUND: return "no such file or directory";
     case AFTP_ERR_PATH_REJECTED: return "path rejected (absolute, '..', control characters or too long)";
+    case AFTP_ERR_CANCELLED: return "transfer cancelled";
     case AFTP_ERR_TRUNCATED: return "packet truncated";
     case AFTP_ERR_MALFORMED: return "packet malformed";
     case AFTP_ERR_UNKNOWN_TYPE: return "unknown packet type";

@@ -26,6 +26,7 @@ enum aftp_error {
     AFTP_ERR_FILE_EXISTS = -103,
     AFTP_ERR_NOT_FOUND = -104,
     AFTP_ERR_PATH_REJECTED = -105,
+    AFTP_ERR_CANCELLED = -106,
 
     /* protocol / peer */
     AFTP_ERR_TRUNCATED = -200,

@@ -1,0 +1,201 @@
+/*
+ * aftp sans-I/O transfer engine.
+ *
+ * The engine is two state machines, one per role: the sender (owns the
+ * source, sends DATA, repairs loss) and the receiver (owns the block bitmap,
+ * sends FEEDBACK, verifies). They never touch sockets, clocks, threads or
+ * files: time comes in as a nanosecond argument (any monotonic clock),
+ * datagrams go in and out through the functions below, and file bytes move
+ * through the storage callbacks. Drivers in io/ wrap them with sockets and
+ * mmap; tests wrap them with an in-process link on a virtual clock.
+ *
+ * In protocol version 1 only "push" exists: the client is the sender and
+ * the server is the receiver.
+ *
+ * Usage, either role:
+ *   loop:
+ *     for each datagram that arrived:   aftp_X_read(e, now, buf, len)
+ *     if now >= aftp_X_expiry(e):       aftp_X_handle_expiry(e, now)
+ *     while aftp_X_write(e, now, buf, cap, &dg) == 1: transmit dg
+ *     wait until aftp_X_expiry(e) or a datagram arrives
+ *   until aftp_X_state(e) is AFTP_STATE_CLOSED.
+ *
+ * Input: aftp_X_read() returns AFTP_OK when the datagram was used or
+ * dropped (malformed, unexpected, duplicate and foreign datagrams are
+ * dropped silently and counted); a negative code only when the session
+ * itself failed, after which the state is CLOSING or CLOSED.
+ *
+ * Ownership: settings and file info are copied at the call; the engine
+ * keeps no pointer into them (except `user`, passed back to callbacks).
+ * Datagram buffers belong to the caller. Callbacks must not call back into
+ * the same engine. Engines are not thread-safe: one thread drives each.
+ */
+#ifndef AFTP_ENGINE_H
+#define AFTP_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "aftp/aftp_error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define AFTP_DIGEST_LEN 16 /* XXH3-128, canonical big-endian form */
+#define AFTP_NO_EXPIRY UINT64_MAX
+
+typedef struct aftp_sender aftp_sender;
+typedef struct aftp_receiver aftp_receiver;
+
+/* What a file is. `path` is relative, '/'-separated and NUL-terminated; it
+ * is borrowed for the duration of the call that receives it. */
+typedef struct aftp_file_info {
+    uint32_t file_id;
+    uint64_t size;
+    int64_t mtime_ns;
+    uint32_t mode;       /* permission bits */
+    uint32_t block_size;
+    int overwrite;       /* the sender asks to replace an existing file */
+    const char *path;
+} aftp_file_info;
+
+/* The engine's only access to file bytes. Each returns AFTP_OK or a
+ * negative aftp_error, which ends that file with the matching wire error. */
+typedef struct aftp_storage_ops {
+    /* Both roles: borrow bytes [off, off+len) of the file. The sender reads
+     * DATA payloads through it (the pointer may go straight into an iovec);
+     * the receiver reads back the stored file to verify its digest. The
+     * pointer must stay valid until `close` for that file. */
+    int (*view)(void *user, uint32_t file_id, uint64_t off, size_t len, const uint8_t **out);
+    /* Receiver: the peer offers a file. Check the path, refuse an existing
+     * file unless overwrite, reserve info->size bytes (a full disk fails
+     * here, before any data). */
+    int (*open)(void *user, const aftp_file_info *info);
+    /* Receiver: store len bytes at off (only ever for blocks not yet held). */
+    int (*write)(void *user, uint32_t file_id, uint64_t off, const uint8_t *data, size_t len);
+    /* Receiver: commit = 1: make the verified file durable and give it its
+     * final name. commit = 0: discard it. Sender: release the source. */
+    int (*close)(void *user, uint32_t file_id, int commit);
+} aftp_storage_ops;
+
+enum aftp_event_type {
+    AFTP_EV_CONNECTED = 1, /* handshake complete */
+    AFTP_EV_FILE_START,    /* file accepted by the receiver: info valid */
+    AFTP_EV_FILE_END,      /* file finished: error (AFTP_OK when verified), digest */
+    AFTP_EV_CLOSED         /* session over: error says why (AFTP_OK: clean) */
+};
+
+typedef struct aftp_event {
+    int type;                    /* enum aftp_event_type */
+    int error;                   /* aftp_error */
+    const aftp_file_info *info;  /* FILE_START, FILE_END; valid during the callback */
+    const uint8_t *digest;       /* FILE_END: AFTP_DIGEST_LEN bytes, or NULL */
+    const char *message;         /* human-readable detail (peer's reason), or NULL */
+} aftp_event;
+
+typedef void (*aftp_event_cb)(void *user, const aftp_event *ev);
+
+enum aftp_state {
+    AFTP_STATE_HANDSHAKE = 1,
+    AFTP_STATE_TRANSFER,
+    AFTP_STATE_CLOSING,  /* CLOSE sent or received; draining */
+    AFTP_STATE_CLOSED
+};
+
+/* Counters for progress lines, benchmarks and tests. */
+typedef struct aftp_stats {
+    uint64_t packets_sent;
+    uint64_t packets_received;
+    uint64_t payload_bytes_sent;          /* DATA payload, first transmissions + repairs */
+    uint64_t payload_bytes_retransmitted; /* repairs only */
+    uint64_t payload_bytes_received;      /* distinct blocks stored (receiver) */
+    uint64_t duplicate_packets;           /* DATA for blocks already held (receiver) */
+    uint64_t wire_bytes_sent;             /* whole datagrams */
+    uint64_t wire_bytes_received;
+    uint64_t srtt_ns;                     /* smoothed RTT (sender), 0 before the first sample */
+    uint64_t min_rtt_ns;
+    uint64_t pacing_rate_bps;             /* current pacing rate, bits of UDP payload per second */
+} aftp_stats;
+
+/* One outgoing datagram: `head` (in the caller's buffer) then `payload`
+ * (borrowed from storage, NULL for packets without file data). A driver
+ * sends the two as one datagram, e.g. two iovecs. */
+typedef struct aftp_datagram {
+    const uint8_t *head;
+    size_t head_len;
+    const uint8_t *payload;
+    size_t payload_len;
+} aftp_datagram;
+
+/* ---- sender (client, push) ---- */
+
+typedef struct aftp_sender_settings {
+    uint32_t conn_id;            /* this endpoint's connection id: random, non-zero */
+    uint64_t rate_bps;           /* pacing rate, bits of UDP payload per second */
+    uint16_t max_datagram;       /* largest datagram to send, >= AFTP_WIRE_MIN_DATAGRAM */
+    uint64_t idle_timeout_ns;    /* silence from the peer that ends the session */
+    uint64_t initial_rtt_ns;     /* RTT assumed before the first sample */
+    const aftp_storage_ops *storage;
+    aftp_event_cb on_event;
+    void *user;                  /* passed to storage and event callbacks */
+} aftp_sender_settings;
+
+void aftp_sender_settings_default(aftp_sender_settings *s);
+
+/* Returns AFTP_OK and *out, or an error (invalid settings, no memory). */
+int aftp_sender_new(const aftp_sender_settings *settings, uint64_t now_ns, aftp_sender **out);
+void aftp_sender_del(aftp_sender *s); /* NULL-safe */
+
+/* Queue a file (sent in queue order). info->block_size 0 picks the largest
+ * block that max_datagram allows. */
+int aftp_sender_add_file(aftp_sender *s, const aftp_file_info *info);
+/* No more files will be added: the session closes after the last one. */
+void aftp_sender_finish(aftp_sender *s);
+
+int aftp_sender_read(aftp_sender *s, uint64_t now_ns, const uint8_t *pkt, size_t len);
+/* Returns 1 and fills *dg when a datagram is due, 0 when nothing may be sent
+ * before aftp_sender_expiry() (pacing, waiting for the peer), or an error.
+ * buf must hold max_datagram bytes. */
+int aftp_sender_write(aftp_sender *s, uint64_t now_ns, uint8_t *buf, size_t cap, aftp_datagram *dg);
+uint64_t aftp_sender_expiry(const aftp_sender *s);
+int aftp_sender_handle_expiry(aftp_sender *s, uint64_t now_ns);
+int aftp_sender_state(const aftp_sender *s);
+int aftp_sender_error(const aftp_sender *s); /* why the session closed */
+void aftp_sender_get_stats(const aftp_sender *s, aftp_stats *out);
+/* Ask the engine to close with a CLOSE to the peer (user cancel). */
+void aftp_sender_cancel(aftp_sender *s, uint64_t now_ns);
+
+/* ---- receiver (server, push) ---- */
+
+typedef struct aftp_receiver_settings {
+    uint32_t conn_id;            /* this endpoint's connection id: random, non-zero */
+    uint16_t max_datagram;
+    uint64_t idle_timeout_ns;
+    uint64_t feedback_interval_ns; /* upper bound; the engine uses ~RTT/4 when it knows the RTT */
+    const aftp_storage_ops *storage;
+    aftp_event_cb on_event;
+    void *user;
+} aftp_receiver_settings;
+
+void aftp_receiver_settings_default(aftp_receiver_settings *s);
+int aftp_receiver_new(const aftp_receiver_settings *settings, uint64_t now_ns,
+                      aftp_receiver **out);
+void aftp_receiver_del(aftp_receiver *r);
+
+/* The first datagram fed must be the client's HELLO. */
+int aftp_receiver_read(aftp_receiver *r, uint64_t now_ns, const uint8_t *pkt, size_t len);
+int aftp_receiver_write(aftp_receiver *r, uint64_t now_ns, uint8_t *buf, size_t cap,
+                        aftp_datagram *dg);
+uint64_t aftp_receiver_expiry(const aftp_receiver *r);
+int aftp_receiver_handle_expiry(aftp_receiver *r, uint64_t now_ns);
+int aftp_receiver_state(const aftp_receiver *r);
+int aftp_receiver_error(const aftp_receiver *r);
+void aftp_receiver_get_stats(const aftp_receiver *r, aftp_stats *out);
+void aftp_receiver_cancel(aftp_receiver *r, uint64_t now_ns);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* AFTP_ENGINE_H */
