@@ -246,6 +246,14 @@ int aftp_wire_ranges_next(aftp_wire_range_iter *it, aftp_wire_range *out)
     return 1;
 }
 
+/* A range to encode is non-empty, starts at or after next_min and ends at or
+ * before limit (<= AFTP_WIRE_MAX_BLOCKS, so end + 1 cannot overflow). */
+static int range_fits(const aftp_wire_range *rg, uint64_t next_min, uint64_t limit)
+{
+    return rg->len != 0 && rg->start >= next_min && rg->start <= limit &&
+           rg->len <= limit - rg->start;
+}
+
 size_t aftp_wire_ranges_encoded_len(uint64_t cum_block, const aftp_wire_range *ranges,
                                     size_t count)
 {
@@ -253,13 +261,9 @@ size_t aftp_wire_ranges_encoded_len(uint64_t cum_block, const aftp_wire_range *r
     uint64_t next_min = cum_block;
     for (size_t i = 0; i < count; i++) {
         const aftp_wire_range *rg = &ranges[i];
-        if (rg->len == 0 || rg->start < next_min || rg->len > UINT64_MAX - rg->start)
+        if (!range_fits(rg, next_min, AFTP_WIRE_MAX_BLOCKS))
             return 0;
-        size_t a = aftp_wire_varint_len(rg->start - next_min);
-        size_t b = aftp_wire_varint_len(rg->len - 1);
-        if (a == 0 || b == 0)
-            return 0;
-        total += a + b;
+        total += aftp_wire_varint_len(rg->start - next_min) + aftp_wire_varint_len(rg->len - 1);
         next_min = rg->start + rg->len + 1;
     }
     return total;
@@ -267,11 +271,17 @@ size_t aftp_wire_ranges_encoded_len(uint64_t cum_block, const aftp_wire_range *r
 
 static int write_ranges(aftp_wire_writer *w, const aftp_wire_feedback *fb)
 {
+    if (fb->ranges == NULL) {
+        /* A decoded FEEDBACK carries its list still encoded: copy it as it is. */
+        if (validate_ranges(fb->range_bytes, fb->range_bytes_len, fb->range_count, fb->cum_block,
+                            fb->scan_end) != AFTP_OK)
+            return AFTP_ERR_INVALID_ARGUMENT;
+        return aftp_wire_write_bytes(w, fb->range_bytes, fb->range_bytes_len);
+    }
     uint64_t next_min = fb->cum_block;
     for (uint16_t i = 0; i < fb->range_count; i++) {
         const aftp_wire_range *rg = &fb->ranges[i];
-        if (rg->len == 0 || rg->start < next_min || rg->start > fb->scan_end ||
-            rg->len > fb->scan_end - rg->start)
+        if (!range_fits(rg, next_min, fb->scan_end))
             return AFTP_ERR_INVALID_ARGUMENT;
         TRY(aftp_wire_write_varint(w, rg->start - next_min));
         TRY(aftp_wire_write_varint(w, rg->len - 1));
@@ -339,6 +349,11 @@ static int valid_max_datagram(uint16_t v)
     return v >= AFTP_WIRE_MIN_DATAGRAM && v <= AFTP_WIRE_MAX_DATAGRAM;
 }
 
+static int valid_role(uint8_t role)
+{
+    return role == AFTP_WIRE_ROLE_PUSH || role == AFTP_WIRE_ROLE_PULL;
+}
+
 static int decode_hello(aftp_wire_reader *r, aftp_wire_packet *p)
 {
     aftp_wire_hello *h = &p->u.hello;
@@ -351,7 +366,7 @@ static int decode_hello(aftp_wire_reader *r, aftp_wire_packet *p)
     memcpy(h->ciphers, list, h->cipher_count);
     TRY(aftp_wire_read_u16(r, &h->max_datagram));
     TRY(read_extensions(r, &h->ext_len, &h->ext));
-    if (h->role != AFTP_WIRE_ROLE_PUSH && h->role != AFTP_WIRE_ROLE_PULL)
+    if (!valid_role(h->role))
         return AFTP_ERR_MALFORMED;
     if (!valid_max_datagram(h->max_datagram))
         return AFTP_ERR_MALFORMED;
@@ -369,7 +384,7 @@ static int encode_hello(aftp_wire_writer *w, const aftp_wire_packet *p)
 {
     const aftp_wire_hello *h = &p->u.hello;
     if (h->cipher_count == 0 || h->cipher_count > AFTP_WIRE_MAX_CIPHERS ||
-        !valid_max_datagram(h->max_datagram))
+        !valid_role(h->role) || !valid_max_datagram(h->max_datagram))
         return AFTP_ERR_INVALID_ARGUMENT;
     TRY(aftp_wire_write_u8(w, h->role));
     TRY(aftp_wire_write_u8(w, h->cipher_count));
@@ -521,8 +536,7 @@ static int decode_feedback(aftp_wire_reader *r, aftp_wire_packet *p)
 static int encode_feedback(aftp_wire_writer *w, const aftp_wire_packet *p)
 {
     const aftp_wire_feedback *f = &p->u.feedback;
-    if (f->range_count > AFTP_WIRE_MAX_RANGES || !valid_feedback_bounds(f) ||
-        (f->range_count > 0 && f->ranges == NULL))
+    if (f->range_count > AFTP_WIRE_MAX_RANGES || !valid_feedback_bounds(f))
         return AFTP_ERR_INVALID_ARGUMENT;
     TRY(aftp_wire_write_u32(w, f->file_id));
     TRY(aftp_wire_write_u64(w, f->largest_pn));
@@ -549,12 +563,15 @@ static int decode_file_done(aftp_wire_reader *r, aftp_wire_packet *p)
     aftp_wire_file_done *d = &p->u.file_done;
     TRY(aftp_wire_read_u32(r, &d->file_id));
     TRY(aftp_wire_read_u64(r, &d->block_count));
-    return decode_digest(r, d->digest);
+    TRY(decode_digest(r, d->digest));
+    return d->block_count <= AFTP_WIRE_MAX_BLOCKS ? AFTP_OK : AFTP_ERR_MALFORMED;
 }
 
 static int encode_file_done(aftp_wire_writer *w, const aftp_wire_packet *p)
 {
     const aftp_wire_file_done *d = &p->u.file_done;
+    if (d->block_count > AFTP_WIRE_MAX_BLOCKS)
+        return AFTP_ERR_INVALID_ARGUMENT;
     TRY(aftp_wire_write_u32(w, d->file_id));
     TRY(aftp_wire_write_u64(w, d->block_count));
     return aftp_wire_write_bytes(w, d->digest, AFTP_WIRE_DIGEST_LEN);
@@ -679,6 +696,9 @@ int aftp_wire_decode(const uint8_t *buf, size_t len, aftp_wire_packet *out)
 {
     aftp_wire_packet pkt;
     aftp_wire_reader r;
+    /* Nothing longer can be encoded, so nothing longer is accepted. */
+    if (len > AFTP_WIRE_MAX_DATAGRAM)
+        return AFTP_ERR_LIMIT;
     memset(&pkt, 0, sizeof pkt);
     TRY(aftp_wire_header_decode(buf, len, &pkt.hdr));
     TRY(header_consistent(&pkt.hdr));
@@ -695,11 +715,15 @@ int aftp_wire_encode(const aftp_wire_packet *pkt, uint8_t *buf, size_t cap, size
 {
     aftp_wire_writer w;
     TRY(header_consistent(&pkt->hdr) == AFTP_OK ? AFTP_OK : AFTP_ERR_INVALID_ARGUMENT);
-    aftp_wire_writer_init(&w, buf, cap);
+    /* Never write past the largest datagram: a packet that would not fit
+     * is over the protocol's limit, however much room the caller has. */
+    size_t room = cap < AFTP_WIRE_MAX_DATAGRAM ? cap : AFTP_WIRE_MAX_DATAGRAM;
+    aftp_wire_writer_init(&w, buf, room);
     TRY(write_header(&w, &pkt->hdr));
-    TRY(codecs[pkt->hdr.type].encode(&w, pkt));
-    if (w.pos > AFTP_WIRE_MAX_DATAGRAM)
+    int rc = codecs[pkt->hdr.type].encode(&w, pkt);
+    if (rc == AFTP_ERR_BUFFER_TOO_SMALL && room == AFTP_WIRE_MAX_DATAGRAM)
         return AFTP_ERR_LIMIT;
+    TRY(rc);
     *written = w.pos;
     return AFTP_OK;
 }

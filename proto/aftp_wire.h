@@ -192,7 +192,9 @@ typedef struct aftp_wire_feedback {
     uint64_t scan_end;         /* the missing list is complete for [cum_block, scan_end) */
     uint16_t range_count;
     /* Encoding: `ranges` points to range_count ranges, ascending,
-     * non-overlapping, non-adjacent, inside [cum_block, scan_end).
+     * non-overlapping, non-adjacent, inside [cum_block, scan_end); or it is
+     * NULL and range_bytes holds the list already encoded (as a decoded
+     * FEEDBACK has it, so decode then encode gives the same bytes).
      * Decoding: `ranges` is NULL; `range_bytes` borrows the encoded list,
      * already validated, to walk with aftp_wire_ranges_next(). */
     const aftp_wire_range *ranges;
@@ -272,14 +274,17 @@ size_t aftp_wire_varint_len(uint64_t v);
 /* ---- whole packets ----
  * aftp_wire_decode: parse one plaintext datagram (tag already removed).
  * Checks every length and count against the buffer and the limits above,
- * rejects trailing bytes (HELLO: only zero padding may follow), unknown
- * types and unknown versions. Reserved header flag bits are ignored.
+ * rejects datagrams longer than AFTP_WIRE_MAX_DATAGRAM, trailing bytes
+ * (HELLO: only zero padding may follow), unknown types and unknown
+ * versions. Reserved header flag bits are ignored (kept in hdr.flags).
  * Returns AFTP_OK or a negative aftp_error; *out is written only on success. */
 int aftp_wire_decode(const uint8_t *buf, size_t len, aftp_wire_packet *out);
 
 /* aftp_wire_encode: write pkt into buf[0..cap). HELLO is zero-padded to
  * AFTP_WIRE_HELLO_MIN_LEN. On success *written holds the length; on failure
- * nothing meaningful is in buf and *written is untouched. */
+ * nothing meaningful is in buf and *written is untouched. A packet longer
+ * than AFTP_WIRE_MAX_DATAGRAM gives AFTP_ERR_LIMIT when cap is at least
+ * that, AFTP_ERR_BUFFER_TOO_SMALL otherwise. */
 int aftp_wire_encode(const aftp_wire_packet *pkt, uint8_t *buf, size_t cap, size_t *written);
 
 /* Only the common header; the datapath uses it to peek at type and

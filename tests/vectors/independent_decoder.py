@@ -1,0 +1,334 @@
+#!/usr/bin/env python3
+"""Independent decoder for the aftp wire test vectors.
+
+Written from the packet layouts (proto/aftp_wire.h, spec/aftp-protocol.md),
+sharing no code with the C implementation. For every vector file given on
+the command line it decodes each record's `hex` and checks the result
+against the record's fields; records with `expect` must be rejected.
+Exit status 0 when every vector agrees, 1 otherwise.
+"""
+import sys
+
+# ---- protocol constants (version 1) ----
+HEADER_LEN = 16
+TAG_LEN = 16
+MAX_DATAGRAM = 65507
+MIN_DATAGRAM = 1200
+HELLO_MIN_LEN = 1200
+MIN_BLOCK = 64
+MAX_BLOCK = MAX_DATAGRAM - HEADER_LEN - 12 - TAG_LEN
+MAX_FILE_SIZE = 1 << 62
+MAX_BLOCKS = MAX_FILE_SIZE // MIN_BLOCK
+MAX_PATH = 4096
+MAX_REASON = 512
+MAX_CIPHERS = 8
+MAX_VERSIONS = 32
+MAX_RANGES = 8192
+DIGEST_LEN = 16
+
+TYPES = ['VERSION_NEG', 'HELLO', 'HELLO_ACK', 'FILE_OFFER', 'FILE_REPLY', 'DATA',
+         'FEEDBACK', 'FILE_DONE', 'FILE_RESULT', 'CLOSE']
+ROLES = {'PUSH': 1, 'PULL': 2}
+CIPHERS = {'NONE': 0, 'AES256GCM': 1, 'CHACHA20POLY1305': 2}
+ERRORS = {name: code for code, name in enumerate(
+    ['NONE', 'PROTOCOL', 'VERSION', 'FILE_EXISTS', 'NO_SPACE', 'IO', 'DIGEST_MISMATCH',
+     'PATH_REJECTED', 'IDLE_TIMEOUT', 'CANCELLED', 'INTERNAL', 'SOURCE_CHANGED',
+     'PERMISSION', 'LIMIT'])}
+REJECTIONS = {'TRUNCATED', 'MALFORMED', 'UNKNOWN_TYPE', 'VERSION', 'LIMIT'}
+
+
+class Reject(Exception):
+    """The datagram is not a valid version 1 packet."""
+
+
+class VectorError(Exception):
+    """The vector file itself is wrong."""
+
+
+# ---- decoding ----
+
+class Cursor:
+    def __init__(self, data):
+        self.data = data
+        self.pos = 0
+
+    def take(self, n):
+        if n > len(self.data) - self.pos:
+            raise Reject('truncated at byte %d (need %d more)' % (self.pos, n))
+        chunk = self.data[self.pos:self.pos + n]
+        self.pos += n
+        return chunk
+
+    def uint(self, n):
+        return int.from_bytes(self.take(n), 'big')
+
+    def varint(self):
+        if self.pos >= len(self.data):
+            raise Reject('truncated varint')
+        size = 1 << (self.data[self.pos] >> 6)
+        raw = bytearray(self.take(size))
+        raw[0] &= 0x3f
+        value = int.from_bytes(raw, 'big')
+        shortest = 1 if value < 1 << 6 else 2 if value < 1 << 14 else 4 if value < 1 << 30 else 8
+        if size != shortest:
+            raise Reject('varint %d not in its shortest form' % value)
+        return value
+
+    def rest(self):
+        return self.take(len(self.data) - self.pos)
+
+    def left(self):
+        return len(self.data) - self.pos
+
+
+def check(condition, why):
+    if not condition:
+        raise Reject(why)
+
+
+def extensions(c):
+    ext = c.take(c.uint(2))
+    tlv = Cursor(ext)
+    while tlv.left():
+        tlv.uint(2)                 # type
+        tlv.take(tlv.uint(2))       # value
+    return ext
+
+
+def body_version_neg(c):
+    count = c.uint(1)
+    check(1 <= count <= MAX_VERSIONS, 'version count %d' % count)
+    return {'versions': list(c.take(count))}
+
+
+def body_hello(c):
+    role = c.uint(1)
+    count = c.uint(1)
+    check(1 <= count <= MAX_CIPHERS, 'cipher count %d' % count)
+    f = {'role': role, 'ciphers': list(c.take(count)), 'max_datagram': c.uint(2)}
+    f['ext'] = extensions(c)
+    check(role in ROLES.values(), 'role %d' % role)
+    check(MIN_DATAGRAM <= f['max_datagram'] <= MAX_DATAGRAM, 'max_datagram')
+    check(len(c.data) >= HELLO_MIN_LEN, 'HELLO of %d bytes' % len(c.data))
+    check(not any(c.rest()), 'non-zero HELLO padding')
+    return f
+
+
+def body_hello_ack(c):
+    f = {'server_conn_id': c.uint(4), 'cipher': c.uint(1), 'max_datagram': c.uint(2)}
+    f['ext'] = extensions(c)
+    check(f['cipher'] in CIPHERS.values(), 'cipher %d' % f['cipher'])
+    check(MIN_DATAGRAM <= f['max_datagram'] <= MAX_DATAGRAM, 'max_datagram')
+    return f
+
+
+def body_file_offer(c):
+    f = {'file_id': c.uint(4), 'size': c.uint(8)}
+    mtime = c.uint(8)
+    f['mtime_ns'] = mtime - (1 << 64) if mtime >= 1 << 63 else mtime
+    f.update(mode=c.uint(4), block_size=c.uint(4), offer_flags=c.uint(2))
+    f['path'] = c.take(c.uint(2))
+    check(f['size'] <= MAX_FILE_SIZE, 'size')
+    check(f['mode'] <= 0o7777, 'mode')
+    check(MIN_BLOCK <= f['block_size'] <= MAX_BLOCK, 'block_size')
+    check(1 <= len(f['path']) <= MAX_PATH and 0 not in f['path'], 'path')
+    return f
+
+
+def body_file_reply(c):
+    return {'file_id': c.uint(4), 'error': c.uint(2)}
+
+
+def body_data(c):
+    f = {'file_id': c.uint(4), 'block': c.uint(8), 'payload': c.rest()}
+    check(1 <= len(f['payload']) <= MAX_BLOCK, 'payload of %d bytes' % len(f['payload']))
+    check(f['block'] < MAX_BLOCKS, 'block index')
+    return f
+
+
+def body_feedback(c):
+    f = {}
+    for key, size in (('file_id', 4), ('largest_pn', 8), ('ack_delay_us', 4),
+                      ('recv_time_us', 8), ('packets_received', 8), ('blocks_received', 8),
+                      ('cum_block', 8), ('scan_end', 8)):
+        f[key] = c.uint(size)
+    count = c.uint(2)
+    check(count <= MAX_RANGES, 'range count %d' % count)
+    check(f['cum_block'] <= f['scan_end'] <= MAX_BLOCKS, 'cum_block/scan_end')
+    check(f['cum_block'] <= f['blocks_received'], 'cum_block above blocks_received')
+    ranges, next_start = [], f['cum_block']
+    for _ in range(count):
+        start = next_start + c.varint()
+        length = c.varint() + 1
+        check(start + length <= f['scan_end'], 'range ends past scan_end')
+        ranges.append((start, length))
+        next_start = start + length + 1
+    f['ranges'] = ranges
+    return f
+
+
+def body_file_done(c):
+    f = {'file_id': c.uint(4), 'block_count': c.uint(8), 'digest': c.take(DIGEST_LEN)}
+    check(f['block_count'] <= MAX_BLOCKS, 'block_count')
+    return f
+
+
+def body_file_result(c):
+    return {'file_id': c.uint(4), 'error': c.uint(2), 'digest': c.take(DIGEST_LEN)}
+
+
+def body_close(c):
+    error = c.uint(2)
+    length = c.uint(2)
+    check(length <= MAX_REASON, 'reason of %d bytes' % length)
+    return {'error': error, 'reason': c.take(length)}
+
+
+BODIES = [body_version_neg, body_hello, body_hello_ack, body_file_offer, body_file_reply,
+          body_data, body_feedback, body_file_done, body_file_result, body_close]
+
+
+def decode(data):
+    check(len(data) <= MAX_DATAGRAM, 'datagram of %d bytes' % len(data))
+    c = Cursor(data)
+    f = {'version': c.uint(1), 'type': c.uint(1), 'flags': c.uint(2),
+         'conn_id': c.uint(4), 'pn': c.uint(8)}
+    if f['version'] == 0:
+        check(f['type'] == 0, 'header version 0 on type %d' % f['type'])
+    else:
+        check(f['version'] == 1, 'version %d' % f['version'])
+        check(1 <= f['type'] < len(TYPES), 'type %d' % f['type'])
+    f.update(BODIES[f['type']](c))
+    check(c.left() == 0, '%d trailing bytes' % c.left())
+    return f
+
+
+# ---- vector files ----
+
+def read_records(path):
+    """Yields (line, {key: value}) per record."""
+    record, line_no, last_key = {}, 0, None
+    with open(path, encoding='utf-8') as f:
+        for n, line in enumerate(f, 1):
+            line = line.rstrip('\r\n')
+            if line.startswith('#'):
+                continue
+            if not line.strip():
+                if record:
+                    yield line_no, record
+                record, last_key = {}, None
+                continue
+            if line[0] in ' \t':
+                if last_key is None:
+                    raise VectorError('%s:%d: continuation outside a record' % (path, n))
+                record[last_key] += ' ' + line.strip()
+                continue
+            key, sep, value = line.partition('=')
+            key = key.strip()
+            if not sep or key in record:
+                raise VectorError('%s:%d: bad or repeated key' % (path, n))
+            if not record:
+                line_no = n
+            record[key], last_key = value.strip(), key
+    if record:
+        yield line_no, record
+
+
+def integer(text):
+    text = text.strip()
+    sign = -1 if text.startswith('-') else 1
+    digits = text.lstrip('-')
+    base = 16 if digits.startswith('0x') else 8 if digits.startswith('0o') else 10
+    return sign * int(digits[2:] if base != 10 else digits, base)
+
+
+def named(text, names):
+    return names[text] if text in names else integer(text)
+
+
+def byte_string(text):
+    text = text.strip()
+    if text.startswith('"'):
+        if len(text) < 2 or not text.endswith('"'):
+            raise VectorError('unterminated text %r' % text)
+        return text[1:-1].encode('utf-8')
+    out = bytearray()
+    for token in text.split():
+        byte, star, count = token.partition('*')
+        out += bytes.fromhex(byte) * (int(count) if star else 1)
+    return bytes(out)
+
+
+def ranges(text):
+    return [tuple(integer(x) for x in item.split('+')) for item in text.split()]
+
+
+# How each field of a record reads, by key.
+FIELD_KINDS = {
+    'version': integer, 'flags': integer, 'conn_id': integer, 'pn': integer,
+    'type': lambda t: TYPES.index(t),
+    'versions': lambda t: [integer(x) for x in t.split()],
+    'role': lambda t: named(t, ROLES),
+    'ciphers': lambda t: [named(x, CIPHERS) for x in t.split()],
+    'cipher': lambda t: named(t, CIPHERS),
+    'error': lambda t: named(t, ERRORS),
+    'ranges': ranges,
+    'ext': byte_string, 'path': byte_string, 'payload': byte_string, 'reason': byte_string,
+    'digest': byte_string,
+}
+
+
+def expected_fields(record):
+    fields = {}
+    for key, text in record.items():
+        if key in ('name', 'hex'):
+            continue
+        fields[key] = FIELD_KINDS.get(key, integer)(text)
+    return fields
+
+
+def check_record(record):
+    """Returns a list of problems (empty when the vector agrees)."""
+    data = byte_string(record['hex'])
+    if 'expect' in record:
+        if record['expect'] not in REJECTIONS or set(record) != {'name', 'hex', 'expect'}:
+            raise VectorError('bad invalid vector')
+        try:
+            decode(data)
+        except Reject:
+            return [], None
+        return ['decoded, but must be rejected'], None
+    want = expected_fields(record)
+    try:
+        got = decode(data)
+    except Reject as e:
+        return ['rejected: %s' % e], None
+    problems = ['%s: hex says %r, fields say %r' % (k, got.get(k), want.get(k))
+                for k in sorted(set(want) | set(got)) if got.get(k) != want.get(k)]
+    return problems, got['type']
+
+
+def main(paths):
+    failures, total, seen = 0, 0, set()
+    for path in paths:
+        for line, record in read_records(path):
+            total += 1
+            name = record.get('name', '?')
+            try:
+                problems, ptype = check_record(record)
+            except (VectorError, ValueError, KeyError) as e:
+                problems, ptype = ['unreadable vector: %s' % e], None
+            for p in problems:
+                print('FAIL %s:%d %s: %s' % (path, line, name, p))
+            failures += bool(problems)
+            if ptype is not None and not problems:
+                seen.add(ptype)
+    for t in sorted(set(range(len(TYPES))) - seen):
+        print('FAIL no valid vector of type %s' % TYPES[t])
+        failures += 1
+    print('%d vectors in %d files, %d failures' % (total, len(paths), failures))
+    return 1 if failures or total == 0 else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main(sys.argv[1:]))
