@@ -116,6 +116,7 @@ typedef struct aftp_stats {
     uint64_t srtt_ns;                     /* smoothed RTT (sender), 0 before the first sample */
     uint64_t min_rtt_ns;
     uint64_t pacing_rate_bps;             /* current pacing rate, bits of UDP payload per second */
+    uint64_t packets_dropped;             /* malformed, foreign, unexpected or stale datagrams */
 } aftp_stats;
 
 /* One outgoing datagram: `head` (in the caller's buffer) then `payload`
@@ -176,6 +177,7 @@ typedef struct aftp_receiver_settings {
     const aftp_storage_ops *storage;
     aftp_event_cb on_event;
     void *user;
+    uint64_t initial_rtt_ns;     /* RTT assumed until the handshake measures one */
 } aftp_receiver_settings;
 
 void aftp_receiver_settings_default(aftp_receiver_settings *s);

@@ -1,0 +1,203 @@
+/* State shared by both engine roles (aftp_session.h). */
+#include "common/aftp_session.h"
+
+#include <string.h>
+
+
+void aftp_session_init(aftp_session *ss, uint32_t local_id, uint16_t max_datagram,
+                       uint64_t idle_timeout_ns, aftp_event_cb on_event, void *user,
+                       uint64_t now_ns)
+{
+    memset(ss, 0, sizeof *ss);
+    ss->local_id = local_id;
+    ss->max_datagram = max_datagram;
+    ss->own_max_datagram = max_datagram;
+    ss->state = AFTP_STATE_HANDSHAKE;
+    ss->idle_timeout_ns = idle_timeout_ns;
+    ss->idle_deadline = now_ns + idle_timeout_ns;
+    ss->closing_deadline = AFTP_NO_EXPIRY;
+    ss->now_ns = now_ns;
+    ss->on_event = on_event;
+    ss->user = user;
+}
+
+void aftp_session_tick(aftp_session *ss, uint64_t now_ns)
+{
+    if (now_ns > ss->now_ns)
+        ss->now_ns = now_ns;
+}
+
+void aftp_session_drop(aftp_session *ss)
+{
+    ss->stats.packets_dropped++;
+}
+
+int aftp_session_decode(aftp_session *ss, const uint8_t *buf, size_t len, aftp_wire_packet *out)
+{
+    int rc = AFTP_ERR_LIMIT;
+    if (buf != NULL && len <= ss->own_max_datagram)
+        rc = aftp_wire_decode(buf, len, out);
+    /* Version 1 runs without a cipher: a protected packet cannot be read. */
+    if (rc == AFTP_OK && (out->hdr.flags & AFTP_WIRE_FLAG_PROTECTED))
+        rc = AFTP_ERR_MALFORMED;
+    if (rc != AFTP_OK)
+        aftp_session_drop(ss);
+    return rc;
+}
+
+void aftp_session_heard(aftp_session *ss, uint64_t now_ns, size_t len)
+{
+    ss->stats.packets_received++;
+    ss->stats.wire_bytes_received += len;
+    ss->idle_deadline = now_ns + ss->idle_timeout_ns;
+}
+
+void aftp_session_header(const aftp_session *ss, uint8_t type, aftp_wire_header *hdr)
+{
+    hdr->version = AFTP_WIRE_VERSION;
+    hdr->type = type;
+    hdr->flags = 0;
+    hdr->conn_id = ss->peer_id;
+    hdr->pn = ss->next_pn;
+}
+
+void aftp_session_packet(const aftp_session *ss, uint8_t type, aftp_wire_packet *p)
+{
+    memset(p, 0, sizeof *p);
+    aftp_session_header(ss, type, &p->hdr);
+}
+
+void aftp_session_stats(const aftp_session *ss, const aftp_rtt *rtt, aftp_stats *out)
+{
+    *out = ss->stats;
+    out->srtt_ns = rtt->has_sample ? rtt->smoothed : 0;
+    out->min_rtt_ns = rtt->has_sample ? rtt->min : 0;
+}
+
+void aftp_session_sent(aftp_session *ss, const aftp_datagram *dg)
+{
+    ss->next_pn++;
+    ss->stats.packets_sent++;
+    ss->stats.wire_bytes_sent += dg->head_len + dg->payload_len;
+}
+
+int aftp_session_encode(aftp_session *ss, const aftp_wire_packet *pkt, uint8_t *buf, size_t cap,
+                        aftp_datagram *dg)
+{
+    size_t len;
+    int rc = aftp_wire_encode(pkt, buf, cap, &len);
+    if (rc != AFTP_OK)
+        return rc;
+    dg->head = buf;
+    dg->head_len = len;
+    dg->payload = NULL;
+    dg->payload_len = 0;
+    aftp_session_sent(ss, dg);
+    return AFTP_OK;
+}
+
+void aftp_session_event(aftp_session *ss, int type, int error, const aftp_file_info *info,
+                        const uint8_t *digest)
+{
+    if (ss->on_event == NULL)
+        return;
+    aftp_event ev = {
+        .type = type,
+        .error = error,
+        .info = info,
+        .digest = digest,
+        /* The detail explains the session's end, not a file's. */
+        .message = type == AFTP_EV_CLOSED && ss->message[0] != '\0' ? ss->message : NULL,
+    };
+    ss->on_event(ss->user, &ev);
+}
+
+/* Keeps len bytes of text as the message, control characters replaced. */
+static void set_message(aftp_session *ss, const char *text, size_t len)
+{
+    if (len > AFTP_WIRE_MAX_REASON)
+        len = AFTP_WIRE_MAX_REASON;
+    /* Peer text is shown to users: no control characters get through raw. */
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)text[i];
+        ss->message[i] = (c < 0x20 || c == 0x7f) ? '?' : (char)c;
+    }
+    ss->message[len] = '\0';
+}
+
+void aftp_session_set_text(aftp_session *ss, const char *text)
+{
+    set_message(ss, text, strlen(text));
+}
+
+int aftp_session_failure(const aftp_session *ss)
+{
+    int ending = ss->state == AFTP_STATE_CLOSING || ss->state == AFTP_STATE_CLOSED;
+    return ending ? ss->error : AFTP_OK;
+}
+
+void aftp_session_start_closing(aftp_session *ss, int error, uint16_t wire_error,
+                                uint64_t drain_ns)
+{
+    if (ss->state == AFTP_STATE_CLOSING || ss->state == AFTP_STATE_CLOSED)
+        return;
+    ss->state = AFTP_STATE_CLOSING;
+    ss->error = error;
+    ss->close_wire_error = wire_error;
+    ss->close_due = 1;
+    ss->closing_deadline = ss->now_ns + drain_ns;
+}
+
+void aftp_session_set_closed(aftp_session *ss, int error)
+{
+    if (ss->state == AFTP_STATE_CLOSED)
+        return;
+    ss->state = AFTP_STATE_CLOSED;
+    ss->error = error;
+    ss->close_due = 0;
+    ss->idle_deadline = AFTP_NO_EXPIRY;
+    ss->closing_deadline = AFTP_NO_EXPIRY;
+    aftp_session_event(ss, AFTP_EV_CLOSED, error, NULL, NULL);
+}
+
+int aftp_session_peer_close(aftp_session *ss, const aftp_wire_close *c)
+{
+    set_message(ss, (const char *)c->reason, c->reason_len);
+    if (c->error == AFTP_WIRE_ERR_NONE)
+        return AFTP_OK;
+    if (c->error == AFTP_WIRE_ERR_CANCELLED)
+        return AFTP_ERR_CANCELLED;
+    return AFTP_ERR_PEER_CLOSED;
+}
+
+int aftp_session_encode_close(aftp_session *ss, uint8_t *buf, size_t cap, aftp_datagram *dg)
+{
+    aftp_wire_packet pkt;
+    aftp_session_packet(ss, AFTP_WIRE_CLOSE, &pkt);
+    pkt.u.close.error = ss->close_wire_error;
+    const char *reason = ss->message[0] != '\0' ? ss->message
+                         : ss->error == AFTP_OK ? ""
+                                                : aftp_strerror(ss->error);
+    pkt.u.close.reason = (const uint8_t *)reason;
+    pkt.u.close.reason_len = (uint16_t)strlen(reason);
+    int rc = aftp_session_encode(ss, &pkt, buf, cap, dg);
+    if (rc == AFTP_OK)
+        ss->close_due = 0;
+    return rc;
+}
+
+uint64_t aftp_session_expiry(const aftp_session *ss)
+{
+    return ss->idle_deadline < ss->closing_deadline ? ss->idle_deadline : ss->closing_deadline;
+}
+
+enum aftp_session_timer aftp_session_timer_due(const aftp_session *ss, uint64_t now_ns)
+{
+    if (ss->state == AFTP_STATE_CLOSED)
+        return AFTP_SESSION_TIMER_NONE;
+    if (now_ns >= ss->closing_deadline)
+        return AFTP_SESSION_TIMER_DRAINED;
+    if (now_ns >= ss->idle_deadline)
+        return AFTP_SESSION_TIMER_IDLE;
+    return AFTP_SESSION_TIMER_NONE;
+}

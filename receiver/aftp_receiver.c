@@ -1,0 +1,708 @@
+/*
+ * The receiver (server, push) state machine: answers the handshake, accepts
+ * one file at a time into storage, keeps the block bitmap, sends FEEDBACK on
+ * a timer, verifies the whole-file digest by reading the stored file back,
+ * and reports FILE_RESULT. Behaviour: notes/behaviour.md rules 2-3, 5,
+ * 8-9, 13, 15-17, 19-20.
+ */
+#include "aftp/aftp_engine.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/aftp_bitmap.h"
+#include "common/aftp_digest.h"
+#include "common/aftp_errmap.h"
+#include "common/aftp_rtt.h"
+#include "common/aftp_session.h"
+#include "proto/aftp_wire.h"
+
+#define NS_PER_MS UINT64_C(1000000)
+#define DEFAULT_IDLE_NS (UINT64_C(30000) * NS_PER_MS)
+#define DEFAULT_FEEDBACK_NS (10 * NS_PER_MS)
+#define MIN_FEEDBACK_NS NS_PER_MS           /* rule 9: never more often */
+#define DEFAULT_INITIAL_RTT_NS (100 * NS_PER_MS)
+#define AMPLIFICATION_FACTOR 3              /* rule 19 */
+#define VERIFY_CHUNK (UINT64_C(1) << 20)    /* read-back size for the digest */
+/* A file needing more blocks than this is refused with LIMIT: the bitmap
+ * (one bit per block) must stay within a few tens of MiB. */
+#define MAX_FILE_BLOCKS (UINT64_C(1) << 28)
+#define FEEDBACK_HEAD (AFTP_WIRE_HEADER_LEN + AFTP_WIRE_FEEDBACK_FIXED)
+/* Largest datagram sent before the handshake completes (a CLOSE with the
+ * longest reason); HELLO_ACK and VERSION_NEG are smaller. */
+#define PRECONFIRM_MAX_LEN (AFTP_WIRE_HEADER_LEN + AFTP_WIRE_CLOSE_FIXED + AFTP_WIRE_MAX_REASON)
+
+enum file_phase {
+    FILE_NONE,  /* no file offered yet */
+    FILE_OPEN,  /* accepted, receiving blocks */
+    FILE_ENDED  /* refused, verified or failed: the answer is kept for repeats */
+};
+
+struct aftp_receiver {
+    aftp_session ss;
+    aftp_receiver_settings set;
+    aftp_rtt rtt;           /* one sample: HELLO_ACK to the next packet */
+    aftp_digest *hash;
+
+    int hello_seen;
+    int confirmed;          /* the client spoke after HELLO_ACK (rule 19) */
+    uint64_t hello_ack_sent_ns;
+    int hello_ack_due;
+    int version_neg_due;
+    aftp_wire_header bad_header; /* what VERSION_NEG echoes */
+
+    /* The current (latest offered) file. */
+    int phase;
+    aftp_file_info info;    /* info.path points at path */
+    char *path;
+    uint64_t block_count;
+    aftp_bitmap held;
+    uint64_t scan_hi;       /* highest block received + 1 */
+    int done_received;
+    uint8_t expected[AFTP_DIGEST_LEN];
+    int reply_due;
+    uint16_t reply_error;
+    int result_due;
+    uint16_t result_error;
+    uint8_t result_digest[AFTP_DIGEST_LEN];
+    uint64_t resend_deadline; /* FILE_RESULT retransmission (rule 13) */
+    unsigned backoff;
+
+    /* FEEDBACK (rule 9). */
+    int has_largest;
+    uint64_t largest_pn;
+    uint64_t largest_pn_ns;
+    uint64_t data_packets;
+    int feedback_armed;
+    int feedback_due;
+    uint64_t feedback_deadline;
+    int feedback_sent;      /* for the current file */
+    uint64_t last_feedback_ns;
+    aftp_wire_range *ranges;
+    size_t max_ranges;
+};
+
+/* ---- settings and lifetime ---- */
+
+void aftp_receiver_settings_default(aftp_receiver_settings *s)
+{
+    memset(s, 0, sizeof *s);
+    s->max_datagram = 1452;
+    s->idle_timeout_ns = DEFAULT_IDLE_NS;
+    s->feedback_interval_ns = DEFAULT_FEEDBACK_NS;
+    s->initial_rtt_ns = DEFAULT_INITIAL_RTT_NS;
+}
+
+static int settings_valid(const aftp_receiver_settings *s)
+{
+    return s != NULL && s->conn_id != 0 && s->max_datagram >= AFTP_WIRE_MIN_DATAGRAM &&
+           s->max_datagram <= AFTP_WIRE_MAX_DATAGRAM && s->idle_timeout_ns > 0 &&
+           s->feedback_interval_ns >= MIN_FEEDBACK_NS && s->initial_rtt_ns > 0 &&
+           s->storage != NULL && s->storage->view != NULL && s->storage->open != NULL &&
+           s->storage->write != NULL && s->storage->close != NULL;
+}
+
+int aftp_receiver_new(const aftp_receiver_settings *settings, uint64_t now_ns,
+                      aftp_receiver **out)
+{
+    if (!settings_valid(settings) || out == NULL)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    aftp_receiver *r = calloc(1, sizeof *r);
+    if (r == NULL)
+        return AFTP_ERR_NO_MEMORY;
+    r->set = *settings;
+    aftp_session_init(&r->ss, settings->conn_id, settings->max_datagram,
+                      settings->idle_timeout_ns, settings->on_event, settings->user, now_ns);
+    aftp_rtt_init(&r->rtt, settings->initial_rtt_ns);
+    r->resend_deadline = AFTP_NO_EXPIRY;
+    /* Each range takes at least two bytes on the wire. */
+    r->max_ranges = (settings->max_datagram - FEEDBACK_HEAD) / 2;
+    if (r->max_ranges > AFTP_WIRE_MAX_RANGES)
+        r->max_ranges = AFTP_WIRE_MAX_RANGES;
+    r->ranges = malloc(r->max_ranges * sizeof *r->ranges);
+    int rc = r->ranges ? aftp_digest_new(&r->hash) : AFTP_ERR_NO_MEMORY;
+    if (rc != AFTP_OK) {
+        aftp_receiver_del(r);
+        return rc;
+    }
+    *out = r;
+    return AFTP_OK;
+}
+
+void aftp_receiver_del(aftp_receiver *r)
+{
+    if (r == NULL)
+        return;
+    aftp_bitmap_free(&r->held);
+    aftp_digest_del(r->hash);
+    free(r->ranges);
+    free(r->path);
+    free(r);
+}
+
+/* ---- timers ---- */
+
+static uint64_t min_u64(uint64_t a, uint64_t b)
+{
+    return a < b ? a : b;
+}
+
+static uint64_t drain_time(const aftp_receiver *r)
+{
+    return 3 * aftp_rtt_pto(&r->rtt);
+}
+
+/* ~RTT/4 once the handshake measured the RTT, within [1 ms, setting]. */
+static uint64_t feedback_interval(const aftp_receiver *r)
+{
+    uint64_t t = r->rtt.has_sample ? r->rtt.smoothed / 4 : r->set.feedback_interval_ns;
+    t = min_u64(t, r->set.feedback_interval_ns);
+    return t < MIN_FEEDBACK_NS ? MIN_FEEDBACK_NS : t;
+}
+
+/* FEEDBACK no earlier than `earliest` after the previous one; the first
+ * of a file leaves at once (the sender's first RTT sample). */
+static void schedule_feedback(aftp_receiver *r, uint64_t earliest)
+{
+    uint64_t t = r->feedback_sent ? r->last_feedback_ns + earliest : r->ss.now_ns;
+    if (t < r->ss.now_ns)
+        t = r->ss.now_ns;
+    if (!r->feedback_armed || t < r->feedback_deadline)
+        r->feedback_deadline = t;
+    r->feedback_armed = 1;
+}
+
+static void stop_feedback(aftp_receiver *r)
+{
+    r->feedback_armed = 0;
+    r->feedback_due = 0;
+}
+
+/* ---- files ---- */
+
+/* The open file ends: storage closed (committed only when verified),
+ * FILE_END, and FILE_RESULT(error) due. */
+static void end_file(aftp_receiver *r, int error, const uint8_t *digest)
+{
+    int rc = r->set.storage->close(r->set.user, r->info.file_id, error == AFTP_OK);
+    if (error == AFTP_OK && rc != AFTP_OK)
+        error = rc; /* the commit itself failed (fsync, rename) */
+    r->phase = FILE_ENDED;
+    r->result_error = aftp_errmap_to_wire(error);
+    memset(r->result_digest, 0, AFTP_DIGEST_LEN);
+    if (digest != NULL)
+        memcpy(r->result_digest, digest, AFTP_DIGEST_LEN);
+    r->result_due = 1;
+    r->backoff = 0;
+    stop_feedback(r);
+    aftp_bitmap_free(&r->held);
+    aftp_session_event(&r->ss, AFTP_EV_FILE_END, error, &r->info, digest);
+}
+
+/* Session over: an open file is discarded (rules 15-17). */
+static void close_now(aftp_receiver *r, int error)
+{
+    if (r->phase == FILE_OPEN)
+        end_file(r, error, NULL);
+    r->result_due = 0;
+    r->resend_deadline = AFTP_NO_EXPIRY;
+    aftp_session_set_closed(&r->ss, error);
+}
+
+static void start_closing(aftp_receiver *r, int error, uint16_t wire_error)
+{
+    if (r->phase == FILE_OPEN)
+        end_file(r, error, NULL);
+    r->result_due = 0;
+    r->resend_deadline = AFTP_NO_EXPIRY;
+    aftp_session_start_closing(&r->ss, error, wire_error, drain_time(r));
+}
+
+/* Rule 13: read the stored file back through storage.view and compare its
+ * XXH3-128 with the sender's; commit only on a match. */
+static void verify_file(aftp_receiver *r)
+{
+    uint8_t digest[AFTP_DIGEST_LEN];
+    aftp_digest_reset(r->hash);
+    for (uint64_t off = 0; off < r->info.size; off += VERIFY_CHUNK) {
+        const uint8_t *p = NULL;
+        size_t len = (size_t)min_u64(VERIFY_CHUNK, r->info.size - off);
+        int rc = r->set.storage->view(r->set.user, r->info.file_id, off, len, &p);
+        if (rc != AFTP_OK) {
+            end_file(r, rc, NULL);
+            return;
+        }
+        aftp_digest_update(r->hash, p, len);
+    }
+    aftp_digest_final(r->hash, digest);
+    int match = memcmp(digest, r->expected, AFTP_DIGEST_LEN) == 0;
+    end_file(r, match ? AFTP_OK : AFTP_ERR_DIGEST_MISMATCH, digest);
+}
+
+static int all_blocks_held(const aftp_receiver *r)
+{
+    return aftp_bitmap_count(&r->held) == r->block_count;
+}
+
+/* Opens the offered file in storage; the answer is kept for repeats. */
+static int accept_offer(aftp_receiver *r, const aftp_wire_file_offer *o)
+{
+    r->block_count = aftp_wire_block_count(o->size, o->block_size);
+    if (o->block_size + AFTP_WIRE_DATA_OVERHEAD > r->ss.max_datagram ||
+        r->block_count > MAX_FILE_BLOCKS)
+        return AFTP_ERR_LIMIT;
+    int rc = r->set.storage->open(r->set.user, &r->info);
+    if (rc != AFTP_OK)
+        return rc;
+    aftp_bitmap_free(&r->held);
+    rc = aftp_bitmap_init(&r->held, r->block_count);
+    if (rc != AFTP_OK)
+        r->set.storage->close(r->set.user, r->info.file_id, 0);
+    return rc;
+}
+
+static int set_path(aftp_receiver *r, const uint8_t *path, uint16_t len)
+{
+    char *copy = malloc((size_t)len + 1);
+    if (copy == NULL)
+        return AFTP_ERR_NO_MEMORY;
+    memcpy(copy, path, len);
+    copy[len] = '\0';
+    free(r->path);
+    r->path = copy;
+    return AFTP_OK;
+}
+
+static void on_new_offer(aftp_receiver *r, const aftp_wire_file_offer *o)
+{
+    if (set_path(r, o->path, o->path_len) != AFTP_OK) {
+        aftp_session_drop(&r->ss); /* the sender will offer again */
+        return;
+    }
+    r->info = (aftp_file_info){
+        .file_id = o->file_id,
+        .size = o->size,
+        .mtime_ns = o->mtime_ns,
+        .mode = o->mode,
+        .block_size = o->block_size,
+        .overwrite = (o->flags & AFTP_WIRE_OFFER_OVERWRITE) != 0,
+        .path = r->path,
+    };
+    r->scan_hi = 0;
+    r->done_received = 0;
+    r->result_due = 0;
+    r->resend_deadline = AFTP_NO_EXPIRY;
+    r->feedback_sent = 0;
+    int rc = accept_offer(r, o);
+    r->reply_error = aftp_errmap_to_wire(rc);
+    r->reply_due = 1;
+    if (rc == AFTP_OK) {
+        r->phase = FILE_OPEN;
+        aftp_session_event(&r->ss, AFTP_EV_FILE_START, AFTP_OK, &r->info, NULL);
+    } else {
+        r->phase = FILE_ENDED;
+        r->result_error = r->reply_error;
+        aftp_session_event(&r->ss, AFTP_EV_FILE_END, rc, &r->info, NULL);
+    }
+}
+
+static void on_file_offer(aftp_receiver *r, const aftp_wire_file_offer *o)
+{
+    if (r->phase != FILE_NONE && o->file_id == r->info.file_id) {
+        r->reply_due = 1; /* rule 5: same reply, no reopening */
+        return;
+    }
+    /* One file at a time, ids growing: an older id is a late duplicate and
+     * a new one while a file is open breaks the protocol. */
+    if (r->phase == FILE_OPEN || (r->phase != FILE_NONE && o->file_id < r->info.file_id)) {
+        aftp_session_drop(&r->ss);
+        return;
+    }
+    on_new_offer(r, o);
+}
+
+static void on_data(aftp_receiver *r, const aftp_wire_data *d)
+{
+    r->data_packets++;
+    if (r->phase != FILE_OPEN || d->file_id != r->info.file_id ||
+        d->payload_len != aftp_wire_block_len(r->info.size, r->info.block_size, d->block)) {
+        aftp_session_drop(&r->ss); /* rule 6, 8 */
+        return;
+    }
+    schedule_feedback(r, feedback_interval(r));
+    if (d->block + 1 > r->scan_hi)
+        r->scan_hi = d->block + 1;
+    /* Rule 8: duplicates are dropped before any copy. */
+    if (aftp_bitmap_test(&r->held, d->block)) {
+        r->ss.stats.duplicate_packets++;
+        return;
+    }
+    int rc = r->set.storage->write(r->set.user, d->file_id, d->block * r->info.block_size,
+                                   d->payload, d->payload_len);
+    if (rc != AFTP_OK) {
+        end_file(r, rc, NULL);
+        return;
+    }
+    aftp_bitmap_set(&r->held, d->block);
+    r->ss.stats.payload_bytes_received += d->payload_len;
+    if (r->done_received && all_blocks_held(r))
+        verify_file(r);
+}
+
+static void on_file_done(aftp_receiver *r, const aftp_wire_file_done *d)
+{
+    if (r->phase == FILE_NONE || d->file_id != r->info.file_id) {
+        aftp_session_drop(&r->ss);
+        return;
+    }
+    if (r->phase == FILE_ENDED) {
+        r->result_due = 1; /* rule 13: a repeated FILE_DONE gets the same answer */
+        return;
+    }
+    memcpy(r->expected, d->digest, AFTP_DIGEST_LEN);
+    r->done_received = 1;
+    if (d->block_count != r->block_count)
+        end_file(r, AFTP_ERR_DIGEST_MISMATCH, NULL);
+    else if (all_blocks_held(r))
+        verify_file(r);
+    else
+        schedule_feedback(r, MIN_FEEDBACK_NS); /* rule 9: report the tail at once */
+}
+
+static void on_close(aftp_receiver *r, const aftp_wire_close *c)
+{
+    close_now(r, aftp_session_peer_close(&r->ss, c));
+}
+
+/* Rule 2: PUSH with the NONE cipher, or CLOSE(PROTOCOL). */
+static void on_hello(aftp_receiver *r, const aftp_wire_packet *p)
+{
+    const aftp_wire_hello *h = &p->u.hello;
+    if (r->hello_seen) {
+        r->hello_ack_due = 1; /* same session, same answer */
+        return;
+    }
+    r->hello_seen = 1;
+    r->ss.peer_id = p->hdr.conn_id;
+    if (h->max_datagram < r->ss.max_datagram)
+        r->ss.max_datagram = h->max_datagram;
+    int none_offered = memchr(h->ciphers, AFTP_WIRE_CIPHER_NONE, h->cipher_count) != NULL;
+    if (h->role != AFTP_WIRE_ROLE_PUSH || !none_offered) {
+        aftp_session_set_text(&r->ss, h->role != AFTP_WIRE_ROLE_PUSH ? "only push is supported"
+                                                                     : "no acceptable cipher");
+        aftp_session_start_closing(&r->ss, AFTP_ERR_MALFORMED, AFTP_WIRE_ERR_PROTOCOL,
+                                   drain_time(r));
+        return;
+    }
+    r->hello_ack_due = 1;
+}
+
+/* The first packet after HELLO_ACK proves the client's address and gives
+ * the one RTT sample the receiver gets. */
+static void confirm(aftp_receiver *r)
+{
+    r->confirmed = 1;
+    r->ss.state = AFTP_STATE_TRANSFER;
+    if (r->ss.now_ns > r->hello_ack_sent_ns)
+        aftp_rtt_sample(&r->rtt, r->ss.now_ns - r->hello_ack_sent_ns, 0);
+    aftp_session_event(&r->ss, AFTP_EV_CONNECTED, AFTP_OK, NULL, NULL);
+}
+
+static void dispatch(aftp_receiver *r, const aftp_wire_packet *p)
+{
+    switch (p->hdr.type) {
+    case AFTP_WIRE_FILE_OFFER: on_file_offer(r, &p->u.file_offer); break;
+    case AFTP_WIRE_DATA: on_data(r, &p->u.data); break;
+    case AFTP_WIRE_FILE_DONE: on_file_done(r, &p->u.file_done); break;
+    case AFTP_WIRE_CLOSE: on_close(r, &p->u.close); break;
+    default: aftp_session_drop(&r->ss); break;
+    }
+}
+
+/* Rule 3: a long enough first datagram in a version we do not speak gets
+ * VERSION_NEG; shorter ones are ignored (amplification). */
+static int wants_version_neg(aftp_receiver *r, const uint8_t *pkt, size_t len)
+{
+    aftp_wire_header h;
+    if (r->hello_seen || len < AFTP_WIRE_HELLO_MIN_LEN ||
+        aftp_wire_header_decode(pkt, len, &h) != AFTP_OK || h.version == AFTP_WIRE_VERSION ||
+        h.version == AFTP_WIRE_VERSION_NEGOTIATION)
+        return 0;
+    r->bad_header = h;
+    r->version_neg_due = 1;
+    aftp_session_heard(&r->ss, r->ss.now_ns, len); /* the reply's budget */
+    return 1;
+}
+
+/* HELLO carries the client's id, everything after it ours. */
+static int addressed_to_us(const aftp_receiver *r, const aftp_wire_packet *p)
+{
+    if (p->hdr.type == AFTP_WIRE_HELLO)
+        return !r->hello_seen || p->hdr.conn_id == r->ss.peer_id;
+    return r->hello_seen && p->hdr.conn_id == r->ss.local_id;
+}
+
+int aftp_receiver_read(aftp_receiver *r, uint64_t now_ns, const uint8_t *pkt, size_t len)
+{
+    aftp_wire_packet p;
+    if (r == NULL)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    aftp_session_tick(&r->ss, now_ns);
+    if (r->ss.state == AFTP_STATE_CLOSED)
+        return AFTP_OK;
+    if (pkt != NULL && len <= r->ss.own_max_datagram && wants_version_neg(r, pkt, len))
+        return AFTP_OK;
+    if (aftp_session_decode(&r->ss, pkt, len, &p) != AFTP_OK)
+        return AFTP_OK;
+    if (!addressed_to_us(r, &p)) {
+        aftp_session_drop(&r->ss);
+        return AFTP_OK;
+    }
+    aftp_session_heard(&r->ss, r->ss.now_ns, len);
+    if (!r->has_largest || p.hdr.pn > r->largest_pn) {
+        r->has_largest = 1;
+        r->largest_pn = p.hdr.pn;
+        r->largest_pn_ns = r->ss.now_ns;
+    }
+    if (r->ss.state == AFTP_STATE_CLOSING) {
+        if (p.hdr.type == AFTP_WIRE_CLOSE)
+            close_now(r, r->ss.error);
+        else
+            r->ss.close_due = 1;
+        return AFTP_OK;
+    }
+    if (p.hdr.type == AFTP_WIRE_HELLO)
+        on_hello(r, &p);
+    else {
+        if (!r->confirmed)
+            confirm(r);
+        dispatch(r, &p);
+    }
+    return aftp_session_failure(&r->ss);
+}
+
+/* ---- output ---- */
+
+static int encode_hello_ack(aftp_receiver *r, uint8_t *buf, size_t cap, aftp_datagram *dg)
+{
+    aftp_wire_packet p;
+    aftp_session_packet(&r->ss, AFTP_WIRE_HELLO_ACK, &p);
+    p.u.hello_ack.server_conn_id = r->ss.local_id;
+    p.u.hello_ack.cipher = AFTP_WIRE_CIPHER_NONE;
+    p.u.hello_ack.max_datagram = r->ss.max_datagram;
+    r->hello_ack_due = 0;
+    r->hello_ack_sent_ns = r->ss.now_ns;
+    return aftp_session_encode(&r->ss, &p, buf, cap, dg);
+}
+
+static int encode_version_neg(aftp_receiver *r, uint8_t *buf, size_t cap, aftp_datagram *dg)
+{
+    aftp_wire_packet p;
+    memset(&p, 0, sizeof p);
+    p.hdr = r->bad_header;
+    p.hdr.version = AFTP_WIRE_VERSION_NEGOTIATION;
+    p.hdr.type = AFTP_WIRE_VERSION_NEG;
+    p.hdr.flags = 0;
+    p.u.version_neg.count = 1;
+    p.u.version_neg.versions[0] = AFTP_WIRE_VERSION;
+    r->version_neg_due = 0;
+    int rc = aftp_session_encode(&r->ss, &p, buf, cap, dg);
+    /* Nothing else can happen on this session. */
+    aftp_session_set_text(&r->ss, "the client speaks an unsupported version");
+    aftp_session_set_closed(&r->ss, AFTP_ERR_VERSION);
+    return rc;
+}
+
+static int encode_reply(aftp_receiver *r, uint8_t *buf, size_t cap, aftp_datagram *dg)
+{
+    aftp_wire_packet p;
+    aftp_session_packet(&r->ss, AFTP_WIRE_FILE_REPLY, &p);
+    p.u.file_reply.file_id = r->info.file_id;
+    p.u.file_reply.error = r->reply_error;
+    r->reply_due = 0;
+    return aftp_session_encode(&r->ss, &p, buf, cap, dg);
+}
+
+static int encode_result(aftp_receiver *r, uint8_t *buf, size_t cap, aftp_datagram *dg)
+{
+    aftp_wire_packet p;
+    aftp_session_packet(&r->ss, AFTP_WIRE_FILE_RESULT, &p);
+    p.u.file_result.file_id = r->info.file_id;
+    p.u.file_result.error = r->result_error;
+    memcpy(p.u.file_result.digest, r->result_digest, AFTP_DIGEST_LEN);
+    r->result_due = 0;
+    r->resend_deadline = r->ss.now_ns + aftp_rtt_pto_backoff(&r->rtt, r->backoff);
+    return aftp_session_encode(&r->ss, &p, buf, cap, dg);
+}
+
+/* Fills r->ranges with the missing ranges of [cum, *scan_end) that fit in
+ * one datagram; cuts *scan_end at the first range left out (rule 9). */
+static uint16_t collect_ranges(aftp_receiver *r, uint64_t cum, uint64_t *scan_end)
+{
+    size_t budget = r->ss.max_datagram - FEEDBACK_HEAD;
+    size_t n = 0;
+    uint64_t next_min = cum, pos = cum;
+    for (;;) {
+        uint64_t start = aftp_bitmap_next_clear(&r->held, pos, *scan_end);
+        if (start >= *scan_end)
+            break;
+        uint64_t end = aftp_bitmap_next_set(&r->held, start, *scan_end);
+        size_t cost = aftp_wire_varint_len(start - next_min) + aftp_wire_varint_len(end - start - 1);
+        if (n == r->max_ranges || cost > budget) {
+            *scan_end = start;
+            break;
+        }
+        r->ranges[n++] = (aftp_wire_range){.start = start, .len = end - start};
+        budget -= cost;
+        next_min = end + 1;
+        pos = end;
+    }
+    return (uint16_t)n;
+}
+
+static int encode_feedback(aftp_receiver *r, uint8_t *buf, size_t cap, aftp_datagram *dg)
+{
+    aftp_wire_packet p;
+    aftp_session_packet(&r->ss, AFTP_WIRE_FEEDBACK, &p);
+    aftp_wire_feedback *f = &p.u.feedback;
+    f->file_id = r->info.file_id;
+    f->largest_pn = r->largest_pn;
+    f->ack_delay_us = (uint32_t)min_u64((r->ss.now_ns - r->largest_pn_ns) / 1000, UINT32_MAX);
+    f->recv_time_us = r->ss.now_ns / 1000;
+    f->packets_received = r->data_packets;
+    f->blocks_received = aftp_bitmap_count(&r->held);
+    f->cum_block = aftp_bitmap_first_clear(&r->held);
+    /* After FILE_DONE the receiver knows the end: the tail is reported too. */
+    f->scan_end = r->done_received ? r->block_count : r->scan_hi;
+    if (f->scan_end < f->cum_block)
+        f->scan_end = f->cum_block;
+    f->range_count = collect_ranges(r, f->cum_block, &f->scan_end);
+    f->ranges = r->ranges;
+    stop_feedback(r);
+    r->feedback_sent = 1;
+    r->last_feedback_ns = r->ss.now_ns;
+    return aftp_session_encode(&r->ss, &p, buf, cap, dg);
+}
+
+enum output_kind { OUT_NONE, OUT_VERSION_NEG, OUT_CLOSE, OUT_HELLO_ACK, OUT_REPLY, OUT_RESULT, OUT_FEEDBACK };
+
+/* Rule 19: before the client proved its address, at most 3x its bytes. */
+static int within_amplification_limit(const aftp_receiver *r)
+{
+    return r->confirmed || r->ss.stats.wire_bytes_sent + PRECONFIRM_MAX_LEN <=
+                               AMPLIFICATION_FACTOR * r->ss.stats.wire_bytes_received;
+}
+
+static int next_output(const aftp_receiver *r)
+{
+    if (r->ss.state == AFTP_STATE_CLOSED || !within_amplification_limit(r))
+        return OUT_NONE;
+    if (r->version_neg_due)
+        return OUT_VERSION_NEG;
+    if (r->ss.close_due)
+        return OUT_CLOSE;
+    if (r->ss.state == AFTP_STATE_CLOSING)
+        return OUT_NONE;
+    if (r->hello_ack_due)
+        return OUT_HELLO_ACK;
+    if (r->reply_due)
+        return OUT_REPLY;
+    if (r->result_due)
+        return OUT_RESULT;
+    if (r->feedback_due && r->phase == FILE_OPEN)
+        return OUT_FEEDBACK;
+    return OUT_NONE;
+}
+
+static int emit(aftp_receiver *r, int kind, uint8_t *buf, size_t cap, aftp_datagram *dg)
+{
+    switch (kind) {
+    case OUT_VERSION_NEG: return encode_version_neg(r, buf, cap, dg);
+    case OUT_CLOSE: return aftp_session_encode_close(&r->ss, buf, cap, dg);
+    case OUT_HELLO_ACK: return encode_hello_ack(r, buf, cap, dg);
+    case OUT_REPLY: return encode_reply(r, buf, cap, dg);
+    case OUT_RESULT: return encode_result(r, buf, cap, dg);
+    default: return encode_feedback(r, buf, cap, dg);
+    }
+}
+
+int aftp_receiver_write(aftp_receiver *r, uint64_t now_ns, uint8_t *buf, size_t cap,
+                        aftp_datagram *dg)
+{
+    if (r == NULL || buf == NULL || dg == NULL)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    if (cap < r->ss.own_max_datagram)
+        return AFTP_ERR_BUFFER_TOO_SMALL;
+    aftp_session_tick(&r->ss, now_ns);
+    int kind = next_output(r);
+    if (kind == OUT_NONE)
+        return 0;
+    int rc = emit(r, kind, buf, cap, dg);
+    return rc == AFTP_OK ? 1 : rc;
+}
+
+/* ---- timers ---- */
+
+uint64_t aftp_receiver_expiry(const aftp_receiver *r)
+{
+    if (r == NULL || r->ss.state == AFTP_STATE_CLOSED)
+        return AFTP_NO_EXPIRY;
+    uint64_t t = aftp_session_expiry(&r->ss);
+    if (r->feedback_armed)
+        t = min_u64(t, r->feedback_deadline);
+    return min_u64(t, r->resend_deadline);
+}
+
+int aftp_receiver_handle_expiry(aftp_receiver *r, uint64_t now_ns)
+{
+    if (r == NULL)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    aftp_session_tick(&r->ss, now_ns);
+    switch (aftp_session_timer_due(&r->ss, r->ss.now_ns)) {
+    case AFTP_SESSION_TIMER_DRAINED:
+        close_now(r, r->ss.error);
+        return r->ss.error;
+    case AFTP_SESSION_TIMER_IDLE:
+        aftp_session_set_text(&r->ss, "the sender stopped answering");
+        close_now(r, AFTP_ERR_IDLE_TIMEOUT); /* rule 16: no CLOSE */
+        return AFTP_ERR_IDLE_TIMEOUT;
+    default: break;
+    }
+    if (r->feedback_armed && r->ss.now_ns >= r->feedback_deadline) {
+        r->feedback_armed = 0;
+        r->feedback_due = 1;
+    }
+    if (r->ss.now_ns >= r->resend_deadline) {
+        r->backoff++;
+        r->resend_deadline = AFTP_NO_EXPIRY;
+        r->result_due = r->ss.state == AFTP_STATE_TRANSFER && r->phase == FILE_ENDED;
+    }
+    return AFTP_OK;
+}
+
+/* ---- queries ---- */
+
+int aftp_receiver_state(const aftp_receiver *r)
+{
+    return r ? r->ss.state : AFTP_STATE_CLOSED;
+}
+
+int aftp_receiver_error(const aftp_receiver *r)
+{
+    return r ? r->ss.error : AFTP_ERR_INVALID_ARGUMENT;
+}
+
+void aftp_receiver_get_stats(const aftp_receiver *r, aftp_stats *out)
+{
+    if (r == NULL || out == NULL)
+        return;
+    aftp_session_stats(&r->ss, &r->rtt, out);
+}
+
+void aftp_receiver_cancel(aftp_receiver *r, uint64_t now_ns)
+{
+    if (r == NULL || r->ss.state == AFTP_STATE_CLOSING || r->ss.state == AFTP_STATE_CLOSED)
+        return;
+    aftp_session_tick(&r->ss, now_ns);
+    start_closing(r, AFTP_ERR_CANCELLED, AFTP_WIRE_ERR_CANCELLED); /* rule 17 */
+}

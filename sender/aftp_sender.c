@@ -1,0 +1,738 @@
+/*
+ * The sender (client, push) state machine: handshake, one file at a time
+ * (FILE_OFFER, DATA, FILE_DONE, FILE_RESULT), loss repair from FEEDBACK,
+ * pacing, probe and idle timers, closing. Behaviour: notes/behaviour.md
+ * rules 1-18; the numbers below refer to it.
+ */
+#include "aftp/aftp_engine.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/aftp_bitmap.h"
+#include "common/aftp_digest.h"
+#include "common/aftp_errmap.h"
+#include "common/aftp_pacer.h"
+#include "common/aftp_rtt.h"
+#include "common/aftp_sentlog.h"
+#include "common/aftp_session.h"
+#include "proto/aftp_wire.h"
+#include "sender/aftp_repairq.h"
+
+#define NS_PER_MS UINT64_C(1000000)
+#define DEFAULT_RATE_BPS UINT64_C(1000000000)
+#define DEFAULT_IDLE_NS (UINT64_C(30000) * NS_PER_MS)
+#define DEFAULT_INITIAL_RTT_NS (100 * NS_PER_MS)
+#define REORDER_PACKETS 3                 /* rule 10: packet threshold */
+#define BURST_DATAGRAMS 4                 /* rule 18: bucket depth floor */
+/* The sent log covers this much time at the pacing rate (or 4 initial
+ * RTTs, whichever is longer); older packets are long decided. */
+#define SENTLOG_HORIZON_NS (1000 * NS_PER_MS)
+
+enum file_phase {
+    PHASE_IDLE,        /* no file active (between files, or none queued) */
+    PHASE_OFFER,       /* FILE_OFFER sent, waiting for FILE_REPLY */
+    PHASE_DATA,        /* first transmissions in progress */
+    PHASE_WAIT_RESULT  /* every block sent once, FILE_DONE out, repairs go on */
+};
+
+typedef struct sender_file {
+    aftp_file_info info; /* info.path points at path */
+    char *path;
+} sender_file;
+
+struct aftp_sender {
+    aftp_session ss;
+    aftp_sender_settings set;
+    aftp_rtt rtt;
+    aftp_pacer pacer;
+    aftp_sentlog log;
+    aftp_repairq repairs;
+    aftp_digest *hash;
+
+    sender_file *files;
+    size_t file_count, file_cap, cur; /* files[cur] is active or next */
+    int finished;                     /* aftp_sender_finish() was called */
+
+    int phase;
+    uint64_t block_count;
+    uint64_t next_block;   /* next block to send for the first time */
+    uint64_t acked_cum;    /* every block below is held by the peer */
+    uint8_t digest[AFTP_DIGEST_LEN];
+
+    int hello_due, offer_due, done_due, probe_due;
+
+    /* Control / probe timer (rule 12) with exponential backoff. */
+    uint64_t timer_deadline;
+    unsigned backoff;
+
+    uint64_t emitted_block; /* block of the datagram being built, or none */
+
+    int has_acked;
+    uint64_t largest_acked;
+    int has_feedback;
+    uint64_t last_feedback_pn;
+};
+
+/* ---- settings and lifetime ---- */
+
+void aftp_sender_settings_default(aftp_sender_settings *s)
+{
+    memset(s, 0, sizeof *s);
+    s->rate_bps = DEFAULT_RATE_BPS;
+    s->max_datagram = 1452;
+    s->idle_timeout_ns = DEFAULT_IDLE_NS;
+    s->initial_rtt_ns = DEFAULT_INITIAL_RTT_NS;
+}
+
+static int settings_valid(const aftp_sender_settings *s)
+{
+    return s != NULL && s->conn_id != 0 && s->rate_bps > 0 &&
+           s->max_datagram >= AFTP_WIRE_MIN_DATAGRAM && s->max_datagram <= AFTP_WIRE_MAX_DATAGRAM &&
+           s->idle_timeout_ns > 0 && s->initial_rtt_ns > 0 && s->storage != NULL &&
+           s->storage->view != NULL && s->storage->close != NULL;
+}
+
+/* Packets the sent log must remember: the horizon's worth at the rate. */
+static uint64_t sentlog_packets(const aftp_sender_settings *s)
+{
+    uint64_t horizon = 4 * s->initial_rtt_ns;
+    if (horizon < SENTLOG_HORIZON_NS)
+        horizon = SENTLOG_HORIZON_NS;
+    uint64_t bytes_per_s = s->rate_bps / 8;
+    return bytes_per_s / s->max_datagram * (horizon / NS_PER_MS) / 1000 + 1;
+}
+
+int aftp_sender_new(const aftp_sender_settings *settings, uint64_t now_ns, aftp_sender **out)
+{
+    if (!settings_valid(settings) || out == NULL)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    aftp_sender *s = calloc(1, sizeof *s);
+    if (s == NULL)
+        return AFTP_ERR_NO_MEMORY;
+    s->set = *settings;
+    aftp_session_init(&s->ss, settings->conn_id, settings->max_datagram,
+                      settings->idle_timeout_ns, settings->on_event, settings->user, now_ns);
+    aftp_rtt_init(&s->rtt, settings->initial_rtt_ns);
+    aftp_pacer_init(&s->pacer, settings->rate_bps,
+                    (uint32_t)settings->max_datagram * BURST_DATAGRAMS, now_ns);
+    uint64_t packets = sentlog_packets(settings);
+    int rc = aftp_sentlog_init(&s->log, packets);
+    if (rc == AFTP_OK)
+        rc = aftp_repairq_init(&s->repairs, aftp_sentlog_slots(&s->log));
+    if (rc == AFTP_OK)
+        rc = aftp_digest_new(&s->hash);
+    if (rc != AFTP_OK) {
+        aftp_sender_del(s);
+        return rc;
+    }
+    /* Rule 1: HELLO leaves at once and on the control timer after that.
+     * HELLO carries the client's own id (the server has none yet). */
+    s->ss.peer_id = settings->conn_id;
+    s->hello_due = 1;
+    s->timer_deadline = AFTP_NO_EXPIRY;
+    *out = s;
+    return AFTP_OK;
+}
+
+void aftp_sender_del(aftp_sender *s)
+{
+    if (s == NULL)
+        return;
+    for (size_t i = 0; i < s->file_count; i++)
+        free(s->files[i].path);
+    free(s->files);
+    aftp_sentlog_free(&s->log);
+    aftp_repairq_free(&s->repairs);
+    aftp_digest_del(s->hash);
+    free(s);
+}
+
+/* ---- timers ---- */
+
+/* Rule 12: PTO, doubled per expiry without an answer, capped at 2 s. */
+static void arm_timer(aftp_sender *s)
+{
+    s->timer_deadline = s->ss.now_ns + aftp_rtt_pto_backoff(&s->rtt, s->backoff);
+}
+
+/* The peer answered what we were waiting for: the backoff starts over. */
+static void progress(aftp_sender *s)
+{
+    s->backoff = 0;
+    arm_timer(s);
+}
+
+static uint64_t drain_time(const aftp_sender *s)
+{
+    return 3 * aftp_rtt_pto(&s->rtt);
+}
+
+/* ---- files ---- */
+
+static sender_file *current_file(aftp_sender *s)
+{
+    return s->cur < s->file_count ? &s->files[s->cur] : NULL;
+}
+
+static int file_active(const aftp_sender *s)
+{
+    return s->phase != PHASE_IDLE;
+}
+
+/* Ends the active file: FILE_END, storage released, next file selected. */
+static void end_file(aftp_sender *s, int error, const uint8_t *digest)
+{
+    sender_file *f = current_file(s);
+    s->phase = PHASE_IDLE;
+    s->offer_due = s->done_due = s->probe_due = 0;
+    s->timer_deadline = AFTP_NO_EXPIRY;
+    s->cur++;
+    s->set.storage->close(s->set.user, f->info.file_id, error == AFTP_OK);
+    aftp_session_event(&s->ss, AFTP_EV_FILE_END, error, &f->info, digest);
+}
+
+/* The session ends abruptly (idle, peer's CLOSE, version): the active file
+ * ends with the same error, then CLOSED. */
+static void close_now(aftp_sender *s, int error)
+{
+    if (file_active(s))
+        end_file(s, error, NULL);
+    aftp_session_set_closed(&s->ss, error);
+}
+
+/* End the active file (if any) with `error` and close the session with
+ * CLOSE(error) (rule 5: in version 1 a refused file ends the session). */
+static void fail_and_close(aftp_sender *s, int error)
+{
+    if (file_active(s))
+        end_file(s, error, NULL);
+    aftp_session_start_closing(&s->ss, error, aftp_errmap_to_wire(error), drain_time(s));
+}
+
+static uint32_t largest_block(const aftp_sender *s)
+{
+    return (uint32_t)(s->ss.max_datagram - AFTP_WIRE_DATA_OVERHEAD);
+}
+
+/* Offers the next queued file, or closes after the last one (rule 14). */
+static void start_next_file(aftp_sender *s)
+{
+    sender_file *f = current_file(s);
+    if (s->ss.state != AFTP_STATE_TRANSFER || file_active(s))
+        return;
+    if (f == NULL) {
+        if (s->finished)
+            aftp_session_start_closing(&s->ss, AFTP_OK, AFTP_WIRE_ERR_NONE, drain_time(s));
+        return;
+    }
+    /* Block size 0 means "as large as the negotiated datagram allows". */
+    if (f->info.block_size == 0)
+        f->info.block_size = largest_block(s);
+    s->phase = PHASE_OFFER;
+    if (f->info.block_size > largest_block(s)) {
+        fail_and_close(s, AFTP_ERR_LIMIT);
+        return;
+    }
+    s->offer_due = 1;
+    s->backoff = 0;
+    arm_timer(s);
+}
+
+static int info_valid(const aftp_sender *s, const aftp_file_info *info)
+{
+    if (info == NULL || info->path == NULL || info->file_id == 0)
+        return 0;
+    size_t path_len = strnlen(info->path, AFTP_WIRE_MAX_PATH + 1);
+    if (path_len == 0 || path_len > AFTP_WIRE_MAX_PATH)
+        return 0;
+    if (info->size > AFTP_WIRE_MAX_FILE_SIZE || info->mode > 07777)
+        return 0;
+    if (info->block_size != 0 && (info->block_size < AFTP_WIRE_MIN_BLOCK ||
+                                  info->block_size > s->set.max_datagram - AFTP_WIRE_DATA_OVERHEAD))
+        return 0;
+    /* Ids grow so the receiver can tell a late duplicate from a new file. */
+    return s->file_count == 0 || info->file_id > s->files[s->file_count - 1].info.file_id;
+}
+
+int aftp_sender_add_file(aftp_sender *s, const aftp_file_info *info)
+{
+    if (s == NULL || !info_valid(s, info))
+        return AFTP_ERR_INVALID_ARGUMENT;
+    if (s->finished || s->ss.state == AFTP_STATE_CLOSING || s->ss.state == AFTP_STATE_CLOSED)
+        return AFTP_ERR_INVALID_STATE;
+    if (s->file_count == s->file_cap) {
+        size_t cap = s->file_cap ? 2 * s->file_cap : 8;
+        sender_file *grown = realloc(s->files, cap * sizeof *grown);
+        if (grown == NULL)
+            return AFTP_ERR_NO_MEMORY;
+        s->files = grown;
+        s->file_cap = cap;
+    }
+    sender_file *f = &s->files[s->file_count];
+    f->path = strdup(info->path);
+    if (f->path == NULL)
+        return AFTP_ERR_NO_MEMORY;
+    f->info = *info;
+    f->info.path = f->path;
+    s->file_count++;
+    start_next_file(s);
+    return AFTP_OK;
+}
+
+void aftp_sender_finish(aftp_sender *s)
+{
+    if (s == NULL)
+        return;
+    s->finished = 1;
+    start_next_file(s);
+}
+
+/* ---- input ---- */
+
+static void on_version_neg(aftp_sender *s, const aftp_wire_version_neg *v)
+{
+    if (s->ss.state != AFTP_STATE_HANDSHAKE)
+        return;
+    for (uint8_t i = 0; i < v->count; i++)
+        if (v->versions[i] == AFTP_WIRE_VERSION)
+            return; /* we speak a listed version: a forged or stale packet */
+    close_now(s, AFTP_ERR_VERSION); /* rule 3 */
+}
+
+static void on_hello_ack(aftp_sender *s, const aftp_wire_hello_ack *a)
+{
+    if (s->ss.state != AFTP_STATE_HANDSHAKE || a->server_conn_id == 0) {
+        aftp_session_drop(&s->ss);
+        return;
+    }
+    s->ss.peer_id = a->server_conn_id;
+    if (a->max_datagram < s->ss.max_datagram)
+        s->ss.max_datagram = a->max_datagram;
+    s->hello_due = 0;
+    s->timer_deadline = AFTP_NO_EXPIRY;
+    if (a->cipher != AFTP_WIRE_CIPHER_NONE) {
+        /* We offered NONE only: any other choice breaks the protocol. */
+        aftp_session_start_closing(&s->ss, AFTP_ERR_MALFORMED, AFTP_WIRE_ERR_PROTOCOL,
+                                   drain_time(s));
+        return;
+    }
+    s->ss.state = AFTP_STATE_TRANSFER;
+    aftp_session_event(&s->ss, AFTP_EV_CONNECTED, AFTP_OK, NULL, NULL);
+    start_next_file(s);
+}
+
+static int is_current(aftp_sender *s, uint32_t file_id)
+{
+    sender_file *f = current_file(s);
+    return file_active(s) && f != NULL && f->info.file_id == file_id;
+}
+
+/* After the first transmission of the last block, or at once for an empty
+ * file: the digest is final and FILE_DONE is due (rule 7). */
+static void data_sent_once(aftp_sender *s)
+{
+    aftp_digest_final(s->hash, s->digest);
+    s->phase = PHASE_WAIT_RESULT;
+    s->done_due = 1;
+    s->probe_due = 0;
+}
+
+static void on_file_reply(aftp_sender *s, const aftp_wire_file_reply *r)
+{
+    if (s->phase != PHASE_OFFER || !is_current(s, r->file_id)) {
+        aftp_session_drop(&s->ss);
+        return;
+    }
+    s->offer_due = 0;
+    if (r->error != AFTP_WIRE_ERR_NONE) {
+        fail_and_close(s, aftp_errmap_to_local(r->error));
+        return;
+    }
+    sender_file *f = current_file(s);
+    s->block_count = aftp_wire_block_count(f->info.size, f->info.block_size);
+    if (aftp_repairq_reset(&s->repairs, s->block_count) != AFTP_OK) {
+        fail_and_close(s, AFTP_ERR_NO_MEMORY);
+        return;
+    }
+    /* Block numbers restart with every file: forget the previous file's. */
+    aftp_sentlog_retire(&s->log, UINT64_MAX);
+    s->next_block = 0;
+    s->acked_cum = 0;
+    s->has_feedback = 0;
+    aftp_digest_reset(s->hash);
+    s->phase = PHASE_DATA;
+    progress(s);
+    aftp_session_event(&s->ss, AFTP_EV_FILE_START, AFTP_OK, &f->info, NULL);
+    if (s->block_count == 0)
+        data_sent_once(s);
+}
+
+/* Rule 10: a block listed missing is lost when its latest transmission is
+ * acknowledged-or-older (pn <= largest) and either 3 packets or 9/8 RTT
+ * behind. A block with no record left was sent long ago: lost. */
+static void detect_losses(aftp_sender *s, const aftp_wire_feedback *fb)
+{
+    uint64_t loss_delay = aftp_rtt_loss_delay(&s->rtt);
+    aftp_wire_range_iter it;
+    aftp_wire_range rg;
+    aftp_wire_range_iter_init(&it, fb);
+    while (aftp_wire_ranges_next(&it, &rg)) {
+        uint64_t end = rg.start + rg.len;
+        if (end > s->next_block)
+            end = s->next_block; /* never sent: nothing to repair */
+        for (uint64_t b = rg.start; b < end; b++) {
+            uint64_t pn, sent_ns;
+            if (aftp_repairq_contains(&s->repairs, b))
+                continue;
+            if (aftp_sentlog_find_block(&s->log, b, &pn, &sent_ns)) {
+                if (pn > fb->largest_pn)
+                    continue; /* still in flight */
+                if (fb->largest_pn - pn < REORDER_PACKETS &&
+                    s->ss.now_ns - sent_ns <= loss_delay)
+                    continue; /* maybe only reordered */
+            }
+            if (aftp_repairq_push(&s->repairs, b))
+                aftp_sentlog_forget_block(&s->log, b);
+        }
+    }
+}
+
+/* Rule 11: an RTT sample when the largest acknowledged packet grows. */
+static void sample_rtt(aftp_sender *s, const aftp_wire_feedback *fb)
+{
+    if (s->has_acked && fb->largest_pn <= s->largest_acked)
+        return;
+    s->has_acked = 1;
+    s->largest_acked = fb->largest_pn;
+    uint64_t sent_ns;
+    if (aftp_sentlog_sent_time(&s->log, fb->largest_pn, &sent_ns) && s->ss.now_ns >= sent_ns)
+        aftp_rtt_sample(&s->rtt, s->ss.now_ns - sent_ns, (uint64_t)fb->ack_delay_us * 1000);
+}
+
+static void on_feedback(aftp_sender *s, uint64_t pkt_pn, const aftp_wire_feedback *fb)
+{
+    /* Acknowledging a packet never sent, a block past the file or an older
+     * FEEDBACK than one already used: drop it. */
+    if ((s->phase != PHASE_DATA && s->phase != PHASE_WAIT_RESULT) || !is_current(s, fb->file_id) ||
+        fb->largest_pn >= s->ss.next_pn || fb->scan_end > s->block_count ||
+        (s->has_feedback && pkt_pn <= s->last_feedback_pn)) {
+        aftp_session_drop(&s->ss);
+        return;
+    }
+    s->has_feedback = 1;
+    s->last_feedback_pn = pkt_pn;
+    progress(s);
+    s->probe_due = 0;
+    sample_rtt(s, fb);
+    if (fb->cum_block > s->acked_cum)
+        s->acked_cum = fb->cum_block;
+    detect_losses(s, fb);
+    aftp_sentlog_retire(&s->log, s->acked_cum);
+}
+
+static void on_file_result(aftp_sender *s, const aftp_wire_file_result *r)
+{
+    if ((s->phase != PHASE_DATA && s->phase != PHASE_WAIT_RESULT) || !is_current(s, r->file_id)) {
+        aftp_session_drop(&s->ss);
+        return;
+    }
+    int error = aftp_errmap_to_local(r->error);
+    end_file(s, error, s->phase == PHASE_WAIT_RESULT ? s->digest : NULL);
+    start_next_file(s);
+}
+
+static void on_close(aftp_sender *s, const aftp_wire_close *c)
+{
+    int error = aftp_session_peer_close(&s->ss, c);
+    /* During our own closing the peer's CLOSE only confirms it. */
+    close_now(s, s->ss.state == AFTP_STATE_CLOSING ? s->ss.error : error);
+}
+
+static void dispatch(aftp_sender *s, const aftp_wire_packet *p)
+{
+    switch (p->hdr.type) {
+    case AFTP_WIRE_VERSION_NEG: on_version_neg(s, &p->u.version_neg); break;
+    case AFTP_WIRE_HELLO_ACK: on_hello_ack(s, &p->u.hello_ack); break;
+    case AFTP_WIRE_FILE_REPLY: on_file_reply(s, &p->u.file_reply); break;
+    case AFTP_WIRE_FEEDBACK: on_feedback(s, p->hdr.pn, &p->u.feedback); break;
+    case AFTP_WIRE_FILE_RESULT: on_file_result(s, &p->u.file_result); break;
+    case AFTP_WIRE_CLOSE: on_close(s, &p->u.close); break;
+    default: aftp_session_drop(&s->ss); break;
+    }
+}
+
+int aftp_sender_read(aftp_sender *s, uint64_t now_ns, const uint8_t *pkt, size_t len)
+{
+    aftp_wire_packet p;
+    if (s == NULL)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    aftp_session_tick(&s->ss, now_ns);
+    if (s->ss.state == AFTP_STATE_CLOSED)
+        return AFTP_OK;
+    if (aftp_session_decode(&s->ss, pkt, len, &p) != AFTP_OK)
+        return AFTP_OK;
+    /* Everything the server sends carries our id (VERSION_NEG echoes it). */
+    if (p.hdr.conn_id != s->ss.local_id) {
+        aftp_session_drop(&s->ss);
+        return AFTP_OK;
+    }
+    aftp_session_heard(&s->ss, s->ss.now_ns, len);
+    if (s->ss.state == AFTP_STATE_CLOSING) {
+        /* Rule 14: while closing, any packet is answered with CLOSE. */
+        if (p.hdr.type == AFTP_WIRE_CLOSE)
+            on_close(s, &p.u.close);
+        else
+            s->ss.close_due = 1;
+        return AFTP_OK;
+    }
+    dispatch(s, &p);
+    return aftp_session_failure(&s->ss);
+}
+
+/* ---- output ---- */
+
+enum output_kind { OUT_NONE, OUT_CLOSE, OUT_HELLO, OUT_OFFER, OUT_DONE, OUT_REPAIR, OUT_NEW, OUT_PROBE };
+
+/* What the next datagram would be, in priority order: control first, then
+ * repairs, then new blocks, then a probe (rules 6, 12). */
+static int next_output(const aftp_sender *s)
+{
+    switch (s->ss.state) {
+    case AFTP_STATE_CLOSING: return s->ss.close_due ? OUT_CLOSE : OUT_NONE;
+    case AFTP_STATE_HANDSHAKE: return s->hello_due ? OUT_HELLO : OUT_NONE;
+    case AFTP_STATE_TRANSFER: break;
+    default: return OUT_NONE;
+    }
+    if (s->offer_due)
+        return OUT_OFFER;
+    if (s->done_due)
+        return OUT_DONE;
+    if (aftp_repairq_len(&s->repairs) > 0)
+        return OUT_REPAIR;
+    if (s->phase == PHASE_DATA && s->next_block < s->block_count)
+        return OUT_NEW;
+    if (s->probe_due)
+        return OUT_PROBE;
+    return OUT_NONE;
+}
+
+static int encode_hello(aftp_sender *s, uint8_t *buf, size_t cap, aftp_datagram *dg)
+{
+    aftp_wire_packet p;
+    aftp_session_packet(&s->ss, AFTP_WIRE_HELLO, &p);
+    p.u.hello.role = AFTP_WIRE_ROLE_PUSH;
+    p.u.hello.cipher_count = 1;
+    p.u.hello.ciphers[0] = AFTP_WIRE_CIPHER_NONE;
+    p.u.hello.max_datagram = s->ss.own_max_datagram;
+    s->hello_due = 0;
+    arm_timer(s);
+    return aftp_session_encode(&s->ss, &p, buf, cap, dg);
+}
+
+static int encode_offer(aftp_sender *s, uint8_t *buf, size_t cap, aftp_datagram *dg)
+{
+    const aftp_file_info *info = &current_file(s)->info;
+    aftp_wire_packet p;
+    aftp_session_packet(&s->ss, AFTP_WIRE_FILE_OFFER, &p);
+    aftp_wire_file_offer *o = &p.u.file_offer;
+    o->file_id = info->file_id;
+    o->size = info->size;
+    o->mtime_ns = info->mtime_ns;
+    o->mode = info->mode;
+    o->block_size = info->block_size;
+    o->flags = info->overwrite ? AFTP_WIRE_OFFER_OVERWRITE : 0;
+    o->path_len = (uint16_t)strlen(info->path);
+    o->path = (const uint8_t *)info->path;
+    s->offer_due = 0;
+    return aftp_session_encode(&s->ss, &p, buf, cap, dg);
+}
+
+static int encode_done(aftp_sender *s, uint8_t *buf, size_t cap, aftp_datagram *dg)
+{
+    aftp_wire_packet p;
+    aftp_session_packet(&s->ss, AFTP_WIRE_FILE_DONE, &p);
+    p.u.file_done.file_id = current_file(s)->info.file_id;
+    p.u.file_done.block_count = s->block_count;
+    memcpy(p.u.file_done.digest, s->digest, AFTP_DIGEST_LEN);
+    s->done_due = 0;
+    arm_timer(s);
+    return aftp_session_encode(&s->ss, &p, buf, cap, dg);
+}
+
+/* One DATA datagram for `block`: 28-byte head in buf, payload borrowed
+ * from storage (zero copy). */
+static int encode_data(aftp_sender *s, uint64_t block, uint8_t *buf, size_t cap,
+                       aftp_datagram *dg)
+{
+    const aftp_file_info *info = &current_file(s)->info;
+    uint32_t len = aftp_wire_block_len(info->size, info->block_size, block);
+    const uint8_t *payload = NULL;
+    int rc = s->set.storage->view(s->set.user, info->file_id, block * info->block_size, len,
+                                  &payload);
+    if (rc != AFTP_OK)
+        return rc;
+    aftp_wire_header hdr;
+    aftp_session_header(&s->ss, AFTP_WIRE_DATA, &hdr);
+    rc = aftp_wire_data_header_encode(&hdr, info->file_id, block, buf, cap);
+    if (rc != AFTP_OK)
+        return rc;
+    dg->head = buf;
+    dg->head_len = AFTP_WIRE_HEADER_LEN + AFTP_WIRE_DATA_FIXED;
+    dg->payload = payload;
+    dg->payload_len = len;
+    s->emitted_block = block;
+    aftp_session_sent(&s->ss, dg);
+    s->ss.stats.payload_bytes_sent += len;
+    return AFTP_OK;
+}
+
+static int emit_new_block(aftp_sender *s, uint8_t *buf, size_t cap, aftp_datagram *dg)
+{
+    int rc = encode_data(s, s->next_block, buf, cap, dg);
+    if (rc != AFTP_OK)
+        return rc;
+    /* First transmissions go in order, so one streaming state hashes the
+     * whole file without a pre-pass (rule 7). */
+    aftp_digest_update(s->hash, dg->payload, dg->payload_len);
+    if (++s->next_block == s->block_count)
+        data_sent_once(s);
+    return AFTP_OK;
+}
+
+static int emit_repair(aftp_sender *s, uint64_t block, uint8_t *buf, size_t cap,
+                       aftp_datagram *dg)
+{
+    int rc = encode_data(s, block, buf, cap, dg);
+    if (rc == AFTP_OK)
+        s->ss.stats.payload_bytes_retransmitted += dg->payload_len;
+    return rc;
+}
+
+static int emit(aftp_sender *s, int kind, uint8_t *buf, size_t cap, aftp_datagram *dg)
+{
+    uint64_t block;
+    switch (kind) {
+    case OUT_CLOSE: return aftp_session_encode_close(&s->ss, buf, cap, dg);
+    case OUT_HELLO: return encode_hello(s, buf, cap, dg);
+    case OUT_OFFER: return encode_offer(s, buf, cap, dg);
+    case OUT_DONE: return encode_done(s, buf, cap, dg);
+    case OUT_REPAIR:
+        aftp_repairq_pop(&s->repairs, &block);
+        return emit_repair(s, block, buf, cap, dg);
+    case OUT_NEW: return emit_new_block(s, buf, cap, dg);
+    default:
+        /* Rule 12 probe: the last block sent, again, to draw a FEEDBACK. */
+        s->probe_due = 0;
+        return emit_repair(s, s->next_block - 1, buf, cap, dg);
+    }
+}
+
+int aftp_sender_write(aftp_sender *s, uint64_t now_ns, uint8_t *buf, size_t cap,
+                      aftp_datagram *dg)
+{
+    if (s == NULL || buf == NULL || dg == NULL)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    if (cap < s->ss.own_max_datagram)
+        return AFTP_ERR_BUFFER_TOO_SMALL;
+    aftp_session_tick(&s->ss, now_ns);
+    int kind = next_output(s);
+    if (kind == OUT_NONE || !aftp_pacer_ready(&s->pacer, s->ss.now_ns))
+        return 0;
+    s->emitted_block = AFTP_SENTLOG_NO_BLOCK;
+    int rc = emit(s, kind, buf, cap, dg);
+    if (rc != AFTP_OK) {
+        /* The source cannot be read: the file and the session end. */
+        fail_and_close(s, rc);
+        return 0;
+    }
+    /* Every packet is logged, so log and session number packets alike. */
+    aftp_sentlog_add(&s->log, s->ss.now_ns, s->emitted_block);
+    aftp_pacer_on_send(&s->pacer, s->ss.now_ns, dg->head_len + dg->payload_len);
+    return 1;
+}
+
+/* ---- timers ---- */
+
+uint64_t aftp_sender_expiry(const aftp_sender *s)
+{
+    if (s == NULL || s->ss.state == AFTP_STATE_CLOSED)
+        return AFTP_NO_EXPIRY;
+    uint64_t t = aftp_session_expiry(&s->ss);
+    if (s->timer_deadline < t)
+        t = s->timer_deadline;
+    if (next_output(s) != OUT_NONE && aftp_pacer_next_send(&s->pacer) < t)
+        t = aftp_pacer_next_send(&s->pacer);
+    return t;
+}
+
+/* The control timer fired: resend what is unanswered, or probe (rule 12). */
+static void on_control_timeout(aftp_sender *s)
+{
+    s->backoff++;
+    arm_timer(s);
+    if (s->ss.state == AFTP_STATE_HANDSHAKE) {
+        s->hello_due = 1;
+        return;
+    }
+    switch (s->phase) {
+    case PHASE_OFFER: s->offer_due = 1; break;
+    case PHASE_WAIT_RESULT: s->done_due = 1; break;
+    case PHASE_DATA:
+        if (s->next_block > s->acked_cum && aftp_repairq_len(&s->repairs) == 0)
+            s->probe_due = 1;
+        break;
+    default: s->timer_deadline = AFTP_NO_EXPIRY; break;
+    }
+}
+
+int aftp_sender_handle_expiry(aftp_sender *s, uint64_t now_ns)
+{
+    if (s == NULL)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    aftp_session_tick(&s->ss, now_ns);
+    switch (aftp_session_timer_due(&s->ss, s->ss.now_ns)) {
+    case AFTP_SESSION_TIMER_DRAINED:
+        close_now(s, s->ss.error);
+        return s->ss.error;
+    case AFTP_SESSION_TIMER_IDLE:
+        /* Rule 16: the peer is gone; no CLOSE. */
+        aftp_session_set_text(&s->ss, s->ss.state == AFTP_STATE_HANDSHAKE
+                                          ? "no answer from the receiver"
+                                          : "the receiver stopped answering");
+        close_now(s, AFTP_ERR_IDLE_TIMEOUT);
+        return AFTP_ERR_IDLE_TIMEOUT;
+    default: break;
+    }
+    if (s->ss.state != AFTP_STATE_CLOSING && s->ss.now_ns >= s->timer_deadline)
+        on_control_timeout(s);
+    return AFTP_OK;
+}
+
+/* ---- queries ---- */
+
+int aftp_sender_state(const aftp_sender *s)
+{
+    return s ? s->ss.state : AFTP_STATE_CLOSED;
+}
+
+int aftp_sender_error(const aftp_sender *s)
+{
+    return s ? s->ss.error : AFTP_ERR_INVALID_ARGUMENT;
+}
+
+void aftp_sender_get_stats(const aftp_sender *s, aftp_stats *out)
+{
+    if (s == NULL || out == NULL)
+        return;
+    aftp_session_stats(&s->ss, &s->rtt, out);
+    out->pacing_rate_bps = aftp_pacer_rate(&s->pacer);
+}
+
+void aftp_sender_cancel(aftp_sender *s, uint64_t now_ns)
+{
+    if (s == NULL || s->ss.state == AFTP_STATE_CLOSING || s->ss.state == AFTP_STATE_CLOSED)
+        return;
+    aftp_session_tick(&s->ss, now_ns);
+    fail_and_close(s, AFTP_ERR_CANCELLED); /* rule 17 */
+}

@@ -1,0 +1,60 @@
+/*
+ * One direction of a simulated network path on a virtual clock: a
+ * bottleneck of fixed rate with a tail-drop queue, one-way delay, seeded
+ * random loss (Bernoulli or Gilbert-Elliott bursts), reordering and
+ * duplication. Datagrams are copied in and come out at their arrival time.
+ */
+#ifndef SIM_LINK_H
+#define SIM_LINK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "aftp/aftp_engine.h"
+
+typedef struct sim_link_cfg {
+    uint64_t rate_bps;     /* bottleneck rate; 0 = unlimited */
+    uint64_t delay_ns;     /* one-way propagation delay */
+    uint64_t queue_bytes;  /* bottleneck queue; 0 = unlimited */
+    double loss;           /* independent loss probability */
+    double ge_enter_bad;   /* Gilbert-Elliott: P(good -> bad) per packet; 0 = off */
+    double ge_leave_bad;   /* P(bad -> good) */
+    double ge_loss_bad;    /* loss probability in the bad state */
+    double reorder;        /* probability a packet is held back */
+    uint64_t reorder_ns;   /* by this much */
+    double duplicate;      /* probability a packet arrives twice */
+} sim_link_cfg;
+
+typedef struct sim_pkt {
+    uint64_t at;
+    uint64_t seq;
+    size_t len;
+    uint8_t *data;
+} sim_pkt;
+
+typedef struct sim_link {
+    sim_link_cfg cfg;
+    uint64_t rng;
+    int ge_bad;
+    uint64_t busy_until;
+    sim_pkt *heap;
+    size_t count, cap;
+    uint64_t seq;
+    /* counters */
+    uint64_t sent, lost, queue_drops, duplicated;
+    uint64_t data_payload_lost; /* payload bytes of DATA packets lost or dropped */
+} sim_link;
+
+void sim_link_init(sim_link *l, const sim_link_cfg *cfg, uint64_t seed);
+void sim_link_free(sim_link *l);
+void sim_link_send(sim_link *l, uint64_t now, const aftp_datagram *dg);
+/* Arrival time of the next datagram, or AFTP_NO_EXPIRY. */
+uint64_t sim_link_next(const sim_link *l);
+/* Removes the next datagram; the caller frees p->data. */
+sim_pkt sim_link_pop(sim_link *l);
+
+/* Seeded generator shared by the simulation. */
+uint64_t sim_rand(uint64_t *state);
+double sim_rand_unit(uint64_t *state);
+
+#endif /* SIM_LINK_H */

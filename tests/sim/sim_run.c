@@ -1,0 +1,221 @@
+/* Virtual-clock transfer loop (sim_run.h). */
+#include "sim_run.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_LOOPS_AT_ONE_TIME 100000
+
+void sim_cfg_default(sim_cfg *c)
+{
+    memset(c, 0, sizeof *c);
+    c->file_size = 3 * 1000 * 1000;
+    c->nfiles = 1;
+    c->rate_bps = 100 * 1000 * 1000;
+    c->max_datagram = 1452;
+    c->fwd = (sim_link_cfg){.rate_bps = 200 * 1000 * 1000, .delay_ns = 20 * SIM_MS,
+                            .queue_bytes = 1000 * 1000};
+    c->rev = c->fwd;
+    c->seed = 1;
+    c->idle_timeout_ns = 5 * SIM_S;
+    c->receiver_dies_at = AFTP_NO_EXPIRY;
+    c->sender_dies_at = AFTP_NO_EXPIRY;
+    c->sender_cancels_at = AFTP_NO_EXPIRY;
+    c->corrupt_offset = -1;
+    c->time_limit_ns = 120 * SIM_S;
+}
+
+typedef struct sim_world {
+    const sim_cfg *cfg;
+    sim_result *res;
+    aftp_sender *snd;
+    aftp_receiver *rcv;
+    sim_link fwd, rev;
+    uint8_t *sbuf, *rbuf;
+} sim_world;
+
+static int alive(uint64_t now, uint64_t dies_at)
+{
+    return now < dies_at;
+}
+
+static void deliver(sim_world *w, uint64_t now)
+{
+    while (sim_link_next(&w->fwd) <= now) {
+        sim_pkt p = sim_link_pop(&w->fwd);
+        if (alive(now, w->cfg->receiver_dies_at))
+            aftp_receiver_read(w->rcv, now, p.data, p.len);
+        free(p.data);
+    }
+    while (sim_link_next(&w->rev) <= now) {
+        sim_pkt p = sim_link_pop(&w->rev);
+        if (alive(now, w->cfg->sender_dies_at))
+            aftp_sender_read(w->snd, now, p.data, p.len);
+        free(p.data);
+    }
+}
+
+static void run_timers_and_output(sim_world *w, uint64_t now)
+{
+    aftp_datagram dg;
+    if (alive(now, w->cfg->sender_dies_at)) {
+        if (now >= w->cfg->sender_cancels_at)
+            aftp_sender_cancel(w->snd, now);
+        if (now >= aftp_sender_expiry(w->snd))
+            aftp_sender_handle_expiry(w->snd, now);
+        while (aftp_sender_write(w->snd, now, w->sbuf, w->cfg->max_datagram, &dg) == 1)
+            sim_link_send(&w->fwd, now, &dg);
+    }
+    if (alive(now, w->cfg->receiver_dies_at)) {
+        if (now >= aftp_receiver_expiry(w->rcv))
+            aftp_receiver_handle_expiry(w->rcv, now);
+        while (aftp_receiver_write(w->rcv, now, w->rbuf, w->cfg->max_datagram, &dg) == 1)
+            sim_link_send(&w->rev, now, &dg);
+    }
+}
+
+static uint64_t min3(uint64_t a, uint64_t b, uint64_t c)
+{
+    uint64_t m = a < b ? a : b;
+    return m < c ? m : c;
+}
+
+/* The next moment anything can happen. */
+static uint64_t next_event(sim_world *w, uint64_t now)
+{
+    uint64_t t = min3(sim_link_next(&w->fwd), sim_link_next(&w->rev), AFTP_NO_EXPIRY);
+    if (alive(now, w->cfg->sender_dies_at))
+        t = min3(t, aftp_sender_expiry(w->snd), w->cfg->sender_dies_at);
+    if (alive(now, w->cfg->receiver_dies_at))
+        t = min3(t, aftp_receiver_expiry(w->rcv), w->cfg->receiver_dies_at);
+    if (w->cfg->sender_cancels_at > now)
+        t = min3(t, w->cfg->sender_cancels_at, AFTP_NO_EXPIRY);
+    return t;
+}
+
+static int finished(sim_world *w, uint64_t now)
+{
+    int snd_done = !alive(now, w->cfg->sender_dies_at) ||
+                   aftp_sender_state(w->snd) == AFTP_STATE_CLOSED;
+    int rcv_done = !alive(now, w->cfg->receiver_dies_at) ||
+                   aftp_receiver_state(w->rcv) == AFTP_STATE_CLOSED;
+    return snd_done && rcv_done;
+}
+
+void sim_engine_settings(aftp_sender_settings *s, sim_side *snd_side, aftp_receiver_settings *r,
+                         sim_side *rcv_side)
+{
+    aftp_sender_settings_default(s);
+    s->conn_id = 0x11111111;
+    s->storage = &sim_sender_storage;
+    s->on_event = sim_on_event;
+    s->user = snd_side;
+    aftp_receiver_settings_default(r);
+    r->conn_id = 0x22222222;
+    r->storage = &sim_receiver_storage;
+    r->on_event = sim_on_event;
+    r->user = rcv_side;
+}
+
+static void make_engines(sim_world *w)
+{
+    const sim_cfg *c = w->cfg;
+    aftp_sender_settings ss;
+    aftp_receiver_settings rs;
+    sim_engine_settings(&ss, &w->res->snd_side, &rs, &w->res->rcv_side);
+    ss.rate_bps = c->rate_bps;
+    ss.max_datagram = c->max_datagram;
+    ss.idle_timeout_ns = c->idle_timeout_ns;
+    rs.max_datagram = c->max_datagram;
+    rs.idle_timeout_ns = c->idle_timeout_ns;
+    if (aftp_sender_new(&ss, 0, &w->snd) != AFTP_OK || aftp_receiver_new(&rs, 0, &w->rcv) != AFTP_OK)
+        abort();
+    for (int i = 0; i < c->nfiles; i++) {
+        char path[32];
+        snprintf(path, sizeof path, "dir/file-%d.bin", i + 1);
+        aftp_file_info info = {.file_id = (uint32_t)i + 1, .size = c->file_size,
+                               .mode = 0644, .block_size = c->block_size, .path = path};
+        if (aftp_sender_add_file(w->snd, &info) != AFTP_OK)
+            abort();
+    }
+    aftp_sender_finish(w->snd);
+}
+
+static void collect(sim_world *w, uint64_t now)
+{
+    sim_result *r = w->res;
+    r->end_ns = now;
+    r->snd_state = aftp_sender_state(w->snd);
+    r->rcv_state = aftp_receiver_state(w->rcv);
+    r->snd_error = aftp_sender_error(w->snd);
+    r->rcv_error = aftp_receiver_error(w->rcv);
+    aftp_sender_get_stats(w->snd, &r->snd);
+    aftp_receiver_get_stats(w->rcv, &r->rcv);
+    r->fwd_data_lost = w->fwd.data_payload_lost;
+    r->fwd_duplicated = w->fwd.duplicated;
+}
+
+void sim_run(const sim_cfg *cfg, sim_result *out)
+{
+    memset(out, 0, sizeof *out);
+    sim_storage_init(&out->st, cfg->nfiles, cfg->file_size, cfg->seed);
+    out->st.open_error = cfg->open_error;
+    out->st.corrupt_offset = cfg->corrupt_offset;
+    out->snd_side = (sim_side){.st = &out->st, .clock = &out->clock};
+    out->rcv_side = (sim_side){.st = &out->st, .clock = &out->clock};
+    sim_world w = {.cfg = cfg, .res = out};
+    sim_link_init(&w.fwd, &cfg->fwd, cfg->seed * 2 + 1);
+    sim_link_init(&w.rev, &cfg->rev, cfg->seed * 2 + 2);
+    w.sbuf = malloc(cfg->max_datagram);
+    w.rbuf = malloc(cfg->max_datagram);
+    make_engines(&w);
+
+    uint64_t now = 0, last = 0;
+    unsigned same_time = 0;
+    for (;;) {
+        out->clock = now;
+        deliver(&w, now);
+        run_timers_and_output(&w, now);
+        if (finished(&w, now))
+            break;
+        uint64_t next = next_event(&w, now);
+        if (next == AFTP_NO_EXPIRY || next > cfg->time_limit_ns)
+            break;
+        now = next > now ? next : now;
+        same_time = now == last ? same_time + 1 : 0;
+        last = now;
+        if (same_time > MAX_LOOPS_AT_ONE_TIME) {
+            out->stuck = 1;
+            break;
+        }
+    }
+    collect(&w, now);
+    aftp_sender_del(w.snd);
+    aftp_receiver_del(w.rcv);
+    sim_link_free(&w.fwd);
+    sim_link_free(&w.rev);
+    free(w.sbuf);
+    free(w.rbuf);
+}
+
+void sim_result_free(sim_result *r)
+{
+    sim_storage_free(&r->st);
+}
+
+void sim_report(const char *name, const sim_cfg *cfg, const sim_result *r)
+{
+    double sent = (double)r->snd.payload_bytes_sent;
+    double retx = (double)r->snd.payload_bytes_retransmitted;
+    double lost = (double)r->fwd_data_lost;
+    double secs = (double)r->snd_side.ev.file_end_at / 1e9;
+    printf("[sim] %-20s size=%llu files=%d loss=%.2f/%.2f: done=%.3fs closed=%.3fs retx/sent=%.4f "
+           "retx/lost=%.3f goodput=%.1fMbit/s srtt=%.1fms dups=%llu dropped=%llu/%llu\n",
+           name, (unsigned long long)cfg->file_size, cfg->nfiles, cfg->fwd.loss, cfg->rev.loss, secs,
+           (double)r->end_ns / 1e9,
+           sent > 0 ? retx / sent : 0.0, lost > 0 ? retx / lost : 0.0,
+           secs > 0 ? (double)cfg->file_size * cfg->nfiles * 8 / secs / 1e6 : 0.0,
+           (double)r->snd.srtt_ns / 1e6, (unsigned long long)r->rcv.duplicate_packets,
+           (unsigned long long)r->snd.packets_dropped, (unsigned long long)r->rcv.packets_dropped);
+}

@@ -1,0 +1,62 @@
+/*
+ * Whole transfers between a sender and a receiver engine over two
+ * simulated links on a virtual clock: no sockets, no real time.
+ */
+#ifndef SIM_RUN_H
+#define SIM_RUN_H
+
+#include <stdint.h>
+
+#include "aftp/aftp_engine.h"
+#include "sim_link.h"
+#include "sim_storage.h"
+
+#define SIM_MS UINT64_C(1000000)
+#define SIM_S (1000 * SIM_MS)
+
+typedef struct sim_cfg {
+    uint64_t file_size;
+    int nfiles;
+    uint32_t block_size;       /* 0: the engine's choice */
+    uint64_t rate_bps;         /* sender pacing rate */
+    uint16_t max_datagram;
+    sim_link_cfg fwd;          /* sender -> receiver */
+    sim_link_cfg rev;          /* receiver -> sender */
+    uint64_t seed;
+    uint64_t idle_timeout_ns;
+    uint64_t receiver_dies_at; /* the endpoint stops (no input, no output); */
+    uint64_t sender_dies_at;   /* AFTP_NO_EXPIRY: never */
+    uint64_t sender_cancels_at;
+    int open_error;            /* receiver storage refuses the open */
+    int64_t corrupt_offset;    /* receiver storage corrupts this byte */
+    uint64_t time_limit_ns;    /* give up (the test then fails) */
+} sim_cfg;
+
+typedef struct sim_result {
+    sim_storage st;
+    sim_side snd_side, rcv_side;
+    int snd_state, rcv_state;
+    int snd_error, rcv_error;
+    aftp_stats snd, rcv;
+    uint64_t fwd_data_lost;    /* DATA payload bytes the forward link lost */
+    uint64_t fwd_duplicated;
+    uint64_t end_ns;           /* virtual time the run stopped */
+    int stuck;                 /* the loop stopped making progress */
+    uint64_t clock;
+} sim_result;
+
+/* Engine settings wired to the in-memory storage and event recorders of
+ * the two sides (defaults otherwise; ids 0x11111111 and 0x22222222). */
+void sim_engine_settings(aftp_sender_settings *s, sim_side *snd_side, aftp_receiver_settings *r,
+                         sim_side *rcv_side);
+
+/* 100 Mbit/s paced sender over a 200 Mbit/s, 20 ms one-way path with a
+ * 1 MB queue, no loss, 3 MB file, 5 s idle timeout, 120 s limit. */
+void sim_cfg_default(sim_cfg *c);
+/* Runs until both sides are closed (or dead) or the time limit. */
+void sim_run(const sim_cfg *cfg, sim_result *out);
+void sim_result_free(sim_result *r);
+/* Prints one line of figures for the run. */
+void sim_report(const char *name, const sim_cfg *cfg, const sim_result *r);
+
+#endif /* SIM_RUN_H */

@@ -1,0 +1,174 @@
+/* In-memory storage and event recording for simulations (sim_storage.h). */
+#include "sim_storage.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proto/aftp_wire.h"
+#include "sim_link.h"
+
+void sim_storage_init(sim_storage *st, int nfiles, uint64_t size, uint64_t seed)
+{
+    memset(st, 0, sizeof *st);
+    st->nfiles = nfiles;
+    st->corrupt_offset = -1;
+    for (int i = 0; i < nfiles; i++) {
+        sim_file *f = &st->files[i];
+        f->id = (uint32_t)i + 1;
+        f->size = size;
+        f->src = malloc(size ? size : 1);
+        if (f->src == NULL)
+            abort();
+        uint64_t rng = seed * 31 + (uint64_t)i;
+        for (uint64_t off = 0; off < size; off++)
+            f->src[off] = (uint8_t)sim_rand(&rng);
+    }
+}
+
+void sim_storage_free(sim_storage *st)
+{
+    for (int i = 0; i < st->nfiles; i++) {
+        free(st->files[i].src);
+        free(st->files[i].dst);
+        free(st->files[i].writes);
+    }
+    memset(st, 0, sizeof *st);
+}
+
+sim_file *sim_storage_file(sim_storage *st, uint32_t id)
+{
+    if (id == 0 || id > (uint32_t)st->nfiles)
+        return NULL;
+    return &st->files[id - 1];
+}
+
+static sim_storage *storage_of(void *user)
+{
+    return ((sim_side *)user)->st;
+}
+
+static int borrow(const uint8_t *base, uint64_t size, uint64_t off, size_t len,
+                  const uint8_t **out)
+{
+    if (base == NULL || off > size || len > size - off)
+        return AFTP_ERR_IO;
+    *out = base + off;
+    return AFTP_OK;
+}
+
+static int sender_view(void *user, uint32_t id, uint64_t off, size_t len, const uint8_t **out)
+{
+    sim_file *f = sim_storage_file(storage_of(user), id);
+    return f ? borrow(f->src, f->size, off, len, out) : AFTP_ERR_NOT_FOUND;
+}
+
+static int sender_close(void *user, uint32_t id, int commit)
+{
+    (void)commit;
+    sim_file *f = sim_storage_file(storage_of(user), id);
+    if (f == NULL)
+        return AFTP_ERR_NOT_FOUND;
+    f->sender_closed++;
+    return AFTP_OK;
+}
+
+static int receiver_open(void *user, const aftp_file_info *info)
+{
+    sim_storage *st = storage_of(user);
+    sim_file *f = sim_storage_file(st, info->file_id);
+    if (f == NULL || info->size != f->size || f->opened)
+        return AFTP_ERR_IO;
+    if (st->open_error)
+        return st->open_error;
+    f->block_size = info->block_size;
+    f->blocks = aftp_wire_block_count(info->size, info->block_size);
+    f->dst = calloc(f->size ? f->size : 1, 1);
+    f->writes = calloc(f->blocks ? f->blocks : 1, 1);
+    if (f->dst == NULL || f->writes == NULL)
+        abort();
+    f->opened = 1;
+    return AFTP_OK;
+}
+
+static int receiver_write(void *user, uint32_t id, uint64_t off, const uint8_t *data, size_t len)
+{
+    sim_storage *st = storage_of(user);
+    sim_file *f = sim_storage_file(st, id);
+    if (f == NULL || f->dst == NULL || off > f->size || len > f->size - off)
+        return AFTP_ERR_IO;
+    uint64_t block = off / f->block_size;
+    if (off % f->block_size != 0 || len != aftp_wire_block_len(f->size, f->block_size, block))
+        f->bad_writes++;
+    else if (f->writes[block] < 255)
+        f->writes[block]++;
+    memcpy(f->dst + off, data, len);
+    if (st->corrupt_offset >= 0 && (uint64_t)st->corrupt_offset >= off &&
+        (uint64_t)st->corrupt_offset < off + len)
+        f->dst[st->corrupt_offset] ^= 0x5a;
+    return AFTP_OK;
+}
+
+static int receiver_view(void *user, uint32_t id, uint64_t off, size_t len, const uint8_t **out)
+{
+    sim_file *f = sim_storage_file(storage_of(user), id);
+    return f ? borrow(f->dst, f->size, off, len, out) : AFTP_ERR_NOT_FOUND;
+}
+
+static int receiver_close(void *user, uint32_t id, int commit)
+{
+    sim_file *f = sim_storage_file(storage_of(user), id);
+    if (f == NULL)
+        return AFTP_ERR_NOT_FOUND;
+    f->receiver_closed++;
+    f->committed = commit;
+    return AFTP_OK;
+}
+
+const aftp_storage_ops sim_sender_storage = {
+    .view = sender_view,
+    .close = sender_close,
+};
+
+const aftp_storage_ops sim_receiver_storage = {
+    .view = receiver_view,
+    .open = receiver_open,
+    .write = receiver_write,
+    .close = receiver_close,
+};
+
+void sim_on_event(void *user, const aftp_event *ev)
+{
+    sim_side *side = user;
+    sim_events *e = &side->ev;
+    switch (ev->type) {
+    case AFTP_EV_CONNECTED: e->connected++; break;
+    case AFTP_EV_FILE_START: e->file_start++; break;
+    case AFTP_EV_FILE_END:
+        e->file_end++;
+        e->file_end_at = *side->clock;
+        e->last_file_error = ev->error;
+        e->has_digest = ev->digest != NULL;
+        if (ev->digest)
+            memcpy(e->digest, ev->digest, AFTP_DIGEST_LEN);
+        break;
+    case AFTP_EV_CLOSED:
+        e->closed++;
+        e->closed_error = ev->error;
+        e->closed_at = *side->clock;
+        snprintf(e->message, sizeof e->message, "%s", ev->message ? ev->message : "");
+        break;
+    default: break;
+    }
+}
+
+int sim_file_intact(sim_storage *st, uint32_t id)
+{
+    sim_file *f = sim_storage_file(st, id);
+    if (f == NULL || !f->committed || f->receiver_closed != 1 || f->bad_writes != 0)
+        return 0;
+    for (uint64_t b = 0; b < f->blocks; b++)
+        if (f->writes[b] != 1)
+            return 0;
+    return f->size == 0 || memcmp(f->src, f->dst, f->size) == 0;
+}

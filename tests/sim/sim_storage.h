@@ -1,0 +1,70 @@
+/*
+ * In-memory storage for the simulated engines: the sender views a source
+ * buffer of seeded bytes, the receiver writes into a destination buffer.
+ * It counts writes per block (each must be written exactly once), can
+ * refuse the open or corrupt one byte, and records commits and discards.
+ */
+#ifndef SIM_STORAGE_H
+#define SIM_STORAGE_H
+
+#include <stdint.h>
+
+#include "aftp/aftp_engine.h"
+
+#define SIM_MAX_FILES 4
+
+typedef struct sim_file {
+    uint32_t id;
+    uint64_t size;
+    uint32_t block_size;
+    uint64_t blocks;
+    uint8_t *src;
+    uint8_t *dst;       /* receiver side, allocated by open */
+    uint8_t *writes;    /* writes per block (saturating) */
+    uint64_t bad_writes; /* writes not covering exactly one block */
+    int opened;
+    int sender_closed, receiver_closed;
+    int committed;
+} sim_file;
+
+typedef struct sim_storage {
+    sim_file files[SIM_MAX_FILES];
+    int nfiles;
+    int open_error;        /* non-zero: open() fails with it */
+    int64_t corrupt_offset; /* >= 0: the byte at this offset is flipped on write */
+} sim_storage;
+
+/* Files 1..nfiles of `size` bytes each, different seeded content. */
+void sim_storage_init(sim_storage *st, int nfiles, uint64_t size, uint64_t seed);
+void sim_storage_free(sim_storage *st);
+sim_file *sim_storage_file(sim_storage *st, uint32_t id);
+
+/* Both tables take a sim_side (below) as user. */
+extern const aftp_storage_ops sim_sender_storage;
+extern const aftp_storage_ops sim_receiver_storage;
+
+/* What one simulated endpoint's callbacks see. */
+typedef struct sim_events {
+    int connected, file_start, file_end, closed;
+    int last_file_error;
+    int closed_error;
+    int has_digest;
+    uint8_t digest[AFTP_DIGEST_LEN];
+    char message[128];
+    uint64_t file_end_at;  /* virtual time of the latest FILE_END */
+    uint64_t closed_at;
+} sim_events;
+
+typedef struct sim_side {
+    sim_storage *st;
+    sim_events ev;
+    const uint64_t *clock;
+} sim_side;
+
+void sim_on_event(void *user, const aftp_event *ev);
+
+/* 1 when file id arrived intact: committed, bytes equal, every block
+ * written exactly once. */
+int sim_file_intact(sim_storage *st, uint32_t id);
+
+#endif /* SIM_STORAGE_H */

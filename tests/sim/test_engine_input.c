@@ -1,0 +1,412 @@
+/* The engines' input path, packet by packet: bad input is dropped and
+ * counted, the handshake rules (version negotiation, role, cipher,
+ * amplification), DATA checks and FEEDBACK contents, argument checks. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "proto/aftp_wire.h"
+#include "sim_run.h"
+
+#define CLIENT_ID 0xC1C1C1C1u
+#define SERVER_ID 0x5E5E5E5Eu
+
+typedef struct rig {
+    sim_storage st;
+    sim_side side;
+    uint64_t clock;
+    aftp_receiver *r;
+    uint64_t pn; /* next client packet number */
+    uint8_t buf[AFTP_WIRE_MAX_DATAGRAM];
+    aftp_wire_packet out; /* last datagram the engine wrote, decoded */
+} rig;
+
+static void rig_receiver(rig *g, uint64_t file_size)
+{
+    memset(g, 0, sizeof *g);
+    sim_storage_init(&g->st, 1, file_size, 9);
+    g->side = (sim_side){.st = &g->st, .clock = &g->clock};
+    aftp_receiver_settings s;
+    aftp_receiver_settings_default(&s);
+    s.conn_id = SERVER_ID;
+    s.storage = &sim_receiver_storage;
+    s.on_event = sim_on_event;
+    s.user = &g->side;
+    assert_int_equal(aftp_receiver_new(&s, 0, &g->r), AFTP_OK);
+}
+
+static void rig_free(rig *g)
+{
+    aftp_receiver_del(g->r);
+    sim_storage_free(&g->st);
+}
+
+/* Encodes p from the client (header filled here) and feeds it. */
+static int feed(rig *g, aftp_wire_packet *p, uint8_t type)
+{
+    uint8_t dgram[AFTP_WIRE_MAX_DATAGRAM];
+    size_t len;
+    p->hdr.version = AFTP_WIRE_VERSION;
+    p->hdr.type = type;
+    p->hdr.conn_id = type == AFTP_WIRE_HELLO ? CLIENT_ID : SERVER_ID;
+    p->hdr.pn = g->pn++;
+    assert_int_equal(aftp_wire_encode(p, dgram, sizeof dgram, &len), AFTP_OK);
+    return aftp_receiver_read(g->r, g->clock, dgram, len);
+}
+
+/* 1 and the next datagram decoded into g->out, or 0 when none. */
+static int next_out(rig *g)
+{
+    aftp_datagram dg;
+    if (aftp_receiver_write(g->r, g->clock, g->buf, sizeof g->buf, &dg) != 1)
+        return 0;
+    assert_null(dg.payload);
+    assert_int_equal(aftp_wire_decode(dg.head, dg.head_len, &g->out), AFTP_OK);
+    return 1;
+}
+
+static int send_hello(rig *g, uint8_t role, uint8_t cipher)
+{
+    aftp_wire_packet p;
+    memset(&p, 0, sizeof p);
+    p.u.hello = (aftp_wire_hello){.role = role, .cipher_count = 1, .max_datagram = 1452};
+    p.u.hello.ciphers[0] = cipher;
+    return feed(g, &p, AFTP_WIRE_HELLO);
+}
+
+static void handshake_and_offer(rig *g, uint64_t size, uint32_t block_size)
+{
+    assert_int_equal(send_hello(g, AFTP_WIRE_ROLE_PUSH, AFTP_WIRE_CIPHER_NONE), AFTP_OK);
+    assert_true(next_out(g));
+    assert_int_equal(g->out.hdr.type, AFTP_WIRE_HELLO_ACK);
+    aftp_wire_packet p;
+    memset(&p, 0, sizeof p);
+    p.u.file_offer = (aftp_wire_file_offer){.file_id = 1, .size = size, .mode = 0600,
+                                            .block_size = block_size, .path_len = 5,
+                                            .path = (const uint8_t *)"a/b.c"};
+    assert_int_equal(feed(g, &p, AFTP_WIRE_FILE_OFFER), AFTP_OK);
+    assert_true(next_out(g));
+    assert_int_equal(g->out.hdr.type, AFTP_WIRE_FILE_REPLY);
+    assert_int_equal(g->out.u.file_reply.error, AFTP_WIRE_ERR_NONE);
+    assert_int_equal(aftp_receiver_state(g->r), AFTP_STATE_TRANSFER);
+}
+
+static void feed_data(rig *g, uint64_t block, size_t len)
+{
+    aftp_wire_packet p;
+    memset(&p, 0, sizeof p);
+    static const uint8_t filler[1500];
+    sim_file *f = sim_storage_file(&g->st, 1);
+    uint64_t off = block * 1000;
+    /* The source bytes where they exist, zeros for deliberately bad sizes. */
+    const uint8_t *payload = off + len <= f->size ? f->src + off : filler;
+    p.u.data = (aftp_wire_data){.file_id = 1, .block = block, .payload_len = (uint16_t)len,
+                                .payload = payload};
+    assert_int_equal(feed(g, &p, AFTP_WIRE_DATA), AFTP_OK);
+}
+
+static void test_garbage_is_dropped(void **state)
+{
+    (void)state;
+    rig g;
+    aftp_stats st;
+    rig_receiver(&g, 10);
+    /* Below 1200 bytes: a long datagram in an unknown version would
+     * rightly get VERSION_NEG. */
+    uint8_t junk[AFTP_WIRE_HELLO_MIN_LEN - 1];
+    uint64_t rng = 5;
+    for (size_t len = 0; len < sizeof junk; len += 37) {
+        for (size_t i = 0; i < len; i++)
+            junk[i] = (uint8_t)sim_rand(&rng);
+        assert_int_equal(aftp_receiver_read(g.r, 0, junk, len), AFTP_OK);
+    }
+    assert_int_equal(aftp_receiver_read(g.r, 0, NULL, 0), AFTP_OK);
+    aftp_receiver_get_stats(g.r, &st);
+    assert_int_equal(st.packets_received, 0);
+    assert_int_equal(st.packets_dropped, sizeof junk / 37 + 2);
+    assert_int_equal(aftp_receiver_state(g.r), AFTP_STATE_HANDSHAKE);
+    assert_false(next_out(&g)); /* nothing is ever answered */
+    rig_free(&g);
+}
+
+/* Only a HELLO can open the session. */
+static void test_first_packet_must_be_hello(void **state)
+{
+    (void)state;
+    rig g;
+    aftp_stats st;
+    rig_receiver(&g, 3000);
+    aftp_wire_packet p;
+    memset(&p, 0, sizeof p);
+    p.u.file_done.file_id = 1;
+    assert_int_equal(feed(&g, &p, AFTP_WIRE_FILE_DONE), AFTP_OK);
+    aftp_receiver_get_stats(g.r, &st);
+    assert_int_equal(st.packets_dropped, 1);
+    assert_false(next_out(&g));
+    rig_free(&g);
+}
+
+static void test_version_negotiation(void **state)
+{
+    (void)state;
+    rig g;
+    rig_receiver(&g, 10);
+    uint8_t d[1200];
+    memset(d, 0, sizeof d);
+    d[0] = 7;           /* a version we do not speak */
+    d[1] = AFTP_WIRE_HELLO;
+    d[4] = 0xAB;        /* conn id 0xAB000001 */
+    d[7] = 0x01;
+    d[15] = 42;         /* pn 42 */
+    /* Too short: never answered (amplification). */
+    assert_int_equal(aftp_receiver_read(g.r, 0, d, 100), AFTP_OK);
+    assert_false(next_out(&g));
+    assert_int_equal(aftp_receiver_read(g.r, 0, d, sizeof d), AFTP_OK);
+    assert_true(next_out(&g));
+    assert_int_equal(g.out.hdr.version, AFTP_WIRE_VERSION_NEGOTIATION);
+    assert_int_equal(g.out.hdr.type, AFTP_WIRE_VERSION_NEG);
+    assert_int_equal(g.out.hdr.conn_id, 0xAB000001u);
+    assert_int_equal(g.out.hdr.pn, 42);
+    assert_int_equal(g.out.u.version_neg.count, 1);
+    assert_int_equal(g.out.u.version_neg.versions[0], AFTP_WIRE_VERSION);
+    assert_int_equal(aftp_receiver_state(g.r), AFTP_STATE_CLOSED);
+    assert_int_equal(aftp_receiver_error(g.r), AFTP_ERR_VERSION);
+    rig_free(&g);
+}
+
+static void expect_protocol_close(uint8_t role, uint8_t cipher, const char *reason)
+{
+    rig g;
+    rig_receiver(&g, 10);
+    /* The session fails: read says so. */
+    assert_int_equal(send_hello(&g, role, cipher), AFTP_ERR_MALFORMED);
+    assert_true(next_out(&g));
+    assert_int_equal(g.out.hdr.type, AFTP_WIRE_CLOSE);
+    assert_int_equal(g.out.hdr.conn_id, CLIENT_ID);
+    assert_int_equal(g.out.u.close.error, AFTP_WIRE_ERR_PROTOCOL);
+    assert_int_equal(g.out.u.close.reason_len, strlen(reason));
+    assert_memory_equal(g.out.u.close.reason, reason, strlen(reason));
+    assert_int_equal(aftp_receiver_state(g.r), AFTP_STATE_CLOSING);
+    /* Draining ends after 3 PTOs (2 initial RTTs each before a sample). */
+    g.clock = 599 * SIM_MS;
+    aftp_receiver_handle_expiry(g.r, g.clock);
+    assert_int_equal(aftp_receiver_state(g.r), AFTP_STATE_CLOSING);
+    g.clock = 600 * SIM_MS;
+    assert_int_equal(aftp_receiver_expiry(g.r), g.clock);
+    aftp_receiver_handle_expiry(g.r, g.clock);
+    assert_int_equal(aftp_receiver_state(g.r), AFTP_STATE_CLOSED);
+    rig_free(&g);
+}
+
+static void test_pull_refused(void **state)
+{
+    (void)state;
+    expect_protocol_close(AFTP_WIRE_ROLE_PULL, AFTP_WIRE_CIPHER_NONE, "only push is supported");
+}
+
+static void test_cipher_refused(void **state)
+{
+    (void)state;
+    expect_protocol_close(AFTP_WIRE_ROLE_PUSH, AFTP_WIRE_CIPHER_AES256GCM, "no acceptable cipher");
+}
+
+/* Repeated HELLOs get the same HELLO_ACK (new pn), and before the client
+ * speaks again the server never sends more than 3x what it received. */
+static void test_repeated_hello_and_amplification(void **state)
+{
+    (void)state;
+    rig g;
+    aftp_stats st;
+    rig_receiver(&g, 10);
+    uint64_t last_pn = 0;
+    for (int i = 0; i < 5; i++) {
+        assert_int_equal(send_hello(&g, AFTP_WIRE_ROLE_PUSH, AFTP_WIRE_CIPHER_NONE), AFTP_OK);
+        assert_true(next_out(&g));
+        assert_int_equal(g.out.hdr.type, AFTP_WIRE_HELLO_ACK);
+        assert_int_equal(g.out.u.hello_ack.server_conn_id, SERVER_ID);
+        assert_int_equal(g.out.u.hello_ack.max_datagram, 1452);
+        assert_true(i == 0 || g.out.hdr.pn > last_pn);
+        last_pn = g.out.hdr.pn;
+        assert_false(next_out(&g));
+        aftp_receiver_get_stats(g.r, &st);
+        assert_true(st.wire_bytes_sent <= 3 * st.wire_bytes_received);
+    }
+    assert_int_equal(g.side.ev.connected, 0);
+    rig_free(&g);
+}
+
+static void test_data_checks_and_feedback(void **state)
+{
+    (void)state;
+    rig g;
+    aftp_stats st;
+    rig_receiver(&g, 2500); /* blocks of 1000: 1000, 1000, 500 */
+    handshake_and_offer(&g, 2500, 1000);
+    assert_int_equal(g.side.ev.connected, 1);
+    assert_int_equal(g.side.ev.file_start, 1);
+    feed_data(&g, 0, 999);  /* wrong length: dropped */
+    feed_data(&g, 2, 1000); /* the last block is 500 bytes: dropped */
+    feed_data(&g, 3, 500);  /* past the end: dropped */
+    aftp_receiver_get_stats(g.r, &st);
+    assert_int_equal(st.packets_dropped, 3);
+    assert_int_equal(st.payload_bytes_received, 0);
+    feed_data(&g, 2, 500);
+    feed_data(&g, 2, 500); /* duplicate */
+    aftp_receiver_get_stats(g.r, &st);
+    assert_int_equal(st.payload_bytes_received, 500);
+    assert_int_equal(st.duplicate_packets, 1);
+    assert_int_equal(sim_storage_file(&g.st, 1)->writes[2], 1);
+    /* First FEEDBACK at once: block 0 and 1 missing below the highest. */
+    aftp_receiver_handle_expiry(g.r, g.clock);
+    assert_true(next_out(&g));
+    aftp_wire_feedback *fb = &g.out.u.feedback;
+    assert_int_equal(g.out.hdr.type, AFTP_WIRE_FEEDBACK);
+    assert_int_equal(fb->cum_block, 0);
+    assert_int_equal(fb->scan_end, 3);
+    assert_int_equal(fb->blocks_received, 1);
+    assert_int_equal(fb->packets_received, 5);
+    assert_int_equal(fb->largest_pn, g.pn - 1);
+    assert_int_equal(fb->range_count, 1);
+    aftp_wire_range_iter it;
+    aftp_wire_range rg;
+    aftp_wire_range_iter_init(&it, fb);
+    assert_true(aftp_wire_ranges_next(&it, &rg));
+    assert_int_equal(rg.start, 0);
+    assert_int_equal(rg.len, 2);
+    /* The next one waits for the feedback interval. */
+    feed_data(&g, 0, 1000);
+    aftp_receiver_handle_expiry(g.r, g.clock);
+    assert_false(next_out(&g));
+    assert_int_equal(aftp_receiver_expiry(g.r), g.clock + 10 * SIM_MS);
+    rig_free(&g);
+}
+
+/* FILE_DONE with a block missing: FEEDBACK reports the tail at once. */
+static void test_done_reports_tail(void **state)
+{
+    (void)state;
+    rig g;
+    rig_receiver(&g, 2500);
+    handshake_and_offer(&g, 2500, 1000);
+    feed_data(&g, 0, 1000);
+    aftp_receiver_handle_expiry(g.r, g.clock);
+    assert_true(next_out(&g)); /* feedback for block 0 */
+    g.clock += 20 * SIM_MS;
+    aftp_wire_packet p;
+    memset(&p, 0, sizeof p);
+    p.u.file_done.file_id = 1;
+    p.u.file_done.block_count = 3;
+    assert_int_equal(feed(&g, &p, AFTP_WIRE_FILE_DONE), AFTP_OK);
+    aftp_receiver_handle_expiry(g.r, g.clock);
+    assert_true(next_out(&g));
+    assert_int_equal(g.out.hdr.type, AFTP_WIRE_FEEDBACK);
+    assert_int_equal(g.out.u.feedback.cum_block, 1);
+    assert_int_equal(g.out.u.feedback.scan_end, 3);
+    assert_int_equal(g.out.u.feedback.range_count, 1);
+    rig_free(&g);
+}
+
+static void test_settings_and_arguments(void **state)
+{
+    (void)state;
+    aftp_sender_settings ss;
+    aftp_receiver_settings rs;
+    aftp_sender *s = NULL;
+    aftp_receiver *r = NULL;
+    aftp_sender_settings_default(&ss);
+    assert_int_equal(aftp_sender_new(&ss, 0, &s), AFTP_ERR_INVALID_ARGUMENT); /* no id, storage */
+    ss.conn_id = 1;
+    ss.storage = &sim_sender_storage;
+    ss.max_datagram = 1199;
+    assert_int_equal(aftp_sender_new(&ss, 0, &s), AFTP_ERR_INVALID_ARGUMENT);
+    ss.max_datagram = 1452;
+    assert_int_equal(aftp_sender_new(&ss, 0, &s), AFTP_OK);
+    aftp_file_info f = {.file_id = 2, .size = 10, .path = "x"};
+    assert_int_equal(aftp_sender_add_file(s, &f), AFTP_OK);
+    f.file_id = 2; /* ids must grow */
+    assert_int_equal(aftp_sender_add_file(s, &f), AFTP_ERR_INVALID_ARGUMENT);
+    f.file_id = 3;
+    f.path = "";
+    assert_int_equal(aftp_sender_add_file(s, &f), AFTP_ERR_INVALID_ARGUMENT);
+    f.path = "y";
+    f.block_size = 1452; /* larger than a datagram can carry */
+    assert_int_equal(aftp_sender_add_file(s, &f), AFTP_ERR_INVALID_ARGUMENT);
+    f.block_size = 0;
+    aftp_sender_finish(s);
+    assert_int_equal(aftp_sender_add_file(s, &f), AFTP_ERR_INVALID_STATE);
+    uint8_t small[100];
+    aftp_datagram dg;
+    assert_int_equal(aftp_sender_write(s, 0, small, sizeof small, &dg), AFTP_ERR_BUFFER_TOO_SMALL);
+    aftp_sender_del(s);
+    aftp_sender_del(NULL);
+
+    aftp_receiver_settings_default(&rs);
+    rs.conn_id = 1;
+    assert_int_equal(aftp_receiver_new(&rs, 0, &r), AFTP_ERR_INVALID_ARGUMENT); /* no storage */
+    rs.storage = &sim_receiver_storage;
+    rs.feedback_interval_ns = 1000; /* below 1 ms */
+    assert_int_equal(aftp_receiver_new(&rs, 0, &r), AFTP_ERR_INVALID_ARGUMENT);
+    aftp_receiver_del(NULL);
+}
+
+/* The sender: a VERSION_NEG without version 1 ends the attempt; one that
+ * lists version 1 is ignored; FEEDBACK for packets never sent is dropped. */
+static void test_sender_version_neg(void **state)
+{
+    (void)state;
+    sim_storage st;
+    uint64_t clock = 0;
+    sim_storage_init(&st, 1, 10, 1);
+    sim_side side = {.st = &st, .clock = &clock};
+    aftp_sender_settings ss;
+    aftp_sender_settings_default(&ss);
+    ss.conn_id = CLIENT_ID;
+    ss.storage = &sim_sender_storage;
+    ss.on_event = sim_on_event;
+    ss.user = &side;
+    aftp_sender *s;
+    assert_int_equal(aftp_sender_new(&ss, 0, &s), AFTP_OK);
+    uint8_t buf[1452], d[64];
+    aftp_datagram dg;
+    assert_int_equal(aftp_sender_write(s, 0, buf, sizeof buf, &dg), 1);
+    assert_int_equal(dg.head_len, AFTP_WIRE_HELLO_MIN_LEN);
+    aftp_wire_packet p;
+    memset(&p, 0, sizeof p);
+    p.hdr = (aftp_wire_header){.version = 0, .type = AFTP_WIRE_VERSION_NEG, .conn_id = CLIENT_ID};
+    p.u.version_neg.count = 2;
+    p.u.version_neg.versions[0] = 3;
+    p.u.version_neg.versions[1] = AFTP_WIRE_VERSION;
+    size_t len;
+    assert_int_equal(aftp_wire_encode(&p, d, sizeof d, &len), AFTP_OK);
+    assert_int_equal(aftp_sender_read(s, 1000, d, len), AFTP_OK);
+    assert_int_equal(aftp_sender_state(s), AFTP_STATE_HANDSHAKE);
+    p.u.version_neg.versions[1] = 9;
+    assert_int_equal(aftp_wire_encode(&p, d, sizeof d, &len), AFTP_OK);
+    assert_int_equal(aftp_sender_read(s, 2000, d, len), AFTP_ERR_VERSION);
+    assert_int_equal(aftp_sender_state(s), AFTP_STATE_CLOSED);
+    assert_int_equal(side.ev.closed_error, AFTP_ERR_VERSION);
+    assert_int_equal(aftp_sender_expiry(s), AFTP_NO_EXPIRY);
+    aftp_sender_del(s);
+    sim_storage_free(&st);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_garbage_is_dropped),
+        cmocka_unit_test(test_first_packet_must_be_hello),
+        cmocka_unit_test(test_version_negotiation),
+        cmocka_unit_test(test_pull_refused),
+        cmocka_unit_test(test_cipher_refused),
+        cmocka_unit_test(test_repeated_hello_and_amplification),
+        cmocka_unit_test(test_data_checks_and_feedback),
+        cmocka_unit_test(test_done_reports_tail),
+        cmocka_unit_test(test_settings_and_arguments),
+        cmocka_unit_test(test_sender_version_neg),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
