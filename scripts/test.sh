@@ -39,7 +39,7 @@ cmake -S . -B build/test-fuzz -DCMAKE_C_COMPILER=clang -DAFTP_FUZZ=ON -DAFTP_WER
     { cat build/test-fuzz.configure.log; exit 1; }
 cmake --build build/test-fuzz -j "$jobs"
 scripts/fuzz.sh build/test-fuzz "$fuzz_seconds" | tee build/test-fuzz.log
-summary+=("fuzz: $(tail -n 1 build/test-fuzz.log)")
+summary+=("$(tail -n 1 build/test-fuzz.log)")
 
 echo "=== summary"
 printf '%s\n' "${summary[@]}"

@@ -1,0 +1,145 @@
+/*
+ * The properties every datagram must satisfy under aftp_wire_decode, shared
+ * by the fuzz harnesses that feed it datagrams (raw or generated).
+ *
+ * Beyond "no crash, no out-of-bounds read":
+ *  - rejected: the error is one of the protocol decode errors and the output
+ *    struct is untouched;
+ *  - accepted: every borrowed pointer (payload, path, reason, extensions,
+ *    range list) lies inside the input; the FEEDBACK iterator yields exactly
+ *    range_count ascending, non-adjacent ranges inside [cum_block, scan_end);
+ *    and re-encoding the packet reproduces the input byte for byte, into a
+ *    buffer of exactly that size, while one byte less fails cleanly. A
+ *    FEEDBACK is re-encoded twice: as decoded (borrowed encoded list) and
+ *    with the iterated ranges as an array.
+ *    HELLO is the one exception: the encoder canonicalises its zero padding
+ *    (to AFTP_WIRE_HELLO_MIN_LEN, or none when the body is longer), so there
+ *    the re-encoding must be a prefix of the input followed only by zeros.
+ */
+#include <string.h>
+
+#include "wire_checks.h"
+
+/* Sizes only: a decoded datagram is at most AFTP_WIRE_MAX_DATAGRAM long, so
+ * re-encoding it must fit there. */
+static uint8_t reencoded[AFTP_WIRE_MAX_DATAGRAM];
+static aftp_wire_range ranges[AFTP_WIRE_MAX_RANGES];
+
+static int is_decode_error(int rc)
+{
+    return rc == AFTP_ERR_TRUNCATED || rc == AFTP_ERR_MALFORMED ||
+           rc == AFTP_ERR_UNKNOWN_TYPE || rc == AFTP_ERR_VERSION || rc == AFTP_ERR_LIMIT;
+}
+
+static void check_borrowed(const uint8_t *data, size_t size, const aftp_wire_packet *pkt)
+{
+    switch (pkt->hdr.type) {
+    case AFTP_WIRE_HELLO:
+        FUZZ_CHECK(fuzz_inside(data, size, pkt->u.hello.ext, pkt->u.hello.ext_len));
+        break;
+    case AFTP_WIRE_HELLO_ACK:
+        FUZZ_CHECK(fuzz_inside(data, size, pkt->u.hello_ack.ext, pkt->u.hello_ack.ext_len));
+        break;
+    case AFTP_WIRE_FILE_OFFER:
+        FUZZ_CHECK(fuzz_inside(data, size, pkt->u.file_offer.path, pkt->u.file_offer.path_len));
+        break;
+    case AFTP_WIRE_DATA:
+        /* The payload is everything after the fixed DATA fields. */
+        FUZZ_CHECK(pkt->u.data.payload_len >= 1);
+        FUZZ_CHECK(pkt->u.data.payload == data + AFTP_WIRE_HEADER_LEN + AFTP_WIRE_DATA_FIXED);
+        FUZZ_CHECK(pkt->u.data.payload_len ==
+                   size - AFTP_WIRE_HEADER_LEN - AFTP_WIRE_DATA_FIXED);
+        break;
+    case AFTP_WIRE_FEEDBACK:
+        FUZZ_CHECK(pkt->u.feedback.ranges == NULL);
+        FUZZ_CHECK(pkt->u.feedback.range_bytes + pkt->u.feedback.range_bytes_len == data + size);
+        FUZZ_CHECK(fuzz_inside(data, size, pkt->u.feedback.range_bytes,
+                               pkt->u.feedback.range_bytes_len));
+        break;
+    case AFTP_WIRE_CLOSE:
+        FUZZ_CHECK(fuzz_inside(data, size, pkt->u.close.reason, pkt->u.close.reason_len));
+        break;
+    default:
+        break;
+    }
+}
+
+/* Walks the missing ranges into `ranges` and checks the documented shape. */
+static void check_feedback_ranges(const aftp_wire_feedback *fb)
+{
+    aftp_wire_range_iter it;
+    aftp_wire_range rg;
+    uint64_t next_min = fb->cum_block;
+    size_t n = 0;
+    aftp_wire_range_iter_init(&it, fb);
+    while (aftp_wire_ranges_next(&it, &rg)) {
+        FUZZ_CHECK(n < fb->range_count);
+        FUZZ_CHECK(rg.len >= 1 && rg.start >= next_min);
+        FUZZ_CHECK(rg.start < fb->scan_end && rg.len <= fb->scan_end - rg.start);
+        ranges[n++] = rg;
+        next_min = rg.start + rg.len + 1; /* cannot wrap: below scan_end + 1 */
+    }
+    FUZZ_CHECK(n == fb->range_count);
+    FUZZ_CHECK(aftp_wire_ranges_next(&it, &rg) == 0);
+    FUZZ_CHECK(aftp_wire_ranges_encoded_len(fb->cum_block, ranges, n) == fb->range_bytes_len);
+}
+
+/* Encodes pkt into a heap buffer of exactly cap bytes (so ASan sees any
+ * write past it); on success the bytes must equal the first encoding. */
+static int encode_exact(const aftp_wire_packet *pkt, size_t cap, size_t *written)
+{
+    uint8_t *buf = malloc(cap > 0 ? cap : 1);
+    FUZZ_CHECK(buf != NULL);
+    int rc = aftp_wire_encode(pkt, buf, cap, written);
+    if (rc == AFTP_OK)
+        FUZZ_CHECK(*written <= cap && memcmp(buf, reencoded, *written) == 0);
+    free(buf);
+    return rc;
+}
+
+static void check_reencode(const uint8_t *data, size_t size, const aftp_wire_packet *pkt)
+{
+    size_t written = SIZE_MAX;
+    FUZZ_CHECK(aftp_wire_encode(pkt, reencoded, sizeof reencoded, &written) == AFTP_OK);
+    if (pkt->hdr.type == AFTP_WIRE_HELLO) {
+        FUZZ_CHECK(written >= AFTP_WIRE_HELLO_MIN_LEN && written <= size);
+        FUZZ_CHECK(memcmp(reencoded, data, written) == 0);
+        for (size_t i = written; i < size; i++)
+            FUZZ_CHECK(data[i] == 0);
+    } else {
+        FUZZ_CHECK(written == size && memcmp(reencoded, data, size) == 0);
+    }
+
+    /* The encoder honours its capacity exactly: it fits in `written` bytes
+     * and fails, without touching *written, with one byte less. */
+    size_t exact = SIZE_MAX, short_by_one = SIZE_MAX;
+    FUZZ_CHECK(encode_exact(pkt, written, &exact) == AFTP_OK && exact == written);
+    FUZZ_CHECK(encode_exact(pkt, written - 1, &short_by_one) ==
+               AFTP_ERR_BUFFER_TOO_SMALL);
+    FUZZ_CHECK(short_by_one == SIZE_MAX);
+}
+
+void fuzz_check_datagram(const uint8_t *data, size_t size)
+{
+    aftp_wire_packet pkt, untouched;
+    memset(&pkt, 0x5a, sizeof pkt);
+    memset(&untouched, 0x5a, sizeof untouched);
+
+    int rc = aftp_wire_decode(data, size, &pkt);
+    if (rc != AFTP_OK) {
+        FUZZ_CHECK(is_decode_error(rc));
+        FUZZ_CHECK(memcmp(&pkt, &untouched, sizeof pkt) == 0);
+        return;
+    }
+    FUZZ_CHECK(size >= AFTP_WIRE_HEADER_LEN && size <= AFTP_WIRE_MAX_DATAGRAM);
+    FUZZ_CHECK(pkt.hdr.type <= AFTP_WIRE_TYPE_MAX);
+    check_borrowed(data, size, &pkt);
+    check_reencode(data, size, &pkt);
+    if (pkt.hdr.type == AFTP_WIRE_FEEDBACK) {
+        /* The list walked into an array must encode to the same bytes as
+         * the borrowed encoded list just did. */
+        check_feedback_ranges(&pkt.u.feedback);
+        pkt.u.feedback.ranges = ranges;
+        check_reencode(data, size, &pkt);
+    }
+}
