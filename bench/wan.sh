@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# WAN benchmark: aftp next to iperf3, scp, sftp, rsync and uftp over one
+# emulated link (netem/wan.sh), each moving the same random file for real.
+# Prints one Markdown table; see bench/README.md for what each column means.
+#
+# usage: bench/wan.sh [--profile NAME] [--size MiB] [--time-cap SECONDS]
+#                     [--only aftp,iperf3,scp,sftp,rsync,uftp] [--json FILE]
+#                     [--aftp PATH] [--rate RATE|auto] [--iperf-seconds N]
+#                     [--wan-opt ARG]...
+#   --profile   a netem/profiles name or file (default wan-150ms)
+#   --size      file size in MiB (default 256)
+#   --time-cap  slow tools are stopped after this many seconds and reported
+#               as capped with the rate they reached (default 60)
+#   --only      tools to run, in this order (default: all of them)
+#   --json      also write one JSON line per tool to FILE
+#   --aftp      the aftp binary (default: newest build*/cli/aftp)
+#   --rate      aftp --rate (default auto: 95% of the link, in payload bits)
+#   --wan-opt   passed to netem/wan.sh (e.g. --wan-opt --backend --wan-opt tun)
+# Environment: AFTP_WAN_DIR holds the file and the copies (default /dev/shm
+# when it has room, else $TMPDIR or /tmp: see bench/wan/scratch.sh).
+# Run as root: installs the baseline tools (Debian packages) when missing.
+# Exit status: 0, 1 when a tool failed or did not verify, 2 usage, 3 when the
+# emulator reported overload (the run is INVALID), 77 without namespaces.
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/.." && pwd)
+
+die() { echo "bench/wan: $*" >&2; exit 2; }
+
+profile=wan-150ms size_mib=256 cap=60 only=aftp,iperf3,scp,sftp,rsync,uftp json='' aftp=''
+rate=auto iperf_seconds=20 wan_opts=()
+while [ $# -gt 0 ]; do
+    case $1 in
+    --profile) profile=$2; shift 2 ;;
+    --size) size_mib=$2; shift 2 ;;
+    --time-cap) cap=$2; shift 2 ;;
+    --only) only=$2; shift 2 ;;
+    --json) json=$(realpath -m "$2"); shift 2 ;;
+    --aftp) aftp=$2; shift 2 ;;
+    --rate) rate=$2; shift 2 ;;
+    --iperf-seconds) iperf_seconds=$2; shift 2 ;;
+    --wan-opt) wan_opts+=("$2"); shift 2 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) die "unknown option $1 (see --help)" ;;
+    esac
+done
+[[ $size_mib =~ ^[1-9][0-9]*$ ]] || die "--size wants a whole number of MiB"
+[[ $cap =~ ^[1-9][0-9]*$ ]] || die "--time-cap wants whole seconds"
+[[ $iperf_seconds =~ ^[1-9][0-9]*$ ]] || die "--iperf-seconds wants whole seconds"
+
+# --- tools: what each one needs (Debian packages), installed when missing ------
+IFS=, read -r -a tools <<<"$only"
+packages=(time python3 iproute2 procps coreutils findutils)
+for tool in "${tools[@]}"; do
+    case $tool in
+    aftp) ;;
+    iperf3) packages+=(iperf3) ;;
+    scp|sftp) packages+=(openssh-client openssh-server) ;;
+    rsync) packages+=(openssh-client openssh-server rsync) ;;
+    uftp) packages+=(uftp) ;;
+    *) die "unknown tool '$tool' (aftp, iperf3, scp, sftp, rsync, uftp)" ;;
+    esac
+done
+. "$root/scripts/deps.sh"
+# The benchmark starts its own sshd and uftpd inside the receiver namespace;
+# the packages are only needed for their binaries (see bench/README.md about
+# the host's own sshd that Debian's openssh-server package enables).
+aftp_install_deps "${packages[@]}" ||
+    echo "bench/wan: could not install every baseline; missing tools are reported as not run" >&2
+
+if [[ " ${tools[*]} " == *" aftp "* ]]; then
+    if [ -z "$aftp" ]; then
+        # shellcheck disable=SC2012 # build directory names are ours
+        aftp=$(ls -t "$root"/build*/cli/aftp 2>/dev/null | head -n 1 || true)
+    fi
+    if [ -z "$aftp" ] || [ ! -x "$aftp" ]; then
+        die "no aftp binary: build it (cmake --build BUILD) or pass --aftp PATH"
+    fi
+    aftp=$(realpath "$aftp")
+fi
+
+# --- the file, the run, the table ----------------------------------------------
+. "$here/wan/scratch.sh"
+work=$(mktemp -d "$(pick_scratch_dir $((3 * size_mib * 1048576)))/aftp-wan-bench.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+echo "bench/wan: writing a ${size_mib} MiB random file in $work" >&2
+head -c "$((size_mib * 1048576))" /dev/urandom >"$work/bench.bin"
+sha=$(sha256sum <"$work/bench.bin" | cut -d' ' -f1)
+
+wan_rc=0
+BENCH_WORK=$work BENCH_SRC=$work/bench.bin BENCH_SRC_SHA=$sha BENCH_TOOLS=$only \
+BENCH_CAP=$cap BENCH_AFTP=$aftp BENCH_RATE=$rate BENCH_IPERF_SECONDS=$iperf_seconds \
+BENCH_RESULTS=$work/results.jsonl \
+    "$root/netem/wan.sh" --profile "$profile" "${wan_opts[@]}" -- "$here/wan/run.sh" || wan_rc=$?
+case $wan_rc in
+0|3) ;;
+77) echo "bench/wan: SKIP: no network namespaces here" >&2; exit 77 ;;
+*) [ -s "$work/results.jsonl" ] || die "netem/wan.sh failed (exit $wan_rc)" ;;
+esac
+
+echo
+echo "$(nproc) cores, $(uname -r), $(date -u +%Y-%m-%dT%H:%MZ);" \
+     "command: bench/wan.sh --profile $profile --size $size_mib --time-cap $cap --only $only"
+echo
+python3 "$here/wan/report.py" table "$work/results.jsonl" "$wan_rc" ${json:+--json "$json"}
+
+[ "$wan_rc" -ne 3 ] || exit 3
+# Every tool that was not capped must have ended well with a verified copy.
+python3 - "$work/results.jsonl" <<'PY'
+import json, sys
+bad = [r["tool"] for r in map(json.loads, open(sys.argv[1]))
+       if r.get("kind") == "tool" and not r.get("capped")
+       and (r.get("error") or r.get("verified") is False)]
+if bad:
+    print("bench/wan: failed, not delivered or not verified: " + ", ".join(bad), file=sys.stderr)
+    sys.exit(1)
+PY

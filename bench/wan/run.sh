@@ -1,0 +1,379 @@
+#!/usr/bin/env bash
+# The inside of bench/wan.sh: runs in netem/wan.sh's command namespace and
+# measures each requested tool, one after the other, over the same emulated
+# link, appending one JSON record per tool to $BENCH_RESULTS.
+#
+# Environment (set by bench/wan.sh): BENCH_WORK (scratch dir), BENCH_SRC (the
+# file), BENCH_SRC_SHA (its sha256), BENCH_TOOLS (comma list), BENCH_CAP
+# (seconds), BENCH_AFTP (binary), BENCH_RATE (aftp --rate or "auto"),
+# BENCH_IPERF_SECONDS, BENCH_RESULTS; and netem/wan.sh's WAN_* variables.
+set -uo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+work=$BENCH_WORK src=$BENCH_SRC cap=$BENCH_CAP
+size=$(stat -c %s "$src")
+clk_tck=$(getconf CLK_TCK)
+read -r -a snd <<<"$WAN_SND_EXEC" # command prefixes: run a command on a host
+read -r -a rcv <<<"$WAN_RCV_EXEC"
+
+record() { python3 "$here/report.py" record "$BENCH_RESULTS" "$@"; }
+log() { echo "bench: $*" >&2; }
+secs_since() { # start in $EPOCHREALTIME format -> seconds elapsed
+    awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.3f", b - a }'
+}
+
+record kind=meta profile="$WAN_PROFILE" backend="$WAN_BACKEND" mode="$WAN_MODE" \
+    rate_bps="$WAN_FWD_RATE_BPS" loss="$WAN_FWD_LOSS" mtu="$WAN_MTU" rtt_us="$WAN_RTT_US" \
+    size_bytes="$size" files_in="$(dirname "$work") ($(stat -f -c %T "$work"))"
+
+# --- measurements shared by every tool ----------------------------------------
+
+# A fresh copy of the TUN emulator's report (SIGUSR1 makes it rewrite the file
+# by rename), or {} with the netem backend, which has no overload to report.
+emu_snapshot() { # FILE
+    if [ "$WAN_BACKEND" != tun ] || [ -z "${WAN_EMU_PID:-}" ]; then
+        echo '{}' >"$1"
+        return
+    fi
+    local ino
+    ino=$(stat -c %i "$WAN_STATS" 2>/dev/null || echo none)
+    kill -USR1 "$WAN_EMU_PID" 2>/dev/null || { echo '{}' >"$1"; return; }
+    for _ in $(seq 250); do
+        [ "$(stat -c %i "$WAN_STATS" 2>/dev/null || echo none)" != "$ino" ] && break
+        sleep 0.02
+    done
+    cp "$WAN_STATS" "$1" 2>/dev/null || echo '{}' >"$1"
+}
+
+# TCP segments sent and retransmitted so far on the sender host: "OUT RETRANS".
+tcp_counters() {
+    "${snd[@]}" cat /proc/net/snmp | awk '
+        $1 == "Tcp:" && !hdr { for (i = 2; i <= NF; i++) col[$i] = i; hdr = 1; next }
+        $1 == "Tcp:" { print $col["OutSegs"], $col["RetransSegs"] }'
+}
+
+tcp_retrans_pct() { # "OUT RETRANS" before, after
+    awk -v b="$1" -v a="$2" 'BEGIN { split(b, x); split(a, y)
+        out = y[1] - x[1]; re = y[2] - x[2]
+        if (out > 0) printf "%.2f", 100 * re / out; else print "null" }'
+}
+
+# CPU seconds of a long-lived process and of the children it has reaped
+# (sshd's per-connection processes, uftpd's own work).
+proc_cpu() { # PID
+    awk -v t="$clk_tck" '{ sub(/^.*\) /, ""); printf "%.2f", ($12 + $13 + $14 + $15) / t }' \
+        "/proc/$1/stat" 2>/dev/null || echo 0
+}
+
+time_field() { # GNU time file (-f '%e %U %S'), field: 1 elapsed, 2 user+system
+    [ -s "$1" ] || { echo null; return; }
+    tail -n 1 "$1" | awk -v f="$2" '{ if (f == 1) print $1; else printf "%.2f", $2 + $3 }'
+}
+
+dst_bytes() { # DIR: bytes of every file under it (rsync writes a hidden temporary)
+    find "$1" -type f -printf '%s\n' 2>/dev/null | awk '{ s += $1 } END { print s + 0 }'
+}
+
+sha_matches() { # FILE
+    [ -f "$1" ] && [ "$(sha256sum <"$1" | cut -d' ' -f1)" = "$BENCH_SRC_SHA" ]
+}
+
+descendants() { # PID: every descendant, depth first
+    local p
+    for p in $(pgrep -P "$1"); do
+        echo "$p"
+        descendants "$p"
+    done
+}
+
+# run_capped NAME CAP DIR CMD...: runs CMD under GNU time, stdout/stderr to
+# $work/NAME.{out,err}; at CAP seconds notes how many bytes reached DIR and
+# kills CMD with all its descendants. Sets RUN_RC, RUN_SECS, RUN_CAPPED,
+# RUN_CAPPED_BYTES, RUN_CPU.
+run_capped() {
+    local name=$1 limit=$2 dir=$3
+    shift 3
+    local start=$EPOCHREALTIME
+    /usr/bin/time -f '%e %U %S' -o "$work/$name.time" "$@" >"$work/$name.out" 2>"$work/$name.err" &
+    local tpid=$!
+    RUN_CAPPED=false RUN_CAPPED_BYTES=0
+    while kill -0 "$tpid" 2>/dev/null; do
+        if awk -v s="$(secs_since "$start")" -v l="$limit" 'BEGIN { exit !(s >= l) }'; then
+            RUN_CAPPED_BYTES=$(dst_bytes "$dir")
+            RUN_SECS=$(secs_since "$start")
+            RUN_CAPPED=true
+            # shellcheck disable=SC2046
+            kill -TERM $(descendants "$tpid") 2>/dev/null
+            sleep 2
+            # shellcheck disable=SC2046
+            kill -KILL $(descendants "$tpid") 2>/dev/null
+            break
+        fi
+        sleep 0.1
+    done
+    wait "$tpid"
+    RUN_RC=$?
+    [ "$RUN_CAPPED" = true ] || RUN_SECS=$(time_field "$work/$name.time" 1)
+    RUN_CPU=$(time_field "$work/$name.time" 2)
+}
+
+# Records a file-moving tool's outcome from the run_capped variables.
+record_file_tool() { # tool label framing dst_file retrans cpu_rcv [key=value...]
+    local tool=$1 label=$2 framing=$3 file=$4 retrans=$5 cpu_rcv=$6
+    shift 6
+    local bytes verified=false error=''
+    if [ "$RUN_CAPPED" = true ]; then
+        bytes=$RUN_CAPPED_BYTES
+    else
+        bytes=$(stat -c %s "$file" 2>/dev/null || echo 0)
+        sha_matches "$file" && verified=true
+        [ "$RUN_RC" -eq 0 ] || error="exit status $RUN_RC: $(tail -n 1 "$work/$tool.err")"
+    fi
+    emu_fields
+    record kind=tool tool="$tool" label="$label" framing="$framing" bytes="$bytes" \
+        seconds="$RUN_SECS" capped="$RUN_CAPPED" verified="$verified" error="$error" \
+        retrans_pct="$retrans" cpu_snd_s="$RUN_CPU" cpu_rcv_s="$cpu_rcv" "${EMU_FIELDS[@]}" "$@"
+    rm -f "$file"
+}
+
+emu_before() { emu_snapshot "$work/emu.before"; }
+emu_fields() { # sets EMU_FIELDS: key=value words on the emulator since emu_before
+    emu_snapshot "$work/emu.after"
+    mapfile -t EMU_FIELDS < <(python3 "$here/report.py" emu-delta "$work/emu.before" "$work/emu.after")
+}
+
+wait_listening() { # PREFIX... PROTO PORT: polls ss on a host until the port listens
+    local proto=$1 port=$2
+    shift 2
+    for _ in $(seq 100); do
+        "$@" ss -Hln"$proto" "sport = :$port" 2>/dev/null | grep -q . && return 0
+        sleep 0.05
+    done
+    return 1
+}
+
+# --- aftp ------------------------------------------------------------------------
+run_aftp() {
+    local dst=$work/dst.aftp limit
+    mkdir -p "$dst"
+    # Long enough for the whole file at a quarter of the link rate.
+    limit=$(awk -v b="$size" -v r="$WAN_FWD_RATE_BPS" -v c="$cap" \
+        'BEGIN { t = 4 * b * 8 / r + 30; printf "%d", (t > c ? t : c) }')
+    emu_before
+    local start=$EPOCHREALTIME rc=0
+    "$here/aftp_pair.sh" "$BENCH_AFTP" "$src" "$dst" "$BENCH_RATE" "$limit" "$work/aftp" || rc=$?
+    local secs summary retrans verified=false error='' bytes=0
+    secs=$(time_field "$work/aftp.send.time" 1)
+    [ "$secs" != null ] || secs=$(secs_since "$start")
+    summary=$(cat "$work/aftp.send.out" 2>/dev/null)
+    retrans=$(printf '%s' "$summary" | sed -n 's/.* \([0-9.]*\)% retransmitted.*/\1/p')
+    # A copy can be complete even when a side failed afterwards: show both.
+    bytes=$(stat -c %s "$dst/$(basename "$src")" 2>/dev/null || echo 0)
+    sha_matches "$dst/$(basename "$src")" && verified=true
+    if [ "$rc" -ne 0 ]; then
+        error="send exit $(cat "$work/aftp.send.rc"), recv exit $(cat "$work/aftp.recv.rc"):"
+        error="$error $(tail -n 1 "$work/aftp.send.err")"
+    fi
+    emu_fields
+    record kind=tool tool=aftp label="aftp --rate $(cat "$work/aftp.rate")" framing=aftp \
+        bytes="$bytes" seconds="$secs" capped=false verified="$verified" error="$error" \
+        retrans_pct="${retrans:-null}" cpu_snd_s="$(time_field "$work/aftp.send.time" 2)" \
+        cpu_rcv_s="$(time_field "$work/aftp.recv.time" 2)" \
+        note="own summary: ${summary#*: }" "${EMU_FIELDS[@]}"
+    rm -rf "$dst"
+}
+
+# --- iperf3: the TCP ceiling, memory to memory ------------------------------------
+run_iperf3() { # tool label buffer-note [iperf3 client options...]
+    local tool=$1 label=$2 buffers=$3
+    shift 3
+    local port=5201 counters_before
+    emu_before
+    counters_before=$(tcp_counters)
+    /usr/bin/time -f '%e %U %S' -o "$work/$tool.srv.time" "${rcv[@]}" \
+        iperf3 -s -1 -B "$WAN_RCV_ADDR" -p "$port" >"$work/$tool.srv.out" 2>&1 &
+    local spid=$!
+    wait_listening t "$port" "${rcv[@]}" || log "$tool: iperf3 server did not start"
+    run_capped "$tool" $((BENCH_IPERF_SECONDS + 30)) /nonexistent \
+        "${snd[@]}" iperf3 -c "$WAN_RCV_ADDR" -p "$port" -t "$BENCH_IPERF_SECONDS" -J "$@"
+    wait "$spid"
+    local retrans fields
+    retrans=$(tcp_retrans_pct "$counters_before" "$(tcp_counters)")
+    fields=$(python3 - "$work/$tool.out" "$buffers" <<'PY'
+import json, sys
+try:
+    j = json.load(open(sys.argv[1]))
+    r = j["end"]["sum_received"]
+    start = j["start"]
+    print("bytes=%d seconds=%.3f" % (r["bytes"], r["seconds"]))
+    print("note=%s; cc %s; socket buffers granted: snd %d rcv %d"
+          % (sys.argv[2], j["end"].get("sender_tcp_congestion", "?"), start.get("sndbuf_actual", 0),
+             start.get("rcvbuf_actual", 0)))
+except (OSError, ValueError, KeyError) as e:
+    print("bytes=0 seconds=0")
+    print("error=no iperf3 result (%s)" % type(e).__name__)
+PY
+)
+    local kv note
+    kv=$(printf '%s\n' "$fields" | head -n 1)
+    note=$(printf '%s\n' "$fields" | tail -n 1)
+    emu_fields
+    # shellcheck disable=SC2086 # kv is "bytes=N seconds=S"
+    record kind=tool tool="$tool" label="$label" framing=tcp $kv capped=false verified=null \
+        retrans_pct="$retrans" cpu_snd_s="$RUN_CPU" \
+        cpu_rcv_s="$(time_field "$work/$tool.srv.time" 2)" "$note" "${EMU_FIELDS[@]}"
+}
+
+iperf3_window() { # 2 x BDP (at least 1 MiB), as far as the socket buffer maximum allows
+    local bdp2 rmax wmax
+    bdp2=$(awk -v r="$WAN_FWD_RATE_BPS" -v t="$WAN_RTT_US" \
+        'BEGIN { w = 2 * r / 8 * t / 1e6; printf "%d", (w > 1048576 ? w : 1048576) }')
+    rmax=$("${rcv[@]}" cat /proc/sys/net/core/rmem_max)
+    wmax=$("${snd[@]}" cat /proc/sys/net/core/wmem_max)
+    IPERF_WINDOW=$(printf '%s\n' "$bdp2" "$rmax" "$wmax" | sort -n | head -n 1)
+    IPERF_WINDOW_WHY="2xBDP (>= 1 MiB) = $bdp2 B"
+    [ "$IPERF_WINDOW" = "$bdp2" ] ||
+        IPERF_WINDOW_WHY="$IPERF_WINDOW_WHY, capped by net.core.rmem_max $rmax / wmem_max $wmax"
+}
+
+# --- scp, sftp, rsync through a private sshd on the receiver host -----------------
+ssh_dir='' sshd_pid=''
+ssh_setup() {
+    ssh_dir=$work/ssh
+    mkdir -m 700 "$ssh_dir"
+    ssh-keygen -q -t ed25519 -N '' -C aftp-bench-host -f "$ssh_dir/host_key"
+    ssh-keygen -q -t ed25519 -N '' -C aftp-bench-client -f "$ssh_dir/client_key"
+    cp "$ssh_dir/client_key.pub" "$ssh_dir/authorized_keys"
+    echo "$WAN_RCV_ADDR $(cut -d' ' -f1,2 "$ssh_dir/host_key.pub")" >"$ssh_dir/known_hosts"
+    cat >"$ssh_dir/sshd_config" <<EOF
+ListenAddress $WAN_RCV_ADDR:22
+HostKey $ssh_dir/host_key
+PidFile none
+AuthorizedKeysFile $ssh_dir/authorized_keys
+AuthenticationMethods publickey
+PubkeyAuthentication yes
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+PermitRootLogin prohibit-password
+UsePAM no
+StrictModes no
+Subsystem sftp internal-sftp
+LogLevel INFO
+EOF
+    cat >"$ssh_dir/ssh_config" <<EOF
+Host wanrcv
+    HostName $WAN_RCV_ADDR
+    User $(id -un)
+    IdentityFile $ssh_dir/client_key
+    IdentitiesOnly yes
+    UserKnownHostsFile $ssh_dir/known_hosts
+    GlobalKnownHostsFile /dev/null
+    StrictHostKeyChecking yes
+    BatchMode yes
+    Compression no
+    LogLevel ERROR
+EOF
+    mkdir -p /run/sshd # sshd's privilege separation directory must exist
+    "${rcv[@]}" /usr/sbin/sshd -D -f "$ssh_dir/sshd_config" -E "$ssh_dir/sshd.log" &
+    sshd_pid=$!
+    wait_listening t 22 "${rcv[@]}" || { log "sshd did not start: $(cat "$ssh_dir/sshd.log")"; return 1; }
+    "${snd[@]}" ssh -F "$ssh_dir/ssh_config" wanrcv true ||
+        { log "ssh login to the private sshd failed: $(tail -n 3 "$ssh_dir/sshd.log")"; return 1; }
+}
+
+# shellcheck disable=SC2317 # reached through the EXIT trap
+ssh_teardown() {
+    [ -n "$sshd_pid" ] || return 0
+    kill -TERM "$sshd_pid" 2>/dev/null
+    wait "$sshd_pid" 2>/dev/null
+    sshd_pid=''
+}
+
+run_ssh_tool() { # tool label command...
+    local tool=$1 label=$2
+    shift 2
+    local dst=$work/dst.$tool counters_before cpu_before
+    mkdir -p "$dst"
+    emu_before
+    counters_before=$(tcp_counters)
+    cpu_before=$(proc_cpu "$sshd_pid")
+    run_capped "$tool" "$cap" "$dst" "${snd[@]}" "$@"
+    # The server side of the session is counted once sshd has reaped it.
+    for _ in $(seq 100); do
+        [ -z "$(pgrep -P "$sshd_pid")" ] && break
+        sleep 0.1
+    done
+    local cpu_rcv
+    cpu_rcv=$(awk -v a="$cpu_before" -v b="$(proc_cpu "$sshd_pid")" 'BEGIN { printf "%.2f", b - a }')
+    record_file_tool "$tool" "$label" tcp "$dst/$(basename "$src")" \
+        "$(tcp_retrans_pct "$counters_before" "$(tcp_counters)")" "$cpu_rcv" \
+        note="OpenSSH $(ssh -V 2>&1 | sed -n 's/^OpenSSH_\([^ ,]*\).*/\1/p'), default cipher"
+    rm -rf "$dst"
+}
+
+# --- uftp: NAK-based UDP, unicast to the receiver ---------------------------------
+run_uftp() {
+    local dst=$work/dst.uftp uid=0x00a0f702 kbps buf
+    mkdir -p "$dst"
+    # uftp's 256 KiB default socket buffers overflow at link rate: give both
+    # sides the largest the kernel grants without privilege.
+    buf=$("${rcv[@]}" cat /proc/sys/net/core/rmem_max)
+    kbps=$(awk -v r="$WAN_FWD_RATE_BPS" 'BEGIN { printf "%d", r * 0.95 * 1300 / 1352 / 1000 }')
+    emu_before
+    "${rcv[@]}" uftpd -d -U "$uid" -B "$buf" -D "$dst" >"$work/uftpd.out" 2>"$work/uftpd.err" &
+    local dpid=$!
+    wait_listening u 1044 "${rcv[@]}" || log "uftpd did not start: $(tail -n 2 "$work/uftpd.err")"
+    # A closed group (-H) starts as soon as the receiver registers instead of
+    # announcing for the open-group period.
+    run_capped uftp "$cap" "$dst" "${snd[@]}" uftp -M "$WAN_RCV_ADDR" -H "$uid" -Y none \
+        -R "$kbps" -b 1300 -B "$buf" "$src"
+    local cpu_rcv
+    cpu_rcv=$(proc_cpu "$dpid")
+    kill -TERM "$dpid" 2>/dev/null
+    wait "$dpid" 2>/dev/null
+    record_file_tool uftp "uftp -R $kbps (kbit/s, fixed rate)" uftp "$dst/$(basename "$src")" \
+        null "$cpu_rcv" note="socket buffers -B $buf"
+    rm -rf "$dst"
+}
+
+# --- the runs, in the order asked -------------------------------------------------
+ssh_ready=unknown
+ensure_ssh() {
+    [ "$ssh_ready" = unknown ] || { [ "$ssh_ready" = yes ]; return; }
+    if ssh_setup; then ssh_ready=yes; else ssh_ready=no; fi
+    [ "$ssh_ready" = yes ]
+}
+trap ssh_teardown EXIT
+
+skip() { # tool reason
+    log "$1 skipped: $2"
+    record kind=tool tool="$1" label="$1" framing=tcp bytes=0 seconds=0 capped=false \
+        verified=false error="not run: $2"
+}
+
+IFS=, read -r -a tools <<<"$BENCH_TOOLS"
+for tool in "${tools[@]}"; do
+    log "$tool over $WAN_PROFILE ..."
+    case $tool in
+    aftp) run_aftp ;;
+    iperf3)
+        run_iperf3 iperf3 "iperf3 TCP, default buffers (memory)" \
+            "autotuning up to tcp_wmem $("${snd[@]}" cat /proc/sys/net/ipv4/tcp_wmem | awk '{print $3}') B (sender), tcp_rmem $("${rcv[@]}" cat /proc/sys/net/ipv4/tcp_rmem | awk '{print $3}') B (receiver)"
+        iperf3_window
+        run_iperf3 iperf3-w "iperf3 TCP -w $IPERF_WINDOW (memory)" "$IPERF_WINDOW_WHY" \
+            -w "$IPERF_WINDOW"
+        ;;
+    scp) if ensure_ssh; then run_ssh_tool scp "scp (SFTP protocol)" \
+            scp -q -F "$ssh_dir/ssh_config" "$src" "wanrcv:$work/dst.scp/"
+        else skip scp "the private sshd did not start"; fi ;;
+    sftp) if ensure_ssh; then
+            echo "put $src $work/dst.sftp/$(basename "$src")" >"$work/sftp.batch"
+            run_ssh_tool sftp "sftp" sftp -q -F "$ssh_dir/ssh_config" -b "$work/sftp.batch" wanrcv
+        else skip sftp "the private sshd did not start"; fi ;;
+    rsync) if ensure_ssh; then run_ssh_tool rsync "rsync over ssh" \
+            rsync -e "ssh -F $ssh_dir/ssh_config" "$src" "wanrcv:$work/dst.rsync/"
+        else skip rsync "the private sshd did not start"; fi ;;
+    uftp) run_uftp ;;
+    *) skip "$tool" "unknown tool" ;;
+    esac
+done
+exit 0

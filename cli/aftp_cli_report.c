@@ -1,0 +1,191 @@
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "aftp_cli.h"
+#include "aftp_drive.h"
+#include "aftp_path.h"
+
+void aftp_cli_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("aftp: error: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+void aftp_cli_notice(const aftp_cli_report *r, const char *fmt, ...)
+{
+    va_list ap;
+    if (r->quiet)
+        return;
+    va_start(ap, fmt);
+    fputs("aftp: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+void aftp_cli_report_init(aftp_cli_report *r, int sender, int quiet)
+{
+    memset(r, 0, sizeof *r);
+    r->sender = sender;
+    r->quiet = quiet;
+    r->progress = !quiet && isatty(STDERR_FILENO);
+}
+
+static void clear_progress(const aftp_cli_report *r)
+{
+    if (r->progress)
+        fputs("\r\033[K", stderr);
+}
+
+static void on_warning(void *app, const char *text)
+{
+    const aftp_cli_report *r = app;
+    clear_progress(r);
+    aftp_cli_notice(r, "warning: %s", text);
+}
+
+static void on_event(void *app, const aftp_event *ev)
+{
+    aftp_cli_report *r = app;
+    uint64_t now = aftp_drive_now_ns();
+    switch (ev->type) {
+    case AFTP_EV_CONNECTED:
+        r->t_connected = now;
+        break;
+    case AFTP_EV_FILE_START:
+        aftp_path_printable(ev->info->path, r->name, sizeof r->name);
+        r->size = ev->info->size;
+        r->have_digest = 0;
+        r->last_tick_bytes = 0;
+        r->last_tick_ns = now;
+        break;
+    case AFTP_EV_FILE_END:
+        clear_progress(r);
+        r->t_end = now;
+        if (ev->error == AFTP_OK && ev->digest) {
+            memcpy(r->digest, ev->digest, AFTP_DIGEST_LEN);
+            r->have_digest = 1;
+        }
+        break;
+    default:
+        break;
+    }
+}
+
+/* The bytes of the current file that have gone out (sender) or come in
+ * (receiver), for the progress line. */
+static uint64_t bytes_done(const aftp_cli_report *r, const aftp_stats *st)
+{
+    uint64_t done = r->sender ? st->payload_bytes_sent - st->payload_bytes_retransmitted
+                              : st->payload_bytes_received;
+    return done > r->size ? r->size : done;
+}
+
+static void on_tick(void *app, const aftp_stats *st, uint64_t now_ns)
+{
+    aftp_cli_report *r = app;
+    if (!r->progress || r->size == 0 || now_ns <= r->last_tick_ns)
+        return;
+    uint64_t done = bytes_done(r, st);
+    double secs = (double)(now_ns - r->last_tick_ns) / 1e9;
+    double rate = (double)(done - r->last_tick_bytes) * 8 / secs; /* bit/s */
+    double pct = 100.0 * (double)done / (double)r->size;
+    r->last_tick_bytes = done;
+    r->last_tick_ns = now_ns;
+    char eta[32] = "--:--";
+    if (rate > 0) {
+        unsigned long left = (unsigned long)((double)(r->size - done) * 8 / rate);
+        snprintf(eta, sizeof eta, "%lu:%02lu", left / 60, left % 60);
+    }
+    fprintf(stderr, "\r\033[K%s %5.1f%%  %.1f/%.1f MiB  %.1f Mbit/s  ETA %s", r->name, pct,
+            (double)done / 1048576.0, (double)r->size / 1048576.0, rate / 1e6, eta);
+}
+
+aftp_io_hooks aftp_cli_report_hooks(aftp_cli_report *r)
+{
+    aftp_io_hooks h = {.on_event = on_event, .on_tick = on_tick, .on_warning = on_warning,
+                       .app = r, .interrupt = &r->interrupt};
+    return h;
+}
+
+void aftp_cli_print_summary(const aftp_cli_report *r, const aftp_stats *st)
+{
+    double secs = r->t_end > r->t_connected ? (double)(r->t_end - r->t_connected) / 1e9 : 0;
+    double mbit = secs > 0 ? (double)r->size * 8 / secs / 1e6 : 0;
+    char hex[2 * AFTP_DIGEST_LEN + 1];
+    for (int i = 0; i < AFTP_DIGEST_LEN; i++)
+        snprintf(hex + 2 * i, 3, "%02x", r->digest[i]);
+    /* The sender knows what it repeated; the receiver only sees duplicates. */
+    double pct = r->sender ? 100.0 * (double)st->payload_bytes_retransmitted /
+                              (double)(r->size ? r->size : 1)
+                        : 100.0 * (double)st->duplicate_packets /
+                              (double)(st->packets_received ? st->packets_received : 1);
+    printf("%s %s: %llu bytes in %.3f s, %.1f Mbit/s goodput, %.2f%% %s, xxh3-128 %s\n",
+           r->sender ? "sent" : "received", r->name, (unsigned long long)r->size, secs, mbit,
+           pct, r->sender ? "retransmitted" : "duplicate", hex);
+    fflush(stdout);
+}
+
+static aftp_cli_report *signal_report;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    signal_report->interrupt++;
+}
+
+void aftp_cli_catch_signals(aftp_cli_report *r)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    signal_report = r;
+    sa.sa_handler = on_signal; /* no SA_RESTART: ppoll wakes up at once */
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+/* Seconds (decimal) to nanoseconds, in (0, 1 day]. */
+static int parse_seconds(const char *text, uint64_t *ns)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (end == text || *end != '\0' || errno != 0 || !(v > 0 && v <= 86400))
+        return AFTP_ERR_INVALID_ARGUMENT;
+    *ns = (uint64_t)(v * 1e9);
+    return AFTP_OK;
+}
+
+int aftp_cli_common_option(int c, const char *arg, aftp_cli_common *co)
+{
+    switch (c) {
+    case 't':
+        if (parse_seconds(arg, &co->idle_timeout_ns) != AFTP_OK) {
+            aftp_cli_error("bad idle timeout '%s' (seconds, e.g. 30 or 0.5)", arg);
+            return AFTP_EXIT_USAGE;
+        }
+        return AFTP_EXIT_OK;
+    case 'q':
+        co->quiet = 1;
+        return AFTP_EXIT_OK;
+    case 'h':
+        aftp_cli_usage(stdout);
+        return -1;
+    default:
+        return AFTP_EXIT_USAGE; /* getopt has said what was wrong */
+    }
+}
+
+double aftp_cli_idle_seconds(const aftp_cli_common *co)
+{
+    return (double)co->idle_timeout_ns / 1e9;
+}

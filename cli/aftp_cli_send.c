@@ -1,0 +1,121 @@
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "aftp_cli.h"
+#include "aftp_parse.h"
+#include "aftp_path.h"
+#include "aftp_push.h"
+
+typedef struct send_args {
+    uint64_t rate_bps;
+    aftp_cli_common common;
+    const char *file;
+    const char *peer_text;
+    struct sockaddr_storage peer;
+    socklen_t peer_len;
+} send_args;
+
+static int parse_send_args(int argc, char **argv, send_args *a)
+{
+    static const struct option opts[] = {{"rate", required_argument, NULL, 'r'},
+                                         AFTP_CLI_COMMON_LONG};
+    int c, rc;
+    a->rate_bps = AFTP_CLI_DEFAULT_RATE;
+    a->common.idle_timeout_ns = AFTP_CLI_DEFAULT_IDLE_NS;
+    while ((c = getopt_long(argc, argv, "r:" AFTP_CLI_COMMON_SHORT, opts, NULL)) != -1) {
+        if (c == 'r' && aftp_parse_rate(optarg, &a->rate_bps) != AFTP_OK) {
+            aftp_cli_error("bad rate '%s' (bits/s, e.g. 500M, 1G, 2.5g)", optarg);
+            return AFTP_EXIT_USAGE;
+        }
+        if (c != 'r' && (rc = aftp_cli_common_option(c, optarg, &a->common)) != AFTP_EXIT_OK)
+            return rc;
+    }
+    if (argc - optind != 2) {
+        aftp_cli_error("send needs FILE and HOST:PORT (aftp --help)");
+        return AFTP_EXIT_USAGE;
+    }
+    a->file = argv[optind];
+    a->peer_text = argv[optind + 1];
+    if (aftp_parse_addr(a->peer_text, 0, &a->peer, &a->peer_len) != AFTP_OK) {
+        aftp_cli_error("bad address '%s' (HOST:PORT or [IPV6]:PORT, port 1-65535)",
+                       a->peer_text);
+        return AFTP_EXIT_USAGE;
+    }
+    return AFTP_EXIT_OK;
+}
+
+/* One line that says what went wrong, in the user's terms. */
+static void explain_failure(const send_args *a, const aftp_cli_report *r,
+                            const aftp_io_result *res)
+{
+    const char *peer = a->peer_text;
+    double idle = aftp_cli_idle_seconds(&a->common);
+    const char *detail = res->message[0] ? res->message : aftp_strerror(res->error);
+    if (res->phase == AFTP_IO_PHASE_LOCAL) {
+        aftp_cli_error("%s", detail);
+        return;
+    }
+    switch (res->error) {
+    case AFTP_ERR_NETWORK:
+        aftp_cli_error("%s is unreachable: connection refused (is 'aftp recv' listening there?)",
+                       peer);
+        break;
+    case AFTP_ERR_IDLE_TIMEOUT:
+        if (res->connected)
+            aftp_cli_error("%s went silent for %.1f s (--idle-timeout)", peer, idle);
+        else
+            aftp_cli_error("no answer from %s within %.1f s (is 'aftp recv' running there? "
+                           "is UDP blocked?)", peer, idle);
+        break;
+    case AFTP_ERR_FILE_EXISTS:
+        aftp_cli_error("%s refused %s: it already exists there (the receiver needs --overwrite)",
+                       peer, r->name);
+        break;
+    case AFTP_ERR_NO_SPACE:
+        aftp_cli_error("%s refused %s: not enough space on the receiver", peer, r->name);
+        break;
+    case AFTP_ERR_PATH_REJECTED:
+    case AFTP_ERR_PERMISSION:
+        aftp_cli_error("%s refused %s: %s", peer, r->name, aftp_strerror(res->error));
+        break;
+    case AFTP_ERR_DIGEST_MISMATCH:
+        aftp_cli_error("verification failed: %s arrived at %s with a different digest", r->name,
+                       peer);
+        break;
+    default:
+        aftp_cli_error("transfer of %s to %s failed: %s", r->name, peer, detail);
+        break;
+    }
+}
+
+static int run_send(const send_args *args)
+{
+    const send_args a = *args;
+    aftp_cli_report r;
+    aftp_io_result res;
+    aftp_cli_report_init(&r, 1, a.common.quiet);
+    const char *slash = strrchr(a.file, '/');
+    aftp_path_printable(slash ? slash + 1 : a.file, r.name, sizeof r.name);
+    aftp_cli_catch_signals(&r);
+    aftp_push_opts o = {.file = a.file, .peer = (struct sockaddr *)&a.peer,
+                        .peer_len = a.peer_len, .rate_bps = a.rate_bps,
+                        .idle_timeout_ns = a.common.idle_timeout_ns,
+                        .hooks = aftp_cli_report_hooks(&r)};
+    if (aftp_push_run(&o, &res) == AFTP_OK) {
+        aftp_cli_print_summary(&r, &res.stats);
+        return AFTP_EXIT_OK;
+    }
+    explain_failure(&a, &r, &res);
+    return res.phase == AFTP_IO_PHASE_LOCAL && res.error != AFTP_ERR_NETWORK
+               ? AFTP_EXIT_LOCAL_FILE
+               : aftp_cli_exit_code(res.error);
+}
+
+int aftp_cli_send(int argc, char **argv)
+{
+    send_args a;
+    memset(&a, 0, sizeof a);
+    int rc = parse_send_args(argc, argv, &a);
+    return rc == AFTP_EXIT_OK ? run_send(&a) : rc < 0 ? AFTP_EXIT_OK : rc;
+}

@@ -1,0 +1,61 @@
+#include <stdio.h>
+#include <string.h>
+
+#include "aftp_cli.h"
+
+#ifndef AFTP_VERSION
+#define AFTP_VERSION "unknown"
+#endif
+
+void aftp_cli_usage(FILE *to)
+{
+    fputs("usage: aftp send [--rate RATE] [OPTIONS] FILE HOST:PORT\n"
+          "       aftp recv --listen [ADDR:]PORT --dir DIR [--once] [--overwrite] [OPTIONS]\n"
+          "       aftp --help | --version\n"
+          "\n"
+          "Fast, verified file transfer over UDP (push: 'send' delivers FILE to a\n"
+          "running 'recv', which writes it into DIR under the same base name).\n"
+          "\n"
+          "send:\n"
+          "  -r, --rate RATE            pacing rate in bits/s, suffixes k M G T\n"
+          "                             (e.g. 500M, 2.5g; default 1G)\n"
+          "recv:\n"
+          "  -l, --listen [ADDR:]PORT   where to listen (default ADDR 0.0.0.0,\n"
+          "                             [::]:PORT for IPv6, PORT 0 picks a free port)\n"
+          "  -d, --dir DIR              destination directory\n"
+          "      --once                 exit after one transfer, with its result\n"
+          "      --overwrite            replace files that already exist\n"
+          "both:\n"
+          "  -t, --idle-timeout SECONDS give up after this much silence (default 30)\n"
+          "  -q, --quiet                no progress line, notices or warnings\n"
+          "  -h, --help                 this text (aftp -V, --version: the version)\n"
+          "\n"
+          "A summary line goes to stdout when a file is delivered and verified\n"
+          "(XXH3-128). Exit status: 0 ok, 1 transfer failed, 2 usage, 3 local file\n"
+          "error, 4 network/peer unreachable or silent, 5 refused by the receiver,\n"
+          "6 verification failed, 7 cancelled.\n",
+          to);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        aftp_cli_usage(stderr);
+        return AFTP_EXIT_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "send") == 0)
+        return aftp_cli_send(argc - 1, argv + 1);
+    if (strcmp(cmd, "recv") == 0)
+        return aftp_cli_recv(argc - 1, argv + 1);
+    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
+        aftp_cli_usage(stdout);
+        return AFTP_EXIT_OK;
+    }
+    if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "-V") == 0) {
+        printf("aftp %s (protocol version 1)\n", AFTP_VERSION);
+        return AFTP_EXIT_OK;
+    }
+    aftp_cli_error("unknown command '%s' (aftp --help)", cmd);
+    return AFTP_EXIT_USAGE;
+}

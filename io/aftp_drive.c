@@ -1,0 +1,155 @@
+#include "aftp_drive.h"
+
+#include <stdlib.h>
+#include <sys/prctl.h>
+#include <time.h>
+
+uint64_t aftp_drive_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* One role-neutral face over the two engines. */
+int aftp_drive_feed(const aftp_drive *d, uint64_t now_ns, const uint8_t *pkt, size_t len)
+{
+    return d->sender ? aftp_sender_read(d->sender, now_ns, pkt, len)
+                     : aftp_receiver_read(d->receiver, now_ns, pkt, len);
+}
+
+static int engine_write(const aftp_drive *d, uint64_t now, uint8_t *buf, aftp_datagram *dg)
+{
+    return d->sender ? aftp_sender_write(d->sender, now, buf, d->max_datagram, dg)
+                     : aftp_receiver_write(d->receiver, now, buf, d->max_datagram, dg);
+}
+
+static uint64_t engine_expiry(const aftp_drive *d)
+{
+    return d->sender ? aftp_sender_expiry(d->sender) : aftp_receiver_expiry(d->receiver);
+}
+
+static void engine_handle_expiry(const aftp_drive *d, uint64_t now)
+{
+    /* A failure here closes the session: seen through the state below. */
+    if (d->sender)
+        aftp_sender_handle_expiry(d->sender, now);
+    else
+        aftp_receiver_handle_expiry(d->receiver, now);
+}
+
+static int engine_state(const aftp_drive *d)
+{
+    return d->sender ? aftp_sender_state(d->sender) : aftp_receiver_state(d->receiver);
+}
+
+static int engine_error(const aftp_drive *d)
+{
+    return d->sender ? aftp_sender_error(d->sender) : aftp_receiver_error(d->receiver);
+}
+
+static void engine_cancel(const aftp_drive *d, uint64_t now)
+{
+    if (d->sender)
+        aftp_sender_cancel(d->sender, now);
+    else
+        aftp_receiver_cancel(d->receiver, now);
+}
+
+void aftp_drive_stats(const aftp_drive *d, aftp_stats *st)
+{
+    if (d->sender)
+        aftp_sender_get_stats(d->sender, st);
+    else
+        aftp_receiver_get_stats(d->receiver, st);
+}
+
+/* Feeds everything queued on the socket. */
+static int pump_input(aftp_drive *d, uint64_t now)
+{
+    size_t count;
+    do {
+        int rc = aftp_udp_recv(d->udp, &count);
+        if (rc != AFTP_OK)
+            return rc;
+        aftp_udp_iter it = {0, 0};
+        const uint8_t *pkt;
+        size_t len;
+        const struct sockaddr *from;
+        while (aftp_udp_next(d->udp, &it, &pkt, &len, &from))
+            aftp_drive_feed(d, now, pkt, len);
+    } while (count == d->udp->rx_slots && engine_state(d) != AFTP_STATE_CLOSED);
+    return AFTP_OK;
+}
+
+/* Collects what the engine releases now and sends it as one batch.
+ * *full is set when the batch hit its size limit (more may be due). */
+static int pump_output(aftp_drive *d, uint64_t now, uint8_t *bufs, aftp_datagram *dgs, int *full)
+{
+    size_t n = 0;
+    while (n < AFTP_UDP_TX_MAX && engine_write(d, now, bufs + n * d->max_datagram, &dgs[n]) == 1)
+        n++;
+    *full = n == AFTP_UDP_TX_MAX;
+    if (n == 0)
+        return AFTP_OK;
+    int rc = aftp_udp_send(d->udp, dgs, n);
+    if (d->after_send)
+        d->after_send(d->after_send_ctx);
+    return rc;
+}
+
+static void sleep_until(aftp_drive *d, uint64_t wake, uint64_t now)
+{
+    if (wake > now)
+        aftp_udp_wait(d->udp, wake - now);
+}
+
+static int run_loop(aftp_drive *d, uint8_t *bufs, aftp_datagram *dgs)
+{
+    int cancelled = 0;
+    uint64_t next_tick = aftp_drive_now_ns() + AFTP_DRIVE_TICK_NS;
+    aftp_stats st;
+    while (engine_state(d) != AFTP_STATE_CLOSED) {
+        uint64_t now = aftp_drive_now_ns();
+        if (d->interrupt && *d->interrupt && cancelled < *d->interrupt) {
+            if (cancelled++ > 0)
+                return AFTP_ERR_CANCELLED; /* second interrupt: do not wait for the peer */
+            engine_cancel(d, now);
+        }
+        int rc = pump_input(d, now);
+        if (rc == AFTP_OK && now >= engine_expiry(d))
+            engine_handle_expiry(d, now);
+        int full = 0;
+        if (rc == AFTP_OK)
+            rc = pump_output(d, now, bufs, dgs, &full);
+        if (rc != AFTP_OK)
+            return rc;
+        if (now >= next_tick && d->on_tick) {
+            aftp_drive_stats(d, &st);
+            d->on_tick(d->app, &st, now);
+            next_tick = now + AFTP_DRIVE_TICK_NS;
+        }
+        if (full || engine_state(d) == AFTP_STATE_CLOSED)
+            continue;
+        uint64_t wake = engine_expiry(d);
+        if (wake < now + AFTP_DRIVE_BATCH_GAP_NS)
+            wake = now + AFTP_DRIVE_BATCH_GAP_NS;
+        if (wake > next_tick)
+            wake = next_tick;
+        sleep_until(d, wake, aftp_drive_now_ns());
+    }
+    return engine_error(d);
+}
+
+int aftp_drive_run(aftp_drive *d)
+{
+    /* Sub-millisecond pacing needs precise wake-ups: 1 us of timer slack
+     * instead of the default 50 us. */
+    prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+    uint8_t *bufs = malloc(AFTP_UDP_TX_MAX * d->max_datagram);
+    aftp_datagram *dgs = calloc(AFTP_UDP_TX_MAX, sizeof *dgs);
+    int rc = bufs && dgs ? run_loop(d, bufs, dgs) : AFTP_ERR_NO_MEMORY;
+    free(bufs);
+    free(dgs);
+    return rc;
+}

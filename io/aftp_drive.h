@@ -1,0 +1,49 @@
+/*
+ * The datapath loop: drives one engine (sender or receiver) with a UDP
+ * socket and the monotonic clock until its session is closed.
+ *
+ * Each turn: feed every queued datagram (recvmmsg, GRO split), run the
+ * engine's timers, collect every datagram the engine releases (its token
+ * bucket holds ~1 ms at the pacing rate) into one sendmmsg/GSO batch, then
+ * sleep in ppoll until the engine's expiry or a datagram arrives. After a
+ * paced batch the loop sleeps at least AFTP_DRIVE_BATCH_GAP_NS, so each
+ * batch carries ~0.5 ms of data instead of one datagram per wake-up.
+ */
+#ifndef AFTP_DRIVE_H
+#define AFTP_DRIVE_H
+
+#include <signal.h>
+#include <stdint.h>
+
+#include "aftp/aftp_engine.h"
+#include "aftp_udp.h"
+
+#define AFTP_DRIVE_BATCH_GAP_NS 500000u  /* half the engine's 1 ms bucket depth */
+#define AFTP_DRIVE_TICK_NS 250000000u    /* progress callback period */
+
+typedef struct aftp_drive {
+    aftp_sender *sender;      /* exactly one of sender / receiver */
+    aftp_receiver *receiver;
+    aftp_udp *udp;            /* connected to the peer */
+    size_t max_datagram;
+    volatile sig_atomic_t *interrupt; /* non-zero: cancel the session (SIGINT) */
+    void (*on_tick)(void *app, const aftp_stats *st, uint64_t now_ns);
+    void *app;
+    /* optional: a batch has been handed to the kernel (payloads read) */
+    void (*after_send)(void *ctx);
+    void *after_send_ctx;
+} aftp_drive;
+
+uint64_t aftp_drive_now_ns(void);
+
+/* Feeds one datagram to the engine. */
+int aftp_drive_feed(const aftp_drive *d, uint64_t now_ns, const uint8_t *pkt, size_t len);
+
+/* Runs until the engine is CLOSED. Returns the engine's closing error, or
+ * AFTP_ERR_NETWORK when the socket failed (peer unreachable) and
+ * AFTP_ERR_CANCELLED after a second interrupt, without waiting for CLOSED. */
+int aftp_drive_run(aftp_drive *d);
+
+void aftp_drive_stats(const aftp_drive *d, aftp_stats *st);
+
+#endif /* AFTP_DRIVE_H */

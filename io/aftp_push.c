@@ -1,0 +1,99 @@
+#include "aftp_push.h"
+
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "aftp_drive.h"
+#include "aftp_source.h"
+#include "aftp_udp.h"
+
+/* Buffers for pacing at `rate`: ~4 ms of data on the send side (batches
+ * are 0.5-1 ms), and room for the feedback stream on the receive side. */
+#define PUSH_SND_WINDOW_NS 4000000u
+
+
+static int open_socket(const aftp_push_opts *o, aftp_udp *udp)
+{
+    struct sockaddr_storage local;
+    memset(&local, 0, sizeof local);
+    local.ss_family = o->peer->sa_family; /* wildcard address, any port */
+    socklen_t len = local.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+                                               : sizeof(struct sockaddr_in);
+    int rc = aftp_udp_open(udp, (struct sockaddr *)&local, len, AFTP_IO_DATAGRAM, 0);
+    if (rc == AFTP_OK)
+        rc = aftp_udp_connect(udp, o->peer, o->peer_len);
+    if (rc != AFTP_OK)
+        return rc;
+    if (udp->drop.threshold)
+        aftp_io_warn(&o->hooks, "test loss shim active (" AFTP_DROP_ENV ")");
+    aftp_udp_buffers b = {.want_snd = aftp_udp_buffer_for(o->rate_bps, PUSH_SND_WINDOW_NS),
+                          .want_rcv = AFTP_UDP_MIN_BUFFER};
+    char advice[256];
+    rc = aftp_udp_set_buffers(udp, &b);
+    aftp_udp_buffers_advice(&b, advice, sizeof advice);
+    aftp_io_warn(&o->hooks, advice);
+    return rc;
+}
+
+static void settle_source(void *src)
+{
+    aftp_source_settle(src);
+}
+
+static int run_session(const aftp_push_opts *o, aftp_io_ctx *ctx, aftp_udp *udp,
+                       const aftp_file_info *info)
+{
+    aftp_sender_settings set;
+    aftp_sender_settings_default(&set);
+    set.conn_id = aftp_io_random_conn_id();
+    set.rate_bps = o->rate_bps;
+    set.max_datagram = AFTP_IO_DATAGRAM;
+    if (o->idle_timeout_ns)
+        set.idle_timeout_ns = o->idle_timeout_ns;
+    set.storage = &aftp_source_ops;
+    set.on_event = aftp_io_on_event;
+    set.user = &ctx->storage.src;
+    aftp_sender *s = NULL;
+    int rc = aftp_sender_new(&set, aftp_drive_now_ns(), &s);
+    if (rc == AFTP_OK)
+        rc = aftp_sender_add_file(s, info);
+    if (rc == AFTP_OK) {
+        aftp_sender_finish(s);
+        aftp_drive d = {.sender = s, .udp = udp, .max_datagram = AFTP_IO_DATAGRAM,
+                        .interrupt = o->hooks.interrupt, .on_tick = o->hooks.on_tick,
+                        .app = o->hooks.app, .after_send = settle_source,
+                        .after_send_ctx = &ctx->storage.src};
+        rc = aftp_drive_run(&d);
+        aftp_drive_stats(&d, &ctx->res->stats);
+    }
+    aftp_sender_del(s);
+    return rc;
+}
+
+int aftp_push_run(const aftp_push_opts *o, aftp_io_result *res)
+{
+    aftp_io_ctx ctx = {.res = res, .hooks = &o->hooks};
+    aftp_file_info info;
+    aftp_udp udp;
+    memset(res, 0, sizeof *res);
+    res->phase = AFTP_IO_PHASE_LOCAL;
+    int rc = aftp_source_open(&ctx.storage.src, o->file, 1, &info);
+    if (rc != AFTP_OK) {
+        snprintf(res->message, sizeof res->message, "%s", ctx.storage.src.message);
+        return res->error = rc;
+    }
+    rc = open_socket(o, &udp);
+    if (rc != AFTP_OK) {
+        snprintf(res->message, sizeof res->message, "cannot open a UDP socket to the peer");
+    } else {
+        res->phase = AFTP_IO_PHASE_SESSION;
+        rc = run_session(o, &ctx, &udp, &info);
+    }
+    aftp_udp_close(&udp);
+    aftp_source_fini(&ctx.storage.src);
+    /* A file's own failure says more than the session's closing error. */
+    if (res->error == AFTP_OK)
+        res->error = rc;
+    return res->error;
+}

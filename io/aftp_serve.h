@@ -1,0 +1,34 @@
+/*
+ * Server side: listens on a UDP port and receives pushed files into a
+ * destination directory, one session at a time (receiver engine +
+ * destination storage + datapath loop). Each session gets its own socket,
+ * bound to the listening port and connected to its client; other clients'
+ * HELLOs wait on the listener until the session ends.
+ */
+#ifndef AFTP_SERVE_H
+#define AFTP_SERVE_H
+
+#include <sys/socket.h>
+
+#include "aftp_push.h"
+
+typedef struct aftp_serve_opts {
+    const struct sockaddr *listen;
+    socklen_t listen_len;
+    int dirfd;             /* destination directory (borrowed) */
+    int overwrite;         /* replace existing files */
+    int once;              /* return after the first session */
+    uint64_t idle_timeout_ns; /* 0: the engine's default */
+    aftp_io_hooks hooks;
+    /* optional: the socket is bound (tells the port the kernel chose) */
+    void (*on_listening)(void *app, const struct sockaddr *local);
+    /* optional: a session ended with `res` */
+    void (*on_session_end)(void *app, const aftp_io_result *res, const struct sockaddr *peer);
+} aftp_serve_opts;
+
+/* Serves sessions until an interrupt (AFTP_ERR_CANCELLED), a socket
+ * failure, or with `once` the end of the first session, whose result is
+ * then in *res and returned. */
+int aftp_serve_run(const aftp_serve_opts *o, aftp_io_result *res);
+
+#endif /* AFTP_SERVE_H */

@@ -1,0 +1,57 @@
+/*
+ * What client and server runs share: their callbacks, their result, and
+ * the bookkeeping of engine events into that result.
+ */
+#ifndef AFTP_SESSION_H
+#define AFTP_SESSION_H
+
+#include <signal.h>
+#include <stdint.h>
+
+#include "aftp/aftp_engine.h"
+#include "aftp_source.h"
+#include "aftp_store.h"
+
+/* Largest datagram we send or accept: a 1500-byte IPv6 path's UDP payload. */
+#define AFTP_IO_DATAGRAM 1452u
+
+/* Where a failure happened: before the session (local file or socket), or in it. */
+enum aftp_io_phase { AFTP_IO_PHASE_LOCAL = 1, AFTP_IO_PHASE_SESSION };
+
+/* Callbacks shared by client and server runs; all optional, all get `app`. */
+typedef struct aftp_io_hooks {
+    aftp_event_cb on_event; /* the engine's events, as they happen */
+    void (*on_tick)(void *app, const aftp_stats *st, uint64_t now_ns); /* ~4 per second */
+    void (*on_warning)(void *app, const char *text);
+    void *app;
+    volatile sig_atomic_t *interrupt; /* incremented by a signal handler: cancel */
+} aftp_io_hooks;
+
+typedef struct aftp_io_result {
+    int error;          /* AFTP_OK when every file was delivered and verified */
+    int phase;          /* enum aftp_io_phase of the error */
+    int connected;      /* the handshake completed */
+    int files_ok;       /* files verified */
+    char message[512];  /* detail: local error text or the peer's reason; may be empty */
+    aftp_stats stats;   /* engine counters at the end */
+} aftp_io_result;
+
+uint32_t aftp_io_random_conn_id(void);
+void aftp_io_warn(const aftp_io_hooks *h, const char *text);
+/* What a run hands the engine as `user`: its storage (which the storage
+ * callbacks receive) inside the context that events need. */
+typedef struct aftp_io_ctx {
+    union {
+        aftp_source src; /* client */
+        aftp_store store; /* server */
+    } storage;
+    aftp_io_result *res;
+    const aftp_io_hooks *hooks;
+} aftp_io_ctx;
+
+/* The engine's event callback for `user` = &ctx->storage: records the
+ * event in ctx->res (connection, file results, peer reason) and passes it
+ * on to hooks->on_event. */
+void aftp_io_on_event(void *user, const aftp_event *ev);
+
+#endif /* AFTP_SESSION_H */

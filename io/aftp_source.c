@@ -1,0 +1,108 @@
+#include "aftp_source.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Keep this much behind the furthest read resident: repairs of recent
+ * losses hit memory; older ones fault their page back in. */
+#define SOURCE_KEEP (UINT64_C(8) << 20)
+
+static int open_error(aftp_source *src, int err, const char *path, const char *why)
+{
+    snprintf(src->message, sizeof src->message, "cannot send %s: %s", path, why);
+    if (src->fd >= 0)
+        close(src->fd);
+    src->fd = -1;
+    return err;
+}
+
+int aftp_source_open(aftp_source *src, const char *path, uint32_t file_id, aftp_file_info *info)
+{
+    struct stat sb;
+    memset(src, 0, sizeof *src);
+    src->fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (src->fd < 0) {
+        int e = errno;
+        int err = e == ENOENT || e == ENOTDIR ? AFTP_ERR_NOT_FOUND
+                  : e == EACCES || e == EPERM ? AFTP_ERR_PERMISSION
+                                              : AFTP_ERR_IO;
+        return open_error(src, err, path, strerror(e));
+    }
+    if (fstat(src->fd, &sb) != 0)
+        return open_error(src, AFTP_ERR_IO, path, strerror(errno));
+    if (S_ISDIR(sb.st_mode))
+        return open_error(src, AFTP_ERR_INVALID_ARGUMENT, path, "is a directory");
+    if (!S_ISREG(sb.st_mode))
+        return open_error(src, AFTP_ERR_INVALID_ARGUMENT, path, "not a regular file");
+    src->size = (uint64_t)sb.st_size;
+    if (src->size > 0) {
+        void *m = mmap(NULL, src->size, PROT_READ, MAP_SHARED, src->fd, 0);
+        if (m == MAP_FAILED)
+            return open_error(src, AFTP_ERR_IO, path, strerror(errno));
+        madvise(m, src->size, MADV_SEQUENTIAL);
+        src->map = m;
+        aftp_resident_init(&src->resident, m, src->size, SOURCE_KEEP, MADV_POPULATE_READ);
+    }
+    const char *slash = strrchr(path, '/');
+    src->name = slash ? slash + 1 : path;
+    src->file_id = file_id;
+    memset(info, 0, sizeof *info);
+    info->file_id = file_id;
+    info->size = src->size;
+    info->mtime_ns = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
+    info->mode = sb.st_mode & 07777;
+    info->path = src->name;
+    return AFTP_OK;
+}
+
+void aftp_source_fini(aftp_source *src)
+{
+    if (src->map != NULL)
+        munmap((void *)src->map, src->size);
+    if (src->fd >= 0)
+        close(src->fd);
+    src->map = NULL;
+    src->fd = -1;
+}
+
+int aftp_source_view(aftp_source *src, uint32_t file_id, uint64_t off, size_t len,
+                     const uint8_t **out)
+{
+    static const uint8_t empty[1];
+    if (file_id != src->file_id || src->fd < 0)
+        return AFTP_ERR_INVALID_STATE;
+    if (off > src->size || len > src->size - off)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    if (src->map == NULL) {
+        *out = empty;
+        return AFTP_OK;
+    }
+    aftp_resident_touch(&src->resident, off, len);
+    *out = src->map + off;
+    return AFTP_OK;
+}
+
+void aftp_source_settle(aftp_source *src)
+{
+    aftp_resident_settle(&src->resident);
+}
+
+static int ops_view(void *user, uint32_t file_id, uint64_t off, size_t len, const uint8_t **out)
+{
+    return aftp_source_view(user, file_id, off, len, out);
+}
+
+/* The mapping lives until aftp_source_fini: the driver owns the source. */
+static int ops_close(void *user, uint32_t file_id, int commit)
+{
+    aftp_source *src = user;
+    (void)commit;
+    return file_id == src->file_id ? AFTP_OK : AFTP_ERR_INVALID_STATE;
+}
+
+const aftp_storage_ops aftp_source_ops = {.view = ops_view, .close = ops_close};

@@ -1,0 +1,43 @@
+/*
+ * Source storage of the sender: the file mapped read-only, DATA payloads
+ * borrowed straight from the mapping (no staging copy). Residency is
+ * bounded (aftp_resident.h): a repair of an old block simply faults its
+ * page back in, so the resident set stays small on huge files.
+ */
+#ifndef AFTP_SOURCE_H
+#define AFTP_SOURCE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "aftp/aftp_engine.h"
+#include "aftp_resident.h"
+
+typedef struct aftp_source {
+    int fd;
+    const uint8_t *map;
+    uint64_t size;
+    uint32_t file_id;
+    aftp_resident resident;
+    const char *name;   /* the path sent to the peer (inside the caller's string) */
+    char message[512];  /* detail of a failed open */
+} aftp_source;
+
+/* Opens `path` (must be a readable regular file) as file `file_id` and
+ * fills *info (path = the base name). Errors: AFTP_ERR_NOT_FOUND,
+ * AFTP_ERR_PERMISSION, AFTP_ERR_INVALID_ARGUMENT (not a regular file),
+ * AFTP_ERR_IO; src->message says what happened. */
+int aftp_source_open(aftp_source *src, const char *path, uint32_t file_id, aftp_file_info *info);
+void aftp_source_fini(aftp_source *src);
+
+int aftp_source_view(aftp_source *src, uint32_t file_id, uint64_t off, size_t len,
+                     const uint8_t **out);
+
+/* Releases residency that is due; call after the borrowed payloads of a
+ * batch have been sent (they are read by the kernel only then). */
+void aftp_source_settle(aftp_source *src);
+
+/* Storage callbacks for the sender engine; `user` must be the aftp_source. */
+extern const aftp_storage_ops aftp_source_ops;
+
+#endif /* AFTP_SOURCE_H */

@@ -1,0 +1,315 @@
+#include "aftp_store.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define STORE_MIN_CHUNK (UINT64_C(8) << 20) /* residency is managed in chunks of >= 8 MiB */
+#define STORE_MAX_CHUNKS UINT64_C(4096)
+#define STORE_KEEP (UINT64_C(8) << 20) /* resident bytes behind the furthest write */
+
+static int errno_to_error(int e)
+{
+    switch (e) {
+    case ENOSPC: case EDQUOT: case EFBIG: return AFTP_ERR_NO_SPACE;
+    case EACCES: case EPERM: case EROFS: return AFTP_ERR_PERMISSION;
+    case EEXIST: return AFTP_ERR_FILE_EXISTS;
+    case ELOOP: case ENOTDIR: case ENAMETOOLONG: return AFTP_ERR_PATH_REJECTED;
+    case ENOMEM: return AFTP_ERR_NO_MEMORY;
+    default: return AFTP_ERR_IO;
+    }
+}
+
+/* Records the first failure of the current file: "<what> <name>[: detail]". */
+static int fail(aftp_store *st, int err, const char *what, const char *detail)
+{
+    char printable[128];
+    aftp_path_printable(st->leaf, printable, sizeof printable);
+    if (st->last_error == AFTP_OK) {
+        st->last_error = err;
+        snprintf(st->message, sizeof st->message, "%s %s%s%s", what, printable,
+                 detail ? ": " : "", detail ? detail : "");
+    }
+    return err;
+}
+
+void aftp_store_init(aftp_store *st, int dirfd, int allow_overwrite)
+{
+    memset(st, 0, sizeof *st);
+    st->dirfd = dirfd;
+    st->allow_overwrite = allow_overwrite;
+    st->fd = -1;
+    st->parent_fd = -1;
+    st->umask = umask(022);
+    umask(st->umask);
+}
+
+/* Releases everything of the open file; with `unlink_tmp` the temporary
+ * file goes too. */
+static void release_file(aftp_store *st, int unlink_tmp)
+{
+    if (st->map != NULL)
+        munmap(st->map, st->size);
+    if (st->fd >= 0)
+        close(st->fd);
+    if (unlink_tmp && st->parent_fd >= 0)
+        unlinkat(st->parent_fd, st->tmp_name, 0);
+    if (st->parent_fd >= 0)
+        close(st->parent_fd);
+    free(st->chunk_filled);
+    st->map = NULL;
+    st->fd = -1;
+    st->parent_fd = -1;
+    st->chunk_filled = NULL;
+}
+
+void aftp_store_fini(aftp_store *st)
+{
+    release_file(st, 1);
+}
+
+static int create_tmp(aftp_store *st)
+{
+    for (int attempt = 0; attempt < 16; attempt++) {
+        uint32_t r = 0;
+        if (getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r)
+            r = (uint32_t)getpid() + (uint32_t)attempt;
+        snprintf(st->tmp_name, sizeof st->tmp_name, ".%.200s.aftp-%08x", st->leaf, r);
+        st->fd = openat(st->parent_fd, st->tmp_name,
+                        O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (st->fd >= 0 || errno != EEXIST)
+            break;
+    }
+    if (st->fd < 0)
+        return fail(st, errno_to_error(errno), "cannot create a temporary file for",
+                    strerror(errno));
+    return AFTP_OK;
+}
+
+/* Reserves every byte now, so a full disk fails before any data arrives
+ * (and a later page fault can never hit ENOSPC as SIGBUS). */
+static int reserve_space(aftp_store *st)
+{
+    if (st->size == 0)
+        return AFTP_OK;
+    int rc = fallocate(st->fd, 0, 0, (off_t)st->size) == 0 ? 0 : errno;
+    if (rc == EOPNOTSUPP)
+        rc = posix_fallocate(st->fd, 0, (off_t)st->size);
+    if (rc == 0)
+        return AFTP_OK;
+    char detail[96];
+    snprintf(detail, sizeof detail, "%llu bytes needed: %s", (unsigned long long)st->size,
+             strerror(rc));
+    return fail(st, errno_to_error(rc), "not enough space to receive", detail);
+}
+
+static int map_file(aftp_store *st)
+{
+    if (st->size == 0)
+        return AFTP_OK;
+    if (st->size > SIZE_MAX)
+        return fail(st, AFTP_ERR_LIMIT, "file too large to map:", NULL);
+    void *m = mmap(NULL, st->size, PROT_READ | PROT_WRITE, MAP_SHARED, st->fd, 0);
+    if (m == MAP_FAILED)
+        return fail(st, errno_to_error(errno), "cannot map", strerror(errno));
+    st->map = m;
+    st->chunk_size = STORE_MIN_CHUNK;
+    while (st->size / st->chunk_size >= STORE_MAX_CHUNKS)
+        st->chunk_size *= 2;
+    st->chunk_filled = calloc(st->size / st->chunk_size + 1, sizeof *st->chunk_filled);
+    if (st->chunk_filled == NULL)
+        return fail(st, AFTP_ERR_NO_MEMORY, "out of memory for", NULL);
+    aftp_resident_init(&st->resident, st->map, st->size, STORE_KEEP, MADV_POPULATE_WRITE);
+    return AFTP_OK;
+}
+
+static int refuse_existing(aftp_store *st)
+{
+    struct stat sb;
+    if (fstatat(st->parent_fd, st->leaf, &sb, AT_SYMLINK_NOFOLLOW) != 0)
+        return errno == ENOENT ? AFTP_OK
+                               : fail(st, errno_to_error(errno), "cannot check",
+                                      strerror(errno));
+    if (!st->overwrite)
+        return fail(st, AFTP_ERR_FILE_EXISTS, "refusing to replace existing file",
+                    "use --overwrite");
+    if (S_ISDIR(sb.st_mode))
+        return fail(st, AFTP_ERR_FILE_EXISTS, "refusing to replace directory", NULL);
+    return AFTP_OK;
+}
+
+int aftp_store_open(aftp_store *st, const aftp_file_info *info)
+{
+    if (st->fd >= 0)
+        return AFTP_ERR_INVALID_STATE; /* one file at a time */
+    st->last_error = AFTP_OK;
+    st->message[0] = '\0';
+    snprintf(st->leaf, sizeof st->leaf, "%s", info->path);
+    if (aftp_path_check(info->path) != AFTP_OK)
+        return fail(st, AFTP_ERR_PATH_REJECTED, "refused unsafe path", NULL);
+    const char *leaf;
+    int rc = aftp_path_open_parent(st->dirfd, info->path, &st->parent_fd, &leaf);
+    if (rc != AFTP_OK)
+        return fail(st, rc, "cannot open the directory of", aftp_strerror(rc));
+    snprintf(st->leaf, sizeof st->leaf, "%s", leaf);
+    st->file_id = info->file_id;
+    st->size = info->size;
+    st->mode = info->mode;
+    st->mtime_ns = info->mtime_ns;
+    st->overwrite = st->allow_overwrite;
+    if ((rc = refuse_existing(st)) != AFTP_OK || (rc = create_tmp(st)) != AFTP_OK ||
+        (rc = reserve_space(st)) != AFTP_OK || (rc = map_file(st)) != AFTP_OK) {
+        release_file(st, 1);
+        return rc;
+    }
+    return AFTP_OK;
+}
+
+static int check_range(const aftp_store *st, uint32_t file_id, uint64_t off, size_t len)
+{
+    if (st->fd < 0 || file_id != st->file_id)
+        return AFTP_ERR_INVALID_STATE;
+    if (off > st->size || len > st->size - off)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    return AFTP_OK;
+}
+
+/* A chunk written in full: start its writeback now, so the final fsync
+ * is short and dirty pages do not pile up. */
+static void chunk_complete(aftp_store *st, uint64_t chunk)
+{
+    uint64_t start = chunk * st->chunk_size;
+    uint64_t len = st->size - start < st->chunk_size ? st->size - start : st->chunk_size;
+    sync_file_range(st->fd, (off_t)start, (off_t)len, SYNC_FILE_RANGE_WRITE);
+}
+
+static void account_written(aftp_store *st, uint64_t off, size_t len)
+{
+    while (len > 0) {
+        uint64_t chunk = off / st->chunk_size;
+        uint64_t chunk_end = (chunk + 1) * st->chunk_size;
+        uint64_t in_chunk = chunk_end - off < len ? chunk_end - off : len;
+        uint64_t chunk_len = chunk_end > st->size ? st->size - chunk * st->chunk_size
+                                                  : st->chunk_size;
+        st->chunk_filled[chunk] += in_chunk;
+        if (st->chunk_filled[chunk] == chunk_len)
+            chunk_complete(st, chunk);
+        off += in_chunk;
+        len -= in_chunk;
+    }
+}
+
+int aftp_store_write(aftp_store *st, uint32_t file_id, uint64_t off, const uint8_t *data,
+                     size_t len)
+{
+    int rc = check_range(st, file_id, off, len);
+    if (rc != AFTP_OK || len == 0)
+        return rc;
+    memcpy(st->map + off, data, len);
+    account_written(st, off, len);
+    aftp_resident_touch(&st->resident, off, len);
+    aftp_resident_settle(&st->resident);
+    return AFTP_OK;
+}
+
+int aftp_store_view(aftp_store *st, uint32_t file_id, uint64_t off, size_t len,
+                    const uint8_t **out)
+{
+    static const uint8_t empty[1];
+    int rc = check_range(st, file_id, off, len);
+    if (rc != AFTP_OK)
+        return rc;
+    if (st->map == NULL) {
+        *out = empty;
+        return AFTP_OK;
+    }
+    /* The caller reads this view after we return: release what earlier
+     * views brought in first, then note this one. */
+    aftp_resident_settle(&st->resident);
+    aftp_resident_touch(&st->resident, off, len);
+    *out = st->map + off;
+    return AFTP_OK;
+}
+
+static int rename_into_place(aftp_store *st)
+{
+    if (!st->overwrite) {
+        if (renameat2(st->parent_fd, st->tmp_name, st->parent_fd, st->leaf, RENAME_NOREPLACE) == 0)
+            return AFTP_OK;
+        if (errno != EINVAL && errno != ENOSYS)
+            return errno_to_error(errno);
+        /* No RENAME_NOREPLACE on this file system: link() refuses to replace too. */
+        if (linkat(st->parent_fd, st->tmp_name, st->parent_fd, st->leaf, 0) != 0)
+            return errno_to_error(errno);
+        unlinkat(st->parent_fd, st->tmp_name, 0);
+        return AFTP_OK;
+    }
+    return renameat(st->parent_fd, st->tmp_name, st->parent_fd, st->leaf) == 0
+               ? AFTP_OK
+               : errno_to_error(errno);
+}
+
+/* fsync covers bytes written through the shared mapping too (Linux keeps
+ * one page cache), so no separate msync pass is needed. */
+static int commit(aftp_store *st)
+{
+    struct timespec times[2] = {
+        {.tv_sec = 0, .tv_nsec = UTIME_OMIT},
+        {.tv_sec = st->mtime_ns / 1000000000, .tv_nsec = st->mtime_ns % 1000000000},
+    };
+    if (times[1].tv_nsec < 0) {
+        times[1].tv_sec -= 1;
+        times[1].tv_nsec += 1000000000;
+    }
+    if (fchmod(st->fd, (mode_t)(st->mode & 0777) & ~st->umask) != 0 ||
+        futimens(st->fd, times) != 0 || fsync(st->fd) != 0)
+        return fail(st, errno_to_error(errno), "cannot finish", strerror(errno));
+    int rc = rename_into_place(st);
+    if (rc == AFTP_ERR_FILE_EXISTS)
+        return fail(st, rc, "refusing to replace file created during the transfer", NULL);
+    if (rc != AFTP_OK)
+        return fail(st, rc, "cannot rename into", strerror(errno));
+    if (fsync(st->parent_fd) != 0)
+        return fail(st, errno_to_error(errno), "cannot sync the directory of",
+                    strerror(errno));
+    return AFTP_OK;
+}
+
+int aftp_store_close(aftp_store *st, uint32_t file_id, int do_commit)
+{
+    if (st->fd < 0 || file_id != st->file_id)
+        return AFTP_ERR_INVALID_STATE;
+    int rc = do_commit ? commit(st) : AFTP_OK;
+    /* After a successful rename the temporary name is gone already. */
+    release_file(st, !(do_commit && rc == AFTP_OK));
+    return rc;
+}
+
+static int ops_view(void *user, uint32_t file_id, uint64_t off, size_t len, const uint8_t **out)
+{
+    return aftp_store_view(user, file_id, off, len, out);
+}
+
+static int ops_open(void *user, const aftp_file_info *info)
+{
+    return aftp_store_open(user, info);
+}
+
+static int ops_write(void *user, uint32_t file_id, uint64_t off, const uint8_t *data, size_t len)
+{
+    return aftp_store_write(user, file_id, off, data, len);
+}
+
+static int ops_close(void *user, uint32_t file_id, int commit_file)
+{
+    return aftp_store_close(user, file_id, commit_file);
+}
+
+const aftp_storage_ops aftp_store_ops = {
+    .view = ops_view, .open = ops_open, .write = ops_write, .close = ops_close};

@@ -1,0 +1,60 @@
+/*
+ * Destination storage of the receiver: one file at a time, written through
+ * a shared mapping of a temporary file beside the target, made visible
+ * under its final name only when verified (aftp_store_close with commit).
+ *
+ * Lifecycle of a file: open (path checked, space reserved) -> write* ->
+ * view* (read back to verify) -> close(commit=1: fsync, mode, mtime,
+ * rename, fsync dir | commit=0: unlink). Residency is bounded
+ * (aftp_resident.h), and each chunk written in full is handed to writeback
+ * at once, so the final fsync has little left to do.
+ */
+#ifndef AFTP_STORE_H
+#define AFTP_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "aftp/aftp_engine.h"
+#include "aftp_path.h"
+#include "aftp_resident.h"
+
+typedef struct aftp_store {
+    int dirfd;              /* destination directory (borrowed) */
+    int allow_overwrite;    /* the local user allowed replacing files */
+    mode_t umask;
+    /* the open file; fd < 0 when none */
+    int fd;
+    int parent_fd;
+    uint32_t file_id;
+    uint64_t size;
+    uint32_t mode;
+    int64_t mtime_ns;
+    int overwrite;
+    uint8_t *map;
+    char leaf[AFTP_PATH_MAX_COMPONENT + 1];
+    char tmp_name[AFTP_PATH_MAX_COMPONENT + 32];
+    /* bytes written per chunk: a full chunk is handed to writeback */
+    uint64_t chunk_size;
+    uint64_t *chunk_filled;
+    aftp_resident resident;
+    int last_error;         /* first failure of the current file, for reports */
+    char message[512];      /* human-readable detail of last_error */
+} aftp_store;
+
+void aftp_store_init(aftp_store *st, int dirfd, int allow_overwrite);
+/* Discards a file still open. */
+void aftp_store_fini(aftp_store *st);
+
+int aftp_store_open(aftp_store *st, const aftp_file_info *info);
+int aftp_store_write(aftp_store *st, uint32_t file_id, uint64_t off, const uint8_t *data,
+                     size_t len);
+int aftp_store_view(aftp_store *st, uint32_t file_id, uint64_t off, size_t len,
+                    const uint8_t **out);
+int aftp_store_close(aftp_store *st, uint32_t file_id, int commit);
+
+/* Storage callbacks for the receiver engine; `user` must be the aftp_store. */
+extern const aftp_storage_ops aftp_store_ops;
+
+#endif /* AFTP_STORE_H */

@@ -1,0 +1,314 @@
+#include "aftp_udp.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/udp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define TX_CTRL_SPACE CMSG_SPACE(sizeof(uint16_t))
+#define RX_CTRL_SPACE 64u
+#define RX_GRO_SLOT 65536u  /* a GRO-coalesced message is at most 64 KiB */
+#define RX_GRO_SLOTS 32u
+#define RX_PLAIN_SLOTS 256u
+
+static int offload_allowed(void)
+{
+    const char *v = getenv("AFTP_IO_OFFLOAD");
+    return v == NULL || strcmp(v, "0") != 0;
+}
+
+/* Whether the kernel takes UDP_SEGMENT on this socket: set it, then clear
+ * it again (the size is given per message). */
+static int probe_gso(int fd)
+{
+    int seg = 1200, off = 0;
+    if (setsockopt(fd, SOL_UDP, UDP_SEGMENT, &seg, sizeof seg) != 0)
+        return 0;
+    return setsockopt(fd, SOL_UDP, UDP_SEGMENT, &off, sizeof off) == 0;
+}
+
+static int alloc_buffers(aftp_udp *u, size_t max_datagram)
+{
+    u->rx_slot = u->gro ? RX_GRO_SLOT : max_datagram + 1; /* +1 tells truncation */
+    u->rx_slots = u->gro ? RX_GRO_SLOTS : RX_PLAIN_SLOTS;
+    u->tx_msgs = calloc(AFTP_UDP_TX_MAX, sizeof *u->tx_msgs);
+    u->tx_iov = calloc(2 * AFTP_UDP_TX_MAX, sizeof *u->tx_iov);
+    u->tx_ctrl = calloc(AFTP_UDP_TX_MAX, TX_CTRL_SPACE);
+    u->tx_kept = calloc(AFTP_UDP_TX_MAX, sizeof *u->tx_kept);
+    u->tx_groups = calloc(AFTP_UDP_TX_MAX, sizeof *u->tx_groups);
+    u->rx_buf = malloc(u->rx_slots * u->rx_slot);
+    u->rx_msgs = calloc(u->rx_slots, sizeof *u->rx_msgs);
+    u->rx_iov = calloc(u->rx_slots, sizeof *u->rx_iov);
+    u->rx_ctrl = calloc(u->rx_slots, RX_CTRL_SPACE);
+    u->rx_from = calloc(u->rx_slots, sizeof *u->rx_from);
+    if (!u->tx_msgs || !u->tx_iov || !u->tx_ctrl || !u->tx_kept || !u->tx_groups || !u->rx_buf ||
+        !u->rx_msgs || !u->rx_iov || !u->rx_ctrl || !u->rx_from)
+        return AFTP_ERR_NO_MEMORY;
+    return AFTP_OK;
+}
+
+int aftp_udp_open(aftp_udp *u, const struct sockaddr *local, socklen_t local_len,
+                  size_t max_datagram, int shared_port)
+{
+    memset(u, 0, sizeof *u);
+    u->fd = -1;
+    int rc = aftp_drop_from_env(&u->drop);
+    if (rc != AFTP_OK)
+        return rc;
+    u->fd = socket(local->sa_family, SOCK_DGRAM | SOCK_CLOEXEC, IPPROTO_UDP);
+    if (u->fd < 0)
+        return AFTP_ERR_NETWORK;
+    int one = 1;
+    if ((shared_port && setsockopt(u->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0) ||
+        bind(u->fd, local, local_len) != 0) {
+        rc = errno == EACCES ? AFTP_ERR_PERMISSION : AFTP_ERR_NETWORK;
+        aftp_udp_close(u);
+        return rc;
+    }
+    if (offload_allowed()) {
+        u->gso = probe_gso(u->fd);
+        u->gro = setsockopt(u->fd, SOL_UDP, UDP_GRO, &one, sizeof one) == 0;
+    }
+    if ((rc = alloc_buffers(u, max_datagram)) != AFTP_OK)
+        aftp_udp_close(u);
+    return rc;
+}
+
+void aftp_udp_close(aftp_udp *u)
+{
+    if (u->fd >= 0)
+        close(u->fd);
+    u->fd = -1;
+    free(u->tx_msgs);
+    free(u->tx_iov);
+    free(u->tx_ctrl);
+    free(u->tx_kept);
+    free(u->tx_groups);
+    free(u->rx_buf);
+    free(u->rx_msgs);
+    free(u->rx_iov);
+    free(u->rx_ctrl);
+    free(u->rx_from);
+    u->tx_msgs = NULL;
+    u->tx_iov = NULL;
+    u->tx_ctrl = NULL;
+    u->tx_kept = NULL;
+    u->tx_groups = NULL;
+    u->rx_buf = NULL;
+    u->rx_msgs = NULL;
+    u->rx_iov = NULL;
+    u->rx_ctrl = NULL;
+    u->rx_from = NULL;
+}
+
+int aftp_udp_connect(aftp_udp *u, const struct sockaddr *peer, socklen_t len)
+{
+    return connect(u->fd, peer, len) == 0 ? AFTP_OK : AFTP_ERR_NETWORK;
+}
+
+int aftp_udp_local_addr(const aftp_udp *u, struct sockaddr_storage *out)
+{
+    socklen_t len = sizeof *out;
+    return getsockname(u->fd, (struct sockaddr *)out, &len) == 0 ? AFTP_OK : AFTP_ERR_NETWORK;
+}
+
+/* Fills one mmsghdr per group; the iovecs of datagram j sit at 2j, 2j+1. */
+static void build_messages(aftp_udp *u, const aftp_datagram *dgs, size_t ngroups)
+{
+    for (size_t g = 0; g < ngroups; g++) {
+        const aftp_batch_group *grp = &u->tx_groups[g];
+        struct msghdr *m = &u->tx_msgs[g].msg_hdr;
+        memset(m, 0, sizeof *m);
+        for (size_t j = grp->first; j < grp->first + grp->count; j++) {
+            u->tx_iov[2 * j] = (struct iovec){(void *)dgs[j].head, dgs[j].head_len};
+            u->tx_iov[2 * j + 1] = (struct iovec){(void *)dgs[j].payload, dgs[j].payload_len};
+        }
+        m->msg_iov = &u->tx_iov[2 * grp->first];
+        m->msg_iovlen = 2 * grp->count;
+        if (grp->count > 1) {
+            m->msg_control = u->tx_ctrl + g * TX_CTRL_SPACE;
+            m->msg_controllen = TX_CTRL_SPACE;
+            struct cmsghdr *c = CMSG_FIRSTHDR(m);
+            c->cmsg_level = SOL_UDP;
+            c->cmsg_type = UDP_SEGMENT;
+            c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+            uint16_t seg = (uint16_t)grp->seg_size;
+            memcpy(CMSG_DATA(c), &seg, sizeof seg);
+        }
+    }
+}
+
+static int is_unreachable(int e)
+{
+    return e == ECONNREFUSED || e == EHOSTUNREACH || e == ENETUNREACH || e == EHOSTDOWN ||
+           e == ENETDOWN || e == EDESTADDRREQ || e == ENOTCONN;
+}
+
+static int send_planned(aftp_udp *u, const aftp_datagram *dgs, size_t n)
+{
+    size_t ngroups = aftp_batch_plan(dgs, n, u->gso, u->tx_groups);
+    build_messages(u, dgs, ngroups);
+    size_t g = 0;
+    while (g < ngroups) {
+        int r = sendmmsg(u->fd, &u->tx_msgs[g], (unsigned)(ngroups - g), 0);
+        if (r > 0) {
+            g += (size_t)r;
+            continue;
+        }
+        int e = errno;
+        if (e == EINTR)
+            continue;
+        if ((e == EIO || e == EINVAL) && u->gso && u->tx_groups[g].count > 1) {
+            /* The kernel or the device cannot segment: plain datagrams from here on. */
+            u->gso = 0;
+            size_t first = u->tx_groups[g].first;
+            return send_planned(u, dgs + first, n - first);
+        }
+        if (is_unreachable(e))
+            return AFTP_ERR_NETWORK;
+        /* ENOBUFS, EAGAIN, EMSGSIZE...: these datagrams are lost like any
+         * other; the protocol repairs them. */
+        u->send_errors += u->tx_groups[g].count;
+        g++;
+    }
+    return AFTP_OK;
+}
+
+int aftp_udp_send(aftp_udp *u, const aftp_datagram *dgs, size_t n)
+{
+    if (n > AFTP_UDP_TX_MAX)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    if (u->drop.threshold != 0) {
+        size_t kept = 0;
+        for (size_t i = 0; i < n; i++)
+            if (!aftp_drop_next(&u->drop))
+                u->tx_kept[kept++] = dgs[i];
+        dgs = u->tx_kept;
+        n = kept;
+    }
+    return n == 0 ? AFTP_OK : send_planned(u, dgs, n);
+}
+
+int aftp_udp_recv(aftp_udp *u, size_t *count)
+{
+    for (size_t i = 0; i < u->rx_slots; i++) {
+        struct msghdr *m = &u->rx_msgs[i].msg_hdr;
+        u->rx_iov[i] = (struct iovec){u->rx_buf + i * u->rx_slot, u->rx_slot};
+        memset(m, 0, sizeof *m);
+        m->msg_name = &u->rx_from[i];
+        m->msg_namelen = sizeof u->rx_from[i];
+        m->msg_iov = &u->rx_iov[i];
+        m->msg_iovlen = 1;
+        m->msg_control = u->rx_ctrl + i * RX_CTRL_SPACE;
+        m->msg_controllen = RX_CTRL_SPACE;
+    }
+    u->rx_count = 0;
+    *count = 0;
+    for (;;) {
+        int r = recvmmsg(u->fd, u->rx_msgs, (unsigned)u->rx_slots, MSG_DONTWAIT, NULL);
+        if (r >= 0) {
+            u->rx_count = (size_t)r;
+            *count = (size_t)r;
+            return AFTP_OK;
+        }
+        if (errno == EINTR)
+            continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK)
+            return AFTP_OK;
+        return is_unreachable(errno) ? AFTP_ERR_NETWORK : AFTP_ERR_IO;
+    }
+}
+
+/* The GRO segment size of a received message, 0 when not coalesced. */
+static size_t gro_size(struct msghdr *m)
+{
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(m); c != NULL; c = CMSG_NXTHDR(m, c)) {
+        if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) {
+            int v;
+            memcpy(&v, CMSG_DATA(c), sizeof v);
+            return v > 0 ? (size_t)v : 0;
+        }
+    }
+    return 0;
+}
+
+int aftp_udp_next(aftp_udp *u, aftp_udp_iter *it, const uint8_t **pkt, size_t *len,
+                  const struct sockaddr **from)
+{
+    while (it->msg < u->rx_count) {
+        struct mmsghdr *mm = &u->rx_msgs[it->msg];
+        size_t total = mm->msg_len;
+        if ((mm->msg_hdr.msg_flags & MSG_TRUNC) || total >= u->rx_slot + (u->gro ? 1 : 0) ||
+            it->off >= total) {
+            it->msg++; /* truncated (too large for us) or fully walked */
+            it->off = 0;
+            continue;
+        }
+        size_t seg = gro_size(&mm->msg_hdr);
+        size_t n = seg == 0 || seg > total - it->off ? total - it->off : seg;
+        *pkt = u->rx_buf + it->msg * u->rx_slot + it->off;
+        *len = n;
+        *from = (const struct sockaddr *)&u->rx_from[it->msg];
+        it->off += n;
+        return 1;
+    }
+    return 0;
+}
+
+int aftp_udp_wait(aftp_udp *u, uint64_t timeout_ns)
+{
+    struct pollfd p = {.fd = u->fd, .events = POLLIN};
+    struct timespec ts = {.tv_sec = (time_t)(timeout_ns / 1000000000u),
+                          .tv_nsec = (long)(timeout_ns % 1000000000u)};
+    return ppoll(&p, 1, &ts, NULL) > 0;
+}
+
+size_t aftp_udp_buffer_for(uint64_t rate_bps, uint64_t window_ns)
+{
+    /* rate_bps / 8 bytes per second, times window_ns / 1e9, in an order
+     * that cannot overflow for rates up to 1 Tbit/s and windows up to 1 s */
+    uint64_t bytes = rate_bps / 8 / 1000 * (window_ns / 1000) / 1000;
+    if (bytes < AFTP_UDP_MIN_BUFFER)
+        return AFTP_UDP_MIN_BUFFER;
+    return bytes > AFTP_UDP_MAX_BUFFER ? AFTP_UDP_MAX_BUFFER : (size_t)bytes;
+}
+
+/* Linux reports twice the requested size (it counts its bookkeeping); we
+ * report the payload share, half of it. */
+static size_t set_one(int fd, int force_opt, int opt, size_t want)
+{
+    int v = want > (size_t)(1 << 30) ? (1 << 30) : (int)want;
+    if (setsockopt(fd, SOL_SOCKET, force_opt, &v, sizeof v) != 0)
+        setsockopt(fd, SOL_SOCKET, opt, &v, sizeof v);
+    int got = 0;
+    socklen_t len = sizeof got;
+    getsockopt(fd, SOL_SOCKET, opt, &got, &len);
+    return got > 0 ? (size_t)got / 2 : 0;
+}
+
+int aftp_udp_set_buffers(aftp_udp *u, aftp_udp_buffers *b)
+{
+    b->got_snd = set_one(u->fd, SO_SNDBUFFORCE, SO_SNDBUF, b->want_snd);
+    b->got_rcv = set_one(u->fd, SO_RCVBUFFORCE, SO_RCVBUF, b->want_rcv);
+    return b->got_snd > 0 && b->got_rcv > 0 ? AFTP_OK : AFTP_ERR_NETWORK;
+}
+
+void aftp_udp_buffers_advice(const aftp_udp_buffers *b, char *buf, size_t cap)
+{
+    buf[0] = '\0';
+    if (b->got_rcv < b->want_rcv)
+        snprintf(buf, cap,
+                 "UDP receive buffer capped at %zu KiB (wanted %zu KiB), which may limit the "
+                 "rate; raise it with: sysctl -w net.core.rmem_max=%zu",
+                 b->got_rcv >> 10, b->want_rcv >> 10, 2 * b->want_rcv);
+    else if (b->got_snd < b->want_snd)
+        snprintf(buf, cap,
+                 "UDP send buffer capped at %zu KiB (wanted %zu KiB), which may limit the "
+                 "rate; raise it with: sysctl -w net.core.wmem_max=%zu",
+                 b->got_snd >> 10, b->want_snd >> 10, 2 * b->want_snd);
+}

@@ -1,0 +1,100 @@
+/*
+ * The UDP socket of a datapath: batched sends (sendmmsg, UDP GSO when the
+ * kernel has it, with a fallback when it refuses), batched receives
+ * (recvmmsg, UDP GRO split back into datagrams), socket buffer sizing and
+ * the test-only loss shim (aftp_drop.h). One thread uses a socket.
+ */
+#ifndef AFTP_UDP_H
+#define AFTP_UDP_H
+
+#include <netinet/in.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "aftp/aftp_engine.h"
+#include "aftp_batch.h"
+#include "aftp_drop.h"
+
+#define AFTP_UDP_TX_MAX 1024u /* datagrams per aftp_udp_send call */
+
+typedef struct aftp_udp {
+    int fd;
+    int gso;            /* UDP_SEGMENT in use */
+    int gro;            /* UDP_GRO in use */
+    aftp_drop drop;
+    /* send side */
+    struct mmsghdr *tx_msgs;
+    struct iovec *tx_iov;
+    uint8_t *tx_ctrl;
+    aftp_datagram *tx_kept;
+    aftp_batch_group *tx_groups;
+    /* receive side */
+    size_t rx_slot;     /* bytes per receive buffer */
+    size_t rx_slots;
+    uint8_t *rx_buf;
+    struct mmsghdr *rx_msgs;
+    struct iovec *rx_iov;
+    uint8_t *rx_ctrl;
+    struct sockaddr_storage *rx_from;
+    size_t rx_count;    /* messages held by the last aftp_udp_recv */
+    uint64_t send_errors; /* datagrams the kernel refused (ENOBUFS...) */
+} aftp_udp;
+
+/* Opens a socket bound to `local` (the wildcard of the peer's family for a
+ * client, the listen address for a server), enables GSO/GRO where the
+ * kernel has them (AFTP_IO_OFFLOAD=0 in the environment turns both off, to
+ * measure them) and reads AFTP_TEST_DROP. `max_datagram` bounds what is
+ * received. With `shared_port` (SO_REUSEADDR) a server binds its session
+ * sockets to the listening port: once connected, a session socket receives
+ * its client's datagrams before the listener does. */
+int aftp_udp_open(aftp_udp *u, const struct sockaddr *local, socklen_t local_len,
+                  size_t max_datagram, int shared_port);
+void aftp_udp_close(aftp_udp *u);
+/* Connected sockets report ICMP port unreachable as AFTP_ERR_NETWORK and
+ * receive only from the peer. */
+int aftp_udp_connect(aftp_udp *u, const struct sockaddr *peer, socklen_t len);
+int aftp_udp_local_addr(const aftp_udp *u, struct sockaddr_storage *out);
+
+/* Sends dgs[0..n) (n <= AFTP_UDP_TX_MAX) to the connected peer. Datagrams
+ * the kernel drops for lack of buffers are counted, not errors (the
+ * protocol repairs loss). AFTP_ERR_NETWORK when the peer is unreachable. */
+int aftp_udp_send(aftp_udp *u, const aftp_datagram *dgs, size_t n);
+
+/* Receives what is queued without blocking; *count datagram buffers (each
+ * possibly GRO-coalesced) are then walked with aftp_udp_next. */
+int aftp_udp_recv(aftp_udp *u, size_t *count);
+
+typedef struct aftp_udp_iter {
+    size_t msg;
+    size_t off;
+} aftp_udp_iter;
+
+/* Next received datagram: returns 1 and sets *pkt, *len, *from; 0 at the end. */
+int aftp_udp_next(aftp_udp *u, aftp_udp_iter *it, const uint8_t **pkt, size_t *len,
+                  const struct sockaddr **from);
+
+/* Waits until the socket is readable or timeout_ns passes (a signal ends
+ * the wait early). Returns 1 when readable, 0 otherwise. */
+int aftp_udp_wait(aftp_udp *u, uint64_t timeout_ns);
+
+/* Socket buffers: the bytes `rate_bps` delivers in `window_ns`, at least
+ * AFTP_UDP_MIN_BUFFER, at most AFTP_UDP_MAX_BUFFER. */
+#define AFTP_UDP_MIN_BUFFER ((size_t)1 << 20)
+#define AFTP_UDP_MAX_BUFFER ((size_t)256 << 20)
+size_t aftp_udp_buffer_for(uint64_t rate_bps, uint64_t window_ns);
+
+typedef struct aftp_udp_buffers {
+    size_t want_snd, got_snd;
+    size_t want_rcv, got_rcv;
+} aftp_udp_buffers;
+
+/* Requests the sizes in *b (SO_*BUFFORCE when privileged, else SO_*BUF)
+ * and reads back what the kernel granted. */
+int aftp_udp_set_buffers(aftp_udp *u, aftp_udp_buffers *b);
+
+/* A warning line naming the sysctl to raise when a buffer was capped
+ * below what was asked; empty when nothing was capped. */
+void aftp_udp_buffers_advice(const aftp_udp_buffers *b, char *buf, size_t cap);
+
+#endif /* AFTP_UDP_H */

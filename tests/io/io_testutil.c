@@ -1,0 +1,67 @@
+#define _GNU_SOURCE
+#include "io_testutil.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+char *io_test_mkdtemp(int *fd)
+{
+    const char *base = getenv("TMPDIR");
+    char *path = malloc(512);
+    snprintf(path, 512, "%s/aftp-io-test-XXXXXX", base ? base : "/tmp");
+    if (mkdtemp(path) == NULL)
+        abort();
+    *fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (*fd < 0)
+        abort();
+    return path;
+}
+
+static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+void io_test_rmtree(const char *path)
+{
+    nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+void io_test_pattern(uint8_t *buf, size_t len, uint32_t seed)
+{
+    uint32_t x = seed * 2654435761u + 1;
+    for (size_t i = 0; i < len; i++) {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        buf[i] = (uint8_t)x;
+    }
+}
+
+int io_test_exists(int dirfd, const char *name)
+{
+    struct stat sb;
+    return fstatat(dirfd, name, &sb, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+int io_test_count_entries(int dirfd)
+{
+    int dup = openat(dirfd, ".", O_RDONLY | O_DIRECTORY);
+    DIR *d = fdopendir(dup);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+            n++;
+    closedir(d);
+    return n;
+}

@@ -1,0 +1,20 @@
+/* Helpers of the io tests: scratch directories and small files. */
+#ifndef IO_TESTUTIL_H
+#define IO_TESTUTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Creates a fresh directory under $TMPDIR (or /tmp); returns its path
+ * (static buffer per call slot) and an open fd in *fd. */
+char *io_test_mkdtemp(int *fd);
+/* Removes the tree. */
+void io_test_rmtree(const char *path);
+/* Writes len bytes of a deterministic pattern seeded by seed. */
+void io_test_pattern(uint8_t *buf, size_t len, uint32_t seed);
+/* Whether `name` exists beneath dirfd (without following symlinks). */
+int io_test_exists(int dirfd, const char *name);
+/* Number of entries in dirfd other than . and .. */
+int io_test_count_entries(int dirfd);
+
+#endif

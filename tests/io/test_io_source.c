@@ -1,0 +1,134 @@
+/* Sender source: what it refuses to send, and views into the mapping. */
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "aftp_source.h"
+#include "io_testutil.h"
+
+static char *scratch;
+static int scratch_fd;
+
+static int setup(void **state)
+{
+    (void)state;
+    scratch = io_test_mkdtemp(&scratch_fd);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    io_test_rmtree(scratch);
+    close(scratch_fd);
+    free(scratch);
+    return 0;
+}
+
+static char *path_of(const char *name)
+{
+    static char buf[600];
+    snprintf(buf, sizeof buf, "%s/%s", scratch, name);
+    return buf;
+}
+
+static void test_refuses_missing_and_directories(void **state)
+{
+    (void)state;
+    aftp_source src;
+    aftp_file_info info;
+    assert_int_equal(aftp_source_open(&src, path_of("nope"), 1, &info), AFTP_ERR_NOT_FOUND);
+    assert_non_null(strstr(src.message, "No such file"));
+    assert_int_equal(aftp_source_open(&src, scratch, 1, &info), AFTP_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(src.message, "is a directory"));
+    assert_int_equal(aftp_source_open(&src, "/dev/null", 1, &info), AFTP_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(src.message, "not a regular file"));
+}
+
+static void test_views_point_into_the_file(void **state)
+{
+    (void)state;
+    enum { LEN = 100000 };
+    uint8_t *data = malloc(LEN);
+    io_test_pattern(data, LEN, 4);
+    int fd = openat(scratch_fd, "src.bin", O_CREAT | O_WRONLY, 0604);
+    assert_int_equal(write(fd, data, LEN), LEN);
+    close(fd);
+
+    aftp_source src;
+    aftp_file_info info;
+    assert_int_equal(aftp_source_open(&src, path_of("src.bin"), 3, &info), AFTP_OK);
+    assert_int_equal(info.file_id, 3);
+    assert_int_equal(info.size, LEN);
+    assert_int_equal(info.mode, 0604);
+    assert_string_equal(info.path, "src.bin");
+    const uint8_t *view;
+    assert_int_equal(aftp_source_view(&src, 3, 1000, 5000, &view), AFTP_OK);
+    assert_memory_equal(view, data + 1000, 5000);
+    assert_int_equal(aftp_source_view(&src, 3, LEN - 1, 1, &view), AFTP_OK);
+    assert_int_equal(*view, data[LEN - 1]);
+    assert_int_equal(aftp_source_view(&src, 3, LEN - 1, 2, &view), AFTP_ERR_INVALID_ARGUMENT);
+    assert_int_equal(aftp_source_view(&src, 4, 0, 1, &view), AFTP_ERR_INVALID_STATE);
+    assert_int_equal(aftp_source_ops.close(&src, 3, 1), AFTP_OK);
+    aftp_source_fini(&src);
+    free(data);
+}
+
+static void test_released_pages_stay_readable(void **state)
+{
+    /* 40 MiB read in order: pages far behind are released from residency,
+     * and a late view (a repair) still sees the right bytes. */
+    (void)state;
+    const size_t len = 40u << 20;
+    uint8_t *data = malloc(len);
+    io_test_pattern(data, len, 5);
+    int fd = openat(scratch_fd, "big.bin", O_CREAT | O_WRONLY, 0644);
+    assert_int_equal(write(fd, data, len), (ssize_t)len);
+    close(fd);
+    aftp_source src;
+    aftp_file_info info;
+    assert_int_equal(aftp_source_open(&src, path_of("big.bin"), 1, &info), AFTP_OK);
+    const uint8_t *view;
+    for (size_t off = 0; off < len; off += 1 << 20) {
+        assert_int_equal(aftp_source_view(&src, 1, off, 1 << 20, &view), AFTP_OK);
+        aftp_source_settle(&src);
+    }
+    assert_true(src.resident.released >= (8u << 20));
+    assert_int_equal(aftp_source_view(&src, 1, 4096, 1400, &view), AFTP_OK);
+    assert_memory_equal(view, data + 4096, 1400);
+    aftp_source_fini(&src);
+    free(data);
+}
+
+static void test_empty_file(void **state)
+{
+    (void)state;
+    close(openat(scratch_fd, "empty", O_CREAT | O_WRONLY, 0644));
+    aftp_source src;
+    aftp_file_info info;
+    const uint8_t *view;
+    assert_int_equal(aftp_source_open(&src, path_of("empty"), 1, &info), AFTP_OK);
+    assert_int_equal(info.size, 0);
+    assert_int_equal(aftp_source_view(&src, 1, 0, 0, &view), AFTP_OK);
+    aftp_source_fini(&src);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_refuses_missing_and_directories),
+        cmocka_unit_test(test_views_point_into_the_file),
+        cmocka_unit_test(test_released_pages_stay_readable),
+        cmocka_unit_test(test_empty_file),
+    };
+    return cmocka_run_group_tests_name("io_source", tests, setup, teardown);
+}

@@ -1,0 +1,269 @@
+/* Receiver storage in a scratch directory: the final name appears only on
+ * commit, discards leave nothing, existing files and planted symlinks are
+ * respected, a full disk fails at open. */
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "aftp_store.h"
+#include "io_testutil.h"
+
+typedef struct fixture {
+    char *dir;
+    int dfd;
+    aftp_store st;
+} fixture;
+
+static int setup(void **state)
+{
+    fixture *f = calloc(1, sizeof *f);
+    f->dir = io_test_mkdtemp(&f->dfd);
+    aftp_store_init(&f->st, f->dfd, 0);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    aftp_store_fini(&f->st);
+    io_test_rmtree(f->dir);
+    close(f->dfd);
+    free(f->dir);
+    free(f);
+    return 0;
+}
+
+static aftp_file_info file_info(const char *path, uint64_t size)
+{
+    aftp_file_info info = {.file_id = 7, .size = size, .mtime_ns = INT64_C(1600000000123456789),
+                           .mode = 0640, .block_size = 1000, .path = path};
+    return info;
+}
+
+/* Writes `data` in blocks of 1000 bytes, last block first, like a repair. */
+static void write_blocks(aftp_store *st, const uint8_t *data, size_t len)
+{
+    size_t nblocks = (len + 999) / 1000;
+    for (size_t k = nblocks; k-- > 0;) {
+        size_t off = k * 1000, n = len - off < 1000 ? len - off : 1000;
+        assert_int_equal(aftp_store_write(st, 7, off, data + off, n), AFTP_OK);
+    }
+}
+
+static void read_whole(int dfd, const char *name, uint8_t *buf, size_t len)
+{
+    int fd = openat(dfd, name, O_RDONLY);
+    assert_true(fd >= 0);
+    assert_int_equal(read(fd, buf, len + 1), (ssize_t)len);
+    close(fd);
+}
+
+static void test_commit_makes_final_name_appear(void **state)
+{
+    fixture *f = *state;
+    enum { LEN = 25001 };
+    uint8_t *data = malloc(LEN), *back = malloc(LEN + 1);
+    io_test_pattern(data, LEN, 1);
+    aftp_file_info info = file_info("out.bin", LEN);
+    assert_int_equal(aftp_store_open(&f->st, &info), AFTP_OK);
+    write_blocks(&f->st, data, LEN);
+    assert_false(io_test_exists(f->dfd, "out.bin"));
+    assert_int_equal(io_test_count_entries(f->dfd), 1); /* the temporary only */
+
+    const uint8_t *view;
+    assert_int_equal(aftp_store_view(&f->st, 7, 0, LEN, &view), AFTP_OK);
+    assert_memory_equal(view, data, LEN);
+    assert_int_equal(aftp_store_close(&f->st, 7, 1), AFTP_OK);
+
+    assert_int_equal(io_test_count_entries(f->dfd), 1);
+    read_whole(f->dfd, "out.bin", back, LEN);
+    assert_memory_equal(back, data, LEN);
+    struct stat sb;
+    assert_int_equal(fstatat(f->dfd, "out.bin", &sb, 0), 0);
+    assert_int_equal(sb.st_mode & 0777, 0640 & ~f->st.umask);
+    assert_int_equal(sb.st_mtim.tv_sec, 1600000000);
+    assert_int_equal(sb.st_mtim.tv_nsec, 123456789);
+    free(data);
+    free(back);
+}
+
+static void test_discard_leaves_nothing(void **state)
+{
+    fixture *f = *state;
+    uint8_t data[3000];
+    io_test_pattern(data, sizeof data, 2);
+    aftp_file_info info = file_info("gone.bin", sizeof data);
+    assert_int_equal(aftp_store_open(&f->st, &info), AFTP_OK);
+    write_blocks(&f->st, data, 2000);
+    assert_int_equal(aftp_store_close(&f->st, 7, 0), AFTP_OK);
+    assert_int_equal(io_test_count_entries(f->dfd), 0);
+}
+
+static void test_fini_discards_open_file(void **state)
+{
+    fixture *f = *state;
+    aftp_file_info info = file_info("half.bin", 5000);
+    assert_int_equal(aftp_store_open(&f->st, &info), AFTP_OK);
+    aftp_store_fini(&f->st);
+    assert_int_equal(io_test_count_entries(f->dfd), 0);
+}
+
+static void test_existing_file_refused_without_overwrite(void **state)
+{
+    fixture *f = *state;
+    int fd = openat(f->dfd, "there", O_CREAT | O_WRONLY, 0644);
+    assert_int_equal(write(fd, "old", 3), 3);
+    close(fd);
+    aftp_file_info info = file_info("there", 10);
+    assert_int_equal(aftp_store_open(&f->st, &info), AFTP_ERR_FILE_EXISTS);
+    assert_int_equal(f->st.last_error, AFTP_ERR_FILE_EXISTS);
+    assert_non_null(strstr(f->st.message, "--overwrite"));
+    assert_int_equal(io_test_count_entries(f->dfd), 1);
+
+    aftp_store_init(&f->st, f->dfd, 1);
+    assert_int_equal(aftp_store_open(&f->st, &info), AFTP_OK);
+    write_blocks(&f->st, (const uint8_t *)"0123456789", 10);
+    assert_int_equal(aftp_store_close(&f->st, 7, 1), AFTP_OK);
+    uint8_t back[11];
+    read_whole(f->dfd, "there", back, 10);
+    assert_memory_equal(back, "0123456789", 10);
+}
+
+static void test_planted_symlink_not_followed(void **state)
+{
+    fixture *f = *state;
+    int ofd;
+    char *outside = io_test_mkdtemp(&ofd);
+    char target[600];
+    snprintf(target, sizeof target, "%s/victim", outside);
+    int fd = openat(ofd, "victim", O_CREAT | O_WRONLY, 0644);
+    assert_int_equal(write(fd, "keep", 4), 4);
+    close(fd);
+    assert_int_equal(symlinkat(target, f->dfd, "dest"), 0);
+
+    aftp_file_info info = file_info("dest", 4);
+    assert_int_equal(aftp_store_open(&f->st, &info), AFTP_ERR_FILE_EXISTS);
+
+    /* With overwrite the link itself is replaced; its target is untouched. */
+    aftp_store_init(&f->st, f->dfd, 1);
+    assert_int_equal(aftp_store_open(&f->st, &info), AFTP_OK);
+    write_blocks(&f->st, (const uint8_t *)"new!", 4);
+    assert_int_equal(aftp_store_close(&f->st, 7, 1), AFTP_OK);
+    struct stat sb;
+    assert_int_equal(fstatat(f->dfd, "dest", &sb, AT_SYMLINK_NOFOLLOW), 0);
+    assert_true(S_ISREG(sb.st_mode));
+    uint8_t back[5];
+    read_whole(ofd, "victim", back, 4);
+    assert_memory_equal(back, "keep", 4);
+    io_test_rmtree(outside);
+    close(ofd);
+    free(outside);
+}
+
+static void test_unsafe_path_rejected_before_any_file(void **state)
+{
+    fixture *f = *state;
+    aftp_file_info info = file_info("../escape", 4);
+    assert_int_equal(aftp_store_open(&f->st, &info), AFTP_ERR_PATH_REJECTED);
+    info.path = "/etc/passwd";
+    aftp_store_init(&f->st, f->dfd, 0);
+    assert_int_equal(aftp_store_open(&f->st, &info), AFTP_ERR_PATH_REJECTED);
+    assert_int_equal(io_test_count_entries(f->dfd), 0);
+}
+
+static void test_no_space_fails_at_open_leaving_nothing(void **state)
+{
+    fixture *f = *state;
+    /* Far beyond any test machine's disk: fallocate must refuse. */
+    aftp_file_info info = file_info("huge", UINT64_C(1) << 52);
+    assert_int_equal(aftp_store_open(&f->st, &info), AFTP_ERR_NO_SPACE);
+    assert_non_null(strstr(f->st.message, "space"));
+    assert_int_equal(io_test_count_entries(f->dfd), 0);
+}
+
+static void test_bounds_and_ids_checked(void **state)
+{
+    fixture *f = *state;
+    aftp_file_info info = file_info("b", 100);
+    uint8_t data[101] = {0};
+    const uint8_t *view;
+    assert_int_equal(aftp_store_open(&f->st, &info), AFTP_OK);
+    assert_int_equal(aftp_store_open(&f->st, &info), AFTP_ERR_INVALID_STATE);
+    assert_int_equal(aftp_store_write(&f->st, 7, 0, data, 101), AFTP_ERR_INVALID_ARGUMENT);
+    assert_int_equal(aftp_store_write(&f->st, 7, 100, data, 1), AFTP_ERR_INVALID_ARGUMENT);
+    assert_int_equal(aftp_store_write(&f->st, 8, 0, data, 1), AFTP_ERR_INVALID_STATE);
+    assert_int_equal(aftp_store_view(&f->st, 7, 50, 51, &view), AFTP_ERR_INVALID_ARGUMENT);
+    assert_int_equal(aftp_store_close(&f->st, 8, 1), AFTP_ERR_INVALID_STATE);
+    assert_int_equal(aftp_store_close(&f->st, 7, 0), AFTP_OK);
+}
+
+static void test_empty_file_commits(void **state)
+{
+    fixture *f = *state;
+    aftp_file_info info = file_info("sub/empty", 0);
+    const uint8_t *view;
+    assert_int_equal(aftp_store_open(&f->st, &info), AFTP_OK);
+    assert_int_equal(aftp_store_view(&f->st, 7, 0, 0, &view), AFTP_OK);
+    assert_int_equal(aftp_store_close(&f->st, 7, 1), AFTP_OK);
+    struct stat sb;
+    assert_int_equal(fstatat(f->dfd, "sub/empty", &sb, AT_SYMLINK_NOFOLLOW), 0);
+    assert_int_equal(sb.st_size, 0);
+}
+
+static void test_large_file_released_chunks_keep_data(void **state)
+{
+    /* 20 MiB + 1 crosses chunk boundaries: chunks unmapped after they are
+     * complete must still hold their bytes (page cache), and read back. */
+    fixture *f = *state;
+    const size_t len = (20u << 20) + 1;
+    uint8_t *data = malloc(len), *back = malloc(len + 1);
+    io_test_pattern(data, len, 3);
+    aftp_file_info info = file_info("big", len);
+    assert_int_equal(aftp_store_open(&f->st, &info), AFTP_OK);
+    for (size_t off = 0; off < len; off += 1400) {
+        size_t n = len - off < 1400 ? len - off : 1400;
+        assert_int_equal(aftp_store_write(&f->st, 7, off, data + off, n), AFTP_OK);
+    }
+    for (size_t off = 0; off < len; off += 1 << 20) {
+        const uint8_t *view;
+        size_t n = len - off < (1u << 20) ? len - off : (1u << 20);
+        assert_int_equal(aftp_store_view(&f->st, 7, off, n, &view), AFTP_OK);
+        assert_memory_equal(view, data + off, n);
+    }
+    assert_int_equal(aftp_store_close(&f->st, 7, 1), AFTP_OK);
+    read_whole(f->dfd, "big", back, len);
+    assert_memory_equal(back, data, len);
+    free(data);
+    free(back);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_commit_makes_final_name_appear, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_discard_leaves_nothing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fini_discards_open_file, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_existing_file_refused_without_overwrite, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_planted_symlink_not_followed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unsafe_path_rejected_before_any_file, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_no_space_fails_at_open_leaving_nothing, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_bounds_and_ids_checked, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_empty_file_commits, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_large_file_released_chunks_keep_data, setup,
+                                        teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
