@@ -20,6 +20,7 @@ import json
 import math
 import os
 import re
+import signal
 import statistics
 import subprocess
 import sys
@@ -84,6 +85,22 @@ def udp_errors(name):
     return row["RcvbufErrors"] + row["SndbufErrors"]
 
 
+def queue_drops():
+    """Forward-direction drop-tail queue drops so far, or 0 without a live
+    emulator report (the tc netem backend)."""
+    pid, stats = os.environ.get("WAN_EMU_PID"), os.environ.get("WAN_STATS")
+    if not pid or not stats or os.environ.get("WAN_BACKEND") != "tun":
+        return 0
+    before = os.path.getmtime(stats) if os.path.exists(stats) else 0
+    os.kill(int(pid), signal.SIGUSR1)
+    for _ in range(50):  # the emulator rewrites the report asynchronously
+        if os.path.exists(stats) and os.path.getmtime(stats) != before:
+            break
+        time.sleep(0.05)
+    with open(stats) as f:
+        return json.load(f)["fwd"]["queue_drops"]
+
+
 def blast(blaster, rate_bps, size, seconds):
     """Sends for `seconds` at `rate_bps` (IP bytes); returns (sender, sink) reports."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -125,13 +142,20 @@ def loss_check(blaster, seconds):
     rate = min(0.5 * int(os.environ["WAN_FWD_RATE_BPS"]), 200e6)
     size = int(os.environ["WAN_MTU"]) - IP_UDP
     errors_before = udp_errors("RCV") + udp_errors("SND")
+    queue_before = queue_drops()
     sent, got = blast(blaster, rate, size, seconds)
     host_drops = udp_errors("RCV") + udp_errors("SND") - errors_before
+    stalled = queue_drops() - queue_before
     n = sent["sent"]
     p = float(os.environ["WAN_FWD_LOSS"])
     vf = float(os.environ["WAN_FWD_LOSS_VARIANCE_FACTOR"])
     measured = 1 - got["unique"] / n
     half = Z99 * math.sqrt(vf * p * (1 - p) / n)
+    if stalled:
+        # Below the link rate the queue only overflows when the emulator
+        # stalled and then took a backlog in at once: a starved run.
+        raise Busy("loss: the bottleneck queue dropped %d packets below the link rate "
+                   "(emulator stalled)" % stalled)
     if host_drops or sent["send_errors"]:
         raise Busy("loss: the endpoints dropped packets themselves (%d socket buffer drops, "
                    "%d send errors)" % (host_drops, sent["send_errors"]))
