@@ -12,6 +12,7 @@ const char *aftp_strerror(int err)
     case AFTP_ERR_NOT_FOUND: return "no such file or directory";
     case AFTP_ERR_PATH_REJECTED: return "path rejected (absolute, '..', control characters or too long)";
     case AFTP_ERR_CANCELLED: return "transfer cancelled";
+    case AFTP_ERR_BAD_KEY: return "key or key file malformed";
     case AFTP_ERR_TRUNCATED: return "packet truncated";
     case AFTP_ERR_MALFORMED: return "packet malformed";
     case AFTP_ERR_UNKNOWN_TYPE: return "unknown packet type";
@@ -21,6 +22,9 @@ const char *aftp_strerror(int err)
     case AFTP_ERR_IDLE_TIMEOUT: return "peer not responding (idle timeout)";
     case AFTP_ERR_DIGEST_MISMATCH: return "file digest mismatch";
     case AFTP_ERR_PEER_REFUSED: return "peer refused the file";
+    case AFTP_ERR_AUTH: return "authentication failed";
+    case AFTP_ERR_REPLAY: return "replayed or duplicate packet";
+    case AFTP_ERR_UNKNOWN_PEER: return "peer key not authorized or not pinned";
     case AFTP_ERR_IO: return "I/O error";
     case AFTP_ERR_NO_SPACE: return "no space left on device";
     case AFTP_ERR_NO_MEMORY: return "out of memory";

@@ -122,6 +122,10 @@ static int run_loop(aftp_drive *d, uint8_t *bufs, aftp_datagram *dgs)
         int full = 0;
         if (rc == AFTP_OK)
             rc = pump_output(d, now, bufs, dgs, &full);
+        /* Once our CLOSE is out the peer may already be gone, and the
+         * kernel's ICMP refusal of a repeated CLOSE only confirms the end. */
+        if (rc == AFTP_ERR_NETWORK && engine_state(d) == AFTP_STATE_CLOSING)
+            return engine_error(d);
         if (rc != AFTP_OK)
             return rc;
         if (now >= next_tick && d->on_tick) {

@@ -189,8 +189,8 @@ uint32_t aftp_wire_block_len(uint64_t file_size, uint32_t block_size, uint64_t i
     return (uint32_t)(file_size - index * (uint64_t)block_size);
 }
 
-/* ---- missing ranges (spec section 6.6) ----
- * The first range is coded as (start - cum_block, len - 1); each later one
+/* ---- missing ranges (spec section 6.7.2) ----
+ * The first range is coded as (start - scan_start, len - 1); each later one
  * as (start - previous end - 1, len - 1): ranges never touch, so the gap is
  * at least one block. */
 
@@ -212,12 +212,12 @@ static int read_range(aftp_wire_reader *r, uint64_t next_min, uint64_t limit, af
     return AFTP_OK;
 }
 
-static int validate_ranges(const uint8_t *p, size_t len, uint16_t count, uint64_t cum_block,
+static int validate_ranges(const uint8_t *p, size_t len, uint16_t count, uint64_t scan_start,
                            uint64_t scan_end)
 {
     aftp_wire_reader r;
     aftp_wire_reader_init(&r, p, len);
-    uint64_t next_min = cum_block;
+    uint64_t next_min = scan_start;
     for (uint16_t i = 0; i < count; i++) {
         aftp_wire_range rg;
         if (next_min > scan_end)
@@ -231,7 +231,7 @@ static int validate_ranges(const uint8_t *p, size_t len, uint16_t count, uint64_
 void aftp_wire_range_iter_init(aftp_wire_range_iter *it, const aftp_wire_feedback *fb)
 {
     aftp_wire_reader_init(&it->r, fb->range_bytes, fb->range_bytes_len);
-    it->next_min = fb->cum_block;
+    it->next_min = fb->scan_start;
     it->left = fb->range_count;
 }
 
@@ -254,11 +254,11 @@ static int range_fits(const aftp_wire_range *rg, uint64_t next_min, uint64_t lim
            rg->len <= limit - rg->start;
 }
 
-size_t aftp_wire_ranges_encoded_len(uint64_t cum_block, const aftp_wire_range *ranges,
+size_t aftp_wire_ranges_encoded_len(uint64_t scan_start, const aftp_wire_range *ranges,
                                     size_t count)
 {
     size_t total = 0;
-    uint64_t next_min = cum_block;
+    uint64_t next_min = scan_start;
     for (size_t i = 0; i < count; i++) {
         const aftp_wire_range *rg = &ranges[i];
         if (!range_fits(rg, next_min, AFTP_WIRE_MAX_BLOCKS))
@@ -273,12 +273,12 @@ static int write_ranges(aftp_wire_writer *w, const aftp_wire_feedback *fb)
 {
     if (fb->ranges == NULL) {
         /* A decoded FEEDBACK carries its list still encoded: copy it as it is. */
-        if (validate_ranges(fb->range_bytes, fb->range_bytes_len, fb->range_count, fb->cum_block,
-                            fb->scan_end) != AFTP_OK)
+        if (validate_ranges(fb->range_bytes, fb->range_bytes_len, fb->range_count,
+                            fb->scan_start, fb->scan_end) != AFTP_OK)
             return AFTP_ERR_INVALID_ARGUMENT;
         return aftp_wire_write_bytes(w, fb->range_bytes, fb->range_bytes_len);
     }
-    uint64_t next_min = fb->cum_block;
+    uint64_t next_min = fb->scan_start;
     for (uint16_t i = 0; i < fb->range_count; i++) {
         const aftp_wire_range *rg = &fb->ranges[i];
         if (!range_fits(rg, next_min, fb->scan_end))
@@ -313,7 +313,7 @@ static int encode_version_neg(aftp_wire_writer *w, const aftp_wire_packet *p)
     return aftp_wire_write_bytes(w, v->versions, v->count);
 }
 
-/* Extension TLVs (spec section 10.2): type u16, length u16, value. The block
+/* Extension TLVs (spec section 12.3): type u16, length u16, value. The block
  * must be a whole number of well-formed TLVs. */
 static int validate_extensions(const uint8_t *p, size_t len)
 {
@@ -504,10 +504,12 @@ static int encode_data(aftp_wire_writer *w, const aftp_wire_packet *p)
     return aftp_wire_write_bytes(w, d->payload, d->payload_len);
 }
 
+/* cum_block <= scan_start <= scan_end <= AFTP_WIRE_MAX_BLOCKS, and the
+ * blocks held below cum_block are counted in blocks_received. */
 static int valid_feedback_bounds(const aftp_wire_feedback *f)
 {
-    return f->cum_block <= f->scan_end && f->scan_end <= AFTP_WIRE_MAX_BLOCKS &&
-           f->cum_block <= f->blocks_received;
+    return f->cum_block <= f->scan_start && f->scan_start <= f->scan_end &&
+           f->scan_end <= AFTP_WIRE_MAX_BLOCKS && f->cum_block <= f->blocks_received;
 }
 
 static int decode_feedback(aftp_wire_reader *r, aftp_wire_packet *p)
@@ -520,6 +522,7 @@ static int decode_feedback(aftp_wire_reader *r, aftp_wire_packet *p)
     TRY(aftp_wire_read_u64(r, &f->packets_received));
     TRY(aftp_wire_read_u64(r, &f->blocks_received));
     TRY(aftp_wire_read_u64(r, &f->cum_block));
+    TRY(aftp_wire_read_u64(r, &f->scan_start));
     TRY(aftp_wire_read_u64(r, &f->scan_end));
     TRY(aftp_wire_read_u16(r, &f->range_count));
     if (f->range_count > AFTP_WIRE_MAX_RANGES)
@@ -529,7 +532,7 @@ static int decode_feedback(aftp_wire_reader *r, aftp_wire_packet *p)
     f->ranges = NULL;
     f->range_bytes_len = reader_left(r);
     TRY(aftp_wire_read_bytes(r, f->range_bytes_len, &f->range_bytes));
-    return validate_ranges(f->range_bytes, f->range_bytes_len, f->range_count, f->cum_block,
+    return validate_ranges(f->range_bytes, f->range_bytes_len, f->range_count, f->scan_start,
                            f->scan_end);
 }
 
@@ -545,6 +548,7 @@ static int encode_feedback(aftp_wire_writer *w, const aftp_wire_packet *p)
     TRY(aftp_wire_write_u64(w, f->packets_received));
     TRY(aftp_wire_write_u64(w, f->blocks_received));
     TRY(aftp_wire_write_u64(w, f->cum_block));
+    TRY(aftp_wire_write_u64(w, f->scan_start));
     TRY(aftp_wire_write_u64(w, f->scan_end));
     TRY(aftp_wire_write_u16(w, f->range_count));
     return write_ranges(w, f);

@@ -24,7 +24,7 @@
 extern "C" {
 #endif
 
-/* ---- versions (spec section 10) ---- */
+/* ---- versions (spec section 12) ---- */
 #define AFTP_WIRE_VERSION 1u              /* the version this code speaks */
 #define AFTP_WIRE_VERSION_NEGOTIATION 0u  /* header version of a VERSION_NEG packet */
 
@@ -109,7 +109,7 @@ enum aftp_wire_error {
 /* Fixed body sizes (bytes after the common header). */
 #define AFTP_WIRE_DATA_FIXED 12u             /* file id + block index */
 #define AFTP_WIRE_DATA_OVERHEAD (AFTP_WIRE_HEADER_LEN + AFTP_WIRE_DATA_FIXED + AFTP_WIRE_TAG_LEN)
-#define AFTP_WIRE_FEEDBACK_FIXED 58u
+#define AFTP_WIRE_FEEDBACK_FIXED 66u
 #define AFTP_WIRE_FILE_OFFER_FIXED 32u
 #define AFTP_WIRE_FILE_REPLY_LEN 6u
 #define AFTP_WIRE_FILE_DONE_LEN 28u
@@ -189,10 +189,14 @@ typedef struct aftp_wire_feedback {
     uint64_t packets_received; /* cumulative count of DATA packets received */
     uint64_t blocks_received;  /* distinct blocks of file_id held */
     uint64_t cum_block;        /* every block below this is held */
-    uint64_t scan_end;         /* the missing list is complete for [cum_block, scan_end) */
+    /* The missing list is complete for [scan_start, scan_end), where
+     * cum_block <= scan_start <= scan_end <= AFTP_WIRE_MAX_BLOCKS; nothing
+     * is said about [cum_block, scan_start) or scan_end and above. */
+    uint64_t scan_start;
+    uint64_t scan_end;
     uint16_t range_count;
     /* Encoding: `ranges` points to range_count ranges, ascending,
-     * non-overlapping, non-adjacent, inside [cum_block, scan_end); or it is
+     * non-overlapping, non-adjacent, inside [scan_start, scan_end); or it is
      * NULL and range_bytes holds the list already encoded (as a decoded
      * FEEDBACK has it, so decode then encode gives the same bytes).
      * Decoding: `ranges` is NULL; `range_bytes` borrows the encoded list,
@@ -312,8 +316,10 @@ void aftp_wire_range_iter_init(aftp_wire_range_iter *it, const aftp_wire_feedbac
 int aftp_wire_ranges_next(aftp_wire_range_iter *it, aftp_wire_range *out);
 
 /* Bytes the encoded range list takes (for sizing a FEEDBACK before
- * encoding); 0 if the ranges are invalid. */
-size_t aftp_wire_ranges_encoded_len(uint64_t cum_block, const aftp_wire_range *ranges,
+ * encoding), the first range coded from scan_start; 0 if the ranges are
+ * invalid (not ascending and non-adjacent inside [scan_start,
+ * AFTP_WIRE_MAX_BLOCKS)). */
+size_t aftp_wire_ranges_encoded_len(uint64_t scan_start, const aftp_wire_range *ranges,
                                     size_t count);
 
 /* Block model (spec section 7). */

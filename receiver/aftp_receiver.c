@@ -2,8 +2,8 @@
  * The receiver (server, push) state machine: answers the handshake, accepts
  * one file at a time into storage, keeps the block bitmap, sends FEEDBACK on
  * a timer, verifies the whole-file digest by reading the stored file back,
- * and reports FILE_RESULT. Behaviour: notes/behaviour.md rules 2-3, 5,
- * 8-9, 13, 15-17, 19-20.
+ * and reports FILE_RESULT. Behaviour: spec/aftp-protocol.md sections 4.1,
+ * 9.3, 9.5, 9.6, 9.8, 9.10-9.13, 12.2 and 14.3.
  */
 #include "aftp/aftp_engine.h"
 
@@ -20,9 +20,9 @@
 #define NS_PER_MS UINT64_C(1000000)
 #define DEFAULT_IDLE_NS (UINT64_C(30000) * NS_PER_MS)
 #define DEFAULT_FEEDBACK_NS (10 * NS_PER_MS)
-#define MIN_FEEDBACK_NS NS_PER_MS           /* rule 9: never more often */
+#define MIN_FEEDBACK_NS NS_PER_MS           /* section 9.8: never more often */
 #define DEFAULT_INITIAL_RTT_NS (100 * NS_PER_MS)
-#define AMPLIFICATION_FACTOR 3              /* rule 19 */
+#define AMPLIFICATION_FACTOR 3              /* section 14.3 */
 #define VERIFY_CHUNK (UINT64_C(1) << 20)    /* read-back size for the digest */
 /* A file needing more blocks than this is refused with LIMIT: the bitmap
  * (one bit per block) must stay within a few tens of MiB. */
@@ -45,7 +45,7 @@ struct aftp_receiver {
     aftp_digest *hash;
 
     int hello_seen;
-    int confirmed;          /* the client spoke after HELLO_ACK (rule 19) */
+    int confirmed;          /* the client spoke after HELLO_ACK (section 14.3) */
     uint64_t hello_ack_sent_ns;
     int hello_ack_due;
     int version_neg_due;
@@ -65,10 +65,10 @@ struct aftp_receiver {
     int result_due;
     uint16_t result_error;
     uint8_t result_digest[AFTP_DIGEST_LEN];
-    uint64_t resend_deadline; /* FILE_RESULT retransmission (rule 13) */
+    uint64_t resend_deadline; /* FILE_RESULT retransmission (section 9.10) */
     unsigned backoff;
 
-    /* FEEDBACK (rule 9). */
+    /* FEEDBACK (section 9.8). */
     int has_largest;
     uint64_t largest_pn;
     uint64_t largest_pn_ns;
@@ -78,6 +78,7 @@ struct aftp_receiver {
     uint64_t feedback_deadline;
     int feedback_sent;      /* for the current file */
     uint64_t last_feedback_ns;
+    uint64_t scan_cursor;   /* where the next FEEDBACK's list starts */
     aftp_wire_range *ranges;
     size_t max_ranges;
 };
@@ -199,7 +200,7 @@ static void end_file(aftp_receiver *r, int error, const uint8_t *digest)
     aftp_session_event(&r->ss, AFTP_EV_FILE_END, error, &r->info, digest);
 }
 
-/* Session over: an open file is discarded (rules 15-17). */
+/* Session over: an open file is discarded (sections 9.11-9.13). */
 static void close_now(aftp_receiver *r, int error)
 {
     if (r->phase == FILE_OPEN)
@@ -218,7 +219,7 @@ static void start_closing(aftp_receiver *r, int error, uint16_t wire_error)
     aftp_session_start_closing(&r->ss, error, wire_error, drain_time(r));
 }
 
-/* Rule 13: read the stored file back through storage.view and compare its
+/* Section 9.10: read the stored file back through storage.view and compare its
  * XXH3-128 with the sender's; commit only on a match. */
 static void verify_file(aftp_receiver *r)
 {
@@ -289,6 +290,7 @@ static void on_new_offer(aftp_receiver *r, const aftp_wire_file_offer *o)
         .path = r->path,
     };
     r->scan_hi = 0;
+    r->scan_cursor = 0;
     r->done_received = 0;
     r->result_due = 0;
     r->resend_deadline = AFTP_NO_EXPIRY;
@@ -309,7 +311,7 @@ static void on_new_offer(aftp_receiver *r, const aftp_wire_file_offer *o)
 static void on_file_offer(aftp_receiver *r, const aftp_wire_file_offer *o)
 {
     if (r->phase != FILE_NONE && o->file_id == r->info.file_id) {
-        r->reply_due = 1; /* rule 5: same reply, no reopening */
+        r->reply_due = 1; /* section 9.6: same reply, no reopening */
         return;
     }
     /* One file at a time, ids growing: an older id is a late duplicate and
@@ -326,13 +328,13 @@ static void on_data(aftp_receiver *r, const aftp_wire_data *d)
     r->data_packets++;
     if (r->phase != FILE_OPEN || d->file_id != r->info.file_id ||
         d->payload_len != aftp_wire_block_len(r->info.size, r->info.block_size, d->block)) {
-        aftp_session_drop(&r->ss); /* rule 6, 8 */
+        aftp_session_drop(&r->ss); /* sections 6.6, 9.5 */
         return;
     }
     schedule_feedback(r, feedback_interval(r));
     if (d->block + 1 > r->scan_hi)
         r->scan_hi = d->block + 1;
-    /* Rule 8: duplicates are dropped before any copy. */
+    /* Section 9.5: duplicates are dropped before any copy. */
     if (aftp_bitmap_test(&r->held, d->block)) {
         r->ss.stats.duplicate_packets++;
         return;
@@ -356,7 +358,7 @@ static void on_file_done(aftp_receiver *r, const aftp_wire_file_done *d)
         return;
     }
     if (r->phase == FILE_ENDED) {
-        r->result_due = 1; /* rule 13: a repeated FILE_DONE gets the same answer */
+        r->result_due = 1; /* section 9.10: a repeated FILE_DONE gets the same answer */
         return;
     }
     memcpy(r->expected, d->digest, AFTP_DIGEST_LEN);
@@ -366,7 +368,7 @@ static void on_file_done(aftp_receiver *r, const aftp_wire_file_done *d)
     else if (all_blocks_held(r))
         verify_file(r);
     else
-        schedule_feedback(r, MIN_FEEDBACK_NS); /* rule 9: report the tail at once */
+        schedule_feedback(r, MIN_FEEDBACK_NS); /* section 9.8: report the tail at once */
 }
 
 static void on_close(aftp_receiver *r, const aftp_wire_close *c)
@@ -374,7 +376,7 @@ static void on_close(aftp_receiver *r, const aftp_wire_close *c)
     close_now(r, aftp_session_peer_close(&r->ss, c));
 }
 
-/* Rule 2: PUSH with the NONE cipher, or CLOSE(PROTOCOL). */
+/* Section 9.3: PUSH with the NONE cipher, or CLOSE(PROTOCOL). */
 static void on_hello(aftp_receiver *r, const aftp_wire_packet *p)
 {
     const aftp_wire_hello *h = &p->u.hello;
@@ -419,7 +421,7 @@ static void dispatch(aftp_receiver *r, const aftp_wire_packet *p)
     }
 }
 
-/* Rule 3: a long enough first datagram in a version we do not speak gets
+/* Section 12.2: a long enough first datagram in a version we do not speak gets
  * VERSION_NEG; shorter ones are ignored (amplification). */
 static int wants_version_neg(aftp_receiver *r, const uint8_t *pkt, size_t len)
 {
@@ -535,13 +537,14 @@ static int encode_result(aftp_receiver *r, uint8_t *buf, size_t cap, aftp_datagr
     return aftp_session_encode(&r->ss, &p, buf, cap, dg);
 }
 
-/* Fills r->ranges with the missing ranges of [cum, *scan_end) that fit in
- * one datagram; cuts *scan_end at the first range left out (rule 9). */
-static uint16_t collect_ranges(aftp_receiver *r, uint64_t cum, uint64_t *scan_end)
+/* Fills r->ranges with the missing ranges of [scan_start, *scan_end) that
+ * fit in one datagram; cuts *scan_end at the first range left out (spec
+ * section 6.7.3). */
+static uint16_t collect_ranges(aftp_receiver *r, uint64_t scan_start, uint64_t *scan_end)
 {
     size_t budget = r->ss.max_datagram - FEEDBACK_HEAD;
     size_t n = 0;
-    uint64_t next_min = cum, pos = cum;
+    uint64_t next_min = scan_start, pos = scan_start;
     for (;;) {
         uint64_t start = aftp_bitmap_next_clear(&r->held, pos, *scan_end);
         if (start >= *scan_end)
@@ -560,6 +563,27 @@ static uint16_t collect_ranges(aftp_receiver *r, uint64_t cum, uint64_t *scan_en
     return (uint16_t)n;
 }
 
+/* Spec section 9.8: each FEEDBACK lists what fits from the scan cursor on
+ * and the next one continues where it was cut, so successive FEEDBACKs
+ * sweep the whole outstanding area instead of repeating its head (whose
+ * repairs are usually in flight already); a sweep that reached the end of
+ * the area starts again from cum_block. Sets scan_start, scan_end and the
+ * ranges of f (cum_block already set). */
+static void fill_scan_window(aftp_receiver *r, aftp_wire_feedback *f)
+{
+    /* After FILE_DONE the receiver knows the end: the tail is reported too. */
+    uint64_t area_end = r->done_received ? r->block_count : r->scan_hi;
+    if (area_end < f->cum_block)
+        area_end = f->cum_block;
+    f->scan_start = r->scan_cursor;
+    if (f->scan_start < f->cum_block || f->scan_start >= area_end)
+        f->scan_start = f->cum_block;
+    f->scan_end = area_end;
+    f->range_count = collect_ranges(r, f->scan_start, &f->scan_end);
+    f->ranges = r->ranges;
+    r->scan_cursor = f->scan_end < area_end ? f->scan_end : f->cum_block;
+}
+
 static int encode_feedback(aftp_receiver *r, uint8_t *buf, size_t cap, aftp_datagram *dg)
 {
     aftp_wire_packet p;
@@ -572,12 +596,7 @@ static int encode_feedback(aftp_receiver *r, uint8_t *buf, size_t cap, aftp_data
     f->packets_received = r->data_packets;
     f->blocks_received = aftp_bitmap_count(&r->held);
     f->cum_block = aftp_bitmap_first_clear(&r->held);
-    /* After FILE_DONE the receiver knows the end: the tail is reported too. */
-    f->scan_end = r->done_received ? r->block_count : r->scan_hi;
-    if (f->scan_end < f->cum_block)
-        f->scan_end = f->cum_block;
-    f->range_count = collect_ranges(r, f->cum_block, &f->scan_end);
-    f->ranges = r->ranges;
+    fill_scan_window(r, f);
     stop_feedback(r);
     r->feedback_sent = 1;
     r->last_feedback_ns = r->ss.now_ns;
@@ -586,7 +605,7 @@ static int encode_feedback(aftp_receiver *r, uint8_t *buf, size_t cap, aftp_data
 
 enum output_kind { OUT_NONE, OUT_VERSION_NEG, OUT_CLOSE, OUT_HELLO_ACK, OUT_REPLY, OUT_RESULT, OUT_FEEDBACK };
 
-/* Rule 19: before the client proved its address, at most 3x its bytes. */
+/* Section 14.3: before the client proved its address, at most 3x its bytes. */
 static int within_amplification_limit(const aftp_receiver *r)
 {
     return r->confirmed || r->ss.stats.wire_bytes_sent + PRECONFIRM_MAX_LEN <=
@@ -664,7 +683,7 @@ int aftp_receiver_handle_expiry(aftp_receiver *r, uint64_t now_ns)
         return r->ss.error;
     case AFTP_SESSION_TIMER_IDLE:
         aftp_session_set_text(&r->ss, "the sender stopped answering");
-        close_now(r, AFTP_ERR_IDLE_TIMEOUT); /* rule 16: no CLOSE */
+        close_now(r, AFTP_ERR_IDLE_TIMEOUT); /* section 9.12: no CLOSE */
         return AFTP_ERR_IDLE_TIMEOUT;
     default: break;
     }
@@ -704,5 +723,5 @@ void aftp_receiver_cancel(aftp_receiver *r, uint64_t now_ns)
     if (r == NULL || r->ss.state == AFTP_STATE_CLOSING || r->ss.state == AFTP_STATE_CLOSED)
         return;
     aftp_session_tick(&r->ss, now_ns);
-    start_closing(r, AFTP_ERR_CANCELLED, AFTP_WIRE_ERR_CANCELLED); /* rule 17 */
+    start_closing(r, AFTP_ERR_CANCELLED, AFTP_WIRE_ERR_CANCELLED); /* section 9.13 */
 }

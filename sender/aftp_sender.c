@@ -1,8 +1,8 @@
 /*
  * The sender (client, push) state machine: handshake, one file at a time
  * (FILE_OFFER, DATA, FILE_DONE, FILE_RESULT), loss repair from FEEDBACK,
- * pacing, probe and idle timers, closing. Behaviour: notes/behaviour.md
- * rules 1-18; the numbers below refer to it.
+ * pacing, probe and idle timers, closing. Behaviour: spec/aftp-protocol.md
+ * sections 9 and 10; the section numbers below refer to it.
  */
 #include "aftp/aftp_engine.h"
 
@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "common/aftp_bitmap.h"
+#include "common/aftp_cc.h"
 #include "common/aftp_digest.h"
 #include "common/aftp_errmap.h"
 #include "common/aftp_pacer.h"
@@ -23,11 +24,14 @@
 #define DEFAULT_RATE_BPS UINT64_C(1000000000)
 #define DEFAULT_IDLE_NS (UINT64_C(30000) * NS_PER_MS)
 #define DEFAULT_INITIAL_RTT_NS (100 * NS_PER_MS)
-#define REORDER_PACKETS 3                 /* rule 10: packet threshold */
-#define BURST_DATAGRAMS 4                 /* rule 18: bucket depth floor */
+#define REORDER_PACKETS 3                 /* section 10.3: packet threshold */
+#define BURST_DATAGRAMS 4                 /* section 13.1: bucket depth floor */
 /* The sent log covers this much time at the pacing rate (or 4 initial
  * RTTs, whichever is longer); older packets are long decided. */
 #define SENTLOG_HORIZON_NS (1000 * NS_PER_MS)
+/* An adaptive policy may find a path this fast unless max_rate_bps says
+ * less: the sent log is sized for it. */
+#define ADAPTIVE_CEILING_BPS UINT64_C(10000000000)
 
 enum file_phase {
     PHASE_IDLE,        /* no file active (between files, or none queued) */
@@ -46,6 +50,7 @@ struct aftp_sender {
     aftp_sender_settings set;
     aftp_rtt rtt;
     aftp_pacer pacer;
+    aftp_cc cc;
     aftp_sentlog log;
     aftp_repairq repairs;
     aftp_digest *hash;
@@ -62,7 +67,7 @@ struct aftp_sender {
 
     int hello_due, offer_due, done_due, probe_due;
 
-    /* Control / probe timer (rule 12) with exponential backoff. */
+    /* Control / probe timer (sections 10.2, 10.4) with exponential backoff. */
     uint64_t timer_deadline;
     unsigned backoff;
 
@@ -83,6 +88,7 @@ void aftp_sender_settings_default(aftp_sender_settings *s)
     s->max_datagram = 1452;
     s->idle_timeout_ns = DEFAULT_IDLE_NS;
     s->initial_rtt_ns = DEFAULT_INITIAL_RTT_NS;
+    s->policy = AFTP_CC_FAIR;
 }
 
 static int settings_valid(const aftp_sender_settings *s)
@@ -90,7 +96,19 @@ static int settings_valid(const aftp_sender_settings *s)
     return s != NULL && s->conn_id != 0 && s->rate_bps > 0 &&
            s->max_datagram >= AFTP_WIRE_MIN_DATAGRAM && s->max_datagram <= AFTP_WIRE_MAX_DATAGRAM &&
            s->idle_timeout_ns > 0 && s->initial_rtt_ns > 0 && s->storage != NULL &&
-           s->storage->view != NULL && s->storage->close != NULL;
+           s->storage->view != NULL && s->storage->close != NULL && s->policy >= AFTP_CC_FAIR &&
+           s->policy <= AFTP_CC_LOW &&
+           (s->max_rate_bps == 0 || s->max_rate_bps >= s->min_rate_bps);
+}
+
+/* The fastest the sender may pace: the rate itself when fixed. */
+static uint64_t peak_rate(const aftp_sender_settings *s)
+{
+    if (s->policy == AFTP_CC_FIXED)
+        return s->rate_bps;
+    if (s->max_rate_bps != 0)
+        return s->max_rate_bps;
+    return s->rate_bps > ADAPTIVE_CEILING_BPS ? s->rate_bps : ADAPTIVE_CEILING_BPS;
 }
 
 /* Packets the sent log must remember: the horizon's worth at the rate. */
@@ -99,8 +117,28 @@ static uint64_t sentlog_packets(const aftp_sender_settings *s)
     uint64_t horizon = 4 * s->initial_rtt_ns;
     if (horizon < SENTLOG_HORIZON_NS)
         horizon = SENTLOG_HORIZON_NS;
-    uint64_t bytes_per_s = s->rate_bps / 8;
+    uint64_t bytes_per_s = peak_rate(s) / 8;
     return bytes_per_s / s->max_datagram * (horizon / NS_PER_MS) / 1000 + 1;
+}
+
+/* The rate controller never lets more packets fly than the sent log can
+ * remember (half of it: the rest holds those reported but undecided). */
+static void init_controller(aftp_sender *s, uint64_t now_ns)
+{
+    const aftp_sender_settings *set = &s->set;
+    aftp_cc_config cfg = {.policy = set->policy, .rate_bps = set->rate_bps,
+                          .min_rate_bps = set->min_rate_bps, .max_rate_bps = set->max_rate_bps,
+                          .initial_rtt_ns = set->initial_rtt_ns,
+                          .max_inflight = aftp_sentlog_slots(&s->log) / 2, .seed = set->conn_id};
+    aftp_cc_init(&s->cc, &cfg, now_ns);
+}
+
+/* The pacer follows the controller (a changed rate only: setting it costs
+ * a division). */
+static void sync_pacer(aftp_sender *s)
+{
+    if (aftp_cc_rate(&s->cc) != aftp_pacer_rate(&s->pacer))
+        aftp_pacer_set_rate(&s->pacer, aftp_cc_rate(&s->cc));
 }
 
 int aftp_sender_new(const aftp_sender_settings *settings, uint64_t now_ns, aftp_sender **out)
@@ -114,10 +152,11 @@ int aftp_sender_new(const aftp_sender_settings *settings, uint64_t now_ns, aftp_
     aftp_session_init(&s->ss, settings->conn_id, settings->max_datagram,
                       settings->idle_timeout_ns, settings->on_event, settings->user, now_ns);
     aftp_rtt_init(&s->rtt, settings->initial_rtt_ns);
-    aftp_pacer_init(&s->pacer, settings->rate_bps,
-                    (uint32_t)settings->max_datagram * BURST_DATAGRAMS, now_ns);
     uint64_t packets = sentlog_packets(settings);
     int rc = aftp_sentlog_init(&s->log, packets);
+    init_controller(s, now_ns);
+    aftp_pacer_init(&s->pacer, aftp_cc_rate(&s->cc),
+                    (uint32_t)settings->max_datagram * BURST_DATAGRAMS, now_ns);
     if (rc == AFTP_OK)
         rc = aftp_repairq_init(&s->repairs, aftp_sentlog_slots(&s->log));
     if (rc == AFTP_OK)
@@ -126,7 +165,7 @@ int aftp_sender_new(const aftp_sender_settings *settings, uint64_t now_ns, aftp_
         aftp_sender_del(s);
         return rc;
     }
-    /* Rule 1: HELLO leaves at once and on the control timer after that.
+    /* Section 9.3: HELLO leaves at once and on the control timer after that.
      * HELLO carries the client's own id (the server has none yet). */
     s->ss.peer_id = settings->conn_id;
     s->hello_due = 1;
@@ -150,7 +189,7 @@ void aftp_sender_del(aftp_sender *s)
 
 /* ---- timers ---- */
 
-/* Rule 12: PTO, doubled per expiry without an answer, capped at 2 s. */
+/* Section 10.2: PTO, doubled per expiry without an answer, capped at 2 s. */
 static void arm_timer(aftp_sender *s)
 {
     s->timer_deadline = s->ss.now_ns + aftp_rtt_pto_backoff(&s->rtt, s->backoff);
@@ -202,7 +241,7 @@ static void close_now(aftp_sender *s, int error)
 }
 
 /* End the active file (if any) with `error` and close the session with
- * CLOSE(error) (rule 5: in version 1 a refused file ends the session). */
+ * CLOSE(error) (section 9.6: in version 1 a refused file ends the session). */
 static void fail_and_close(aftp_sender *s, int error)
 {
     if (file_active(s))
@@ -215,7 +254,7 @@ static uint32_t largest_block(const aftp_sender *s)
     return (uint32_t)(s->ss.max_datagram - AFTP_WIRE_DATA_OVERHEAD);
 }
 
-/* Offers the next queued file, or closes after the last one (rule 14). */
+/* Offers the next queued file, or closes after the last one (section 9.10). */
 static void start_next_file(aftp_sender *s)
 {
     sender_file *f = current_file(s);
@@ -297,7 +336,7 @@ static void on_version_neg(aftp_sender *s, const aftp_wire_version_neg *v)
     for (uint8_t i = 0; i < v->count; i++)
         if (v->versions[i] == AFTP_WIRE_VERSION)
             return; /* we speak a listed version: a forged or stale packet */
-    close_now(s, AFTP_ERR_VERSION); /* rule 3 */
+    close_now(s, AFTP_ERR_VERSION); /* section 12.2 */
 }
 
 static void on_hello_ack(aftp_sender *s, const aftp_wire_hello_ack *a)
@@ -329,7 +368,7 @@ static int is_current(aftp_sender *s, uint32_t file_id)
 }
 
 /* After the first transmission of the last block, or at once for an empty
- * file: the digest is final and FILE_DONE is due (rule 7). */
+ * file: the digest is final and FILE_DONE is due (section 9.7). */
 static void data_sent_once(aftp_sender *s)
 {
     aftp_digest_final(s->hash, s->digest);
@@ -368,9 +407,12 @@ static void on_file_reply(aftp_sender *s, const aftp_wire_file_reply *r)
         data_sent_once(s);
 }
 
-/* Rule 10: a block listed missing is lost when its latest transmission is
- * acknowledged-or-older (pn <= largest) and either 3 packets or 9/8 RTT
- * behind. A block with no record left was sent long ago: lost. */
+/* Spec section 9.9: a block listed missing is lost when its latest
+ * transmission is acknowledged-or-older (pn <= largest) and either 3
+ * packets or 9/8 RTT behind. A block with no record left was sent long ago:
+ * lost. Only [scan_start, scan_end) is described by the list; blocks
+ * outside it (the receiver's sweep reports them in other FEEDBACKs) are
+ * left as they are. */
 static void detect_losses(aftp_sender *s, const aftp_wire_feedback *fb)
 {
     uint64_t loss_delay = aftp_rtt_loss_delay(&s->rtt);
@@ -398,7 +440,7 @@ static void detect_losses(aftp_sender *s, const aftp_wire_feedback *fb)
     }
 }
 
-/* Rule 11: an RTT sample when the largest acknowledged packet grows. */
+/* Section 10.1: an RTT sample when the largest acknowledged packet grows. */
 static void sample_rtt(aftp_sender *s, const aftp_wire_feedback *fb)
 {
     if (s->has_acked && fb->largest_pn <= s->largest_acked)
@@ -410,12 +452,35 @@ static void sample_rtt(aftp_sender *s, const aftp_wire_feedback *fb)
         aftp_rtt_sample(&s->rtt, s->ss.now_ns - sent_ns, (uint64_t)fb->ack_delay_us * 1000);
 }
 
+/* Spec section 6.7.2, session checks: the scan window and the block count
+ * must fit the active file. The decoder guarantees cum_block <= scan_start
+ * <= scan_end, so bounding scan_end bounds the whole window. */
+static int feedback_fits_file(const aftp_sender *s, const aftp_wire_feedback *fb)
+{
+    return fb->scan_end <= s->block_count && fb->blocks_received <= s->block_count;
+}
+
+/* The rate controller's view of a FEEDBACK: the receiver's counters and
+ * clock, and an RTT sample of largest_pn while its send time is known. */
+static void feed_controller(aftp_sender *s, const aftp_wire_feedback *fb)
+{
+    aftp_cc_feedback in = {.now_ns = s->ss.now_ns, .largest_pn = fb->largest_pn,
+                           .ack_delay_ns = (uint64_t)fb->ack_delay_us * 1000,
+                           .recv_time_us = fb->recv_time_us,
+                           .packets_received = fb->packets_received};
+    uint64_t sent_ns;
+    if (aftp_sentlog_sent_time(&s->log, fb->largest_pn, &sent_ns) && s->ss.now_ns > sent_ns)
+        in.rtt_ns = s->ss.now_ns - sent_ns;
+    aftp_cc_on_feedback(&s->cc, &in);
+    sync_pacer(s);
+}
+
 static void on_feedback(aftp_sender *s, uint64_t pkt_pn, const aftp_wire_feedback *fb)
 {
     /* Acknowledging a packet never sent, a block past the file or an older
      * FEEDBACK than one already used: drop it. */
     if ((s->phase != PHASE_DATA && s->phase != PHASE_WAIT_RESULT) || !is_current(s, fb->file_id) ||
-        fb->largest_pn >= s->ss.next_pn || fb->scan_end > s->block_count ||
+        fb->largest_pn >= s->ss.next_pn || !feedback_fits_file(s, fb) ||
         (s->has_feedback && pkt_pn <= s->last_feedback_pn)) {
         aftp_session_drop(&s->ss);
         return;
@@ -425,6 +490,7 @@ static void on_feedback(aftp_sender *s, uint64_t pkt_pn, const aftp_wire_feedbac
     progress(s);
     s->probe_due = 0;
     sample_rtt(s, fb);
+    feed_controller(s, fb);
     if (fb->cum_block > s->acked_cum)
         s->acked_cum = fb->cum_block;
     detect_losses(s, fb);
@@ -479,7 +545,7 @@ int aftp_sender_read(aftp_sender *s, uint64_t now_ns, const uint8_t *pkt, size_t
     }
     aftp_session_heard(&s->ss, s->ss.now_ns, len);
     if (s->ss.state == AFTP_STATE_CLOSING) {
-        /* Rule 14: while closing, any packet is answered with CLOSE. */
+        /* Section 9.11: while closing, any packet is answered with CLOSE. */
         if (p.hdr.type == AFTP_WIRE_CLOSE)
             on_close(s, &p.u.close);
         else
@@ -495,7 +561,7 @@ int aftp_sender_read(aftp_sender *s, uint64_t now_ns, const uint8_t *pkt, size_t
 enum output_kind { OUT_NONE, OUT_CLOSE, OUT_HELLO, OUT_OFFER, OUT_DONE, OUT_REPAIR, OUT_NEW, OUT_PROBE };
 
 /* What the next datagram would be, in priority order: control first, then
- * repairs, then new blocks, then a probe (rules 6, 12). */
+ * repairs, then new blocks, then a probe (sections 9.7, 10.4). */
 static int next_output(const aftp_sender *s)
 {
     switch (s->ss.state) {
@@ -508,9 +574,12 @@ static int next_output(const aftp_sender *s)
         return OUT_OFFER;
     if (s->done_due)
         return OUT_DONE;
-    if (aftp_repairq_len(&s->repairs) > 0)
+    /* DATA beyond the controller's inflight cap waits for FEEDBACK; probes
+     * do not, so a path that went silent is still asked. */
+    int may_send_data = aftp_cc_may_send(&s->cc);
+    if (may_send_data && aftp_repairq_len(&s->repairs) > 0)
         return OUT_REPAIR;
-    if (s->phase == PHASE_DATA && s->next_block < s->block_count)
+    if (may_send_data && s->phase == PHASE_DATA && s->next_block < s->block_count)
         return OUT_NEW;
     if (s->probe_due)
         return OUT_PROBE;
@@ -593,7 +662,7 @@ static int emit_new_block(aftp_sender *s, uint8_t *buf, size_t cap, aftp_datagra
     if (rc != AFTP_OK)
         return rc;
     /* First transmissions go in order, so one streaming state hashes the
-     * whole file without a pre-pass (rule 7). */
+     * whole file without a pre-pass (section 9.7). */
     aftp_digest_update(s->hash, dg->payload, dg->payload_len);
     if (++s->next_block == s->block_count)
         data_sent_once(s);
@@ -622,7 +691,7 @@ static int emit(aftp_sender *s, int kind, uint8_t *buf, size_t cap, aftp_datagra
         return emit_repair(s, block, buf, cap, dg);
     case OUT_NEW: return emit_new_block(s, buf, cap, dg);
     default:
-        /* Rule 12 probe: the last block sent, again, to draw a FEEDBACK. */
+        /* Section 10.4 probe: the last block sent, again, to draw a FEEDBACK. */
         s->probe_due = 0;
         return emit_repair(s, s->next_block - 1, buf, cap, dg);
     }
@@ -648,7 +717,11 @@ int aftp_sender_write(aftp_sender *s, uint64_t now_ns, uint8_t *buf, size_t cap,
     }
     /* Every packet is logged, so log and session number packets alike. */
     aftp_sentlog_add(&s->log, s->ss.now_ns, s->emitted_block);
-    aftp_pacer_on_send(&s->pacer, s->ss.now_ns, dg->head_len + dg->payload_len);
+    uint64_t bytes = dg->head_len + dg->payload_len;
+    aftp_pacer_on_send(&s->pacer, s->ss.now_ns, bytes);
+    aftp_cc_on_sent(&s->cc, s->ss.now_ns, s->ss.next_pn - 1, bytes,
+                    s->emitted_block != AFTP_SENTLOG_NO_BLOCK);
+    sync_pacer(s);
     return 1;
 }
 
@@ -666,7 +739,7 @@ uint64_t aftp_sender_expiry(const aftp_sender *s)
     return t;
 }
 
-/* The control timer fired: resend what is unanswered, or probe (rule 12). */
+/* The control timer fired: resend what is unanswered, or probe (sections 10.2, 10.4). */
 static void on_control_timeout(aftp_sender *s)
 {
     s->backoff++;
@@ -679,7 +752,10 @@ static void on_control_timeout(aftp_sender *s)
     case PHASE_OFFER: s->offer_due = 1; break;
     case PHASE_WAIT_RESULT: s->done_due = 1; break;
     case PHASE_DATA:
-        if (s->next_block > s->acked_cum && aftp_repairq_len(&s->repairs) == 0)
+        /* Probe when nothing else can go: no repair, or the inflight cap
+         * holds everything back until a FEEDBACK. */
+        if (s->next_block > s->acked_cum &&
+            (aftp_repairq_len(&s->repairs) == 0 || !aftp_cc_may_send(&s->cc)))
             s->probe_due = 1;
         break;
     default: s->timer_deadline = AFTP_NO_EXPIRY; break;
@@ -696,7 +772,7 @@ int aftp_sender_handle_expiry(aftp_sender *s, uint64_t now_ns)
         close_now(s, s->ss.error);
         return s->ss.error;
     case AFTP_SESSION_TIMER_IDLE:
-        /* Rule 16: the peer is gone; no CLOSE. */
+        /* Section 9.12: the peer is gone; no CLOSE. */
         aftp_session_set_text(&s->ss, s->ss.state == AFTP_STATE_HANDSHAKE
                                           ? "no answer from the receiver"
                                           : "the receiver stopped answering");
@@ -726,7 +802,7 @@ void aftp_sender_get_stats(const aftp_sender *s, aftp_stats *out)
     if (s == NULL || out == NULL)
         return;
     aftp_session_stats(&s->ss, &s->rtt, out);
-    out->pacing_rate_bps = aftp_pacer_rate(&s->pacer);
+    aftp_cc_stats(&s->cc, out);
 }
 
 void aftp_sender_cancel(aftp_sender *s, uint64_t now_ns)
@@ -734,5 +810,5 @@ void aftp_sender_cancel(aftp_sender *s, uint64_t now_ns)
     if (s == NULL || s->ss.state == AFTP_STATE_CLOSING || s->ss.state == AFTP_STATE_CLOSED)
         return;
     aftp_session_tick(&s->ss, now_ns);
-    fail_and_close(s, AFTP_ERR_CANCELLED); /* rule 17 */
+    fail_and_close(s, AFTP_ERR_CANCELLED); /* section 9.13 */
 }

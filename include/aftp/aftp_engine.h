@@ -117,6 +117,17 @@ typedef struct aftp_stats {
     uint64_t min_rtt_ns;
     uint64_t pacing_rate_bps;             /* current pacing rate, bits of UDP payload per second */
     uint64_t packets_dropped;             /* malformed, foreign, unexpected or stale datagrams */
+    /* Rate controller (sender; zero on the receiver and before a sample): */
+    uint64_t delivery_rate_bps;           /* bottleneck estimate: max receive rate, wire bits/s */
+    uint64_t loss_ppm;                    /* baseline random loss, parts per million */
+    uint64_t recent_loss_ppm;             /* loss over the latest rate sample */
+    uint64_t queue_delay_ns;              /* latest RTT above the path's minimum */
+    uint64_t path_min_rtt_ns;             /* windowed minimum RTT the controller uses */
+    uint64_t inflight_packets;            /* sent, not yet covered by a FEEDBACK */
+    uint64_t inflight_cap_packets;        /* the controller's cap (UINT64_MAX: none) */
+    uint64_t congestion_events;           /* times the controller backed off */
+    int cc_mode;                          /* enum aftp_cc_mode (common/aftp_cc.h): 0 fixed,
+                                             1 startup, 2 drain, 3 probe bandwidth, 4 probe RTT */
 } aftp_stats;
 
 /* One outgoing datagram: `head` (in the caller's buffer) then `payload`
@@ -131,15 +142,27 @@ typedef struct aftp_datagram {
 
 /* ---- sender (client, push) ---- */
 
+/* How the sender chooses its rate (Aspera's policy names). */
+enum aftp_cc_policy {
+    AFTP_CC_FAIR = 0, /* fill the path, share it with TCP and other flows, small queue */
+    AFTP_CC_FIXED,    /* pace at rate_bps whatever the path does */
+    AFTP_CC_HIGH,     /* about twice a fair share: backs off only on a large queue */
+    AFTP_CC_LOW       /* yield: backs off early and further than fair flows */
+};
+
 typedef struct aftp_sender_settings {
     uint32_t conn_id;            /* this endpoint's connection id: random, non-zero */
-    uint64_t rate_bps;           /* pacing rate, bits of UDP payload per second */
+    uint64_t rate_bps;           /* FIXED: the pacing rate, bits of UDP payload per
+                                  * second; other policies: caps the starting rate */
     uint16_t max_datagram;       /* largest datagram to send, >= AFTP_WIRE_MIN_DATAGRAM */
     uint64_t idle_timeout_ns;    /* silence from the peer that ends the session */
     uint64_t initial_rtt_ns;     /* RTT assumed before the first sample */
     const aftp_storage_ops *storage;
     aftp_event_cb on_event;
     void *user;                  /* passed to storage and event callbacks */
+    int policy;                  /* enum aftp_cc_policy; default FAIR */
+    uint64_t max_rate_bps;       /* never pace faster (any policy); 0 = no limit */
+    uint64_t min_rate_bps;       /* never pace slower, even when congested; 0 = none */
 } aftp_sender_settings;
 
 void aftp_sender_settings_default(aftp_sender_settings *s);

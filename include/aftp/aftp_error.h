@@ -27,6 +27,7 @@ enum aftp_error {
     AFTP_ERR_NOT_FOUND = -104,
     AFTP_ERR_PATH_REJECTED = -105,
     AFTP_ERR_CANCELLED = -106,
+    AFTP_ERR_BAD_KEY = -107,
 
     /* protocol / peer */
     AFTP_ERR_TRUNCATED = -200,
@@ -38,6 +39,9 @@ enum aftp_error {
     AFTP_ERR_IDLE_TIMEOUT = -206,
     AFTP_ERR_DIGEST_MISMATCH = -207,
     AFTP_ERR_PEER_REFUSED = -208,
+    AFTP_ERR_AUTH = -209,
+    AFTP_ERR_REPLAY = -210,
+    AFTP_ERR_UNKNOWN_PEER = -211,
 
     /* I/O / system */
     AFTP_ERR_IO = -300,

@@ -25,9 +25,9 @@
  *     extensions:  count TLVs, each u16 type + bytes (their u16 total goes first)
  *     FILE_OFFER:  fixed fields, then bytes path
  *     DATA:        u32 file id, u64 block, then bytes payload
- *     FEEDBACK:    the eight fixed fields (cum_block, scan_end and
- *                  blocks_received as values), count ranges (up to one over
- *                  the limit), each two values written as varints
+ *     FEEDBACK:    the nine fixed fields (blocks_received, cum_block,
+ *                  scan_start and scan_end as values), count ranges (up to
+ *                  one over the limit), each two values written as varints
  *     CLOSE:       u16 error, then bytes reason
  */
 #include <string.h>
@@ -149,7 +149,7 @@ static void copy_feedback(fuzz_input *in, aftp_wire_writer *w)
     copy(in, w, 4); /* ack_delay_us */
     copy(in, w, 8); /* recv_time_us */
     copy(in, w, 8); /* packets_received */
-    for (int i = 0; i < 3; i++) /* blocks_received, cum_block, scan_end */
+    for (int i = 0; i < 4; i++) /* blocks_received, cum_block, scan_start, scan_end */
         put(w, fuzz_take_value(in), 8);
     size_t n = fuzz_take_count(in, AFTP_WIRE_MAX_RANGES + 1);
     put(w, n, 2);

@@ -1,6 +1,6 @@
 /*
  * Structure-aware fuzz harness for FEEDBACK and its missing-range list
- * (spec section 6.6): the fuzzer chooses the fields and ranges, the harness
+ * (spec section 6.7.2): the fuzzer chooses the fields and ranges, the harness
  * encodes, decodes and compares. Random bytes rarely form a valid range
  * list, so this reaches what fuzz_wire_decode seldom does: long valid lists,
  * ranges at the block limit, lists just over the datagram limit.
@@ -11,10 +11,11 @@
  *   u16 flags, u32 conn_id, u64 pn
  *   u32 file_id, u64 largest_pn, u32 ack_delay_us, u64 recv_time_us,
  *   u64 packets_received
- *   value cum_block, value scan_end - cum_block, value blocks_received - cum_block
+ *   value cum_block, value scan_start - cum_block, value scan_end - scan_start,
+ *   value blocks_received - cum_block
  *   count range_count (fuzz_input.h: up to AFTP_WIRE_MAX_RANGES + 1, one over the limit)
  *   per range: u8 mode, value a, value b
- *     mode bit 0 clear: start = previous end + 1 + a (cum_block + a first), len = b + 1
+ *     mode bit 0 clear: start = previous end + 1 + a (scan_start + a first), len = b + 1
  *     mode bit 0 set:   start = a, len = b (raw, to reach unordered lists)
  *   u16 cut, u16 count_xor, u8 appended byte (for the mutations)
  * Arithmetic wraps on purpose; an independent model below decides what the
@@ -25,7 +26,7 @@
  *    length, and fails with INVALID_ARGUMENT (bad fields or ranges) or
  *    LIMIT (valid but longer than a datagram) otherwise;
  *  - aftp_wire_ranges_encoded_len gives the model's length for any list
- *    inside [cum_block, AFTP_WIRE_MAX_BLOCKS) and 0 for any other;
+ *    inside [scan_start, AFTP_WIRE_MAX_BLOCKS) and 0 for any other;
  *  - an accepted packet decodes to the same fields and, through the
  *    iterator, to the same ranges in order, and the decoded packet encodes
  *    back to the same bytes;
@@ -48,7 +49,7 @@ static uint8_t encoded[ENCODED_CAP];
 
 static void take_ranges(fuzz_input *in, aftp_wire_feedback *fb, size_t count)
 {
-    uint64_t next_min = fb->cum_block;
+    uint64_t next_min = fb->scan_start;
     for (size_t i = 0; i < count; i++) {
         unsigned mode = (unsigned)fuzz_take(in, 1);
         uint64_t a = fuzz_take_value(in), b = fuzz_take_value(in);
@@ -74,13 +75,14 @@ static void take_packet(fuzz_input *in, aftp_wire_packet *pkt)
     fb->recv_time_us = fuzz_take(in, 8);
     fb->packets_received = fuzz_take(in, 8);
     fb->cum_block = fuzz_take_value(in);
-    fb->scan_end = fb->cum_block + fuzz_take_value(in);
+    fb->scan_start = fb->cum_block + fuzz_take_value(in);
+    fb->scan_end = fb->scan_start + fuzz_take_value(in);
     fb->blocks_received = fb->cum_block + fuzz_take_value(in);
     fb->range_count = (uint16_t)fuzz_take_count(in, AFTP_WIRE_MAX_RANGES + 1);
     take_ranges(in, fb, fb->range_count);
 }
 
-/* ---- the model: spec section 6.6 restated independently ---- */
+/* ---- the model: spec section 6.7 restated independently ---- */
 
 /* RFC 9000 section 16 varint length; 0 when the value cannot be encoded. */
 static size_t model_varint_len(uint64_t v)
@@ -96,17 +98,18 @@ static size_t model_varint_len(uint64_t v)
 
 static int model_fields_valid(const aftp_wire_feedback *fb)
 {
-    return fb->range_count <= AFTP_WIRE_MAX_RANGES && fb->cum_block <= fb->scan_end &&
-           fb->scan_end <= AFTP_WIRE_MAX_BLOCKS && fb->cum_block <= fb->blocks_received;
+    return fb->range_count <= AFTP_WIRE_MAX_RANGES && fb->cum_block <= fb->scan_start &&
+           fb->scan_start <= fb->scan_end && fb->scan_end <= AFTP_WIRE_MAX_BLOCKS &&
+           fb->cum_block <= fb->blocks_received;
 }
 
-/* Ranges ascending, non-overlapping, non-adjacent, inside [cum_block,
+/* Ranges ascending, non-overlapping, non-adjacent, inside [scan_start,
  * limit) with limit <= AFTP_WIRE_MAX_BLOCKS (so nothing wraps); on success
- * *body is their encoded length. */
-static int model_ranges_valid(uint64_t cum_block, const aftp_wire_range *rs, size_t n,
+ * *body is their encoded length, the first range coded from scan_start. */
+static int model_ranges_valid(uint64_t scan_start, const aftp_wire_range *rs, size_t n,
                               uint64_t limit, size_t *body)
 {
-    uint64_t next_min = cum_block;
+    uint64_t next_min = scan_start;
     size_t total = 0;
     for (size_t i = 0; i < n; i++) {
         if (rs[i].len == 0 || rs[i].start < next_min || rs[i].start >= limit ||
@@ -120,13 +123,13 @@ static int model_ranges_valid(uint64_t cum_block, const aftp_wire_range *rs, siz
 }
 
 /* aftp_wire_ranges_encoded_len sizes any list a FEEDBACK could carry, that
- * is one inside [cum_block, AFTP_WIRE_MAX_BLOCKS), and returns 0 otherwise. */
+ * is one inside [scan_start, AFTP_WIRE_MAX_BLOCKS), and returns 0 otherwise. */
 static void check_encoded_len(const aftp_wire_feedback *fb)
 {
     size_t body = 0;
-    int ok = model_ranges_valid(fb->cum_block, fb->ranges, fb->range_count,
+    int ok = model_ranges_valid(fb->scan_start, fb->ranges, fb->range_count,
                                 AFTP_WIRE_MAX_BLOCKS, &body);
-    FUZZ_CHECK(aftp_wire_ranges_encoded_len(fb->cum_block, fb->ranges, fb->range_count) ==
+    FUZZ_CHECK(aftp_wire_ranges_encoded_len(fb->scan_start, fb->ranges, fb->range_count) ==
                (ok ? body : 0));
 }
 
@@ -143,7 +146,8 @@ static void check_decoded_equal(const aftp_wire_packet *want, const aftp_wire_pa
                g->ack_delay_us == w->ack_delay_us && g->recv_time_us == w->recv_time_us &&
                g->packets_received == w->packets_received &&
                g->blocks_received == w->blocks_received && g->cum_block == w->cum_block &&
-               g->scan_end == w->scan_end && g->range_count == w->range_count);
+               g->scan_start == w->scan_start && g->scan_end == w->scan_end &&
+               g->range_count == w->range_count);
     FUZZ_CHECK(g->ranges == NULL && g->range_bytes_len == body);
 
     aftp_wire_range_iter it;
@@ -205,7 +209,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     check_encoded_len(fb);
     size_t body = 0;
     int valid = model_fields_valid(fb) &&
-                model_ranges_valid(fb->cum_block, fb->ranges, fb->range_count, fb->scan_end,
+                model_ranges_valid(fb->scan_start, fb->ranges, fb->range_count, fb->scan_end,
                                    &body);
 
     size_t written = SIZE_MAX;

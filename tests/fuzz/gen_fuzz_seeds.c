@@ -222,8 +222,9 @@ static void emit_data(const char *dir)
                   AFTP_ERR_TRUNCATED);
 }
 
-/* A FEEDBACK with `count` identical (gap, len - 1) ranges, written field by
- * field so it may break the rules the encoder enforces. */
+/* A FEEDBACK whose window starts at cum_block, with `count` identical
+ * (gap, len - 1) ranges, written field by field so it may break the rules
+ * the encoder enforces. */
 static size_t feedback_by_hand(uint64_t cum_block, uint64_t scan_end, uint16_t count,
                                uint64_t gap, uint64_t len_minus_1)
 {
@@ -238,6 +239,7 @@ static size_t feedback_by_hand(uint64_t cum_block, uint64_t scan_end, uint16_t c
     failed |= aftp_wire_write_u64(&w, 0) != AFTP_OK;             /* packets_received */
     failed |= aftp_wire_write_u64(&w, scan_end) != AFTP_OK;      /* blocks_received */
     failed |= aftp_wire_write_u64(&w, cum_block) != AFTP_OK;
+    failed |= aftp_wire_write_u64(&w, cum_block) != AFTP_OK;      /* scan_start */
     failed |= aftp_wire_write_u64(&w, scan_end) != AFTP_OK;
     failed |= aftp_wire_write_u16(&w, count) != AFTP_OK;
     for (uint16_t i = 0; i < count; i++) {
@@ -250,6 +252,11 @@ static size_t feedback_by_hand(uint64_t cum_block, uint64_t scan_end, uint16_t c
     }
     return AFTP_WIRE_HEADER_LEN + w.pos;
 }
+
+/* Offsets in a FEEDBACK datagram: range_count, and the last (lowest) byte
+ * of scan_start (body bytes 48-55). */
+#define FB_COUNT_AT (AFTP_WIRE_HEADER_LEN + AFTP_WIRE_FEEDBACK_FIXED - 2)
+#define FB_SCAN_START_LOW_AT (AFTP_WIRE_HEADER_LEN + 48 + 7)
 
 static void emit_feedback(const char *dir)
 {
@@ -265,17 +272,27 @@ static void emit_feedback(const char *dir)
     emit_valid(dir, "feedback-empty", &p);
     f->blocks_received = 4000;
     f->cum_block = 10;
+    f->scan_start = 11; /* a sweep window above cum_block */
     f->scan_end = 2000000005;
     f->ranges = few;
     f->range_count = sizeof few / sizeof few[0];
     emit_valid(dir, "feedback-ranges", &p);
     /* Range count one past what the list holds, then past the limit. */
-    emit_patched(dir, "feedback-count-too-high", &p, AFTP_WIRE_HEADER_LEN + 57, 5,
+    emit_patched(dir, "feedback-count-too-high", &p, FB_COUNT_AT + 1, 5, AFTP_ERR_MALFORMED);
+    /* scan_start 9, below cum_block 10. */
+    emit_patched(dir, "feedback-scan-start-below-cum", &p, FB_SCAN_START_LOW_AT, 9,
                  AFTP_ERR_MALFORMED);
     f->range_count = 0;
-    emit_patched(dir, "feedback-count-over-limit", &p, AFTP_WIRE_HEADER_LEN + 56, 0x21,
-                 AFTP_ERR_LIMIT);
+    emit_patched(dir, "feedback-count-over-limit", &p, FB_COUNT_AT, 0x21, AFTP_ERR_LIMIT);
+    /* An empty window, scan_start = scan_end = 2000 (0x7d0), then
+     * scan_start 2001, one past scan_end. */
+    f->scan_start = 2000;
+    f->scan_end = 2000;
+    emit_valid(dir, "feedback-empty-window", &p);
+    emit_patched(dir, "feedback-scan-start-above-end", &p, FB_SCAN_START_LOW_AT, 0xd1,
+                 AFTP_ERR_MALFORMED);
     f->cum_block = 0;
+    f->scan_start = 0;
     f->scan_end = AFTP_WIRE_MAX_BLOCKS;
     f->ranges = at_limit;
     f->range_count = sizeof at_limit / sizeof at_limit[0];
@@ -341,8 +358,9 @@ static void put_value(layout_input *in, uint64_t v)
     put(in, v, (size_t)1 << code);
 }
 
+/* scan_offset = scan_start - cum_block, scan_span = scan_end - scan_start. */
 static void put_fields(layout_input *in, unsigned mutations, uint64_t cum_block,
-                       uint64_t scan_span, uint16_t count)
+                       uint64_t scan_offset, uint64_t scan_span, uint16_t count)
 {
     put(in, mutations, 1);
     put(in, 0, 2);                       /* flags */
@@ -354,6 +372,7 @@ static void put_fields(layout_input *in, unsigned mutations, uint64_t cum_block,
     put(in, 1000000, 8);                 /* recv_time_us */
     put(in, 50, 8);                      /* packets_received */
     put_value(in, cum_block);
+    put_value(in, scan_offset);
     put_value(in, scan_span);
     put_value(in, 40);                   /* blocks_received - cum_block */
     if (count < 0xf0) {
@@ -369,8 +388,8 @@ static void emit_ranges_seeds(const char *dir)
     layout_input in = {.len = 0};
     write_seed(dir, "wire_ranges", "empty", in.buf, 0);
 
-    /* Three relative ranges, all mutations. */
-    put_fields(&in, 7, 100, 100000, 3);
+    /* Three relative ranges in a window starting above cum_block, all mutations. */
+    put_fields(&in, 7, 100, 50, 100000, 3);
     static const uint64_t rel[][2] = {{0, 0}, {5, 300}, {20000, 9}};
     for (size_t i = 0; i < 3; i++) {
         put(&in, 0, 1);
@@ -384,7 +403,7 @@ static void emit_ranges_seeds(const char *dir)
 
     /* Raw ranges out of order: must be refused. */
     in.len = 0;
-    put_fields(&in, 0, 0, 1000, 2);
+    put_fields(&in, 0, 0, 0, 1000, 2);
     static const uint64_t raw[][2] = {{500, 10}, {100, 10}};
     for (size_t i = 0; i < 2; i++) {
         put(&in, 1, 1);
@@ -395,7 +414,7 @@ static void emit_ranges_seeds(const char *dir)
 
     /* A range ending exactly at the block limit. */
     in.len = 0;
-    put_fields(&in, 3, AFTP_WIRE_MAX_BLOCKS - 10, 10, 1);
+    put_fields(&in, 3, AFTP_WIRE_MAX_BLOCKS - 10, 0, 10, 1);
     put(&in, 0, 1);
     put_value(&in, 5);
     put_value(&in, 4);
@@ -403,7 +422,7 @@ static void emit_ranges_seeds(const char *dir)
 
     /* The most ranges allowed (the rest read as zeros: 1-block ranges). */
     in.len = 0;
-    put_fields(&in, 0, 0, 0xffffffffu, AFTP_WIRE_MAX_RANGES);
+    put_fields(&in, 0, 0, 0, 0xffffffffu, AFTP_WIRE_MAX_RANGES);
     write_seed(dir, "wire_ranges", "max-count", in.buf, in.len);
 }
 

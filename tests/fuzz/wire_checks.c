@@ -6,9 +6,10 @@
  *  - rejected: the error is one of the protocol decode errors and the output
  *    struct is untouched;
  *  - accepted: every borrowed pointer (payload, path, reason, extensions,
- *    range list) lies inside the input; the FEEDBACK iterator yields exactly
- *    range_count ascending, non-adjacent ranges inside [cum_block, scan_end);
- *    and re-encoding the packet reproduces the input byte for byte, into a
+ *    range list) lies inside the input; a FEEDBACK has cum_block <=
+ *    scan_start <= scan_end <= AFTP_WIRE_MAX_BLOCKS and its iterator yields
+ *    exactly range_count ascending, non-adjacent ranges inside [scan_start,
+ *    scan_end); and re-encoding the packet reproduces the input byte for byte, into a
  *    buffer of exactly that size, while one byte less fails cleanly. A
  *    FEEDBACK is re-encoded twice: as decoded (borrowed encoded list) and
  *    with the iterated ranges as an array.
@@ -69,8 +70,10 @@ static void check_feedback_ranges(const aftp_wire_feedback *fb)
 {
     aftp_wire_range_iter it;
     aftp_wire_range rg;
-    uint64_t next_min = fb->cum_block;
+    uint64_t next_min = fb->scan_start;
     size_t n = 0;
+    FUZZ_CHECK(fb->cum_block <= fb->scan_start && fb->scan_start <= fb->scan_end &&
+               fb->scan_end <= AFTP_WIRE_MAX_BLOCKS);
     aftp_wire_range_iter_init(&it, fb);
     while (aftp_wire_ranges_next(&it, &rg)) {
         FUZZ_CHECK(n < fb->range_count);
@@ -81,7 +84,7 @@ static void check_feedback_ranges(const aftp_wire_feedback *fb)
     }
     FUZZ_CHECK(n == fb->range_count);
     FUZZ_CHECK(aftp_wire_ranges_next(&it, &rg) == 0);
-    FUZZ_CHECK(aftp_wire_ranges_encoded_len(fb->cum_block, ranges, n) == fb->range_bytes_len);
+    FUZZ_CHECK(aftp_wire_ranges_encoded_len(fb->scan_start, ranges, n) == fb->range_bytes_len);
 }
 
 /* Encodes pkt into a heap buffer of exactly cap bytes (so ASan sees any

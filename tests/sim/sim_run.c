@@ -13,6 +13,7 @@ void sim_cfg_default(sim_cfg *c)
     c->file_size = 3 * 1000 * 1000;
     c->nfiles = 1;
     c->rate_bps = 100 * 1000 * 1000;
+    c->policy = AFTP_CC_FIXED;
     c->max_datagram = 1452;
     c->fwd = (sim_link_cfg){.rate_bps = 200 * 1000 * 1000, .delay_ns = 20 * SIM_MS,
                             .queue_bytes = 1000 * 1000};
@@ -50,8 +51,11 @@ static void deliver(sim_world *w, uint64_t now)
     }
     while (sim_link_next(&w->rev) <= now) {
         sim_pkt p = sim_link_pop(&w->rev);
-        if (alive(now, w->cfg->sender_dies_at))
+        if (alive(now, w->cfg->sender_dies_at)) {
+            if (w->cfg->rev_tap != NULL)
+                w->cfg->rev_tap(w->cfg->rev_tap_ctx, now, p.data, p.len);
             aftp_sender_read(w->snd, now, p.data, p.len);
+        }
         free(p.data);
     }
 }
@@ -125,6 +129,7 @@ static void make_engines(sim_world *w)
     aftp_receiver_settings rs;
     sim_engine_settings(&ss, &w->res->snd_side, &rs, &w->res->rcv_side);
     ss.rate_bps = c->rate_bps;
+    ss.policy = c->policy;
     ss.max_datagram = c->max_datagram;
     ss.idle_timeout_ns = c->idle_timeout_ns;
     rs.max_datagram = c->max_datagram;

@@ -5,6 +5,7 @@
 #ifndef SIM_RUN_H
 #define SIM_RUN_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "aftp/aftp_engine.h"
@@ -19,6 +20,8 @@ typedef struct sim_cfg {
     int nfiles;
     uint32_t block_size;       /* 0: the engine's choice */
     uint64_t rate_bps;         /* sender pacing rate */
+    int policy;                /* sender rate policy; AFTP_CC_FIXED by default, so
+                                * rate_bps is the rate */
     uint16_t max_datagram;
     sim_link_cfg fwd;          /* sender -> receiver */
     sim_link_cfg rev;          /* receiver -> sender */
@@ -30,6 +33,10 @@ typedef struct sim_cfg {
     int open_error;            /* receiver storage refuses the open */
     int64_t corrupt_offset;    /* receiver storage corrupts this byte */
     uint64_t time_limit_ns;    /* give up (the test then fails) */
+    /* Sees every datagram the reverse link delivers to a live sender,
+     * before the sender reads it (NULL: none). */
+    void (*rev_tap)(void *ctx, uint64_t now, const uint8_t *pkt, size_t len);
+    void *rev_tap_ctx;
 } sim_cfg;
 
 typedef struct sim_result {

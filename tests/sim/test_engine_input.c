@@ -266,6 +266,7 @@ static void test_data_checks_and_feedback(void **state)
     aftp_wire_feedback *fb = &g.out.u.feedback;
     assert_int_equal(g.out.hdr.type, AFTP_WIRE_FEEDBACK);
     assert_int_equal(fb->cum_block, 0);
+    assert_int_equal(fb->scan_start, 0);
     assert_int_equal(fb->scan_end, 3);
     assert_int_equal(fb->blocks_received, 1);
     assert_int_equal(fb->packets_received, 5);
@@ -305,8 +306,62 @@ static void test_done_reports_tail(void **state)
     assert_true(next_out(&g));
     assert_int_equal(g.out.hdr.type, AFTP_WIRE_FEEDBACK);
     assert_int_equal(g.out.u.feedback.cum_block, 1);
+    assert_int_equal(g.out.u.feedback.scan_start, 1);
     assert_int_equal(g.out.u.feedback.scan_end, 3);
     assert_int_equal(g.out.u.feedback.range_count, 1);
+    rig_free(&g);
+}
+
+/* The next periodic FEEDBACK: one interval later, drawn by a duplicate
+ * DATA; checks its window and that its ranges are the even blocks there. */
+static void expect_sweep_feedback(rig *g, uint64_t cum, uint64_t scan_start, uint64_t scan_end)
+{
+    g->clock += 10 * SIM_MS;
+    feed_data(g, 1, 1000);
+    aftp_receiver_handle_expiry(g->r, g->clock);
+    assert_true(next_out(g));
+    const aftp_wire_feedback *fb = &g->out.u.feedback;
+    assert_int_equal(g->out.hdr.type, AFTP_WIRE_FEEDBACK);
+    assert_int_equal(fb->cum_block, cum);
+    assert_int_equal(fb->scan_start, scan_start);
+    assert_int_equal(fb->scan_end, scan_end);
+    assert_int_equal(fb->range_count, (scan_end - scan_start + 1) / 2);
+    aftp_wire_range_iter it;
+    aftp_wire_range rg;
+    aftp_wire_range_iter_init(&it, fb);
+    for (uint64_t b = scan_start; b < scan_end; b += 2) {
+        assert_true(aftp_wire_ranges_next(&it, &rg));
+        assert_int_equal(rg.start, b);
+        assert_int_equal(rg.len, 1);
+    }
+}
+
+/* More holes than one FEEDBACK lists: successive FEEDBACKs continue where
+ * the previous one was cut (scan_start = its scan_end), start again from
+ * cum_block after reaching the end, and never start below cum_block. */
+static void test_feedback_sweeps_outstanding_area(void **state)
+{
+    (void)state;
+    rig g;
+    rig_receiver(&g, 2000 * 1000);
+    handshake_and_offer(&g, 2000 * 1000, 1000);
+    for (uint64_t b = 1; b < 2000; b += 2)
+        feed_data(&g, b, 1000); /* the 1000 even blocks are missing */
+    aftp_receiver_handle_expiry(g.r, g.clock);
+    assert_true(next_out(&g));
+    /* 1452 - 82 bytes hold 685 two-byte ranges: [0, 1370) fits. */
+    const aftp_wire_feedback *fb = &g.out.u.feedback;
+    assert_int_equal(fb->scan_start, 0);
+    assert_int_equal(fb->scan_end, 1370);
+    assert_int_equal(fb->range_count, 685);
+    expect_sweep_feedback(&g, 0, 1370, 2000);
+    expect_sweep_feedback(&g, 0, 0, 1370);
+    /* The holes below 1400 are filled: the cursor (1370) is now below
+     * cum_block, which is where the list starts. */
+    for (uint64_t b = 0; b < 1400; b += 2)
+        feed_data(&g, b, 1000);
+    expect_sweep_feedback(&g, 1400, 1400, 2000);
+    expect_sweep_feedback(&g, 1400, 1400, 2000);
     rig_free(&g);
 }
 
@@ -394,6 +449,124 @@ static void test_sender_version_neg(void **state)
     sim_storage_free(&st);
 }
 
+/* A sender driven by hand: one 10-block file (blocks of 1000 bytes) sent
+ * through to FILE_DONE. Packet numbers: HELLO 0, FILE_OFFER 1, DATA of
+ * block b at 2 + b, FILE_DONE 12. */
+typedef struct sender_rig {
+    sim_storage st;
+    sim_side side;
+    uint64_t clock;
+    aftp_sender *s;
+    uint64_t peer_pn;
+    uint8_t buf[1452];
+    aftp_datagram dg;
+} sender_rig;
+
+/* The next datagram the sender writes, waiting for the pacer if needed. */
+static void sender_next(sender_rig *g)
+{
+    for (int i = 0; i < 100; i++) {
+        if (aftp_sender_write(g->s, g->clock, g->buf, sizeof g->buf, &g->dg) == 1)
+            return;
+        uint64_t t = aftp_sender_expiry(g->s);
+        assert_true(t != AFTP_NO_EXPIRY);
+        g->clock = t > g->clock ? t : g->clock;
+    }
+    fail_msg("the sender writes nothing");
+}
+
+static int sender_feed(sender_rig *g, aftp_wire_packet *p, uint8_t type)
+{
+    uint8_t d[AFTP_WIRE_MAX_DATAGRAM];
+    size_t len;
+    p->hdr = (aftp_wire_header){.version = AFTP_WIRE_VERSION, .type = type,
+                                .conn_id = CLIENT_ID, .pn = g->peer_pn++};
+    assert_int_equal(aftp_wire_encode(p, d, sizeof d, &len), AFTP_OK);
+    return aftp_sender_read(g->s, g->clock, d, len);
+}
+
+static void sender_rig_through_file_done(sender_rig *g)
+{
+    memset(g, 0, sizeof *g);
+    sim_storage_init(&g->st, 1, 10 * 1000, 3);
+    g->side = (sim_side){.st = &g->st, .clock = &g->clock};
+    aftp_sender_settings ss;
+    aftp_receiver_settings unused;
+    sim_engine_settings(&ss, &g->side, &unused, &g->side);
+    ss.conn_id = CLIENT_ID;
+    assert_int_equal(aftp_sender_new(&ss, 0, &g->s), AFTP_OK);
+    aftp_file_info f = {.file_id = 1, .size = 10 * 1000, .mode = 0600, .block_size = 1000,
+                        .path = "a/b.c"};
+    assert_int_equal(aftp_sender_add_file(g->s, &f), AFTP_OK);
+    sender_next(g); /* HELLO */
+    aftp_wire_packet p;
+    memset(&p, 0, sizeof p);
+    p.u.hello_ack = (aftp_wire_hello_ack){.server_conn_id = SERVER_ID,
+                                          .cipher = AFTP_WIRE_CIPHER_NONE, .max_datagram = 1452};
+    assert_int_equal(sender_feed(g, &p, AFTP_WIRE_HELLO_ACK), AFTP_OK);
+    sender_next(g); /* FILE_OFFER */
+    memset(&p, 0, sizeof p);
+    p.u.file_reply.file_id = 1;
+    assert_int_equal(sender_feed(g, &p, AFTP_WIRE_FILE_REPLY), AFTP_OK);
+    for (int i = 0; i <= 10; i++)
+        sender_next(g); /* DATA 0-9, FILE_DONE */
+    assert_int_equal(g->dg.head[1], AFTP_WIRE_FILE_DONE);
+}
+
+/* The block index of the DATA datagram in g->dg (its head). */
+static uint64_t data_block(const sender_rig *g)
+{
+    aftp_wire_reader r;
+    uint64_t block = UINT64_MAX;
+    aftp_wire_reader_init(&r, g->dg.head + AFTP_WIRE_HEADER_LEN + 4, 8);
+    assert_int_equal(aftp_wire_read_u64(&r, &block), AFTP_OK);
+    return block;
+}
+
+/* FEEDBACK for file 1 listing `ranges` in [scan_start, scan_end). */
+static int sender_feedback(sender_rig *g, uint64_t cum, uint64_t scan_start, uint64_t scan_end,
+                           uint64_t blocks_received, const aftp_wire_range *ranges,
+                           uint16_t count)
+{
+    aftp_wire_packet p;
+    memset(&p, 0, sizeof p);
+    p.u.feedback = (aftp_wire_feedback){.file_id = 1, .largest_pn = 12,
+                                        .blocks_received = blocks_received, .cum_block = cum,
+                                        .scan_start = scan_start, .scan_end = scan_end,
+                                        .range_count = count, .ranges = ranges};
+    return sender_feed(g, &p, AFTP_WIRE_FEEDBACK);
+}
+
+/* The sender repairs what the window [scan_start, scan_end) lists missing
+ * and assumes nothing of the blocks below scan_start; a FEEDBACK whose
+ * window or block count exceeds the file is dropped. */
+static void test_sender_uses_scan_window(void **state)
+{
+    (void)state;
+    sender_rig g;
+    aftp_stats st;
+    sender_rig_through_file_done(&g);
+    static const aftp_wire_range block6[] = {{6, 1}};
+    aftp_sender_get_stats(g.s, &st);
+    uint64_t dropped = st.packets_dropped;
+    assert_int_equal(sender_feedback(&g, 0, 5, 11, 8, block6, 1), AFTP_OK);
+    assert_int_equal(sender_feedback(&g, 0, 5, 10, 11, block6, 1), AFTP_OK);
+    aftp_sender_get_stats(g.s, &st);
+    assert_int_equal(st.packets_dropped, dropped + 2);
+    assert_int_equal(aftp_sender_write(g.s, g.clock, g.buf, sizeof g.buf, &g.dg), 0);
+
+    /* Blocks 0-4 were sent long enough ago to count as lost if listed, but
+     * they are below scan_start: only block 6 is repaired. */
+    g.clock += 10 * SIM_MS;
+    assert_int_equal(sender_feedback(&g, 0, 5, 10, 8, block6, 1), AFTP_OK);
+    sender_next(&g);
+    assert_int_equal(g.dg.head[1], AFTP_WIRE_DATA);
+    assert_int_equal(data_block(&g), 6);
+    assert_int_equal(aftp_sender_write(g.s, g.clock, g.buf, sizeof g.buf, &g.dg), 0);
+    aftp_sender_del(g.s);
+    sim_storage_free(&g.st);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -404,9 +577,11 @@ int main(void)
         cmocka_unit_test(test_cipher_refused),
         cmocka_unit_test(test_repeated_hello_and_amplification),
         cmocka_unit_test(test_data_checks_and_feedback),
+        cmocka_unit_test(test_feedback_sweeps_outstanding_area),
         cmocka_unit_test(test_done_reports_tail),
         cmocka_unit_test(test_settings_and_arguments),
         cmocka_unit_test(test_sender_version_neg),
+        cmocka_unit_test(test_sender_uses_scan_window),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

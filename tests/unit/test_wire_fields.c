@@ -31,9 +31,10 @@ enum {
     DATA_BLOCK = H + 4,
     FB_BLOCKS_RECEIVED = H + 32,
     FB_CUM_BLOCK = H + 40,
-    FB_SCAN_END = H + 48,
-    FB_RANGE_COUNT = H + 56,
-    FB_RANGES = H + 58,
+    FB_SCAN_START = H + 48,
+    FB_SCAN_END = H + 56,
+    FB_RANGE_COUNT = H + 64,
+    FB_RANGES = H + 66,
     DONE_BLOCK_COUNT = H + 4,
     CLOSE_REASON_LEN = H + 2
 };
@@ -297,14 +298,16 @@ static void test_close_reason(void **state)
 
 /* ---- FEEDBACK ---- */
 
-/* Fixture FEEDBACK bounds with a hand-written range list appended. */
-static size_t feedback_with_raw_ranges(uint64_t cum, uint64_t scan_end, uint16_t count,
-                                       const uint8_t *raw, size_t raw_len)
+/* A fixture FEEDBACK with the window [scan_start, scan_end) and a
+ * hand-written range list appended. */
+static size_t feedback_with_raw_ranges(uint64_t cum, uint64_t scan_start, uint64_t scan_end,
+                                       uint16_t count, const uint8_t *raw, size_t raw_len)
 {
     aftp_wire_packet p;
     wire_fixture(AFTP_WIRE_FEEDBACK, &p);
     p.u.feedback.cum_block = cum;
     p.u.feedback.blocks_received = cum;
+    p.u.feedback.scan_start = scan_start;
     p.u.feedback.scan_end = scan_end;
     p.u.feedback.range_count = 0;
     size_t len = wire_encode_ok(&p, buf, sizeof buf);
@@ -315,10 +318,10 @@ static size_t feedback_with_raw_ranges(uint64_t cum, uint64_t scan_end, uint16_t
     return len + raw_len;
 }
 
-static void expect_raw_ranges(uint64_t cum, uint64_t scan_end, uint16_t count, const uint8_t *raw,
-                              size_t raw_len, int want)
+static void expect_raw_ranges(uint64_t cum, uint64_t scan_start, uint64_t scan_end, uint16_t count,
+                              const uint8_t *raw, size_t raw_len, int want)
 {
-    size_t len = feedback_with_raw_ranges(cum, scan_end, count, raw, raw_len);
+    size_t len = feedback_with_raw_ranges(cum, scan_start, scan_end, count, raw, raw_len);
     if (want == AFTP_OK) {
         aftp_wire_packet got;
         wire_decode_ok(buf, len, &got);
@@ -332,18 +335,27 @@ static void test_feedback_bounds(void **state)
     (void)state;
     const uint8_t t = AFTP_WIRE_FEEDBACK;
     expect_patch_rejected(t, FB_RANGE_COUNT, 2, AFTP_WIRE_MAX_RANGES + 1, AFTP_ERR_LIMIT);
-    expect_patch_rejected(t, FB_SCAN_END, 8, 699, AFTP_ERR_MALFORMED);      /* < cum_block */
-    expect_patch_rejected(t, FB_BLOCKS_RECEIVED, 8, 699, AFTP_ERR_MALFORMED);
+    expect_patch_rejected(t, FB_SCAN_END, 8, 699, AFTP_ERR_MALFORMED);      /* < scan_start */
+    expect_patch_rejected(t, FB_BLOCKS_RECEIVED, 8, 649, AFTP_ERR_MALFORMED); /* < cum_block */
     expect_patch_rejected(t, FB_SCAN_END, 8, AFTP_WIRE_MAX_BLOCKS + 1, AFTP_ERR_MALFORMED);
     expect_patch_accepted(t, FB_SCAN_END, 8, AFTP_WIRE_MAX_BLOCKS);
-    expect_patch_accepted(t, FB_BLOCKS_RECEIVED, 8, 700);
-    /* Ranges are coded from cum_block, so moving it moves them all: the
+    expect_patch_accepted(t, FB_BLOCKS_RECEIVED, 8, 650);
+    /* cum_block <= scan_start <= scan_end (fixture: 650, 700, 2000). */
+    expect_patch_rejected(t, FB_SCAN_START, 8, 649, AFTP_ERR_MALFORMED);
+    expect_patch_rejected(t, FB_CUM_BLOCK, 8, 701, AFTP_ERR_MALFORMED);
+    expect_patch_rejected(t, FB_SCAN_START, 8, 2001, AFTP_ERR_MALFORMED);
+    expect_patch_accepted(t, FB_CUM_BLOCK, 8, 0);
+    expect_patch_accepted(t, FB_CUM_BLOCK, 8, 700);
+    /* Ranges are coded from scan_start, so moving it moves them all: the
      * last one, [1000,1100) from 700, ends past scan_end from 1601. */
-    expect_patch_accepted(t, FB_CUM_BLOCK, 8, 800);
-    expect_patch_rejected(t, FB_CUM_BLOCK, 8, 1601, AFTP_ERR_MALFORMED);
+    expect_patch_accepted(t, FB_SCAN_START, 8, 800);
+    expect_patch_rejected(t, FB_SCAN_START, 8, 1601, AFTP_ERR_MALFORMED);
 
+    EXPECT_ENCODE_REJECTS(t, u.feedback.scan_start, 649);
+    EXPECT_ENCODE_REJECTS(t, u.feedback.scan_start, 2001);
+    EXPECT_ENCODE_REJECTS(t, u.feedback.cum_block, 701);
     EXPECT_ENCODE_REJECTS(t, u.feedback.scan_end, 699);
-    EXPECT_ENCODE_REJECTS(t, u.feedback.blocks_received, 699);
+    EXPECT_ENCODE_REJECTS(t, u.feedback.blocks_received, 649);
     EXPECT_ENCODE_REJECTS(t, u.feedback.scan_end, AFTP_WIRE_MAX_BLOCKS + 1);
     EXPECT_ENCODE_REJECTS(t, u.feedback.range_count, AFTP_WIRE_MAX_RANGES + 1);
 }
@@ -353,12 +365,12 @@ static void test_feedback_count_and_bytes_must_agree(void **state)
     (void)state;
     static const uint8_t one[] = {0x00, 0x00};
     static const uint8_t two[] = {0x00, 0x00, 0x00, 0x00};
-    expect_raw_ranges(0, 10, 1, one, 0, AFTP_ERR_TRUNCATED);
-    expect_raw_ranges(0, 10, 0, one, 2, AFTP_ERR_MALFORMED);
-    expect_raw_ranges(0, 10, 1, two, 4, AFTP_ERR_MALFORMED);
-    expect_raw_ranges(0, 10, 2, one, 2, AFTP_ERR_TRUNCATED);
-    expect_raw_ranges(0, 10, 1, one, 1, AFTP_ERR_TRUNCATED);
-    expect_raw_ranges(0, 10, 2, two, 4, AFTP_OK);
+    expect_raw_ranges(0, 0, 10, 1, one, 0, AFTP_ERR_TRUNCATED);
+    expect_raw_ranges(0, 0, 10, 0, one, 2, AFTP_ERR_MALFORMED);
+    expect_raw_ranges(0, 0, 10, 1, two, 4, AFTP_ERR_MALFORMED);
+    expect_raw_ranges(0, 0, 10, 2, one, 2, AFTP_ERR_TRUNCATED);
+    expect_raw_ranges(0, 0, 10, 1, one, 1, AFTP_ERR_TRUNCATED);
+    expect_raw_ranges(0, 0, 10, 2, two, 4, AFTP_OK);
 }
 
 static void test_feedback_ranges_inside_scan_window(void **state)
@@ -375,19 +387,51 @@ static void test_feedback_ranges_inside_scan_window(void **state)
     static const uint8_t big_len[] = {0x00, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
     static const uint8_t huge_gap[] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x00};
     static const uint8_t non_minimal[] = {0x40, 0x00, 0x00};
-    expect_raw_ranges(5, 15, 1, to_end, sizeof to_end, AFTP_OK);
-    expect_raw_ranges(5, 15, 1, past_end, sizeof past_end, AFTP_ERR_MALFORMED);
-    expect_raw_ranges(5, 15, 1, gap_past, sizeof gap_past, AFTP_ERR_MALFORMED);
-    expect_raw_ranges(5, 15, 2, last_fits, sizeof last_fits, AFTP_OK);
-    expect_raw_ranges(5, 15, 2, last_past, sizeof last_past, AFTP_ERR_MALFORMED);
-    expect_raw_ranges(5, 15, 2, after_end, sizeof after_end, AFTP_ERR_MALFORMED);
-    expect_raw_ranges(5, 15, 1, big_gap, sizeof big_gap, AFTP_ERR_MALFORMED);
-    expect_raw_ranges(5, 15, 1, big_len, sizeof big_len, AFTP_ERR_MALFORMED);
-    expect_raw_ranges(5, AFTP_WIRE_MAX_BLOCKS, 1, huge_gap, sizeof huge_gap, AFTP_ERR_MALFORMED);
-    expect_raw_ranges(5, 15, 1, non_minimal, sizeof non_minimal, AFTP_ERR_MALFORMED);
+    expect_raw_ranges(5, 5, 15, 1, to_end, sizeof to_end, AFTP_OK);
+    expect_raw_ranges(5, 5, 15, 1, past_end, sizeof past_end, AFTP_ERR_MALFORMED);
+    expect_raw_ranges(5, 5, 15, 1, gap_past, sizeof gap_past, AFTP_ERR_MALFORMED);
+    expect_raw_ranges(5, 5, 15, 2, last_fits, sizeof last_fits, AFTP_OK);
+    expect_raw_ranges(5, 5, 15, 2, last_past, sizeof last_past, AFTP_ERR_MALFORMED);
+    expect_raw_ranges(5, 5, 15, 2, after_end, sizeof after_end, AFTP_ERR_MALFORMED);
+    expect_raw_ranges(5, 5, 15, 1, big_gap, sizeof big_gap, AFTP_ERR_MALFORMED);
+    expect_raw_ranges(5, 5, 15, 1, big_len, sizeof big_len, AFTP_ERR_MALFORMED);
+    expect_raw_ranges(5, 5, AFTP_WIRE_MAX_BLOCKS, 1, huge_gap, sizeof huge_gap, AFTP_ERR_MALFORMED);
+    expect_raw_ranges(5, 5, 15, 1, non_minimal, sizeof non_minimal, AFTP_ERR_MALFORMED);
     /* An empty window holds no range. */
-    expect_raw_ranges(5, 5, 1, to_end, sizeof to_end, AFTP_ERR_MALFORMED);
-    expect_raw_ranges(5, 5, 0, NULL, 0, AFTP_OK);
+    expect_raw_ranges(5, 5, 5, 1, to_end, sizeof to_end, AFTP_ERR_MALFORMED);
+    expect_raw_ranges(5, 5, 5, 0, NULL, 0, AFTP_OK);
+}
+
+/* The list is coded from scan_start, wherever the window starts in
+ * [cum_block, scan_end]; nothing is listed below it. */
+static void test_feedback_ranges_coded_from_scan_start(void **state)
+{
+    (void)state;
+    static const uint8_t five[] = {0x00, 0x04}; /* gap 0, len 5 */
+    static const uint8_t six[] = {0x00, 0x05};  /* gap 0, len 6 */
+    aftp_wire_packet got;
+    aftp_wire_range_iter it;
+    aftp_wire_range rg;
+    /* cum_block 5, window [10, 15): the range is [10, 15). */
+    size_t len = feedback_with_raw_ranges(5, 10, 15, 1, five, sizeof five);
+    wire_decode_ok(buf, len, &got);
+    assert_int_equal(got.u.feedback.cum_block, 5);
+    assert_int_equal(got.u.feedback.scan_start, 10);
+    aftp_wire_range_iter_init(&it, &got.u.feedback);
+    assert_int_equal(aftp_wire_ranges_next(&it, &rg), 1);
+    assert_int_equal(rg.start, 10);
+    assert_int_equal(rg.len, 5);
+    assert_int_equal(aftp_wire_ranges_next(&it, &rg), 0);
+    /* [10, 16) passes scan_end (from cum_block it would have been [5, 11)). */
+    expect_raw_ranges(5, 10, 15, 1, six, sizeof six, AFTP_ERR_MALFORMED);
+    /* scan_start = scan_end: an empty window lists nothing. */
+    expect_raw_ranges(5, 15, 15, 0, NULL, 0, AFTP_OK);
+    expect_raw_ranges(5, 15, 15, 1, five, sizeof five, AFTP_ERR_MALFORMED);
+    /* scan_start = cum_block, the window reaching the largest block count. */
+    expect_raw_ranges(AFTP_WIRE_MAX_BLOCKS - 5, AFTP_WIRE_MAX_BLOCKS - 5, AFTP_WIRE_MAX_BLOCKS, 1,
+                      five, sizeof five, AFTP_OK);
+    expect_raw_ranges(AFTP_WIRE_MAX_BLOCKS - 5, AFTP_WIRE_MAX_BLOCKS - 4, AFTP_WIRE_MAX_BLOCKS, 1,
+                      five, sizeof five, AFTP_ERR_MALFORMED);
 }
 
 /* The encoder refuses the list; the sizing helper gives `sized` for it
@@ -400,15 +444,16 @@ static void expect_bad_ranges_on_encode(const aftp_wire_range *ranges, uint16_t 
     p.u.feedback.ranges = ranges;
     p.u.feedback.range_count = count;
     wire_expect_encode_error(&p, AFTP_ERR_INVALID_ARGUMENT);
-    assert_int_equal(aftp_wire_ranges_encoded_len(p.u.feedback.cum_block, ranges, count), sized);
+    assert_int_equal(aftp_wire_ranges_encoded_len(p.u.feedback.scan_start, ranges, count), sized);
 }
 
 static void test_feedback_encoder_rejects_bad_ranges(void **state)
 {
     (void)state;
-    /* Fixture window [700, 2000). */
+    /* Fixture window [700, 2000), cum_block 650: `before` lies between
+     * cum_block and scan_start, outside the window. */
     static const aftp_wire_range empty[] = {{700, 0}};
-    static const aftp_wire_range before[] = {{699, 1}};
+    static const aftp_wire_range before[] = {{660, 1}};
     static const aftp_wire_range past[] = {{1990, 11}};
     static const aftp_wire_range adjacent[] = {{700, 2}, {702, 1}};
     static const aftp_wire_range overlap[] = {{700, 5}, {703, 1}};
@@ -449,11 +494,11 @@ static void test_range_iterator_yields_encoded_ranges(void **state)
     aftp_wire_range ranges[16];
     aftp_wire_packet p, got;
     wire_fixture(AFTP_WIRE_FEEDBACK, &p);
-    size_t n = boundary_ranges(ranges, p.u.feedback.cum_block);
+    size_t n = boundary_ranges(ranges, p.u.feedback.scan_start);
     p.u.feedback.ranges = ranges;
     p.u.feedback.range_count = (uint16_t)n;
     p.u.feedback.scan_end = ranges[n - 1].start + ranges[n - 1].len + 3;
-    size_t list_len = aftp_wire_ranges_encoded_len(p.u.feedback.cum_block, ranges, n);
+    size_t list_len = aftp_wire_ranges_encoded_len(p.u.feedback.scan_start, ranges, n);
     /* Sum of varint sizes: gaps 1+1+1+2+2+4+4+4+8, lengths-1 8+4+4+4+2+2+1+1+1. */
     assert_int_equal(list_len, 27 + 27);
     size_t len = wire_encode_ok(&p, buf, sizeof buf);
@@ -525,6 +570,7 @@ int main(void)
         cmocka_unit_test(test_feedback_bounds),
         cmocka_unit_test(test_feedback_count_and_bytes_must_agree),
         cmocka_unit_test(test_feedback_ranges_inside_scan_window),
+        cmocka_unit_test(test_feedback_ranges_coded_from_scan_start),
         cmocka_unit_test(test_feedback_encoder_rejects_bad_ranges),
         cmocka_unit_test(test_range_iterator_yields_encoded_ranges),
         cmocka_unit_test(test_ranges_encoded_len_overflow_guard),

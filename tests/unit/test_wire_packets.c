@@ -42,7 +42,7 @@ static size_t layout_len(const aftp_wire_packet *p)
     case AFTP_WIRE_DATA: return h + AFTP_WIRE_DATA_FIXED + p->u.data.payload_len;
     case AFTP_WIRE_FEEDBACK:
         return h + AFTP_WIRE_FEEDBACK_FIXED +
-               aftp_wire_ranges_encoded_len(p->u.feedback.cum_block, p->u.feedback.ranges,
+               aftp_wire_ranges_encoded_len(p->u.feedback.scan_start, p->u.feedback.ranges,
                                             p->u.feedback.range_count);
     case AFTP_WIRE_FILE_DONE: return h + AFTP_WIRE_FILE_DONE_LEN;
     case AFTP_WIRE_FILE_RESULT: return h + AFTP_WIRE_FILE_RESULT_LEN;
@@ -58,7 +58,7 @@ static void test_encoded_length_matches_layout(void **state)
         wire_fixture((uint8_t)t, &p);
         assert_int_equal(wire_encode_ok(&p, buf, sizeof buf), layout_len(&p));
     }
-    /* Fixture FEEDBACK ranges {700,5},{710,1},{1000,100} from cum 700:
+    /* Fixture FEEDBACK ranges {700,5},{710,1},{1000,100} from scan_start 700:
      * (gap 0, len-1 4) (gap 0, len-1 0) (gap 289, len-1 99) = 1+1+1+1+2+2. */
     aftp_wire_packet fb;
     wire_fixture(AFTP_WIRE_FEEDBACK, &fb);

@@ -63,7 +63,10 @@ static void fixture_feedback(aftp_wire_feedback *f)
     f->recv_time_us = 123456789;
     f->packets_received = 900;
     f->blocks_received = 800;
-    f->cum_block = 700;
+    /* The list starts above cum_block, so code that took ranges as coded
+     * from cum_block would read them 50 blocks early. */
+    f->cum_block = 650;
+    f->scan_start = 700;
     f->scan_end = 2000;
     f->range_count = sizeof fixture_ranges / sizeof fixture_ranges[0];
     f->ranges = fixture_ranges;
@@ -197,6 +200,7 @@ static void expect_feedback_equal(const aftp_wire_feedback *want, const aftp_wir
     assert_int_equal(want->packets_received, got->packets_received);
     assert_int_equal(want->blocks_received, got->blocks_received);
     assert_int_equal(want->cum_block, got->cum_block);
+    assert_int_equal(want->scan_start, got->scan_start);
     assert_int_equal(want->scan_end, got->scan_end);
     expect_ranges_equal(want, got);
 }

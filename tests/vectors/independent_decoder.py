@@ -150,13 +150,15 @@ def body_feedback(c):
     f = {}
     for key, size in (('file_id', 4), ('largest_pn', 8), ('ack_delay_us', 4),
                       ('recv_time_us', 8), ('packets_received', 8), ('blocks_received', 8),
-                      ('cum_block', 8), ('scan_end', 8)):
+                      ('cum_block', 8), ('scan_start', 8), ('scan_end', 8)):
         f[key] = c.uint(size)
     count = c.uint(2)
     check(count <= MAX_RANGES, 'range count %d' % count)
-    check(f['cum_block'] <= f['scan_end'] <= MAX_BLOCKS, 'cum_block/scan_end')
+    check(f['cum_block'] <= f['scan_start'] <= f['scan_end'] <= MAX_BLOCKS,
+          'cum_block/scan_start/scan_end out of order')
     check(f['cum_block'] <= f['blocks_received'], 'cum_block above blocks_received')
-    ranges, next_start = [], f['cum_block']
+    # The list describes [scan_start, scan_end); the first gap counts from scan_start.
+    ranges, next_start = [], f['scan_start']
     for _ in range(count):
         start = next_start + c.varint()
         length = c.varint() + 1

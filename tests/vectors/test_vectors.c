@@ -191,6 +191,7 @@ static void build_feedback(vec_ctx *c, aftp_wire_feedback *f)
     f->packets_received = need_u64(c, "packets_received", UINT64_MAX);
     f->blocks_received = need_u64(c, "blocks_received", UINT64_MAX);
     f->cum_block = need_u64(c, "cum_block", UINT64_MAX);
+    f->scan_start = need_u64(c, "scan_start", UINT64_MAX);
     f->scan_end = need_u64(c, "scan_end", UINT64_MAX);
     if (vec_parse_ranges(need(c, "ranges"), &ranges, &count) != 0 || count > UINT16_MAX)
         vec_fail(c, "'ranges' is not a list of start+len");

@@ -1,0 +1,254 @@
+/* Packet protection (aftp_aead.h): a small vtable over the three ciphers. */
+#include "common/aftp_aead.h"
+
+#include <sodium.h>
+#include <string.h>
+
+/* Encrypts or decrypts len bytes of `in` into `out` (combined mode: the tag
+ * follows the ciphertext) with ad_len bytes of associated data. */
+typedef int (*aead_fn)(const aftp_aead *a, uint8_t *out, const uint8_t *in, size_t len,
+                       const uint8_t *ad, size_t ad_len, const uint8_t *nonce);
+
+typedef struct aead_ops {
+    uint8_t cipher;
+    size_t overhead;
+    aead_fn seal;
+    aead_fn open;
+} aead_ops;
+
+struct aftp_aead {
+    crypto_aead_aes256gcm_state aes; /* expanded AES key (16-aligned: kept first) */
+    uint8_t key[AFTP_AEAD_KEY_LEN];
+    uint8_t iv[AFTP_AEAD_IV_LEN];
+    const aead_ops *ops;
+    unsigned key_phase;
+};
+/* sodium_malloc places an allocation at the end of its pages: only a size
+ * that is a multiple of 16 leaves the AES state 16-byte aligned. */
+_Static_assert(sizeof(struct aftp_aead) % 16 == 0, "aftp_aead size must keep AES state aligned");
+
+/* ---- the three ciphers ---- */
+
+static int none_copy(const aftp_aead *a, uint8_t *out, const uint8_t *in, size_t len,
+                     const uint8_t *ad, size_t ad_len, const uint8_t *nonce)
+{
+    (void)a, (void)ad, (void)ad_len, (void)nonce;
+    if (out != in)
+        memmove(out, in, len);
+    return AFTP_OK;
+}
+
+static int aes_seal(const aftp_aead *a, uint8_t *out, const uint8_t *in, size_t len,
+                    const uint8_t *ad, size_t ad_len, const uint8_t *nonce)
+{
+    crypto_aead_aes256gcm_encrypt_afternm(out, NULL, in, len, ad, ad_len, NULL, nonce,
+                                          &a->aes);
+    return AFTP_OK;
+}
+
+static int aes_open(const aftp_aead *a, uint8_t *out, const uint8_t *in, size_t len,
+                    const uint8_t *ad, size_t ad_len, const uint8_t *nonce)
+{
+    return crypto_aead_aes256gcm_decrypt_afternm(out, NULL, NULL, in, len, ad, ad_len, nonce,
+                                                 &a->aes) == 0
+               ? AFTP_OK
+               : AFTP_ERR_AUTH;
+}
+
+static int chacha_seal(const aftp_aead *a, uint8_t *out, const uint8_t *in, size_t len,
+                       const uint8_t *ad, size_t ad_len, const uint8_t *nonce)
+{
+    crypto_aead_chacha20poly1305_ietf_encrypt(out, NULL, in, len, ad, ad_len, NULL, nonce,
+                                              a->key);
+    return AFTP_OK;
+}
+
+static int chacha_open(const aftp_aead *a, uint8_t *out, const uint8_t *in, size_t len,
+                       const uint8_t *ad, size_t ad_len, const uint8_t *nonce)
+{
+    return crypto_aead_chacha20poly1305_ietf_decrypt(out, NULL, NULL, in, len, ad, ad_len, nonce,
+                                                     a->key) == 0
+               ? AFTP_OK
+               : AFTP_ERR_AUTH;
+}
+
+static const aead_ops cipher_ops[] = {
+    {AFTP_WIRE_CIPHER_NONE, 0, none_copy, none_copy},
+    {AFTP_WIRE_CIPHER_AES256GCM, AFTP_AEAD_TAG_LEN, aes_seal, aes_open},
+    {AFTP_WIRE_CIPHER_CHACHA20POLY1305, AFTP_AEAD_TAG_LEN, chacha_seal, chacha_open},
+};
+
+/* ---- context ---- */
+
+int aftp_aead_available(uint8_t cipher)
+{
+    if (sodium_init() < 0)
+        return 0;
+    switch (cipher) {
+    case AFTP_WIRE_CIPHER_NONE:
+    case AFTP_WIRE_CIPHER_CHACHA20POLY1305:
+        return 1;
+    case AFTP_WIRE_CIPHER_AES256GCM:
+        return crypto_aead_aes256gcm_is_available();
+    default:
+        return 0;
+    }
+}
+
+uint8_t aftp_aead_preferred(void)
+{
+    return aftp_aead_available(AFTP_WIRE_CIPHER_AES256GCM) ? AFTP_WIRE_CIPHER_AES256GCM
+                                                           : AFTP_WIRE_CIPHER_CHACHA20POLY1305;
+}
+
+int aftp_aead_new(aftp_aead **out, uint8_t cipher, const uint8_t *key, const uint8_t *iv,
+                  unsigned key_phase)
+{
+    *out = NULL;
+    if (!aftp_aead_available(cipher) || key_phase > 1)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    if (cipher != AFTP_WIRE_CIPHER_NONE && (key == NULL || iv == NULL))
+        return AFTP_ERR_INVALID_ARGUMENT;
+    aftp_aead *a = sodium_malloc(sizeof *a);
+    if (a == NULL)
+        return AFTP_ERR_NO_MEMORY;
+    sodium_memzero(a, sizeof *a);
+    a->ops = &cipher_ops[cipher];
+    a->key_phase = key_phase;
+    if (cipher != AFTP_WIRE_CIPHER_NONE) {
+        memcpy(a->key, key, AFTP_AEAD_KEY_LEN);
+        memcpy(a->iv, iv, AFTP_AEAD_IV_LEN);
+    }
+    if (cipher == AFTP_WIRE_CIPHER_AES256GCM)
+        crypto_aead_aes256gcm_beforenm(&a->aes, a->key);
+    /* Keys never change after this: a stray write faults instead of
+     * silently corrupting every later packet. */
+    sodium_mprotect_readonly(a);
+    *out = a;
+    return AFTP_OK;
+}
+
+void aftp_aead_del(aftp_aead *a)
+{
+    sodium_free(a); /* NULL-safe; makes the pages writable, wipes, unmaps */
+}
+
+uint8_t aftp_aead_cipher(const aftp_aead *a)
+{
+    return a->ops->cipher;
+}
+
+unsigned aftp_aead_key_phase(const aftp_aead *a)
+{
+    return a->key_phase;
+}
+
+size_t aftp_aead_overhead(const aftp_aead *a)
+{
+    return a->ops->overhead;
+}
+
+/* ---- header and nonce ---- */
+
+enum { FLAGS_OFFSET = 2, PN_OFFSET = 8, PN_LEN = 8 };
+
+static uint16_t header_flags(const uint8_t *header)
+{
+    return (uint16_t)(header[FLAGS_OFFSET] << 8 | header[FLAGS_OFFSET + 1]);
+}
+
+/* The flags this context writes: PROTECTED and KEY_PHASE describe the
+ * sealing, so they are set from the context, never trusted from the caller. */
+static uint16_t sealed_flags(const aftp_aead *a, uint16_t flags)
+{
+    flags &= (uint16_t)~AFTP_WIRE_FLAGS_DEFINED;
+    if (a->ops->overhead == 0)
+        return flags;
+    flags |= AFTP_WIRE_FLAG_PROTECTED;
+    if (a->key_phase)
+        flags |= AFTP_WIRE_FLAG_KEY_PHASE;
+    return flags;
+}
+
+/* IV XOR (0^32 || pn): the packet number sits in the IV's last 8 bytes,
+ * big-endian exactly as in the header, so the XOR works byte by byte. */
+static void packet_nonce(const aftp_aead *a, const uint8_t *header, uint8_t *nonce)
+{
+    memcpy(nonce, a->iv, AFTP_AEAD_IV_LEN);
+    for (size_t i = 0; i < PN_LEN; i++)
+        nonce[AFTP_AEAD_IV_LEN - PN_LEN + i] ^= header[PN_OFFSET + i];
+}
+
+/* ---- seal and open ---- */
+
+/* The two layouts of aftp_aead.h; any other length is a caller's mistake. */
+static int ad_len_valid(size_t ad_len)
+{
+    return ad_len == AFTP_AEAD_AD_HEADER || ad_len == AFTP_AEAD_AD_DATA;
+}
+
+int aftp_aead_seal(const aftp_aead *a, uint8_t *ad, size_t ad_len, const uint8_t *body,
+                   size_t body_len, uint8_t *out)
+{
+    if (!ad_len_valid(ad_len))
+        return AFTP_ERR_INVALID_ARGUMENT;
+    if (body_len > AFTP_WIRE_MAX_DATAGRAM)
+        return AFTP_ERR_LIMIT;
+    uint16_t flags = sealed_flags(a, header_flags(ad));
+    ad[FLAGS_OFFSET] = (uint8_t)(flags >> 8);
+    ad[FLAGS_OFFSET + 1] = (uint8_t)flags;
+    uint8_t nonce[AFTP_AEAD_IV_LEN];
+    packet_nonce(a, ad, nonce);
+    return a->ops->seal(a, out, body, body_len, ad, ad_len, nonce);
+}
+
+int aftp_aead_seal_datagram(const aftp_aead *a, uint8_t *dg, size_t len, size_t ad_len,
+                            size_t cap, size_t *sealed_len)
+{
+    if (len < ad_len)
+        return AFTP_ERR_TRUNCATED;
+    if (cap < len || cap - len < a->ops->overhead)
+        return AFTP_ERR_BUFFER_TOO_SMALL;
+    uint8_t *body = dg + ad_len;
+    int rc = aftp_aead_seal(a, dg, ad_len, body, len - ad_len, body);
+    if (rc == AFTP_OK)
+        *sealed_len = len + a->ops->overhead;
+    return rc;
+}
+
+/* A packet sealed by this context carries exactly the flags it would
+ * write; anything else (an unprotected packet in a protected session, the
+ * other key generation) cannot be opened here. */
+static int flags_match(const aftp_aead *a, const uint8_t *header)
+{
+    uint16_t flags = header_flags(header);
+    return (flags & AFTP_WIRE_FLAGS_DEFINED) == (sealed_flags(a, flags) & AFTP_WIRE_FLAGS_DEFINED);
+}
+
+int aftp_aead_open(const aftp_aead *a, const uint8_t *ad, size_t ad_len, const uint8_t *in,
+                   size_t in_len, uint8_t *out)
+{
+    if (!ad_len_valid(ad_len))
+        return AFTP_ERR_INVALID_ARGUMENT;
+    if (in_len < a->ops->overhead)
+        return AFTP_ERR_TRUNCATED;
+    if (in_len > AFTP_WIRE_MAX_DATAGRAM)
+        return AFTP_ERR_LIMIT;
+    if (!flags_match(a, ad))
+        return AFTP_ERR_AUTH;
+    uint8_t nonce[AFTP_AEAD_IV_LEN];
+    packet_nonce(a, ad, nonce);
+    return a->ops->open(a, out, in, in_len, ad, ad_len, nonce);
+}
+
+int aftp_aead_open_datagram(const aftp_aead *a, uint8_t *dg, size_t len, size_t ad_len,
+                            size_t *plain_len)
+{
+    if (len < ad_len)
+        return AFTP_ERR_TRUNCATED;
+    uint8_t *body = dg + ad_len;
+    int rc = aftp_aead_open(a, dg, ad_len, body, len - ad_len, body);
+    if (rc == AFTP_OK)
+        *plain_len = len - a->ops->overhead;
+    return rc;
+}

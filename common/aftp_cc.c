@@ -1,0 +1,659 @@
+/* Delay-aware, loss-tolerant rate controller (aftp_cc.h). */
+#include "common/aftp_cc.h"
+
+#include <math.h>
+#include <string.h>
+
+#define NS_PER_MS UINT64_C(1000000)
+#define NS_PER_S UINT64_C(1000000000)
+
+/* Startup doubles the rate each round, paced smoothly (a burst would build
+ * a queue before the path is full); the queue at the exit then stays
+ * within one BDP. The cap leaves room for the feedback delay. */
+#define STARTUP_GAIN 2.0
+#define STARTUP_CAP_GAIN 2.5
+#define STARTUP_GROWTH 1.25      /* less than this per round is a plateau... */
+#define STARTUP_FLAT_ROUNDS 3    /* ...for this many rounds */
+#define STARTUP_QUEUE_GROWTH 1.1 /* growth that keeps startup going over a queue */
+#define STARTUP_DEEP_QUEUE 4     /* x target: a queue that ends startup at once */
+/* DRAIN empties startup's queue (up to one BDP) in about 1.5 rounds. */
+#define DRAIN_GAIN 0.35
+#define DRAIN_MAX_ROUNDS 4
+#define UP_GAIN 1.25
+#define DOWN_GAIN 0.75
+#define CAP_GAIN 2.0             /* inflight cap: 2 BDP */
+/* PROBE_BW cycle: 5-7 rounds, varied per flow, but no longer than about
+ * half a second once 2 rounds have passed (long paths must find freed
+ * bandwidth within seconds, not tens of rounds). */
+#define CYCLE_MIN_ROUNDS 5
+#define CYCLE_SPREAD 3
+#define CYCLE_SHORT_ROUNDS 2
+#define CYCLE_MAX_NS (500 * NS_PER_MS)
+#define PROBE_RTT_GAIN 0.5
+#define PROBE_RTT_MIN_NS (100 * NS_PER_MS)
+#define MIN_RTT_WINDOW_NS (10 * NS_PER_S)
+/* A sample this close to min RTT shows the queue was empty: the minimum
+ * is still true and needs no PROBE_RTT. */
+#define MIN_RTT_NEAR_NS NS_PER_MS
+#define SPAN_MAX_NS (8 * NS_PER_MS)   /* rate samples: min(min RTT / 4, 8 ms) */
+#define SPAN_MIN_NS NS_PER_MS
+#define QUEUE_DRAIN_ROUNDS 2     /* a standing queue is drained over this many rounds */
+#define FUTILE_SHRINK 0.9        /* a cut after which the queue kept 90%... */
+#define FUTILE_CUTS 3            /* ...this many times running: the queue is not ours */
+#define STANDING_MIN_NS (50 * NS_PER_MS) /* a queue standing this long is congestion */
+#define FEEDBACK_GAP_DEFAULT_NS (10 * NS_PER_MS) /* spec 10.5: default interval */
+#define FEEDBACK_GAP_MAX_NS (25 * NS_PER_MS)     /* spec 10.5: max_feedback_delay */
+#define RATE_FLOOR_BPS UINT64_C(64000)
+/* Loss baseline: an average over about this many packets. */
+#define LOSS_WINDOW_PACKETS 20000.0
+#define LOSS_MIN_PACKETS 50      /* fewer packets say nothing about loss */
+#define LOSS_MAX_BASE 0.5        /* never pace beyond 2x the delivery rate */
+#define LOSS_MARGIN 0.02         /* loss this far above the baseline is congestion... */
+#define LOSS_SIGMAS 4.0          /* ...and beyond this many standard deviations */
+
+/* How each policy reacts to congestion. */
+typedef struct policy_params {
+    uint64_t target_ns;   /* queueing delay tolerated */
+    double min_cut;       /* smallest multiplicative cut per congestion event */
+    double max_cut;       /* largest */
+} policy_params;
+
+static policy_params params_of(const aftp_cc *cc)
+{
+    switch (cc->cfg.policy) {
+    case AFTP_CC_HIGH: {
+        /* Holds its rate against queues up to one RTT deep: a loss-based
+         * flow filling a one-BDP buffer does not push it back. */
+        uint64_t t = cc->min_rtt_ns > 20 * NS_PER_MS ? cc->min_rtt_ns : 20 * NS_PER_MS;
+        return (policy_params){t, 0.02, 0.15};
+    }
+    case AFTP_CC_LOW: return (policy_params){2 * NS_PER_MS, 0.15, 0.5};
+    default: return (policy_params){5 * NS_PER_MS, 0.02, 0.15};
+    }
+}
+
+static uint64_t min_u64(uint64_t a, uint64_t b)
+{
+    return a < b ? a : b;
+}
+
+static uint64_t max_u64(uint64_t a, uint64_t b)
+{
+    return a > b ? a : b;
+}
+
+static double clamp_d(double v, double lo, double hi)
+{
+    return v < lo ? lo : v > hi ? hi : v;
+}
+
+static uint64_t next_rand(aftp_cc *cc)
+{
+    cc->rng = cc->rng * UINT64_C(6364136223846793005) + UINT64_C(1442695040888963407);
+    return cc->rng >> 33;
+}
+
+/* ---- estimates ---- */
+
+static uint64_t rtt_estimate(const aftp_cc *cc)
+{
+    return cc->min_rtt_ns ? cc->min_rtt_ns : cc->cfg.initial_rtt_ns;
+}
+
+/* Bytes of a full DATA datagram: the largest sent, or a minimum-size
+ * datagram before the first. */
+static uint64_t datagram_size(const aftp_cc *cc)
+{
+    return cc->datagram_bytes ? cc->datagram_bytes : AFTP_CC_DEFAULT_DATAGRAM;
+}
+
+/* What a window of packets over the initial RTT would deliver: the rate
+ * startup begins from. */
+static uint64_t initial_rate(const aftp_cc *cc)
+{
+    double bits = (double)AFTP_CC_INITIAL_WINDOW * (double)datagram_size(cc) * 8.0;
+    return (uint64_t)(bits * (double)NS_PER_S / (double)rtt_estimate(cc));
+}
+
+/* Packets `span_ns` of the path rate carry. */
+static uint64_t packets_in(const aftp_cc *cc, uint64_t span_ns)
+{
+    double bits = (double)cc->bw_bps * (double)span_ns / (double)NS_PER_S;
+    return (uint64_t)(bits / 8.0 / (double)datagram_size(cc));
+}
+
+/* One BDP in packets, plus the data that arrived but is not reported yet
+ * (one feedback interval). */
+static uint64_t bdp_packets(const aftp_cc *cc)
+{
+    return packets_in(cc, rtt_estimate(cc) + cc->feedback_gap_ns);
+}
+
+static uint64_t bw_max(const aftp_cc *cc)
+{
+    uint64_t m = 0;
+    for (int i = 0; i < AFTP_CC_BW_ROUNDS; i++)
+        m = max_u64(m, cc->bw_slot[i]);
+    return m;
+}
+
+static void bw_add_sample(aftp_cc *cc, uint64_t bps)
+{
+    uint64_t *slot = &cc->bw_slot[cc->bw_index];
+    *slot = max_u64(*slot, bps);
+    cc->bw_bps = bw_max(cc);
+}
+
+/* A new round: the oldest round's maximum leaves the window. Rounds
+ * without a sample (shorter than a sample span) do not count. */
+static void bw_new_round(aftp_cc *cc)
+{
+    if (cc->bw_slot[cc->bw_index] == 0)
+        return;
+    cc->bw_index = (cc->bw_index + 1) % AFTP_CC_BW_ROUNDS;
+    cc->bw_slot[cc->bw_index] = 0;
+    cc->bw_bps = bw_max(cc);
+}
+
+/* Every remembered round is lowered to bps: the path has less room than
+ * the old maxima say. */
+static void bw_lower(aftp_cc *cc, uint64_t bps)
+{
+    for (int i = 0; i < AFTP_CC_BW_ROUNDS; i++)
+        cc->bw_slot[i] = min_u64(cc->bw_slot[i], bps);
+    cc->bw_slot[cc->bw_index] = bps;
+    cc->bw_bps = bps;
+}
+
+static void update_min_rtt(aftp_cc *cc, uint64_t rtt, uint64_t now)
+{
+    if (cc->mode == AFTP_CC_MODE_PROBE_RTT)
+        cc->probe_rtt_min_ns = min_u64(cc->probe_rtt_min_ns, rtt);
+    if (cc->min_rtt_ns == 0 || rtt < cc->min_rtt_ns)
+        cc->min_rtt_ns = rtt;
+    if (rtt <= cc->min_rtt_ns + MIN_RTT_NEAR_NS)
+        cc->min_rtt_seen_ns = now;
+    cc->qdelay_ns = rtt - cc->min_rtt_ns;
+}
+
+/* DATA packets among packet numbers 0..pn: all but the control packets. */
+static uint64_t data_sent_upto(const aftp_cc *cc, uint64_t pn)
+{
+    uint64_t later = 0;
+    uint64_t kept = min_u64(cc->control_count, AFTP_CC_CONTROL_RING);
+    for (uint64_t i = 0; i < kept; i++) {
+        uint64_t c = cc->control_pns[(cc->control_count - 1 - i) % AFTP_CC_CONTROL_RING];
+        if (c <= pn)
+            break;
+        later++;
+    }
+    uint64_t controls = cc->control_count - later;
+    return pn + 1 > controls ? pn + 1 - controls : 0;
+}
+
+/* ---- rate and cap ---- */
+
+static double gain_now(const aftp_cc *cc)
+{
+    switch (cc->mode) {
+    case AFTP_CC_MODE_STARTUP: return STARTUP_GAIN;
+    case AFTP_CC_MODE_DRAIN: return DRAIN_GAIN;
+    case AFTP_CC_MODE_PROBE_RTT: return PROBE_RTT_GAIN;
+    default: break;
+    }
+    switch (cc->phase) {
+    case AFTP_CC_PHASE_UP: return UP_GAIN;
+    case AFTP_CC_PHASE_DOWN: return DOWN_GAIN;
+    default: return 1.0;
+    }
+}
+
+static uint64_t clamp_rate(const aftp_cc *cc, uint64_t bps)
+{
+    bps = max_u64(bps, max_u64(cc->cfg.min_rate_bps, RATE_FLOOR_BPS));
+    if (cc->cfg.max_rate_bps)
+        bps = min_u64(bps, cc->cfg.max_rate_bps);
+    return bps;
+}
+
+static void update_rate(aftp_cc *cc)
+{
+    if (cc->mode == AFTP_CC_MODE_FIXED) {
+        cc->rate_bps = clamp_rate(cc, cc->cfg.rate_bps);
+        return;
+    }
+    uint64_t bw = cc->bw_bps;
+    if (cc->mode == AFTP_CC_MODE_STARTUP)
+        bw = max_u64(bw, min_u64(initial_rate(cc), cc->cfg.rate_bps));
+    cc->rate_bps = clamp_rate(cc, (uint64_t)(gain_now(cc) * (double)bw));
+}
+
+uint64_t aftp_cc_rate(const aftp_cc *cc)
+{
+    return cc->rate_bps;
+}
+
+uint64_t aftp_cc_inflight_cap(const aftp_cc *cc)
+{
+    if (cc->mode == AFTP_CC_MODE_FIXED)
+        return UINT64_MAX;
+    double gain = cc->mode == AFTP_CC_MODE_STARTUP ? STARTUP_CAP_GAIN : CAP_GAIN;
+    uint64_t cap = (uint64_t)(gain * (double)bdp_packets(cc));
+    cap = max_u64(cap, AFTP_CC_INITIAL_WINDOW);
+    if (cc->cfg.max_inflight)
+        cap = min_u64(cap, cc->cfg.max_inflight);
+    return cap;
+}
+
+uint64_t aftp_cc_inflight(const aftp_cc *cc)
+{
+    uint64_t reported = cc->has_largest ? cc->largest_pn + 1 : 0;
+    return cc->next_pn > reported ? cc->next_pn - reported : 0;
+}
+
+int aftp_cc_may_send(const aftp_cc *cc)
+{
+    return aftp_cc_inflight(cc) < aftp_cc_inflight_cap(cc);
+}
+
+/* ---- state machine ---- */
+
+/* A cycle's length varies between flows so that their probes spread out. */
+static void new_cycle(aftp_cc *cc, uint64_t now)
+{
+    uint64_t r = next_rand(cc);
+    cc->cycle_start_round = cc->round;
+    cc->cycle_start_ns = now;
+    cc->cycle_rounds = CYCLE_MIN_ROUNDS + (unsigned)(r % CYCLE_SPREAD);
+    cc->cycle_max_ns = CYCLE_MAX_NS / 2 + (r >> 8) % (CYCLE_MAX_NS / 2);
+}
+
+static void start_cycle(aftp_cc *cc, uint64_t now)
+{
+    cc->mode = AFTP_CC_MODE_PROBE_BW;
+    cc->phase = AFTP_CC_PHASE_CRUISE;
+    cc->phase_start_ns = now;
+    new_cycle(cc, now);
+}
+
+/* How long UP (and DOWN after it) lasts: long enough to be measured over
+ * a few feedback intervals, short enough that the queue it builds when the
+ * path has no room (UP_GAIN - 1 of it) stays small; never over one RTT. */
+static uint64_t up_duration(const aftp_cc *cc)
+{
+    uint64_t d = max_u64(4 * params_of(cc).target_ns, 3 * cc->feedback_gap_ns);
+    return min_u64(d, rtt_estimate(cc));
+}
+
+static int cycle_over(const aftp_cc *cc, uint64_t now)
+{
+    uint64_t rounds = cc->round - cc->cycle_start_round;
+    return rounds >= cc->cycle_rounds ||
+           (rounds >= CYCLE_SHORT_ROUNDS && now - cc->cycle_start_ns >= cc->cycle_max_ns);
+}
+
+/* PROBE_BW phases: UP at the start of a cycle, DOWN as long after, then
+ * CRUISE until the cycle's rounds are over. */
+static void advance_phase(aftp_cc *cc, uint64_t now)
+{
+    if (cc->mode != AFTP_CC_MODE_PROBE_BW)
+        return;
+    uint64_t d = up_duration(cc);
+    switch (cc->phase) {
+    case AFTP_CC_PHASE_UP:
+        if (now - cc->phase_start_ns >= d) {
+            cc->phase = AFTP_CC_PHASE_DOWN;
+            cc->phase_start_ns = now;
+        }
+        break;
+    case AFTP_CC_PHASE_DOWN:
+        if (now - cc->phase_start_ns >= d) {
+            cc->phase = AFTP_CC_PHASE_CRUISE;
+            cc->phase_start_ns = now;
+        }
+        break;
+    default:
+        if (cycle_over(cc, now)) {
+            cc->phase = AFTP_CC_PHASE_UP;
+            cc->phase_start_ns = now;
+            new_cycle(cc, now);
+        }
+        break;
+    }
+    update_rate(cc);
+}
+
+static void enter_probe_rtt(aftp_cc *cc, uint64_t now)
+{
+    cc->mode = AFTP_CC_MODE_PROBE_RTT;
+    cc->phase_start_ns = now;
+    cc->probe_rtt_round = cc->round;
+    cc->probe_rtt_min_ns = UINT64_MAX;
+}
+
+/* PROBE_RTT is over after its minimum time and two rounds (one to drain,
+ * one to measure): its lowest sample is the new minimum. */
+static void check_probe_rtt_done(aftp_cc *cc, uint64_t now)
+{
+    if (now - cc->phase_start_ns < max_u64(PROBE_RTT_MIN_NS, 2 * rtt_estimate(cc)) ||
+        cc->round < cc->probe_rtt_round + 2)
+        return;
+    if (cc->probe_rtt_min_ns != UINT64_MAX)
+        cc->min_rtt_ns = cc->probe_rtt_min_ns;
+    cc->min_rtt_seen_ns = now;
+    start_cycle(cc, now);
+}
+
+static void exit_startup(aftp_cc *cc)
+{
+    cc->mode = AFTP_CC_MODE_DRAIN;
+    cc->drain_round = cc->round;
+}
+
+/* A queue is congestion when it stands: above the target for longer than
+ * the spike of a probe (ours or another flow's, UP then DOWN) lasts. The
+ * idea of CoDel, at the sender. */
+static uint64_t standing_window(const aftp_cc *cc)
+{
+    return max_u64(3 * up_duration(cc), STANDING_MIN_NS);
+}
+
+static void track_queue(aftp_cc *cc, uint64_t now)
+{
+    if (cc->qdelay_ns <= params_of(cc).target_ns) {
+        cc->queue_above = 0;
+    } else if (!cc->queue_above) {
+        cc->queue_above = 1;
+        cc->queue_since_ns = now;
+        cc->queue_bw_bps = cc->bw_bps;
+    }
+}
+
+static int queue_stands(const aftp_cc *cc)
+{
+    return cc->queue_above && cc->now_ns - cc->queue_since_ns >= standing_window(cc);
+}
+
+/* Startup ends on a plateau (checked once per round), on a queue clearly
+ * of its own making (deep: alone on the path, a doubling rate fills the
+ * buffer a round later), or on a standing queue unless the delivery rate
+ * still grew while it stood (a flow joining a busy path goes on while it
+ * wins share). Random loss never ends it. */
+static void check_startup_done(aftp_cc *cc, int new_round, int sampled)
+{
+    int deep = sampled && cc->sample_qdelay_ns > STARTUP_DEEP_QUEUE * params_of(cc).target_ns;
+    int standing =
+        queue_stands(cc) && (double)cc->bw_bps < STARTUP_QUEUE_GROWTH * (double)cc->queue_bw_bps;
+    if (deep || standing) {
+        exit_startup(cc);
+        return;
+    }
+    if (!new_round || cc->bw_bps == 0)
+        return;
+    if ((double)cc->bw_bps >= STARTUP_GROWTH * (double)cc->full_bw_bps) {
+        cc->full_bw_bps = cc->bw_bps;
+        cc->full_bw_rounds = 0;
+    } else if (++cc->full_bw_rounds >= STARTUP_FLAT_ROUNDS) {
+        exit_startup(cc);
+    }
+}
+
+/* Startup's queue is gone when what is unreported is no more than one
+ * RTT of sending plus half a feedback interval. */
+static void check_drain_done(aftp_cc *cc, uint64_t now)
+{
+    uint64_t empty = packets_in(cc, rtt_estimate(cc) + cc->feedback_gap_ns / 2);
+    if (aftp_cc_inflight(cc) > empty && cc->round < cc->drain_round + DRAIN_MAX_ROUNDS)
+        return;
+    /* Samples still in flight saw startup's queue: judge only later ones. */
+    cc->hold_until_pn = cc->next_pn;
+    cc->queue_above = 0;
+    start_cycle(cc, now);
+}
+
+/* Loss clearly above the baseline: beyond a margin and beyond chance. */
+static double loss_excess(const aftp_cc *cc, uint64_t sent, uint64_t lost)
+{
+    if (sent < LOSS_MIN_PACKETS)
+        return 0.0;
+    double n = (double)sent;
+    double base = cc->base_loss;
+    double p = base > 0.005 ? base : 0.005;
+    double limit = n * (base + (base > LOSS_MARGIN ? base : LOSS_MARGIN)) +
+                   LOSS_SIGMAS * sqrt(n * p * (1.0 - p));
+    return (double)lost > limit ? ((double)lost - n * base) / n : 0.0;
+}
+
+/* Learn the random loss from samples taken while the queue was empty:
+ * loss then cannot come from our own queue overflowing. */
+static void learn_base_loss(aftp_cc *cc, uint64_t sent, uint64_t lost)
+{
+    cc->base_packets += sent;
+    double w = (double)sent / fmin((double)cc->base_packets, LOSS_WINDOW_PACKETS);
+    double loss = (double)lost / (double)sent;
+    cc->base_loss = clamp_d(cc->base_loss + w * (loss - cc->base_loss), 0.0, LOSS_MAX_BASE);
+}
+
+/* Congestion: back off in proportion to the excess (the share of the rate
+ * that drains the queue within QUEUE_DRAIN_ROUNDS, or the share of packets
+ * lost beyond the baseline) plus the policy's minimum cut, within its
+ * maximum. */
+static void back_off(aftp_cc *cc, double excess)
+{
+    policy_params pp = params_of(cc);
+    double cut = clamp_d(excess + pp.min_cut, pp.min_cut, pp.max_cut);
+    bw_lower(cc, (uint64_t)((double)cc->bw_bps * (1.0 - cut)));
+    /* Packets sent until the queue seen now has drained (at the cut's
+     * pace, within a round) still meet it: they must not cause another
+     * cut, nor their receive rate undo this one. */
+    uint64_t drain_ns = (uint64_t)((double)cc->sample_qdelay_ns / cut);
+    cc->hold_until_pn = UINT64_MAX;
+    cc->hold_release_ns = cc->now_ns + min_u64(drain_ns, rtt_estimate(cc));
+    cc->congestion_events++;
+    cc->queue_above = 0;
+    if (cc->mode == AFTP_CC_MODE_PROBE_BW && cc->phase != AFTP_CC_PHASE_CRUISE)
+        cc->phase = AFTP_CC_PHASE_CRUISE;
+}
+
+/* Cuts that leave the queue as deep as before: it is not ours (the route
+ * got longer, or traffic that does not back off holds it). Measure the
+ * minimum RTT again rather than backing off to nothing; except LOW, which
+ * is there to yield to such traffic. */
+static void note_queue_cut(aftp_cc *cc)
+{
+    int futile = (double)cc->sample_qdelay_ns >= FUTILE_SHRINK * (double)cc->last_cut_qdelay_ns;
+    cc->futile_cuts = futile ? cc->futile_cuts + 1 : 0;
+    cc->last_cut_qdelay_ns = cc->sample_qdelay_ns;
+    if (cc->futile_cuts >= FUTILE_CUTS && cc->cfg.policy != AFTP_CC_LOW) {
+        cc->futile_cuts = 0;
+        enter_probe_rtt(cc, cc->now_ns);
+    }
+}
+
+/* Loss is judged over whole rounds (a few packets say little about a
+ * rate of a few percent); the queue on every sample. */
+static void check_congestion(aftp_cc *cc, uint64_t sent, uint64_t lost)
+{
+    policy_params pp = params_of(cc);
+    cc->window_sent += sent;
+    cc->window_lost += lost;
+    double lx = 0.0;
+    if (cc->round != cc->window_round && cc->window_sent >= LOSS_MIN_PACKETS) {
+        lx = loss_excess(cc, cc->window_sent, cc->window_lost);
+        cc->window_sent = cc->window_lost = 0;
+        cc->window_round = cc->round;
+    }
+    if (lx > 0.0) {
+        back_off(cc, lx);
+    } else if (queue_stands(cc)) {
+        double excess_ns = (double)(cc->sample_qdelay_ns - pp.target_ns / 2);
+        note_queue_cut(cc);
+        back_off(cc, excess_ns / (double)(QUEUE_DRAIN_ROUNDS * rtt_estimate(cc)));
+    }
+}
+
+/* Packets of a sample that went through the bottleneck: all those sent in
+ * it (between the two largest_pn) when the loss is the path's random loss,
+ * which strikes after the bottleneck. That is the receive rate / (1 -
+ * loss) without the loss's own noise. Packets beyond what the baseline
+ * explains (plus chance) were dropped at the bottleneck queue: then only
+ * got / (1 - baseline) passed it. */
+static uint64_t passed_bottleneck(const aftp_cc *cc, uint64_t sent, uint64_t got)
+{
+    double p = cc->base_loss;
+    double explained = (double)got / (1.0 - p) + 2.0 * sqrt((double)sent * p * (1.0 - p)) + 1.0;
+    return (double)sent <= explained ? sent : (uint64_t)explained;
+}
+
+/* One receive-rate sample between the mark and this FEEDBACK: the rate,
+ * the loss, and what they say about congestion. */
+static void take_sample(aftp_cc *cc, const aftp_cc_mark *now_mark)
+{
+    uint64_t dt_us = now_mark->recv_time_us - cc->mark.recv_time_us;
+    uint64_t got = now_mark->packets_received - cc->mark.packets_received;
+    uint64_t sent = now_mark->data_sent - cc->mark.data_sent;
+    uint64_t lost = sent > got ? sent - got : 0;
+    double bps = (double)passed_bottleneck(cc, sent, got) * (double)datagram_size(cc) * 8.0 *
+                 1e6 / (double)dt_us;
+    bw_add_sample(cc, (uint64_t)bps);
+    cc->recent_loss = sent ? (double)lost / (double)sent : 0.0;
+    uint64_t events = cc->congestion_events;
+    if (cc->mode == AFTP_CC_MODE_PROBE_BW)
+        check_congestion(cc, sent, lost);
+    /* With the queue empty, loss cannot be our own overflow: it is the
+     * path's random loss. */
+    int queue_empty = cc->sample_qdelay_ns <= params_of(cc).target_ns / 2;
+    if (queue_empty && events == cc->congestion_events && sent > 0)
+        learn_base_loss(cc, sent, lost);
+}
+
+static uint64_t sample_span(const aftp_cc *cc)
+{
+    uint64_t span = min_u64(rtt_estimate(cc) / 4, SPAN_MAX_NS);
+    return max_u64(span, SPAN_MIN_NS);
+}
+
+/* Spacing of FEEDBACKs on the receiver's clock (gaps between files
+ * excluded): data that arrived but is not yet reported. */
+static void note_feedback_gap(aftp_cc *cc, uint64_t recv_time_us)
+{
+    if (cc->last_recv_time_us != 0 && recv_time_us > cc->last_recv_time_us) {
+        uint64_t gap = min_u64((recv_time_us - cc->last_recv_time_us) * 1000, FEEDBACK_GAP_MAX_NS);
+        cc->feedback_gap_ns = (7 * cc->feedback_gap_ns + gap) / 8;
+    }
+    cc->last_recv_time_us = recv_time_us;
+}
+
+static void restart_span(aftp_cc *cc, const aftp_cc_mark *m)
+{
+    cc->mark = *m;
+    cc->span_min_qdelay_ns = UINT64_MAX;
+}
+
+/* Receive-rate bookkeeping; 1 when a sample was taken. */
+static int measure(aftp_cc *cc, const aftp_cc_feedback *fb)
+{
+    /* When largest_pn arrived, on the receiver's clock. */
+    uint64_t delay_us = fb->ack_delay_ns / 1000;
+    uint64_t arrived_us = fb->recv_time_us > delay_us ? fb->recv_time_us - delay_us : 0;
+    aftp_cc_mark m = {arrived_us, fb->packets_received, data_sent_upto(cc, fb->largest_pn)};
+    note_feedback_gap(cc, fb->recv_time_us);
+    cc->span_min_qdelay_ns = min_u64(cc->span_min_qdelay_ns, cc->qdelay_ns);
+    /* Packets sent before a back-off still show the old rate: measure
+     * afresh once they are reported. */
+    if (!cc->has_mark || fb->largest_pn < cc->hold_until_pn ||
+        m.recv_time_us < cc->mark.recv_time_us || m.packets_received < cc->mark.packets_received) {
+        cc->has_mark = fb->largest_pn >= cc->hold_until_pn;
+        restart_span(cc, &m);
+        return 0;
+    }
+    if ((m.recv_time_us - cc->mark.recv_time_us) * 1000 < sample_span(cc))
+        return 0;
+    cc->sample_qdelay_ns = cc->span_min_qdelay_ns;
+    take_sample(cc, &m);
+    restart_span(cc, &m);
+    return 1;
+}
+
+static int next_round(aftp_cc *cc)
+{
+    if (cc->largest_pn < cc->round_end_pn)
+        return 0;
+    cc->round++;
+    cc->round_end_pn = cc->next_pn;
+    bw_new_round(cc);
+    return 1;
+}
+
+static void step_mode(aftp_cc *cc, uint64_t now, int new_round, int sampled)
+{
+    switch (cc->mode) {
+    case AFTP_CC_MODE_STARTUP: check_startup_done(cc, new_round, sampled); break;
+    case AFTP_CC_MODE_DRAIN: check_drain_done(cc, now); break;
+    case AFTP_CC_MODE_PROBE_RTT: check_probe_rtt_done(cc, now); break;
+    case AFTP_CC_MODE_PROBE_BW:
+        if (now - cc->min_rtt_seen_ns > MIN_RTT_WINDOW_NS)
+            enter_probe_rtt(cc, now);
+        break;
+    default: break;
+    }
+}
+
+void aftp_cc_on_feedback(aftp_cc *cc, const aftp_cc_feedback *fb)
+{
+    if (cc->has_largest && fb->largest_pn <= cc->largest_pn)
+        return;
+    cc->now_ns = fb->now_ns;
+    cc->has_largest = 1;
+    cc->largest_pn = fb->largest_pn;
+    if (fb->rtt_ns > 0) {
+        uint64_t rtt = fb->rtt_ns > fb->ack_delay_ns ? fb->rtt_ns - fb->ack_delay_ns : fb->rtt_ns;
+        update_min_rtt(cc, rtt, fb->now_ns);
+        track_queue(cc, fb->now_ns);
+    }
+    int new_round = next_round(cc);
+    int sampled = measure(cc, fb);
+    step_mode(cc, fb->now_ns, new_round, sampled);
+    advance_phase(cc, fb->now_ns);
+    update_rate(cc);
+}
+
+void aftp_cc_on_sent(aftp_cc *cc, uint64_t now_ns, uint64_t pn, uint64_t bytes, int is_data)
+{
+    cc->next_pn = pn + 1;
+    cc->now_ns = now_ns;
+    if (cc->hold_until_pn == UINT64_MAX && now_ns >= cc->hold_release_ns)
+        cc->hold_until_pn = pn;
+    if (is_data) {
+        cc->datagram_bytes = max_u64(cc->datagram_bytes, bytes);
+    } else {
+        cc->control_pns[cc->control_count % AFTP_CC_CONTROL_RING] = pn;
+        cc->control_count++;
+    }
+    advance_phase(cc, now_ns);
+}
+
+void aftp_cc_init(aftp_cc *cc, const aftp_cc_config *cfg, uint64_t now_ns)
+{
+    memset(cc, 0, sizeof *cc);
+    cc->cfg = *cfg;
+    cc->rng = cfg->seed;
+    cc->feedback_gap_ns = FEEDBACK_GAP_DEFAULT_NS;
+    cc->min_rtt_seen_ns = now_ns;
+    cc->mode = cfg->policy == AFTP_CC_FIXED ? AFTP_CC_MODE_FIXED : AFTP_CC_MODE_STARTUP;
+    update_rate(cc);
+}
+
+void aftp_cc_stats(const aftp_cc *cc, aftp_stats *out)
+{
+    out->pacing_rate_bps = cc->rate_bps;
+    out->delivery_rate_bps = (uint64_t)((double)cc->bw_bps * (1.0 - cc->base_loss));
+    out->loss_ppm = (uint64_t)(cc->base_loss * 1e6);
+    out->recent_loss_ppm = (uint64_t)(cc->recent_loss * 1e6);
+    out->queue_delay_ns = cc->qdelay_ns;
+    out->path_min_rtt_ns = cc->min_rtt_ns;
+    out->inflight_packets = aftp_cc_inflight(cc);
+    out->inflight_cap_packets = aftp_cc_inflight_cap(cc);
+    out->congestion_events = cc->congestion_events;
+    out->cc_mode = cc->mode;
+}

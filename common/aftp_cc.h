@@ -1,0 +1,174 @@
+/*
+ * Rate controller (sans-I/O): from the receiver's FEEDBACK it estimates the
+ * path (bottleneck delivery rate, minimum RTT, queueing delay, baseline
+ * random loss) and yields the pacing rate and a cap on packets in flight.
+ * Random loss is not congestion: congestion is queueing delay above the
+ * policy's target, or loss clearly above the baseline measured while the
+ * queue was empty. Design: DESIGN.md section 4, spec section 13.2.
+ *
+ * Model (BBR-like, rate based):
+ *   STARTUP    pace at 2 x bw, at most 2.5 BDP in flight: the rate doubles
+ *              per round, smoothly. Leaves on a bandwidth plateau (3 rounds
+ *              without +25%), a queue of 4 x target, or a standing queue
+ *              while its rate no longer grows; never on random loss.
+ *   DRAIN      pace at 0.35 x bw until the unreported data is one BDP.
+ *   PROBE_BW   a cycle of 5-7 rounds (at most ~0.5 s once 2 rounds have
+ *              passed): UP (1.25 x) for max(4 x target, 3 feedback
+ *              intervals) capped at one RTT, DOWN (0.75 x) as long to
+ *              drain what UP queued, then CRUISE (1 x).
+ *   PROBE_RTT  when min RTT has not been seen again for 10 s, or 3 cuts in
+ *              a row did not shrink the queue (it is not ours: a longer
+ *              route, unresponsive traffic): 1/2 x bw for two rounds and at
+ *              least 100 ms; its lowest RTT becomes the minimum.
+ * bw is the windowed maximum (10 rounds) of the rate at which the receiver
+ * saw our packet numbers go by (lost packets included: that is the receive
+ * rate / (1 - loss) without the loss's own noise; packets lost beyond the
+ * baseline are not counted, they died in the bottleneck queue); pacing is
+ * gain x bw, clamped to [min_rate, max_rate]; inflight is capped at 2 BDP
+ * (plus a feedback interval). Congestion is a queue above the policy's
+ * target for longer than a probe's spike (CoDel's standing-queue idea) or
+ * loss over a round clearly above the baseline random loss, learnt while
+ * the queue is empty. It cuts bw in proportion to the excess (the queue
+ * drained over 2 rounds), then holds until packets sent after the cut are
+ * reported. Policies differ in target and cut: FAIR 5 ms, 2-15%; HIGH
+ * max(20 ms, min RTT), 2-15%; LOW 2 ms, 15-50% and never re-bases.
+ *
+ * Time in nanoseconds, rates in bits of UDP payload (whole aftp datagrams)
+ * per second, like the pacer.
+ */
+#ifndef AFTP_CC_H
+#define AFTP_CC_H
+
+#include <stdint.h>
+
+#include "aftp/aftp_engine.h"
+
+#define AFTP_CC_BW_ROUNDS 10         /* bandwidth max-filter window, rounds */
+#define AFTP_CC_CONTROL_RING 64      /* control packets remembered by number */
+#define AFTP_CC_INITIAL_WINDOW 32u   /* packets in flight before any estimate */
+#define AFTP_CC_DEFAULT_DATAGRAM 1200u /* assumed size before the first DATA packet */
+
+enum aftp_cc_mode {
+    AFTP_CC_MODE_FIXED = 0, /* policy FIXED: no model, constant rate */
+    AFTP_CC_MODE_STARTUP,
+    AFTP_CC_MODE_DRAIN,
+    AFTP_CC_MODE_PROBE_BW,
+    AFTP_CC_MODE_PROBE_RTT
+};
+
+/* Phases of the PROBE_BW cycle. */
+enum aftp_cc_phase { AFTP_CC_PHASE_UP, AFTP_CC_PHASE_DOWN, AFTP_CC_PHASE_CRUISE };
+
+typedef struct aftp_cc_config {
+    int policy;                 /* enum aftp_cc_policy */
+    uint64_t rate_bps;          /* FIXED: the rate; others: caps the initial rate */
+    uint64_t min_rate_bps;      /* 0: none */
+    uint64_t max_rate_bps;      /* 0: none */
+    uint64_t initial_rtt_ns;    /* RTT assumed before the first sample */
+    uint64_t max_inflight;      /* packets the sender can track in flight; 0: no limit */
+    uint64_t seed;              /* varies the cycle length between flows */
+} aftp_cc_config;
+
+/* What one FEEDBACK tells the controller. */
+typedef struct aftp_cc_feedback {
+    uint64_t now_ns;
+    uint64_t largest_pn;        /* highest packet number the receiver saw */
+    uint64_t rtt_ns;            /* now - sent time of largest_pn; 0: unknown */
+    uint64_t ack_delay_ns;      /* receiver's delay before answering */
+    uint64_t recv_time_us;      /* receiver's clock when it sent the FEEDBACK */
+    uint64_t packets_received;  /* DATA datagrams that arrived, cumulative */
+} aftp_cc_feedback;
+
+/* A receive-rate measurement point (receiver's clock and counters). */
+typedef struct aftp_cc_mark {
+    uint64_t recv_time_us;
+    uint64_t packets_received;
+    uint64_t data_sent;         /* DATA packets sent up to largest_pn */
+} aftp_cc_mark;
+
+typedef struct aftp_cc {
+    aftp_cc_config cfg;
+    int mode;                   /* enum aftp_cc_mode */
+    int phase;                  /* enum aftp_cc_phase (PROBE_BW) */
+    uint64_t rate_bps;          /* current pacing rate */
+    uint64_t datagram_bytes;    /* largest DATA datagram seen; 0: none yet */
+
+    /* packet numbering */
+    uint64_t next_pn;           /* one past the last packet sent */
+    uint64_t control_pns[AFTP_CC_CONTROL_RING]; /* most recent non-DATA packets */
+    uint64_t control_count;
+    int has_largest;
+    uint64_t largest_pn;
+
+    /* rounds: a round ends when a packet sent after its start is reported */
+    uint64_t round;
+    uint64_t round_end_pn;
+
+    /* bandwidth: per-round maxima of the receive rate, bits/s */
+    uint64_t bw_slot[AFTP_CC_BW_ROUNDS];
+    unsigned bw_index;          /* slot of the current round */
+    uint64_t bw_bps;
+    int has_mark;
+    aftp_cc_mark mark;          /* start of the current rate sample */
+    uint64_t span_min_qdelay_ns; /* lowest queueing delay since the mark */
+    uint64_t sample_qdelay_ns;  /* the same, for the latest sample */
+    uint64_t last_recv_time_us;
+    uint64_t feedback_gap_ns;   /* FEEDBACK spacing (receiver's clock), smoothed */
+
+    /* RTT */
+    uint64_t min_rtt_ns;        /* 0: no sample yet */
+    uint64_t min_rtt_seen_ns;   /* when a sample last came near min_rtt */
+    uint64_t probe_rtt_min_ns;  /* lowest sample during PROBE_RTT */
+    uint64_t qdelay_ns;         /* latest queueing delay */
+
+    /* loss */
+    double base_loss;           /* random loss while the queue was empty */
+    uint64_t base_packets;      /* packets that went into base_loss */
+    double recent_loss;         /* loss of the latest rate sample */
+    uint64_t window_sent, window_lost; /* this round's samples, for congestion */
+    uint64_t window_round;
+
+    /* state machine */
+    uint64_t full_bw_bps;       /* startup plateau detection */
+    unsigned full_bw_rounds;
+    uint64_t phase_start_ns;
+    uint64_t cycle_start_round;
+    uint64_t cycle_start_ns;
+    unsigned cycle_rounds;      /* this cycle's length in rounds... */
+    uint64_t cycle_max_ns;      /* ...or time, whichever ends first */
+    int queue_above;            /* queueing delay above target... */
+    uint64_t queue_since_ns;    /* ...since then, */
+    uint64_t queue_bw_bps;      /* ...when bw was this */
+    uint64_t probe_rtt_round;   /* round PROBE_RTT began */
+    uint64_t drain_round;       /* round DRAIN began */
+    uint64_t hold_until_pn;     /* after a cut: no new cut or sample before */
+    uint64_t hold_release_ns;   /* ...the first packet sent after this time */
+    uint64_t now_ns;            /* latest time seen */
+    uint64_t rng;
+    uint64_t congestion_events;
+    uint64_t last_cut_qdelay_ns; /* queue seen at the latest delay cut */
+    unsigned futile_cuts;       /* delay cuts in a row that did not shrink it */
+} aftp_cc;
+
+void aftp_cc_init(aftp_cc *cc, const aftp_cc_config *cfg, uint64_t now_ns);
+
+/* Packet pn (numbered 0, 1, 2... by the session) of `bytes` left at now;
+ * is_data: a DATA packet (counted by the receiver's packets_received). */
+void aftp_cc_on_sent(aftp_cc *cc, uint64_t now_ns, uint64_t pn, uint64_t bytes, int is_data);
+/* A FEEDBACK arrived (stale ones, not raising largest_pn, are ignored). */
+void aftp_cc_on_feedback(aftp_cc *cc, const aftp_cc_feedback *fb);
+
+/* The pacing rate now, bits per second. */
+uint64_t aftp_cc_rate(const aftp_cc *cc);
+/* 1 when one more DATA packet may leave: packets sent after the largest
+ * reported one stay below the inflight cap. */
+int aftp_cc_may_send(const aftp_cc *cc);
+/* Packets the controller allows in flight (UINT64_MAX: no cap). */
+uint64_t aftp_cc_inflight_cap(const aftp_cc *cc);
+/* Packets sent and not yet covered by a FEEDBACK. */
+uint64_t aftp_cc_inflight(const aftp_cc *cc);
+
+/* Fills the controller's fields of a stats record. */
+void aftp_cc_stats(const aftp_cc *cc, aftp_stats *out);
+
+#endif /* AFTP_CC_H */

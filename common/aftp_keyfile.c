@@ -1,0 +1,539 @@
+/* Key files, authorized keys and known hosts (aftp_keyfile.h). */
+#include "common/aftp_keyfile.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sodium.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "aftp/aftp_error.h"
+
+enum {
+    KEY = AFTP_KEYFILE_KEY_LEN,
+    B64_LEN = 44,             /* base64 of 32 bytes, padded */
+    PRIVATE_FILE_MAX = 128    /* the one line of a private key file, with room to spare */
+};
+
+__attribute__((format(printf, 4, 5))) static int fail(int code, char *err, size_t err_len,
+                                                      const char *fmt, ...)
+{
+    if (err_len > 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, err_len, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
+/* ---- spans, tokens, lines ---- */
+
+typedef struct span {
+    const char *p;
+    size_t n;
+} span;
+
+static int is_blank(char c)
+{
+    return c == ' ' || c == '\t';
+}
+
+static span skip_blanks(span s)
+{
+    while (s.n > 0 && is_blank(*s.p))
+        s.p++, s.n--;
+    return s;
+}
+
+/* The next blank-separated token of *rest; *rest moves past it. */
+static span next_token(span *rest)
+{
+    span s = skip_blanks(*rest), tok = {s.p, 0};
+    while (tok.n < s.n && !is_blank(s.p[tok.n]))
+        tok.n++;
+    rest->p = s.p + tok.n;
+    rest->n = s.n - tok.n;
+    return tok;
+}
+
+static int span_is(span s, const char *text)
+{
+    return s.n == strlen(text) && memcmp(s.p, text, s.n) == 0;
+}
+
+typedef struct lines {
+    span rest;
+    unsigned no; /* number of the line last returned, from 1 */
+} lines;
+
+/* The next line without its newline (and a trailing CR); 0 at the end. */
+static int next_line(lines *it, span *line)
+{
+    if (it->rest.n == 0)
+        return 0;
+    const char *nl = memchr(it->rest.p, '\n', it->rest.n);
+    size_t n = nl != NULL ? (size_t)(nl - it->rest.p) : it->rest.n;
+    *line = (span){it->rest.p, n};
+    if (line->n > 0 && line->p[line->n - 1] == '\r')
+        line->n--;
+    it->rest.p += nl != NULL ? n + 1 : n;
+    it->rest.n -= nl != NULL ? n + 1 : n;
+    it->no++;
+    return 1;
+}
+
+/* Why a line cannot be read at all (too long, control bytes), or NULL. */
+static const char *line_problem(span line, int *code)
+{
+    *code = AFTP_ERR_LIMIT;
+    if (line.n > AFTP_KEYFILE_MAX_LINE)
+        return "line too long";
+    *code = AFTP_ERR_BAD_KEY;
+    for (size_t i = 0; i < line.n; i++) {
+        unsigned char c = (unsigned char)line.p[i];
+        if ((c < 0x20 && c != '\t') || c == 0x7f)
+            return "control character";
+    }
+    return NULL;
+}
+
+static int is_skipped(span line)
+{
+    span s = skip_blanks(line);
+    return s.n == 0 || s.p[0] == '#';
+}
+
+/* ---- keys in text ---- */
+
+static const char *decode_key(span tok, uint8_t *key)
+{
+    size_t len = 0;
+    const char *end = NULL;
+    if (tok.n != B64_LEN ||
+        sodium_base642bin(key, KEY, tok.p, tok.n, NULL, &len, &end,
+                          sodium_base64_VARIANT_ORIGINAL) != 0 ||
+        len != KEY || end != tok.p + tok.n)
+        return "key is not 44 characters of base64 (32 bytes)";
+    return NULL;
+}
+
+/* "aftp-x25519 <base64> [comment]": the comment is the rest of the line. */
+static const char *parse_public_fields(span rest, uint8_t *key)
+{
+    if (!span_is(next_token(&rest), AFTP_KEYFILE_PUBLIC_TAG))
+        return "expected '" AFTP_KEYFILE_PUBLIC_TAG " <base64> [comment]'";
+    return decode_key(next_token(&rest), key);
+}
+
+static void encode_key(const uint8_t *key, char *b64)
+{
+    sodium_bin2base64(b64, B64_LEN + 1, key, KEY, sodium_base64_VARIANT_ORIGINAL);
+}
+
+static int comment_ok(const char *comment)
+{
+    int code;
+    return comment == NULL || line_problem((span){comment, strlen(comment)}, &code) == NULL;
+}
+
+int aftp_keyfile_format_public(const uint8_t *key, const char *comment, char *out, size_t cap)
+{
+    char b64[B64_LEN + 1];
+    if (!comment_ok(comment))
+        return AFTP_ERR_INVALID_ARGUMENT;
+    encode_key(key, b64);
+    int n = snprintf(out, cap, "%s %s%s%s\n", AFTP_KEYFILE_PUBLIC_TAG, b64,
+                     comment != NULL && *comment ? " " : "", comment != NULL ? comment : "");
+    if (n < 0 || (size_t)n >= cap)
+        return AFTP_ERR_BUFFER_TOO_SMALL;
+    return (size_t)n - 1 > AFTP_KEYFILE_MAX_LINE ? AFTP_ERR_LIMIT : AFTP_OK;
+}
+
+int aftp_keyfile_parse_public(const char *line, size_t len, uint8_t *key, char *err,
+                              size_t err_len)
+{
+    span s = {line, len};
+    int code;
+    const char *why = line_problem(s, &code);
+    if (why == NULL && (why = parse_public_fields(s, key)) != NULL)
+        code = AFTP_ERR_BAD_KEY;
+    return why != NULL ? fail(code, err, err_len, "public key: %s", why) : AFTP_OK;
+}
+
+/* ---- files ---- */
+
+static int open_error(const char *path, char *err, size_t err_len)
+{
+    int e = errno;
+    if (e == ENOENT)
+        return fail(AFTP_ERR_NOT_FOUND, err, err_len, "%s: no such file", path);
+    if (e == ELOOP)
+        return fail(AFTP_ERR_PERMISSION, err, err_len, "%s: is a symbolic link (refused)", path);
+    if (e == EEXIST)
+        return fail(AFTP_ERR_FILE_EXISTS, err, err_len, "%s: exists (refusing to replace it)",
+                    path);
+    return fail(e == EACCES || e == EPERM ? AFTP_ERR_PERMISSION : AFTP_ERR_IO, err, err_len,
+                "%s: %s", path, strerror(e));
+}
+
+/* Reads fd to its end into buf; AFTP_ERR_LIMIT when it holds cap bytes or more. */
+static int read_all(int fd, char *buf, size_t cap, size_t *len)
+{
+    *len = 0;
+    for (;;) {
+        ssize_t r = read(fd, buf + *len, cap - *len);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return AFTP_ERR_IO;
+        if (r == 0)
+            return AFTP_OK;
+        *len += (size_t)r;
+        if (*len == cap)
+            return AFTP_ERR_LIMIT;
+    }
+}
+
+static int write_all(int fd, const char *buf, size_t len)
+{
+    while (len > 0) {
+        ssize_t w = write(fd, buf, len);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return AFTP_ERR_IO;
+        buf += w;
+        len -= (size_t)w;
+    }
+    return AFTP_OK;
+}
+
+/* Creates path exclusively with exactly `mode`, writes text, syncs. A
+ * failure leaves no partial file behind. */
+static int write_new_file(const char *path, mode_t mode, const char *text, size_t len, char *err,
+                          size_t err_len)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+    if (fd < 0)
+        return open_error(path, err, err_len);
+    int rc = fchmod(fd, mode) == 0 ? write_all(fd, text, len) : AFTP_ERR_IO;
+    if (rc == AFTP_OK && fsync(fd) != 0)
+        rc = AFTP_ERR_IO;
+    if (close(fd) != 0 && rc == AFTP_OK)
+        rc = AFTP_ERR_IO;
+    if (rc != AFTP_OK) {
+        unlink(path);
+        return fail(rc, err, err_len, "%s: cannot write: %s", path, strerror(errno));
+    }
+    return AFTP_OK;
+}
+
+int aftp_keyfile_write_private(const char *path, const uint8_t *secret, char *err, size_t err_len)
+{
+    char text[PRIVATE_FILE_MAX], b64[B64_LEN + 1];
+    encode_key(secret, b64);
+    int n = snprintf(text, sizeof text, "%s %s\n", AFTP_KEYFILE_PRIVATE_TAG, b64);
+    int rc = write_new_file(path, 0600, text, (size_t)n, err, err_len);
+    sodium_memzero(text, sizeof text);
+    sodium_memzero(b64, sizeof b64);
+    return rc;
+}
+
+int aftp_keyfile_write_public(const char *path, const uint8_t *key, const char *comment, char *err,
+                              size_t err_len)
+{
+    char text[AFTP_KEYFILE_MAX_LINE + 2];
+    int rc = aftp_keyfile_format_public(key, comment, text, sizeof text);
+    if (rc != AFTP_OK)
+        return fail(rc, err, err_len, "%s: comment must be one printable line", path);
+    return write_new_file(path, 0644, text, strlen(text), err, err_len);
+}
+
+/* Like ssh: a secret others can read is already compromised, so refuse it
+ * rather than use it. */
+static int private_file_safe(const char *path, const struct stat *st, char *err, size_t err_len)
+{
+    if (!S_ISREG(st->st_mode))
+        return fail(AFTP_ERR_BAD_KEY, err, err_len, "%s: not a regular file", path);
+    if (st->st_uid != geteuid() && st->st_uid != 0)
+        return fail(AFTP_ERR_PERMISSION, err, err_len,
+                    "%s: owned by uid %u, not by you: refusing to use this private key", path,
+                    (unsigned)st->st_uid);
+    if (st->st_mode & 077)
+        return fail(AFTP_ERR_PERMISSION, err, err_len,
+                    "%s: mode %04o lets others read the private key: run chmod 600 %s", path,
+                    (unsigned)(st->st_mode & 07777), path);
+    return AFTP_OK;
+}
+
+/* The file is exactly "aftp-private-key <base64>" and an optional newline. */
+static const char *parse_private(span text, uint8_t *secret)
+{
+    if (text.n > 0 && text.p[text.n - 1] == '\n')
+        text.n--;
+    int code;
+    if (memchr(text.p, '\n', text.n) != NULL || line_problem(text, &code) != NULL)
+        return "expected one line";
+    if (!span_is(next_token(&text), AFTP_KEYFILE_PRIVATE_TAG))
+        return "expected '" AFTP_KEYFILE_PRIVATE_TAG " <base64>'";
+    const char *why = decode_key(next_token(&text), secret);
+    if (why == NULL && skip_blanks(text).n != 0)
+        why = "unexpected text after the key";
+    return why;
+}
+
+int aftp_keyfile_read_private(const char *path, uint8_t *secret, char *err, size_t err_len)
+{
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0)
+        return open_error(path, err, err_len);
+    char buf[PRIVATE_FILE_MAX];
+    size_t len = 0;
+    struct stat st;
+    int rc = fstat(fd, &st) == 0 ? private_file_safe(path, &st, err, err_len) : AFTP_ERR_IO;
+    if (rc == AFTP_OK)
+        rc = read_all(fd, buf, sizeof buf, &len);
+    close(fd);
+    const char *why = rc == AFTP_OK ? parse_private((span){buf, len}, secret) : NULL;
+    sodium_memzero(buf, sizeof buf);
+    if (why != NULL || rc == AFTP_ERR_LIMIT)
+        return fail(AFTP_ERR_BAD_KEY, err, err_len, "%s: %s", path,
+                    why != NULL ? why : "too long for a private key file");
+    if (rc == AFTP_ERR_IO)
+        return fail(rc, err, err_len, "%s: cannot read: %s", path, strerror(errno));
+    return rc;
+}
+
+/* Reads a whole list file (at most AFTP_KEYFILE_MAX_SIZE bytes) into a
+ * malloc'd buffer. */
+static int load_text(const char *path, char **text, size_t *len, char *err, size_t err_len)
+{
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0)
+        return open_error(path, err, err_len);
+    struct stat st;
+    int rc = fstat(fd, &st) == 0 ? AFTP_OK : AFTP_ERR_IO;
+    if (rc == AFTP_OK && (!S_ISREG(st.st_mode) || st.st_size > (off_t)AFTP_KEYFILE_MAX_SIZE))
+        rc = AFTP_ERR_LIMIT;
+    char *buf = rc == AFTP_OK ? malloc((size_t)st.st_size + 1) : NULL;
+    if (rc == AFTP_OK && buf == NULL)
+        rc = AFTP_ERR_NO_MEMORY;
+    if (rc == AFTP_OK)
+        rc = read_all(fd, buf, (size_t)st.st_size + 1, len);
+    close(fd);
+    if (rc != AFTP_OK) {
+        free(buf);
+        return fail(rc, err, err_len, "%s: %s", path,
+                    rc == AFTP_ERR_LIMIT ? "not a regular file of at most 4 MiB (or changed "
+                                           "while read)"
+                                         : aftp_strerror(rc));
+    }
+    *text = buf;
+    return AFTP_OK;
+}
+
+int aftp_keyfile_read_public(const char *path, uint8_t *key, char *err, size_t err_len)
+{
+    char *text;
+    size_t len;
+    int rc = load_text(path, &text, &len, err, err_len);
+    if (rc != AFTP_OK)
+        return rc;
+    lines it = {{text, len}, 0};
+    span line;
+    const char *why = "no key in the file";
+    rc = AFTP_ERR_BAD_KEY;
+    while (next_line(&it, &line)) {
+        if ((why = line_problem(line, &rc)) == NULL && is_skipped(line))
+            continue;
+        if (why == NULL && (why = parse_public_fields(line, key)) != NULL)
+            rc = AFTP_ERR_BAD_KEY;
+        break;
+    }
+    free(text);
+    return why != NULL ? fail(rc, err, err_len, "%s:%u: %s", path, it.no, why) : AFTP_OK;
+}
+
+/* ---- lists ---- */
+
+static int list_push(aftp_keyfile_list *list, size_t *cap, const uint8_t *key)
+{
+    if (list->count == *cap) {
+        size_t grown = *cap ? *cap * 2 : 16;
+        void *keys = realloc(list->keys, grown * sizeof *list->keys);
+        if (keys == NULL)
+            return AFTP_ERR_NO_MEMORY;
+        list->keys = keys;
+        *cap = grown;
+    }
+    memcpy(list->keys[list->count++], key, KEY);
+    return AFTP_OK;
+}
+
+/* One authorized-keys line into the list; a reason on failure. */
+static const char *authorized_line(span line, aftp_keyfile_list *list, size_t *cap, int *code)
+{
+    uint8_t key[KEY];
+    const char *why = line_problem(line, code);
+    if (why != NULL || is_skipped(line))
+        return why;
+    *code = AFTP_ERR_LIMIT;
+    if (list->count == AFTP_KEYFILE_MAX_KEYS)
+        return "too many keys";
+    *code = AFTP_ERR_BAD_KEY;
+    if ((why = parse_public_fields(line, key)) != NULL)
+        return why;
+    *code = list_push(list, cap, key);
+    return *code == AFTP_OK ? NULL : "out of memory";
+}
+
+int aftp_keyfile_authorized_parse(const char *name, const char *text, size_t len,
+                                  aftp_keyfile_list *out, char *err, size_t err_len)
+{
+    *out = (aftp_keyfile_list){NULL, 0};
+    if (len > AFTP_KEYFILE_MAX_SIZE)
+        return fail(AFTP_ERR_LIMIT, err, err_len, "%s: larger than 4 MiB", name);
+    lines it = {{text, len}, 0};
+    span line;
+    size_t cap = 0;
+    while (next_line(&it, &line)) {
+        int code;
+        const char *why = authorized_line(line, out, &cap, &code);
+        if (why != NULL) {
+            aftp_keyfile_list_free(out);
+            return fail(code, err, err_len, "%s:%u: %s", name, it.no, why);
+        }
+    }
+    return AFTP_OK;
+}
+
+int aftp_keyfile_authorized_load(const char *path, aftp_keyfile_list *out, char *err,
+                                 size_t err_len)
+{
+    char *text = NULL;
+    size_t len = 0;
+    *out = (aftp_keyfile_list){NULL, 0};
+    int rc = load_text(path, &text, &len, err, err_len);
+    if (rc == AFTP_OK)
+        rc = aftp_keyfile_authorized_parse(path, text, len, out, err, err_len);
+    free(text);
+    return rc;
+}
+
+int aftp_keyfile_list_contains(const aftp_keyfile_list *list, const uint8_t *key)
+{
+    int found = 0;
+    for (size_t i = 0; i < list->count; i++)
+        found |= sodium_memcmp(list->keys[i], key, KEY) == 0;
+    return found;
+}
+
+void aftp_keyfile_list_free(aftp_keyfile_list *list)
+{
+    free(list->keys);
+    *list = (aftp_keyfile_list){NULL, 0};
+}
+
+/* ---- known hosts ---- */
+
+/* A host field: one printable token that cannot be taken for a comment. */
+static int host_ok(const char *host)
+{
+    size_t n = strlen(host);
+    if (n == 0 || n > AFTP_KEYFILE_MAX_HOST || host[0] == '#')
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)host[i] <= 0x20 || (unsigned char)host[i] == 0x7f)
+            return 0;
+    return 1;
+}
+
+/* What one known-hosts line says about host: 1 same key, -1 other key, 0 not this host. */
+static const char *known_host_line(span line, const char *host, const uint8_t *key, int *verdict,
+                                   int *code)
+{
+    uint8_t listed[KEY];
+    *verdict = 0;
+    const char *why = line_problem(line, code);
+    if (why != NULL || is_skipped(line))
+        return why;
+    span rest = line;
+    int this_host = span_is(next_token(&rest), host);
+    *code = AFTP_ERR_BAD_KEY;
+    if ((why = parse_public_fields(rest, listed)) != NULL)
+        return why;
+    if (this_host)
+        *verdict = sodium_memcmp(listed, key, KEY) == 0 ? 1 : -1;
+    return NULL;
+}
+
+int aftp_keyfile_known_hosts_check(const char *name, const char *text, size_t len,
+                                   const char *host, const uint8_t *key, char *err,
+                                   size_t err_len)
+{
+    if (!host_ok(host))
+        return fail(AFTP_ERR_INVALID_ARGUMENT, err, err_len, "invalid host name");
+    if (len > AFTP_KEYFILE_MAX_SIZE)
+        return fail(AFTP_ERR_LIMIT, err, err_len, "%s: larger than 4 MiB", name);
+    lines it = {{text, len}, 0};
+    span line;
+    unsigned same = 0, other = 0;
+    while (next_line(&it, &line)) {
+        int verdict, code;
+        const char *why = known_host_line(line, host, key, &verdict, &code);
+        if (why != NULL)
+            return fail(code, err, err_len, "%s:%u: %s", name, it.no, why);
+        if (verdict > 0 && same == 0)
+            same = it.no;
+        if (verdict < 0 && other == 0)
+            other = it.no;
+    }
+    if (same)
+        return AFTP_OK;
+    if (other)
+        return fail(AFTP_ERR_AUTH, err, err_len,
+                    "%s:%u: the key of %s has CHANGED: someone may be intercepting the "
+                    "connection; if the server's key really changed, remove that line",
+                    name, other, host);
+    return fail(AFTP_ERR_UNKNOWN_PEER, err, err_len, "%s: %s is not a known host", name, host);
+}
+
+int aftp_keyfile_known_hosts_check_file(const char *path, const char *host, const uint8_t *key,
+                                        char *err, size_t err_len)
+{
+    char *text = NULL;
+    size_t len = 0;
+    int rc = load_text(path, &text, &len, err, err_len);
+    if (rc == AFTP_ERR_NOT_FOUND)
+        rc = AFTP_OK; /* no file yet: nothing is known */
+    if (rc == AFTP_OK)
+        rc = aftp_keyfile_known_hosts_check(path, text != NULL ? text : "", len, host, key, err,
+                                            err_len);
+    free(text);
+    return rc;
+}
+
+int aftp_keyfile_known_hosts_append(const char *path, const char *host, const uint8_t *key,
+                                    char *err, size_t err_len)
+{
+    char line[AFTP_KEYFILE_MAX_HOST + 1 + AFTP_KEYFILE_MAX_LINE + 2], pub[AFTP_KEYFILE_MAX_LINE];
+    if (!host_ok(host))
+        return fail(AFTP_ERR_INVALID_ARGUMENT, err, err_len, "invalid host name");
+    aftp_keyfile_format_public(key, NULL, pub, sizeof pub);
+    int n = snprintf(line, sizeof line, "%s %s", host, pub);
+    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return open_error(path, err, err_len);
+    int rc = write_all(fd, line, (size_t)n);
+    if (rc == AFTP_OK && fsync(fd) != 0)
+        rc = AFTP_ERR_IO;
+    if (close(fd) != 0 && rc == AFTP_OK)
+        rc = AFTP_ERR_IO;
+    return rc == AFTP_OK ? AFTP_OK
+                         : fail(rc, err, err_len, "%s: cannot append: %s", path, strerror(errno));
+}

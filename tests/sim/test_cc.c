@@ -1,0 +1,372 @@
+/* aftp_cc, the rate controller, alone: driven by a small packet-level path
+ * model (a FIFO bottleneck of fixed rate, one-way delay, seeded random
+ * loss, an optional foreign queue) with periodic FEEDBACK on a virtual
+ * clock. Filters, startup exit, gain cycle, loss baseline, min-RTT refresh,
+ * policies, rate clamps. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "common/aftp_cc.h"
+#include "sim_link.h"
+
+#define MS UINT64_C(1000000)
+#define S (1000 * MS)
+#define MBIT 1000000.0
+#define PKT 1200u                 /* every packet is a 1200-byte DATA datagram */
+#define FEEDBACK_NS (10 * MS)
+#define STEP_NS (100 * 1000)      /* the model advances 0.1 ms at a time */
+#define PENDING 64
+
+typedef struct pending_fb {
+    uint64_t at;
+    aftp_cc_feedback fb;
+} pending_fb;
+
+typedef struct path {
+    double rate_bps;
+    uint64_t delay_ns;            /* one way */
+    double loss;
+    uint64_t foreign_ns;          /* extra queueing delay from other traffic */
+    uint64_t rng;
+    uint64_t now, busy_until, next_send, next_fb;
+    uint64_t *sent_at, *arrive_at; /* per packet number; arrive 0: lost */
+    size_t cap, sent, scan;
+    uint64_t received, largest;
+    int has_largest;
+    pending_fb pend[PENDING];
+    size_t pend_head, pend_tail;
+    /* observations */
+    uint64_t startup_exit_bw;     /* bw when STARTUP ended; 0: still in it */
+    uint64_t max_rate, min_rate;  /* pacing rate extremes while observing */
+    int saw_mode[AFTP_CC_MODE_PROBE_RTT + 1];
+    uint64_t delivered_since;     /* packets received since path_mark() */
+} path;
+
+static void path_init(path *p, double rate_bps, uint64_t rtt_ns, double loss, uint64_t seed)
+{
+    memset(p, 0, sizeof *p);
+    p->rate_bps = rate_bps;
+    p->delay_ns = rtt_ns / 2;
+    p->loss = loss;
+    p->rng = seed;
+    p->cap = 1u << 20;
+    p->sent_at = calloc(p->cap, sizeof *p->sent_at);
+    p->arrive_at = calloc(p->cap, sizeof *p->arrive_at);
+    assert_non_null(p->sent_at);
+    assert_non_null(p->arrive_at);
+    p->next_fb = FEEDBACK_NS;
+    p->min_rate = UINT64_MAX;
+}
+
+static void path_free(path *p)
+{
+    free(p->sent_at);
+    free(p->arrive_at);
+}
+
+static void send_one(path *p, aftp_cc *cc)
+{
+    assert_true(p->sent < p->cap);
+    uint64_t pn = p->sent++;
+    uint64_t start = p->busy_until > p->now ? p->busy_until : p->now;
+    p->busy_until = start + (uint64_t)(PKT * 8.0 * 1e9 / p->rate_bps);
+    p->sent_at[pn] = p->now;
+    int lost = sim_rand_unit(&p->rng) < p->loss;
+    p->arrive_at[pn] = lost ? 0 : p->busy_until + p->delay_ns + p->foreign_ns;
+    aftp_cc_on_sent(cc, p->now, pn, PKT, 1);
+    p->next_send += (uint64_t)(PKT * 8.0 * 1e9 / (double)aftp_cc_rate(cc));
+}
+
+/* The receiver: packets that arrived by now, then a FEEDBACK on its way. */
+static void receive(path *p)
+{
+    while (p->scan < p->sent && p->sent_at[p->scan] + p->delay_ns <= p->now) {
+        uint64_t at = p->arrive_at[p->scan];
+        if (at != 0 && at > p->now)
+            break;
+        if (at != 0) {
+            p->received++;
+            p->delivered_since++;
+            p->largest = p->scan;
+            p->has_largest = 1;
+        }
+        p->scan++;
+    }
+    if (p->now < p->next_fb || !p->has_largest)
+        return;
+    p->next_fb = p->now + FEEDBACK_NS;
+    pending_fb *f = &p->pend[p->pend_tail++ % PENDING];
+    f->at = p->now + p->delay_ns;
+    f->fb = (aftp_cc_feedback){.largest_pn = p->largest, .recv_time_us = p->now / 1000,
+                               .ack_delay_ns = p->now - p->arrive_at[p->largest],
+                               .packets_received = p->received};
+}
+
+static void deliver_feedback(path *p, aftp_cc *cc)
+{
+    while (p->pend_head < p->pend_tail && p->pend[p->pend_head % PENDING].at <= p->now) {
+        aftp_cc_feedback fb = p->pend[p->pend_head++ % PENDING].fb;
+        fb.now_ns = p->now;
+        fb.rtt_ns = p->now - p->sent_at[fb.largest_pn];
+        aftp_cc_on_feedback(cc, &fb);
+    }
+}
+
+static void observe(path *p, const aftp_cc *cc)
+{
+    uint64_t r = aftp_cc_rate(cc);
+    p->max_rate = r > p->max_rate ? r : p->max_rate;
+    p->min_rate = r < p->min_rate ? r : p->min_rate;
+    p->saw_mode[cc->mode] = 1;
+    if (p->startup_exit_bw == 0 && cc->mode != AFTP_CC_MODE_STARTUP)
+        p->startup_exit_bw = cc->bw_bps;
+}
+
+static void path_run(path *p, aftp_cc *cc, uint64_t until)
+{
+    for (; p->now < until; p->now += STEP_NS) {
+        deliver_feedback(p, cc);
+        receive(p);
+        if (p->next_send + MS < p->now)
+            p->next_send = p->now - MS; /* 1 ms of credit at most, like the pacer */
+        while (p->next_send <= p->now && aftp_cc_may_send(cc))
+            send_one(p, cc);
+        observe(p, cc);
+    }
+}
+
+/* Starts watching rates and deliveries afresh. */
+static void path_mark(path *p)
+{
+    p->max_rate = 0;
+    p->min_rate = UINT64_MAX;
+    p->delivered_since = 0;
+    memset(p->saw_mode, 0, sizeof p->saw_mode);
+}
+
+static double delivered_bps(const path *p, uint64_t span_ns)
+{
+    return (double)p->delivered_since * PKT * 8.0 * 1e9 / (double)span_ns;
+}
+
+static void cc_start(aftp_cc *cc, int policy, uint64_t max_rate, uint64_t min_rate)
+{
+    aftp_cc_config cfg = {.policy = policy, .rate_bps = UINT64_C(1000000000),
+                          .min_rate_bps = min_rate, .max_rate_bps = max_rate,
+                          .initial_rtt_ns = 100 * MS, .seed = 1};
+    aftp_cc_init(cc, &cfg, 0);
+}
+
+/* A controller of `policy` on the 100 Mbit/s, 40 ms path, run until
+ * `until`. */
+static void start_on_path(aftp_cc *cc, path *p, int policy, double loss, uint64_t seed,
+                          uint64_t until)
+{
+    cc_start(cc, policy, 0, 0);
+    path_init(p, 100 * MBIT, 40 * MS, loss, seed);
+    path_run(p, cc, until);
+}
+
+static void test_fixed_holds_its_rate(void **state)
+{
+    (void)state;
+    aftp_cc cc;
+    aftp_cc_config cfg = {.policy = AFTP_CC_FIXED, .rate_bps = 50 * 1000 * 1000,
+                          .max_rate_bps = 40 * 1000 * 1000, .initial_rtt_ns = 100 * MS};
+    aftp_cc_init(&cc, &cfg, 0);
+    path p;
+    path_init(&p, 30 * MBIT, 40 * MS, 0.2, 3);
+    path_run(&p, &cc, 3 * S);
+    /* max_rate wins over the fixed rate; neither loss nor a full queue
+     * moves it, and nothing caps what is in flight. */
+    assert_int_equal(p.max_rate, 40 * 1000 * 1000);
+    assert_int_equal(p.min_rate, 40 * 1000 * 1000);
+    assert_int_equal(aftp_cc_inflight_cap(&cc), UINT64_MAX);
+    assert_int_equal(cc.mode, AFTP_CC_MODE_FIXED);
+    /* The estimates still run, for progress lines. */
+    assert_true(cc.bw_bps > 0.97 * 30 * MBIT && cc.bw_bps < 1.03 * 30 * MBIT);
+    path_free(&p);
+}
+
+static void test_startup_exits_on_plateau(void **state)
+{
+    (void)state;
+    aftp_cc cc;
+    path p;
+    start_on_path(&cc, &p, AFTP_CC_FAIR, 0.0, 4, 3 * S);
+    assert_int_equal(cc.mode, AFTP_CC_MODE_PROBE_BW);
+    /* It left startup having found the bottleneck, not before. */
+    assert_true(p.startup_exit_bw >= 0.8 * 100 * MBIT);
+    assert_true(cc.bw_bps >= 0.97 * 100 * MBIT && cc.bw_bps <= 1.03 * 100 * MBIT);
+    assert_true(cc.min_rtt_ns >= 40 * MS && cc.min_rtt_ns <= 42 * MS);
+    assert_true(cc.base_loss == 0.0);
+    /* Data in flight is capped near 2 BDP (plus feedback allowance). */
+    double bdp = 100 * MBIT * 0.040 / 8 / PKT;
+    assert_true(aftp_cc_inflight_cap(&cc) >= 2 * bdp && aftp_cc_inflight_cap(&cc) <= 3 * bdp);
+    path_free(&p);
+}
+
+/* 10% random loss: startup still finds the bottleneck, the loss is learnt
+ * as baseline, and the rate makes up for it. */
+static void test_random_loss_is_not_congestion(void **state)
+{
+    (void)state;
+    aftp_cc cc;
+    path p;
+    start_on_path(&cc, &p, AFTP_CC_FAIR, 0.10, 5, 4 * S);
+    assert_true(p.startup_exit_bw >= 0.8 * 0.9 * 100 * MBIT);
+    assert_true(cc.base_loss > 0.08 && cc.base_loss < 0.12);
+    path_mark(&p);
+    path_run(&p, &cc, 8 * S);
+    assert_true(delivered_bps(&p, 4 * S) >= 0.9 * 0.9 * 100 * MBIT);
+    assert_int_equal(cc.congestion_events, 0);
+    path_free(&p);
+}
+
+/* PROBE_BW: UP at 1.25 x, DOWN at 0.75 x, CRUISE at 1 x of the path rate
+ * (bw corrected for the baseline loss). */
+static void test_gain_cycle(void **state)
+{
+    (void)state;
+    aftp_cc cc;
+    path p;
+    start_on_path(&cc, &p, AFTP_CC_FAIR, 0.05, 6, 4 * S);
+    path_mark(&p);
+    path_run(&p, &cc, 6 * S);
+    double path_rate = (double)cc.bw_bps;
+    assert_true(path_rate > 0.95 * 100 * MBIT && path_rate < 1.05 * 100 * MBIT);
+    assert_true((double)p.max_rate > 1.2 * path_rate && (double)p.max_rate < 1.3 * path_rate);
+    assert_true((double)p.min_rate > 0.7 * path_rate && (double)p.min_rate < 0.8 * path_rate);
+    if (cc.phase == AFTP_CC_PHASE_CRUISE)
+        assert_true(aftp_cc_rate(&cc) == (uint64_t)path_rate);
+    path_free(&p);
+}
+
+/* A lasting route change (+30 ms): the old minimum is not seen again, so
+ * after 10 s PROBE_RTT adopts the new one and the rate recovers. */
+static void test_min_rtt_refresh(void **state)
+{
+    (void)state;
+    aftp_cc cc;
+    path p;
+    start_on_path(&cc, &p, AFTP_CC_FAIR, 0.0, 7, 3 * S);
+    p.foreign_ns = 30 * MS;
+    path_mark(&p);
+    path_run(&p, &cc, 16 * S);
+    assert_true(p.saw_mode[AFTP_CC_MODE_PROBE_RTT]);
+    assert_true(cc.min_rtt_ns >= 70 * MS && cc.min_rtt_ns <= 72 * MS);
+    path_mark(&p);
+    path_run(&p, &cc, 20 * S);
+    assert_true(delivered_bps(&p, 4 * S) >= 0.85 * 100 * MBIT);
+    path_free(&p);
+}
+
+/* Another flow's standing queue (15 ms) appears: within its first half
+ * second FAIR backs off, LOW further, HIGH (which tolerates a queue up to
+ * one RTT) not at all. (A queue that outlasts several cuts is taken as
+ * not ours: test_min_rtt_refresh.) */
+static uint64_t rate_under_foreign_queue(int policy)
+{
+    aftp_cc cc;
+    path p;
+    start_on_path(&cc, &p, policy, 0.0, 8, 3 * S);
+    uint64_t events = cc.congestion_events;
+    p.foreign_ns = 15 * MS;
+    path_mark(&p);
+    path_run(&p, &cc, 3 * S + 500 * MS);
+    uint64_t bw = cc.bw_bps;
+    events = cc.congestion_events - events;
+    if (policy == AFTP_CC_HIGH)
+        assert_int_equal(events, 0);
+    else
+        assert_true(events > 0);
+    path_free(&p);
+    return bw;
+}
+
+static void test_policies(void **state)
+{
+    (void)state;
+    uint64_t high = rate_under_foreign_queue(AFTP_CC_HIGH);
+    uint64_t fair = rate_under_foreign_queue(AFTP_CC_FAIR);
+    uint64_t low = rate_under_foreign_queue(AFTP_CC_LOW);
+    assert_true(high >= 0.95 * 100 * MBIT);
+    assert_true(fair < 0.9 * high);
+    assert_true(low < 0.75 * fair);
+}
+
+static void test_max_rate_clamp(void **state)
+{
+    (void)state;
+    aftp_cc cc;
+    cc_start(&cc, AFTP_CC_FAIR, 30 * 1000 * 1000, 0);
+    path p;
+    path_init(&p, 100 * MBIT, 40 * MS, 0.0, 9);
+    path_run(&p, &cc, 5 * S);
+    assert_int_equal(p.max_rate, 30 * 1000 * 1000);
+    path_mark(&p);
+    path_run(&p, &cc, 7 * S);
+    assert_true(delivered_bps(&p, 2 * S) > 0.9 * 30 * MBIT);
+    path_free(&p);
+}
+
+/* min_rate holds even when the path is slower and congested. */
+static void test_min_rate_clamp(void **state)
+{
+    (void)state;
+    aftp_cc cc;
+    cc_start(&cc, AFTP_CC_FAIR, 0, 60 * 1000 * 1000);
+    path p;
+    path_init(&p, 50 * MBIT, 40 * MS, 0.0, 10);
+    path_run(&p, &cc, 5 * S);
+    assert_true(p.min_rate >= 60 * 1000 * 1000);
+    assert_true(cc.congestion_events > 0);
+    path_free(&p);
+}
+
+/* Packets the receiver cannot count (control packets) are not loss. */
+static void test_control_packets_are_not_loss(void **state)
+{
+    (void)state;
+    aftp_cc cc;
+    cc_start(&cc, AFTP_CC_FAIR, 0, 0);
+    for (uint64_t pn = 0; pn < 400; pn++)
+        aftp_cc_on_sent(&cc, pn * MS, pn, pn % 4 == 0 ? 60 : PKT, pn % 4 != 0);
+    /* 300 DATA packets sent, all arrived: two FEEDBACKs 100 ms apart. */
+    aftp_cc_feedback fb = {.now_ns = 200 * MS, .largest_pn = 199, .rtt_ns = 40 * MS,
+                           .recv_time_us = 100000, .packets_received = 150};
+    aftp_cc_on_feedback(&cc, &fb);
+    fb = (aftp_cc_feedback){.now_ns = 400 * MS, .largest_pn = 399, .rtt_ns = 40 * MS,
+                            .recv_time_us = 200000, .packets_received = 300};
+    aftp_cc_on_feedback(&cc, &fb);
+    assert_true(cc.recent_loss == 0.0);
+    /* 150 packets of 1200 bytes in 100 ms. */
+    assert_int_equal(cc.bw_bps, 150 * PKT * 8 * 10);
+    /* A stale FEEDBACK (no higher largest_pn) changes nothing. */
+    aftp_cc copy = cc;
+    fb.packets_received = 10;
+    aftp_cc_on_feedback(&cc, &fb);
+    assert_memory_equal(&copy, &cc, sizeof cc);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_fixed_holds_its_rate),
+        cmocka_unit_test(test_startup_exits_on_plateau),
+        cmocka_unit_test(test_random_loss_is_not_congestion),
+        cmocka_unit_test(test_gain_cycle),
+        cmocka_unit_test(test_min_rtt_refresh),
+        cmocka_unit_test(test_policies),
+        cmocka_unit_test(test_max_rate_clamp),
+        cmocka_unit_test(test_min_rate_clamp),
+        cmocka_unit_test(test_control_packets_are_not_loss),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
