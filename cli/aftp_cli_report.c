@@ -89,6 +89,15 @@ static uint64_t bytes_done(const aftp_cli_report *r, const aftp_stats *st)
     return done > r->size ? r->size : done;
 }
 
+/* What the rate controller sees: its pacing rate, the path's loss and
+ * round-trip time, and the queue it is building. */
+static void print_path_state(const aftp_stats *st)
+{
+    fprintf(stderr, "  rate %.1f Mbit/s  loss %.2f%%  RTT %.1f ms (+%.1f queue)",
+            (double)st->pacing_rate_bps / 1e6, (double)st->recent_loss_ppm / 1e4,
+            (double)st->path_min_rtt_ns / 1e6, (double)st->queue_delay_ns / 1e6);
+}
+
 static void on_tick(void *app, const aftp_stats *st, uint64_t now_ns)
 {
     aftp_cli_report *r = app;
@@ -107,6 +116,8 @@ static void on_tick(void *app, const aftp_stats *st, uint64_t now_ns)
     }
     fprintf(stderr, "\r\033[K%s %5.1f%%  %.1f/%.1f MiB  %.1f Mbit/s  ETA %s", r->name, pct,
             (double)done / 1048576.0, (double)r->size / 1048576.0, rate / 1e6, eta);
+    if (r->sender)
+        print_path_state(st);
 }
 
 aftp_io_hooks aftp_cli_report_hooks(aftp_cli_report *r)

@@ -9,6 +9,9 @@
 
 typedef struct send_args {
     uint64_t rate_bps;
+    int rate_given;
+    int policy; /* enum aftp_cc_policy */
+    uint64_t max_rate_bps, min_rate_bps;
     aftp_cli_common common;
     const char *file;
     const char *peer_text;
@@ -16,21 +19,76 @@ typedef struct send_args {
     socklen_t peer_len;
 } send_args;
 
+static const char *const policy_names[] = {
+    [AFTP_CC_FAIR] = "fair", [AFTP_CC_FIXED] = "fixed", [AFTP_CC_HIGH] = "high", [AFTP_CC_LOW] = "low"};
+
+static int parse_policy(const char *text, int *policy)
+{
+    for (int p = 0; p < (int)(sizeof policy_names / sizeof policy_names[0]); p++) {
+        if (strcmp(text, policy_names[p]) == 0) {
+            *policy = p;
+            return AFTP_OK;
+        }
+    }
+    return AFTP_ERR_INVALID_ARGUMENT;
+}
+
+static int parse_rate_option(const char *name, const char *text, uint64_t *out)
+{
+    if (aftp_parse_rate(text, out) == AFTP_OK)
+        return AFTP_EXIT_OK;
+    aftp_cli_error("bad %s '%s' (bits/s, e.g. 500M, 1G, 2.5g)", name, text);
+    return AFTP_EXIT_USAGE;
+}
+
+/* One send-specific option; AFTP_EXIT_OK, or the exit code of a bad value. */
+static int send_option(int c, const char *arg, send_args *a)
+{
+    switch (c) {
+    case 'r':
+        a->rate_given = 1;
+        return parse_rate_option("rate", arg, &a->rate_bps);
+    case 'P':
+        if (parse_policy(arg, &a->policy) == AFTP_OK)
+            return AFTP_EXIT_OK;
+        aftp_cli_error("bad policy '%s' (fixed, fair, high or low)", arg);
+        return AFTP_EXIT_USAGE;
+    case 'M':
+        return parse_rate_option("max-rate", arg, &a->max_rate_bps);
+    case 'm':
+        return parse_rate_option("min-rate", arg, &a->min_rate_bps);
+    default:
+        return aftp_cli_common_option(c, arg, &a->common);
+    }
+}
+
+/* --rate is the target rate (Aspera's meaning): under an adaptive policy
+ * it is also the ceiling unless --max-rate says otherwise. */
+static int settle_rates(send_args *a)
+{
+    if (a->policy != AFTP_CC_FIXED && a->rate_given && a->max_rate_bps == 0)
+        a->max_rate_bps = a->rate_bps;
+    if (a->max_rate_bps && a->min_rate_bps > a->max_rate_bps) {
+        aftp_cli_error("--min-rate is above --max-rate");
+        return AFTP_EXIT_USAGE;
+    }
+    return AFTP_EXIT_OK;
+}
+
 static int parse_send_args(int argc, char **argv, send_args *a)
 {
     static const struct option opts[] = {{"rate", required_argument, NULL, 'r'},
+                                         {"policy", required_argument, NULL, 'P'},
+                                         {"max-rate", required_argument, NULL, 'M'},
+                                         {"min-rate", required_argument, NULL, 'm'},
                                          AFTP_CLI_COMMON_LONG};
     int c, rc;
     a->rate_bps = AFTP_CLI_DEFAULT_RATE;
+    a->policy = AFTP_CC_FAIR;
     a->common.idle_timeout_ns = AFTP_CLI_DEFAULT_IDLE_NS;
-    while ((c = getopt_long(argc, argv, "r:" AFTP_CLI_COMMON_SHORT, opts, NULL)) != -1) {
-        if (c == 'r' && aftp_parse_rate(optarg, &a->rate_bps) != AFTP_OK) {
-            aftp_cli_error("bad rate '%s' (bits/s, e.g. 500M, 1G, 2.5g)", optarg);
-            return AFTP_EXIT_USAGE;
-        }
-        if (c != 'r' && (rc = aftp_cli_common_option(c, optarg, &a->common)) != AFTP_EXIT_OK)
+    while ((c = getopt_long(argc, argv, "r:" AFTP_CLI_COMMON_SHORT, opts, NULL)) != -1)
+        if ((rc = send_option(c, optarg, a)) != AFTP_EXIT_OK)
             return rc;
-    }
     if (argc - optind != 2) {
         aftp_cli_error("send needs FILE and HOST:PORT (aftp --help)");
         return AFTP_EXIT_USAGE;
@@ -42,7 +100,7 @@ static int parse_send_args(int argc, char **argv, send_args *a)
                        a->peer_text);
         return AFTP_EXIT_USAGE;
     }
-    return AFTP_EXIT_OK;
+    return settle_rates(a);
 }
 
 /* One line that says what went wrong, in the user's terms. */
@@ -100,6 +158,8 @@ static int run_send(const send_args *args)
     aftp_cli_catch_signals(&r);
     aftp_push_opts o = {.file = a.file, .peer = (struct sockaddr *)&a.peer,
                         .peer_len = a.peer_len, .rate_bps = a.rate_bps,
+                        .policy = a.policy, .max_rate_bps = a.max_rate_bps,
+                        .min_rate_bps = a.min_rate_bps,
                         .idle_timeout_ns = a.common.idle_timeout_ns,
                         .hooks = aftp_cli_report_hooks(&r)};
     if (aftp_push_run(&o, &res) == AFTP_OK) {

@@ -9,7 +9,7 @@
 
 void aftp_cli_usage(FILE *to)
 {
-    fputs("usage: aftp send [--rate RATE] [OPTIONS] FILE HOST:PORT\n"
+    fputs("usage: aftp send [--rate RATE] [--policy POLICY] [OPTIONS] FILE HOST:PORT\n"
           "       aftp recv --listen [ADDR:]PORT --dir DIR [--once] [--overwrite] [OPTIONS]\n"
           "       aftp --help | --version\n"
           "\n"
@@ -17,8 +17,14 @@ void aftp_cli_usage(FILE *to)
           "running 'recv', which writes it into DIR under the same base name).\n"
           "\n"
           "send:\n"
-          "  -r, --rate RATE            pacing rate in bits/s, suffixes k M G T\n"
-          "                             (e.g. 500M, 2.5g; default 1G)\n"
+          "  -r, --rate RATE            target rate in bits/s, suffixes k M G T\n"
+          "                             (e.g. 500M, 2.5g): policy fixed sends at it\n"
+          "                             (default 1G), the others never exceed it\n"
+          "      --policy POLICY        fair (default: fill the path, share it),\n"
+          "                             high (about twice a fair share), low (yield\n"
+          "                             to other traffic) or fixed (hold --rate)\n"
+          "      --max-rate RATE        never send faster, whatever the policy\n"
+          "      --min-rate RATE        never slow down below this, even when congested\n"
           "recv:\n"
           "  -l, --listen [ADDR:]PORT   where to listen (default ADDR 0.0.0.0,\n"
           "                             [::]:PORT for IPv6, PORT 0 picks a free port)\n"

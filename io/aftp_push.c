@@ -11,7 +11,17 @@
 /* Buffers for pacing at `rate`: ~4 ms of data on the send side (batches
  * are 0.5-1 ms), and room for the feedback stream on the receive side. */
 #define PUSH_SND_WINDOW_NS 4000000u
+#define PUSH_UNCAPPED_RATE_BPS UINT64_C(10000000000)
 
+
+/* The fastest the sender may pace: what its socket buffer must cover. An
+ * uncapped adaptive policy may find a path as fast as the host. */
+static uint64_t peak_rate(const aftp_push_opts *o)
+{
+    if (o->policy == AFTP_CC_FIXED)
+        return o->rate_bps;
+    return o->max_rate_bps ? o->max_rate_bps : PUSH_UNCAPPED_RATE_BPS;
+}
 
 static int open_socket(const aftp_push_opts *o, aftp_udp *udp)
 {
@@ -27,7 +37,7 @@ static int open_socket(const aftp_push_opts *o, aftp_udp *udp)
         return rc;
     if (udp->drop.threshold)
         aftp_io_warn(&o->hooks, "test loss shim active (" AFTP_DROP_ENV ")");
-    aftp_udp_buffers b = {.want_snd = aftp_udp_buffer_for(o->rate_bps, PUSH_SND_WINDOW_NS),
+    aftp_udp_buffers b = {.want_snd = aftp_udp_buffer_for(peak_rate(o), PUSH_SND_WINDOW_NS),
                           .want_rcv = AFTP_UDP_MIN_BUFFER};
     char advice[256];
     rc = aftp_udp_set_buffers(udp, &b);
@@ -48,6 +58,9 @@ static int run_session(const aftp_push_opts *o, aftp_io_ctx *ctx, aftp_udp *udp,
     aftp_sender_settings_default(&set);
     set.conn_id = aftp_io_random_conn_id();
     set.rate_bps = o->rate_bps;
+    set.policy = o->policy;
+    set.max_rate_bps = o->max_rate_bps;
+    set.min_rate_bps = o->min_rate_bps;
     set.max_datagram = AFTP_IO_DATAGRAM;
     if (o->idle_timeout_ns)
         set.idle_timeout_ns = o->idle_timeout_ns;

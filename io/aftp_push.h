@@ -14,7 +14,10 @@ typedef struct aftp_push_opts {
     const char *file;
     const struct sockaddr *peer;
     socklen_t peer_len;
-    uint64_t rate_bps;
+    uint64_t rate_bps;         /* FIXED: the rate; adaptive policies: the starting cap */
+    int policy;                /* enum aftp_cc_policy */
+    uint64_t max_rate_bps;     /* 0: none */
+    uint64_t min_rate_bps;     /* 0: none */
     uint64_t idle_timeout_ns; /* 0: the engine's default */
     aftp_io_hooks hooks;
 } aftp_push_opts;

@@ -108,6 +108,9 @@ size_block) transfer_ok $BLOCK ;;
 size_block_plus_1) transfer_ok $((BLOCK + 1)) ;;
 size_5mb) transfer_ok $((5 * 1000 * 1000 + 7)) ;;
 size_1gib) transfer_ok $((1 << 30)) ;;
+policy_fixed) transfer_ok $((5 << 20)) --policy fixed ;;
+policy_high) transfer_ok $((5 << 20)) --policy high --min-rate 100M ;;
+policy_low) transfer_ok $((5 << 20)) --policy low --max-rate 1500M ;;
 drop_1pct)
     export AFTP_TEST_DROP=1%,11
     transfer_ok $((20 << 20))
@@ -210,6 +213,12 @@ usage)
     "$AFTP" send f 127.0.0.1:99999 2>"$WORK/u2.err"
     expect_rc "bad port" $? 2
     expect_text "$WORK/u2.err" "^aftp: error: bad address '127\.0\.0\.1:99999'"
+    "$AFTP" send --policy greedy f 127.0.0.1:1 2>"$WORK/u7.err"
+    expect_rc "bad policy" $? 2
+    expect_text "$WORK/u7.err" "^aftp: error: bad policy 'greedy'"
+    "$AFTP" send --min-rate 2G --max-rate 1G f 127.0.0.1:1 2>"$WORK/u8.err"
+    expect_rc "min above max" $? 2
+    expect_text "$WORK/u8.err" "^aftp: error: --min-rate is above --max-rate"
     "$AFTP" send f 2>"$WORK/u3.err"
     expect_rc "missing address" $? 2
     "$AFTP" recv --dir "$WORK" 2>"$WORK/u4.err"
