@@ -4,7 +4,7 @@
  * random loss) and yields the pacing rate and a cap on packets in flight.
  * Random loss is not congestion: congestion is queueing delay above the
  * policy's target, or loss clearly above the baseline measured while the
- * queue was empty. Design: DESIGN.md section 4, spec section 13.2.
+ * queue was empty. Design: DESIGN.md section 4, spec section 13.4.
  *
  * Model (BBR-like, rate based):
  *   STARTUP    pace at 2 x bw, at most 2.5 BDP in flight: the rate doubles

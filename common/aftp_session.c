@@ -1,6 +1,8 @@
 /* State shared by both engine roles (aftp_session.h). */
 #include "common/aftp_session.h"
 
+#include "common/aftp_errmap.h"
+
 #include <string.h>
 
 
@@ -163,11 +165,9 @@ void aftp_session_set_closed(aftp_session *ss, int error)
 int aftp_session_peer_close(aftp_session *ss, const aftp_wire_close *c)
 {
     set_message(ss, (const char *)c->reason, c->reason_len);
-    if (c->error == AFTP_WIRE_ERR_NONE)
-        return AFTP_OK;
-    if (c->error == AFTP_WIRE_ERR_CANCELLED)
-        return AFTP_ERR_CANCELLED;
-    return AFTP_ERR_PEER_CLOSED;
+    /* Spec 11.2: the same table as per-file errors; codes without a local
+     * twin (PROTOCOL, INTERNAL, unknown) become PEER_CLOSED. */
+    return aftp_errmap_to_local(c->error);
 }
 
 int aftp_session_encode_close(aftp_session *ss, uint8_t *buf, size_t cap, aftp_datagram *dg)

@@ -82,13 +82,45 @@ static int pump_input(aftp_drive *d, uint64_t now)
     return AFTP_OK;
 }
 
-/* Collects what the engine releases now and sends it as one batch.
- * *full is set when the batch hit its size limit (more may be due). */
-static int pump_output(aftp_drive *d, uint64_t now, uint8_t *bufs, aftp_datagram *dgs, int *full)
+/* What the engine releases now, up to one batch. */
+static size_t collect(const aftp_drive *d, uint64_t now, uint8_t *bufs, aftp_datagram *dgs)
 {
     size_t n = 0;
     while (n < AFTP_UDP_TX_MAX && engine_write(d, now, bufs + n * d->max_datagram, &dgs[n]) == 1)
         n++;
+    return n;
+}
+
+/* collect() with the sender's reads of its source under the guard: a read
+ * past the end of a source that shrank meanwhile trips the guard and
+ * abandons the batch (nothing is sent) instead of killing the process. */
+static size_t collect_guarded(const aftp_drive *d, uint64_t now, uint8_t *bufs,
+                              aftp_datagram *dgs)
+{
+    if (d->source_guard == NULL)
+        return collect(d, now, bufs, dgs);
+    if (sigsetjmp(d->source_guard->env, 1) != 0)
+        return 0;
+    aftp_mapguard_enter(d->source_guard);
+    size_t n = collect(d, now, bufs, dgs);
+    aftp_mapguard_leave(d->source_guard);
+    return n;
+}
+
+/* The source changed under the sender (a size/mtime check or a faulting
+ * read tripped its guard): the file fails and the peer is told. */
+static void check_source(const aftp_drive *d, uint64_t now)
+{
+    if (d->source_guard != NULL && aftp_mapguard_tripped(d->source_guard))
+        aftp_sender_abort(d->sender, now, AFTP_ERR_SOURCE_CHANGED,
+                          "source changed during transfer");
+}
+
+/* Collects what the engine releases now and sends it as one batch.
+ * *full is set when the batch hit its size limit (more may be due). */
+static int pump_output(aftp_drive *d, uint64_t now, uint8_t *bufs, aftp_datagram *dgs, int *full)
+{
+    size_t n = collect_guarded(d, now, bufs, dgs);
     *full = n == AFTP_UDP_TX_MAX;
     if (n == 0)
         return AFTP_OK;
@@ -122,6 +154,7 @@ static int run_loop(aftp_drive *d, uint8_t *bufs, aftp_datagram *dgs)
         int full = 0;
         if (rc == AFTP_OK)
             rc = pump_output(d, now, bufs, dgs, &full);
+        check_source(d, now);
         /* Once our CLOSE is out the peer may already be gone, and the
          * kernel's ICMP refusal of a repeated CLOSE only confirms the end. */
         if (rc == AFTP_ERR_NETWORK && engine_state(d) == AFTP_STATE_CLOSING)
@@ -136,6 +169,8 @@ static int run_loop(aftp_drive *d, uint8_t *bufs, aftp_datagram *dgs)
         if (full || engine_state(d) == AFTP_STATE_CLOSED)
             continue;
         uint64_t wake = engine_expiry(d);
+        if (wake <= now)
+            continue; /* work is due at once (a verification step) */
         if (wake < now + AFTP_DRIVE_BATCH_GAP_NS)
             wake = now + AFTP_DRIVE_BATCH_GAP_NS;
         if (wake > next_tick)

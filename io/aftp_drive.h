@@ -7,7 +7,9 @@
  * bucket holds ~1 ms at the pacing rate) into one sendmmsg/GSO batch, then
  * sleep in ppoll until the engine's expiry or a datagram arrives. After a
  * paced batch the loop sleeps at least AFTP_DRIVE_BATCH_GAP_NS, so each
- * batch carries ~0.5 ms of data instead of one datagram per wake-up.
+ * batch carries ~0.5 ms of data instead of one datagram per wake-up; an
+ * expiry already due (the receiver's next verification step) is run at
+ * once.
  */
 #ifndef AFTP_DRIVE_H
 #define AFTP_DRIVE_H
@@ -16,6 +18,7 @@
 #include <stdint.h>
 
 #include "aftp/aftp_engine.h"
+#include "aftp_mapguard.h"
 #include "aftp_udp.h"
 
 #define AFTP_DRIVE_BATCH_GAP_NS 500000u  /* half the engine's 1 ms bucket depth */
@@ -32,6 +35,10 @@ typedef struct aftp_drive {
     /* optional: a batch has been handed to the kernel (payloads read) */
     void (*after_send)(void *ctx);
     void *after_send_ctx;
+    /* optional, sender: the guard of its source mapping. The engine's
+     * writes (which read the source) run under it, and once it trips the
+     * file fails with AFTP_ERR_SOURCE_CHANGED. */
+    aftp_mapguard *source_guard;
 } aftp_drive;
 
 uint64_t aftp_drive_now_ns(void);

@@ -46,9 +46,13 @@ static int open_socket(const aftp_push_opts *o, aftp_udp *udp)
     return rc;
 }
 
-static void settle_source(void *src)
+/* After each batch: release residency, and look for a change of the
+ * source (the kernel's reads of a shrunk mapping fail with EFAULT, they do
+ * not fault: only size and mtime tell). */
+static void after_batch(void *src)
 {
     aftp_source_settle(src);
+    aftp_source_check(src);
 }
 
 static int run_session(const aftp_push_opts *o, aftp_io_ctx *ctx, aftp_udp *udp,
@@ -75,8 +79,9 @@ static int run_session(const aftp_push_opts *o, aftp_io_ctx *ctx, aftp_udp *udp,
         aftp_sender_finish(s);
         aftp_drive d = {.sender = s, .udp = udp, .max_datagram = AFTP_IO_DATAGRAM,
                         .interrupt = o->hooks.interrupt, .on_tick = o->hooks.on_tick,
-                        .app = o->hooks.app, .after_send = settle_source,
-                        .after_send_ctx = &ctx->storage.src};
+                        .app = o->hooks.app, .after_send = after_batch,
+                        .after_send_ctx = &ctx->storage.src,
+                        .source_guard = &ctx->storage.src.guard};
         rc = aftp_drive_run(&d);
         aftp_drive_stats(&d, &ctx->res->stats);
     }
@@ -104,8 +109,15 @@ int aftp_push_run(const aftp_push_opts *o, aftp_io_result *res)
         rc = run_session(o, &ctx, &udp, &info);
     }
     aftp_udp_close(&udp);
+    /* A transfer that failed because its source changed says what changed;
+     * otherwise a file's own failure says more than the session's closing
+     * error. */
+    if (aftp_mapguard_tripped(&ctx.storage.src.guard) && (res->error != AFTP_OK || rc != AFTP_OK)) {
+        aftp_source_check(&ctx.storage.src); /* the detail */
+        res->error = AFTP_ERR_SOURCE_CHANGED;
+        snprintf(res->message, sizeof res->message, "%s", ctx.storage.src.message);
+    }
     aftp_source_fini(&ctx.storage.src);
-    /* A file's own failure says more than the session's closing error. */
     if (res->error == AFTP_OK)
         res->error = rc;
     return res->error;

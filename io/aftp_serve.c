@@ -93,8 +93,20 @@ static int open_session_socket(const aftp_serve_opts *o, aftp_udp *listener, aft
     return rc;
 }
 
+/* Spec section 12.2: a long datagram in a version we do not speak gets a
+ * VERSION_NEG, without any session or state. */
+static void answer_unknown_version(aftp_udp *listener, const uint8_t *pkt, size_t len,
+                                   const struct sockaddr *from)
+{
+    uint8_t reply[AFTP_WIRE_VERSION_NEG_REPLY_LEN];
+    size_t n;
+    if (aftp_wire_version_neg_reply(pkt, len, reply, sizeof reply, &n) == 1)
+        aftp_udp_send_to(listener, reply, n, from);
+}
+
 /* Feeds one batch of the listener: the first new HELLO opens a session
- * with its sender, whose following datagrams in the batch are fed too. */
+ * with its sender, whose following datagrams in the batch are fed too;
+ * unknown versions are answered. */
 static int feed_listener_batch(const aftp_serve_opts *o, aftp_io_ctx *ctx, aftp_udp *listener,
                                aftp_drive *d, serve_client *client)
 {
@@ -114,6 +126,8 @@ static int feed_listener_batch(const aftp_serve_opts *o, aftp_io_ctx *ctx, aftp_
         }
         if (d->receiver != NULL && same_addr(from, &client->addr))
             aftp_drive_feed(d, aftp_drive_now_ns(), pkt, len);
+        else
+            answer_unknown_version(listener, pkt, len, from);
     }
     return AFTP_OK;
 }

@@ -12,6 +12,11 @@
  * losses hit memory; older ones fault their page back in. */
 #define SOURCE_KEEP (UINT64_C(8) << 20)
 
+static int64_t mtime_of(const struct stat *sb)
+{
+    return (int64_t)sb->st_mtim.tv_sec * 1000000000 + sb->st_mtim.tv_nsec;
+}
+
 static int open_error(aftp_source *src, int err, const char *path, const char *why)
 {
     snprintf(src->message, sizeof src->message, "cannot send %s: %s", path, why);
@@ -44,6 +49,10 @@ int aftp_source_open(aftp_source *src, const char *path, uint32_t file_id, aftp_
         void *m = mmap(NULL, src->size, PROT_READ, MAP_SHARED, src->fd, 0);
         if (m == MAP_FAILED)
             return open_error(src, AFTP_ERR_IO, path, strerror(errno));
+        if (aftp_mapguard_init(&src->guard, m, src->size) != AFTP_OK) {
+            munmap(m, src->size);
+            return open_error(src, AFTP_ERR_INTERNAL, path, "cannot install a SIGBUS handler");
+        }
         madvise(m, src->size, MADV_SEQUENTIAL);
         src->map = m;
         aftp_resident_init(&src->resident, m, src->size, SOURCE_KEEP, MADV_POPULATE_READ);
@@ -51,10 +60,11 @@ int aftp_source_open(aftp_source *src, const char *path, uint32_t file_id, aftp_
     const char *slash = strrchr(path, '/');
     src->name = slash ? slash + 1 : path;
     src->file_id = file_id;
+    src->mtime_ns = mtime_of(&sb);
     memset(info, 0, sizeof *info);
     info->file_id = file_id;
     info->size = src->size;
-    info->mtime_ns = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
+    info->mtime_ns = src->mtime_ns;
     info->mode = sb.st_mode & 07777;
     info->path = src->name;
     return AFTP_OK;
@@ -76,6 +86,8 @@ int aftp_source_view(aftp_source *src, uint32_t file_id, uint64_t off, size_t le
     static const uint8_t empty[1];
     if (file_id != src->file_id || src->fd < 0)
         return AFTP_ERR_INVALID_STATE;
+    if (aftp_mapguard_tripped(&src->guard))
+        return AFTP_ERR_SOURCE_CHANGED;
     if (off > src->size || len > src->size - off)
         return AFTP_ERR_INVALID_ARGUMENT;
     if (src->map == NULL) {
@@ -85,6 +97,26 @@ int aftp_source_view(aftp_source *src, uint32_t file_id, uint64_t off, size_t le
     aftp_resident_touch(&src->resident, off, len);
     *out = src->map + off;
     return AFTP_OK;
+}
+
+int aftp_source_check(aftp_source *src)
+{
+    struct stat sb;
+    if (src->fd < 0)
+        return AFTP_ERR_INVALID_STATE;
+    int stat_ok = fstat(src->fd, &sb) == 0;
+    if (stat_ok && (uint64_t)sb.st_size == src->size && mtime_of(&sb) == src->mtime_ns &&
+        !aftp_mapguard_tripped(&src->guard))
+        return AFTP_OK;
+    aftp_mapguard_trip(&src->guard);
+    if (!stat_ok)
+        snprintf(src->message, sizeof src->message,
+                 "%s: source changed during transfer (%s)", src->name, strerror(errno));
+    else
+        snprintf(src->message, sizeof src->message,
+                 "%s: source changed during transfer (%llu bytes when opened, %llu now)",
+                 src->name, (unsigned long long)src->size, (unsigned long long)sb.st_size);
+    return AFTP_ERR_SOURCE_CHANGED;
 }
 
 void aftp_source_settle(aftp_source *src)

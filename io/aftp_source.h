@@ -3,6 +3,12 @@
  * borrowed straight from the mapping (no staging copy). Residency is
  * bounded (aftp_resident.h): a repair of an old block simply faults its
  * page back in, so the resident set stays small on huge files.
+ *
+ * A source that changes or shrinks while it is sent fails the transfer
+ * with AFTP_ERR_SOURCE_CHANGED rather than the process with SIGBUS: the
+ * mapping has a guard (aftp_mapguard.h) under which the driver runs the
+ * engine's reads, and aftp_source_check compares size and mtime with what
+ * was opened. Once either trips, every view fails.
  */
 #ifndef AFTP_SOURCE_H
 #define AFTP_SOURCE_H
@@ -11,16 +17,19 @@
 #include <stdint.h>
 
 #include "aftp/aftp_engine.h"
+#include "aftp_mapguard.h"
 #include "aftp_resident.h"
 
 typedef struct aftp_source {
     int fd;
     const uint8_t *map;
     uint64_t size;
+    int64_t mtime_ns;
     uint32_t file_id;
     aftp_resident resident;
+    aftp_mapguard guard;
     const char *name;   /* the path sent to the peer (inside the caller's string) */
-    char message[512];  /* detail of a failed open */
+    char message[512];  /* detail of a failed open, or of a change */
 } aftp_source;
 
 /* Opens `path` (must be a readable regular file) as file `file_id` and
@@ -32,6 +41,11 @@ void aftp_source_fini(aftp_source *src);
 
 int aftp_source_view(aftp_source *src, uint32_t file_id, uint64_t off, size_t len,
                      const uint8_t **out);
+
+/* AFTP_OK while the file is as opened (same size and mtime, no read
+ * faulted past its end); otherwise AFTP_ERR_SOURCE_CHANGED, with the guard
+ * tripped and src->message saying what changed. */
+int aftp_source_check(aftp_source *src);
 
 /* Releases residency that is due; call after the borrowed payloads of a
  * batch have been sent (they are read by the kernel only then). */

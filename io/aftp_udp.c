@@ -172,7 +172,9 @@ static int send_planned(aftp_udp *u, const aftp_datagram *dgs, size_t n)
         if (is_unreachable(e))
             return AFTP_ERR_NETWORK;
         /* ENOBUFS, EAGAIN, EMSGSIZE...: these datagrams are lost like any
-         * other; the protocol repairs them. */
+         * other; the protocol repairs them. EFAULT too (a payload in a
+         * source mapping whose file shrank): the sender's check of its
+         * source after the batch fails the file. */
         u->send_errors += u->tx_groups[g].count;
         g++;
     }
@@ -192,6 +194,18 @@ int aftp_udp_send(aftp_udp *u, const aftp_datagram *dgs, size_t n)
         n = kept;
     }
     return n == 0 ? AFTP_OK : send_planned(u, dgs, n);
+}
+
+int aftp_udp_send_to(aftp_udp *u, const uint8_t *buf, size_t len, const struct sockaddr *to)
+{
+    socklen_t to_len = to->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+                                                  : sizeof(struct sockaddr_in);
+    if (sendto(u->fd, buf, len, MSG_DONTWAIT, to, to_len) >= 0)
+        return AFTP_OK;
+    if (is_unreachable(errno))
+        return AFTP_ERR_NETWORK;
+    u->send_errors++;
+    return AFTP_OK;
 }
 
 int aftp_udp_recv(aftp_udp *u, size_t *count)

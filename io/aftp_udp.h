@@ -61,6 +61,11 @@ int aftp_udp_local_addr(const aftp_udp *u, struct sockaddr_storage *out);
  * protocol repairs loss). AFTP_ERR_NETWORK when the peer is unreachable. */
 int aftp_udp_send(aftp_udp *u, const aftp_datagram *dgs, size_t n);
 
+/* Sends one datagram to `to` (an unconnected socket's reply, e.g. a
+ * server's stateless VERSION_NEG). A datagram the kernel refuses is lost
+ * like any other: AFTP_ERR_NETWORK only when `to` is unreachable. */
+int aftp_udp_send_to(aftp_udp *u, const uint8_t *buf, size_t len, const struct sockaddr *to);
+
 /* Receives what is queued without blocking; *count datagram buffers (each
  * possibly GRO-coalesced) are then walked with aftp_udp_next. */
 int aftp_udp_recv(aftp_udp *u, size_t *count);

@@ -732,6 +732,29 @@ int aftp_wire_encode(const aftp_wire_packet *pkt, uint8_t *buf, size_t cap, size
     return AFTP_OK;
 }
 
+/* Spec section 12.2. The answer depends on the datagram alone, so a server
+ * can give it before (and without) any session. */
+int aftp_wire_version_neg_reply(const uint8_t *in, size_t in_len, uint8_t *out, size_t cap,
+                                size_t *out_len)
+{
+    aftp_wire_header h;
+    /* Short datagrams get nothing: answering them would amplify. */
+    if (in_len < AFTP_WIRE_HELLO_MIN_LEN || in_len > AFTP_WIRE_MAX_DATAGRAM ||
+        aftp_wire_header_decode(in, in_len, &h) != AFTP_OK || h.version == AFTP_WIRE_VERSION ||
+        h.version == AFTP_WIRE_VERSION_NEGOTIATION)
+        return 0;
+    aftp_wire_packet p;
+    memset(&p, 0, sizeof p);
+    p.hdr.version = AFTP_WIRE_VERSION_NEGOTIATION;
+    p.hdr.type = AFTP_WIRE_VERSION_NEG;
+    p.hdr.conn_id = h.conn_id;
+    p.hdr.pn = h.pn;
+    p.u.version_neg.count = 1;
+    p.u.version_neg.versions[0] = AFTP_WIRE_VERSION;
+    int rc = aftp_wire_encode(&p, out, cap, out_len);
+    return rc == AFTP_OK ? 1 : rc;
+}
+
 const char *aftp_wire_error_name(uint16_t error)
 {
     static const char *const names[] = {

@@ -304,6 +304,17 @@ int aftp_wire_header_encode(const aftp_wire_header *hdr, uint8_t *buf, size_t ca
 int aftp_wire_data_header_encode(const aftp_wire_header *hdr, uint32_t file_id,
                                  uint64_t block, uint8_t *buf, size_t cap);
 
+/* A server's stateless answer to one datagram (spec section 12.2): when
+ * the datagram is at least AFTP_WIRE_HELLO_MIN_LEN bytes and its header
+ * version is neither 0 nor AFTP_WIRE_VERSION, writes a VERSION_NEG that
+ * lists [AFTP_WIRE_VERSION] and echoes its conn_id and pn into out[0..cap),
+ * sets *out_len and returns 1. Returns 0 when the datagram gets no answer
+ * (shorter, no full header, our version, or version 0), or a negative
+ * aftp_error (AFTP_ERR_BUFFER_TOO_SMALL) when the answer does not fit. */
+#define AFTP_WIRE_VERSION_NEG_REPLY_LEN (AFTP_WIRE_HEADER_LEN + 2u)
+int aftp_wire_version_neg_reply(const uint8_t *in, size_t in_len, uint8_t *out, size_t cap,
+                                size_t *out_len);
+
 /* Walk the missing ranges of a decoded FEEDBACK. Initialise with the decoded
  * feedback; each call yields the next range and returns 1, or 0 at the end. */
 typedef struct aftp_wire_range_iter {

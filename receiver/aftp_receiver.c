@@ -1,8 +1,9 @@
 /*
  * The receiver (server, push) state machine: answers the handshake, accepts
  * one file at a time into storage, keeps the block bitmap, sends FEEDBACK on
- * a timer, verifies the whole-file digest by reading the stored file back,
- * and reports FILE_RESULT. Behaviour: spec/aftp-protocol.md sections 4.1,
+ * a timer, verifies the whole-file digest by reading the stored file back
+ * in bounded steps (the session is served between them), and reports
+ * FILE_RESULT. Behaviour: spec/aftp-protocol.md sections 4.1,
  * 9.3, 9.5, 9.6, 9.8, 9.10-9.13, 12.2 and 14.3.
  */
 #include "aftp/aftp_engine.h"
@@ -23,7 +24,7 @@
 #define MIN_FEEDBACK_NS NS_PER_MS           /* section 9.8: never more often */
 #define DEFAULT_INITIAL_RTT_NS (100 * NS_PER_MS)
 #define AMPLIFICATION_FACTOR 3              /* section 14.3 */
-#define VERIFY_CHUNK (UINT64_C(1) << 20)    /* read-back size for the digest */
+#define VERIFY_CHUNK (UINT64_C(1) << 20)    /* one storage view while verifying */
 /* A file needing more blocks than this is refused with LIMIT: the bitmap
  * (one bit per block) must stay within a few tens of MiB. */
 #define MAX_FILE_BLOCKS (UINT64_C(1) << 28)
@@ -49,7 +50,8 @@ struct aftp_receiver {
     uint64_t hello_ack_sent_ns;
     int hello_ack_due;
     int version_neg_due;
-    aftp_wire_header bad_header; /* what VERSION_NEG echoes */
+    uint8_t version_neg[AFTP_WIRE_VERSION_NEG_REPLY_LEN];
+    size_t version_neg_len;
 
     /* The current (latest offered) file. */
     int phase;
@@ -60,6 +62,8 @@ struct aftp_receiver {
     uint64_t scan_hi;       /* highest block received + 1 */
     int done_received;
     uint8_t expected[AFTP_DIGEST_LEN];
+    int verifying;          /* reading the file back (section 9.10)... */
+    uint64_t verified;      /* ...this many bytes hashed so far */
     int reply_due;
     uint16_t reply_error;
     int result_due;
@@ -189,6 +193,7 @@ static void end_file(aftp_receiver *r, int error, const uint8_t *digest)
     if (error == AFTP_OK && rc != AFTP_OK)
         error = rc; /* the commit itself failed (fsync, rename) */
     r->phase = FILE_ENDED;
+    r->verifying = 0;
     r->result_error = aftp_errmap_to_wire(error);
     memset(r->result_digest, 0, AFTP_DIGEST_LEN);
     if (digest != NULL)
@@ -219,22 +224,34 @@ static void start_closing(aftp_receiver *r, int error, uint16_t wire_error)
     aftp_session_start_closing(&r->ss, error, wire_error, drain_time(r));
 }
 
-/* Section 9.10: read the stored file back through storage.view and compare its
- * XXH3-128 with the sender's; commit only on a match. */
-static void verify_file(aftp_receiver *r)
+/* Section 9.10: the stored file is read back through storage.view and its
+ * XXH3-128 compared with the sender's; commit only on a match. Reading a
+ * multi-GiB file takes seconds, so it goes in steps (verify_step, one per
+ * expiry) and the session answers its peer in between. */
+static void start_verification(aftp_receiver *r)
 {
-    uint8_t digest[AFTP_DIGEST_LEN];
     aftp_digest_reset(r->hash);
-    for (uint64_t off = 0; off < r->info.size; off += VERIFY_CHUNK) {
+    r->verifying = 1;
+    r->verified = 0;
+}
+
+static void verify_step(aftp_receiver *r)
+{
+    uint64_t end = min_u64(r->info.size, r->verified + AFTP_RECEIVER_VERIFY_STEP);
+    while (r->verified < end) {
         const uint8_t *p = NULL;
-        size_t len = (size_t)min_u64(VERIFY_CHUNK, r->info.size - off);
-        int rc = r->set.storage->view(r->set.user, r->info.file_id, off, len, &p);
+        size_t len = (size_t)min_u64(VERIFY_CHUNK, end - r->verified);
+        int rc = r->set.storage->view(r->set.user, r->info.file_id, r->verified, len, &p);
         if (rc != AFTP_OK) {
             end_file(r, rc, NULL);
             return;
         }
         aftp_digest_update(r->hash, p, len);
+        r->verified += len;
     }
+    if (r->verified < r->info.size)
+        return;
+    uint8_t digest[AFTP_DIGEST_LEN];
     aftp_digest_final(r->hash, digest);
     int match = memcmp(digest, r->expected, AFTP_DIGEST_LEN) == 0;
     end_file(r, match ? AFTP_OK : AFTP_ERR_DIGEST_MISMATCH, digest);
@@ -348,7 +365,7 @@ static void on_data(aftp_receiver *r, const aftp_wire_data *d)
     aftp_bitmap_set(&r->held, d->block);
     r->ss.stats.payload_bytes_received += d->payload_len;
     if (r->done_received && all_blocks_held(r))
-        verify_file(r);
+        start_verification(r);
 }
 
 static void on_file_done(aftp_receiver *r, const aftp_wire_file_done *d)
@@ -361,12 +378,18 @@ static void on_file_done(aftp_receiver *r, const aftp_wire_file_done *d)
         r->result_due = 1; /* section 9.10: a repeated FILE_DONE gets the same answer */
         return;
     }
+    if (r->verifying) {
+        /* Section 9.10: a FEEDBACK showing every block held keeps the
+         * sender waiting for the result rather than timing out. */
+        schedule_feedback(r, MIN_FEEDBACK_NS);
+        return;
+    }
     memcpy(r->expected, d->digest, AFTP_DIGEST_LEN);
     r->done_received = 1;
     if (d->block_count != r->block_count)
         end_file(r, AFTP_ERR_DIGEST_MISMATCH, NULL);
     else if (all_blocks_held(r))
-        verify_file(r);
+        start_verification(r);
     else
         schedule_feedback(r, MIN_FEEDBACK_NS); /* section 9.8: report the tail at once */
 }
@@ -425,12 +448,10 @@ static void dispatch(aftp_receiver *r, const aftp_wire_packet *p)
  * VERSION_NEG; shorter ones are ignored (amplification). */
 static int wants_version_neg(aftp_receiver *r, const uint8_t *pkt, size_t len)
 {
-    aftp_wire_header h;
-    if (r->hello_seen || len < AFTP_WIRE_HELLO_MIN_LEN ||
-        aftp_wire_header_decode(pkt, len, &h) != AFTP_OK || h.version == AFTP_WIRE_VERSION ||
-        h.version == AFTP_WIRE_VERSION_NEGOTIATION)
+    if (r->hello_seen || aftp_wire_version_neg_reply(pkt, len, r->version_neg,
+                                                     sizeof r->version_neg,
+                                                     &r->version_neg_len) != 1)
         return 0;
-    r->bad_header = h;
     r->version_neg_due = 1;
     aftp_session_heard(&r->ss, r->ss.now_ns, len); /* the reply's budget */
     return 1;
@@ -497,22 +518,17 @@ static int encode_hello_ack(aftp_receiver *r, uint8_t *buf, size_t cap, aftp_dat
     return aftp_session_encode(&r->ss, &p, buf, cap, dg);
 }
 
-static int encode_version_neg(aftp_receiver *r, uint8_t *buf, size_t cap, aftp_datagram *dg)
+/* The answer was built when the datagram arrived (wants_version_neg). */
+static int send_version_neg(aftp_receiver *r, uint8_t *buf, aftp_datagram *dg)
 {
-    aftp_wire_packet p;
-    memset(&p, 0, sizeof p);
-    p.hdr = r->bad_header;
-    p.hdr.version = AFTP_WIRE_VERSION_NEGOTIATION;
-    p.hdr.type = AFTP_WIRE_VERSION_NEG;
-    p.hdr.flags = 0;
-    p.u.version_neg.count = 1;
-    p.u.version_neg.versions[0] = AFTP_WIRE_VERSION;
+    memcpy(buf, r->version_neg, r->version_neg_len);
+    *dg = (aftp_datagram){.head = buf, .head_len = r->version_neg_len};
+    aftp_session_sent(&r->ss, dg);
     r->version_neg_due = 0;
-    int rc = aftp_session_encode(&r->ss, &p, buf, cap, dg);
     /* Nothing else can happen on this session. */
     aftp_session_set_text(&r->ss, "the client speaks an unsupported version");
     aftp_session_set_closed(&r->ss, AFTP_ERR_VERSION);
-    return rc;
+    return AFTP_OK;
 }
 
 static int encode_reply(aftp_receiver *r, uint8_t *buf, size_t cap, aftp_datagram *dg)
@@ -636,7 +652,7 @@ static int next_output(const aftp_receiver *r)
 static int emit(aftp_receiver *r, int kind, uint8_t *buf, size_t cap, aftp_datagram *dg)
 {
     switch (kind) {
-    case OUT_VERSION_NEG: return encode_version_neg(r, buf, cap, dg);
+    case OUT_VERSION_NEG: return send_version_neg(r, buf, dg);
     case OUT_CLOSE: return aftp_session_encode_close(&r->ss, buf, cap, dg);
     case OUT_HELLO_ACK: return encode_hello_ack(r, buf, cap, dg);
     case OUT_REPLY: return encode_reply(r, buf, cap, dg);
@@ -669,6 +685,8 @@ uint64_t aftp_receiver_expiry(const aftp_receiver *r)
     uint64_t t = aftp_session_expiry(&r->ss);
     if (r->feedback_armed)
         t = min_u64(t, r->feedback_deadline);
+    if (r->verifying)
+        t = min_u64(t, r->ss.now_ns); /* the next verification step is due */
     return min_u64(t, r->resend_deadline);
 }
 
@@ -696,6 +714,8 @@ int aftp_receiver_handle_expiry(aftp_receiver *r, uint64_t now_ns)
         r->resend_deadline = AFTP_NO_EXPIRY;
         r->result_due = r->ss.state == AFTP_STATE_TRANSFER && r->phase == FILE_ENDED;
     }
+    if (r->verifying)
+        verify_step(r);
     return AFTP_OK;
 }
 

@@ -805,10 +805,20 @@ void aftp_sender_get_stats(const aftp_sender *s, aftp_stats *out)
     aftp_cc_stats(&s->cc, out);
 }
 
+int aftp_sender_abort(aftp_sender *s, uint64_t now_ns, int error, const char *reason)
+{
+    if (s == NULL || error >= AFTP_OK)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    if (s->ss.state == AFTP_STATE_CLOSING || s->ss.state == AFTP_STATE_CLOSED)
+        return AFTP_OK;
+    aftp_session_tick(&s->ss, now_ns);
+    if (reason != NULL)
+        aftp_session_set_text(&s->ss, reason);
+    fail_and_close(s, error);
+    return AFTP_OK;
+}
+
 void aftp_sender_cancel(aftp_sender *s, uint64_t now_ns)
 {
-    if (s == NULL || s->ss.state == AFTP_STATE_CLOSING || s->ss.state == AFTP_STATE_CLOSED)
-        return;
-    aftp_session_tick(&s->ss, now_ns);
-    fail_and_close(s, AFTP_ERR_CANCELLED); /* section 9.13 */
+    aftp_sender_abort(s, now_ns, AFTP_ERR_CANCELLED, NULL); /* section 9.13 */
 }

@@ -189,6 +189,14 @@ int aftp_sender_error(const aftp_sender *s); /* why the session closed */
 void aftp_sender_get_stats(const aftp_sender *s, aftp_stats *out);
 /* Ask the engine to close with a CLOSE to the peer (user cancel). */
 void aftp_sender_cancel(aftp_sender *s, uint64_t now_ns);
+/* The application or driver found the active file unusable outside the
+ * storage callbacks (e.g. AFTP_ERR_SOURCE_CHANGED: the source shrank
+ * while a read of it was under way): the file ends with `error` (FILE_END)
+ * and the session closes with CLOSE(the matching wire error), as when a
+ * storage view fails. `reason` (copied, may be NULL) is the CLOSE's
+ * reason text. Does nothing once the session is closing. Returns AFTP_OK,
+ * or AFTP_ERR_INVALID_ARGUMENT when error is not a negative aftp_error. */
+int aftp_sender_abort(aftp_sender *s, uint64_t now_ns, int error, const char *reason);
 
 /* ---- receiver (server, push) ---- */
 
@@ -202,6 +210,12 @@ typedef struct aftp_receiver_settings {
     void *user;
     uint64_t initial_rtt_ns;     /* RTT assumed until the handshake measures one */
 } aftp_receiver_settings;
+
+/* Verification (reading the stored file back to check its digest) goes in
+ * steps of at most this many bytes, one per aftp_receiver_handle_expiry
+ * call (the expiry is `now` while it runs), so a driver serves the socket
+ * between steps. */
+#define AFTP_RECEIVER_VERIFY_STEP (UINT64_C(8) << 20)
 
 void aftp_receiver_settings_default(aftp_receiver_settings *s);
 int aftp_receiver_new(const aftp_receiver_settings *settings, uint64_t now_ns,

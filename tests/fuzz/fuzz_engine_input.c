@@ -122,7 +122,10 @@ static void setup(harness *h)
     aftp_sender_settings_default(&ss);
     aftp_receiver_settings_default(&rs);
     ss.conn_id = SENDER_ID;
-    ss.rate_bps = 10000000; /* a small sent log: fast setup per input */
+    /* A fixed 10 Mbit/s: the sent log is sized for that rate's flight,
+     * small, so each input sets up fast. */
+    ss.policy = AFTP_CC_FIXED;
+    ss.rate_bps = 10000000;
     ss.storage = &sender_ops;
     ss.user = h;
     rs.conn_id = RECEIVER_ID;

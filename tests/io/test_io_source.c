@@ -122,6 +122,82 @@ static void test_empty_file(void **state)
     aftp_source_fini(&src);
 }
 
+/* Writes `len` pattern bytes to `name` and opens it as file 1. */
+static void open_new_source(aftp_source *src, const char *name, size_t len, uint32_t seed)
+{
+    aftp_file_info info;
+    uint8_t *data = malloc(len);
+    io_test_pattern(data, len, seed);
+    int fd = openat(scratch_fd, name, O_CREAT | O_TRUNC | O_WRONLY, 0644);
+    assert_int_equal(write(fd, data, len), (ssize_t)len);
+    close(fd);
+    free(data);
+    assert_int_equal(aftp_source_open(src, path_of(name), 1, &info), AFTP_OK);
+}
+
+/* A size change is seen by the check: the guard trips, views fail, and
+ * the message says what happened. */
+static void test_check_sees_a_shrunk_source(void **state)
+{
+    (void)state;
+    aftp_source src;
+    const uint8_t *view;
+    open_new_source(&src, "shrinks.bin", 3 * 4096, 6);
+    assert_int_equal(aftp_source_check(&src), AFTP_OK);
+    assert_int_equal(truncate(path_of("shrinks.bin"), 4096), 0);
+    assert_int_equal(aftp_source_check(&src), AFTP_ERR_SOURCE_CHANGED);
+    assert_true(aftp_mapguard_tripped(&src.guard));
+    assert_string_equal(src.message, "shrinks.bin: source changed during transfer "
+                                     "(12288 bytes when opened, 4096 now)");
+    assert_int_equal(aftp_source_view(&src, 1, 0, 100, &view), AFTP_ERR_SOURCE_CHANGED);
+    aftp_source_fini(&src);
+}
+
+/* Same size, new content: the mtime tells. */
+static void test_check_sees_a_rewritten_source(void **state)
+{
+    (void)state;
+    aftp_source src;
+    open_new_source(&src, "rewritten.bin", 5000, 7);
+    struct timespec later[2] = {{.tv_nsec = UTIME_OMIT}, {.tv_sec = 1000000000}};
+    assert_int_equal(utimensat(scratch_fd, "rewritten.bin", later, 0), 0);
+    assert_int_equal(aftp_source_check(&src), AFTP_ERR_SOURCE_CHANGED);
+    aftp_source_fini(&src);
+}
+
+/* Reads *p under the guard: 1 when it faulted (and jumped back). */
+static int guarded_read(aftp_mapguard *g, const volatile uint8_t *p, uint8_t *out)
+{
+    if (sigsetjmp(g->env, 1) != 0)
+        return 1;
+    aftp_mapguard_enter(g);
+    *out = *p;
+    aftp_mapguard_leave(g);
+    return 0;
+}
+
+/* A read of the mapping past the new end of a truncated file raises
+ * SIGBUS; under the guard it comes back as a tripped guard instead of
+ * killing the process, and a second fault is caught the same way. */
+static void test_guard_catches_a_read_past_the_end(void **state)
+{
+    (void)state;
+    const size_t len = 3 * 4096;
+    aftp_source src;
+    const uint8_t *view;
+    uint8_t byte = 0;
+    open_new_source(&src, "cut.bin", len, 8);
+    assert_int_equal(aftp_source_view(&src, 1, 0, len, &view), AFTP_OK);
+    assert_int_equal(truncate(path_of("cut.bin"), 4096), 0);
+    assert_int_equal(guarded_read(&src.guard, view + 100, &byte), 0); /* still in the file */
+    assert_false(aftp_mapguard_tripped(&src.guard));
+    assert_int_equal(guarded_read(&src.guard, view + 2 * 4096, &byte), 1);
+    assert_true(aftp_mapguard_tripped(&src.guard));
+    assert_int_equal(guarded_read(&src.guard, view + 4096, &byte), 1);
+    assert_int_equal(aftp_source_view(&src, 1, 0, 100, &view), AFTP_ERR_SOURCE_CHANGED);
+    aftp_source_fini(&src);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -129,6 +205,9 @@ int main(void)
         cmocka_unit_test(test_views_point_into_the_file),
         cmocka_unit_test(test_released_pages_stay_readable),
         cmocka_unit_test(test_empty_file),
+        cmocka_unit_test(test_check_sees_a_shrunk_source),
+        cmocka_unit_test(test_check_sees_a_rewritten_source),
+        cmocka_unit_test(test_guard_catches_a_read_past_the_end),
     };
     return cmocka_run_group_tests_name("io_source", tests, setup, teardown);
 }

@@ -41,12 +41,23 @@ static int alive(uint64_t now, uint64_t dies_at)
     return now < dies_at;
 }
 
+/* Keeps the largest read-back of one receiver call: bytes viewed since
+ * `before`. */
+static void note_receiver_views(sim_world *w, uint64_t before)
+{
+    uint64_t n = w->res->st.receiver_view_bytes - before;
+    if (n > w->res->rcv_view_max)
+        w->res->rcv_view_max = n;
+}
+
 static void deliver(sim_world *w, uint64_t now)
 {
     while (sim_link_next(&w->fwd) <= now) {
         sim_pkt p = sim_link_pop(&w->fwd);
+        uint64_t before = w->res->st.receiver_view_bytes;
         if (alive(now, w->cfg->receiver_dies_at))
             aftp_receiver_read(w->rcv, now, p.data, p.len);
+        note_receiver_views(w, before);
         free(p.data);
     }
     while (sim_link_next(&w->rev) <= now) {
@@ -64,7 +75,9 @@ static void run_timers_and_output(sim_world *w, uint64_t now)
 {
     aftp_datagram dg;
     if (alive(now, w->cfg->sender_dies_at)) {
-        if (now >= w->cfg->sender_cancels_at)
+        if (now >= w->cfg->sender_cancels_at && w->cfg->sender_abort_error != 0)
+            aftp_sender_abort(w->snd, now, w->cfg->sender_abort_error, "source changed");
+        else if (now >= w->cfg->sender_cancels_at)
             aftp_sender_cancel(w->snd, now);
         if (now >= aftp_sender_expiry(w->snd))
             aftp_sender_handle_expiry(w->snd, now);
@@ -72,10 +85,18 @@ static void run_timers_and_output(sim_world *w, uint64_t now)
             sim_link_send(&w->fwd, now, &dg);
     }
     if (alive(now, w->cfg->receiver_dies_at)) {
+        uint64_t before = w->res->st.receiver_view_bytes;
         if (now >= aftp_receiver_expiry(w->rcv))
             aftp_receiver_handle_expiry(w->rcv, now);
-        while (aftp_receiver_write(w->rcv, now, w->rbuf, w->cfg->max_datagram, &dg) == 1)
+        note_receiver_views(w, before);
+        for (;;) {
+            before = w->res->st.receiver_view_bytes;
+            int rc = aftp_receiver_write(w->rcv, now, w->rbuf, w->cfg->max_datagram, &dg);
+            note_receiver_views(w, before);
+            if (rc != 1)
+                break;
             sim_link_send(&w->rev, now, &dg);
+        }
     }
 }
 

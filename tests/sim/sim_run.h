@@ -30,6 +30,8 @@ typedef struct sim_cfg {
     uint64_t receiver_dies_at; /* the endpoint stops (no input, no output); */
     uint64_t sender_dies_at;   /* AFTP_NO_EXPIRY: never */
     uint64_t sender_cancels_at;
+    int sender_abort_error;    /* non-zero: at sender_cancels_at the sender aborts
+                                * with this error (aftp_sender_abort), not cancels */
     int open_error;            /* receiver storage refuses the open */
     int64_t corrupt_offset;    /* receiver storage corrupts this byte */
     uint64_t time_limit_ns;    /* give up (the test then fails) */
@@ -47,6 +49,7 @@ typedef struct sim_result {
     aftp_stats snd, rcv;
     uint64_t fwd_data_lost;    /* DATA payload bytes the forward link lost */
     uint64_t fwd_duplicated;
+    uint64_t rcv_view_max;     /* most bytes the receiver read back in one engine call */
     uint64_t end_ns;           /* virtual time the run stopped */
     int stuck;                 /* the loop stopped making progress */
     uint64_t clock;

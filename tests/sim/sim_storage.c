@@ -111,8 +111,12 @@ static int receiver_write(void *user, uint32_t id, uint64_t off, const uint8_t *
 
 static int receiver_view(void *user, uint32_t id, uint64_t off, size_t len, const uint8_t **out)
 {
-    sim_file *f = sim_storage_file(storage_of(user), id);
-    return f ? borrow(f->dst, f->size, off, len, out) : AFTP_ERR_NOT_FOUND;
+    sim_storage *st = storage_of(user);
+    sim_file *f = sim_storage_file(st, id);
+    int rc = f ? borrow(f->dst, f->size, off, len, out) : AFTP_ERR_NOT_FOUND;
+    if (rc == AFTP_OK)
+        st->receiver_view_bytes += len;
+    return rc;
 }
 
 static int receiver_close(void *user, uint32_t id, int commit)

@@ -32,6 +32,7 @@ typedef struct sim_storage {
     int nfiles;
     int open_error;        /* non-zero: open() fails with it */
     int64_t corrupt_offset; /* >= 0: the byte at this offset is flipped on write */
+    uint64_t receiver_view_bytes; /* bytes the receiver read back, all views */
 } sim_storage;
 
 /* Files 1..nfiles of `size` bytes each, different seeded content. */

@@ -9,6 +9,7 @@
 
 #include <cmocka.h>
 
+#include "common/aftp_digest.h"
 #include "proto/aftp_wire.h"
 #include "sim_run.h"
 
@@ -312,6 +313,67 @@ static void test_done_reports_tail(void **state)
     rig_free(&g);
 }
 
+static void feed_file_done(rig *g, uint64_t block_count, const uint8_t *digest)
+{
+    aftp_wire_packet p;
+    memset(&p, 0, sizeof p);
+    p.u.file_done.file_id = 1;
+    p.u.file_done.block_count = block_count;
+    memcpy(p.u.file_done.digest, digest, AFTP_DIGEST_LEN);
+    assert_int_equal(feed(g, &p, AFTP_WIRE_FILE_DONE), AFTP_OK);
+}
+
+/* Section 9.10: verification reads the file back one step per expiry,
+ * nothing inside read; a FILE_DONE repeated meanwhile is answered with a
+ * FEEDBACK showing every block held, and the result comes after the last
+ * step. */
+static void test_verification_steps_and_answers(void **state)
+{
+    (void)state;
+    rig g;
+    const uint64_t blocks = AFTP_RECEIVER_VERIFY_STEP / 1000 + 3, size = blocks * 1000 - 500;
+    rig_receiver(&g, size);
+    handshake_and_offer(&g, size, 1000);
+    for (uint64_t b = 0; b < blocks; b++)
+        feed_data(&g, b, b + 1 < blocks ? 1000 : 500);
+    while (next_out(&g))
+        assert_int_equal(g.out.hdr.type, AFTP_WIRE_FEEDBACK);
+    uint8_t digest[AFTP_DIGEST_LEN];
+    aftp_digest *d;
+    assert_int_equal(aftp_digest_new(&d), AFTP_OK);
+    aftp_digest_update(d, sim_storage_file(&g.st, 1)->src, size);
+    aftp_digest_final(d, digest);
+    aftp_digest_del(d);
+
+    feed_file_done(&g, blocks, digest);
+    assert_int_equal(g.st.receiver_view_bytes, 0);
+    assert_int_equal(aftp_receiver_expiry(g.r), g.clock); /* a step is due now */
+    g.clock += 2 * SIM_MS;
+    feed_file_done(&g, blocks, digest);
+    aftp_receiver_handle_expiry(g.r, g.clock);
+    assert_int_equal(g.st.receiver_view_bytes, AFTP_RECEIVER_VERIFY_STEP);
+    assert_true(next_out(&g));
+    const aftp_wire_feedback *fb = &g.out.u.feedback;
+    assert_int_equal(g.out.hdr.type, AFTP_WIRE_FEEDBACK);
+    assert_int_equal(fb->cum_block, blocks);
+    assert_int_equal(fb->scan_start, blocks);
+    assert_int_equal(fb->scan_end, blocks);
+    assert_int_equal(fb->range_count, 0);
+    assert_int_equal(fb->blocks_received, blocks);
+    assert_false(next_out(&g)); /* no result before the last step */
+    assert_false(sim_storage_file(&g.st, 1)->committed);
+
+    aftp_receiver_handle_expiry(g.r, g.clock);
+    assert_int_equal(g.st.receiver_view_bytes, size);
+    assert_true(next_out(&g));
+    assert_int_equal(g.out.hdr.type, AFTP_WIRE_FILE_RESULT);
+    assert_int_equal(g.out.u.file_result.error, AFTP_WIRE_ERR_NONE);
+    assert_memory_equal(g.out.u.file_result.digest, digest, AFTP_DIGEST_LEN);
+    assert_true(sim_storage_file(&g.st, 1)->committed);
+    assert_int_equal(g.side.ev.last_file_error, AFTP_OK);
+    rig_free(&g);
+}
+
 /* The next periodic FEEDBACK: one interval later, drawn by a duplicate
  * DATA; checks its window and that its ranges are the even blocks there. */
 static void expect_sweep_feedback(rig *g, uint64_t cum, uint64_t scan_start, uint64_t scan_end)
@@ -396,6 +458,10 @@ static void test_settings_and_arguments(void **state)
     uint8_t small[100];
     aftp_datagram dg;
     assert_int_equal(aftp_sender_write(s, 0, small, sizeof small, &dg), AFTP_ERR_BUFFER_TOO_SMALL);
+    /* An abort needs an error: success or nothing is not a reason. */
+    assert_int_equal(aftp_sender_abort(s, 0, AFTP_OK, NULL), AFTP_ERR_INVALID_ARGUMENT);
+    assert_int_equal(aftp_sender_abort(NULL, 0, AFTP_ERR_IO, NULL), AFTP_ERR_INVALID_ARGUMENT);
+    assert_int_equal(aftp_sender_state(s), AFTP_STATE_HANDSHAKE);
     aftp_sender_del(s);
     aftp_sender_del(NULL);
 
@@ -579,6 +645,7 @@ int main(void)
         cmocka_unit_test(test_data_checks_and_feedback),
         cmocka_unit_test(test_feedback_sweeps_outstanding_area),
         cmocka_unit_test(test_done_reports_tail),
+        cmocka_unit_test(test_verification_steps_and_answers),
         cmocka_unit_test(test_settings_and_arguments),
         cmocka_unit_test(test_sender_version_neg),
         cmocka_unit_test(test_sender_uses_scan_window),

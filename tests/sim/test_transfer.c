@@ -331,9 +331,54 @@ static void test_refused_file_exists(void **state)
     assert_int_equal(r.rcv_side.ev.last_file_error, AFTP_ERR_FILE_EXISTS);
     /* The receiver learns of it through CLOSE(FILE_EXISTS). */
     assert_int_equal(r.rcv_state, AFTP_STATE_CLOSED);
-    assert_int_equal(r.rcv_error, AFTP_ERR_PEER_CLOSED);
+    assert_int_equal(r.rcv_error, AFTP_ERR_FILE_EXISTS);
     assert_string_equal(r.rcv_side.ev.message, "destination file exists");
     assert_int_equal(r.snd.payload_bytes_sent, 0);
+    sim_result_free(&r);
+}
+
+/* A driver that finds the source changed aborts the sender: the file fails
+ * on both sides, the receiver discards it and learns why from CLOSE. */
+static void test_sender_aborts_source_changed(void **state)
+{
+    (void)state;
+    sim_cfg c;
+    sim_result r;
+    sim_cfg_default(&c);
+    c.sender_cancels_at = 100 * SIM_MS;
+    c.sender_abort_error = AFTP_ERR_SOURCE_CHANGED;
+    sim_run(&c, &r);
+    assert_false(r.stuck);
+    assert_int_equal(r.snd_error, AFTP_ERR_SOURCE_CHANGED);
+    assert_int_equal(r.snd_side.ev.last_file_error, AFTP_ERR_SOURCE_CHANGED);
+    /* CLOSE(SOURCE_CHANGED) maps to the same local error (spec 11.2). */
+    assert_int_equal(r.rcv_error, AFTP_ERR_SOURCE_CHANGED);
+    assert_int_equal(r.rcv_side.ev.last_file_error, AFTP_ERR_SOURCE_CHANGED);
+    assert_string_equal(r.rcv_side.ev.message, "source changed");
+    sim_file *f = sim_storage_file(&r.st, 1);
+    assert_int_equal(f->receiver_closed, 1);
+    assert_false(f->committed);
+    assert_true(r.snd.payload_bytes_sent < c.file_size); /* it was cut short */
+    sim_result_free(&r);
+}
+
+/* Verification reads a multi-step file back in bounded steps: no engine
+ * call reads more than AFTP_RECEIVER_VERIFY_STEP bytes of it, and every
+ * byte is read back exactly once. */
+static void test_verification_in_steps(void **state)
+{
+    (void)state;
+    sim_cfg c;
+    sim_result r;
+    sim_cfg_default(&c);
+    c.file_size = 2 * AFTP_RECEIVER_VERIFY_STEP + AFTP_RECEIVER_VERIFY_STEP / 2 + 7;
+    c.rate_bps = UINT64_C(1000000000);
+    c.fwd.rate_bps = UINT64_C(2000000000);
+    c.fwd.queue_bytes = 4 * 1000 * 1000;
+    run_clean("verification in steps", &c, &r);
+    assert_int_equal(r.st.receiver_view_bytes, c.file_size);
+    assert_true(r.rcv_view_max > 0);
+    assert_true(r.rcv_view_max <= AFTP_RECEIVER_VERIFY_STEP);
     sim_result_free(&r);
 }
 
@@ -377,6 +422,8 @@ int main(void)
         cmocka_unit_test(test_no_receiver),
         cmocka_unit_test(test_digest_mismatch),
         cmocka_unit_test(test_refused_file_exists),
+        cmocka_unit_test(test_verification_in_steps),
+        cmocka_unit_test(test_sender_aborts_source_changed),
         cmocka_unit_test(test_sender_cancels),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

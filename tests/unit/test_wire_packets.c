@@ -291,6 +291,53 @@ static void test_data_header_matches_full_encoding(void **state)
                      AFTP_ERR_INVALID_ARGUMENT);
 }
 
+/* Spec section 12.2: a server answers an unknown version in a datagram of
+ * at least 1200 bytes with VERSION_NEG [1], conn_id and pn echoed, and
+ * never answers anything else. */
+static void test_version_neg_reply(void **state)
+{
+    (void)state;
+    uint8_t in[AFTP_WIRE_HELLO_MIN_LEN + 1], out[64];
+    size_t out_len = 0;
+    memset(in, 0xEE, sizeof in);
+    static const uint8_t head[16] = {7, 1, 0, 0, 0xAB, 0xCD, 0x00, 0x01,
+                                     0, 0, 0, 0, 0, 0, 0x01, 0x2A};
+    memcpy(in, head, sizeof head);
+    static const uint8_t want[AFTP_WIRE_VERSION_NEG_REPLY_LEN] = {
+        0, 0, 0, 0, 0xAB, 0xCD, 0x00, 0x01, 0, 0, 0, 0, 0, 0, 0x01, 0x2A, 1, 1};
+    for (size_t len = AFTP_WIRE_HELLO_MIN_LEN; len <= sizeof in; len++) {
+        assert_int_equal(aftp_wire_version_neg_reply(in, len, out, sizeof out, &out_len), 1);
+        assert_int_equal(out_len, sizeof want);
+        assert_memory_equal(out, want, sizeof want);
+    }
+    /* The answer decodes as the packet it claims to be. */
+    aftp_wire_packet p;
+    assert_int_equal(aftp_wire_decode(out, out_len, &p), AFTP_OK);
+    assert_int_equal(p.hdr.type, AFTP_WIRE_VERSION_NEG);
+    assert_int_equal(p.u.version_neg.count, 1);
+    assert_int_equal(p.u.version_neg.versions[0], AFTP_WIRE_VERSION);
+    /* Every version but 0 and ours is answered, whatever the type byte. */
+    for (unsigned v = 0; v < 256; v++) {
+        in[0] = (uint8_t)v;
+        in[1] = (uint8_t)(v * 13);
+        int want_reply = v != AFTP_WIRE_VERSION && v != AFTP_WIRE_VERSION_NEGOTIATION;
+        assert_int_equal(aftp_wire_version_neg_reply(in, sizeof in, out, sizeof out, &out_len),
+                         want_reply);
+    }
+    in[0] = 7;
+    /* Shorter datagrams never are (amplification), nor empty input. */
+    out_len = 99;
+    for (size_t len = 0; len < AFTP_WIRE_HELLO_MIN_LEN; len += 7)
+        assert_int_equal(aftp_wire_version_neg_reply(in, len, out, sizeof out, &out_len), 0);
+    assert_int_equal(aftp_wire_version_neg_reply(in, AFTP_WIRE_HELLO_MIN_LEN - 1, out,
+                                                 sizeof out, &out_len), 0);
+    assert_int_equal(out_len, 99);
+    /* An answer that does not fit is an error, not a truncated packet. */
+    assert_int_equal(aftp_wire_version_neg_reply(in, sizeof in, out, sizeof want - 1, &out_len),
+                     AFTP_ERR_BUFFER_TOO_SMALL);
+    assert_int_equal(out_len, 99);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -310,6 +357,7 @@ int main(void)
         cmocka_unit_test(test_encode_rejects_inconsistent_header),
         cmocka_unit_test(test_header_encode_decode),
         cmocka_unit_test(test_data_header_matches_full_encoding),
+        cmocka_unit_test(test_version_neg_reply),
     };
     return cmocka_run_group_tests_name("wire_packets", tests, NULL, NULL);
 }
