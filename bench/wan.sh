@@ -4,23 +4,32 @@
 # Prints one Markdown table; see bench/README.md for what each column means.
 #
 # usage: bench/wan.sh [--profile NAME] [--size MiB] [--time-cap SECONDS]
-#                     [--only aftp,iperf3,scp,sftp,rsync,uftp] [--json FILE]
+#                     [--only aftp,aftp-fixed,iperf3,scp,sftp,rsync,uftp]
+#                     [--json FILE]
 #                     [--aftp PATH] [--rate RATE|auto] [--iperf-seconds N]
-#                     [--wan-opt ARG]...
+#                     [--retries N] [--wan-opt ARG]...
 #   --profile   a netem/profiles name or file (default wan-150ms)
 #   --size      file size in MiB (default 256)
 #   --time-cap  slow tools are stopped after this many seconds and reported
 #               as capped with the rate they reached (default 60)
-#   --only      tools to run, in this order (default: all of them)
+#   --only      tools to run, in this order (default: all but aftp-fixed);
+#               aftp runs with its default (adaptive) policy, aftp-fixed with
+#               --policy fixed
 #   --json      also write one JSON line per tool to FILE
-#   --aftp      the aftp binary (default: newest build*/cli/aftp)
-#   --rate      aftp --rate (default auto: 95% of the link, in payload bits)
+#   --aftp      the aftp binary (default: the newest build*/cli/aftp that is
+#               not a sanitizer or fuzzing build); netem/aftp-linkemu is taken
+#               from the same build directory unless --wan-opt --linkemu says
+#   --rate      aftp --rate: the rate of --policy fixed, the ceiling of the
+#               adaptive policies (default auto: 95% of the link in payload bits)
+#   --retries   measure a tool again when the link emulator was overloaded
+#               during its run, up to N times (default 1)
 #   --wan-opt   passed to netem/wan.sh (e.g. --wan-opt --backend --wan-opt tun)
 # Environment: AFTP_WAN_DIR holds the file and the copies (default /dev/shm
 # when it has room, else $TMPDIR or /tmp: see bench/wan/scratch.sh).
 # Run as root: installs the baseline tools (Debian packages) when missing.
 # Exit status: 0, 1 when a tool failed or did not verify, 2 usage, 3 when the
-# emulator reported overload (the run is INVALID), 77 without namespaces.
+# emulator reported overload during a row of the table (the run is INVALID),
+# 77 without namespaces.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/.." && pwd)
@@ -28,7 +37,7 @@ root=$(cd "$here/.." && pwd)
 die() { echo "bench/wan: $*" >&2; exit 2; }
 
 profile=wan-150ms size_mib=256 cap=60 only=aftp,iperf3,scp,sftp,rsync,uftp json='' aftp=''
-rate=auto iperf_seconds=20 wan_opts=()
+rate=auto iperf_seconds=20 retries=1 wan_opts=()
 while [ $# -gt 0 ]; do
     case $1 in
     --profile) profile=$2; shift 2 ;;
@@ -39,6 +48,7 @@ while [ $# -gt 0 ]; do
     --aftp) aftp=$2; shift 2 ;;
     --rate) rate=$2; shift 2 ;;
     --iperf-seconds) iperf_seconds=$2; shift 2 ;;
+    --retries) retries=$2; shift 2 ;;
     --wan-opt) wan_opts+=("$2"); shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option $1 (see --help)" ;;
@@ -47,20 +57,22 @@ done
 [[ $size_mib =~ ^[1-9][0-9]*$ ]] || die "--size wants a whole number of MiB"
 [[ $cap =~ ^[1-9][0-9]*$ ]] || die "--time-cap wants whole seconds"
 [[ $iperf_seconds =~ ^[1-9][0-9]*$ ]] || die "--iperf-seconds wants whole seconds"
+[[ $retries =~ ^[0-9]+$ ]] || die "--retries wants a count"
 
 # --- tools: what each one needs (Debian packages), installed when missing ------
 IFS=, read -r -a tools <<<"$only"
 packages=(time python3 iproute2 procps coreutils findutils)
 for tool in "${tools[@]}"; do
     case $tool in
-    aftp) ;;
+    aftp|aftp-fixed) ;;
     iperf3) packages+=(iperf3) ;;
     scp|sftp) packages+=(openssh-client openssh-server) ;;
     rsync) packages+=(openssh-client openssh-server rsync) ;;
     uftp) packages+=(uftp) ;;
-    *) die "unknown tool '$tool' (aftp, iperf3, scp, sftp, rsync, uftp)" ;;
+    *) die "unknown tool '$tool' (aftp, aftp-fixed, iperf3, scp, sftp, rsync, uftp)" ;;
     esac
 done
+# shellcheck source=scripts/deps.sh
 . "$root/scripts/deps.sh"
 # The benchmark starts its own sshd and uftpd inside the receiver namespace;
 # the packages are only needed for their binaries (see bench/README.md about
@@ -68,18 +80,39 @@ done
 aftp_install_deps "${packages[@]}" ||
     echo "bench/wan: could not install every baseline; missing tools are reported as not run" >&2
 
-if [[ " ${tools[*]} " == *" aftp "* ]]; then
-    if [ -z "$aftp" ]; then
-        # shellcheck disable=SC2012 # build directory names are ours
-        aftp=$(ls -t "$root"/build*/cli/aftp 2>/dev/null | head -n 1 || true)
-    fi
+# The newest build*/PATH among the build directories that are neither
+# sanitizer nor fuzzing builds (those are many times slower: a slow link
+# emulator is an overloaded one, a slow aftp skews its figures).
+newest_optimised() { # PATH inside a build directory, e.g. cli/aftp
+    local bin dir best='' best_time=0 t
+    for bin in "$root"/build*/"$1"; do
+        [ -x "$bin" ] || continue
+        dir=${bin%/"$1"}
+        grep -Eq '^AFTP_(SANITIZE|FUZZ):BOOL=ON' "$dir/CMakeCache.txt" 2>/dev/null && continue
+        t=$(stat -c %Y "$bin")
+        [ "$t" -le "$best_time" ] || { best=$bin best_time=$t; }
+    done
+    echo "$best"
+}
+
+if [[ " ${tools[*]} " == *" aftp"[\ -]* ]]; then
+    [ -n "$aftp" ] || aftp=$(newest_optimised cli/aftp)
     if [ -z "$aftp" ] || [ ! -x "$aftp" ]; then
         die "no aftp binary: build it (cmake --build BUILD) or pass --aftp PATH"
     fi
     aftp=$(realpath "$aftp")
 fi
 
+# The link emulator: from aftp's build directory, else the newest optimised one.
+linkemu=''
+if [[ " ${wan_opts[*]} " != *" --linkemu "* ]]; then
+    linkemu=${aftp:+$(dirname "$(dirname "$aftp")")/netem/aftp-linkemu}
+    [ -n "$linkemu" ] && [ -x "$linkemu" ] || linkemu=$(newest_optimised netem/aftp-linkemu)
+    [ -z "$linkemu" ] || wan_opts+=(--linkemu "$linkemu")
+fi
+
 # --- the file, the run, the table ----------------------------------------------
+# shellcheck source=bench/wan/scratch.sh
 . "$here/wan/scratch.sh"
 work=$(mktemp -d "$(pick_scratch_dir $((3 * size_mib * 1048576)))/aftp-wan-bench.XXXXXX")
 trap 'rm -rf "$work"' EXIT
@@ -90,7 +123,7 @@ sha=$(sha256sum <"$work/bench.bin" | cut -d' ' -f1)
 wan_rc=0
 BENCH_WORK=$work BENCH_SRC=$work/bench.bin BENCH_SRC_SHA=$sha BENCH_TOOLS=$only \
 BENCH_CAP=$cap BENCH_AFTP=$aftp BENCH_RATE=$rate BENCH_IPERF_SECONDS=$iperf_seconds \
-BENCH_RESULTS=$work/results.jsonl \
+BENCH_RETRIES=$retries BENCH_RESULTS=$work/results.jsonl \
     "$root/netem/wan.sh" --profile "$profile" "${wan_opts[@]}" -- "$here/wan/run.sh" || wan_rc=$?
 case $wan_rc in
 0|3) ;;
@@ -100,11 +133,13 @@ esac
 
 echo
 echo "$(nproc) cores, $(uname -r), $(date -u +%Y-%m-%dT%H:%MZ);" \
-     "command: bench/wan.sh --profile $profile --size $size_mib --time-cap $cap --only $only"
+     "command: bench/wan.sh --profile $profile --size $size_mib --time-cap $cap --only $only" \
+     "${aftp:+(aftp: ${aftp#"$root"/})}" "${linkemu:+(emulator: ${linkemu#"$root"/})}"
 echo
-python3 "$here/wan/report.py" table "$work/results.jsonl" "$wan_rc" ${json:+--json "$json"}
-
-[ "$wan_rc" -ne 3 ] || exit 3
+table_rc=0
+python3 "$here/wan/report.py" table "$work/results.jsonl" "$wan_rc" ${json:+--json "$json"} ||
+    table_rc=$?
+[ "$table_rc" -eq 0 ] || exit "$table_rc" # 3: INVALID
 # Every tool that was not capped must have ended well with a verified copy.
 python3 - "$work/results.jsonl" <<'PY'
 import json, sys

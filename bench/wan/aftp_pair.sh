@@ -4,18 +4,19 @@
 # (it needs $WAN_SND_EXEC, $WAN_RCV_EXEC and $WAN_RCV_ADDR). Shared by
 # bench/wan.sh and tests/wan/.
 #
-# usage: aftp_pair.sh AFTP FILE DIR RATE SECONDS PREFIX
+# usage: aftp_pair.sh AFTP FILE DIR RATE SECONDS PREFIX [SEND OPTION...]
 #   FILE is sent to the receiver, which writes it into DIR; RATE is aftp's
-#   --rate, or "auto": 95% of the link's rate in UDP payload bits (until the
-#   rate controller lands, aftp paces at a fixed rate); both sides are
-#   killed after SECONDS.
+#   --rate (the rate of policy fixed, the ceiling of the adaptive ones), or
+#   "auto": 95% of the link's rate in UDP payload bits; SEND OPTIONs go to
+#   `aftp send` (e.g. --policy fixed); both sides are killed after SECONDS.
 # Writes PREFIX.rate (the rate used), PREFIX.recv.{out,err,rc} and
 # PREFIX.send.{out,err,rc}; with GNU time installed also
 # PREFIX.{recv,send}.time ("elapsed user system", last line).
 # Exit status: 0 when both sides exited 0, 1 otherwise.
 set -uo pipefail
-[ $# -eq 6 ] || { echo "usage: $0 AFTP FILE DIR RATE SECONDS PREFIX" >&2; exit 2; }
+[ $# -ge 6 ] || { echo "usage: $0 AFTP FILE DIR RATE SECONDS PREFIX [SEND OPTION...]" >&2; exit 2; }
 aftp=$1 file=$2 dir=$3 rate=$4 limit=$5 out=$6
+shift 6
 port=7400 # the receiver host is private to this run: a fixed port cannot collide
 
 # The link counts IP bytes; aftp's --rate counts UDP payload bytes, 1452 per
@@ -57,7 +58,7 @@ if [ "$listening" = 0 ]; then
 fi
 
 # shellcheck disable=SC2086
-timed send timeout -k 5 "$limit" $WAN_SND_EXEC "$aftp" send --rate "$rate" "$file" \
+timed send timeout -k 5 "$limit" $WAN_SND_EXEC "$aftp" send --rate "$rate" "$@" "$file" \
     "$WAN_RCV_ADDR:$port" >"$out.send.out" 2>"$out.send.err"
 send_rc=$?
 wait "$recv_pid"
