@@ -7,6 +7,7 @@
 #   SIZE=2G        file size (head -c syntax: 2G, 512M...)
 #   RATES="3G 5G"  aftp --rate values, one aftp run each (a fixed rate above
 #                  what the receiver absorbs turns into loss and repairs)
+#   AFTP_SEND_OPTS="--policy fixed"  extra aftp send options for every run
 #   SECONDS_IPERF=10  duration of each iperf3 run
 #   BENCH_DIR=/dev/shm  where the source and received files go (2 x SIZE):
 #                       tmpfs compares with iperf3's memory to memory; a disk
@@ -47,7 +48,7 @@ aftp_run() { # rate
     for _ in $(seq 100); do grep -q "listening on" "$work/recv.err" && break; sleep 0.05; done
     local port
     port=$(sed -n 's/^aftp: listening on 127\.0\.0\.1:\([0-9]*\)$/\1/p' "$work/recv.err")
-    /usr/bin/time -v -o "$work/send.time" "$AFTP" send --rate "$rate" "$work/src.bin" \
+    /usr/bin/time -v -o "$work/send.time" "$AFTP" send --rate "$rate" ${AFTP_SEND_OPTS-} "$work/src.bin" \
         "127.0.0.1:$port" >"$work/send.out" 2>"$work/send.err" || { cat "$work/send.err" >&2; exit 1; }
     wait "$rpid"
     cmp "$work/src.bin" "$work/dst/src.bin" >&2
@@ -55,7 +56,7 @@ aftp_run() { # rate
     goodput=$(sed -n 's/.* \([0-9.]*\) Mbit\/s goodput.*/\1/p' "$work/send.out")
     retx=$(sed -n 's/.* \([0-9.]*\)% retransmitted.*/\1/p' "$work/send.out")
     secs=$(sed -n 's/.* bytes in \([0-9.]*\) s,.*/\1/p' "$work/send.out")
-    rows+=("| aftp --rate $rate ($fstype to $fstype) | $goodput | $(cpu_s "$work/send.time") | $(cpu_s "$work/recv.time") | $(rss_mib "$work/send.time") | $(rss_mib "$work/recv.time") | $bytes bytes in $secs s, $retx% retransmitted |")
+    rows+=("| aftp --rate $rate ${AFTP_SEND_OPTS-}($fstype to $fstype) | $goodput | $(cpu_s "$work/send.time") | $(cpu_s "$work/recv.time") | $(rss_mib "$work/send.time") | $(rss_mib "$work/recv.time") | $bytes bytes in $secs s, $retx% retransmitted |")
     rm -f "$work/dst/src.bin"
 }
 for rate in $RATES; do aftp_run "$rate"; done
