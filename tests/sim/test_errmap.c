@@ -1,4 +1,4 @@
-/* aftp_errmap: the wire <-> local table of notes/behaviour.md, and
+/* aftp_errmap: the wire <-> local table of spec section 11, and
  * aftp_digest: streaming XXH3-128 in canonical form. */
 #include <setjmp.h>
 #include <stdarg.h>
