@@ -100,8 +100,15 @@ if [ ${#overrides[@]} -gt 0 ]; then # the last setting in a profile wins
     { cat "$profile_file"; echo; printf '%s\n' "${overrides[@]}"; } >"$derived"
     profile_file=$derived
 fi
+# The newest emulator of a build without sanitizers or fuzzing: an
+# instrumented emulator is too slow and makes every run look overloaded.
 if [ -z "$linkemu" ]; then
-    linkemu=$(ls -t "$here"/../build*/netem/aftp-linkemu 2>/dev/null | head -n 1 || true)
+    for candidate in $(ls -t "$here"/../build*/netem/aftp-linkemu 2>/dev/null); do
+        grep -Eq '^AFTP_(SANITIZE|FUZZ):BOOL=ON' "${candidate%/netem/aftp-linkemu}/CMakeCache.txt" \
+            2>/dev/null && continue
+        linkemu=$candidate
+        break
+    done
 fi
 [ -n "$linkemu" ] && [ -x "$linkemu" ] ||
     die "aftp-linkemu not found: build it (cmake --build BUILD --target aftp-linkemu) or pass --linkemu"
