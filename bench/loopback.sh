@@ -1,71 +1,220 @@
 #!/usr/bin/env bash
-# Loopback benchmark: aftp next to iperf3 (UDP and TCP) on this machine, in
-# the same run. Prints a Markdown table: goodput, CPU seconds and peak RSS
-# of each side.
+# Loopback benchmark: aftp with each cipher next to scp and iperf3 (UDP and
+# TCP) on this machine, one source file, in the same run. Prints a Markdown
+# table (goodput, CPU seconds and CPU seconds per GiB of each side, peak RSS)
+# and the ratios encrypted / unencrypted aftp and encrypted aftp / scp.
+# A benchmark prints figures; it never passes or fails on a speed.
 #
 # Usage: bench/loopback.sh [AFTP_BINARY]
 #   SIZE=2G        file size (head -c syntax: 2G, 512M...)
-#   RATES="3G 5G"  aftp --rate values, one aftp run each (a fixed rate above
-#                  what the receiver absorbs turns into loss and repairs)
+#   RATES="3G 5G"  aftp --rate values (the ceiling of the default policy; a
+#                  fixed rate above what the receiver absorbs turns into loss)
+#   CIPHERS="auto chacha aes none"  aftp --cipher values, one run each per
+#                  rate (aes is skipped without AES-NI); every run makes its
+#                  own key pairs with `aftp keygen`, none passes --cipher none
+#                  to both sides
 #   AFTP_SEND_OPTS="--policy fixed"  extra aftp send options for every run
-#   SECONDS_IPERF=10  duration of each iperf3 run
+#   SCP=1          also scp through a private sshd on 127.0.0.1 (0: skip)
+#   SECONDS_IPERF=10  duration of each iperf3 run (0: skip iperf3)
 #   BENCH_DIR=/dev/shm  where the source and received files go (2 x SIZE):
 #                       tmpfs compares with iperf3's memory to memory; a disk
 #                       directory adds the disk (the receiver fsyncs)
-# Needs: iperf3, /usr/bin/time (GNU time), python3 (JSON of iperf3).
+# Needs: /usr/bin/time (GNU time); iperf3 + python3 for the iperf3 rows;
+# sshd, ssh-keygen and scp (openssh-server, openssh-client) for scp.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 AFTP=${1:-$here/../build/cli/aftp}
 SIZE=${SIZE:-2G}
 RATES=${RATES:-3G 5G}
+CIPHERS=${CIPHERS:-auto chacha aes none}
+SCP=${SCP:-1}
 SECONDS_IPERF=${SECONDS_IPERF:-10}
-for tool in iperf3 /usr/bin/time python3; do
-    command -v "$tool" >/dev/null || { echo "missing: $tool (scripts/deps.sh installs it)" >&2; exit 1; }
-done
+[ -x /usr/bin/time ] || { echo "missing: /usr/bin/time (apt-get install time)" >&2; exit 1; }
 [ -x "$AFTP" ] || { echo "no aftp binary at $AFTP" >&2; exit 1; }
 
 work=$(mktemp -d "${BENCH_DIR:-/dev/shm}/aftp-bench-XXXXXX")
 fstype=$(stat -f -c %T "$work")
-trap 'rm -rf "$work"' EXIT
+sshd_pid=
+cleanup() {
+    [ -n "$sshd_pid" ] && kill "$sshd_pid" 2>/dev/null
+    rm -rf "$work"
+}
+trap cleanup EXIT
 mkdir -p "$work/dst"
 
 # field FILE NAME: a number from GNU time -v output
 field() { sed -n "s/^[[:space:]]*$2: //p" "$1"; }
 cpu_s() { awk -v u="$(field "$1" 'User time (seconds)')" -v s="$(field "$1" 'System time (seconds)')" 'BEGIN{printf "%.2f", u+s}'; }
+wall_s() { field "$1" 'Elapsed (wall clock) time (h:mm:ss or m:ss)' | awk -F: '{ s = 0; for (i = 1; i <= NF; i++) s = s * 60 + $i; printf "%.3f", s }'; }
 rss_mib() { awk -v k="$(field "$1" 'Maximum resident set size (kbytes)')" 'BEGIN{printf "%.1f", k/1024}'; }
+per_gib() { awk -v c="$1" -v b="${2:-$bytes}" 'BEGIN{printf "%.2f", c / (b / 1073741824)}'; } # CPU [BYTES]
 rows=()
+declare -A goodput_of # label -> Mbit/s, for the ratios
+
+# row LABEL GOODPUT SND_CPU RCV_CPU SND_RSS RCV_RSS NOTES
+row() {
+    goodput_of[$1]=$2
+    rows+=("| $1 | $2 | $3 | $4 | $(per_gib "$3") | $(per_gib "$4") | $5 | $6 | $7 |")
+}
 
 echo "# source: $SIZE of random bytes in $work" >&2
 head -c "$SIZE" /dev/urandom >"$work/src.bin"
 bytes=$(stat -c %s "$work/src.bin")
 
-# ---- aftp ----
-aftp_run() { # rate
-    local rate=$1
+# ---- aftp, one key pair per side for the whole run ----
+keys=$work/keys
+mkdir -m 700 "$keys"
+"$AFTP" keygen -f "$keys/recv" -C bench-receiver >/dev/null
+"$AFTP" keygen -f "$keys/send" -C bench-sender >/dev/null
+
+aftp_label() { # rate cipher
+    echo "aftp --cipher $2 --rate $1${AFTP_SEND_OPTS:+ $AFTP_SEND_OPTS}"
+}
+
+cipher_available() { # aftp --cipher value
+    [ "$1" != aes ] || grep -qw aes /proc/cpuinfo
+}
+
+aftp_run() { # rate cipher
+    local rate=$1 cipher=$2
+    local -a recv_sec=(--identity "$keys/recv" --authorized-keys "$keys/send.pub")
+    local -a send_sec=(--identity "$keys/send" --peer-key "$keys/recv.pub")
+    if [ "$cipher" = none ]; then
+        recv_sec=(--cipher none) send_sec=(--cipher none)
+    else
+        send_sec+=(--cipher "$cipher")
+    fi
     /usr/bin/time -v -o "$work/recv.time" "$AFTP" recv --listen 127.0.0.1:0 --dir "$work/dst" \
-        --once >"$work/recv.out" 2>"$work/recv.err" &
+        --once "${recv_sec[@]}" >"$work/recv.out" 2>"$work/recv.err" &
     local rpid=$!
     for _ in $(seq 100); do grep -q "listening on" "$work/recv.err" && break; sleep 0.05; done
     local port
     port=$(sed -n 's/^aftp: listening on 127\.0\.0\.1:\([0-9]*\)$/\1/p' "$work/recv.err")
-    /usr/bin/time -v -o "$work/send.time" "$AFTP" send --rate "$rate" ${AFTP_SEND_OPTS-} "$work/src.bin" \
-        "127.0.0.1:$port" >"$work/send.out" 2>"$work/send.err" || { cat "$work/send.err" >&2; exit 1; }
+    # shellcheck disable=SC2086 # AFTP_SEND_OPTS: option words on purpose
+    /usr/bin/time -v -o "$work/send.time" "$AFTP" send "${send_sec[@]}" --rate "$rate" \
+        ${AFTP_SEND_OPTS-} "$work/src.bin" "127.0.0.1:$port" >"$work/send.out" 2>"$work/send.err" ||
+        { cat "$work/send.err" >&2; exit 1; }
     wait "$rpid"
     cmp "$work/src.bin" "$work/dst/src.bin" >&2
-    local goodput retx secs
-    goodput=$(sed -n 's/.* \([0-9.]*\) Mbit\/s goodput.*/\1/p' "$work/send.out")
+    local goodput own retx secs used wall
+    wall=$(wall_s "$work/send.time")
+    goodput=$(awk -v b="$bytes" -v s="$wall" 'BEGIN{printf "%.1f", b * 8 / s / 1e6}')
+    own=$(sed -n 's/.* \([0-9.]*\) Mbit\/s goodput.*/\1/p' "$work/send.out")
     retx=$(sed -n 's/.* \([0-9.]*\)% retransmitted.*/\1/p' "$work/send.out")
     secs=$(sed -n 's/.* bytes in \([0-9.]*\) s,.*/\1/p' "$work/send.out")
-    rows+=("| aftp --rate $rate ${AFTP_SEND_OPTS-}($fstype to $fstype) | $goodput | $(cpu_s "$work/send.time") | $(cpu_s "$work/recv.time") | $(rss_mib "$work/send.time") | $(rss_mib "$work/recv.time") | $bytes bytes in $secs s, $retx% retransmitted |")
+    used=$(sed -n 's/.*, xxh3-128 [0-9a-f]*, \([a-z0-9-]*\)$/\1/p' "$work/send.out")
+    row "$(aftp_label "$rate" "$cipher")" "$goodput" \
+        "$(cpu_s "$work/send.time")" "$(cpu_s "$work/recv.time")" \
+        "$(rss_mib "$work/send.time")" "$(rss_mib "$work/recv.time")" \
+        "$used; $fstype to $fstype; ${wall} s wall clock; aftp's own figure $own Mbit/s in $secs s from the handshake; $retx% retransmitted"
     rm -f "$work/dst/src.bin"
 }
-for rate in $RATES; do aftp_run "$rate"; done
+for rate in $RATES; do
+    for cipher in $CIPHERS; do
+        if cipher_available "$cipher"; then
+            aftp_run "$rate" "$cipher"
+        else
+            rows+=("| aftp --cipher $cipher --rate $rate | skipped: no AES-NI on this CPU | | | | | | | |")
+        fi
+    done
+done
+
+# ---- scp through a private sshd on 127.0.0.1 (its own host key, key-only login) ----
+scp_skip=
+ssh_setup() {
+    local d=$work/ssh
+    for tool in /usr/sbin/sshd ssh-keygen scp; do
+        command -v "$tool" >/dev/null || { scp_skip="$tool not installed (openssh-server/client)"; return 1; }
+    done
+    mkdir -m 700 "$d"
+    ssh-keygen -q -t ed25519 -N '' -C aftp-bench-host -f "$d/host_key"
+    ssh-keygen -q -t ed25519 -N '' -C aftp-bench-client -f "$d/client_key"
+    cp "$d/client_key.pub" "$d/authorized_keys"
+    ssh_port=$((30000 + RANDOM % 20000))
+    echo "[127.0.0.1]:$ssh_port $(cut -d' ' -f1,2 "$d/host_key.pub")" >"$d/known_hosts"
+    cat >"$d/sshd_config" <<EOF
+ListenAddress 127.0.0.1:$ssh_port
+HostKey $d/host_key
+PidFile none
+AuthorizedKeysFile $d/authorized_keys
+AuthenticationMethods publickey
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+PermitRootLogin prohibit-password
+UsePAM no
+StrictModes no
+Subsystem sftp internal-sftp
+EOF
+    cat >"$d/ssh_config" <<EOF
+Host benchsshd
+    HostName 127.0.0.1
+    Port $ssh_port
+    User $(id -un)
+    IdentityFile $d/client_key
+    IdentitiesOnly yes
+    UserKnownHostsFile $d/known_hosts
+    GlobalKnownHostsFile /dev/null
+    StrictHostKeyChecking yes
+    BatchMode yes
+    Compression no
+    LogLevel ERROR
+EOF
+    [ "$(id -u)" -ne 0 ] || mkdir -p /run/sshd # privilege separation directory
+    /usr/sbin/sshd -D -f "$d/sshd_config" -E "$d/sshd.log" &
+    sshd_pid=$!
+    for _ in $(seq 50); do
+        ssh -F "$d/ssh_config" benchsshd true 2>/dev/null && return 0
+        kill -0 "$sshd_pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    scp_skip="the private sshd did not accept a login: $(tail -n 1 "$d/sshd.log" 2>/dev/null)"
+    return 1
+}
+
+# Seconds of CPU that sshd's reaped children used (the per-connection
+# processes): cutime + cstime of /proc/PID/stat.
+children_cpu() {
+    awk -v hz="$(getconf CLK_TCK)" '{ printf "%.2f", ($16 + $17) / hz }' "/proc/$1/stat"
+}
+
+scp_run() { # label, scp options...
+    local label=$1
+    shift
+    local before after
+    before=$(children_cpu "$sshd_pid")
+    /usr/bin/time -v -o "$work/scp.time" scp -F "$work/ssh/ssh_config" -q "$@" "$work/src.bin" \
+        "benchsshd:$work/dst/src.bin"
+    for _ in $(seq 100); do # the session's process is counted once sshd reaped it
+        [ -z "$(pgrep -P "$sshd_pid")" ] && break
+        sleep 0.05
+    done
+    after=$(children_cpu "$sshd_pid")
+    cmp "$work/src.bin" "$work/dst/src.bin" >&2
+    local goodput
+    goodput=$(awk -v b="$bytes" -v s="$(wall_s "$work/scp.time")" 'BEGIN{printf "%.1f", b * 8 / s / 1e6}')
+    row "$label" "$goodput" "$(cpu_s "$work/scp.time")" \
+        "$(awk -v a="$before" -v b="$after" 'BEGIN{printf "%.2f", b - a}')" \
+        "$(rss_mib "$work/scp.time")" "n/a" \
+        "OpenSSH $(ssh -V 2>&1 | sed -n 's/^OpenSSH_\([^ ,]*\).*/\1/p'), $fstype to $fstype; wall clock of scp incl. SSH set-up; receiver = the sshd session"
+    rm -f "$work/dst/src.bin"
+}
+scp_labels=()
+if [ "$SCP" = 1 ]; then
+    if ssh_setup; then
+        scp_labels=("scp (OpenSSH default cipher)")
+        grep -qw aes /proc/cpuinfo && scp_labels+=("scp -c aes256-gcm@openssh.com")
+        scp_run "${scp_labels[0]}"
+        [ "${#scp_labels[@]}" -lt 2 ] || scp_run "${scp_labels[1]}" -c aes256-gcm@openssh.com
+    else
+        rows+=("| scp: skipped ($scp_skip) | | | | | | | | |")
+    fi
+fi
 
 # ---- iperf3 (memory to memory) ----
 iperf_run() { # label, client options...
     local label=$1
     shift
-    local iport=$((20000 + RANDOM % 20000))
+    local iport=$((20000 + RANDOM % 10000))
     /usr/bin/time -v -o "$work/is.time" iperf3 -s -1 -B 127.0.0.1 -p "$iport" >/dev/null 2>&1 &
     local spid=$!
     sleep 0.5
@@ -86,14 +235,39 @@ else:
 print("%.1f|%s" % (bps / 1e6, note))
 PY
 )
-    rows+=("| $label | ${summary%%|*} | $(cpu_s "$work/ic.time") | $(cpu_s "$work/is.time") | $(rss_mib "$work/ic.time") | $(rss_mib "$work/is.time") | ${summary#*|} |")
+    # CPU per GiB: iperf3 moved goodput x seconds, not the file
+    local moved cs cr
+    moved=$(awk -v g="${summary%%|*}" -v t="$SECONDS_IPERF" 'BEGIN{print g * 1e6 / 8 * t}')
+    cs=$(cpu_s "$work/ic.time") cr=$(cpu_s "$work/is.time")
+    rows+=("| $label | ${summary%%|*} | $cs | $cr | $(per_gib "$cs" "$moved") | $(per_gib "$cr" "$moved") | $(rss_mib "$work/ic.time") | $(rss_mib "$work/is.time") | ${summary#*|}; memory to memory |")
 }
-iperf_run "iperf3 UDP -b 0 -l 1452 (memory)" -u -b 0 -l 1452
-iperf_run "iperf3 TCP (memory)"
+if [ "$SECONDS_IPERF" != 0 ] && command -v iperf3 >/dev/null && command -v python3 >/dev/null; then
+    iperf_run "iperf3 UDP -b 0 -l 1452" -u -b 0 -l 1452
+    iperf_run "iperf3 TCP"
+else
+    rows+=("| iperf3: skipped (SECONDS_IPERF=0, or iperf3/python3 missing) | | | | | | | | |")
+fi
+
+ratio() { # numerator label, denominator label
+    local a=${goodput_of[$1]:-} b=${goodput_of[$2]:-}
+    [ -n "$a" ] && [ -n "$b" ] || return 0
+    awk -v a="$a" -v b="$b" -v n="$1" -v d="$2" 'BEGIN{printf "- %s / %s: %.2f (%.0f%%)\n", n, d, a / b, 100 * a / b}'
+}
 
 echo
-echo "Loopback, $(nproc) cores, $(uname -r), $(date -u +%Y-%m-%d)"
+echo "Loopback, $(nproc) cores, $(uname -r), $(date -u +%Y-%m-%d), $bytes-byte file"
 echo
-echo "| run | goodput Mbit/s | sender CPU s | receiver CPU s | sender peak RSS MiB | receiver peak RSS MiB | notes |"
-echo "|---|---|---|---|---|---|---|"
+echo "| run | goodput Mbit/s | sender CPU s | receiver CPU s | sender CPU s/GiB | receiver CPU s/GiB | sender peak RSS MiB | receiver peak RSS MiB | notes |"
+echo "|---|---|---|---|---|---|---|---|---|"
 printf '%s\n' "${rows[@]}"
+echo
+echo "Goodput ratios, wall clock of the sending command (targets: encrypted >= 0.70 x unencrypted, >= 3 x scp):"
+for rate in $RATES; do
+    none=$(aftp_label "$rate" none)
+    for cipher in $CIPHERS; do
+        [ "$cipher" = none ] && continue
+        enc=$(aftp_label "$rate" "$cipher")
+        ratio "$enc" "$none"
+        for scp_label in "${scp_labels[@]}"; do ratio "$enc" "$scp_label"; done
+    done
+done

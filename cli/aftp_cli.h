@@ -23,7 +23,8 @@ enum aftp_cli_exit {
     AFTP_EXIT_NETWORK = 4,
     AFTP_EXIT_REFUSED = 5,
     AFTP_EXIT_VERIFY = 6,
-    AFTP_EXIT_CANCELLED = 7
+    AFTP_EXIT_CANCELLED = 7,
+    AFTP_EXIT_AUTH = 8
 };
 
 /* The exit status for a transfer that ended with `error` (the one table). */
@@ -47,8 +48,9 @@ typedef struct aftp_cli_report {
 void aftp_cli_report_init(aftp_cli_report *r, int sender, int quiet);
 /* aftp_io_hooks pointing at the report's callbacks. */
 aftp_io_hooks aftp_cli_report_hooks(aftp_cli_report *r);
-/* The one-line summary on stdout of a verified file. */
-void aftp_cli_print_summary(const aftp_cli_report *r, const aftp_stats *st);
+/* The one-line summary on stdout of a verified file; `peer` (may be NULL)
+ * is appended: who sent it. */
+void aftp_cli_print_summary(const aftp_cli_report *r, const aftp_stats *st, const char *peer);
 /* "aftp: error: ..." on stderr. */
 void aftp_cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void aftp_cli_notice(const aftp_cli_report *r, const char *fmt, ...)
@@ -71,6 +73,66 @@ int aftp_cli_common_option(int c, const char *arg, aftp_cli_common *co);
 /* The idle timeout in force, in seconds, for messages. */
 double aftp_cli_idle_seconds(const aftp_cli_common *co);
 
+/* ---- security options and key files (aftp_cli_keys.c) ---- */
+
+/* Key files live in $HOME/AFTP_CLI_KEY_DIR unless options name them. */
+#define AFTP_CLI_KEY_DIR ".aftp"
+#define AFTP_CLI_IDENTITY_NAME "id_x25519"
+#define AFTP_CLI_AUTHORIZED_NAME "authorized_keys"
+#define AFTP_CLI_KNOWN_HOSTS_NAME "known_hosts"
+
+enum aftp_cli_security_opt {
+    AFTP_CLI_OPT_IDENTITY = 300,
+    AFTP_CLI_OPT_PEER_KEY,
+    AFTP_CLI_OPT_KNOWN_HOSTS,
+    AFTP_CLI_OPT_AUTHORIZED_KEYS,
+    AFTP_CLI_OPT_PSK_FILE,
+    AFTP_CLI_OPT_CIPHER
+};
+/* Options both subcommands take (each adds its own key options). */
+#define AFTP_CLI_SECURITY_LONG                                                                 \
+    {"identity", required_argument, NULL, AFTP_CLI_OPT_IDENTITY},                              \
+        {"psk-file", required_argument, NULL, AFTP_CLI_OPT_PSK_FILE},                          \
+        {"cipher", required_argument, NULL, AFTP_CLI_OPT_CIPHER}
+
+/* What the security options named: files (NULL: the default) and the
+ * cipher choice (enum aftp_cipher_choice). */
+typedef struct aftp_cli_security {
+    const char *identity, *peer_key, *known_hosts, *authorized_keys, *psk_file;
+    int cipher;
+} aftp_cli_security;
+
+/* Handles a security option, else a common one (aftp_cli_common_option). */
+int aftp_cli_security_option(int c, const char *arg, aftp_cli_security *sec,
+                             aftp_cli_common *co);
+/* $HOME/.aftp in buf; NULL without HOME. */
+const char *aftp_cli_key_dir(char *buf, size_t cap);
+/* `given`, or $HOME/.aftp/name in buf; NULL without HOME. */
+const char *aftp_cli_key_path(const char *given, const char *name, char *buf, size_t cap);
+
+/* The secrets of a run, in locked memory that is wiped when freed. */
+typedef struct aftp_cli_secrets {
+    uint8_t identity[AFTP_KEY_LEN];
+    uint8_t public_key[AFTP_KEY_LEN]; /* of identity */
+    uint8_t peer_key[AFTP_KEY_LEN];   /* send: the server's */
+    uint8_t psk[AFTP_KEY_LEN];
+    int have_psk;
+} aftp_cli_secrets;
+aftp_cli_secrets *aftp_cli_secrets_new(void);
+void aftp_cli_secrets_free(aftp_cli_secrets *s);
+/* Each loads one thing into s and returns an exit status: AFTP_EXIT_OK,
+ * AFTP_EXIT_AUTH for a missing, unreadable, unsafe or malformed key file
+ * and for a server key that is unknown or changed (after one clear line
+ * on stderr), AFTP_EXIT_USAGE when HOME is needed and not set. */
+int aftp_cli_load_identity(const aftp_cli_security *sec, aftp_cli_secrets *s);
+int aftp_cli_load_psk(const aftp_cli_security *sec, aftp_cli_secrets *s);
+/* The server's key: --peer-key, else the known-hosts entry of host
+ * ("HOST:PORT" as typed). */
+int aftp_cli_load_peer_key(const aftp_cli_security *sec, const char *host, aftp_cli_secrets *s);
+/* "aftp-x25519 <base64>" of a public key. */
+void aftp_cli_format_key(const uint8_t *key, char *out, size_t cap);
+
+int aftp_cli_keygen(int argc, char **argv);
 int aftp_cli_send(int argc, char **argv);
 int aftp_cli_recv(int argc, char **argv);
 void aftp_cli_usage(FILE *to);

@@ -5,9 +5,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "aftp_admit.h"
 #include "aftp_cli.h"
 #include "aftp_parse.h"
+#include "aftp_path.h"
 #include "aftp_serve.h"
+#include "common/aftp_keyfile.h"
 
 typedef struct recv_args {
     const char *listen_text;
@@ -15,6 +18,7 @@ typedef struct recv_args {
     int once;
     int overwrite;
     aftp_cli_common common;
+    aftp_cli_security sec;
     struct sockaddr_storage listen;
     socklen_t listen_len;
 } recv_args;
@@ -26,7 +30,8 @@ static int parse_recv_options(int argc, char **argv, recv_args *a)
     static const struct option opts[] = {
         {"listen", required_argument, NULL, 'l'}, {"dir", required_argument, NULL, 'd'},
         {"once", no_argument, NULL, OPT_ONCE}, {"overwrite", no_argument, NULL, OPT_OVERWRITE},
-        AFTP_CLI_COMMON_LONG};
+        {"authorized-keys", required_argument, NULL, AFTP_CLI_OPT_AUTHORIZED_KEYS},
+        AFTP_CLI_SECURITY_LONG, AFTP_CLI_COMMON_LONG};
     int c, rc;
     a->common.idle_timeout_ns = AFTP_CLI_DEFAULT_IDLE_NS;
     while ((c = getopt_long(argc, argv, "l:d:" AFTP_CLI_COMMON_SHORT, opts, NULL)) != -1) {
@@ -38,7 +43,8 @@ static int parse_recv_options(int argc, char **argv, recv_args *a)
             a->once = 1;
         else if (c == OPT_OVERWRITE)
             a->overwrite = 1;
-        else if ((rc = aftp_cli_common_option(c, optarg, &a->common)) != AFTP_EXIT_OK)
+        else if ((rc = aftp_cli_security_option(c, optarg, &a->sec, &a->common)) !=
+                 AFTP_EXIT_OK)
             return rc;
     }
     return AFTP_EXIT_OK;
@@ -60,9 +66,18 @@ static int parse_recv_args(int argc, char **argv, recv_args *a)
     return AFTP_EXIT_OK;
 }
 
+/* The server's keys: its identity, the clients it admits, the policy. */
+typedef struct recv_keys {
+    aftp_cli_secrets *secrets;
+    char authorized_path[4096];
+    aftp_keyfile_list authorized;
+    aftp_admit admit;
+} recv_keys;
+
 typedef struct recv_app {
     aftp_cli_report report;   /* first: the io hooks' `app` is the report */
     double idle_s;
+    recv_keys *keys;
 } recv_app;
 
 static void on_listening(void *app, const struct sockaddr *local)
@@ -72,50 +87,157 @@ static void on_listening(void *app, const struct sockaddr *local)
     aftp_cli_notice(app, "listening on %s", where);
 }
 
+/* The comment of key's line in the authorized keys (escaped), or "". */
+static void authorized_comment(const recv_keys *k, const uint8_t *key, char *out, size_t cap)
+{
+    FILE *f = fopen(k->authorized_path, "re");
+    char line[AFTP_KEYFILE_MAX_LINE + 2];
+    uint8_t listed[AFTP_KEY_LEN];
+    out[0] = '\0';
+    while (f != NULL && fgets(line, sizeof line, f) != NULL) {
+        size_t n = strcspn(line, "\r\n");
+        line[n] = '\0';
+        if (aftp_keyfile_parse_public(line, n, listed, NULL, 0) != AFTP_OK ||
+            memcmp(listed, key, AFTP_KEY_LEN) != 0)
+            continue;
+        /* tag, key, then the comment */
+        const char *c = line + strspn(line, " \t");
+        for (int field = 0; field < 2; field++) {
+            c += strcspn(c, " \t");
+            c += strspn(c, " \t");
+        }
+        aftp_path_printable(c, out, cap);
+        break;
+    }
+    if (f != NULL)
+        fclose(f);
+}
+
+/* "from ADDR key aftp-x25519 <base64> "comment"": who a session was with. */
+static void describe_client(const recv_app *ra, const aftp_io_result *res,
+                            const struct sockaddr *peer, char *out, size_t cap)
+{
+    char who[64], key[128], comment[256];
+    aftp_format_addr(peer, who, sizeof who);
+    if (!res->have_peer_key) {
+        snprintf(out, cap, "from %s%s", who, res->connected ? " (unauthenticated)" : "");
+        return;
+    }
+    aftp_cli_format_key(res->peer_key, key, sizeof key);
+    authorized_comment(ra->keys, res->peer_key, comment, sizeof comment);
+    snprintf(out, cap, "from %s key %s%s%s%s", who, key, comment[0] ? " \"" : "", comment,
+             comment[0] ? "\"" : "");
+}
+
 static void on_session_end(void *app, const aftp_io_result *res, const struct sockaddr *peer)
 {
     recv_app *ra = app;
-    char who[64];
-    aftp_format_addr(peer, who, sizeof who);
+    char client[512], key[128];
+    describe_client(ra, res, peer, client, sizeof client);
     if (res->error == AFTP_OK) {
         if (res->files_ok > 0)
-            aftp_cli_print_summary(&ra->report, &res->stats);
+            aftp_cli_print_summary(&ra->report, &res->stats, client);
         return;
     }
-    if (res->error == AFTP_ERR_IDLE_TIMEOUT)
-        aftp_cli_error("sender %s went silent for %.1f s (--idle-timeout)", who, ra->idle_s);
-    else if (res->message[0])
-        aftp_cli_error("transfer from %s failed: %s", who, res->message);
-    else
-        aftp_cli_error("transfer from %s failed: %s", who, aftp_strerror(res->error));
+    if (res->error == AFTP_ERR_UNKNOWN_PEER && ra->keys->admit.have_rejected) {
+        aftp_cli_format_key(ra->keys->admit.rejected, key, sizeof key);
+        aftp_cli_error("refused client %s: its key is not authorized (add the line '%s' to %s "
+                       "to admit it)", client, key, ra->keys->authorized_path);
+    } else if (res->error == AFTP_ERR_IDLE_TIMEOUT) {
+        aftp_cli_error("sender %s went silent for %.1f s (--idle-timeout)", client, ra->idle_s);
+    } else {
+        aftp_cli_error("transfer %s failed: %s", client,
+                       res->message[0] ? res->message : aftp_strerror(res->error));
+    }
+}
+
+/* The authorized keys; a server that admits nobody is a mistake. */
+static int load_authorized(const recv_args *a, recv_keys *k)
+{
+    char err[512];
+    const char *path = aftp_cli_key_path(a->sec.authorized_keys, AFTP_CLI_AUTHORIZED_NAME,
+                                         k->authorized_path, sizeof k->authorized_path);
+    if (path == NULL) {
+        aftp_cli_error("HOME is not set: give the clients' keys with --authorized-keys FILE");
+        return AFTP_EXIT_USAGE;
+    }
+    if (path != k->authorized_path)
+        snprintf(k->authorized_path, sizeof k->authorized_path, "%s", path);
+    int rc = aftp_keyfile_authorized_load(k->authorized_path, &k->authorized, err, sizeof err);
+    if (rc == AFTP_OK && k->authorized.count > 0)
+        return AFTP_EXIT_OK;
+    aftp_cli_error("authorized keys: %s (put each client's public key line, its "
+                   "~/.aftp/id_x25519.pub, in that file)",
+                   rc == AFTP_OK ? "no key in the file: it admits nobody" : err);
+    return AFTP_EXIT_AUTH;
+}
+
+/* Identity, pre-shared key and admitted clients into k and *sec. */
+static int load_recv_keys(const recv_args *a, const aftp_cli_report *r, recv_keys *k,
+                          aftp_security_settings *sec)
+{
+    char line[128];
+    int rc;
+    memset(sec, 0, sizeof *sec);
+    sec->cipher = a->sec.cipher;
+    if (a->sec.cipher == AFTP_CIPHER_NONE) {
+        aftp_cli_notice(r, "warning: --cipher none: transfers are neither encrypted nor "
+                           "authenticated");
+        return AFTP_EXIT_OK;
+    }
+    if ((rc = aftp_cli_load_identity(&a->sec, k->secrets)) != AFTP_EXIT_OK ||
+        (rc = aftp_cli_load_psk(&a->sec, k->secrets)) != AFTP_EXIT_OK ||
+        (rc = load_authorized(a, k)) != AFTP_EXIT_OK)
+        return rc;
+    aftp_admit_init(&k->admit, &k->authorized, k->secrets->have_psk ? k->secrets->psk : NULL);
+    sec->identity = k->secrets->identity;
+    sec->peers = aftp_admit_policy(&k->admit);
+    aftp_cli_format_key(k->secrets->public_key, line, sizeof line);
+    aftp_cli_notice(r, "server key %s", line);
+    return AFTP_EXIT_OK;
+}
+
+static int serve(const recv_args *a, recv_app *app, int dirfd)
+{
+    aftp_io_result res;
+    aftp_serve_opts o = {.listen = (struct sockaddr *)&a->listen, .listen_len = a->listen_len,
+                         .dirfd = dirfd, .overwrite = a->overwrite, .once = a->once,
+                         .idle_timeout_ns = a->common.idle_timeout_ns,
+                         .hooks = aftp_cli_report_hooks(&app->report),
+                         .on_listening = on_listening, .on_session_end = on_session_end};
+    int rc = load_recv_keys(a, &app->report, app->keys, &o.security);
+    if (rc != AFTP_EXIT_OK)
+        return rc;
+    rc = aftp_serve_run(&o, &res);
+    if (res.phase == AFTP_IO_PHASE_LOCAL) {
+        aftp_cli_error("%s", res.message[0] ? res.message : aftp_strerror(rc));
+        return AFTP_EXIT_NETWORK;
+    }
+    return aftp_cli_exit_code(rc);
 }
 
 static int run_recv(const recv_args *args)
 {
     const recv_args a = *args;
     recv_app app;
-    aftp_io_result res;
-    int rc;
+    recv_keys keys;
     int dirfd = open(a.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dirfd < 0) {
         aftp_cli_error("cannot use destination directory %s: %s", a.dir, strerror(errno));
         return AFTP_EXIT_LOCAL_FILE;
     }
+    memset(&keys, 0, sizeof keys);
     aftp_cli_report_init(&app.report, 0, a.common.quiet);
     app.idle_s = aftp_cli_idle_seconds(&a.common);
+    app.keys = &keys;
     aftp_cli_catch_signals(&app.report);
-    aftp_serve_opts o = {.listen = (struct sockaddr *)&a.listen, .listen_len = a.listen_len,
-                         .dirfd = dirfd, .overwrite = a.overwrite, .once = a.once,
-                         .idle_timeout_ns = a.common.idle_timeout_ns,
-                         .hooks = aftp_cli_report_hooks(&app.report),
-                         .on_listening = on_listening, .on_session_end = on_session_end};
-    rc = aftp_serve_run(&o, &res);
+    keys.secrets = aftp_cli_secrets_new();
+    int rc = keys.secrets ? serve(&a, &app, dirfd) : AFTP_EXIT_FAILED;
     close(dirfd);
-    if (res.phase == AFTP_IO_PHASE_LOCAL) {
-        aftp_cli_error("%s", res.message[0] ? res.message : aftp_strerror(rc));
-        return AFTP_EXIT_NETWORK;
-    }
-    return aftp_cli_exit_code(rc);
+    aftp_admit_fini(&keys.admit);
+    aftp_keyfile_list_free(&keys.authorized);
+    aftp_cli_secrets_free(keys.secrets);
+    return rc;
 }
 
 int aftp_cli_recv(int argc, char **argv)

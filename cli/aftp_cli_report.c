@@ -8,6 +8,7 @@
 #include "aftp_cli.h"
 #include "aftp_drive.h"
 #include "aftp_path.h"
+#include "proto/aftp_wire.h"
 
 void aftp_cli_error(const char *fmt, ...)
 {
@@ -127,7 +128,17 @@ aftp_io_hooks aftp_cli_report_hooks(aftp_cli_report *r)
     return h;
 }
 
-void aftp_cli_print_summary(const aftp_cli_report *r, const aftp_stats *st)
+/* How the session was protected, for the summary line. */
+static const char *cipher_name(int cipher)
+{
+    switch (cipher) {
+    case AFTP_WIRE_CIPHER_AES256GCM: return "aes-256-gcm";
+    case AFTP_WIRE_CIPHER_CHACHA20POLY1305: return "chacha20-poly1305";
+    default: return "unencrypted";
+    }
+}
+
+void aftp_cli_print_summary(const aftp_cli_report *r, const aftp_stats *st, const char *peer)
 {
     double secs = r->t_end > r->t_connected ? (double)(r->t_end - r->t_connected) / 1e9 : 0;
     double mbit = secs > 0 ? (double)r->size * 8 / secs / 1e6 : 0;
@@ -139,9 +150,10 @@ void aftp_cli_print_summary(const aftp_cli_report *r, const aftp_stats *st)
                               (double)(r->size ? r->size : 1)
                         : 100.0 * (double)st->duplicate_packets /
                               (double)(st->packets_received ? st->packets_received : 1);
-    printf("%s %s: %llu bytes in %.3f s, %.1f Mbit/s goodput, %.2f%% %s, xxh3-128 %s\n",
+    printf("%s %s: %llu bytes in %.3f s, %.1f Mbit/s goodput, %.2f%% %s, xxh3-128 %s, %s%s%s\n",
            r->sender ? "sent" : "received", r->name, (unsigned long long)r->size, secs, mbit,
-           pct, r->sender ? "retransmitted" : "duplicate", hex);
+           pct, r->sender ? "retransmitted" : "duplicate", hex, cipher_name(st->cipher),
+           peer ? ", " : "", peer ? peer : "");
     fflush(stdout);
 }
 

@@ -13,6 +13,7 @@ typedef struct send_args {
     int policy; /* enum aftp_cc_policy */
     uint64_t max_rate_bps, min_rate_bps;
     aftp_cli_common common;
+    aftp_cli_security sec;
     const char *file;
     const char *peer_text;
     struct sockaddr_storage peer;
@@ -58,7 +59,7 @@ static int send_option(int c, const char *arg, send_args *a)
     case 'm':
         return parse_rate_option("min-rate", arg, &a->min_rate_bps);
     default:
-        return aftp_cli_common_option(c, arg, &a->common);
+        return aftp_cli_security_option(c, arg, &a->sec, &a->common);
     }
 }
 
@@ -81,6 +82,11 @@ static int parse_send_args(int argc, char **argv, send_args *a)
                                          {"policy", required_argument, NULL, 'P'},
                                          {"max-rate", required_argument, NULL, 'M'},
                                          {"min-rate", required_argument, NULL, 'm'},
+                                         {"peer-key", required_argument, NULL,
+                                          AFTP_CLI_OPT_PEER_KEY},
+                                         {"known-hosts", required_argument, NULL,
+                                          AFTP_CLI_OPT_KNOWN_HOSTS},
+                                         AFTP_CLI_SECURITY_LONG,
                                          AFTP_CLI_COMMON_LONG};
     int c, rc;
     a->rate_bps = AFTP_CLI_DEFAULT_RATE;
@@ -103,13 +109,29 @@ static int parse_send_args(int argc, char **argv, send_args *a)
     return settle_rates(a);
 }
 
+/* No HELLO_ACK: nobody there, or (protected) a server that cannot open
+ * our handshake because it holds another key than the one we pinned: it
+ * stays silent by design, so say both. */
+static void explain_no_answer(const send_args *a, double idle)
+{
+    if (a->sec.cipher == AFTP_CIPHER_NONE)
+        aftp_cli_error("no answer from %s within %.1f s (is 'aftp recv' running there? "
+                       "is UDP blocked?)", a->peer_text, idle);
+    else
+        aftp_cli_error("no answer from %s within %.1f s (is 'aftp recv' running there? "
+                       "is UDP blocked? a server whose key is not the one pinned for it "
+                       "(--peer-key or known hosts) ignores us, as does one started with "
+                       "--cipher none)", a->peer_text, idle);
+}
+
 /* One line that says what went wrong, in the user's terms. */
 static void explain_failure(const send_args *a, const aftp_cli_report *r,
-                            const aftp_io_result *res)
+                            const aftp_io_result *res, const aftp_cli_secrets *keys)
 {
     const char *peer = a->peer_text;
     double idle = aftp_cli_idle_seconds(&a->common);
     const char *detail = res->message[0] ? res->message : aftp_strerror(res->error);
+    char own[128];
     if (res->phase == AFTP_IO_PHASE_LOCAL) {
         aftp_cli_error("%s", detail);
         return;
@@ -123,8 +145,16 @@ static void explain_failure(const send_args *a, const aftp_cli_report *r,
         if (res->connected)
             aftp_cli_error("%s went silent for %.1f s (--idle-timeout)", peer, idle);
         else
-            aftp_cli_error("no answer from %s within %.1f s (is 'aftp recv' running there? "
-                           "is UDP blocked?)", peer, idle);
+            explain_no_answer(a, idle);
+        break;
+    case AFTP_ERR_AUTH:
+        aftp_cli_error("%s failed to authenticate: its key is not the one pinned for it "
+                       "(wrong --peer-key or known-hosts entry?)", peer);
+        break;
+    case AFTP_ERR_UNKNOWN_PEER:
+        aftp_cli_format_key(keys->public_key, own, sizeof own);
+        aftp_cli_error("%s refused us: this client's key is not authorized there (add the line "
+                       "'%s' to its authorized keys)", peer, own);
         break;
     case AFTP_ERR_FILE_EXISTS:
         aftp_cli_error("%s refused %s: it already exists there (the receiver needs --overwrite)",
@@ -147,7 +177,27 @@ static void explain_failure(const send_args *a, const aftp_cli_report *r,
     }
 }
 
-static int run_send(const send_args *args)
+/* The keys of a protected run into keys and *sec (none for --cipher none);
+ * an exit status. */
+static int load_send_keys(const send_args *a, aftp_cli_secrets *keys,
+                          aftp_security_settings *sec)
+{
+    int rc = AFTP_EXIT_OK;
+    memset(sec, 0, sizeof *sec);
+    sec->cipher = a->sec.cipher;
+    if (a->sec.cipher == AFTP_CIPHER_NONE)
+        return AFTP_EXIT_OK;
+    if ((rc = aftp_cli_load_identity(&a->sec, keys)) != AFTP_EXIT_OK ||
+        (rc = aftp_cli_load_peer_key(&a->sec, a->peer_text, keys)) != AFTP_EXIT_OK ||
+        (rc = aftp_cli_load_psk(&a->sec, keys)) != AFTP_EXIT_OK)
+        return rc;
+    sec->identity = keys->identity;
+    sec->peer_key = keys->peer_key;
+    sec->psk = keys->have_psk ? keys->psk : NULL;
+    return AFTP_EXIT_OK;
+}
+
+static int run_send(const send_args *args, aftp_cli_secrets *keys)
 {
     const send_args a = *args;
     aftp_cli_report r;
@@ -162,11 +212,14 @@ static int run_send(const send_args *args)
                         .min_rate_bps = a.min_rate_bps,
                         .idle_timeout_ns = a.common.idle_timeout_ns,
                         .hooks = aftp_cli_report_hooks(&r)};
+    int rc = load_send_keys(&a, keys, &o.security);
+    if (rc != AFTP_EXIT_OK)
+        return rc;
     if (aftp_push_run(&o, &res) == AFTP_OK) {
-        aftp_cli_print_summary(&r, &res.stats);
+        aftp_cli_print_summary(&r, &res.stats, NULL);
         return AFTP_EXIT_OK;
     }
-    explain_failure(&a, &r, &res);
+    explain_failure(&a, &r, &res, keys);
     return res.phase == AFTP_IO_PHASE_LOCAL && res.error != AFTP_ERR_NETWORK
                ? AFTP_EXIT_LOCAL_FILE
                : aftp_cli_exit_code(res.error);
@@ -177,5 +230,14 @@ int aftp_cli_send(int argc, char **argv)
     send_args a;
     memset(&a, 0, sizeof a);
     int rc = parse_send_args(argc, argv, &a);
-    return rc == AFTP_EXIT_OK ? run_send(&a) : rc < 0 ? AFTP_EXIT_OK : rc;
+    if (rc != AFTP_EXIT_OK)
+        return rc < 0 ? AFTP_EXIT_OK : rc;
+    aftp_cli_secrets *keys = aftp_cli_secrets_new();
+    if (keys == NULL) {
+        aftp_cli_error("cannot allocate memory for keys");
+        return AFTP_EXIT_FAILED;
+    }
+    rc = run_send(&a, keys);
+    aftp_cli_secrets_free(keys); /* wiped: the engine made its own copies */
+    return rc;
 }

@@ -11,10 +11,11 @@ void aftp_cli_usage(FILE *to)
 {
     fputs("usage: aftp send [--rate RATE] [--policy POLICY] [OPTIONS] FILE HOST:PORT\n"
           "       aftp recv --listen [ADDR:]PORT --dir DIR [--once] [--overwrite] [OPTIONS]\n"
+          "       aftp keygen [-f FILE] [-C COMMENT]\n"
           "       aftp --help | --version\n"
           "\n"
-          "Fast, verified file transfer over UDP (push: 'send' delivers FILE to a\n"
-          "running 'recv', which writes it into DIR under the same base name).\n"
+          "Fast, verified, encrypted file transfer over UDP (push: 'send' delivers FILE\n"
+          "to a running 'recv', which writes it into DIR under the same base name).\n"
           "\n"
           "send:\n"
           "  -r, --rate RATE            target rate in bits/s, suffixes k M G T\n"
@@ -25,13 +26,26 @@ void aftp_cli_usage(FILE *to)
           "                             to other traffic) or fixed (hold --rate)\n"
           "      --max-rate RATE        never send faster, whatever the policy\n"
           "      --min-rate RATE        never slow down below this, even when congested\n"
+          "      --peer-key FILE        the receiver's public key (else its HOST:PORT line\n"
+          "                             in the known hosts)\n"
+          "      --known-hosts FILE     pinned receiver keys, lines 'HOST:PORT aftp-x25519\n"
+          "                             <base64>' (default ~/.aftp/known_hosts)\n"
           "recv:\n"
           "  -l, --listen [ADDR:]PORT   where to listen (default ADDR 0.0.0.0,\n"
           "                             [::]:PORT for IPv6, PORT 0 picks a free port)\n"
           "  -d, --dir DIR              destination directory\n"
           "      --once                 exit after one transfer, with its result\n"
           "      --overwrite            replace files that already exist\n"
+          "      --authorized-keys FILE the clients' public keys, one line each (default\n"
+          "                             ~/.aftp/authorized_keys)\n"
           "both:\n"
+          "      --identity FILE        own private key (default ~/.aftp/id_x25519,\n"
+          "                             made by 'aftp keygen')\n"
+          "      --psk-file FILE        a pre-shared key both sides must hold, in addition\n"
+          "                             to the keys ('aftp keygen -f FILE' makes one)\n"
+          "      --cipher CIPHER        auto (default: AES-256-GCM with AES-NI, else\n"
+          "                             ChaCha20-Poly1305), aes, chacha, or none (no\n"
+          "                             encryption: both sides must say so)\n"
           "  -t, --idle-timeout SECONDS give up after this much silence (default 30)\n"
           "  -q, --quiet                no progress line, notices or warnings\n"
           "  -h, --help                 this text (aftp -V, --version: the version)\n"
@@ -39,7 +53,7 @@ void aftp_cli_usage(FILE *to)
           "A summary line goes to stdout when a file is delivered and verified\n"
           "(XXH3-128). Exit status: 0 ok, 1 transfer failed, 2 usage, 3 local file\n"
           "error, 4 network/peer unreachable or silent, 5 refused by the receiver,\n"
-          "6 verification failed, 7 cancelled.\n",
+          "6 verification failed, 7 cancelled, 8 authentication (keys).\n",
           to);
 }
 
@@ -54,6 +68,8 @@ int main(int argc, char **argv)
         return aftp_cli_send(argc - 1, argv + 1);
     if (strcmp(cmd, "recv") == 0)
         return aftp_cli_recv(argc - 1, argv + 1);
+    if (strcmp(cmd, "keygen") == 0)
+        return aftp_cli_keygen(argc - 1, argv + 1);
     if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
         aftp_cli_usage(stdout);
         return AFTP_EXIT_OK;

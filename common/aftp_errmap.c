@@ -23,6 +23,8 @@ static const struct {
     {AFTP_WIRE_ERR_LIMIT, AFTP_ERR_LIMIT, BOTH_WAYS},
     {AFTP_WIRE_ERR_VERSION, AFTP_ERR_VERSION, BOTH_WAYS},
     {AFTP_WIRE_ERR_CANCELLED, AFTP_ERR_CANCELLED, BOTH_WAYS},
+    /* Spec 14.3: the server did not admit the client's key. */
+    {AFTP_WIRE_ERR_UNAUTHORIZED, AFTP_ERR_UNKNOWN_PEER, BOTH_WAYS},
     /* A local failure to parse or follow the protocol is the peer's fault. */
     {AFTP_WIRE_ERR_PROTOCOL, AFTP_ERR_MALFORMED, TO_WIRE_ONLY},
     {AFTP_WIRE_ERR_PROTOCOL, AFTP_ERR_TRUNCATED, TO_WIRE_ONLY},

@@ -217,11 +217,28 @@ int aftp_hs_keypair(uint8_t *secret, uint8_t *public_key)
 void aftp_hs_timestamp(uint64_t unix_ns, uint8_t *ts)
 {
     uint64_t label = (UINT64_C(1) << 62) + unix_ns / 1000000000u;
-    uint32_t nanos = (uint32_t)(unix_ns % 1000000000u) & ~((UINT32_C(1) << 24) - 1);
+    uint32_t nanos = (uint32_t)(unix_ns % 1000000000u);
     for (int i = 0; i < 8; i++)
         ts[i] = (uint8_t)(label >> (56 - 8 * i));
     for (int i = 0; i < 4; i++)
         ts[8 + i] = (uint8_t)(nanos >> (24 - 8 * i));
+}
+
+uint64_t aftp_hs_timestamp_ns(const uint8_t *ts)
+{
+    uint64_t label = 0;
+    uint32_t nanos = 0;
+    for (int i = 0; i < 8; i++)
+        label = label << 8 | ts[i];
+    for (int i = 8; i < 12; i++)
+        nanos = nanos << 8 | ts[i];
+    const uint64_t epoch = UINT64_C(1) << 62;
+    if (label < epoch)
+        return 0;
+    uint64_t seconds = label - epoch;
+    if (seconds > (UINT64_MAX - nanos) / 1000000000u)
+        return UINT64_MAX;
+    return seconds * 1000000000u + nanos;
 }
 
 int aftp_hs_timestamp_after(const uint8_t *ts, const uint8_t *last)

@@ -25,9 +25,9 @@
  *    libsodium's crypto_generichash, fast and 64 bytes of transcript hash.
  *
  * Message 1's payload starts with a 12-byte TAI64N timestamp: the server
- * remembers the latest one per client key and rejects initiations that are
- * not newer, so a recorded message 1 cannot be replayed to make the server
- * redo the handshake.
+ * remembers the recent ones per client key and rejects a repeat or one
+ * older than its window (spec section 14.2.4), so a recorded message 1
+ * cannot be replayed to make the server redo the handshake.
  *
  * After the handshake each direction has a 32-byte traffic secret. Its
  * AEAD key and IV derive from it (aftp_hs_traffic_keys); a key update
@@ -77,8 +77,8 @@ typedef struct aftp_hs_peers {
     /* Is this client key admitted? AFTP_OK and psk filled (32 zero bytes
      * when no pre-shared key applies), or AFTP_ERR_UNKNOWN_PEER. */
     int (*lookup)(void *user, const uint8_t *client_key, uint8_t *psk);
-    /* Message 1 authenticated: AFTP_OK and remember ts as this client's
-     * latest when ts is after the one remembered (aftp_hs_timestamp_after),
+    /* Message 1 authenticated: AFTP_OK and remember ts for this client
+     * when the replay rule of spec section 14.2.4 accepts it,
      * AFTP_ERR_REPLAY otherwise. */
     int (*check_timestamp)(void *user, const uint8_t *client_key, const uint8_t *ts);
     void *user;
@@ -106,10 +106,16 @@ int aftp_hs_public_key(const uint8_t *secret, uint8_t *public_key);
 /* A fresh static key pair from the system's random source. */
 int aftp_hs_keypair(uint8_t *secret, uint8_t *public_key);
 
-/* TAI64N of a Unix time in ns, with the nanoseconds rounded down to a
- * multiple of 2^24 (about 17 ms) so the value does not reveal the clock's
- * precision to the server (as WireGuard). */
+/* TAI64N of a Unix time in ns, at full precision. Unlike WireGuard we do
+ * not round the nanoseconds: the value travels encrypted to the server
+ * only, and sessions one client key starts close together (a script
+ * sending file after file, an application opening sessions in parallel)
+ * must carry different timestamps or the later one looks like a replay
+ * (spec section 14.2.4). */
 void aftp_hs_timestamp(uint64_t unix_ns, uint8_t *ts);
+/* The Unix time in ns of a TAI64N timestamp (0 for times before 1970,
+ * UINT64_MAX for times beyond what 64-bit ns can hold). */
+uint64_t aftp_hs_timestamp_ns(const uint8_t *ts);
 /* Non-zero when ts is strictly later than last. */
 int aftp_hs_timestamp_after(const uint8_t *ts, const uint8_t *last);
 

@@ -453,33 +453,53 @@ static int host_ok(const char *host)
     return 1;
 }
 
+/* One known-hosts line: *this_host set (and the key in listed) when it
+ * names host. */
+static const char *known_host_entry(span line, const char *host, uint8_t *listed, int *this_host,
+                                    int *code)
+{
+    *this_host = 0;
+    const char *why = line_problem(line, code);
+    if (why != NULL || is_skipped(line))
+        return why;
+    span rest = line;
+    int named = span_is(next_token(&rest), host);
+    *code = AFTP_ERR_BAD_KEY;
+    if ((why = parse_public_fields(rest, listed)) != NULL)
+        return why;
+    *this_host = named;
+    return NULL;
+}
+
 /* What one known-hosts line says about host: 1 same key, -1 other key, 0 not this host. */
 static const char *known_host_line(span line, const char *host, const uint8_t *key, int *verdict,
                                    int *code)
 {
     uint8_t listed[KEY];
-    *verdict = 0;
-    const char *why = line_problem(line, code);
-    if (why != NULL || is_skipped(line))
-        return why;
-    span rest = line;
-    int this_host = span_is(next_token(&rest), host);
-    *code = AFTP_ERR_BAD_KEY;
-    if ((why = parse_public_fields(rest, listed)) != NULL)
-        return why;
-    if (this_host)
-        *verdict = sodium_memcmp(listed, key, KEY) == 0 ? 1 : -1;
-    return NULL;
+    int this_host;
+    const char *why = known_host_entry(line, host, listed, &this_host, code);
+    *verdict = this_host ? (sodium_memcmp(listed, key, KEY) == 0 ? 1 : -1) : 0;
+    return why;
+}
+
+/* What both known-hosts functions check first. */
+static int known_hosts_args(const char *name, size_t len, const char *host, char *err,
+                            size_t err_len)
+{
+    if (!host_ok(host))
+        return fail(AFTP_ERR_INVALID_ARGUMENT, err, err_len, "invalid host name");
+    if (len > AFTP_KEYFILE_MAX_SIZE)
+        return fail(AFTP_ERR_LIMIT, err, err_len, "%s: larger than 4 MiB", name);
+    return AFTP_OK;
 }
 
 int aftp_keyfile_known_hosts_check(const char *name, const char *text, size_t len,
                                    const char *host, const uint8_t *key, char *err,
                                    size_t err_len)
 {
-    if (!host_ok(host))
-        return fail(AFTP_ERR_INVALID_ARGUMENT, err, err_len, "invalid host name");
-    if (len > AFTP_KEYFILE_MAX_SIZE)
-        return fail(AFTP_ERR_LIMIT, err, err_len, "%s: larger than 4 MiB", name);
+    int rc = known_hosts_args(name, len, host, err, err_len);
+    if (rc != AFTP_OK)
+        return rc;
     lines it = {{text, len}, 0};
     span line;
     unsigned same = 0, other = 0;
@@ -503,19 +523,65 @@ int aftp_keyfile_known_hosts_check(const char *name, const char *text, size_t le
     return fail(AFTP_ERR_UNKNOWN_PEER, err, err_len, "%s: %s is not a known host", name, host);
 }
 
-int aftp_keyfile_known_hosts_check_file(const char *path, const char *host, const uint8_t *key,
-                                        char *err, size_t err_len)
+/* A known-hosts file, missing = empty: check it for check_key, or look
+ * the key of host up into lookup_key. */
+static int known_hosts_file(const char *path, const char *host, const uint8_t *check_key,
+                            uint8_t *lookup_key, char *err, size_t err_len)
 {
     char *text = NULL;
     size_t len = 0;
     int rc = load_text(path, &text, &len, err, err_len);
     if (rc == AFTP_ERR_NOT_FOUND)
         rc = AFTP_OK; /* no file yet: nothing is known */
+    const char *t = text != NULL ? text : "";
     if (rc == AFTP_OK)
-        rc = aftp_keyfile_known_hosts_check(path, text != NULL ? text : "", len, host, key, err,
-                                            err_len);
+        rc = lookup_key != NULL
+                 ? aftp_keyfile_known_hosts_lookup(path, t, len, host, lookup_key, err, err_len)
+                 : aftp_keyfile_known_hosts_check(path, t, len, host, check_key, err, err_len);
     free(text);
     return rc;
+}
+
+int aftp_keyfile_known_hosts_check_file(const char *path, const char *host, const uint8_t *key,
+                                        char *err, size_t err_len)
+{
+    return known_hosts_file(path, host, key, NULL, err, err_len);
+}
+
+int aftp_keyfile_known_hosts_lookup(const char *name, const char *text, size_t len,
+                                    const char *host, uint8_t *key, char *err, size_t err_len)
+{
+    int rc = known_hosts_args(name, len, host, err, err_len);
+    if (rc != AFTP_OK)
+        return rc;
+    lines it = {{text, len}, 0};
+    span line;
+    unsigned first = 0;
+    while (next_line(&it, &line)) {
+        uint8_t listed[KEY];
+        int this_host, code;
+        const char *why = known_host_entry(line, host, listed, &this_host, &code);
+        if (why != NULL)
+            return fail(code, err, err_len, "%s:%u: %s", name, it.no, why);
+        if (this_host && first == 0) {
+            memcpy(key, listed, KEY);
+            first = it.no;
+        } else if (this_host && sodium_memcmp(listed, key, KEY) != 0) {
+            return fail(AFTP_ERR_AUTH, err, err_len,
+                        "%s:%u and %s:%u list different keys for %s: the server's key may "
+                        "have CHANGED; keep only the line with its real key",
+                        name, first, name, it.no, host);
+        }
+    }
+    return first ? AFTP_OK
+                 : fail(AFTP_ERR_UNKNOWN_PEER, err, err_len, "%s: %s is not a known host", name,
+                        host);
+}
+
+int aftp_keyfile_known_hosts_lookup_file(const char *path, const char *host, uint8_t *key,
+                                         char *err, size_t err_len)
+{
+    return known_hosts_file(path, host, NULL, key, err, err_len);
 }
 
 int aftp_keyfile_known_hosts_append(const char *path, const char *host, const uint8_t *key,

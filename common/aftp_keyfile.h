@@ -87,6 +87,16 @@ int aftp_keyfile_known_hosts_check(const char *name, const char *text, size_t le
 /* The same on a file; a missing file lists nothing. */
 int aftp_keyfile_known_hosts_check_file(const char *path, const char *host, const uint8_t *key,
                                         char *err, size_t err_len);
+/* The key that known-hosts text pins for host ("host:port"), for a client
+ * that must know the server's key before it connects: AFTP_OK and key,
+ * AFTP_ERR_UNKNOWN_PEER when host is not listed, AFTP_ERR_AUTH when it is
+ * listed with different keys (one of them is stale: the key changed), or a
+ * parse error. */
+int aftp_keyfile_known_hosts_lookup(const char *name, const char *text, size_t len,
+                                    const char *host, uint8_t *key, char *err, size_t err_len);
+/* The same on a file; a missing file lists nothing. */
+int aftp_keyfile_known_hosts_lookup_file(const char *path, const char *host, uint8_t *key,
+                                         char *err, size_t err_len);
 /* Appends "host aftp-x25519 <base64>\n" (creating the file, mode 0644). */
 int aftp_keyfile_known_hosts_append(const char *path, const char *host, const uint8_t *key,
                                     char *err, size_t err_len);

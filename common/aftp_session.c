@@ -3,14 +3,15 @@
 
 #include "common/aftp_errmap.h"
 
+#include <stdlib.h>
 #include <string.h>
 
-
-void aftp_session_init(aftp_session *ss, uint32_t local_id, uint16_t max_datagram,
-                       uint64_t idle_timeout_ns, aftp_event_cb on_event, void *user,
-                       uint64_t now_ns)
+int aftp_session_init(aftp_session *ss, uint32_t local_id, uint16_t max_datagram,
+                      uint64_t idle_timeout_ns, aftp_event_cb on_event, void *user,
+                      uint64_t now_ns)
 {
     memset(ss, 0, sizeof *ss);
+    aftp_protect_init(&ss->prot);
     ss->local_id = local_id;
     ss->max_datagram = max_datagram;
     ss->own_max_datagram = max_datagram;
@@ -21,6 +22,75 @@ void aftp_session_init(aftp_session *ss, uint32_t local_id, uint16_t max_datagra
     ss->now_ns = now_ns;
     ss->on_event = on_event;
     ss->user = user;
+    ss->scratch = malloc(max_datagram);
+    return ss->scratch != NULL ? AFTP_OK : AFTP_ERR_NO_MEMORY;
+}
+
+void aftp_session_free(aftp_session *ss)
+{
+    aftp_protect_free(&ss->prot);
+    free(ss->scratch);
+    ss->scratch = NULL;
+}
+
+int aftp_session_protect(aftp_session *ss, const aftp_handshake *hs, uint8_t cipher,
+                         uint64_t key_update_packets)
+{
+    int rc = aftp_handshake_peer_key(hs, ss->peer_key);
+    if (rc == AFTP_OK)
+        rc = aftp_protect_start(&ss->prot, hs, cipher, key_update_packets);
+    if (rc != AFTP_OK)
+        return rc;
+    ss->has_peer_key = 1;
+    ss->stats.cipher = cipher;
+    return AFTP_OK;
+}
+
+int aftp_session_protected(const aftp_session *ss)
+{
+    return aftp_protect_started(&ss->prot);
+}
+
+size_t aftp_session_overhead(const aftp_session *ss)
+{
+    return aftp_protect_overhead(&ss->prot);
+}
+
+int aftp_session_cipher_allowed(int choice, uint8_t cipher)
+{
+    int wanted = choice == AFTP_CIPHER_AUTO ||
+                 (choice == AFTP_CIPHER_AES256GCM && cipher == AFTP_WIRE_CIPHER_AES256GCM) ||
+                 (choice == AFTP_CIPHER_CHACHA20POLY1305 &&
+                  cipher == AFTP_WIRE_CIPHER_CHACHA20POLY1305);
+    return wanted && cipher != AFTP_WIRE_CIPHER_NONE && cipher <= AFTP_WIRE_CIPHER_MAX &&
+           aftp_aead_available(cipher);
+}
+
+int aftp_session_check_security(const aftp_security_settings *sec, int client)
+{
+    switch (sec->cipher) {
+    case AFTP_CIPHER_NONE: return AFTP_OK;
+    case AFTP_CIPHER_AUTO: break;
+    case AFTP_CIPHER_AES256GCM:
+        if (!aftp_aead_available(AFTP_WIRE_CIPHER_AES256GCM))
+            return AFTP_ERR_INVALID_ARGUMENT;
+        break;
+    case AFTP_CIPHER_CHACHA20POLY1305: break;
+    default: return AFTP_ERR_INVALID_ARGUMENT;
+    }
+    int has_keys = sec->identity != NULL &&
+                   (client ? sec->peer_key != NULL : sec->peers.lookup != NULL);
+    return has_keys ? AFTP_OK : AFTP_ERR_BAD_KEY;
+}
+
+void aftp_session_ack_binding(const aftp_wire_hello_ack *a, uint8_t *out)
+{
+    aftp_wire_writer w;
+    aftp_wire_writer_init(&w, out, AFTP_SESSION_ACK_BINDING_LEN);
+    /* Cannot fail: exactly AFTP_SESSION_ACK_BINDING_LEN bytes. */
+    (void)aftp_wire_write_u32(&w, a->server_conn_id);
+    (void)aftp_wire_write_u8(&w, a->cipher);
+    (void)aftp_wire_write_u16(&w, a->max_datagram);
 }
 
 void aftp_session_tick(aftp_session *ss, uint64_t now_ns)
@@ -34,16 +104,74 @@ void aftp_session_drop(aftp_session *ss)
     ss->stats.packets_dropped++;
 }
 
-int aftp_session_decode(aftp_session *ss, const uint8_t *buf, size_t len, aftp_wire_packet *out)
+int aftp_session_peek(aftp_session *ss, const uint8_t *buf, size_t len, aftp_wire_header *hdr)
 {
     int rc = AFTP_ERR_LIMIT;
     if (buf != NULL && len <= ss->own_max_datagram)
-        rc = aftp_wire_decode(buf, len, out);
-    /* Version 1 runs without a cipher: a protected packet cannot be read. */
-    if (rc == AFTP_OK && (out->hdr.flags & AFTP_WIRE_FLAG_PROTECTED))
-        rc = AFTP_ERR_MALFORMED;
+        rc = aftp_wire_header_decode(buf, len, hdr);
     if (rc != AFTP_OK)
         aftp_session_drop(ss);
+    return rc;
+}
+
+/* Once keys exist everything but a resent HELLO must be sealed. */
+static int expects_sealed(const aftp_session *ss, const aftp_wire_header *hdr)
+{
+    return aftp_session_protected(ss) && hdr->type != AFTP_WIRE_HELLO;
+}
+
+int aftp_session_precheck(aftp_session *ss, const aftp_wire_header *hdr)
+{
+    int sealed = (hdr->flags & AFTP_WIRE_FLAG_PROTECTED) != 0;
+    int rc = AFTP_OK;
+    if (sealed != expects_sealed(ss, hdr))
+        rc = AFTP_ERR_MALFORMED;
+    else if (sealed)
+        rc = aftp_protect_check(&ss->prot, hdr->pn);
+    if (rc != AFTP_OK)
+        aftp_session_drop(ss);
+    return rc;
+}
+
+/* Decrypts into the scratch buffer and decodes from there. */
+static int open_sealed(aftp_session *ss, const uint8_t *buf, size_t len,
+                       const aftp_wire_header *hdr, aftp_wire_packet *out)
+{
+    size_t ad_len = hdr->type == AFTP_WIRE_DATA ? AFTP_AEAD_AD_DATA : AFTP_AEAD_AD_HEADER;
+    unsigned key_phase = (hdr->flags & AFTP_WIRE_FLAG_KEY_PHASE) != 0;
+    size_t plain_len;
+    int rc = aftp_protect_open(&ss->prot, buf, len, ad_len, hdr->pn, key_phase, ss->scratch,
+                               &plain_len);
+    if (rc == AFTP_ERR_AUTH) {
+        ss->stats.auth_failures++;
+        return rc;
+    }
+    if (rc == AFTP_OK)
+        rc = aftp_wire_decode(ss->scratch, plain_len, out);
+    if (rc != AFTP_OK)
+        aftp_session_drop(ss);
+    return rc;
+}
+
+int aftp_session_open(aftp_session *ss, const uint8_t *buf, size_t len,
+                      const aftp_wire_header *hdr, aftp_wire_packet *out)
+{
+    if (expects_sealed(ss, hdr))
+        return open_sealed(ss, buf, len, hdr, out);
+    int rc = aftp_wire_decode(buf, len, out);
+    if (rc != AFTP_OK)
+        aftp_session_drop(ss);
+    return rc;
+}
+
+int aftp_session_decode(aftp_session *ss, const uint8_t *buf, size_t len, aftp_wire_packet *out)
+{
+    aftp_wire_header hdr;
+    int rc = aftp_session_peek(ss, buf, len, &hdr);
+    if (rc == AFTP_OK)
+        rc = aftp_session_precheck(ss, &hdr);
+    if (rc == AFTP_OK)
+        rc = aftp_session_open(ss, buf, len, &hdr, out);
     return rc;
 }
 
@@ -74,20 +202,30 @@ void aftp_session_stats(const aftp_session *ss, const aftp_rtt *rtt, aftp_stats 
     *out = ss->stats;
     out->srtt_ns = rtt->has_sample ? rtt->smoothed : 0;
     out->min_rtt_ns = rtt->has_sample ? rtt->min : 0;
+    out->key_updates = ss->prot.key_updates;
+}
+
+void aftp_session_resent(aftp_session *ss, const aftp_datagram *dg)
+{
+    ss->stats.packets_sent++;
+    ss->stats.wire_bytes_sent += dg->head_len + dg->payload_len;
 }
 
 void aftp_session_sent(aftp_session *ss, const aftp_datagram *dg)
 {
     ss->next_pn++;
-    ss->stats.packets_sent++;
-    ss->stats.wire_bytes_sent += dg->head_len + dg->payload_len;
+    aftp_session_resent(ss, dg);
 }
 
 int aftp_session_encode(aftp_session *ss, const aftp_wire_packet *pkt, uint8_t *buf, size_t cap,
                         aftp_datagram *dg)
 {
-    size_t len;
-    int rc = aftp_wire_encode(pkt, buf, cap, &len);
+    size_t len, overhead = aftp_session_overhead(ss);
+    if (cap < overhead)
+        return AFTP_ERR_BUFFER_TOO_SMALL;
+    int rc = aftp_wire_encode(pkt, buf, cap - overhead, &len);
+    if (rc == AFTP_OK && overhead > 0)
+        rc = aftp_protect_seal_datagram(&ss->prot, buf, len, AFTP_AEAD_AD_HEADER, cap, &len);
     if (rc != AFTP_OK)
         return rc;
     dg->head = buf;
@@ -105,6 +243,7 @@ void aftp_session_event(aftp_session *ss, int type, int error, const aftp_file_i
         return;
     aftp_event ev = {
         .type = type,
+        .peer_key = type == AFTP_EV_CONNECTED && ss->has_peer_key ? ss->peer_key : NULL,
         .error = error,
         .info = info,
         .digest = digest,

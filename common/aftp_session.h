@@ -1,8 +1,17 @@
 /*
  * What the sender and receiver engines share about a session: connection
  * ids, packet numbering, the idle timeout, closing (CLOSE, draining) and
- * event delivery, and the counters. The role-specific state machines in
- * sender/ and receiver/ sit on top of it.
+ * event delivery, the counters, and packet protection once the handshake
+ * is done. The role-specific state machines in sender/ and receiver/ sit
+ * on top of it.
+ *
+ * Receiving (spec section 14.5): aftp_session_peek reads the clear header,
+ * aftp_session_precheck applies what needs no decryption (PROTECTED flag,
+ * replay window), the engine may drop more on the clear part (the receiver
+ * drops DATA for blocks it holds), and aftp_session_open decrypts into the
+ * session's own scratch buffer (never into the caller's or storage bytes)
+ * and decodes. Once keys exist every packet must be sealed, except HELLO
+ * (the server answers a resent one with its stored HELLO_ACK).
  */
 #ifndef AFTP_SESSION_H
 #define AFTP_SESSION_H
@@ -11,6 +20,8 @@
 #include <stdint.h>
 
 #include "aftp/aftp_engine.h"
+#include "common/aftp_handshake.h"
+#include "common/aftp_protect.h"
 #include "common/aftp_rtt.h"
 #include "proto/aftp_wire.h"
 
@@ -32,6 +43,10 @@ typedef struct aftp_session {
     aftp_event_cb on_event;
     void *user;
     char message[AFTP_WIRE_MAX_REASON + 1]; /* detail for the CLOSED event */
+    aftp_protect prot;         /* keys, once the handshake is done */
+    uint8_t *scratch;          /* own_max_datagram bytes: packets open here */
+    int has_peer_key;
+    uint8_t peer_key[AFTP_HS_KEY_LEN]; /* the peer's authenticated static key */
 } aftp_session;
 
 /* Which of the session's own timers fired. */
@@ -41,16 +56,49 @@ enum aftp_session_timer {
     AFTP_SESSION_TIMER_DRAINED       /* CLOSING is over */
 };
 
-void aftp_session_init(aftp_session *ss, uint32_t local_id, uint16_t max_datagram,
-                       uint64_t idle_timeout_ns, aftp_event_cb on_event, void *user,
-                       uint64_t now_ns);
+/* AFTP_OK, or AFTP_ERR_NO_MEMORY (the scratch buffer); either way
+ * aftp_session_free releases what was allocated. */
+int aftp_session_init(aftp_session *ss, uint32_t local_id, uint16_t max_datagram,
+                      uint64_t idle_timeout_ns, aftp_event_cb on_event, void *user,
+                      uint64_t now_ns);
+/* Wipes the keys, frees the scratch buffer. */
+void aftp_session_free(aftp_session *ss);
+
+/* The handshake hs is done: packets are protected with `cipher` from now
+ * on, the peer's key is kept for the CONNECTED event. The caller then
+ * deletes hs (nothing points into it). */
+int aftp_session_protect(aftp_session *ss, const aftp_handshake *hs, uint8_t cipher,
+                         uint64_t key_update_packets);
+int aftp_session_protected(const aftp_session *ss);
+/* Bytes each packet grows by when sealed (0 in an unprotected session). */
+size_t aftp_session_overhead(const aftp_session *ss);
+
+/* ---- security settings and handshake fields shared by both roles ---- */
+
+/* AFTP_OK; AFTP_ERR_BAD_KEY when a protected choice lacks its keys (the
+ * own identity, and the server's key for a client or the admission policy
+ * for a server); AFTP_ERR_INVALID_ARGUMENT for an unknown choice or a
+ * cipher this host cannot run. */
+int aftp_session_check_security(const aftp_security_settings *sec, int client);
+/* Non-zero when `choice` (enum aftp_cipher_choice) allows the protected
+ * wire cipher `cipher` and this host runs it. */
+int aftp_session_cipher_allowed(int choice, uint8_t cipher);
+/* What message 2 of the handshake authenticates of a HELLO_ACK (spec
+ * section 14.3): server_conn_id u32 || cipher u8 || max_datagram u16. */
+#define AFTP_SESSION_ACK_BINDING_LEN 7u
+void aftp_session_ack_binding(const aftp_wire_hello_ack *a, uint8_t *out);
 
 /* Remember the latest clock reading (entry points call this first). */
 void aftp_session_tick(aftp_session *ss, uint64_t now_ns);
 
-/* Decodes a datagram and applies the checks common to both roles (size
- * limit, no protection in this version). AFTP_OK or the reason to drop it;
- * drops are counted. */
+/* The three receive steps (see the top); each returns AFTP_OK or the reason
+ * to drop the datagram, and counts the drop (a packet that does not open
+ * in stats.auth_failures, others in packets_dropped). */
+int aftp_session_peek(aftp_session *ss, const uint8_t *buf, size_t len, aftp_wire_header *hdr);
+int aftp_session_precheck(aftp_session *ss, const aftp_wire_header *hdr);
+int aftp_session_open(aftp_session *ss, const uint8_t *buf, size_t len,
+                      const aftp_wire_header *hdr, aftp_wire_packet *out);
+/* All three at once. */
 int aftp_session_decode(aftp_session *ss, const uint8_t *buf, size_t len, aftp_wire_packet *out);
 /* Count a datagram dropped after decoding (wrong id, unexpected, stale). */
 void aftp_session_drop(aftp_session *ss);
@@ -61,13 +109,16 @@ void aftp_session_heard(aftp_session *ss, uint64_t now_ns, size_t len);
 void aftp_session_header(const aftp_session *ss, uint8_t type, aftp_wire_header *hdr);
 /* A zeroed packet of `type` with that header, ready for its body. */
 void aftp_session_packet(const aftp_session *ss, uint8_t type, aftp_wire_packet *p);
-/* Encodes pkt (its header filled by aftp_session_header) into buf and
- * fills dg; on success the packet number is consumed. */
+/* Encodes pkt (its header filled by aftp_session_header) into buf, seals
+ * it when the session is protected, and fills dg; on success the packet
+ * number is consumed. */
 int aftp_session_encode(aftp_session *ss, const aftp_wire_packet *pkt, uint8_t *buf, size_t cap,
                         aftp_datagram *dg);
 /* A datagram built outside aftp_session_encode (DATA) left: consume its
  * packet number and count it. */
 void aftp_session_sent(aftp_session *ss, const aftp_datagram *dg);
+/* A datagram left that repeats an earlier one (same packet number): count it. */
+void aftp_session_resent(aftp_session *ss, const aftp_datagram *dg);
 
 void aftp_session_event(aftp_session *ss, int type, int error, const aftp_file_info *info,
                         const uint8_t *digest);
@@ -84,7 +135,8 @@ int aftp_session_peer_close(aftp_session *ss, const aftp_wire_close *c);
 /* Encodes the due CLOSE. */
 int aftp_session_encode_close(aftp_session *ss, uint8_t *buf, size_t cap, aftp_datagram *dg);
 
-/* The counters, with the RTT figures of `rtt` (zero before a sample). */
+/* The counters, with the RTT figures of `rtt` (zero before a sample) and
+ * the key updates. */
 void aftp_session_stats(const aftp_session *ss, const aftp_rtt *rtt, aftp_stats *out);
 
 /* Earliest of the idle and draining deadlines. */

@@ -155,6 +155,8 @@ static int run_loop(aftp_drive *d, uint8_t *bufs, aftp_datagram *dgs)
         if (rc == AFTP_OK)
             rc = pump_output(d, now, bufs, dgs, &full);
         check_source(d, now);
+        if (d->on_turn)
+            d->on_turn(d->on_turn_ctx, now);
         /* Once our CLOSE is out the peer may already be gone, and the
          * kernel's ICMP refusal of a repeated CLOSE only confirms the end. */
         if (rc == AFTP_ERR_NETWORK && engine_state(d) == AFTP_STATE_CLOSING)

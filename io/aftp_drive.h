@@ -39,6 +39,10 @@ typedef struct aftp_drive {
      * writes (which read the source) run under it, and once it trips the
      * file fails with AFTP_ERR_SOURCE_CHANGED. */
     aftp_mapguard *source_guard;
+    /* optional: called once per loop turn (a server answers the other
+     * clients on its listener meanwhile) */
+    void (*on_turn)(void *ctx, uint64_t now_ns);
+    void *on_turn_ctx;
 } aftp_drive;
 
 uint64_t aftp_drive_now_ns(void);

@@ -3,6 +3,7 @@
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "aftp_drive.h"
 #include "aftp_source.h"
@@ -55,6 +56,16 @@ static void after_batch(void *src)
     aftp_source_check(src);
 }
 
+/* The handshake's timestamp must grow across runs and hosts (the server
+ * rejects one not newer than the last it saw from this key): wall-clock
+ * time, not the monotonic clock of the datapath. */
+static uint64_t wall_clock_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 static int run_session(const aftp_push_opts *o, aftp_io_ctx *ctx, aftp_udp *udp,
                        const aftp_file_info *info)
 {
@@ -71,6 +82,8 @@ static int run_session(const aftp_push_opts *o, aftp_io_ctx *ctx, aftp_udp *udp,
     set.storage = &aftp_source_ops;
     set.on_event = aftp_io_on_event;
     set.user = &ctx->storage.src;
+    set.security = o->security;
+    set.security.unix_time_ns = wall_clock_ns();
     aftp_sender *s = NULL;
     int rc = aftp_sender_new(&set, aftp_drive_now_ns(), &s);
     if (rc == AFTP_OK)

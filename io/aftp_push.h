@@ -19,6 +19,9 @@ typedef struct aftp_push_opts {
     uint64_t max_rate_bps;     /* 0: none */
     uint64_t min_rate_bps;     /* 0: none */
     uint64_t idle_timeout_ns; /* 0: the engine's default */
+    /* Keys (borrowed) and cipher; unix_time_ns is set here from the
+     * wall clock when the session starts. */
+    aftp_security_settings security;
     aftp_io_hooks hooks;
 } aftp_push_opts;
 

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "aftp_drive.h"
+#include "aftp_gate.h"
 #include "aftp_parse.h"
 #include "aftp_store.h"
 #include "aftp_udp.h"
@@ -16,6 +17,8 @@
 #define SERVE_RCV_RATE_BPS UINT64_C(10000000000)
 #define SERVE_RCV_WINDOW_NS 50000000u
 #define SERVE_ACCEPT_POLL_NS 1000000000u
+/* How often a busy server answers other clients waiting on its listener. */
+#define SERVE_BUSY_POLL_NS 5000000u
 
 
 static socklen_t addr_len(const struct sockaddr *sa)
@@ -47,6 +50,7 @@ static int new_receiver(const aftp_serve_opts *o, aftp_io_ctx *ctx, aftp_receive
     set.storage = &aftp_store_ops;
     set.on_event = aftp_io_on_event;
     set.user = &ctx->storage.store;
+    set.security = o->security;
     return aftp_receiver_new(&set, aftp_drive_now_ns(), out);
 }
 
@@ -56,6 +60,17 @@ typedef struct serve_client {
     struct sockaddr_storage addr;
     uint32_t conn_id;
 } serve_client;
+
+/* What the server keeps across sessions, and the current session's parts. */
+typedef struct serve_state {
+    const aftp_serve_opts *o;
+    aftp_udp listener;
+    aftp_gate gate;
+    serve_client client;  /* of the current session, else of the last one */
+    aftp_io_ctx *ctx;     /* the current session's */
+    aftp_drive *d;
+    uint64_t next_poll_ns; /* when a session next looks at the listener */
+} serve_state;
 
 /* A session starts only with a full-size HELLO of our version, and not
  * with a late copy of the HELLO of the session just served. */
@@ -104,51 +119,97 @@ static void answer_unknown_version(aftp_udp *listener, const uint8_t *pkt, size_
         aftp_udp_send_to(listener, reply, n, from);
 }
 
-/* Feeds one batch of the listener: the first new HELLO opens a session
- * with its sender, whose following datagrams in the batch are fed too;
- * unknown versions are answered. */
-static int feed_listener_batch(const aftp_serve_opts *o, aftp_io_ctx *ctx, aftp_udp *listener,
-                               aftp_drive *d, serve_client *client)
+/* A new receiver for this HELLO. The engine drops, in silence, a HELLO it
+ * does not accept (a handshake that does not authenticate, a replay): the
+ * receiver is then discarded at once, so such a datagram never holds the
+ * server for an idle timeout. */
+static int start_session(serve_state *st, const uint8_t *pkt, size_t len,
+                         const struct sockaddr *from)
 {
-    aftp_udp_iter it = {0, 0};
-    const uint8_t *pkt;
-    size_t len;
-    const struct sockaddr *from;
-    while (aftp_udp_next(listener, &it, &pkt, &len, &from)) {
-        if (d->receiver == NULL && is_new_hello(pkt, len, from, client)) {
-            aftp_wire_header h;
-            aftp_wire_header_decode(pkt, len, &h);
-            int rc = new_receiver(o, ctx, &d->receiver);
-            if (rc != AFTP_OK)
-                return rc;
-            memcpy(&client->addr, from, addr_len(from));
-            client->conn_id = h.conn_id;
-        }
-        if (d->receiver != NULL && same_addr(from, &client->addr))
-            aftp_drive_feed(d, aftp_drive_now_ns(), pkt, len);
-        else
-            answer_unknown_version(listener, pkt, len, from);
+    aftp_wire_header h;
+    aftp_stats stats;
+    aftp_wire_header_decode(pkt, len, &h);
+    int rc = new_receiver(st->o, st->ctx, &st->d->receiver);
+    if (rc != AFTP_OK)
+        return rc;
+    aftp_drive_feed(st->d, aftp_drive_now_ns(), pkt, len);
+    aftp_receiver_get_stats(st->d->receiver, &stats);
+    if (stats.packets_dropped > 0) {
+        aftp_receiver_del(st->d->receiver);
+        st->d->receiver = NULL;
+        return AFTP_OK;
+    }
+    memcpy(&st->client.addr, from, addr_len(from));
+    st->client.conn_id = h.conn_id;
+    return AFTP_OK;
+}
+
+/* One datagram that reached the listener: the session's client's (queued
+ * before its socket was connected) goes to the session; a new HELLO passes
+ * the gate; unknown versions are answered. */
+static int on_listener_datagram(serve_state *st, const uint8_t *pkt, size_t len,
+                                const struct sockaddr *from, uint64_t now)
+{
+    uint8_t reply[AFTP_GATE_REPLY_MAX];
+    size_t reply_len = 0;
+    int busy = st->d->receiver != NULL;
+    if (busy && same_addr(from, &st->client.addr)) {
+        aftp_drive_feed(st->d, now, pkt, len);
+        return AFTP_OK;
+    }
+    if (!is_new_hello(pkt, len, from, &st->client)) {
+        answer_unknown_version(&st->listener, pkt, len, from);
+        return AFTP_OK;
+    }
+    switch (aftp_gate_hello(&st->gate, pkt, len, from, busy, (uint32_t)(now / 1000000000u),
+                            reply, &reply_len)) {
+    case AFTP_GATE_START: return start_session(st, pkt, len, from);
+    case AFTP_GATE_RETRY: aftp_udp_send_to(&st->listener, reply, reply_len, from); break;
+    default: break;
     }
     return AFTP_OK;
 }
 
+/* Everything queued on the listener, without waiting. */
+static int pump_listener(serve_state *st)
+{
+    size_t count = 0;
+    int rc = aftp_udp_recv(&st->listener, &count);
+    aftp_udp_iter it = {0, 0};
+    const uint8_t *pkt;
+    size_t len;
+    const struct sockaddr *from;
+    uint64_t now = aftp_drive_now_ns();
+    while (rc == AFTP_OK && aftp_udp_next(&st->listener, &it, &pkt, &len, &from))
+        rc = on_listener_datagram(st, pkt, len, from, now);
+    return rc;
+}
+
+/* During a session (the drive loop's turn hook): other clients' HELLOs are
+ * answered every SERVE_BUSY_POLL_NS, so they learn to wait (RETRY). */
+static void poll_listener_while_busy(void *ctx, uint64_t now_ns)
+{
+    serve_state *st = ctx;
+    if (now_ns < st->next_poll_ns)
+        return;
+    st->next_poll_ns = now_ns + SERVE_BUSY_POLL_NS;
+    pump_listener(st);
+}
+
 /* Waits for a new client's HELLO on the listener and starts its session
  * (engine fed, session socket open). */
-static int accept_session(const aftp_serve_opts *o, aftp_io_ctx *ctx, aftp_udp *listener,
-                          aftp_drive *d, serve_client *client)
+static int accept_session(serve_state *st)
 {
-    while (d->receiver == NULL) {
+    const aftp_serve_opts *o = st->o;
+    while (st->d->receiver == NULL) {
         if (o->hooks.interrupt && *o->hooks.interrupt)
             return AFTP_ERR_CANCELLED;
-        size_t count = 0;
-        aftp_udp_wait(listener, SERVE_ACCEPT_POLL_NS);
-        int rc = aftp_udp_recv(listener, &count);
-        if (rc == AFTP_OK)
-            rc = feed_listener_batch(o, ctx, listener, d, client);
+        aftp_udp_wait(&st->listener, SERVE_ACCEPT_POLL_NS);
+        int rc = pump_listener(st);
         if (rc != AFTP_OK)
             return rc;
     }
-    return open_session_socket(o, listener, d->udp, client);
+    return open_session_socket(o, &st->listener, st->d->udp, &st->client);
 }
 
 /* The session's outcome: the storage's own failure (it has the detail),
@@ -169,28 +230,39 @@ static void settle_result(aftp_io_ctx *ctx, int session_rc)
     res->error = res->files_ok > 0 && peer_gone ? AFTP_OK : session_rc;
 }
 
-static int serve_one(const aftp_serve_opts *o, aftp_udp *listener, serve_client *client,
-                     aftp_io_result *res)
+/* A client refused at the handshake (its key not admitted, a replayed
+ * HELLO): reported, but not the transfer `once` waits for. */
+static int handshake_refused(const aftp_io_result *res)
 {
+    return !res->connected && (res->error == AFTP_ERR_UNKNOWN_PEER ||
+                               res->error == AFTP_ERR_AUTH || res->error == AFTP_ERR_REPLAY);
+}
+
+static int serve_one(serve_state *st, aftp_io_result *res)
+{
+    const aftp_serve_opts *o = st->o;
     aftp_io_ctx ctx = {.res = res, .hooks = &o->hooks};
     aftp_udp sess = {.fd = -1};
     aftp_drive d = {.udp = &sess, .max_datagram = AFTP_IO_DATAGRAM,
                     .interrupt = o->hooks.interrupt, .on_tick = o->hooks.on_tick,
-                    .app = o->hooks.app};
+                    .app = o->hooks.app, .on_turn = poll_listener_while_busy, .on_turn_ctx = st};
     memset(res, 0, sizeof *res);
     res->phase = AFTP_IO_PHASE_SESSION;
     aftp_store_init(&ctx.storage.store, o->dirfd, o->overwrite);
-    int rc = accept_session(o, &ctx, listener, &d, client);
+    st->ctx = &ctx;
+    st->d = &d;
+    int rc = accept_session(st);
     if (rc == AFTP_OK) {
         rc = aftp_drive_run(&d);
         aftp_drive_stats(&d, &res->stats);
         settle_result(&ctx, rc);
         if (o->on_session_end)
-            o->on_session_end(o->hooks.app, res, (struct sockaddr *)&client->addr);
+            o->on_session_end(o->hooks.app, res, (struct sockaddr *)&st->client.addr);
     } else {
         res->error = rc;
     }
     aftp_receiver_del(d.receiver);
+    d.receiver = NULL; /* the listener is not polled for this session any more */
     aftp_store_fini(&ctx.storage.store);
     aftp_udp_close(&sess);
     return res->error;
@@ -215,19 +287,25 @@ static int open_listener(const aftp_serve_opts *o, aftp_udp *udp, aftp_io_result
 
 int aftp_serve_run(const aftp_serve_opts *o, aftp_io_result *res)
 {
-    aftp_udp listener;
-    serve_client client;
+    serve_state st;
     memset(res, 0, sizeof *res);
-    memset(&client, 0, sizeof client);
+    memset(&st, 0, sizeof st);
+    st.o = o;
     res->phase = AFTP_IO_PHASE_LOCAL;
-    int rc = open_listener(o, &listener, res);
+    int rc = aftp_gate_init(&st.gate);
+    if (rc == AFTP_OK)
+        rc = open_listener(o, &st.listener, res);
     if (rc != AFTP_OK) {
-        aftp_udp_close(&listener);
+        aftp_udp_close(&st.listener);
         return res->error = rc;
     }
+    if (st.gate.force_retry)
+        aftp_io_warn(&o->hooks, "test RETRY shim active (" AFTP_GATE_RETRY_ENV ")");
     do {
-        rc = serve_one(o, &listener, &client, res);
-    } while (!o->once && rc != AFTP_ERR_CANCELLED && !(o->hooks.interrupt && *o->hooks.interrupt));
-    aftp_udp_close(&listener);
+        rc = serve_one(&st, res);
+    } while ((!o->once || handshake_refused(res)) && rc != AFTP_ERR_CANCELLED &&
+             !(o->hooks.interrupt && *o->hooks.interrupt));
+    aftp_gate_fini(&st.gate);
+    aftp_udp_close(&st.listener);
     return res->error;
 }

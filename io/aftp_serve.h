@@ -2,8 +2,10 @@
  * Server side: listens on a UDP port and receives pushed files into a
  * destination directory, one session at a time (receiver engine +
  * destination storage + datapath loop). Each session gets its own socket,
- * bound to the listening port and connected to its client; other clients'
- * HELLOs wait on the listener until the session ends.
+ * bound to the listening port and connected to its client. Other clients'
+ * HELLOs meanwhile get a RETRY (io/aftp_gate.h) and are served when they
+ * come again after the session; a HELLO that does not authenticate
+ * starts nothing.
  */
 #ifndef AFTP_SERVE_H
 #define AFTP_SERVE_H
@@ -19,6 +21,7 @@ typedef struct aftp_serve_opts {
     int overwrite;         /* replace existing files */
     int once;              /* return after the first session */
     uint64_t idle_timeout_ns; /* 0: the engine's default */
+    aftp_security_settings security; /* identity, admission policy (borrowed), cipher */
     aftp_io_hooks hooks;
     /* optional: the socket is bound (tells the port the kernel chose) */
     void (*on_listening)(void *app, const struct sockaddr *local);
@@ -27,8 +30,8 @@ typedef struct aftp_serve_opts {
 } aftp_serve_opts;
 
 /* Serves sessions until an interrupt (AFTP_ERR_CANCELLED), a socket
- * failure, or with `once` the end of the first session, whose result is
- * then in *res and returned. */
+ * failure, or with `once` the end of the first session that was not
+ * refused at the handshake, whose result is then in *res and returned. */
 int aftp_serve_run(const aftp_serve_opts *o, aftp_io_result *res);
 
 #endif /* AFTP_SERVE_H */

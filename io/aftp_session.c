@@ -2,6 +2,7 @@
 
 #include <stddef.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/random.h>
 
 #include "aftp_drive.h"
@@ -26,6 +27,10 @@ static void note_event(aftp_io_result *res, const aftp_event *ev)
     switch (ev->type) {
     case AFTP_EV_CONNECTED:
         res->connected = 1;
+        if (ev->peer_key != NULL) {
+            memcpy(res->peer_key, ev->peer_key, AFTP_KEY_LEN);
+            res->have_peer_key = 1;
+        }
         break;
     case AFTP_EV_FILE_END:
         if (ev->error == AFTP_OK)

@@ -33,6 +33,8 @@ typedef struct aftp_io_result {
     int connected;      /* the handshake completed */
     int files_ok;       /* files verified */
     char message[512];  /* detail: local error text or the peer's reason; may be empty */
+    int have_peer_key;  /* the handshake authenticated the peer's key: */
+    uint8_t peer_key[AFTP_KEY_LEN];
     aftp_stats stats;   /* engine counters at the end */
 } aftp_io_result;
 

@@ -344,6 +344,38 @@ static int write_extensions(aftp_wire_writer *w, uint16_t ext_len, const uint8_t
     return aftp_wire_write_bytes(w, ext, ext_len);
 }
 
+int aftp_wire_ext_find(const uint8_t *ext, size_t ext_len, uint16_t type, const uint8_t **value,
+                       uint16_t *value_len)
+{
+    aftp_wire_reader r;
+    aftp_wire_reader_init(&r, ext, ext_len);
+    while (r.pos < ext_len) {
+        uint16_t t, vlen;
+        const uint8_t *v;
+        /* The block was validated; a short read means it was not, and the
+         * safe answer is "not there". */
+        if (aftp_wire_read_u16(&r, &t) != AFTP_OK || aftp_wire_read_u16(&r, &vlen) != AFTP_OK ||
+            aftp_wire_read_bytes(&r, vlen, &v) != AFTP_OK)
+            return 0;
+        if (t == type) {
+            *value = v;
+            *value_len = vlen;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+int aftp_wire_ext_put(aftp_wire_writer *w, uint16_t type, const uint8_t *value, uint16_t value_len)
+{
+    /* Check the whole TLV first so a short buffer leaves w unchanged. */
+    if (w->cap - w->pos < 4u + (size_t)value_len)
+        return AFTP_ERR_BUFFER_TOO_SMALL;
+    TRY(aftp_wire_write_u16(w, type));
+    TRY(aftp_wire_write_u16(w, value_len));
+    return aftp_wire_write_bytes(w, value, value_len);
+}
+
 static int valid_max_datagram(uint16_t v)
 {
     return v >= AFTP_WIRE_MIN_DATAGRAM && v <= AFTP_WIRE_MAX_DATAGRAM;
@@ -398,6 +430,29 @@ static int encode_hello(aftp_wire_writer *w, const aftp_wire_packet *p)
         memset(w->buf + w->pos, 0, pad);
         w->pos += pad;
     }
+    return AFTP_OK;
+}
+
+/* Spec section 14.2.2: "aftp" || version || role || cipher_count || ciphers
+ * || max_datagram || client conn_id. Only what the server's answer depends
+ * on; the packet number and the extensions are left out so a resent HELLO
+ * carries the same handshake message. */
+int aftp_wire_hello_prologue(const aftp_wire_hello *hello, uint32_t client_conn_id, uint8_t *out,
+                             size_t cap, size_t *out_len)
+{
+    static const uint8_t label[4] = {'a', 'f', 't', 'p'};
+    aftp_wire_writer w;
+    if (hello->cipher_count == 0 || hello->cipher_count > AFTP_WIRE_MAX_CIPHERS)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    aftp_wire_writer_init(&w, out, cap);
+    TRY(aftp_wire_write_bytes(&w, label, sizeof label));
+    TRY(aftp_wire_write_u8(&w, AFTP_WIRE_VERSION));
+    TRY(aftp_wire_write_u8(&w, hello->role));
+    TRY(aftp_wire_write_u8(&w, hello->cipher_count));
+    TRY(aftp_wire_write_bytes(&w, hello->ciphers, hello->cipher_count));
+    TRY(aftp_wire_write_u16(&w, hello->max_datagram));
+    TRY(aftp_wire_write_u32(&w, client_conn_id));
+    *out_len = w.pos;
     return AFTP_OK;
 }
 
@@ -617,6 +672,31 @@ static int encode_close(aftp_wire_writer *w, const aftp_wire_packet *p)
     return aftp_wire_write_bytes(w, c->reason, c->reason_len);
 }
 
+/* RETRY (spec section 6.11): the token is opaque to the client and echoed
+ * in a COOKIE extension, so it is bounded like any extension value. */
+static int valid_token_len(uint16_t len)
+{
+    return len >= 1 && len <= AFTP_WIRE_MAX_TOKEN;
+}
+
+static int decode_retry(aftp_wire_reader *r, aftp_wire_packet *p)
+{
+    aftp_wire_retry *t = &p->u.retry;
+    TRY(aftp_wire_read_u16(r, &t->token_len));
+    if (!valid_token_len(t->token_len))
+        return AFTP_ERR_MALFORMED;
+    return aftp_wire_read_bytes(r, t->token_len, &t->token);
+}
+
+static int encode_retry(aftp_wire_writer *w, const aftp_wire_packet *p)
+{
+    const aftp_wire_retry *t = &p->u.retry;
+    if (!valid_token_len(t->token_len))
+        return AFTP_ERR_INVALID_ARGUMENT;
+    TRY(aftp_wire_write_u16(w, t->token_len));
+    return aftp_wire_write_bytes(w, t->token, t->token_len);
+}
+
 typedef struct wire_codec {
     const char *name;
     int (*decode)(aftp_wire_reader *r, aftp_wire_packet *p);
@@ -634,6 +714,7 @@ static const wire_codec codecs[AFTP_WIRE_TYPE_MAX + 1] = {
     [AFTP_WIRE_FILE_DONE] = {"FILE_DONE", decode_file_done, encode_file_done},
     [AFTP_WIRE_FILE_RESULT] = {"FILE_RESULT", decode_file_result, encode_file_result},
     [AFTP_WIRE_CLOSE] = {"CLOSE", decode_close, encode_close},
+    [AFTP_WIRE_RETRY] = {"RETRY", decode_retry, encode_retry},
 };
 
 const char *aftp_wire_type_name(uint8_t type)
@@ -772,6 +853,7 @@ const char *aftp_wire_error_name(uint16_t error)
         [AFTP_WIRE_ERR_SOURCE_CHANGED] = "SOURCE_CHANGED",
         [AFTP_WIRE_ERR_PERMISSION] = "PERMISSION",
         [AFTP_WIRE_ERR_LIMIT] = "LIMIT",
+        [AFTP_WIRE_ERR_UNAUTHORIZED] = "UNAUTHORIZED",
     };
     return error < sizeof names / sizeof names[0] ? names[error] : "UNKNOWN";
 }

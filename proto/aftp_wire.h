@@ -53,9 +53,10 @@ enum aftp_wire_type {
     AFTP_WIRE_FEEDBACK = 0x06,
     AFTP_WIRE_FILE_DONE = 0x07,
     AFTP_WIRE_FILE_RESULT = 0x08,
-    AFTP_WIRE_CLOSE = 0x09
+    AFTP_WIRE_CLOSE = 0x09,
+    AFTP_WIRE_RETRY = 0x0A  /* stateless: server asks for a HELLO with its cookie */
 };
-#define AFTP_WIRE_TYPE_MAX AFTP_WIRE_CLOSE
+#define AFTP_WIRE_TYPE_MAX AFTP_WIRE_RETRY
 
 /* ---- roles and ciphers (spec sections 6.2, 12) ---- */
 enum aftp_wire_role {
@@ -85,7 +86,8 @@ enum aftp_wire_error {
     AFTP_WIRE_ERR_INTERNAL = 10,
     AFTP_WIRE_ERR_SOURCE_CHANGED = 11,
     AFTP_WIRE_ERR_PERMISSION = 12,
-    AFTP_WIRE_ERR_LIMIT = 13
+    AFTP_WIRE_ERR_LIMIT = 13,
+    AFTP_WIRE_ERR_UNAUTHORIZED = 14 /* the client's key is not admitted */
 };
 
 /* ---- limits (spec section 4 and per packet) ---- */
@@ -105,6 +107,11 @@ enum aftp_wire_error {
 #define AFTP_WIRE_MAX_RANGES 8192u           /* missing ranges in one FEEDBACK */
 #define AFTP_WIRE_DIGEST_LEN 16u             /* XXH3-128, canonical (big-endian) */
 #define AFTP_WIRE_VARINT_MAX ((UINT64_C(1) << 62) - 1)
+#define AFTP_WIRE_MAX_TOKEN 64u              /* bytes of a RETRY token / COOKIE value */
+
+/* ---- extension TLV types (spec section 12.3) ---- */
+#define AFTP_WIRE_EXT_HANDSHAKE 0x0001u /* HELLO: Noise message 1; HELLO_ACK: message 2 */
+#define AFTP_WIRE_EXT_COOKIE 0x0002u    /* HELLO: the token of the server's RETRY */
 
 /* Fixed body sizes (bytes after the common header). */
 #define AFTP_WIRE_DATA_FIXED 12u             /* file id + block index */
@@ -224,6 +231,13 @@ typedef struct aftp_wire_close {
     const uint8_t *reason; /* UTF-8, borrowed */
 } aftp_wire_close;
 
+/* RETRY: header conn_id = the client's id (echoed from its HELLO), pn 0.
+ * Body: token_len u16 (1..AFTP_WIRE_MAX_TOKEN) then the token. */
+typedef struct aftp_wire_retry {
+    uint16_t token_len;
+    const uint8_t *token; /* opaque to the client, borrowed */
+} aftp_wire_retry;
+
 typedef struct aftp_wire_packet {
     aftp_wire_header hdr;
     union {
@@ -237,6 +251,7 @@ typedef struct aftp_wire_packet {
         aftp_wire_file_done file_done;
         aftp_wire_file_result file_result;
         aftp_wire_close close;
+        aftp_wire_retry retry;
     } u;
 } aftp_wire_packet;
 
@@ -332,6 +347,27 @@ int aftp_wire_ranges_next(aftp_wire_range_iter *it, aftp_wire_range *out);
  * AFTP_WIRE_MAX_BLOCKS)). */
 size_t aftp_wire_ranges_encoded_len(uint64_t scan_start, const aftp_wire_range *ranges,
                                     size_t count);
+
+/* ---- extension TLVs (spec section 12.3) ---- */
+
+/* Finds the first TLV of `type` in an extension block that aftp_wire_decode
+ * already validated (a decoded HELLO's or HELLO_ACK's ext/ext_len): returns
+ * 1 and sets *value / *value_len, or 0 when there is none. */
+int aftp_wire_ext_find(const uint8_t *ext, size_t ext_len, uint16_t type, const uint8_t **value,
+                       uint16_t *value_len);
+/* Appends one TLV (type, length, value) to w; AFTP_ERR_BUFFER_TOO_SMALL
+ * when it does not fit (w unchanged). */
+int aftp_wire_ext_put(aftp_wire_writer *w, uint16_t type, const uint8_t *value, uint16_t value_len);
+
+/* The handshake prologue of a HELLO (spec section 14.2.2): the bytes both
+ * sides mix into the Noise transcript so that changing the offer (role,
+ * cipher list, max_datagram, client id) makes the handshake fail, i.e. a
+ * downgrade is detected. It does not cover the packet number or the
+ * extensions, so a resent HELLO keeps the same handshake message.
+ * Writes at most AFTP_WIRE_PROLOGUE_MAX bytes. */
+#define AFTP_WIRE_PROLOGUE_MAX (16u + AFTP_WIRE_MAX_CIPHERS)
+int aftp_wire_hello_prologue(const aftp_wire_hello *hello, uint32_t client_conn_id, uint8_t *out,
+                             size_t cap, size_t *out_len);
 
 /* Block model (spec section 7). */
 uint64_t aftp_wire_block_count(uint64_t file_size, uint32_t block_size);

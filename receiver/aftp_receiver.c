@@ -4,16 +4,26 @@
  * a timer, verifies the whole-file digest by reading the stored file back
  * in bounded steps (the session is served between them), and reports
  * FILE_RESULT. Behaviour: spec/aftp-protocol.md sections 4.1,
- * 9.3, 9.5, 9.6, 9.8, 9.10-9.13, 12.2 and 14.3.
+ * 9.3, 9.5, 9.6, 9.8, 9.10-9.13, 12.2 and 14.
+ *
+ * Protected sessions: the first HELLO carries message 1 of the handshake;
+ * the answer (HELLO_ACK with message 2) is built once and its very bytes
+ * resent for a repeated HELLO. Anything that does not authenticate gets
+ * no answer at all. DATA for a block already held, or outside the open
+ * file, is dropped on its clear header before any decryption, and packets
+ * open into the session's scratch buffer, so a forgery never reaches
+ * storage.
  */
 #include "aftp/aftp_engine.h"
 
+#include <sodium.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/aftp_bitmap.h"
 #include "common/aftp_digest.h"
 #include "common/aftp_errmap.h"
+#include "common/aftp_handshake.h"
 #include "common/aftp_rtt.h"
 #include "common/aftp_session.h"
 #include "proto/aftp_wire.h"
@@ -32,6 +42,8 @@
 /* Largest datagram sent before the handshake completes (a CLOSE with the
  * longest reason); HELLO_ACK and VERSION_NEG are smaller. */
 #define PRECONFIRM_MAX_LEN (AFTP_WIRE_HEADER_LEN + AFTP_WIRE_CLOSE_FIXED + AFTP_WIRE_MAX_REASON)
+/* A HELLO_ACK: header, fixed fields, extension length, one TLV. */
+#define HELLO_ACK_MAX (AFTP_WIRE_HEADER_LEN + 9u + 4u + AFTP_HS_MAX_RESPONSE)
 
 enum file_phase {
     FILE_NONE,  /* no file offered yet */
@@ -52,6 +64,13 @@ struct aftp_receiver {
     int version_neg_due;
     uint8_t version_neg[AFTP_WIRE_VERSION_NEG_REPLY_LEN];
     size_t version_neg_len;
+
+    /* Handshake (section 14). */
+    uint8_t *identity;      /* own private key (sodium_malloc) until the handshake */
+    uint8_t msg1[AFTP_HS_MAX_INIT]; /* the client's message 1, to know its resends */
+    size_t msg1_len;
+    uint8_t hello_ack[HELLO_ACK_MAX]; /* protected: the answer, resent as is */
+    size_t hello_ack_len;
 
     /* The current (latest offered) file. */
     int phase;
@@ -107,17 +126,46 @@ static int settings_valid(const aftp_receiver_settings *s)
            s->storage->write != NULL && s->storage->close != NULL;
 }
 
+/* The private key is needed when the HELLO comes: kept in guarded memory,
+ * the settings' pointer forgotten. */
+static int keep_identity(aftp_receiver *r)
+{
+    aftp_security_settings *sec = &r->set.security;
+    if (sec->cipher == AFTP_CIPHER_NONE) {
+        sec->identity = NULL;
+        return AFTP_OK;
+    }
+    r->identity = sodium_malloc(AFTP_HS_KEY_LEN);
+    if (r->identity == NULL)
+        return AFTP_ERR_NO_MEMORY;
+    memcpy(r->identity, sec->identity, AFTP_HS_KEY_LEN);
+    sec->identity = NULL;
+    return AFTP_OK;
+}
+
+static void wipe_identity(aftp_receiver *r)
+{
+    if (r->identity != NULL)
+        sodium_free(r->identity);
+    r->identity = NULL;
+}
+
 int aftp_receiver_new(const aftp_receiver_settings *settings, uint64_t now_ns,
                       aftp_receiver **out)
 {
     if (!settings_valid(settings) || out == NULL)
         return AFTP_ERR_INVALID_ARGUMENT;
+    int rc = aftp_session_check_security(&settings->security, 0);
+    if (rc != AFTP_OK)
+        return rc;
     aftp_receiver *r = calloc(1, sizeof *r);
     if (r == NULL)
         return AFTP_ERR_NO_MEMORY;
     r->set = *settings;
-    aftp_session_init(&r->ss, settings->conn_id, settings->max_datagram,
-                      settings->idle_timeout_ns, settings->on_event, settings->user, now_ns);
+    rc = aftp_session_init(&r->ss, settings->conn_id, settings->max_datagram,
+                           settings->idle_timeout_ns, settings->on_event, settings->user, now_ns);
+    if (rc == AFTP_OK)
+        rc = keep_identity(r);
     aftp_rtt_init(&r->rtt, settings->initial_rtt_ns);
     r->resend_deadline = AFTP_NO_EXPIRY;
     /* Each range takes at least two bytes on the wire. */
@@ -125,7 +173,8 @@ int aftp_receiver_new(const aftp_receiver_settings *settings, uint64_t now_ns,
     if (r->max_ranges > AFTP_WIRE_MAX_RANGES)
         r->max_ranges = AFTP_WIRE_MAX_RANGES;
     r->ranges = malloc(r->max_ranges * sizeof *r->ranges);
-    int rc = r->ranges ? aftp_digest_new(&r->hash) : AFTP_ERR_NO_MEMORY;
+    if (rc == AFTP_OK)
+        rc = r->ranges ? aftp_digest_new(&r->hash) : AFTP_ERR_NO_MEMORY;
     if (rc != AFTP_OK) {
         aftp_receiver_del(r);
         return rc;
@@ -142,6 +191,8 @@ void aftp_receiver_del(aftp_receiver *r)
     aftp_digest_del(r->hash);
     free(r->ranges);
     free(r->path);
+    wipe_identity(r);
+    aftp_session_free(&r->ss);
     free(r);
 }
 
@@ -399,27 +450,171 @@ static void on_close(aftp_receiver *r, const aftp_wire_close *c)
     close_now(r, aftp_session_peer_close(&r->ss, c));
 }
 
-/* Section 9.3: PUSH with the NONE cipher, or CLOSE(PROTOCOL). */
+/* Section 9.3: the HELLO is refused with CLOSE(PROTOCOL, reason). */
+static void refuse_hello(aftp_receiver *r, const char *reason)
+{
+    aftp_session_set_text(&r->ss, reason);
+    aftp_session_start_closing(&r->ss, AFTP_ERR_MALFORMED, AFTP_WIRE_ERR_PROTOCOL, drain_time(r));
+}
+
+/* The session belongs to this client from now on. */
+static void take_hello(aftp_receiver *r, const aftp_wire_packet *p)
+{
+    r->hello_seen = 1;
+    r->ss.peer_id = p->hdr.conn_id;
+    if (p->u.hello.max_datagram < r->ss.max_datagram)
+        r->ss.max_datagram = p->u.hello.max_datagram;
+}
+
+/* Section 14.2: the first of the client's ciphers this server allows. */
+static uint8_t pick_cipher(const aftp_receiver *r, const aftp_wire_hello *h)
+{
+    for (uint8_t i = 0; i < h->cipher_count; i++)
+        if (aftp_session_cipher_allowed(r->set.security.cipher, h->ciphers[i]))
+            return h->ciphers[i];
+    return AFTP_WIRE_CIPHER_NONE;
+}
+
+/* The admission policy, as the handshake calls it (user: the receiver). */
+static int policy_lookup(void *user, const uint8_t *client_key, uint8_t *psk)
+{
+    const aftp_peer_policy *pol = &((aftp_receiver *)user)->set.security.peers;
+    return pol->lookup(pol->user, client_key, psk);
+}
+
+static int policy_check_timestamp(void *user, const uint8_t *client_key, const uint8_t *ts)
+{
+    const aftp_peer_policy *pol = &((aftp_receiver *)user)->set.security.peers;
+    return pol->check_timestamp != NULL ? pol->check_timestamp(pol->user, client_key, ts)
+                                        : AFTP_OK;
+}
+
+/* Reads message 1 with the HELLO's prologue: AFTP_OK and *out, or why not
+ * (AUTH, REPLAY, UNKNOWN_PEER, MALFORMED, NO_MEMORY). */
+static int read_message1(aftp_receiver *r, const aftp_wire_packet *p, const uint8_t *msg,
+                         uint16_t msg_len, aftp_handshake **out)
+{
+    const aftp_security_settings *sec = &r->set.security;
+    uint8_t prologue[AFTP_WIRE_PROLOGUE_MAX], payload[AFTP_HS_MAX_PAYLOAD];
+    size_t prologue_len, payload_len;
+    int rc = aftp_wire_hello_prologue(&p->u.hello, p->hdr.conn_id, prologue, sizeof prologue,
+                                      &prologue_len);
+    aftp_hs_peers peers = {.lookup = policy_lookup, .check_timestamp = policy_check_timestamp,
+                           .user = r};
+    aftp_hs_config cfg = {.role = AFTP_HS_RESPONDER, .static_secret = r->identity,
+                          .peers = &peers, .prologue = prologue, .prologue_len = prologue_len,
+                          .random = sec->random, .random_user = sec->random_user};
+    *out = NULL;
+    if (rc == AFTP_OK)
+        rc = aftp_handshake_new(out, &cfg);
+    if (rc == AFTP_OK)
+        rc = aftp_handshake_read_init(*out, msg, msg_len, payload, sizeof payload, &payload_len);
+    return rc;
+}
+
+/* Message 2 authenticates the HELLO_ACK's fields; the whole datagram is
+ * built now (its packet number taken) and kept for repeated HELLOs. */
+static int build_hello_ack(aftp_receiver *r, aftp_handshake *hs, uint8_t cipher)
+{
+    aftp_wire_packet p;
+    uint8_t binding[AFTP_SESSION_ACK_BINDING_LEN], msg2[AFTP_HS_MAX_RESPONSE];
+    uint8_t ext[4u + AFTP_HS_MAX_RESPONSE];
+    size_t msg2_len;
+    aftp_wire_writer w;
+    aftp_session_packet(&r->ss, AFTP_WIRE_HELLO_ACK, &p);
+    p.u.hello_ack = (aftp_wire_hello_ack){.server_conn_id = r->ss.local_id, .cipher = cipher,
+                                          .max_datagram = r->ss.max_datagram, .ext = ext};
+    aftp_session_ack_binding(&p.u.hello_ack, binding);
+    aftp_wire_writer_init(&w, ext, sizeof ext);
+    int rc = aftp_handshake_write_response(hs, binding, sizeof binding, msg2, sizeof msg2,
+                                           &msg2_len);
+    if (rc == AFTP_OK)
+        rc = aftp_wire_ext_put(&w, AFTP_WIRE_EXT_HANDSHAKE, msg2, (uint16_t)msg2_len);
+    p.u.hello_ack.ext_len = (uint16_t)w.pos;
+    if (rc == AFTP_OK)
+        rc = aftp_wire_encode(&p, r->hello_ack, sizeof r->hello_ack, &r->hello_ack_len);
+    if (rc == AFTP_OK)
+        r->ss.next_pn++;
+    return rc;
+}
+
+/* Section 14.3: a protected offer. Message 1 that does not authenticate
+ * (wrong server key, changed offer, replayed) gets silence; an unknown
+ * client key CLOSE(UNAUTHORIZED); success the HELLO_ACK, and the keys. */
+static void on_protected_hello(aftp_receiver *r, const aftp_wire_packet *p, uint8_t cipher)
+{
+    const uint8_t *msg;
+    uint16_t msg_len;
+    aftp_handshake *hs = NULL;
+    int rc = AFTP_ERR_MALFORMED;
+    if (aftp_wire_ext_find(p->u.hello.ext, p->u.hello.ext_len, AFTP_WIRE_EXT_HANDSHAKE, &msg,
+                           &msg_len) && msg_len <= sizeof r->msg1)
+        rc = read_message1(r, p, msg, msg_len, &hs);
+    if (rc == AFTP_ERR_UNKNOWN_PEER) {
+        take_hello(r, p);
+        aftp_session_set_text(&r->ss, "client key not authorized");
+        aftp_session_start_closing(&r->ss, rc, AFTP_WIRE_ERR_UNAUTHORIZED, drain_time(r));
+    } else if (rc == AFTP_OK) {
+        take_hello(r, p);
+        memcpy(r->msg1, msg, msg_len);
+        r->msg1_len = msg_len;
+        rc = build_hello_ack(r, hs, cipher);
+        if (rc == AFTP_OK)
+            rc = aftp_session_protect(&r->ss, hs, cipher, r->set.security.key_update_packets);
+        wipe_identity(r);
+        if (rc == AFTP_OK)
+            r->hello_ack_due = 1;
+        else
+            aftp_session_set_closed(&r->ss, rc);
+    } else {
+        aftp_session_drop(&r->ss);
+    }
+    aftp_handshake_del(hs);
+}
+
+/* A HELLO again: the same answer, when it is the same client's resend
+ * (protected: the same message 1, before the client spoke under keys). */
+static void on_repeated_hello(aftp_receiver *r, const aftp_wire_hello *h)
+{
+    const uint8_t *msg;
+    uint16_t msg_len;
+    int same = !aftp_session_protected(&r->ss) ||
+               (!r->confirmed &&
+                aftp_wire_ext_find(h->ext, h->ext_len, AFTP_WIRE_EXT_HANDSHAKE, &msg, &msg_len) &&
+                msg_len == r->msg1_len && memcmp(msg, r->msg1, msg_len) == 0);
+    if (same)
+        r->hello_ack_due = 1;
+    else
+        aftp_session_drop(&r->ss);
+}
+
+/* Sections 9.3, 14.2: PUSH only; NONE only when both sides chose it. */
 static void on_hello(aftp_receiver *r, const aftp_wire_packet *p)
 {
     const aftp_wire_hello *h = &p->u.hello;
     if (r->hello_seen) {
-        r->hello_ack_due = 1; /* same session, same answer */
+        on_repeated_hello(r, h);
         return;
     }
-    r->hello_seen = 1;
-    r->ss.peer_id = p->hdr.conn_id;
-    if (h->max_datagram < r->ss.max_datagram)
-        r->ss.max_datagram = h->max_datagram;
     int none_offered = memchr(h->ciphers, AFTP_WIRE_CIPHER_NONE, h->cipher_count) != NULL;
-    if (h->role != AFTP_WIRE_ROLE_PUSH || !none_offered) {
-        aftp_session_set_text(&r->ss, h->role != AFTP_WIRE_ROLE_PUSH ? "only push is supported"
-                                                                     : "no acceptable cipher");
-        aftp_session_start_closing(&r->ss, AFTP_ERR_MALFORMED, AFTP_WIRE_ERR_PROTOCOL,
-                                   drain_time(r));
+    int server_none = r->set.security.cipher == AFTP_CIPHER_NONE;
+    uint8_t cipher = server_none ? AFTP_WIRE_CIPHER_NONE : pick_cipher(r, h);
+    if (h->role == AFTP_WIRE_ROLE_PUSH && cipher != AFTP_WIRE_CIPHER_NONE) {
+        on_protected_hello(r, p, cipher);
         return;
     }
-    r->hello_ack_due = 1;
+    take_hello(r, p);
+    if (h->role != AFTP_WIRE_ROLE_PUSH)
+        refuse_hello(r, "only push is supported");
+    else if (server_none && !none_offered)
+        refuse_hello(r, "server runs without encryption (--cipher none); the client must opt "
+                        "in too");
+    else if (!server_none && none_offered)
+        refuse_hello(r, "unprotected transfers are not enabled on this server");
+    else if (!server_none)
+        refuse_hello(r, "no common cipher");
+    else
+        r->hello_ack_due = 1;
 }
 
 /* The first packet after HELLO_ACK proves the client's address and gives
@@ -458,11 +653,62 @@ static int wants_version_neg(aftp_receiver *r, const uint8_t *pkt, size_t len)
 }
 
 /* HELLO carries the client's id, everything after it ours. */
-static int addressed_to_us(const aftp_receiver *r, const aftp_wire_packet *p)
+static int addressed_to_us(const aftp_receiver *r, const aftp_wire_header *hdr)
 {
-    if (p->hdr.type == AFTP_WIRE_HELLO)
-        return !r->hello_seen || p->hdr.conn_id == r->ss.peer_id;
-    return r->hello_seen && p->hdr.conn_id == r->ss.local_id;
+    if (hdr->type == AFTP_WIRE_HELLO)
+        return !r->hello_seen || hdr->conn_id == r->ss.peer_id;
+    return r->hello_seen && hdr->conn_id == r->ss.local_id;
+}
+
+/* Section 14.5: a sealed DATA is judged on its clear file id and block
+ * before any decryption. Outside the open file, or the wrong length:
+ * dropped. A block already held: a duplicate (or a forgery aimed at stored
+ * bytes), dropped too; it still draws a FEEDBACK, as any DATA does, so a
+ * sender probing with its last block learns where the transfer stands
+ * (the FEEDBACK says only what the receiver knows; its rate is bounded by
+ * the feedback interval). Returns 1 when the datagram is worth opening. */
+static int sealed_data_wanted(aftp_receiver *r, const uint8_t *pkt, size_t len)
+{
+    aftp_wire_reader rd;
+    uint32_t file_id = 0;
+    uint64_t block = 0;
+    size_t overhead = AFTP_AEAD_AD_DATA + aftp_session_overhead(&r->ss);
+    aftp_wire_reader_init(&rd, pkt + AFTP_WIRE_HEADER_LEN, len - AFTP_WIRE_HEADER_LEN);
+    int ok = aftp_wire_read_u32(&rd, &file_id) == AFTP_OK &&
+             aftp_wire_read_u64(&rd, &block) == AFTP_OK && len >= overhead &&
+             r->phase == FILE_OPEN && file_id == r->info.file_id && block < r->block_count &&
+             len - overhead == aftp_wire_block_len(r->info.size, r->info.block_size, block);
+    if (!ok) {
+        aftp_session_drop(&r->ss);
+        return 0;
+    }
+    if (aftp_bitmap_test(&r->held, block)) {
+        r->ss.stats.duplicate_packets++;
+        schedule_feedback(r, feedback_interval(r));
+        return 0;
+    }
+    return 1;
+}
+
+/* The receive steps (aftp_session.h): clear header, the DATA check above,
+ * replay and flag checks, then decryption into scratch. */
+static int admit(aftp_receiver *r, const uint8_t *pkt, size_t len, aftp_wire_packet *p)
+{
+    aftp_wire_header hdr;
+    if (aftp_session_peek(&r->ss, pkt, len, &hdr) != AFTP_OK)
+        return 0;
+    if (!addressed_to_us(r, &hdr)) {
+        aftp_session_drop(&r->ss);
+        return 0;
+    }
+    /* Before the replay check, so a DATA the path duplicated counts as a
+     * duplicate like any other copy of a held block. */
+    if (hdr.type == AFTP_WIRE_DATA && aftp_session_protected(&r->ss) &&
+        (hdr.flags & AFTP_WIRE_FLAG_PROTECTED) && !sealed_data_wanted(r, pkt, len))
+        return 0;
+    if (aftp_session_precheck(&r->ss, &hdr) != AFTP_OK)
+        return 0;
+    return aftp_session_open(&r->ss, pkt, len, &hdr, p) == AFTP_OK;
 }
 
 int aftp_receiver_read(aftp_receiver *r, uint64_t now_ns, const uint8_t *pkt, size_t len)
@@ -475,12 +721,8 @@ int aftp_receiver_read(aftp_receiver *r, uint64_t now_ns, const uint8_t *pkt, si
         return AFTP_OK;
     if (pkt != NULL && len <= r->ss.own_max_datagram && wants_version_neg(r, pkt, len))
         return AFTP_OK;
-    if (aftp_session_decode(&r->ss, pkt, len, &p) != AFTP_OK)
+    if (!admit(r, pkt, len, &p))
         return AFTP_OK;
-    if (!addressed_to_us(r, &p)) {
-        aftp_session_drop(&r->ss);
-        return AFTP_OK;
-    }
     aftp_session_heard(&r->ss, r->ss.now_ns, len);
     if (!r->has_largest || p.hdr.pn > r->largest_pn) {
         r->has_largest = 1;
@@ -508,6 +750,15 @@ int aftp_receiver_read(aftp_receiver *r, uint64_t now_ns, const uint8_t *pkt, si
 
 static int encode_hello_ack(aftp_receiver *r, uint8_t *buf, size_t cap, aftp_datagram *dg)
 {
+    if (r->hello_ack_len > 0) {
+        /* Protected: the stored answer, byte for byte (no new DH). */
+        memcpy(buf, r->hello_ack, r->hello_ack_len);
+        *dg = (aftp_datagram){.head = buf, .head_len = r->hello_ack_len};
+        aftp_session_resent(&r->ss, dg);
+        r->hello_ack_due = 0;
+        r->hello_ack_sent_ns = r->ss.now_ns;
+        return AFTP_OK;
+    }
     aftp_wire_packet p;
     aftp_session_packet(&r->ss, AFTP_WIRE_HELLO_ACK, &p);
     p.u.hello_ack.server_conn_id = r->ss.local_id;
@@ -558,7 +809,7 @@ static int encode_result(aftp_receiver *r, uint8_t *buf, size_t cap, aftp_datagr
  * section 6.7.3). */
 static uint16_t collect_ranges(aftp_receiver *r, uint64_t scan_start, uint64_t *scan_end)
 {
-    size_t budget = r->ss.max_datagram - FEEDBACK_HEAD;
+    size_t budget = r->ss.max_datagram - FEEDBACK_HEAD - aftp_session_overhead(&r->ss);
     size_t n = 0;
     uint64_t next_min = scan_start, pos = scan_start;
     for (;;) {

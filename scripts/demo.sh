@@ -31,7 +31,13 @@ cleanup() { [ -n "$recv_pid" ] && kill "$recv_pid" 2>/dev/null; rm -rf "$work"; 
 trap cleanup EXIT
 mkdir "$work/in" "$work/out"
 head -c "$((size_mb * 1024 * 1024))" /dev/urandom >"$work/in/demo.bin"
-"$aftp" recv --listen 127.0.0.1:0 --dir "$work/out" --once 2>"$work/recv.err" &
+# A key pair per side; the receiver admits the sender's key, the sender pins
+# the key the receiver prints when it starts (a known-hosts line).
+mkdir -m 700 "$work/keys"
+"$aftp" keygen -f "$work/keys/recv" -C demo-receiver >/dev/null
+"$aftp" keygen -f "$work/keys/send" -C demo-sender >/dev/null
+"$aftp" recv --listen 127.0.0.1:0 --dir "$work/out" --once --identity "$work/keys/recv" \
+    --authorized-keys "$work/keys/send.pub" 2>"$work/recv.err" &
 recv_pid=$!
 port=
 for _ in $(seq 100); do
@@ -40,7 +46,9 @@ for _ in $(seq 100); do
     sleep 0.05
 done
 [ -n "$port" ] || { cat "$work/recv.err" >&2; exit 1; }
-"$aftp" send "$work/in/demo.bin" "127.0.0.1:$port"
+echo "127.0.0.1:$port $(sed -n 's/^aftp: server key //p' "$work/recv.err")" >"$work/keys/known_hosts"
+"$aftp" send --identity "$work/keys/send" --known-hosts "$work/keys/known_hosts" \
+    "$work/in/demo.bin" "127.0.0.1:$port"
 wait "$recv_pid"
 recv_pid=
 cmp -s "$work/in/demo.bin" "$work/out/demo.bin" || { echo "demo: received file differs" >&2; exit 1; }

@@ -2,7 +2,14 @@
  * The sender (client, push) state machine: handshake, one file at a time
  * (FILE_OFFER, DATA, FILE_DONE, FILE_RESULT), loss repair from FEEDBACK,
  * pacing, probe and idle timers, closing. Behaviour: spec/aftp-protocol.md
- * sections 9 and 10; the section numbers below refer to it.
+ * sections 9, 10 and 14; the section numbers below refer to it.
+ *
+ * Protected sessions: message 1 of the handshake is built once at
+ * aftp_sender_new and every HELLO (resends, the answer to a RETRY) carries
+ * the same bytes; HELLO_ACK's message 2 authenticates the server and the
+ * HELLO_ACK fields, then every packet is sealed. DATA is sealed straight
+ * from the storage view into the caller's buffer (one copy, the
+ * encryption itself).
  */
 #include "aftp/aftp_engine.h"
 
@@ -13,6 +20,7 @@
 #include "common/aftp_cc.h"
 #include "common/aftp_digest.h"
 #include "common/aftp_errmap.h"
+#include "common/aftp_handshake.h"
 #include "common/aftp_pacer.h"
 #include "common/aftp_rtt.h"
 #include "common/aftp_sentlog.h"
@@ -77,6 +85,16 @@ struct aftp_sender {
     uint64_t largest_acked;
     int has_feedback;
     uint64_t last_feedback_pn;
+
+    /* Handshake (section 14): the offer, message 1, a RETRY's token. */
+    aftp_handshake *hs;    /* until HELLO_ACK authenticated the server */
+    uint8_t offer[AFTP_WIRE_MAX_CIPHERS];
+    uint8_t offer_count;
+    uint8_t msg1[AFTP_HS_MAX_INIT];
+    size_t msg1_len;
+    int retried;           /* a RETRY was followed (at most one) */
+    uint8_t token[AFTP_WIRE_MAX_TOKEN];
+    uint16_t token_len;
 };
 
 /* ---- settings and lifetime ---- */
@@ -141,19 +159,89 @@ static void sync_pacer(aftp_sender *s)
         aftp_pacer_set_rate(&s->pacer, aftp_cc_rate(&s->cc));
 }
 
+/* Section 14.2: protected ciphers only (this host's preference first),
+ * or [NONE] when the user opted out. */
+static void build_offer(aftp_sender *s)
+{
+    int choice = s->set.security.cipher;
+    uint8_t preferred = aftp_aead_preferred();
+    uint8_t order[2] = {preferred, preferred == AFTP_WIRE_CIPHER_AES256GCM
+                                       ? AFTP_WIRE_CIPHER_CHACHA20POLY1305
+                                       : AFTP_WIRE_CIPHER_AES256GCM};
+    s->offer_count = 0;
+    if (choice == AFTP_CIPHER_NONE) {
+        s->offer[s->offer_count++] = AFTP_WIRE_CIPHER_NONE;
+        return;
+    }
+    for (size_t i = 0; i < sizeof order; i++)
+        if (aftp_session_cipher_allowed(choice, order[i]))
+            s->offer[s->offer_count++] = order[i];
+}
+
+/* The HELLO's fixed fields: what the prologue binds and the server sees. */
+static void hello_fields(const aftp_sender *s, aftp_wire_hello *h)
+{
+    memset(h, 0, sizeof *h);
+    h->role = AFTP_WIRE_ROLE_PUSH;
+    h->cipher_count = s->offer_count;
+    memcpy(h->ciphers, s->offer, s->offer_count);
+    h->max_datagram = s->ss.own_max_datagram;
+}
+
+/* Message 1, bound to the offer (the prologue), built once. */
+static int start_handshake(aftp_sender *s)
+{
+    const aftp_security_settings *sec = &s->set.security;
+    aftp_wire_hello h;
+    uint8_t prologue[AFTP_WIRE_PROLOGUE_MAX];
+    size_t prologue_len;
+    hello_fields(s, &h);
+    int rc = aftp_wire_hello_prologue(&h, s->ss.local_id, prologue, sizeof prologue,
+                                      &prologue_len);
+    if (rc != AFTP_OK)
+        return rc;
+    aftp_hs_config cfg = {.role = AFTP_HS_INITIATOR, .static_secret = sec->identity,
+                          .server_key = sec->peer_key, .psk = sec->psk, .prologue = prologue,
+                          .prologue_len = prologue_len, .random = sec->random,
+                          .random_user = sec->random_user};
+    rc = aftp_handshake_new(&s->hs, &cfg);
+    if (rc == AFTP_OK)
+        rc = aftp_handshake_write_init(s->hs, sec->unix_time_ns, NULL, 0, s->msg1,
+                                       sizeof s->msg1, &s->msg1_len);
+    /* Besides memory, only the keys can make this fail (a server key that
+     * is a low-order point). */
+    return rc == AFTP_OK || rc == AFTP_ERR_NO_MEMORY ? rc : AFTP_ERR_BAD_KEY;
+}
+
+/* Keys were copied into the handshake: the engine keeps no pointer. */
+static void forget_key_pointers(aftp_security_settings *sec)
+{
+    sec->identity = NULL;
+    sec->peer_key = NULL;
+    sec->psk = NULL;
+}
+
 int aftp_sender_new(const aftp_sender_settings *settings, uint64_t now_ns, aftp_sender **out)
 {
     if (!settings_valid(settings) || out == NULL)
         return AFTP_ERR_INVALID_ARGUMENT;
+    int rc = aftp_session_check_security(&settings->security, 1);
+    if (rc != AFTP_OK)
+        return rc;
     aftp_sender *s = calloc(1, sizeof *s);
     if (s == NULL)
         return AFTP_ERR_NO_MEMORY;
     s->set = *settings;
-    aftp_session_init(&s->ss, settings->conn_id, settings->max_datagram,
-                      settings->idle_timeout_ns, settings->on_event, settings->user, now_ns);
+    rc = aftp_session_init(&s->ss, settings->conn_id, settings->max_datagram,
+                           settings->idle_timeout_ns, settings->on_event, settings->user, now_ns);
     aftp_rtt_init(&s->rtt, settings->initial_rtt_ns);
+    build_offer(s);
+    if (rc == AFTP_OK && settings->security.cipher != AFTP_CIPHER_NONE)
+        rc = start_handshake(s);
+    forget_key_pointers(&s->set.security);
     uint64_t packets = sentlog_packets(settings);
-    int rc = aftp_sentlog_init(&s->log, packets);
+    if (rc == AFTP_OK)
+        rc = aftp_sentlog_init(&s->log, packets);
     init_controller(s, now_ns);
     aftp_pacer_init(&s->pacer, aftp_cc_rate(&s->cc),
                     (uint32_t)settings->max_datagram * BURST_DATAGRAMS, now_ns);
@@ -184,6 +272,8 @@ void aftp_sender_del(aftp_sender *s)
     aftp_sentlog_free(&s->log);
     aftp_repairq_free(&s->repairs);
     aftp_digest_del(s->hash);
+    aftp_handshake_del(s->hs);
+    aftp_session_free(&s->ss);
     free(s);
 }
 
@@ -339,18 +429,62 @@ static void on_version_neg(aftp_sender *s, const aftp_wire_version_neg *v)
     close_now(s, AFTP_ERR_VERSION); /* section 12.2 */
 }
 
+/* Section 14.3: message 2 must open and authenticate the HELLO_ACK's
+ * fields; then the traffic keys are installed and the handshake wiped.
+ * AFTP_ERR_AUTH when the server is not the one pinned. */
+static int finish_handshake(aftp_sender *s, const aftp_wire_hello_ack *a, const uint8_t *msg2,
+                            uint16_t msg2_len)
+{
+    uint8_t expected[AFTP_SESSION_ACK_BINDING_LEN], got[AFTP_HS_MAX_PAYLOAD];
+    size_t got_len = 0;
+    aftp_session_ack_binding(a, expected);
+    int rc = aftp_handshake_read_response(s->hs, msg2, msg2_len, got, sizeof got, &got_len);
+    if (rc != AFTP_OK || got_len != sizeof expected || memcmp(got, expected, got_len) != 0)
+        rc = AFTP_ERR_AUTH;
+    if (rc == AFTP_OK)
+        rc = aftp_session_protect(&s->ss, s->hs, a->cipher, s->set.security.key_update_packets);
+    aftp_handshake_del(s->hs);
+    s->hs = NULL;
+    return rc;
+}
+
+/* A protected HELLO_ACK: one of our ciphers and message 2, or it is not
+ * from the server at all (dropped, 0). 1 once authenticated; the session
+ * closes when message 2 fails (-1). */
+static int accept_protected_ack(aftp_sender *s, const aftp_wire_hello_ack *a)
+{
+    const uint8_t *msg2;
+    uint16_t msg2_len;
+    if (a->cipher == AFTP_WIRE_CIPHER_NONE ||
+        memchr(s->offer, a->cipher, s->offer_count) == NULL ||
+        !aftp_wire_ext_find(a->ext, a->ext_len, AFTP_WIRE_EXT_HANDSHAKE, &msg2, &msg2_len)) {
+        aftp_session_drop(&s->ss);
+        return 0;
+    }
+    int rc = finish_handshake(s, a, msg2, msg2_len);
+    if (rc == AFTP_OK)
+        return 1;
+    if (rc == AFTP_ERR_AUTH)
+        aftp_session_set_text(&s->ss, "server failed to authenticate: wrong --peer-key or "
+                                      "known-hosts entry?");
+    close_now(s, rc); /* no keys: no CLOSE the server could trust */
+    return -1;
+}
+
 static void on_hello_ack(aftp_sender *s, const aftp_wire_hello_ack *a)
 {
     if (s->ss.state != AFTP_STATE_HANDSHAKE || a->server_conn_id == 0) {
         aftp_session_drop(&s->ss);
         return;
     }
+    if (s->hs != NULL && accept_protected_ack(s, a) <= 0)
+        return;
     s->ss.peer_id = a->server_conn_id;
     if (a->max_datagram < s->ss.max_datagram)
         s->ss.max_datagram = a->max_datagram;
     s->hello_due = 0;
     s->timer_deadline = AFTP_NO_EXPIRY;
-    if (a->cipher != AFTP_WIRE_CIPHER_NONE) {
+    if (!aftp_session_protected(&s->ss) && a->cipher != AFTP_WIRE_CIPHER_NONE) {
         /* We offered NONE only: any other choice breaks the protocol. */
         aftp_session_start_closing(&s->ss, AFTP_ERR_MALFORMED, AFTP_WIRE_ERR_PROTOCOL,
                                    drain_time(s));
@@ -515,10 +649,26 @@ static void on_close(aftp_sender *s, const aftp_wire_close *c)
     close_now(s, s->ss.state == AFTP_STATE_CLOSING ? s->ss.error : error);
 }
 
+/* Section 14.7: the server wants its cookie back before it does any
+ * handshake work. Followed once, only while waiting for HELLO_ACK; the
+ * HELLO keeps its message 1 (the server has not processed it). */
+static void on_retry(aftp_sender *s, const aftp_wire_retry *t)
+{
+    if (s->ss.state != AFTP_STATE_HANDSHAKE || s->retried) {
+        aftp_session_drop(&s->ss);
+        return;
+    }
+    s->retried = 1;
+    memcpy(s->token, t->token, t->token_len);
+    s->token_len = t->token_len;
+    s->hello_due = 1;
+}
+
 static void dispatch(aftp_sender *s, const aftp_wire_packet *p)
 {
     switch (p->hdr.type) {
     case AFTP_WIRE_VERSION_NEG: on_version_neg(s, &p->u.version_neg); break;
+    case AFTP_WIRE_RETRY: on_retry(s, &p->u.retry); break;
     case AFTP_WIRE_HELLO_ACK: on_hello_ack(s, &p->u.hello_ack); break;
     case AFTP_WIRE_FILE_REPLY: on_file_reply(s, &p->u.file_reply); break;
     case AFTP_WIRE_FEEDBACK: on_feedback(s, p->hdr.pn, &p->u.feedback); break;
@@ -586,14 +736,32 @@ static int next_output(const aftp_sender *s)
     return OUT_NONE;
 }
 
+/* The HELLO's extensions: message 1, and the RETRY token once there is one. */
+#define HELLO_EXT_MAX (2u * 4u + AFTP_HS_MAX_INIT + AFTP_WIRE_MAX_TOKEN)
+
+static int hello_extensions(const aftp_sender *s, uint8_t *ext, uint16_t *ext_len)
+{
+    aftp_wire_writer w;
+    int rc = AFTP_OK;
+    aftp_wire_writer_init(&w, ext, HELLO_EXT_MAX);
+    if (s->msg1_len > 0)
+        rc = aftp_wire_ext_put(&w, AFTP_WIRE_EXT_HANDSHAKE, s->msg1, (uint16_t)s->msg1_len);
+    if (rc == AFTP_OK && s->token_len > 0)
+        rc = aftp_wire_ext_put(&w, AFTP_WIRE_EXT_COOKIE, s->token, s->token_len);
+    *ext_len = (uint16_t)w.pos;
+    return rc;
+}
+
 static int encode_hello(aftp_sender *s, uint8_t *buf, size_t cap, aftp_datagram *dg)
 {
     aftp_wire_packet p;
+    uint8_t ext[HELLO_EXT_MAX];
     aftp_session_packet(&s->ss, AFTP_WIRE_HELLO, &p);
-    p.u.hello.role = AFTP_WIRE_ROLE_PUSH;
-    p.u.hello.cipher_count = 1;
-    p.u.hello.ciphers[0] = AFTP_WIRE_CIPHER_NONE;
-    p.u.hello.max_datagram = s->ss.own_max_datagram;
+    hello_fields(s, &p.u.hello);
+    int rc = hello_extensions(s, ext, &p.u.hello.ext_len);
+    if (rc != AFTP_OK)
+        return rc;
+    p.u.hello.ext = ext;
     s->hello_due = 0;
     arm_timer(s);
     return aftp_session_encode(&s->ss, &p, buf, cap, dg);
@@ -629,10 +797,28 @@ static int encode_done(aftp_sender *s, uint8_t *buf, size_t cap, aftp_datagram *
     return aftp_session_encode(&s->ss, &p, buf, cap, dg);
 }
 
-/* One DATA datagram for `block`: 28-byte head in buf, payload borrowed
- * from storage (zero copy). */
+/* Fills dg with a DATA datagram whose 28-byte head is in buf: protected,
+ * the payload sealed from the storage view into buf after the head (the
+ * tag after it), head only; unprotected, the payload borrowed from
+ * storage (zero copy). */
+static int seal_data(aftp_sender *s, const uint8_t *payload, uint32_t len, uint8_t *buf,
+                     aftp_datagram *dg)
+{
+    size_t head_len = AFTP_WIRE_HEADER_LEN + AFTP_WIRE_DATA_FIXED;
+    *dg = (aftp_datagram){.head = buf, .head_len = head_len, .payload = payload,
+                          .payload_len = len};
+    if (!aftp_session_protected(&s->ss))
+        return AFTP_OK;
+    int rc = aftp_protect_seal(&s->ss.prot, buf, AFTP_AEAD_AD_DATA, payload, len, buf + head_len);
+    *dg = (aftp_datagram){.head = buf,
+                          .head_len = head_len + len + aftp_session_overhead(&s->ss)};
+    return rc;
+}
+
+/* One DATA datagram for `block`; *plain gets the payload's clear bytes
+ * (the storage view), len bytes. */
 static int encode_data(aftp_sender *s, uint64_t block, uint8_t *buf, size_t cap,
-                       aftp_datagram *dg)
+                       aftp_datagram *dg, const uint8_t **plain, uint32_t *plain_len)
 {
     const aftp_file_info *info = &current_file(s)->info;
     uint32_t len = aftp_wire_block_len(info->size, info->block_size, block);
@@ -644,12 +830,12 @@ static int encode_data(aftp_sender *s, uint64_t block, uint8_t *buf, size_t cap,
     aftp_wire_header hdr;
     aftp_session_header(&s->ss, AFTP_WIRE_DATA, &hdr);
     rc = aftp_wire_data_header_encode(&hdr, info->file_id, block, buf, cap);
+    if (rc == AFTP_OK)
+        rc = seal_data(s, payload, len, buf, dg);
     if (rc != AFTP_OK)
         return rc;
-    dg->head = buf;
-    dg->head_len = AFTP_WIRE_HEADER_LEN + AFTP_WIRE_DATA_FIXED;
-    dg->payload = payload;
-    dg->payload_len = len;
+    *plain = payload;
+    *plain_len = len;
     s->emitted_block = block;
     aftp_session_sent(&s->ss, dg);
     s->ss.stats.payload_bytes_sent += len;
@@ -658,12 +844,14 @@ static int encode_data(aftp_sender *s, uint64_t block, uint8_t *buf, size_t cap,
 
 static int emit_new_block(aftp_sender *s, uint8_t *buf, size_t cap, aftp_datagram *dg)
 {
-    int rc = encode_data(s, s->next_block, buf, cap, dg);
+    const uint8_t *plain;
+    uint32_t len;
+    int rc = encode_data(s, s->next_block, buf, cap, dg, &plain, &len);
     if (rc != AFTP_OK)
         return rc;
     /* First transmissions go in order, so one streaming state hashes the
      * whole file without a pre-pass (section 9.7). */
-    aftp_digest_update(s->hash, dg->payload, dg->payload_len);
+    aftp_digest_update(s->hash, plain, len);
     if (++s->next_block == s->block_count)
         data_sent_once(s);
     return AFTP_OK;
@@ -672,9 +860,11 @@ static int emit_new_block(aftp_sender *s, uint8_t *buf, size_t cap, aftp_datagra
 static int emit_repair(aftp_sender *s, uint64_t block, uint8_t *buf, size_t cap,
                        aftp_datagram *dg)
 {
-    int rc = encode_data(s, block, buf, cap, dg);
+    const uint8_t *plain;
+    uint32_t len;
+    int rc = encode_data(s, block, buf, cap, dg, &plain, &len);
     if (rc == AFTP_OK)
-        s->ss.stats.payload_bytes_retransmitted += dg->payload_len;
+        s->ss.stats.payload_bytes_retransmitted += len;
     return rc;
 }
 

@@ -12,12 +12,17 @@
 # Writes PREFIX.rate (the rate used), PREFIX.recv.{out,err,rc} and
 # PREFIX.send.{out,err,rc}; with GNU time installed also
 # PREFIX.{recv,send}.time ("elapsed user system", last line).
+# When AFTP has `aftp keygen`, each pair gets fresh keys in PREFIX.keys/
+# (receiver and sender identities, each trusting the other's public key).
+# Environment: AFTP_PAIR_PORT, the receiver's UDP port (default 7400; pairs
+# that run at once need different ones).
 # Exit status: 0 when both sides exited 0, 1 otherwise.
 set -uo pipefail
 [ $# -ge 6 ] || { echo "usage: $0 AFTP FILE DIR RATE SECONDS PREFIX [SEND OPTION...]" >&2; exit 2; }
 aftp=$1 file=$2 dir=$3 rate=$4 limit=$5 out=$6
 shift 6
-port=7400 # the receiver host is private to this run: a fixed port cannot collide
+# The receiver host is private to this run: a fixed port cannot collide.
+port=${AFTP_PAIR_PORT:-7400}
 
 # The link counts IP bytes; aftp's --rate counts UDP payload bytes, 1452 per
 # 1480-byte IP packet.
@@ -38,9 +43,33 @@ timed() {
     fi
 }
 
-# shellcheck disable=SC2086 # $WAN_*_EXEC are command prefixes, split on purpose
-timed recv timeout -k 5 "$limit" $WAN_RCV_EXEC "$aftp" recv --listen "$WAN_RCV_ADDR:$port" \
-    --dir "$dir" --once >"$out.recv.out" 2>"$out.recv.err" &
+# Keys for the two sides when this aftp protects its sessions, none otherwise:
+# sets RECV_KEYS and SEND_KEYS (option words).
+RECV_KEYS=() SEND_KEYS=()
+if "$aftp" keygen --help >/dev/null 2>&1; then
+    keys=$out.keys
+    rm -rf "$keys" && mkdir -m 700 "$keys"
+    for who in recv send; do
+        "$aftp" keygen -f "$keys/$who" >/dev/null 2>&1 ||
+            { echo "aftp_pair: aftp keygen failed" >&2; exit 1; }
+    done
+    RECV_KEYS=(--identity "$keys/recv" --authorized-keys "$keys/send.pub")
+    SEND_KEYS=(--identity "$keys/send" --peer-key "$keys/recv.pub")
+fi
+
+# Every aftp invocation of the benchmarks and WAN tests: SIDE (recv|send),
+# the host prefix, then aftp's arguments after the subcommand; keys added here.
+aftp_side() {
+    local side=$1 exec=$2
+    shift 2
+    local -a keys=("${RECV_KEYS[@]}")
+    [ "$side" = send ] && keys=("${SEND_KEYS[@]}")
+    # shellcheck disable=SC2086 # $exec is a command prefix, split on purpose
+    timed "$side" timeout -k 5 "$limit" $exec "$aftp" "$side" "${keys[@]}" "$@"
+}
+
+aftp_side recv "$WAN_RCV_EXEC" --listen "$WAN_RCV_ADDR:$port" --dir "$dir" --once \
+    >"$out.recv.out" 2>"$out.recv.err" &
 recv_pid=$!
 listening=0
 for _ in $(seq 200); do
@@ -57,9 +86,8 @@ if [ "$listening" = 0 ]; then
     exit 1
 fi
 
-# shellcheck disable=SC2086
-timed send timeout -k 5 "$limit" $WAN_SND_EXEC "$aftp" send --rate "$rate" "$@" "$file" \
-    "$WAN_RCV_ADDR:$port" >"$out.send.out" 2>"$out.send.err"
+aftp_side send "$WAN_SND_EXEC" --rate "$rate" "$@" "$file" "$WAN_RCV_ADDR:$port" \
+    >"$out.send.out" 2>"$out.send.err"
 send_rc=$?
 wait "$recv_pid"
 recv_rc=$?

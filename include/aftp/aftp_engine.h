@@ -88,6 +88,9 @@ enum aftp_event_type {
 
 typedef struct aftp_event {
     int type;                    /* enum aftp_event_type */
+    /* CONNECTED: the peer's authenticated static X25519 public key
+     * (AFTP_KEY_LEN bytes), or NULL for an unprotected session. */
+    const uint8_t *peer_key;
     int error;                   /* aftp_error */
     const aftp_file_info *info;  /* FILE_START, FILE_END; valid during the callback */
     const uint8_t *digest;       /* FILE_END: AFTP_DIGEST_LEN bytes, or NULL */
@@ -126,19 +129,70 @@ typedef struct aftp_stats {
     uint64_t inflight_packets;            /* sent, not yet covered by a FEEDBACK */
     uint64_t inflight_cap_packets;        /* the controller's cap (UINT64_MAX: none) */
     uint64_t congestion_events;           /* times the controller backed off */
+    int cipher;                           /* AFTP_WIRE_CIPHER_* in use (0: none) */
+    uint64_t key_updates;                 /* key generations moved to, both directions */
+    uint64_t auth_failures;               /* datagrams that failed to open */
     int cc_mode;                          /* enum aftp_cc_mode (common/aftp_cc.h): 0 fixed,
                                              1 startup, 2 drain, 3 probe bandwidth, 4 probe RTT */
 } aftp_stats;
 
 /* One outgoing datagram: `head` (in the caller's buffer) then `payload`
  * (borrowed from storage, NULL for packets without file data). A driver
- * sends the two as one datagram, e.g. two iovecs. */
+ * sends the two as one datagram, e.g. two iovecs. In a protected session
+ * DATA is sealed from storage into the caller's buffer: head only. */
 typedef struct aftp_datagram {
     const uint8_t *head;
     size_t head_len;
     const uint8_t *payload;
     size_t payload_len;
 } aftp_datagram;
+
+/* ---- security (spec section 14) ----
+ *
+ * Protected sessions (the default) run a Noise IK handshake inside HELLO /
+ * HELLO_ACK and then seal every packet with the negotiated AEAD. Both
+ * engines need their own X25519 private key (`identity`); the sender also
+ * the receiver's public key (`peer_key`, pinned), the receiver a policy that
+ * admits clients by key. An unprotected session (AFTP_CIPHER_NONE) happens
+ * only when both sides chose it explicitly: there is no fallback. */
+#define AFTP_KEY_LEN 32
+
+enum aftp_cipher_choice {
+    AFTP_CIPHER_AUTO = 0,     /* AES-256-GCM where the CPU accelerates it, else ChaCha20-Poly1305 */
+    AFTP_CIPHER_AES256GCM,    /* only AES-256-GCM */
+    AFTP_CIPHER_CHACHA20POLY1305, /* only ChaCha20-Poly1305 */
+    AFTP_CIPHER_NONE          /* no handshake, no protection: opt-in on both sides */
+};
+
+/* The receiver's admission policy; the engine copies the struct. */
+typedef struct aftp_peer_policy {
+    /* Is this client key admitted? AFTP_OK and psk filled (AFTP_KEY_LEN
+     * zero bytes when no pre-shared key applies), or AFTP_ERR_UNKNOWN_PEER. */
+    int (*lookup)(void *user, const uint8_t *client_key, uint8_t *psk);
+    /* Message 1 authenticated with a 12-byte TAI64N timestamp: AFTP_OK and
+     * remember it when the replay rule of spec section 14.2.4 accepts it
+     * for this key (never accepted before, not older than the latest minus
+     * a reordering window), AFTP_ERR_REPLAY otherwise (a replayed HELLO).
+     * NULL: no memory kept (the engine then only rejects repeats within
+     * its own session). */
+    int (*check_timestamp)(void *user, const uint8_t *client_key, const uint8_t *ts);
+    void *user;
+} aftp_peer_policy;
+
+/* Fills buf with len random bytes (tests make handshakes deterministic). */
+typedef void (*aftp_random_fn)(void *user, uint8_t *buf, size_t len);
+
+typedef struct aftp_security_settings {
+    int cipher;                  /* enum aftp_cipher_choice */
+    const uint8_t *identity;     /* own X25519 private key, AFTP_KEY_LEN bytes (copied) */
+    const uint8_t *peer_key;     /* sender: the receiver's public key (copied) */
+    const uint8_t *psk;          /* sender: optional pre-shared key (copied), or NULL */
+    aftp_peer_policy peers;      /* receiver: who is admitted */
+    uint64_t unix_time_ns;       /* sender: wall-clock time at aftp_sender_new (handshake timestamp) */
+    uint64_t key_update_packets; /* packets per key before a key update; 0: 2^22 */
+    aftp_random_fn random;       /* NULL: the system's random source */
+    void *random_user;
+} aftp_security_settings;
 
 /* ---- sender (client, push) ---- */
 
@@ -163,11 +217,15 @@ typedef struct aftp_sender_settings {
     int policy;                  /* enum aftp_cc_policy; default FAIR */
     uint64_t max_rate_bps;       /* never pace faster (any policy); 0 = no limit */
     uint64_t min_rate_bps;       /* never pace slower, even when congested; 0 = none */
+    aftp_security_settings security; /* default: AUTO with no keys (aftp_sender_new then
+                                      * fails with AFTP_ERR_BAD_KEY until keys are set) */
 } aftp_sender_settings;
 
 void aftp_sender_settings_default(aftp_sender_settings *s);
 
-/* Returns AFTP_OK and *out, or an error (invalid settings, no memory). */
+/* Returns AFTP_OK and *out, or an error (invalid settings; AFTP_ERR_BAD_KEY
+ * when protected without identity or peer_key; no memory). The handshake's
+ * first message is built here, with security.unix_time_ns. */
 int aftp_sender_new(const aftp_sender_settings *settings, uint64_t now_ns, aftp_sender **out);
 void aftp_sender_del(aftp_sender *s); /* NULL-safe */
 
@@ -209,6 +267,7 @@ typedef struct aftp_receiver_settings {
     aftp_event_cb on_event;
     void *user;
     uint64_t initial_rtt_ns;     /* RTT assumed until the handshake measures one */
+    aftp_security_settings security; /* as for the sender: identity + peers, or NONE */
 } aftp_receiver_settings;
 
 /* Verification (reading the stored file back to check its digest) goes in
@@ -218,6 +277,9 @@ typedef struct aftp_receiver_settings {
 #define AFTP_RECEIVER_VERIFY_STEP (UINT64_C(8) << 20)
 
 void aftp_receiver_settings_default(aftp_receiver_settings *s);
+/* As aftp_sender_new; AFTP_ERR_BAD_KEY when protected without identity or
+ * peers.lookup. One receiver serves one client: a driver makes one per
+ * new HELLO source. */
 int aftp_receiver_new(const aftp_receiver_settings *settings, uint64_t now_ns,
                       aftp_receiver **out);
 void aftp_receiver_del(aftp_receiver *r);

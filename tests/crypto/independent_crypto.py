@@ -24,7 +24,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'
 from independent_decoder import byte_string, integer, read_records  # noqa: E402
 
 PROTOCOL = b'Noise_IKpsk1_25519_ChaChaPoly_BLAKE2b'
-CIPHERS = {'AES256GCM': 1, 'CHACHA20POLY1305': 2}
+CIPHERS = {'NONE': 0, 'AES256GCM': 1, 'CHACHA20POLY1305': 2}
+ROLES = {'PUSH': 1, 'PULL': 2}
+WIRE_VERSION = 1
 FLAG_PROTECTED, FLAG_KEY_PHASE = 0x0001, 0x0002
 
 
@@ -127,11 +129,28 @@ def known_answer():
 
 def tai64n(unix_ns):
     seconds, nanos = divmod(unix_ns, 10**9)
-    return ((1 << 62) + seconds).to_bytes(8, 'big') + (nanos & ~((1 << 24) - 1)).to_bytes(4, 'big')
+    return ((1 << 62) + seconds).to_bytes(8, 'big') + nanos.to_bytes(4, 'big')
+
+
+def hello_prologue(v):
+    """Spec section 14.2.2: what both sides bind into the transcript from the
+    client's HELLO: "aftp", version, role, cipher count and list,
+    max_datagram, the client's connection id."""
+    ciphers = [CIPHERS[x] for x in v['hello_ciphers'].split()]
+    return (b'aftp' + bytes([WIRE_VERSION, ROLES[v['hello_role']], len(ciphers)] + ciphers) +
+            integer(v['hello_max_datagram']).to_bytes(2, 'big') +
+            integer(v['client_conn_id']).to_bytes(4, 'big'))
+
+
+def ack_payload(v):
+    """Message 2's payload: the HELLO_ACK fields it authenticates."""
+    return (integer(v['ack_server_conn_id']).to_bytes(4, 'big') +
+            bytes([CIPHERS[v['ack_cipher']]]) + integer(v['ack_max_datagram']).to_bytes(2, 'big'))
 
 
 def handshake(v):
     """Runs both sides; returns the outputs of a handshake record."""
+    v = dict(v, prologue=hello_prologue(v), response_payload=ack_payload(v))
     i_s, r_s, i_e, r_e, psk = (v[k] for k in ('initiator_static', 'responder_static',
                                               'initiator_ephemeral', 'responder_ephemeral', 'psk'))
     r_pub = public(r_s)
@@ -165,7 +184,8 @@ def handshake(v):
     assert ini.decrypt_and_hash(msg2[32:]) == v['response_payload']
     assert ini.h == res.h and ini.split() == res.split() and client == public(i_s)
     i2r, r2i = ini.split()
-    return {'initiator_public': public(i_s), 'responder_public': r_pub, 'msg1': msg1,
+    return {'prologue': v['prologue'], 'response_payload': v['response_payload'],
+            'initiator_public': public(i_s), 'responder_public': r_pub, 'msg1': msg1,
             'msg2': msg2, 'handshake_hash': ini.h, 'secret_i2r': i2r, 'secret_r2i': r2i}
 
 
@@ -190,9 +210,8 @@ def sealed(v):
 
 
 KINDS = {
-    'handshake': (handshake, ('prologue', 'initiator_static', 'responder_static',
-                              'initiator_ephemeral', 'responder_ephemeral', 'psk',
-                              'init_payload', 'response_payload'), ('timestamp_ns',)),
+    'handshake': (handshake, ('initiator_static', 'responder_static', 'initiator_ephemeral',
+                              'responder_ephemeral', 'psk', 'init_payload'), ('timestamp_ns',)),
     'traffic': (traffic, ('secret',), ()),
     'sealed': (sealed, ('key', 'iv', 'plain'), ('key_phase', 'ad_len')),
 }
@@ -202,8 +221,11 @@ def outputs(record):
     compute, byte_keys, int_keys = KINDS[record['kind']]
     inputs = {k: byte_string(record[k]) for k in byte_keys}
     inputs.update({k: integer(record[k]) for k in int_keys})
-    if 'cipher' in record:
-        inputs['cipher'] = record['cipher']
+    # Names and lists are read by the kind that uses them.
+    for key in ('cipher', 'hello_role', 'hello_ciphers', 'hello_max_datagram', 'client_conn_id',
+                'ack_server_conn_id', 'ack_cipher', 'ack_max_datagram'):
+        if key in record:
+            inputs[key] = record[key]
     return compute(inputs)
 
 

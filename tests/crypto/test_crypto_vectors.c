@@ -1,6 +1,6 @@
 /* spec/vectors/crypto.vec through the C implementation: handshakes with
- * fixed keys (messages, transcript hash, traffic secrets), the key
- * schedule, and one sealed DATA packet per cipher. The file format is the
+ * fixed keys over the prologue of a concrete HELLO (messages, transcript
+ * hash, traffic secrets), the key schedule, and sealed packets per cipher. The file format is the
  * one of spec/vectors/README.md; kinds are described in crypto.vec. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -64,15 +64,32 @@ static uint64_t need_u64(ctx *c, const char *key)
     return v;
 }
 
+/* The value of a name from `names` (index = wire value; NULL: unused). */
+static uint8_t parse_name(ctx *c, const char *what, const char *name, const char *const *names,
+                          size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (names[i] != NULL && strcmp(names[i], name) == 0)
+            return (uint8_t)i;
+    vfail(c, what, name);
+    return 0;
+}
+
+static const char *const cipher_names[] = {"NONE", "AES256GCM", "CHACHA20POLY1305"};
+static const char *const role_names[] = {NULL, "PUSH", "PULL"};
+
+/* A protected cipher: the ones traffic keys and sealed packets exist for. */
+static uint8_t need_protected_cipher(ctx *c, const char *key)
+{
+    uint8_t cipher = parse_name(c, "unknown cipher", need(c, key), cipher_names, 3);
+    if (cipher == AFTP_WIRE_CIPHER_NONE)
+        vfail(c, "no keys for cipher NONE in", key);
+    return cipher;
+}
+
 static uint8_t need_cipher(ctx *c)
 {
-    const char *name = need(c, "cipher");
-    if (strcmp(name, "AES256GCM") == 0)
-        return AFTP_WIRE_CIPHER_AES256GCM;
-    if (strcmp(name, "CHACHA20POLY1305") == 0)
-        return AFTP_WIRE_CIPHER_CHACHA20POLY1305;
-    vfail(c, "unknown cipher", name);
-    return 0;
+    return need_protected_cipher(c, "cipher");
 }
 
 static void expect_bytes(ctx *c, const char *key, const uint8_t *got, size_t got_len)
@@ -86,21 +103,60 @@ static void expect_bytes(ctx *c, const char *key, const uint8_t *got, size_t got
 /* ---- kind = handshake ---- */
 
 typedef struct hs_inputs {
-    const uint8_t *prologue, *i_static, *r_static, *i_eph, *r_eph, *psk, *p1, *p2;
+    uint8_t prologue[AFTP_WIRE_PROLOGUE_MAX];
+    uint8_t p2[7]; /* message 2's payload: server_conn_id, cipher, max_datagram */
+    const uint8_t *i_static, *r_static, *i_eph, *r_eph, *psk, *p1;
     size_t prologue_len, p1_len, p2_len;
     uint64_t now;
 } hs_inputs;
 
+/* The prologue of the HELLO the record describes (spec section 14.2.2). */
+static void hello_prologue(ctx *c, hs_inputs *in)
+{
+    aftp_wire_hello hello;
+    char list[256], *words[AFTP_WIRE_MAX_CIPHERS];
+    memset(&hello, 0, sizeof hello);
+    hello.role = parse_name(c, "unknown role", need(c, "hello_role"), role_names, 3);
+    if (snprintf(list, sizeof list, "%s", need(c, "hello_ciphers")) >= (int)sizeof list)
+        vfail(c, "too long:", "hello_ciphers");
+    int count = vec_split_words(list, words, AFTP_WIRE_MAX_CIPHERS);
+    if (count <= 0)
+        vfail(c, "bad list in", "hello_ciphers");
+    hello.cipher_count = (uint8_t)count;
+    for (int i = 0; i < count; i++)
+        hello.ciphers[i] = parse_name(c, "unknown cipher", words[i], cipher_names, 3);
+    hello.max_datagram = (uint16_t)need_u64(c, "hello_max_datagram");
+    uint32_t client_id = (uint32_t)need_u64(c, "client_conn_id");
+    assert_int_equal(aftp_wire_hello_prologue(&hello, client_id, in->prologue,
+                                              sizeof in->prologue, &in->prologue_len),
+                     AFTP_OK);
+    expect_bytes(c, "prologue", in->prologue, in->prologue_len);
+}
+
+/* Message 2's payload: the HELLO_ACK fields it authenticates (spec 14.2.3). */
+static void ack_payload(ctx *c, hs_inputs *in)
+{
+    aftp_wire_writer w;
+    aftp_wire_writer_init(&w, in->p2, sizeof in->p2);
+    assert_int_equal(aftp_wire_write_u32(&w, (uint32_t)need_u64(c, "ack_server_conn_id")),
+                     AFTP_OK);
+    assert_int_equal(aftp_wire_write_u8(&w, need_protected_cipher(c, "ack_cipher")), AFTP_OK);
+    assert_int_equal(aftp_wire_write_u16(&w, (uint16_t)need_u64(c, "ack_max_datagram")),
+                     AFTP_OK);
+    in->p2_len = w.pos;
+    expect_bytes(c, "response_payload", in->p2, in->p2_len);
+}
+
 static void read_hs_inputs(ctx *c, hs_inputs *in)
 {
-    in->prologue = need_bytes(c, "prologue", 0, &in->prologue_len);
+    hello_prologue(c, in);
+    ack_payload(c, in);
     in->i_static = need_bytes(c, "initiator_static", KEY, NULL);
     in->r_static = need_bytes(c, "responder_static", KEY, NULL);
     in->i_eph = need_bytes(c, "initiator_ephemeral", KEY, NULL);
     in->r_eph = need_bytes(c, "responder_ephemeral", KEY, NULL);
     in->psk = need_bytes(c, "psk", KEY, NULL);
     in->p1 = need_bytes(c, "init_payload", 0, &in->p1_len);
-    in->p2 = need_bytes(c, "response_payload", 0, &in->p2_len);
     in->now = need_u64(c, "timestamp_ns");
 }
 

@@ -263,7 +263,7 @@ static void test_replayed_initiation(void **state)
     run_free(&r);
 
     uint64_t steps[] = {NOW - 1000000000u, NOW + 1000u, NOW + 1000000000u};
-    int want[] = {AFTP_ERR_REPLAY, AFTP_ERR_REPLAY, AFTP_OK}; /* +1 us: same 2^24 ns bucket */
+    int want[] = {AFTP_ERR_REPLAY, AFTP_OK, AFTP_OK}; /* full precision: +1 us is later */
     for (size_t i = 0; i < 3; i++) {
         run_start(&r);
         write_msg1(&r, steps[i], "");
@@ -435,6 +435,19 @@ static void test_timestamps(void **state)
     aftp_hs_timestamp(NOW + 1000000000u, a); /* the next second: nanos restart at 0 */
     assert_true(aftp_hs_timestamp_after(a, b));
     assert_int_equal(a[0], 0x40); /* TAI64 label 2^62 + seconds */
+    /* Full precision: sessions 1 ns apart carry different timestamps, and
+     * the bytes decode back to the same time. */
+    static const uint8_t want[AFTP_HS_TIMESTAMP_LEN] = {0x40, 0, 0, 0, 0x65, 0x53, 0xf1, 0x00,
+                                                        0x07, 0x5b, 0xcd, 0x15};
+    aftp_hs_timestamp(UINT64_C(1700000000123456789), a);
+    assert_memory_equal(a, want, sizeof want);
+    assert_int_equal(aftp_hs_timestamp_ns(a), UINT64_C(1700000000123456789));
+    aftp_hs_timestamp(UINT64_C(1700000000123456790), b);
+    assert_true(aftp_hs_timestamp_after(b, a));
+    memset(a, 0, sizeof a); /* before 1970 */
+    assert_int_equal(aftp_hs_timestamp_ns(a), 0);
+    memset(a, 0x7f, sizeof a); /* beyond 64-bit ns */
+    assert_int_equal(aftp_hs_timestamp_ns(a), UINT64_MAX);
 }
 
 int main(void)

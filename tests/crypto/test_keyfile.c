@@ -237,6 +237,42 @@ static void test_known_hosts_file(void **state)
                      AFTP_ERR_INVALID_ARGUMENT);
 }
 
+/* A client looks the server's key up before it connects. */
+static void test_known_hosts_lookup(void **state)
+{
+    (void)state;
+    static const char text[] = "# pinned servers\n"
+                               "example.org:4000 aftp-x25519 " KEY_A_B64 "\n"
+                               "other:1 aftp-x25519 " KEY_B_B64 "\n"
+                               "example.org:4000 aftp-x25519 " KEY_A_B64 " again\n"
+                               "changed:1 aftp-x25519 " KEY_A_B64 "\n"
+                               "changed:1 aftp-x25519 " KEY_B_B64 "\n";
+    char err[256], path[256];
+    uint8_t key[KEY];
+    size_t len = strlen(text);
+    assert_int_equal(aftp_keyfile_known_hosts_lookup("kh", text, len, "example.org:4000", key,
+                                                     err, sizeof err), AFTP_OK);
+    assert_memory_equal(key, key_a, KEY);
+    assert_int_equal(aftp_keyfile_known_hosts_lookup("kh", text, len, "other:1", key, err,
+                                                     sizeof err), AFTP_OK);
+    assert_memory_equal(key, key_b, KEY);
+    assert_int_equal(aftp_keyfile_known_hosts_lookup("kh", text, len, "changed:1", key, err,
+                                                     sizeof err), AFTP_ERR_AUTH);
+    assert_non_null(strstr(err, "kh:5 and kh:6"));
+    assert_int_equal(aftp_keyfile_known_hosts_lookup("kh", text, len, "example.org:4001", key,
+                                                     err, sizeof err), AFTP_ERR_UNKNOWN_PEER);
+    static const char broken[] = "other:2 aftp-x25519 AAAA\n";
+    assert_int_equal(aftp_keyfile_known_hosts_lookup("kh", broken, strlen(broken), "other:1",
+                                                     key, err, sizeof err), AFTP_ERR_BAD_KEY);
+    snprintf(path, sizeof path, "%s", path_in_dir("lookup_hosts"));
+    assert_int_equal(aftp_keyfile_known_hosts_lookup_file(path, "h:1", key, err, sizeof err),
+                     AFTP_ERR_UNKNOWN_PEER);
+    assert_int_equal(aftp_keyfile_known_hosts_append(path, "h:1", key_b, err, sizeof err), AFTP_OK);
+    assert_int_equal(aftp_keyfile_known_hosts_lookup_file(path, "h:1", key, err, sizeof err),
+                     AFTP_OK);
+    assert_memory_equal(key, key_b, KEY);
+}
+
 /* ---- private and public key files ---- */
 
 static void test_private_key_file(void **state)
@@ -328,6 +364,7 @@ int main(void)
         cmocka_unit_test(test_authorized_keys_file),
         cmocka_unit_test(test_known_hosts),
         cmocka_unit_test(test_known_hosts_file),
+        cmocka_unit_test(test_known_hosts_lookup),
         cmocka_unit_test(test_private_key_file),
         cmocka_unit_test(test_private_key_permissions),
         cmocka_unit_test(test_private_key_content_rejected),

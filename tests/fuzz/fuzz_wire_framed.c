@@ -29,6 +29,7 @@
  *                  scan_start and scan_end as values), count ranges (up to
  *                  one over the limit), each two values written as varints
  *     CLOSE:       u16 error, then bytes reason
+ *     RETRY:       bytes token
  */
 #include <string.h>
 
@@ -197,8 +198,11 @@ static void copy_body(fuzz_input *in, aftp_wire_writer *w, uint8_t type)
         copy(in, w, 2);
         copy_bytes(in, w, AFTP_WIRE_DIGEST_LEN);
         break;
-    default: /* CLOSE */
+    case AFTP_WIRE_CLOSE:
         copy(in, w, 2);
+        copy_counted_bytes(in, w);
+        break;
+    default: /* RETRY */
         copy_counted_bytes(in, w);
         break;
     }

@@ -150,6 +150,54 @@ static void emit_handshake(const char *dir)
                  AFTP_ERR_TRUNCATED);
 }
 
+/* The secure handshake's packets: a HELLO with a message-1-sized HANDSHAKE
+ * extension and a cookie, a HELLO_ACK with a message-2-sized one, RETRY. */
+static void emit_secure_handshake(const char *dir)
+{
+    static uint8_t msg[108], token[AFTP_WIRE_MAX_TOKEN], ext[256];
+    for (size_t i = 0; i < sizeof msg; i++)
+        msg[i] = (uint8_t)(0x40 + i);
+    for (size_t i = 0; i < sizeof token; i++)
+        token[i] = (uint8_t)(0xc0 + i);
+    aftp_wire_writer w;
+    aftp_wire_writer_init(&w, ext, sizeof ext);
+    if (aftp_wire_ext_put(&w, AFTP_WIRE_EXT_HANDSHAKE, msg, sizeof msg) != AFTP_OK ||
+        aftp_wire_ext_put(&w, AFTP_WIRE_EXT_COOKIE, token, 20) != AFTP_OK)
+        exit(1);
+    aftp_wire_packet p = packet(AFTP_WIRE_HELLO);
+    p.u.hello.role = AFTP_WIRE_ROLE_PUSH;
+    p.u.hello.cipher_count = 2;
+    p.u.hello.ciphers[0] = AFTP_WIRE_CIPHER_AES256GCM;
+    p.u.hello.ciphers[1] = AFTP_WIRE_CIPHER_CHACHA20POLY1305;
+    p.u.hello.max_datagram = 1452;
+    p.u.hello.ext = ext;
+    p.u.hello.ext_len = (uint16_t)w.pos;
+    emit_valid(dir, "hello-handshake-cookie", &p);
+
+    aftp_wire_writer_init(&w, ext, sizeof ext);
+    if (aftp_wire_ext_put(&w, AFTP_WIRE_EXT_HANDSHAKE, msg, 55) != AFTP_OK)
+        exit(1);
+    p = packet(AFTP_WIRE_HELLO_ACK);
+    p.u.hello_ack.server_conn_id = 0x55667788u;
+    p.u.hello_ack.cipher = AFTP_WIRE_CIPHER_CHACHA20POLY1305;
+    p.u.hello_ack.max_datagram = 1452;
+    p.u.hello_ack.ext = ext;
+    p.u.hello_ack.ext_len = (uint16_t)w.pos;
+    emit_valid(dir, "hello-ack-handshake", &p);
+
+    p = packet(AFTP_WIRE_RETRY);
+    p.hdr.pn = 0;
+    p.u.retry.token = token;
+    p.u.retry.token_len = 20;
+    emit_valid(dir, "retry", &p);
+    /* token_len 0 (the token becomes trailing bytes) and 65 (bytes short). */
+    emit_patched(dir, "retry-empty-token", &p, AFTP_WIRE_HEADER_LEN + 1, 0, AFTP_ERR_MALFORMED);
+    emit_patched(dir, "retry-token-too-long", &p, AFTP_WIRE_HEADER_LEN + 1,
+                 AFTP_WIRE_MAX_TOKEN + 1, AFTP_ERR_MALFORMED);
+    p.u.retry.token_len = AFTP_WIRE_MAX_TOKEN;
+    emit_valid(dir, "retry-max-token", &p);
+}
+
 static void emit_files(const char *dir)
 {
     static const char path[] = "photos/2024/holiday.jpg";
@@ -459,6 +507,13 @@ static void emit_framed_seeds(const char *dir)
     put(&in, 0x4142, 2);
     put(&in, AFTP_WIRE_HELLO_MIN_LEN - 29, 2);
     write_seed(dir, "wire_framed", "hello", in.buf, in.len);
+    /* A valid RETRY with a 20-byte token. */
+    in.len = 0;
+    put_framed_header(&in, AFTP_WIRE_RETRY);
+    put(&in, 20, 2);
+    for (uint8_t i = 0; i < 20; i++)
+        put(&in, i, 1);
+    write_seed(dir, "wire_framed", "retry", in.buf, in.len);
     /* A valid CLOSE with a short reason, and a valid FILE_OFFER. */
     in.len = 0;
     put_framed_header(&in, AFTP_WIRE_CLOSE);
@@ -485,6 +540,7 @@ int main(int argc, char **argv)
     }
     make_dir(argv[1]);
     emit_handshake(argv[1]);
+    emit_secure_handshake(argv[1]);
     emit_files(argv[1]);
     emit_data(argv[1]);
     emit_feedback(argv[1]);

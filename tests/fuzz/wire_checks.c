@@ -60,6 +60,10 @@ static void check_borrowed(const uint8_t *data, size_t size, const aftp_wire_pac
     case AFTP_WIRE_CLOSE:
         FUZZ_CHECK(fuzz_inside(data, size, pkt->u.close.reason, pkt->u.close.reason_len));
         break;
+    case AFTP_WIRE_RETRY:
+        FUZZ_CHECK(pkt->u.retry.token_len >= 1 && pkt->u.retry.token_len <= AFTP_WIRE_MAX_TOKEN);
+        FUZZ_CHECK(fuzz_inside(data, size, pkt->u.retry.token, pkt->u.retry.token_len));
+        break;
     default:
         break;
     }

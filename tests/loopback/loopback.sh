@@ -25,11 +25,27 @@ fail() {
     exit 1
 }
 
+# Every run is protected with its own keys: one pair per side, made by
+# `aftp keygen`, the sender's public key authorized, the receiver's pinned.
+# HOME points into the scratch directory so no case reads the user's ~/.aftp.
+export HOME="$WORK/home"
+mkdir -p "$HOME"
+KEYS="$WORK/keys"
+mkdir -m 700 "$KEYS"
+"$AFTP" keygen -f "$KEYS/recv" -C receiver >/dev/null && "$AFTP" keygen -f "$KEYS/send" -C sender >/dev/null ||
+    { echo "FAIL [$CASE]: aftp keygen" >&2; exit 1; }
+cp "$KEYS/send.pub" "$KEYS/authorized_keys"
+RECV_KEYS=(--identity "$KEYS/recv" --authorized-keys "$KEYS/authorized_keys")
+SEND_KEYS=(--identity "$KEYS/send" --peer-key "$KEYS/recv.pub")
+
+# The line of a public key file without its comment: "aftp-x25519 <base64>".
+key_of() { cut -d' ' -f1,2 "$1"; }
+
 # start_recv [aftp recv options...]: a receiver on 127.0.0.1, port chosen by
-# the kernel; sets RECV_PID and PORT.
+# the kernel, with RECV_KEYS; sets RECV_PID and PORT.
 start_recv() {
     : >"$WORK/recv.err"
-    "${RECV_WRAP[@]}" "$AFTP" recv --listen 127.0.0.1:0 --dir "$WORK/dst" "$@" \
+    "${RECV_WRAP[@]}" "$AFTP" recv --listen 127.0.0.1:0 --dir "$WORK/dst" "${RECV_KEYS[@]}" "$@" \
         >"$WORK/recv.out" 2>"$WORK/recv.err" &
     RECV_PID=$!
     PORT=
@@ -49,12 +65,24 @@ wait_recv() {
     RECV_PID=
 }
 
-# send FILE [options...]: runs aftp send to the receiver; sets SEND_RC.
+# send FILE [options...]: runs aftp send (with SEND_KEYS) to the receiver;
+# sets SEND_RC.
 send() {
     local file=$1
     shift
-    "$AFTP" send "$@" "$file" "127.0.0.1:$PORT" >"$WORK/send.out" 2>"$WORK/send.err"
+    "$AFTP" send "${SEND_KEYS[@]}" "$@" "$file" "127.0.0.1:$PORT" >"$WORK/send.out" 2>"$WORK/send.err"
     SEND_RC=$?
+}
+
+# stop_recv: ends a receiver that keeps serving (SIGTERM); sets RECV_RC.
+stop_recv() {
+    kill -TERM "$RECV_PID" 2>/dev/null
+    wait_recv
+}
+
+# The cipher `--cipher auto` picks on this machine.
+auto_cipher() {
+    if grep -qw aes /proc/cpuinfo; then echo aes-256-gcm; else echo chacha20-poly1305; fi
 }
 
 expect_rc() { # what, got, want
@@ -62,7 +90,7 @@ expect_rc() { # what, got, want
 }
 
 expect_text() { # file, extended regex
-    grep -Eq "$2" "$1" || fail "$(basename "$1") lacks /$2/"
+    grep -Eq -e "$2" "$1" || fail "$(basename "$1") lacks /$2/"
 }
 
 # No file under the final name and no temporary left in the destination.
@@ -76,12 +104,14 @@ make_file() { # name, size in bytes
     head -c "$2" /dev/urandom >"$WORK/$1"
 }
 
-# A full transfer of a file of `size` bytes, checked end to end.
+# A full transfer of a file of `size` bytes, checked end to end; CIPHER is
+# the cipher both summary lines must name (default: what auto picks).
 transfer_ok() { # size, [extra send options...]
-    local size=$1
+    local size=$1 cipher=${CIPHER:-$(auto_cipher)}
     shift
     make_file src.bin "$size"
-    start_recv --once
+    # shellcheck disable=SC2086 # RECV_OPTS: option words on purpose
+    start_recv --once ${RECV_OPTS-}
     send "$WORK/src.bin" --rate 2G "$@"
     wait_recv
     expect_rc "aftp send" "$SEND_RC" 0
@@ -89,8 +119,13 @@ transfer_ok() { # size, [extra send options...]
     cmp -s "$WORK/src.bin" "$WORK/dst/src.bin" || fail "received file differs"
     [ "$(sha256sum <"$WORK/src.bin")" = "$(sha256sum <"$WORK/dst/src.bin")" ] ||
         fail "sha256 differs"
-    expect_text "$WORK/send.out" "^sent src\.bin: $size bytes in [0-9.]+ s, [0-9.]+ Mbit/s goodput, [0-9.]+% retransmitted, xxh3-128 [0-9a-f]{32}$"
-    expect_text "$WORK/recv.out" "^received src\.bin: $size bytes in "
+    expect_text "$WORK/send.out" "^sent src\.bin: $size bytes in [0-9.]+ s, [0-9.]+ Mbit/s goodput, [0-9.]+% retransmitted, xxh3-128 [0-9a-f]{32}, $cipher$"
+    expect_text "$WORK/recv.out" "^received src\.bin: $size bytes in .*, xxh3-128 [0-9a-f]{32}, $cipher, from 127\.0\.0\.1:[0-9]+"
+    if [ "$cipher" != unencrypted ]; then
+        # the receiver names the client by its key and comment
+        grep -qF "key $(key_of "$KEYS/send.pub") \"sender\"" "$WORK/recv.out" ||
+            fail "receiver's line does not name the client key"
+    fi
     local d1 d2
     d1=$(grep -o 'xxh3-128 [0-9a-f]*' "$WORK/send.out")
     d2=$(grep -o 'xxh3-128 [0-9a-f]*' "$WORK/recv.out")
@@ -211,7 +246,7 @@ source_truncated)
     # with a clear message (no SIGBUS), the receiver keeps nothing.
     make_file src.bin $((32 << 20))
     start_recv --once
-    "$AFTP" send --policy fixed --rate 50M "$WORK/src.bin" "127.0.0.1:$PORT" \
+    "$AFTP" send "${SEND_KEYS[@]}" --policy fixed --rate 50M "$WORK/src.bin" "127.0.0.1:$PORT" \
         >"$WORK/send.out" 2>"$WORK/send.err" &
     SEND_PID=$!
     sleep 1
@@ -254,6 +289,226 @@ PY
     expect_rc "aftp send" "$SEND_RC" 0
     expect_rc "aftp recv" "$RECV_RC" 0
     cmp -s "$WORK/src.bin" "$WORK/dst/src.bin" || fail "received file differs" ;;
+cipher_aes)
+    grep -qw aes /proc/cpuinfo || { echo "SKIP: no AES-NI, AES-256-GCM unavailable"; exit 77; }
+    CIPHER=aes-256-gcm transfer_ok $((5 << 20)) --cipher aes ;;
+cipher_chacha)
+    CIPHER=chacha20-poly1305 transfer_ok $((5 << 20)) --cipher chacha ;;
+cipher_none_both)
+    # Both sides opted out: it works, and both lines say it was not encrypted.
+    CIPHER=unencrypted RECV_OPTS="--cipher none" transfer_ok $((1 << 20)) --cipher none ;;
+cipher_none_client_only)
+    make_file src.bin 5000
+    start_recv --once
+    send "$WORK/src.bin" --cipher none --idle-timeout 5
+    [ "$SEND_RC" -ne 0 ] || fail "an unprotected client was served by a protected server"
+    expect_text "$WORK/send.err" "unprotected transfers are not enabled on this server"
+    stop_recv
+    expect_nothing_delivered ;;
+cipher_none_server_only)
+    make_file src.bin 5000
+    start_recv --once --cipher none
+    send "$WORK/src.bin" --idle-timeout 5
+    [ "$SEND_RC" -ne 0 ] || fail "a protected client fell back to an unprotected server"
+    expect_text "$WORK/send.err" "server runs without encryption \(--cipher none\); the client must opt in too"
+    stop_recv
+    expect_nothing_delivered ;;
+keygen)
+    # Modes, the printed line, refusal to overwrite, the default location.
+    "$AFTP" keygen -f "$WORK/k1" -C "alice@example" >"$WORK/keygen.out" 2>"$WORK/keygen.err"
+    expect_rc "aftp keygen" $? 0
+    [ "$(stat -c %a "$WORK/k1")" = 600 ] || fail "private key mode $(stat -c %a "$WORK/k1"), expected 600"
+    expect_text "$WORK/k1" "^aftp-private-key [A-Za-z0-9+/]{43}=$"
+    expect_text "$WORK/k1.pub" "^aftp-x25519 [A-Za-z0-9+/]{43}= alice@example$"
+    cmp -s "$WORK/keygen.out" "$WORK/k1.pub" || fail "printed line differs from k1.pub"
+    cp "$WORK/k1" "$WORK/k1.before"
+    "$AFTP" keygen -f "$WORK/k1" 2>"$WORK/keygen2.err" >/dev/null
+    expect_rc "aftp keygen over an existing key" $? 3
+    expect_text "$WORK/keygen2.err" "k1 already exists: refusing to replace a key"
+    cmp -s "$WORK/k1" "$WORK/k1.before" || fail "existing private key changed"
+    echo "stale" >"$WORK/k2.pub"
+    "$AFTP" keygen -f "$WORK/k2" 2>"$WORK/keygen3.err" >/dev/null
+    expect_rc "aftp keygen over an existing .pub" $? 3
+    [ ! -e "$WORK/k2" ] || fail "private key written although its .pub existed"
+    "$AFTP" keygen >/dev/null 2>&1
+    expect_rc "aftp keygen (default file)" $? 0
+    [ "$(stat -c %a "$HOME/.aftp")" = 700 ] || fail "$HOME/.aftp mode $(stat -c %a "$HOME/.aftp"), expected 700"
+    [ "$(stat -c %a "$HOME/.aftp/id_x25519")" = 600 ] || fail "default private key not 0600"
+    [ -s "$HOME/.aftp/id_x25519.pub" ] || fail "default public key missing"
+    "$AFTP" keygen -C "$(printf 'two\nlines')" -f "$WORK/k3" 2>/dev/null >/dev/null
+    expect_rc "aftp keygen with a control character in the comment" $? 2
+    [ ! -e "$WORK/k3" ] || fail "key written with a bad comment" ;;
+default_keys)
+    # No key options: ~/.aftp/id_x25519 on both sides (one identity here),
+    # ~/.aftp/authorized_keys and the known-hosts line of 127.0.0.1:PORT.
+    "$AFTP" keygen >/dev/null || fail "aftp keygen"
+    cp "$HOME/.aftp/id_x25519.pub" "$HOME/.aftp/authorized_keys"
+    RECV_KEYS=() SEND_KEYS=()
+    make_file src.bin 100000
+    start_recv --once
+    grep -qxF "aftp: server key $(key_of "$HOME/.aftp/id_x25519.pub")" "$WORK/recv.err" ||
+        fail "the receiver did not print its public key line"
+    echo "127.0.0.1:$PORT $(sed -n 's/^aftp: server key //p' "$WORK/recv.err") from the log" \
+        >"$HOME/.aftp/known_hosts"
+    send "$WORK/src.bin"
+    wait_recv
+    expect_rc "aftp send" "$SEND_RC" 0
+    expect_rc "aftp recv" "$RECV_RC" 0
+    cmp -s "$WORK/src.bin" "$WORK/dst/src.bin" || fail "received file differs" ;;
+quiet_recv_no_key_line)
+    "$AFTP" recv --listen 127.0.0.1:0 --dir "$WORK/dst" "${RECV_KEYS[@]}" -q 2>"$WORK/recv.err" &
+    RECV_PID=$!
+    sleep 0.5
+    kill -0 "$RECV_PID" || fail "aftp recv -q exited"
+    stop_recv
+    [ ! -s "$WORK/recv.err" ] || fail "aftp recv -q printed: $(cat "$WORK/recv.err")" ;;
+private_key_mode)
+    chmod 644 "$KEYS/recv" "$KEYS/send"
+    "$AFTP" recv --listen 127.0.0.1:0 --dir "$WORK/dst" --once "${RECV_KEYS[@]}" 2>"$WORK/r.err"
+    expect_rc "aftp recv with a 0644 private key" $? 8
+    expect_text "$WORK/r.err" "^aftp: error: identity key: .*recv: mode 0644 lets others read the private key: run chmod 600"
+    make_file src.bin 1000
+    PORT=9
+    send "$WORK/src.bin"
+    expect_rc "aftp send with a 0644 private key" "$SEND_RC" 8
+    expect_text "$WORK/send.err" "mode 0644 lets others read the private key" ;;
+missing_keys)
+    RECV_KEYS=()
+    "$AFTP" recv --listen 127.0.0.1:0 --dir "$WORK/dst" 2>"$WORK/r1.err"
+    expect_rc "aftp recv without an identity" $? 8
+    expect_text "$WORK/r1.err" "^aftp: error: no identity key at .*/\.aftp/id_x25519: create one with 'aftp keygen'"
+    "$AFTP" recv --listen 127.0.0.1:0 --dir "$WORK/dst" --identity "$KEYS/recv" 2>"$WORK/r2.err"
+    expect_rc "aftp recv without authorized keys" $? 8
+    expect_text "$WORK/r2.err" "^aftp: error: authorized keys: .*authorized_keys: no such file"
+    : >"$WORK/empty"
+    "$AFTP" recv --listen 127.0.0.1:0 --dir "$WORK/dst" --identity "$KEYS/recv" \
+        --authorized-keys "$WORK/empty" 2>"$WORK/r3.err"
+    expect_rc "aftp recv with empty authorized keys" $? 8
+    expect_text "$WORK/r3.err" "it admits nobody"
+    "$AFTP" send --identity "$KEYS/nope" --peer-key "$KEYS/recv.pub" f 127.0.0.1:9 2>"$WORK/s1.err"
+    expect_rc "aftp send with a missing identity" $? 8
+    expect_text "$WORK/s1.err" "^aftp: error: identity key: .*nope: no such file"
+    echo "aftp-x25519 notbase64" >"$WORK/bad.pub"
+    "$AFTP" send --identity "$KEYS/send" --peer-key "$WORK/bad.pub" f 127.0.0.1:9 2>"$WORK/s2.err"
+    expect_rc "aftp send with a malformed --peer-key" $? 8
+    expect_text "$WORK/s2.err" "^aftp: error: server key \(--peer-key\): .*bad\.pub" ;;
+wrong_peer_key)
+    # A key the server does not hold: the server cannot open message 1 and
+    # stays silent; the sender gives up with a message about the key.
+    make_file src.bin 5000
+    start_recv --once
+    SEND_KEYS=(--identity "$KEYS/send" --peer-key "$KEYS/send.pub")
+    send "$WORK/src.bin" --idle-timeout 2
+    expect_rc "aftp send" "$SEND_RC" 4
+    expect_text "$WORK/send.err" "no answer from 127\.0\.0\.1:$PORT within 2\.0 s .*key is not the one pinned"
+    stop_recv
+    expect_nothing_delivered ;;
+unauthorized_client)
+    "$AFTP" keygen -f "$KEYS/stranger" -C stranger >/dev/null
+    make_file src.bin 5000
+    start_recv --once
+    SEND_KEYS=(--identity "$KEYS/stranger" --peer-key "$KEYS/recv.pub")
+    send "$WORK/src.bin"
+    expect_rc "aftp send" "$SEND_RC" 8
+    grep -qF "not authorized there (add the line '$(key_of "$KEYS/stranger.pub")' to its authorized keys)" \
+        "$WORK/send.err" || fail "the sender's error does not name its key"
+    # The refusal is logged with the key and does not end a --once server:
+    # the authorized client is still served.
+    for _ in $(seq 200); do
+        grep -qF "refused client from 127.0.0.1:" "$WORK/recv.err" && break
+        sleep 0.05
+    done
+    grep -qF "its key is not authorized (add the line '$(key_of "$KEYS/stranger.pub")'" "$WORK/recv.err" ||
+        fail "receiver did not log the refused key"
+    expect_nothing_delivered
+    SEND_KEYS=(--identity "$KEYS/send" --peer-key "$KEYS/recv.pub")
+    send "$WORK/src.bin"
+    wait_recv
+    expect_rc "authorized aftp send" "$SEND_RC" 0
+    expect_rc "aftp recv" "$RECV_RC" 0 ;;
+psk)
+    "$AFTP" keygen -f "$KEYS/psk" >/dev/null
+    RECV_KEYS+=(--psk-file "$KEYS/psk")
+    # without the pre-shared key the server cannot open message 1: silence
+    make_file src.bin 5000
+    start_recv --once
+    send "$WORK/src.bin" --idle-timeout 2
+    expect_rc "aftp send without the psk" "$SEND_RC" 4
+    expect_nothing_delivered
+    send "$WORK/src.bin" --psk-file "$KEYS/psk"
+    wait_recv
+    expect_rc "aftp send with the psk" "$SEND_RC" 0
+    expect_rc "aftp recv" "$RECV_RC" 0
+    cmp -s "$WORK/src.bin" "$WORK/dst/src.bin" || fail "received file differs" ;;
+retry)
+    # Every HELLO without a cookie gets a RETRY: the client must answer it.
+    RECV_WRAP=(env AFTP_TEST_RETRY=1)
+    transfer_ok $((2 << 20))
+    expect_text "$WORK/recv.err" "test RETRY shim active \(AFTP_TEST_RETRY\)" ;;
+busy_server)
+    # A second client arrives during a transfer: it is told to wait (RETRY),
+    # keeps trying, and is served after the first; nothing crashes.
+    make_file a.bin $((16 << 20))
+    make_file b.bin 70000
+    start_recv
+    "$AFTP" send "${SEND_KEYS[@]}" --policy fixed --rate 40M "$WORK/a.bin" "127.0.0.1:$PORT" \
+        >"$WORK/a.out" 2>"$WORK/a.err" &
+    A_PID=$!
+    sleep 0.5
+    send "$WORK/b.bin"
+    wait "$A_PID"
+    A_RC=$?
+    stop_recv
+    expect_rc "first aftp send" "$A_RC" 0
+    expect_rc "second aftp send" "$SEND_RC" 0
+    cmp -s "$WORK/a.bin" "$WORK/dst/a.bin" && cmp -s "$WORK/b.bin" "$WORK/dst/b.bin" ||
+        fail "files differ"
+    [ "$(grep -c '^received' "$WORK/recv.out")" -eq 2 ] || fail "two summary lines expected"
+    # b was served after a, not alongside it
+    [ "$(sed -n 's/^received \([ab]\)\.bin.*/\1/p' "$WORK/recv.out" | tr -d '\n')" = ab ] ||
+        fail "b.bin was not served after a.bin" ;;
+unknown_host)
+    # No --peer-key and nothing in the known hosts: refused before any
+    # datagram, with the way to pin the key.
+    : >"$WORK/known_hosts"
+    SEND_KEYS=(--identity "$KEYS/send" --known-hosts "$WORK/known_hosts")
+    make_file src.bin 1000
+    PORT=7777
+    send "$WORK/src.bin"
+    expect_rc "aftp send to an unknown host" "$SEND_RC" 8
+    expect_text "$WORK/send.err" "the key of 127\.0\.0\.1:7777 is unknown"
+    expect_text "$WORK/send.err" "'aftp recv' prints its key when it starts"
+    expect_text "$WORK/send.err" "--peer-key FILE"
+    expect_text "$WORK/send.err" "'127\.0\.0\.1:7777 aftp-x25519 <base64>'" ;;
+known_hosts)
+    # The known-hosts line of HOST:PORT pins the server's key.
+    make_file src.bin 200000
+    start_recv --once
+    { echo "# pinned keys"
+      echo "127.0.0.1:1 $(key_of "$KEYS/send.pub") another host"
+      echo "127.0.0.1:$PORT $(key_of "$KEYS/recv.pub") test receiver"; } >"$WORK/known_hosts"
+    SEND_KEYS=(--identity "$KEYS/send" --known-hosts "$WORK/known_hosts")
+    send "$WORK/src.bin"
+    wait_recv
+    expect_rc "aftp send" "$SEND_RC" 0
+    expect_rc "aftp recv" "$RECV_RC" 0
+    cmp -s "$WORK/src.bin" "$WORK/dst/src.bin" || fail "received file differs" ;;
+known_hosts_changed)
+    # The pinned key and the one given disagree, or the known hosts list two
+    # keys for the host: a loud refusal, nothing sent.
+    make_file src.bin 1000
+    start_recv --once
+    echo "127.0.0.1:$PORT $(key_of "$KEYS/send.pub")" >"$WORK/known_hosts"
+    send "$WORK/src.bin" --known-hosts "$WORK/known_hosts"
+    expect_rc "aftp send, --peer-key against a different pinned key" "$SEND_RC" 8
+    expect_text "$WORK/send.err" "^aftp: error: WARNING: .*key of 127\.0\.0\.1:$PORT has CHANGED"
+    echo "127.0.0.1:$PORT $(key_of "$KEYS/recv.pub")" >>"$WORK/known_hosts"
+    SEND_KEYS=(--identity "$KEYS/send" --known-hosts "$WORK/known_hosts")
+    send "$WORK/src.bin"
+    expect_rc "aftp send, two keys pinned for the host" "$SEND_RC" 8
+    expect_text "$WORK/send.err" "^aftp: error: WARNING: .*list different keys for 127\.0\.0\.1:$PORT: the server's key may have CHANGED"
+    stop_recv
+    expect_nothing_delivered ;;
 usage)
     "$AFTP" send --rate 12X f 127.0.0.1:1 2>"$WORK/u1.err"
     expect_rc "bad rate" $? 2
@@ -274,6 +529,14 @@ usage)
     "$AFTP" recv --listen 127.0.0.1:0 --dir "$WORK/nope" 2>"$WORK/u5.err"
     expect_rc "recv into a missing directory" $? 3
     expect_text "$WORK/u5.err" "^aftp: error: cannot use destination directory"
+    "$AFTP" send --cipher rot13 f 127.0.0.1:1 2>"$WORK/u9.err"
+    expect_rc "bad cipher" $? 2
+    expect_text "$WORK/u9.err" "^aftp: error: bad cipher 'rot13' \(auto, aes, chacha or none\)"
+    "$AFTP" keygen extra 2>"$WORK/u10.err"
+    expect_rc "keygen with an argument" $? 2
+    "$AFTP" keygen --help >"$WORK/kh.out"
+    expect_rc "keygen --help" $? 0
+    expect_text "$WORK/kh.out" "^usage: aftp keygen"
     "$AFTP" frobnicate 2>"$WORK/u6.err"
     expect_rc "unknown command" $? 2
     "$AFTP" --help >"$WORK/help.out"

@@ -3,8 +3,10 @@
  * (no link model, optional random DATA loss), paced at 100 Gbit/s so CPU is
  * the only limit, on a virtual clock stepped 1 us at a time. Prints the CPU
  * time per datagram for both engines together, storage copies and both
- * XXH3 passes (sender stream, receiver read-back) included.
+ * XXH3 passes (sender stream, receiver read-back) and, in a protected
+ * session, the encryption and decryption of every packet included.
  *   sim_bench_engine [bytes (default 256 MiB)] [loss (default 0)]
+ *                    [cipher: auto (default), aes, chacha, none]
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
@@ -29,7 +31,23 @@ typedef struct bench {
     aftp_receiver *rcv;
 } bench;
 
-static void make(bench *b, uint64_t size)
+static int cipher_choice(const char *name)
+{
+    static const struct {
+        const char *name;
+        int choice;
+    } names[] = {{"auto", AFTP_CIPHER_AUTO},
+                 {"aes", AFTP_CIPHER_AES256GCM},
+                 {"chacha", AFTP_CIPHER_CHACHA20POLY1305},
+                 {"none", AFTP_CIPHER_NONE}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(name, names[i].name) == 0)
+            return names[i].choice;
+    fprintf(stderr, "unknown cipher %s (auto, aes, chacha, none)\n", name);
+    exit(2);
+}
+
+static void make(bench *b, uint64_t size, int cipher)
 {
     sim_storage_init(&b->st, 1, size, 1);
     b->snd_side = (sim_side){.st = &b->st, .clock = &b->clock};
@@ -39,6 +57,7 @@ static void make(bench *b, uint64_t size)
     sim_engine_settings(&s, &b->snd_side, &r, &b->rcv_side);
     s.rate_bps = UINT64_C(100000000000);
     s.initial_rtt_ns = SIM_MS;
+    s.security.cipher = r.security.cipher = cipher;
     aftp_file_info info = {.file_id = 1, .size = size, .path = "bench"};
     if (aftp_sender_new(&s, 0, &b->snd) != AFTP_OK || aftp_receiver_new(&r, 0, &b->rcv) != AFTP_OK ||
         aftp_sender_add_file(b->snd, &info) != AFTP_OK)
@@ -50,11 +69,12 @@ int main(int argc, char **argv)
 {
     uint64_t size = argc > 1 ? strtoull(argv[1], NULL, 0) : UINT64_C(256) << 20;
     double loss = argc > 2 ? atof(argv[2]) : 0.0;
+    int cipher = cipher_choice(argc > 3 ? argv[3] : "auto");
     static uint8_t sbuf[1452], rbuf[1452], pkt[1452];
     bench b;
     aftp_datagram dg;
     uint64_t rng = 1, datagrams = 0;
-    make(&b, size);
+    make(&b, size, cipher);
     double t0 = cpu_seconds();
     while (aftp_sender_state(b.snd) != AFTP_STATE_CLOSED && b.clock < 600 * SIM_S) {
         b.clock += 1000;
@@ -77,9 +97,10 @@ int main(int argc, char **argv)
     double cpu = cpu_seconds() - t0;
     aftp_stats st;
     aftp_sender_get_stats(b.snd, &st);
-    printf("bench_engine: %llu bytes, loss %.3f: %llu datagrams, %.3f s CPU, %.0f ns/datagram, "
+    static const char *const wire_names[] = {"none", "aes-256-gcm", "chacha20-poly1305"};
+    printf("bench_engine: cipher %s, %llu bytes, loss %.3f: %llu datagrams, %.3f s CPU, %.0f ns/datagram, "
            "%.2f Gbit/s of payload per core, retransmitted %.4f, result %s\n",
-           (unsigned long long)size, loss, (unsigned long long)datagrams, cpu,
+           wire_names[st.cipher], (unsigned long long)size, loss, (unsigned long long)datagrams, cpu,
            cpu * 1e9 / (double)datagrams, (double)size * 8 / cpu / 1e9,
            (double)st.payload_bytes_retransmitted / (double)(size ? size : 1),
            sim_file_intact(&b.st, 1) ? "intact" : "NOT INTACT");

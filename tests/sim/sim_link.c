@@ -93,9 +93,16 @@ static int channel_loses(sim_link *l)
     return l->cfg.loss > 0 && sim_rand_unit(&l->rng) < l->cfg.loss;
 }
 
+/* A sealed DATA is head only: its payload is what follows the file id and
+ * block, less the tag. */
 static void note_loss(sim_link *l, const aftp_datagram *dg)
 {
-    if (dg->head_len > 1 && dg->head[1] == AFTP_WIRE_DATA)
+    size_t fixed = AFTP_WIRE_HEADER_LEN + AFTP_WIRE_DATA_FIXED;
+    if (dg->head_len < fixed || dg->head[1] != AFTP_WIRE_DATA)
+        return;
+    if (dg->head[3] & AFTP_WIRE_FLAG_PROTECTED)
+        l->data_payload_lost += dg->head_len - fixed - AFTP_WIRE_TAG_LEN;
+    else
         l->data_payload_lost += dg->payload_len;
 }
 

@@ -1,6 +1,8 @@
 /* Virtual-clock transfer loop (sim_run.h). */
 #include "sim_run.h"
 
+#include "common/aftp_handshake.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -128,6 +130,67 @@ static int finished(sim_world *w, uint64_t now)
     return snd_done && rcv_done;
 }
 
+const uint8_t sim_client_secret[AFTP_KEY_LEN] = {
+    0xC1, 0xC1, 0xC1, 0xC1, 0xC1, 0xC1, 0xC1, 0xC1, 0xC1, 0xC1, 0xC1, 0xC1, 0xC1, 0xC1, 0xC1, 0xC1,
+    0xC1, 0xC1, 0xC1, 0xC1, 0xC1, 0xC1, 0xC1, 0xC1, 0xC1, 0xC1, 0xC1, 0xC1, 0xC1, 0xC1, 0xC1, 0xC1};
+const uint8_t sim_server_secret[AFTP_KEY_LEN] = {
+    0x5E, 0x5E, 0x5E, 0x5E, 0x5E, 0x5E, 0x5E, 0x5E, 0x5E, 0x5E, 0x5E, 0x5E, 0x5E, 0x5E, 0x5E, 0x5E,
+    0x5E, 0x5E, 0x5E, 0x5E, 0x5E, 0x5E, 0x5E, 0x5E, 0x5E, 0x5E, 0x5E, 0x5E, 0x5E, 0x5E, 0x5E, 0x5E};
+
+static const uint8_t *public_of(const uint8_t *secret, uint8_t *pub, int *done)
+{
+    if (!*done && aftp_hs_public_key(secret, pub) != AFTP_OK)
+        abort();
+    *done = 1;
+    return pub;
+}
+
+const uint8_t *sim_client_public(void)
+{
+    static uint8_t pub[AFTP_KEY_LEN];
+    static int done;
+    return public_of(sim_client_secret, pub, &done);
+}
+
+const uint8_t *sim_server_public(void)
+{
+    static uint8_t pub[AFTP_KEY_LEN];
+    static int done;
+    return public_of(sim_server_secret, pub, &done);
+}
+
+int sim_admit_client(void *user, const uint8_t *client_key, uint8_t *psk)
+{
+    (void)user;
+    if (memcmp(client_key, sim_client_public(), AFTP_KEY_LEN) != 0)
+        return AFTP_ERR_UNKNOWN_PEER;
+    memset(psk, 0, AFTP_KEY_LEN);
+    return AFTP_OK;
+}
+
+void sim_random(void *user, uint8_t *buf, size_t len)
+{
+    static uint64_t counter;
+    (void)user;
+    for (size_t i = 0; i < len; i++) {
+        uint64_t z = (counter += UINT64_C(0x9E3779B97F4A7C15));
+        z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
+        z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
+        buf[i] = (uint8_t)(z ^ (z >> 31));
+    }
+}
+
+/* Keys as the CLI would load them; a fixed wall-clock time. */
+static void sim_security(aftp_security_settings *sec, int client)
+{
+    sec->cipher = AFTP_CIPHER_AUTO;
+    sec->identity = client ? sim_client_secret : sim_server_secret;
+    sec->peer_key = client ? sim_server_public() : NULL;
+    sec->peers.lookup = client ? NULL : sim_admit_client;
+    sec->unix_time_ns = UINT64_C(1700000000) * SIM_S;
+    sec->random = sim_random;
+}
+
 void sim_engine_settings(aftp_sender_settings *s, sim_side *snd_side, aftp_receiver_settings *r,
                          sim_side *rcv_side)
 {
@@ -141,6 +204,8 @@ void sim_engine_settings(aftp_sender_settings *s, sim_side *snd_side, aftp_recei
     r->storage = &sim_receiver_storage;
     r->on_event = sim_on_event;
     r->user = rcv_side;
+    sim_security(&s->security, 1);
+    sim_security(&r->security, 0);
 }
 
 static void make_engines(sim_world *w)
@@ -155,6 +220,10 @@ static void make_engines(sim_world *w)
     ss.idle_timeout_ns = c->idle_timeout_ns;
     rs.max_datagram = c->max_datagram;
     rs.idle_timeout_ns = c->idle_timeout_ns;
+    ss.security.cipher = rs.security.cipher = c->cipher;
+    ss.security.key_update_packets = rs.security.key_update_packets = c->key_update_packets;
+    if (c->tune != NULL)
+        c->tune(c->tune_ctx, &ss, &rs);
     if (aftp_sender_new(&ss, 0, &w->snd) != AFTP_OK || aftp_receiver_new(&rs, 0, &w->rcv) != AFTP_OK)
         abort();
     for (int i = 0; i < c->nfiles; i++) {

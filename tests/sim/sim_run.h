@@ -39,6 +39,12 @@ typedef struct sim_cfg {
      * before the sender reads it (NULL: none). */
     void (*rev_tap)(void *ctx, uint64_t now, const uint8_t *pkt, size_t len);
     void *rev_tap_ctx;
+    int cipher;                /* enum aftp_cipher_choice of both sides: AUTO (the
+                                * default, protected) or NONE for a plain run */
+    uint64_t key_update_packets; /* both sides; 0: the engine's default */
+    /* Adjusts the engine settings before the engines are made (NULL: none). */
+    void (*tune)(void *ctx, aftp_sender_settings *s, aftp_receiver_settings *r);
+    void *tune_ctx;
 } sim_cfg;
 
 typedef struct sim_result {
@@ -56,9 +62,20 @@ typedef struct sim_result {
 } sim_result;
 
 /* Engine settings wired to the in-memory storage and event recorders of
- * the two sides (defaults otherwise; ids 0x11111111 and 0x22222222). */
+ * the two sides (defaults otherwise; ids 0x11111111 and 0x22222222), and
+ * a protected session (cipher AUTO) between the fixed sim keys below: the
+ * receiver admits sim_client_public only, handshakes use a deterministic
+ * random source. */
 void sim_engine_settings(aftp_sender_settings *s, sim_side *snd_side, aftp_receiver_settings *r,
                          sim_side *rcv_side);
+/* The fixed key pairs (private keys are 32 x 0xC1 and 32 x 0x5E). */
+extern const uint8_t sim_client_secret[AFTP_KEY_LEN], sim_server_secret[AFTP_KEY_LEN];
+const uint8_t *sim_client_public(void);
+const uint8_t *sim_server_public(void);
+/* The sim receiver's admission policy: sim_client_public, no psk. */
+int sim_admit_client(void *user, const uint8_t *client_key, uint8_t *psk);
+/* Deterministic bytes (a counter through splitmix64) for handshakes. */
+void sim_random(void *user, uint8_t *buf, size_t len);
 
 /* 100 Mbit/s paced sender over a 200 Mbit/s, 20 ms one-way path with a
  * 1 MB queue, no loss, 3 MB file, 5 s idle timeout, 120 s limit. */

@@ -1,6 +1,8 @@
 /* The engines' input path, packet by packet: bad input is dropped and
  * counted, the handshake rules (version negotiation, role, cipher,
- * amplification), DATA checks and FEEDBACK contents, argument checks. */
+ * amplification), DATA checks and FEEDBACK contents, argument checks.
+ * The packets are built here in clear, so these engines run unprotected
+ * (cipher NONE on both sides); test_security.c covers protected input. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -37,6 +39,7 @@ static void rig_receiver(rig *g, uint64_t file_size)
     s.storage = &sim_receiver_storage;
     s.on_event = sim_on_event;
     s.user = &g->side;
+    s.security.cipher = AFTP_CIPHER_NONE;
     assert_int_equal(aftp_receiver_new(&s, 0, &g->r), AFTP_OK);
 }
 
@@ -209,10 +212,13 @@ static void test_pull_refused(void **state)
     expect_protocol_close(AFTP_WIRE_ROLE_PULL, AFTP_WIRE_CIPHER_NONE, "only push is supported");
 }
 
+/* Section 14.2: no fallback; the reason tells the user what to change. */
 static void test_cipher_refused(void **state)
 {
     (void)state;
-    expect_protocol_close(AFTP_WIRE_ROLE_PUSH, AFTP_WIRE_CIPHER_AES256GCM, "no acceptable cipher");
+    expect_protocol_close(AFTP_WIRE_ROLE_PUSH, AFTP_WIRE_CIPHER_AES256GCM,
+                          "server runs without encryption (--cipher none); the client must opt "
+                          "in too");
 }
 
 /* Repeated HELLOs get the same HELLO_ACK (new pn), and before the client
@@ -441,6 +447,17 @@ static void test_settings_and_arguments(void **state)
     ss.max_datagram = 1199;
     assert_int_equal(aftp_sender_new(&ss, 0, &s), AFTP_ERR_INVALID_ARGUMENT);
     ss.max_datagram = 1452;
+    /* Protected by default: no keys, no sender. */
+    assert_int_equal(aftp_sender_new(&ss, 0, &s), AFTP_ERR_BAD_KEY);
+    ss.security.identity = sim_client_secret;
+    assert_int_equal(aftp_sender_new(&ss, 0, &s), AFTP_ERR_BAD_KEY); /* no server key */
+    ss.security.cipher = 9;
+    ss.security.peer_key = sim_server_public();
+    assert_int_equal(aftp_sender_new(&ss, 0, &s), AFTP_ERR_INVALID_ARGUMENT);
+    ss.security.cipher = AFTP_CIPHER_CHACHA20POLY1305;
+    assert_int_equal(aftp_sender_new(&ss, 0, &s), AFTP_OK);
+    aftp_sender_del(s);
+    ss.security = (aftp_security_settings){.cipher = AFTP_CIPHER_NONE};
     assert_int_equal(aftp_sender_new(&ss, 0, &s), AFTP_OK);
     aftp_file_info f = {.file_id = 2, .size = 10, .path = "x"};
     assert_int_equal(aftp_sender_add_file(s, &f), AFTP_OK);
@@ -471,6 +488,13 @@ static void test_settings_and_arguments(void **state)
     rs.storage = &sim_receiver_storage;
     rs.feedback_interval_ns = 1000; /* below 1 ms */
     assert_int_equal(aftp_receiver_new(&rs, 0, &r), AFTP_ERR_INVALID_ARGUMENT);
+    rs.feedback_interval_ns = 10 * SIM_MS;
+    assert_int_equal(aftp_receiver_new(&rs, 0, &r), AFTP_ERR_BAD_KEY); /* protected, no keys */
+    rs.security.identity = sim_server_secret;
+    assert_int_equal(aftp_receiver_new(&rs, 0, &r), AFTP_ERR_BAD_KEY); /* no admission policy */
+    rs.security.peers.lookup = sim_admit_client;
+    assert_int_equal(aftp_receiver_new(&rs, 0, &r), AFTP_OK);
+    aftp_receiver_del(r);
     aftp_receiver_del(NULL);
 }
 
@@ -489,6 +513,7 @@ static void test_sender_version_neg(void **state)
     ss.storage = &sim_sender_storage;
     ss.on_event = sim_on_event;
     ss.user = &side;
+    ss.security.cipher = AFTP_CIPHER_NONE;
     aftp_sender *s;
     assert_int_equal(aftp_sender_new(&ss, 0, &s), AFTP_OK);
     uint8_t buf[1452], d[64];
@@ -560,6 +585,7 @@ static void sender_rig_through_file_done(sender_rig *g)
     aftp_receiver_settings unused;
     sim_engine_settings(&ss, &g->side, &unused, &g->side);
     ss.conn_id = CLIENT_ID;
+    ss.security.cipher = AFTP_CIPHER_NONE;
     assert_int_equal(aftp_sender_new(&ss, 0, &g->s), AFTP_OK);
     aftp_file_info f = {.file_id = 1, .size = 10 * 1000, .mode = 0600, .block_size = 1000,
                         .path = "a/b.c"};

@@ -31,6 +31,7 @@ static const struct {
     {AFTP_WIRE_ERR_LIMIT, AFTP_ERR_LIMIT},
     {AFTP_WIRE_ERR_VERSION, AFTP_ERR_VERSION},
     {AFTP_WIRE_ERR_CANCELLED, AFTP_ERR_CANCELLED},
+    {AFTP_WIRE_ERR_UNAUTHORIZED, AFTP_ERR_UNKNOWN_PEER},
 };
 
 static void test_pairs_both_ways(void **state)

@@ -91,6 +91,7 @@ static void run_lossy_bdp(uint64_t size, uint64_t rate_bps, uint64_t rtt_ms, dou
     tap_new_window(t, 0);
     c->rev_tap = tap_feedback;
     c->rev_tap_ctx = t;
+    c->cipher = AFTP_CIPHER_NONE; /* the tap reads FEEDBACK in clear */
     sim_run(c, r);
     sim_report("sweep", c, r);
     printf("[sim] sweep: %llu FEEDBACKs, %llu past the head, at most %llu blocks in one, "

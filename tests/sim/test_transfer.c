@@ -150,7 +150,7 @@ static void test_loss_50(void **state)
 static void test_loss_50_both_ways(void **state)
 {
     (void)state;
-    lossy_transfer("loss 50% both ways", 0.50, 0.50, 1000000, 14, 30 * SIM_S);
+    lossy_transfer("loss 50% both ways", 0.50, 0.50, 1000000, 15, 30 * SIM_S);
 }
 
 static void test_bursty_loss(void **state)

@@ -46,7 +46,9 @@ static size_t layout_len(const aftp_wire_packet *p)
                                             p->u.feedback.range_count);
     case AFTP_WIRE_FILE_DONE: return h + AFTP_WIRE_FILE_DONE_LEN;
     case AFTP_WIRE_FILE_RESULT: return h + AFTP_WIRE_FILE_RESULT_LEN;
-    default: return h + AFTP_WIRE_CLOSE_FIXED + p->u.close.reason_len;
+    case AFTP_WIRE_CLOSE: return h + AFTP_WIRE_CLOSE_FIXED + p->u.close.reason_len;
+    case AFTP_WIRE_RETRY: return h + 2 + p->u.retry.token_len;
+    default: fail_msg("no layout for type %u", p->hdr.type); return 0;
     }
 }
 

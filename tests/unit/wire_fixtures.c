@@ -13,6 +13,7 @@
 static const uint8_t fixture_ext[] = {0x00, 0x01, 0x00, 0x03, 'a', 'b', 'c'};
 static const uint8_t fixture_path[] = "dir/file.bin";
 static const uint8_t fixture_reason[] = "bad thing";
+static const uint8_t fixture_token[] = {0x5e, 0xc0, 0x01, 0x7e, 0x9a};
 static const aftp_wire_range fixture_ranges[] = {{700, 5}, {710, 1}, {1000, 100}};
 static uint8_t fixture_payload[100];
 
@@ -109,6 +110,9 @@ static void fixture_body(uint8_t type, aftp_wire_packet *p)
     case AFTP_WIRE_CLOSE:
         p->u.close = (aftp_wire_close){AFTP_WIRE_ERR_PROTOCOL, sizeof fixture_reason - 1,
                                        fixture_reason};
+        break;
+    case AFTP_WIRE_RETRY:
+        p->u.retry = (aftp_wire_retry){sizeof fixture_token, fixture_token};
         break;
     default: fail_msg("no fixture for type %u", type);
     }
@@ -266,6 +270,10 @@ static void expect_body_equal(const aftp_wire_packet *want, const aftp_wire_pack
         assert_int_equal(want->u.close.error, got->u.close.error);
         expect_bytes_equal(want->u.close.reason, want->u.close.reason_len, got->u.close.reason,
                            got->u.close.reason_len);
+        break;
+    case AFTP_WIRE_RETRY:
+        expect_bytes_equal(want->u.retry.token, want->u.retry.token_len, got->u.retry.token,
+                           got->u.retry.token_len);
         break;
     default: fail_msg("unexpected type %u", want->hdr.type);
     }

@@ -25,15 +25,16 @@ MAX_CIPHERS = 8
 MAX_VERSIONS = 32
 MAX_RANGES = 8192
 DIGEST_LEN = 16
+MAX_TOKEN = 64
 
 TYPES = ['VERSION_NEG', 'HELLO', 'HELLO_ACK', 'FILE_OFFER', 'FILE_REPLY', 'DATA',
-         'FEEDBACK', 'FILE_DONE', 'FILE_RESULT', 'CLOSE']
+         'FEEDBACK', 'FILE_DONE', 'FILE_RESULT', 'CLOSE', 'RETRY']
 ROLES = {'PUSH': 1, 'PULL': 2}
 CIPHERS = {'NONE': 0, 'AES256GCM': 1, 'CHACHA20POLY1305': 2}
 ERRORS = {name: code for code, name in enumerate(
     ['NONE', 'PROTOCOL', 'VERSION', 'FILE_EXISTS', 'NO_SPACE', 'IO', 'DIGEST_MISMATCH',
      'PATH_REJECTED', 'IDLE_TIMEOUT', 'CANCELLED', 'INTERNAL', 'SOURCE_CHANGED',
-     'PERMISSION', 'LIMIT'])}
+     'PERMISSION', 'LIMIT', 'UNAUTHORIZED'])}
 REJECTIONS = {'TRUNCATED', 'MALFORMED', 'UNKNOWN_TYPE', 'VERSION', 'LIMIT'}
 
 
@@ -186,8 +187,15 @@ def body_close(c):
     return {'error': error, 'reason': c.take(length)}
 
 
+def body_retry(c):
+    length = c.uint(2)
+    check(1 <= length <= MAX_TOKEN, 'token of %d bytes' % length)
+    return {'token': c.take(length)}
+
+
 BODIES = [body_version_neg, body_hello, body_hello_ack, body_file_offer, body_file_reply,
-          body_data, body_feedback, body_file_done, body_file_result, body_close]
+          body_data, body_feedback, body_file_done, body_file_result, body_close,
+          body_retry]
 
 
 def decode(data):
@@ -276,7 +284,7 @@ FIELD_KINDS = {
     'error': lambda t: named(t, ERRORS),
     'ranges': ranges,
     'ext': byte_string, 'path': byte_string, 'payload': byte_string, 'reason': byte_string,
-    'digest': byte_string,
+    'digest': byte_string, 'token': byte_string,
 }
 
 

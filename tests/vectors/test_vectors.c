@@ -238,10 +238,12 @@ static void build_body(vec_ctx *c, aftp_wire_packet *p)
         p->u.file_result.error = need_wire_error(c);
         need_digest(c, p->u.file_result.digest);
         break;
-    default:
+    case AFTP_WIRE_CLOSE:
         p->u.close.error = need_wire_error(c);
         p->u.close.reason = need_bytes16(c, "reason", &p->u.close.reason_len);
         break;
+    case AFTP_WIRE_RETRY: p->u.retry.token = need_bytes16(c, "token", &p->u.retry.token_len); break;
+    default: vec_fail(c, "no fields known for type %u", p->hdr.type);
     }
 }
 

@@ -3,7 +3,8 @@
 # between two network namespaces over an emulated WAN (netem/wan.sh) and the
 # copy must be exact: both sides exit 0, the file exists under its final
 # name, nothing else (no temporary) is left beside it, and the sha256 of the
-# copy equals the source's.
+# copy equals the source's. The transfer is encrypted and authenticated with
+# a key pair per side made for the run (bench/wan/aftp_pair.sh).
 #
 # usage: wan_transfer.sh AFTP LINKEMU PROFILE SIZE_MIB SECONDS
 #   SECONDS bounds each attempt (both aftp processes are killed after it).
@@ -71,5 +72,12 @@ left=$(cd "$work/dst" && find . -mindepth 1 | sort)
 [ "$left" = "./$name" ] || fail "the destination should hold only $name, it holds: ${left:-nothing}"
 got=$(sha256sum <"$work/dst/$name" | cut -d' ' -f1)
 [ "$got" = "$want" ] || fail "sha256 differs: sent $want, received $got"
+# The run was protected: aftp_pair.sh made a key pair per side (run.keys/),
+# and both summary lines name the cipher, the receiver's the client's key.
+[ -s "$work/run.keys/send.pub" ] || fail "no per-run keys were made (aftp keygen)"
+grep -Eq ', (aes-256-gcm|chacha20-poly1305)$' "$work/run.send.out" ||
+    fail "the sender's summary does not name a cipher: the transfer was not protected"
+grep -qF "key $(cut -d' ' -f1,2 "$work/run.keys/send.pub")" "$work/run.recv.out" ||
+    fail "the receiver did not authenticate the client's key"
 echo "ok: $size_mib MiB over $profile at --rate $(cat "$work/run.rate"), sha256 $got"
 cat "$work/run.send.out" "$work/run.recv.out"

@@ -1,0 +1,108 @@
+#include "aftp_gate.h"
+
+#include <netinet/in.h>
+#include <sodium.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "aftp/aftp_error.h"
+#include "proto/aftp_wire.h"
+
+int aftp_gate_init(aftp_gate *g)
+{
+    memset(g, 0, sizeof *g);
+    if (sodium_init() < 0)
+        return AFTP_ERR_INTERNAL;
+    randombytes_buf(g->secret, sizeof g->secret);
+    const char *force = getenv(AFTP_GATE_RETRY_ENV);
+    g->force_retry = force != NULL && strcmp(force, "1") == 0;
+    return AFTP_OK;
+}
+
+void aftp_gate_fini(aftp_gate *g)
+{
+    sodium_memzero(g->secret, sizeof g->secret);
+}
+
+/* What a cookie binds: the source's address, port and the HELLO's id. */
+static int cookie_peer(const struct sockaddr *from, uint32_t conn_id, aftp_cookie_peer *peer)
+{
+    peer->conn_id = conn_id;
+    if (from->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *a = (const void *)from;
+        peer->addr = a->sin6_addr.s6_addr;
+        peer->addr_len = sizeof a->sin6_addr.s6_addr;
+        peer->port = ntohs(a->sin6_port);
+        return AFTP_OK;
+    }
+    if (from->sa_family == AF_INET) {
+        const struct sockaddr_in *a = (const void *)from;
+        peer->addr = (const uint8_t *)&a->sin_addr.s_addr;
+        peer->addr_len = sizeof a->sin_addr.s_addr;
+        peer->port = ntohs(a->sin_port);
+        return AFTP_OK;
+    }
+    return AFTP_ERR_INVALID_ARGUMENT;
+}
+
+static int has_valid_cookie(const aftp_gate *g, const aftp_wire_hello *hello,
+                            const aftp_cookie_peer *peer, uint32_t now_s)
+{
+    const uint8_t *token;
+    uint16_t token_len;
+    return aftp_wire_ext_find(hello->ext, hello->ext_len, AFTP_WIRE_EXT_COOKIE, &token,
+                              &token_len) &&
+           aftp_cookie_verify(g->secret, peer, now_s, token, token_len) == AFTP_OK;
+}
+
+/* RETRY: the client's own id echoed, packet number 0, our cookie. */
+static int encode_retry(const aftp_gate *g, const aftp_cookie_peer *peer, uint32_t now_s,
+                        uint8_t *reply, size_t *reply_len)
+{
+    uint8_t token[AFTP_COOKIE_LEN];
+    aftp_wire_packet p;
+    memset(&p, 0, sizeof p);
+    p.hdr.version = AFTP_WIRE_VERSION;
+    p.hdr.type = AFTP_WIRE_RETRY;
+    p.hdr.conn_id = peer->conn_id;
+    p.u.retry.token_len = AFTP_COOKIE_LEN;
+    p.u.retry.token = token;
+    int rc = aftp_cookie_make(g->secret, peer, now_s, token);
+    return rc == AFTP_OK ? aftp_wire_encode(&p, reply, AFTP_GATE_REPLY_MAX, reply_len) : rc;
+}
+
+static void count_second(aftp_gate *g, uint32_t now_s)
+{
+    if (now_s != g->second) {
+        g->second = now_s;
+        g->unvalidated = 0;
+        g->retries = 0;
+    }
+}
+
+int aftp_gate_hello(aftp_gate *g, const uint8_t *pkt, size_t len, const struct sockaddr *from,
+                    int busy, uint32_t now_s, uint8_t *reply, size_t *reply_len)
+{
+    aftp_wire_packet p;
+    aftp_cookie_peer peer;
+    if (aftp_wire_decode(pkt, len, &p) != AFTP_OK || p.hdr.type != AFTP_WIRE_HELLO ||
+        cookie_peer(from, p.hdr.conn_id, &peer) != AFTP_OK) {
+        g->dropped++;
+        return AFTP_GATE_DROP;
+    }
+    count_second(g, now_s);
+    int verdict;
+    if (has_valid_cookie(g, &p.u.hello, &peer, now_s))
+        verdict = busy ? AFTP_GATE_DROP : AFTP_GATE_START;
+    else if (++g->unvalidated <= AFTP_GATE_MAX_UNVALIDATED && !busy && !g->force_retry)
+        verdict = AFTP_GATE_START;
+    else if (g->retries < AFTP_GATE_MAX_RETRIES &&
+             encode_retry(g, &peer, now_s, reply, reply_len) == AFTP_OK)
+        verdict = AFTP_GATE_RETRY;
+    else
+        verdict = AFTP_GATE_DROP;
+    g->retries += verdict == AFTP_GATE_RETRY;
+    g->retries_sent += verdict == AFTP_GATE_RETRY;
+    g->dropped += verdict == AFTP_GATE_DROP;
+    return verdict;
+}

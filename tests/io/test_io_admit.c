@@ -1,0 +1,181 @@
+/* The server's admission policy (io/aftp_admit.h): authorized keys, the
+ * pre-shared key, and the per-client handshake timestamps that reject
+ * replayed HELLOs, with a bounded table. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "aftp_admit.h"
+#include "common/aftp_handshake.h"
+
+/* Two authorized keys (0x01.., 0x02..), one stranger (0x03..). */
+static uint8_t keys[2][AFTP_KEY_LEN];
+static uint8_t stranger[AFTP_KEY_LEN];
+static aftp_keyfile_list list = {keys, 2};
+
+static int setup(void **state)
+{
+    (void)state;
+    memset(keys[0], 1, AFTP_KEY_LEN);
+    memset(keys[1], 2, AFTP_KEY_LEN);
+    memset(stranger, 3, AFTP_KEY_LEN);
+    return 0;
+}
+
+static void stamp(uint64_t seconds, uint8_t *ts)
+{
+    aftp_hs_timestamp(seconds * 1000000000u, ts);
+}
+
+static void test_lookup(void **state)
+{
+    (void)state;
+    aftp_admit a;
+    uint8_t psk[AFTP_KEY_LEN], zero[AFTP_KEY_LEN] = {0}, shared[AFTP_KEY_LEN];
+    aftp_admit_init(&a, &list, NULL);
+    aftp_peer_policy p = aftp_admit_policy(&a);
+    memset(psk, 0xee, sizeof psk);
+    assert_int_equal(p.lookup(p.user, keys[1], psk), AFTP_OK);
+    assert_memory_equal(psk, zero, AFTP_KEY_LEN); /* no psk: zeros */
+    assert_false(a.have_rejected);
+    assert_int_equal(p.lookup(p.user, stranger, psk), AFTP_ERR_UNKNOWN_PEER);
+    assert_true(a.have_rejected);
+    assert_memory_equal(a.rejected, stranger, AFTP_KEY_LEN);
+    aftp_admit_fini(&a);
+
+    memset(shared, 0x5a, sizeof shared);
+    aftp_admit_init(&a, &list, shared);
+    p = aftp_admit_policy(&a);
+    assert_int_equal(p.lookup(p.user, keys[0], psk), AFTP_OK);
+    assert_memory_equal(psk, shared, AFTP_KEY_LEN);
+    aftp_admit_fini(&a);
+}
+
+static void test_timestamps_per_client(void **state)
+{
+    (void)state;
+    aftp_admit a;
+    uint8_t t1[AFTP_HS_TIMESTAMP_LEN], t2[AFTP_HS_TIMESTAMP_LEN];
+    stamp(100, t1);
+    stamp(200, t2);
+    aftp_admit_init(&a, &list, NULL);
+    aftp_peer_policy p = aftp_admit_policy(&a);
+    assert_int_equal(p.check_timestamp(p.user, keys[0], t1), AFTP_OK);
+    assert_int_equal(p.check_timestamp(p.user, keys[0], t1), AFTP_ERR_REPLAY); /* same */
+    assert_int_equal(p.check_timestamp(p.user, keys[1], t1), AFTP_OK);        /* other client */
+    assert_int_equal(p.check_timestamp(p.user, keys[0], t2), AFTP_OK);        /* newer */
+    assert_int_equal(p.check_timestamp(p.user, keys[0], t1), AFTP_ERR_REPLAY); /* older */
+    assert_int_equal(p.check_timestamp(p.user, keys[1], t2), AFTP_OK);
+    aftp_admit_fini(&a);
+}
+
+static void stamp_ns(uint64_t ns, uint8_t *ts)
+{
+    aftp_hs_timestamp(ns, ts);
+}
+
+/* Sessions one key opens close together or in parallel: any order within
+ * the window is fine, an exact repeat never is, and a HELLO older than the
+ * window (or than what the bounded list forgot) is refused. */
+static void test_timestamps_reordered_within_window(void **state)
+{
+    (void)state;
+    const uint64_t t0 = UINT64_C(1700000000) * 1000000000u;
+    aftp_admit a;
+    uint8_t ts[AFTP_HS_TIMESTAMP_LEN];
+    aftp_admit_init(&a, &list, NULL);
+    aftp_peer_policy p = aftp_admit_policy(&a);
+    stamp_ns(t0 + 5, ts);
+    assert_int_equal(p.check_timestamp(p.user, keys[0], ts), AFTP_OK);
+    stamp_ns(t0 + 1, ts); /* started earlier, arrived later */
+    assert_int_equal(p.check_timestamp(p.user, keys[0], ts), AFTP_OK);
+    assert_int_equal(p.check_timestamp(p.user, keys[0], ts), AFTP_ERR_REPLAY);
+    stamp_ns(t0 + 5, ts);
+    assert_int_equal(p.check_timestamp(p.user, keys[0], ts), AFTP_ERR_REPLAY);
+    stamp_ns(t0 + 2, ts); /* back-to-back sends: 1 ns apart is enough */
+    assert_int_equal(p.check_timestamp(p.user, keys[0], ts), AFTP_OK);
+    /* The client moves on by more than the window: the old ones are out. */
+    stamp_ns(t0 + AFTP_ADMIT_WINDOW_NS + 10, ts);
+    assert_int_equal(p.check_timestamp(p.user, keys[0], ts), AFTP_OK);
+    stamp_ns(t0 + 3, ts);
+    assert_int_equal(p.check_timestamp(p.user, keys[0], ts), AFTP_ERR_REPLAY);
+    aftp_admit_fini(&a);
+}
+
+/* The per-client list is bounded: once it forgets a timestamp, nothing up
+ * to that one is accepted again, even inside the window. */
+static void test_timestamps_forgotten_raise_the_floor(void **state)
+{
+    (void)state;
+    const uint64_t t0 = UINT64_C(1700000000) * 1000000000u;
+    aftp_admit a;
+    uint8_t ts[AFTP_HS_TIMESTAMP_LEN];
+    aftp_admit_init(&a, &list, NULL);
+    aftp_peer_policy p = aftp_admit_policy(&a);
+    for (uint64_t i = 1; i <= AFTP_ADMIT_RECENT + 1; i++) {
+        stamp_ns(t0 + 10 * i, ts);
+        assert_int_equal(p.check_timestamp(p.user, keys[1], ts), AFTP_OK);
+    }
+    stamp_ns(t0 + 10, ts); /* the forgotten first one: refused */
+    assert_int_equal(p.check_timestamp(p.user, keys[1], ts), AFTP_ERR_REPLAY);
+    stamp_ns(t0 + 5, ts); /* below the floor */
+    assert_int_equal(p.check_timestamp(p.user, keys[1], ts), AFTP_ERR_REPLAY);
+    stamp_ns(t0 + 15, ts); /* above the floor, never seen */
+    assert_int_equal(p.check_timestamp(p.user, keys[1], ts), AFTP_OK);
+    aftp_admit_fini(&a);
+}
+
+/* Past AFTP_ADMIT_MAX_CLIENTS keys the least recently seen one is
+ * forgotten, the others are still remembered. */
+static void test_table_bounded(void **state)
+{
+    (void)state;
+    aftp_admit a;
+    uint8_t key[AFTP_KEY_LEN], ts[AFTP_HS_TIMESTAMP_LEN];
+    aftp_admit_init(&a, &list, NULL);
+    aftp_peer_policy p = aftp_admit_policy(&a);
+    stamp(100, ts);
+    memset(key, 0, sizeof key);
+    for (uint32_t i = 0; i < AFTP_ADMIT_MAX_CLIENTS; i++) {
+        memcpy(key, &i, sizeof i);
+        assert_int_equal(p.check_timestamp(p.user, key, ts), AFTP_OK);
+    }
+    assert_int_equal(a.seen_count, AFTP_ADMIT_MAX_CLIENTS);
+    /* client 0 comes back (newest now); client 1 is the oldest */
+    uint32_t i = 0;
+    uint8_t later[AFTP_HS_TIMESTAMP_LEN];
+    stamp(150, later);
+    memcpy(key, &i, sizeof i);
+    assert_int_equal(p.check_timestamp(p.user, key, later), AFTP_OK);
+    uint32_t newcomer = AFTP_ADMIT_MAX_CLIENTS;
+    memcpy(key, &newcomer, sizeof newcomer);
+    assert_int_equal(p.check_timestamp(p.user, key, ts), AFTP_OK);
+    assert_int_equal(a.seen_count, AFTP_ADMIT_MAX_CLIENTS);
+    /* client 1 was evicted: its old timestamp passes again; 0 and 2 are kept */
+    i = 1;
+    memcpy(key, &i, sizeof i);
+    assert_int_equal(p.check_timestamp(p.user, key, ts), AFTP_OK);
+    i = 0;
+    memcpy(key, &i, sizeof i);
+    assert_int_equal(p.check_timestamp(p.user, key, later), AFTP_ERR_REPLAY);
+    i = 3;
+    memcpy(key, &i, sizeof i);
+    assert_int_equal(p.check_timestamp(p.user, key, ts), AFTP_ERR_REPLAY);
+    aftp_admit_fini(&a);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_lookup),
+        cmocka_unit_test(test_timestamps_per_client),
+        cmocka_unit_test(test_timestamps_reordered_within_window),
+        cmocka_unit_test(test_timestamps_forgotten_raise_the_floor),
+        cmocka_unit_test(test_table_bounded),
+    };
+    return cmocka_run_group_tests(tests, setup, NULL);
+}
