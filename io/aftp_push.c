@@ -56,9 +56,10 @@ static void after_batch(void *src)
     aftp_source_check(src);
 }
 
-/* The handshake's timestamp must grow across runs and hosts (the server
- * rejects one not newer than the last it saw from this key): wall-clock
- * time, not the monotonic clock of the datapath. */
+/* The handshake's timestamp must move forward across runs and hosts (the
+ * server refuses a repeat or one older than its replay window, spec
+ * section 14.2.4): wall-clock time, not the monotonic clock of the
+ * datapath. */
 static uint64_t wall_clock_ns(void)
 {
     struct timespec ts;
