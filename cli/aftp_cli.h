@@ -127,10 +127,39 @@ void aftp_cli_secrets_free(aftp_cli_secrets *s);
 int aftp_cli_load_identity(const aftp_cli_security *sec, aftp_cli_secrets *s);
 int aftp_cli_load_psk(const aftp_cli_security *sec, aftp_cli_secrets *s);
 /* The server's key: --peer-key, else the known-hosts entry of host
- * ("HOST:PORT" as typed). */
-int aftp_cli_load_peer_key(const aftp_cli_security *sec, const char *host, aftp_cli_secrets *s);
+ * ("HOST:PORT" as typed). A host the known hosts do not list gives
+ * AFTP_EXIT_AUTH with *unknown set and nothing printed: the caller
+ * explains (aftp_cli_explain_unknown_host) or asks its user
+ * (aftp_cli_learn_peer_key). */
+int aftp_cli_load_peer_key(const aftp_cli_security *sec, const char *host, aftp_cli_secrets *s,
+                           int *unknown);
+/* The known-hosts file in force: --known-hosts, else ~/.aftp/known_hosts
+ * in buf; NULL without HOME. */
+const char *aftp_cli_known_hosts_path(const aftp_cli_security *sec, char *buf, size_t cap);
+/* How to pin the key of an unknown host (one line on stderr); AFTP_EXIT_AUTH. */
+int aftp_cli_explain_unknown_host(const char *host, const char *known_hosts);
 /* "aftp-x25519 <base64>" of a public key. */
 void aftp_cli_format_key(const uint8_t *key, char *out, size_t cap);
+/* "SHA256:<base64>" (SHA-256 of the 32 key bytes, unpadded base64, as ssh
+ * shows host keys): the short form users compare out of band. */
+#define AFTP_CLI_FINGERPRINT_MAX 56u
+void aftp_cli_format_fingerprint(const uint8_t *key, char *out, size_t cap);
+
+/* ---- trust on first use (aftp_cli_tofu.c) ---- */
+
+/* Non-zero when stdin and stderr are terminals: a person can be asked. */
+int aftp_cli_interactive(void);
+/* For an unknown host: asks the server at peer for its key (spec section
+ * 14.9), shows it with its fingerprint on stderr and reads the answer from
+ * stdin. Only "yes" appends "host aftp-x25519 <base64>" to the known hosts
+ * (creating ~/.aftp 0700 and the file 0600 when missing) and puts the key
+ * in s->peer_key: AFTP_EXIT_OK. Otherwise an exit status after one line
+ * on stderr: AFTP_EXIT_AUTH (not accepted), AFTP_EXIT_NETWORK (no answer,
+ * unreachable), AFTP_EXIT_CANCELLED (*interrupt), AFTP_EXIT_LOCAL_FILE
+ * (the known hosts cannot be written). */
+int aftp_cli_learn_peer_key(const aftp_cli_security *sec, const char *host,
+                            const struct sockaddr *peer, socklen_t peer_len,
+                            volatile sig_atomic_t *interrupt, aftp_cli_secrets *s);
 
 int aftp_cli_keygen(int argc, char **argv);
 int aftp_cli_send(int argc, char **argv);

@@ -125,22 +125,28 @@ int aftp_cli_load_psk(const aftp_cli_security *sec, aftp_cli_secrets *s)
     return AFTP_EXIT_OK;
 }
 
-/* What to do about a server whose key is not pinned. */
-static int explain_unknown_host(const char *host, const char *known_hosts)
+int aftp_cli_explain_unknown_host(const char *host, const char *known_hosts)
 {
     aftp_cli_error("the key of %s is unknown (not in %s). 'aftp recv' prints its key when it "
                    "starts ('aftp: server key aftp-x25519 <base64>'); pin it with --peer-key FILE "
                    "(a file holding that key line) or add the line "
-                   "'%s aftp-x25519 <base64>' to %s",
+                   "'%s aftp-x25519 <base64>' to %s, or run 'aftp send' from a terminal: it "
+                   "then shows the server's key and asks whether to trust it",
                    host, known_hosts, host, known_hosts);
     return AFTP_EXIT_AUTH;
 }
 
-int aftp_cli_load_peer_key(const aftp_cli_security *sec, const char *host, aftp_cli_secrets *s)
+const char *aftp_cli_known_hosts_path(const aftp_cli_security *sec, char *buf, size_t cap)
+{
+    return aftp_cli_key_path(sec->known_hosts, AFTP_CLI_KNOWN_HOSTS_NAME, buf, cap);
+}
+
+int aftp_cli_load_peer_key(const aftp_cli_security *sec, const char *host, aftp_cli_secrets *s,
+                           int *unknown)
 {
     char buf[4096], err[512];
-    const char *known = aftp_cli_key_path(sec->known_hosts, AFTP_CLI_KNOWN_HOSTS_NAME, buf,
-                                          sizeof buf);
+    const char *known = aftp_cli_known_hosts_path(sec, buf, sizeof buf);
+    *unknown = 0;
     if (sec->peer_key != NULL) {
         if (aftp_keyfile_read_public(sec->peer_key, s->peer_key, err, sizeof err) != AFTP_OK)
             return key_problem("server key (--peer-key)", err);
@@ -159,13 +165,26 @@ int aftp_cli_load_peer_key(const aftp_cli_security *sec, const char *host, aftp_
         return AFTP_EXIT_USAGE;
     }
     int rc = aftp_keyfile_known_hosts_lookup_file(known, host, s->peer_key, err, sizeof err);
-    if (rc == AFTP_ERR_UNKNOWN_PEER)
-        return explain_unknown_host(host, known);
+    if (rc == AFTP_ERR_UNKNOWN_PEER) {
+        *unknown = 1; /* the caller explains, or asks its user */
+        return AFTP_EXIT_AUTH;
+    }
     if (rc == AFTP_ERR_AUTH) {
         aftp_cli_error("WARNING: %s", err);
         return AFTP_EXIT_AUTH;
     }
     return rc == AFTP_OK ? AFTP_EXIT_OK : key_problem("known hosts", err);
+}
+
+void aftp_cli_format_fingerprint(const uint8_t *key, char *out, size_t cap)
+{
+    uint8_t hash[crypto_hash_sha256_BYTES];
+    char b64[sodium_base64_ENCODED_LEN(crypto_hash_sha256_BYTES,
+                                       sodium_base64_VARIANT_ORIGINAL_NO_PADDING)];
+    crypto_hash_sha256(hash, key, AFTP_KEY_LEN);
+    sodium_bin2base64(b64, sizeof b64, hash, sizeof hash,
+                      sodium_base64_VARIANT_ORIGINAL_NO_PADDING);
+    snprintf(out, cap, "SHA256:%s", b64);
 }
 
 void aftp_cli_format_key(const uint8_t *key, char *out, size_t cap)

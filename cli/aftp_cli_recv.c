@@ -176,7 +176,7 @@ static int load_authorized(const recv_args *a, recv_keys *k)
 static int load_recv_keys(const recv_args *a, const aftp_cli_report *r, recv_keys *k,
                           aftp_security_settings *sec)
 {
-    char line[128];
+    char line[128], fingerprint[AFTP_CLI_FINGERPRINT_MAX];
     int rc;
     memset(sec, 0, sizeof *sec);
     sec->cipher = a->sec.cipher;
@@ -193,7 +193,10 @@ static int load_recv_keys(const recv_args *a, const aftp_cli_report *r, recv_key
     sec->identity = k->secrets->identity;
     sec->peers = aftp_admit_policy(&k->admit);
     aftp_cli_format_key(k->secrets->public_key, line, sizeof line);
+    aftp_cli_format_fingerprint(k->secrets->public_key, fingerprint, sizeof fingerprint);
     aftp_cli_notice(r, "server key %s", line);
+    /* What a client's user compares before trusting this server (14.9). */
+    aftp_cli_notice(r, "server fingerprint %s", fingerprint);
     return AFTP_EXIT_OK;
 }
 

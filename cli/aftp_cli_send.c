@@ -177,10 +177,27 @@ static void explain_failure(const send_args *a, const aftp_cli_report *r,
     }
 }
 
+/* The server's key: pinned, else (unknown host) learnt from the server
+ * with its user's consent when a person is there to give it. */
+static int load_server_key(const send_args *a, aftp_cli_secrets *keys,
+                           volatile sig_atomic_t *interrupt)
+{
+    char buf[4096];
+    int unknown;
+    int rc = aftp_cli_load_peer_key(&a->sec, a->peer_text, keys, &unknown);
+    if (!unknown)
+        return rc;
+    if (aftp_cli_interactive())
+        return aftp_cli_learn_peer_key(&a->sec, a->peer_text, (const struct sockaddr *)&a->peer,
+                                       a->peer_len, interrupt, keys);
+    return aftp_cli_explain_unknown_host(a->peer_text,
+                                         aftp_cli_known_hosts_path(&a->sec, buf, sizeof buf));
+}
+
 /* The keys of a protected run into keys and *sec (none for --cipher none);
  * an exit status. */
 static int load_send_keys(const send_args *a, aftp_cli_secrets *keys,
-                          aftp_security_settings *sec)
+                          aftp_security_settings *sec, volatile sig_atomic_t *interrupt)
 {
     int rc = AFTP_EXIT_OK;
     memset(sec, 0, sizeof *sec);
@@ -188,8 +205,8 @@ static int load_send_keys(const send_args *a, aftp_cli_secrets *keys,
     if (a->sec.cipher == AFTP_CIPHER_NONE)
         return AFTP_EXIT_OK;
     if ((rc = aftp_cli_load_identity(&a->sec, keys)) != AFTP_EXIT_OK ||
-        (rc = aftp_cli_load_peer_key(&a->sec, a->peer_text, keys)) != AFTP_EXIT_OK ||
-        (rc = aftp_cli_load_psk(&a->sec, keys)) != AFTP_EXIT_OK)
+        (rc = aftp_cli_load_psk(&a->sec, keys)) != AFTP_EXIT_OK ||
+        (rc = load_server_key(a, keys, interrupt)) != AFTP_EXIT_OK)
         return rc;
     sec->identity = keys->identity;
     sec->peer_key = keys->peer_key;
@@ -212,7 +229,7 @@ static int run_send(const send_args *args, aftp_cli_secrets *keys)
                         .min_rate_bps = a.min_rate_bps,
                         .idle_timeout_ns = a.common.idle_timeout_ns,
                         .hooks = aftp_cli_report_hooks(&r)};
-    int rc = load_send_keys(&a, keys, &o.security);
+    int rc = load_send_keys(&a, keys, &o.security, &r.interrupt);
     if (rc != AFTP_EXIT_OK)
         return rc;
     if (aftp_push_run(&o, &res) == AFTP_OK) {

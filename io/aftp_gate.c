@@ -8,11 +8,15 @@
 #include "aftp/aftp_error.h"
 #include "proto/aftp_wire.h"
 
-int aftp_gate_init(aftp_gate *g)
+int aftp_gate_init(aftp_gate *g, const uint8_t *server_key)
 {
     memset(g, 0, sizeof *g);
     if (sodium_init() < 0)
         return AFTP_ERR_INTERNAL;
+    if (server_key != NULL) {
+        memcpy(g->server_key, server_key, sizeof g->server_key);
+        g->have_server_key = 1;
+    }
     randombytes_buf(g->secret, sizeof g->secret);
     const char *force = getenv(AFTP_GATE_RETRY_ENV);
     g->force_retry = force != NULL && strcmp(force, "1") == 0;
@@ -55,20 +59,45 @@ static int has_valid_cookie(const aftp_gate *g, const aftp_wire_hello *hello,
            aftp_cookie_verify(g->secret, peer, now_s, token, token_len) == AFTP_OK;
 }
 
-/* RETRY: the client's own id echoed, packet number 0, our cookie. */
+/* A stateless reply's header: our version, the client's own id echoed,
+ * packet number 0, no flags. */
+static void stateless_reply(uint8_t type, uint32_t client_id, aftp_wire_packet *p)
+{
+    memset(p, 0, sizeof *p);
+    p->hdr.version = AFTP_WIRE_VERSION;
+    p->hdr.type = type;
+    p->hdr.conn_id = client_id;
+}
+
+/* RETRY: our cookie for this source and id. */
 static int encode_retry(const aftp_gate *g, const aftp_cookie_peer *peer, uint32_t now_s,
                         uint8_t *reply, size_t *reply_len)
 {
     uint8_t token[AFTP_COOKIE_LEN];
     aftp_wire_packet p;
-    memset(&p, 0, sizeof p);
-    p.hdr.version = AFTP_WIRE_VERSION;
-    p.hdr.type = AFTP_WIRE_RETRY;
-    p.hdr.conn_id = peer->conn_id;
+    stateless_reply(AFTP_WIRE_RETRY, peer->conn_id, &p);
     p.u.retry.token_len = AFTP_COOKIE_LEN;
     p.u.retry.token = token;
     int rc = aftp_cookie_make(g->secret, peer, now_s, token);
     return rc == AFTP_OK ? aftp_wire_encode(&p, reply, AFTP_GATE_REPLY_MAX, reply_len) : rc;
+}
+
+/* SERVER_KEY: our static public key, nothing else. */
+static int encode_server_key(const aftp_gate *g, uint32_t client_id, uint8_t *reply,
+                             size_t *reply_len)
+{
+    aftp_wire_packet p;
+    stateless_reply(AFTP_WIRE_SERVER_KEY, client_id, &p);
+    memcpy(p.u.server_key.key, g->server_key, sizeof p.u.server_key.key);
+    return aftp_wire_encode(&p, reply, AFTP_GATE_REPLY_MAX, reply_len);
+}
+
+static int asks_for_key(const aftp_wire_hello *hello)
+{
+    const uint8_t *value;
+    uint16_t value_len;
+    return aftp_wire_ext_find(hello->ext, hello->ext_len, AFTP_WIRE_EXT_KEY_REQUEST, &value,
+                              &value_len);
 }
 
 static void count_second(aftp_gate *g, uint32_t now_s)
@@ -76,8 +105,32 @@ static void count_second(aftp_gate *g, uint32_t now_s)
     if (now_s != g->second) {
         g->second = now_s;
         g->unvalidated = 0;
-        g->retries = 0;
+        g->replies = 0;
     }
+}
+
+/* A key request: answered while the reply budget lasts, never a session. */
+static int key_verdict(aftp_gate *g, uint32_t client_id, uint8_t *reply, size_t *reply_len)
+{
+    if (g->have_server_key && g->replies < AFTP_GATE_MAX_REPLIES &&
+        encode_server_key(g, client_id, reply, reply_len) == AFTP_OK)
+        return AFTP_GATE_SERVER_KEY;
+    return AFTP_GATE_DROP;
+}
+
+/* A HELLO for a session: started, asked to prove its address, or dropped. */
+static int session_verdict(aftp_gate *g, const aftp_wire_hello *hello,
+                           const aftp_cookie_peer *peer, int busy, uint32_t now_s,
+                           uint8_t *reply, size_t *reply_len)
+{
+    if (has_valid_cookie(g, hello, peer, now_s))
+        return busy ? AFTP_GATE_DROP : AFTP_GATE_START;
+    if (++g->unvalidated <= AFTP_GATE_MAX_UNVALIDATED && !busy && !g->force_retry)
+        return AFTP_GATE_START;
+    if (g->replies < AFTP_GATE_MAX_REPLIES &&
+        encode_retry(g, peer, now_s, reply, reply_len) == AFTP_OK)
+        return AFTP_GATE_RETRY;
+    return AFTP_GATE_DROP;
 }
 
 int aftp_gate_hello(aftp_gate *g, const uint8_t *pkt, size_t len, const struct sockaddr *from,
@@ -91,18 +144,12 @@ int aftp_gate_hello(aftp_gate *g, const uint8_t *pkt, size_t len, const struct s
         return AFTP_GATE_DROP;
     }
     count_second(g, now_s);
-    int verdict;
-    if (has_valid_cookie(g, &p.u.hello, &peer, now_s))
-        verdict = busy ? AFTP_GATE_DROP : AFTP_GATE_START;
-    else if (++g->unvalidated <= AFTP_GATE_MAX_UNVALIDATED && !busy && !g->force_retry)
-        verdict = AFTP_GATE_START;
-    else if (g->retries < AFTP_GATE_MAX_RETRIES &&
-             encode_retry(g, &peer, now_s, reply, reply_len) == AFTP_OK)
-        verdict = AFTP_GATE_RETRY;
-    else
-        verdict = AFTP_GATE_DROP;
-    g->retries += verdict == AFTP_GATE_RETRY;
+    int verdict = asks_for_key(&p.u.hello)
+                      ? key_verdict(g, peer.conn_id, reply, reply_len)
+                      : session_verdict(g, &p.u.hello, &peer, busy, now_s, reply, reply_len);
+    g->replies += verdict == AFTP_GATE_RETRY || verdict == AFTP_GATE_SERVER_KEY;
     g->retries_sent += verdict == AFTP_GATE_RETRY;
+    g->keys_sent += verdict == AFTP_GATE_SERVER_KEY;
     g->dropped += verdict == AFTP_GATE_DROP;
     return verdict;
 }

@@ -9,6 +9,7 @@
 #include "aftp_parse.h"
 #include "aftp_store.h"
 #include "aftp_udp.h"
+#include "common/aftp_handshake.h"
 #include "proto/aftp_wire.h"
 
 /* The receive buffer absorbs what arrives while the loop is busy (page
@@ -164,7 +165,8 @@ static int on_listener_datagram(serve_state *st, const uint8_t *pkt, size_t len,
     switch (aftp_gate_hello(&st->gate, pkt, len, from, busy, (uint32_t)(now / 1000000000u),
                             reply, &reply_len)) {
     case AFTP_GATE_START: return start_session(st, pkt, len, from);
-    case AFTP_GATE_RETRY: aftp_udp_send_to(&st->listener, reply, reply_len, from); break;
+    case AFTP_GATE_RETRY:
+    case AFTP_GATE_SERVER_KEY: aftp_udp_send_to(&st->listener, reply, reply_len, from); break;
     default: break;
     }
     return AFTP_OK;
@@ -285,6 +287,17 @@ static int open_listener(const aftp_serve_opts *o, aftp_udp *udp, aftp_io_result
     return AFTP_OK;
 }
 
+/* The gate, with the public key that answers key requests (a protected
+ * server's; an unprotected one has none to give). */
+static int open_gate(const aftp_serve_opts *o, aftp_gate *gate)
+{
+    uint8_t public_key[AFTP_KEY_LEN];
+    if (o->security.cipher == AFTP_CIPHER_NONE || o->security.identity == NULL)
+        return aftp_gate_init(gate, NULL);
+    int rc = aftp_hs_public_key(o->security.identity, public_key);
+    return rc == AFTP_OK ? aftp_gate_init(gate, public_key) : rc;
+}
+
 int aftp_serve_run(const aftp_serve_opts *o, aftp_io_result *res)
 {
     serve_state st;
@@ -292,7 +305,7 @@ int aftp_serve_run(const aftp_serve_opts *o, aftp_io_result *res)
     memset(&st, 0, sizeof st);
     st.o = o;
     res->phase = AFTP_IO_PHASE_LOCAL;
-    int rc = aftp_gate_init(&st.gate);
+    int rc = open_gate(o, &st.gate);
     if (rc == AFTP_OK)
         rc = open_listener(o, &st.listener, res);
     if (rc != AFTP_OK) {

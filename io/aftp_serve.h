@@ -5,7 +5,8 @@
  * bound to the listening port and connected to its client. Other clients'
  * HELLOs meanwhile get a RETRY (io/aftp_gate.h) and are served when they
  * come again after the session; a HELLO that does not authenticate
- * starts nothing.
+ * starts nothing, and one that asks for the server's key (KEY_REQUEST) is
+ * answered with SERVER_KEY, busy or not, and starts nothing either.
  */
 #ifndef AFTP_SERVE_H
 #define AFTP_SERVE_H

@@ -697,6 +697,20 @@ static int encode_retry(aftp_wire_writer *w, const aftp_wire_packet *p)
     return aftp_wire_write_bytes(w, t->token, t->token_len);
 }
 
+/* SERVER_KEY (spec section 6.12): the key and nothing else. */
+static int decode_server_key(aftp_wire_reader *r, aftp_wire_packet *p)
+{
+    const uint8_t *key;
+    TRY(aftp_wire_read_bytes(r, AFTP_WIRE_SERVER_KEY_LEN, &key));
+    memcpy(p->u.server_key.key, key, AFTP_WIRE_SERVER_KEY_LEN);
+    return AFTP_OK;
+}
+
+static int encode_server_key(aftp_wire_writer *w, const aftp_wire_packet *p)
+{
+    return aftp_wire_write_bytes(w, p->u.server_key.key, AFTP_WIRE_SERVER_KEY_LEN);
+}
+
 typedef struct wire_codec {
     const char *name;
     int (*decode)(aftp_wire_reader *r, aftp_wire_packet *p);
@@ -715,6 +729,7 @@ static const wire_codec codecs[AFTP_WIRE_TYPE_MAX + 1] = {
     [AFTP_WIRE_FILE_RESULT] = {"FILE_RESULT", decode_file_result, encode_file_result},
     [AFTP_WIRE_CLOSE] = {"CLOSE", decode_close, encode_close},
     [AFTP_WIRE_RETRY] = {"RETRY", decode_retry, encode_retry},
+    [AFTP_WIRE_SERVER_KEY] = {"SERVER_KEY", decode_server_key, encode_server_key},
 };
 
 const char *aftp_wire_type_name(uint8_t type)

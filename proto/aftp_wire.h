@@ -54,9 +54,10 @@ enum aftp_wire_type {
     AFTP_WIRE_FILE_DONE = 0x07,
     AFTP_WIRE_FILE_RESULT = 0x08,
     AFTP_WIRE_CLOSE = 0x09,
-    AFTP_WIRE_RETRY = 0x0A  /* stateless: server asks for a HELLO with its cookie */
+    AFTP_WIRE_RETRY = 0x0A,     /* stateless: server asks for a HELLO with its cookie */
+    AFTP_WIRE_SERVER_KEY = 0x0B /* stateless: server's static public key (KEY_REQUEST) */
 };
-#define AFTP_WIRE_TYPE_MAX AFTP_WIRE_RETRY
+#define AFTP_WIRE_TYPE_MAX AFTP_WIRE_SERVER_KEY
 
 /* ---- roles and ciphers (spec sections 6.2, 12) ---- */
 enum aftp_wire_role {
@@ -108,10 +109,12 @@ enum aftp_wire_error {
 #define AFTP_WIRE_DIGEST_LEN 16u             /* XXH3-128, canonical (big-endian) */
 #define AFTP_WIRE_VARINT_MAX ((UINT64_C(1) << 62) - 1)
 #define AFTP_WIRE_MAX_TOKEN 64u              /* bytes of a RETRY token / COOKIE value */
+#define AFTP_WIRE_SERVER_KEY_LEN 32u         /* X25519 public key in SERVER_KEY */
 
 /* ---- extension TLV types (spec section 12.3) ---- */
 #define AFTP_WIRE_EXT_HANDSHAKE 0x0001u /* HELLO: Noise message 1; HELLO_ACK: message 2 */
 #define AFTP_WIRE_EXT_COOKIE 0x0002u    /* HELLO: the token of the server's RETRY */
+#define AFTP_WIRE_EXT_KEY_REQUEST 0x0003u /* HELLO (empty value): answer with SERVER_KEY */
 
 /* Fixed body sizes (bytes after the common header). */
 #define AFTP_WIRE_DATA_FIXED 12u             /* file id + block index */
@@ -238,6 +241,13 @@ typedef struct aftp_wire_retry {
     const uint8_t *token; /* opaque to the client, borrowed */
 } aftp_wire_retry;
 
+/* SERVER_KEY: header conn_id = the client's id (echoed from its HELLO with
+ * a KEY_REQUEST extension), pn 0, flags 0. Body: exactly the server's
+ * 32-byte X25519 static public key. Unauthenticated (spec section 14.9). */
+typedef struct aftp_wire_server_key {
+    uint8_t key[AFTP_WIRE_SERVER_KEY_LEN];
+} aftp_wire_server_key;
+
 typedef struct aftp_wire_packet {
     aftp_wire_header hdr;
     union {
@@ -252,6 +262,7 @@ typedef struct aftp_wire_packet {
         aftp_wire_file_result file_result;
         aftp_wire_close close;
         aftp_wire_retry retry;
+        aftp_wire_server_key server_key;
     } u;
 } aftp_wire_packet;
 

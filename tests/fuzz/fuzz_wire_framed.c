@@ -30,6 +30,7 @@
  *                  one over the limit), each two values written as varints
  *     CLOSE:       u16 error, then bytes reason
  *     RETRY:       bytes token
+ *     SERVER_KEY:  the 32 key bytes
  */
 #include <string.h>
 
@@ -202,8 +203,11 @@ static void copy_body(fuzz_input *in, aftp_wire_writer *w, uint8_t type)
         copy(in, w, 2);
         copy_counted_bytes(in, w);
         break;
-    default: /* RETRY */
+    case AFTP_WIRE_RETRY:
         copy_counted_bytes(in, w);
+        break;
+    default: /* SERVER_KEY */
+        copy_bytes(in, w, AFTP_WIRE_SERVER_KEY_LEN);
         break;
     }
 }

@@ -150,8 +150,33 @@ static void emit_handshake(const char *dir)
                  AFTP_ERR_TRUNCATED);
 }
 
+/* A HELLO asking for the server's key, and SERVER_KEY: valid, one byte
+ * short, one byte over. */
+static void emit_key_request(const char *dir)
+{
+    static const uint8_t ext[] = {0x00, 0x03, 0x00, 0x00}; /* KEY_REQUEST, empty */
+    aftp_wire_packet p = packet(AFTP_WIRE_HELLO);
+    p.u.hello.role = AFTP_WIRE_ROLE_PUSH;
+    p.u.hello.cipher_count = 1;
+    p.u.hello.ciphers[0] = AFTP_WIRE_CIPHER_CHACHA20POLY1305;
+    p.u.hello.max_datagram = 1452;
+    p.u.hello.ext = ext;
+    p.u.hello.ext_len = sizeof ext;
+    emit_valid(dir, "hello-key-request", &p);
+
+    p = packet(AFTP_WIRE_SERVER_KEY);
+    p.hdr.pn = 0;
+    for (uint8_t i = 0; i < AFTP_WIRE_SERVER_KEY_LEN; i++)
+        p.u.server_key.key[i] = (uint8_t)(0x90 + i);
+    size_t len = encode(&p);
+    emit_datagram(dir, "server-key", seed, len, AFTP_OK);
+    emit_datagram(dir, "server-key-short", seed, len - 1, AFTP_ERR_TRUNCATED);
+    emit_patched(dir, "server-key-trailing", &p, len, 0, AFTP_ERR_MALFORMED);
+}
+
 /* The secure handshake's packets: a HELLO with a message-1-sized HANDSHAKE
- * extension and a cookie, a HELLO_ACK with a message-2-sized one, RETRY. */
+ * extension and a cookie, a HELLO_ACK with a message-2-sized one, RETRY,
+ * and the key request: a HELLO with KEY_REQUEST, SERVER_KEY. */
 static void emit_secure_handshake(const char *dir)
 {
     static uint8_t msg[108], token[AFTP_WIRE_MAX_TOKEN], ext[256];
@@ -196,6 +221,7 @@ static void emit_secure_handshake(const char *dir)
                  AFTP_WIRE_MAX_TOKEN + 1, AFTP_ERR_MALFORMED);
     p.u.retry.token_len = AFTP_WIRE_MAX_TOKEN;
     emit_valid(dir, "retry-max-token", &p);
+    emit_key_request(dir);
 }
 
 static void emit_files(const char *dir)
@@ -514,6 +540,12 @@ static void emit_framed_seeds(const char *dir)
     for (uint8_t i = 0; i < 20; i++)
         put(&in, i, 1);
     write_seed(dir, "wire_framed", "retry", in.buf, in.len);
+    /* A valid SERVER_KEY. */
+    in.len = 0;
+    put_framed_header(&in, AFTP_WIRE_SERVER_KEY);
+    for (uint8_t i = 0; i < AFTP_WIRE_SERVER_KEY_LEN; i++)
+        put(&in, 0x90 + i, 1);
+    write_seed(dir, "wire_framed", "server-key", in.buf, in.len);
     /* A valid CLOSE with a short reason, and a valid FILE_OFFER. */
     in.len = 0;
     put_framed_header(&in, AFTP_WIRE_CLOSE);

@@ -65,3 +65,13 @@ int io_test_count_entries(int dirfd)
     closedir(d);
     return n;
 }
+
+struct sockaddr_in io_test_loopback(uint16_t port)
+{
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    return a;
+}

@@ -1,7 +1,8 @@
-/* Helpers of the io tests: scratch directories and small files. */
+/* Helpers of the io tests: scratch directories, small files, addresses. */
 #ifndef IO_TESTUTIL_H
 #define IO_TESTUTIL_H
 
+#include <netinet/in.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -16,5 +17,8 @@ void io_test_pattern(uint8_t *buf, size_t len, uint32_t seed);
 int io_test_exists(int dirfd, const char *name);
 /* Number of entries in dirfd other than . and .. */
 int io_test_count_entries(int dirfd);
+
+/* 127.0.0.1:port. */
+struct sockaddr_in io_test_loopback(uint16_t port);
 
 #endif

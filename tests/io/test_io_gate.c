@@ -1,6 +1,6 @@
 /* The server's HELLO gate (io/aftp_gate.h): when a HELLO starts a session,
- * gets a RETRY or is dropped; the RETRY's form and its cookie. */
-#include <arpa/inet.h>
+ * gets a RETRY, gets the server's key (KEY_REQUEST) or is dropped; the
+ * form of RETRY and SERVER_KEY, and the cookie. */
 #include <netinet/in.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,41 +12,42 @@
 #include <cmocka.h>
 
 #include "aftp_gate.h"
+#include "aftp_keyfetch.h"
+#include "io_testutil.h"
 #include "proto/aftp_wire.h"
 
-static struct sockaddr_in client(uint16_t port)
-{
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_port = htons(port);
-    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    return a;
-}
+/* The static public key the gates of these tests hand out. */
+static const uint8_t gate_key[AFTP_WIRE_SERVER_KEY_LEN] = {
+    0x35, 0x80, 0x72, 0xd6, 0x36, 0x58, 0x80, 0xd1, 0xae, 0xea, 0x32, 0x9a, 0xdf, 0x91, 0x21, 0x38,
+    0x38, 0x51, 0xed, 0x21, 0xa2, 0x8e, 0x3b, 0x75, 0xe9, 0x65, 0xd0, 0xd2, 0xcd, 0x16, 0x62, 0x54};
 
-/* A full-size HELLO of conn_id, with a COOKIE extension when token. */
-static size_t make_hello(uint32_t conn_id, const uint8_t *token, uint16_t token_len,
-                         uint8_t *buf)
+/* A full-size HELLO of conn_id, with a COOKIE extension when token, and a
+ * KEY_REQUEST extension when key_request: the client's key request
+ * (io/aftp_keyfetch.h) with its extensions replaced. */
+static size_t make_hello_ext(uint32_t conn_id, const uint8_t *token, uint16_t token_len,
+                             int key_request, uint8_t *buf)
 {
     uint8_t ext[64];
     aftp_wire_writer w;
     aftp_wire_writer_init(&w, ext, sizeof ext);
     if (token != NULL)
         assert_int_equal(aftp_wire_ext_put(&w, AFTP_WIRE_EXT_COOKIE, token, token_len), AFTP_OK);
+    if (key_request)
+        assert_int_equal(aftp_wire_ext_put(&w, AFTP_WIRE_EXT_KEY_REQUEST, NULL, 0), AFTP_OK);
     aftp_wire_packet p;
-    memset(&p, 0, sizeof p);
-    p.hdr.version = AFTP_WIRE_VERSION;
-    p.hdr.type = AFTP_WIRE_HELLO;
-    p.hdr.conn_id = conn_id;
-    p.u.hello.role = AFTP_WIRE_ROLE_PUSH;
-    p.u.hello.cipher_count = 1;
-    p.u.hello.ciphers[0] = AFTP_WIRE_CIPHER_CHACHA20POLY1305;
-    p.u.hello.max_datagram = 1452;
+    size_t n = 0;
+    assert_int_equal(aftp_keyfetch_request(conn_id, buf, AFTP_WIRE_MAX_DATAGRAM, &n), AFTP_OK);
+    assert_int_equal(aftp_wire_decode(buf, n, &p), AFTP_OK);
     p.u.hello.ext = ext;
     p.u.hello.ext_len = (uint16_t)w.pos;
-    size_t n = 0;
     assert_int_equal(aftp_wire_encode(&p, buf, AFTP_WIRE_MAX_DATAGRAM, &n), AFTP_OK);
     return n;
+}
+
+static size_t make_hello(uint32_t conn_id, const uint8_t *token, uint16_t token_len,
+                         uint8_t *buf)
+{
+    return make_hello_ext(conn_id, token, token_len, 0, buf);
 }
 
 /* One gate and the HELLO it is shown. */
@@ -67,7 +68,7 @@ static void start(fixture *f, int force, uint32_t conn_id)
         setenv(AFTP_GATE_RETRY_ENV, "1", 1);
     else
         unsetenv(AFTP_GATE_RETRY_ENV);
-    assert_int_equal(aftp_gate_init(&f->g), AFTP_OK);
+    assert_int_equal(aftp_gate_init(&f->g, gate_key), AFTP_OK);
     assert_int_equal(f->g.force_retry, force);
     f->len = make_hello(conn_id, NULL, 0, f->hello);
 }
@@ -81,7 +82,7 @@ static void finish(fixture *f)
 /* The gate's verdict on f's HELLO from 127.0.0.1:port. */
 static int verdict(fixture *f, uint16_t port, int busy, uint32_t now)
 {
-    struct sockaddr_in from = client(port);
+    struct sockaddr_in from = io_test_loopback(port);
     return aftp_gate_hello(&f->g, f->hello, f->len, (struct sockaddr *)&from, busy, now,
                            f->reply, &f->reply_len);
 }
@@ -156,11 +157,105 @@ static void test_retry_rate_limited(void **state)
     (void)state;
     fixture f;
     start(&f, 0, 1);
-    for (unsigned i = 0; i < AFTP_GATE_MAX_RETRIES; i++)
+    for (unsigned i = 0; i < AFTP_GATE_MAX_REPLIES; i++)
         assert_int_equal(verdict(&f, 9000, 1, 70), AFTP_GATE_RETRY);
     assert_int_equal(verdict(&f, 9000, 1, 70), AFTP_GATE_DROP);
     assert_int_equal(verdict(&f, 9000, 1, 71), AFTP_GATE_RETRY);
-    assert_int_equal(f.g.retries_sent, AFTP_GATE_MAX_RETRIES + 1);
+    assert_int_equal(f.g.retries_sent, AFTP_GATE_MAX_REPLIES + 1);
+    finish(&f);
+}
+
+/* The reply is SERVER_KEY for conn_id: 48 bytes (far below the HELLO),
+ * version 1, no flags, pn 0, the gate's key. */
+static void expect_server_key(const fixture *f, uint32_t conn_id)
+{
+    aftp_wire_packet r;
+    assert_int_equal(f->reply_len, AFTP_WIRE_HEADER_LEN + AFTP_WIRE_SERVER_KEY_LEN);
+    assert_true(f->reply_len * 3 <= f->len);
+    assert_int_equal(aftp_wire_decode(f->reply, f->reply_len, &r), AFTP_OK);
+    assert_int_equal(r.hdr.version, AFTP_WIRE_VERSION);
+    assert_int_equal(r.hdr.type, AFTP_WIRE_SERVER_KEY);
+    assert_int_equal(r.hdr.flags, 0);
+    assert_int_equal(r.hdr.conn_id, conn_id);
+    assert_int_equal(r.hdr.pn, 0);
+    assert_memory_equal(r.u.server_key.key, gate_key, sizeof gate_key);
+}
+
+/* A key request gets the key whether the server is idle, busy or forcing
+ * RETRY, and never starts a session nor uses up the unvalidated budget. */
+static void test_key_request_answered_never_started(void **state)
+{
+    (void)state;
+    fixture f;
+    for (int force = 0; force <= 1; force++) {
+        start(&f, force, 0x5150);
+        f.len = make_hello_ext(0x5150, NULL, 0, 1, f.hello);
+        for (unsigned i = 0; i < 2 * AFTP_GATE_MAX_UNVALIDATED; i++) {
+            memset(f.reply, 0, sizeof f.reply);
+            assert_int_equal(verdict(&f, 5000, (int)(i & 1), 30), AFTP_GATE_SERVER_KEY);
+            expect_server_key(&f, 0x5150);
+        }
+        assert_int_equal(f.g.keys_sent, 2 * AFTP_GATE_MAX_UNVALIDATED);
+        assert_int_equal(f.g.retries_sent, 0);
+        /* the unvalidated budget is intact: an ordinary HELLO still starts */
+        f.len = make_hello(0x5151, NULL, 0, f.hello);
+        assert_int_equal(verdict(&f, 5001, 0, 30), force ? AFTP_GATE_RETRY : AFTP_GATE_START);
+        finish(&f);
+    }
+}
+
+/* Even with a valid cookie, a HELLO that asks for the key starts nothing. */
+static void test_key_request_with_cookie_not_started(void **state)
+{
+    (void)state;
+    fixture f;
+    start(&f, 0, 0x77);
+    assert_int_equal(verdict(&f, 5000, 1, 10), AFTP_GATE_RETRY);
+    aftp_wire_packet r;
+    assert_int_equal(aftp_wire_decode(f.reply, f.reply_len, &r), AFTP_OK);
+    uint8_t token[AFTP_COOKIE_LEN];
+    memcpy(token, r.u.retry.token, sizeof token);
+    f.len = make_hello_ext(0x77, token, sizeof token, 1, f.hello);
+    assert_int_equal(verdict(&f, 5000, 0, 10), AFTP_GATE_SERVER_KEY);
+    expect_server_key(&f, 0x77);
+    finish(&f);
+}
+
+/* A server without a static key (unprotected) has nothing to give. */
+static void test_key_request_without_key_dropped(void **state)
+{
+    (void)state;
+    fixture f;
+    unsetenv(AFTP_GATE_RETRY_ENV);
+    memset(&f, 0, sizeof f);
+    assert_int_equal(aftp_gate_init(&f.g, NULL), AFTP_OK);
+    f.len = make_hello_ext(9, NULL, 0, 1, f.hello);
+    f.reply_len = 0;
+    assert_int_equal(verdict(&f, 5000, 0, 10), AFTP_GATE_DROP);
+    assert_int_equal(f.reply_len, 0);
+    assert_int_equal(f.g.keys_sent, 0);
+    finish(&f);
+}
+
+/* SERVER_KEY and RETRY share one per-second budget of stateless replies. */
+static void test_key_replies_share_retry_budget(void **state)
+{
+    (void)state;
+    fixture f;
+    start(&f, 0, 3);
+    for (unsigned i = 0; i < AFTP_GATE_MAX_REPLIES / 2; i++)
+        assert_int_equal(verdict(&f, 9000, 1, 80), AFTP_GATE_RETRY);
+    f.len = make_hello_ext(3, NULL, 0, 1, f.hello);
+    for (unsigned i = AFTP_GATE_MAX_REPLIES / 2; i < AFTP_GATE_MAX_REPLIES; i++)
+        assert_int_equal(verdict(&f, 9000, 1, 80), AFTP_GATE_SERVER_KEY);
+    assert_int_equal(verdict(&f, 9000, 0, 80), AFTP_GATE_DROP);
+    f.len = make_hello(3, NULL, 0, f.hello);
+    assert_int_equal(verdict(&f, 9000, 1, 80), AFTP_GATE_DROP);
+    /* the next second brings a new budget */
+    f.len = make_hello_ext(3, NULL, 0, 1, f.hello);
+    assert_int_equal(verdict(&f, 9000, 1, 81), AFTP_GATE_SERVER_KEY);
+    assert_int_equal(f.g.keys_sent, AFTP_GATE_MAX_REPLIES / 2 + 1);
+    assert_int_equal(f.g.dropped, 2);
     finish(&f);
 }
 
@@ -212,6 +307,10 @@ int main(void)
         cmocka_unit_test(test_busy_retry_then_cookie),
         cmocka_unit_test(test_hello_flood),
         cmocka_unit_test(test_retry_rate_limited),
+        cmocka_unit_test(test_key_request_answered_never_started),
+        cmocka_unit_test(test_key_request_with_cookie_not_started),
+        cmocka_unit_test(test_key_request_without_key_dropped),
+        cmocka_unit_test(test_key_replies_share_retry_budget),
         cmocka_unit_test(test_forced_retry),
         cmocka_unit_test(test_secret_per_gate),
         cmocka_unit_test(test_malformed_dropped),

@@ -74,6 +74,23 @@ send() {
     SEND_RC=$?
 }
 
+# send_tty ANSWER FILE [options...]: aftp send (with SEND_KEYS) run on a
+# pseudo-terminal (util-linux script), as a person at a terminal runs it,
+# with ANSWER typed on it; its stdout and stderr together go to tty.out;
+# sets SEND_RC.
+send_tty() {
+    local answer=$1 file=$2 cmd
+    shift 2
+    cmd=$(printf '%q ' "$AFTP" send "${SEND_KEYS[@]}" "$@" "$file" "127.0.0.1:$PORT")
+    printf '%s\n' "$answer" | script -qec "$cmd" /dev/null >"$WORK/tty.out" 2>&1
+    SEND_RC=$?
+}
+
+need_script() {
+    script --version 2>/dev/null | grep -q util-linux ||
+        { echo "SKIP: util-linux script needed to run aftp send on a pseudo-terminal"; exit 77; }
+}
+
 # stop_recv: ends a receiver that keeps serving (SIGTERM); sets RECV_RC.
 stop_recv() {
     kill -TERM "$RECV_PID" 2>/dev/null
@@ -91,6 +108,10 @@ expect_rc() { # what, got, want
 
 expect_text() { # file, extended regex
     grep -Eq -e "$2" "$1" || fail "$(basename "$1") lacks /$2/"
+}
+
+expect_fixed() { # file, fixed string
+    grep -qF -e "$2" "$1" || fail "$(basename "$1") lacks '$2'"
 }
 
 # No file under the final name and no temporary left in the destination.
@@ -479,7 +500,114 @@ unknown_host)
     expect_text "$WORK/send.err" "the key of 127\.0\.0\.1:7777 is unknown"
     expect_text "$WORK/send.err" "'aftp recv' prints its key when it starts"
     expect_text "$WORK/send.err" "--peer-key FILE"
-    expect_text "$WORK/send.err" "'127\.0\.0\.1:7777 aftp-x25519 <base64>'" ;;
+    expect_text "$WORK/send.err" "'127\.0\.0\.1:7777 aftp-x25519 <base64>'"
+    expect_text "$WORK/send.err" "or run 'aftp send' from a terminal: it then shows the server's key and asks whether to trust it" ;;
+tofu_accept)
+    # An unknown server and a person at a terminal: the server's key is
+    # fetched and shown with its fingerprint; "yes" pins it in the default
+    # known hosts (created: ~/.aftp 0700, the file 0600) and the transfer
+    # runs with it; the next send uses the pinned key without a question.
+    need_script
+    SEND_KEYS=(--identity "$KEYS/send")
+    make_file src.bin 200000
+    start_recv
+    fp=$(sed -n 's/^aftp: server fingerprint //p' "$WORK/recv.err")
+    [ -n "$fp" ] || fail "the receiver did not print its fingerprint"
+    if command -v python3 >/dev/null; then # the fingerprint, computed independently
+        want=$(python3 -c 'import base64, hashlib, sys
+k = base64.b64decode(sys.argv[1])
+print("SHA256:" + base64.b64encode(hashlib.sha256(k).digest()).decode().rstrip("="))' \
+            "$(key_of "$KEYS/recv.pub" | cut -d' ' -f2)")
+        [ "$fp" = "$want" ] || fail "fingerprint $fp, expected $want"
+    fi
+    [ ! -e "$HOME/.aftp" ] || fail "$HOME/.aftp exists before the test"
+    send_tty yes "$WORK/src.bin"
+    expect_rc "aftp send answered yes" "$SEND_RC" 0
+    expect_fixed "$WORK/tty.out" "The server 127.0.0.1:$PORT is not known. Its key is $(key_of "$KEYS/recv.pub") (fingerprint: $fp). Trust it and remember it in $HOME/.aftp/known_hosts? (yes/no) "
+    cmp -s "$WORK/src.bin" "$WORK/dst/src.bin" || fail "received file differs"
+    [ "$(cat "$HOME/.aftp/known_hosts")" = "127.0.0.1:$PORT $(key_of "$KEYS/recv.pub")" ] ||
+        fail "known_hosts holds '$(cat "$HOME/.aftp/known_hosts")'"
+    [ "$(stat -c %a "$HOME/.aftp")" = 700 ] || fail "$HOME/.aftp mode $(stat -c %a "$HOME/.aftp")"
+    [ "$(stat -c %a "$HOME/.aftp/known_hosts")" = 600 ] ||
+        fail "known_hosts mode $(stat -c %a "$HOME/.aftp/known_hosts")"
+    # Pinned now: no question (a "no" typed would refuse), the file is unchanged.
+    cp "$HOME/.aftp/known_hosts" "$WORK/known_hosts.before"
+    make_file b.bin 5000
+    send_tty no "$WORK/b.bin"
+    expect_rc "second aftp send" "$SEND_RC" 0
+    grep -q "is not known" "$WORK/tty.out" && fail "asked again for a pinned key"
+    cmp -s "$WORK/b.bin" "$WORK/dst/b.bin" || fail "second file differs"
+    cmp -s "$HOME/.aftp/known_hosts" "$WORK/known_hosts.before" || fail "known_hosts changed"
+    stop_recv ;;
+tofu_reject)
+    # Anything but exactly "yes" refuses the key: exit 8, nothing sent,
+    # nothing written (the default file not even created, a given one
+    # left byte for byte as it was).
+    need_script
+    SEND_KEYS=(--identity "$KEYS/send")
+    make_file src.bin 5000
+    start_recv --once
+    send_tty no "$WORK/src.bin"
+    expect_rc "aftp send answered no" "$SEND_RC" 8
+    expect_fixed "$WORK/tty.out" "The server 127.0.0.1:$PORT is not known. Its key is $(key_of "$KEYS/recv.pub")"
+    expect_text "$WORK/tty.out" "aftp: error: host key not accepted"
+    [ ! -e "$HOME/.aftp/known_hosts" ] || fail "known_hosts written after 'no'"
+    printf '# mine\n127.0.0.1:1 %s' "$(key_of "$KEYS/send.pub")" >"$WORK/known_hosts"
+    cp "$WORK/known_hosts" "$WORK/known_hosts.before"
+    for answer in YES y "yes please" ""; do
+        send_tty "$answer" "$WORK/src.bin" --known-hosts "$WORK/known_hosts"
+        expect_rc "aftp send answered '$answer'" "$SEND_RC" 8
+        expect_text "$WORK/tty.out" "host key not accepted"
+    done
+    cmp -s "$WORK/known_hosts" "$WORK/known_hosts.before" || fail "known_hosts changed"
+    stop_recv
+    expect_nothing_delivered ;;
+tofu_append)
+    # A known-hosts file that lists other hosts, its last line without a
+    # newline: "yes" adds the server's line as a line of its own.
+    need_script
+    printf '# mine\n127.0.0.1:1 %s' "$(key_of "$KEYS/send.pub")" >"$WORK/known_hosts"
+    SEND_KEYS=(--identity "$KEYS/send" --known-hosts "$WORK/known_hosts")
+    make_file src.bin 5000
+    start_recv --once
+    send_tty yes "$WORK/src.bin"
+    wait_recv
+    expect_rc "aftp send answered yes" "$SEND_RC" 0
+    expect_rc "aftp recv" "$RECV_RC" 0
+    printf '# mine\n127.0.0.1:1 %s\n127.0.0.1:%s %s\n' "$(key_of "$KEYS/send.pub")" "$PORT" \
+        "$(key_of "$KEYS/recv.pub")" | cmp -s - "$WORK/known_hosts" ||
+        fail "known_hosts is now: $(cat "$WORK/known_hosts")" ;;
+tofu_no_answer)
+    # Nobody answers the key request: the usual "no answer" error, nothing
+    # pinned. (A port just released: ICMP says unreachable at once.)
+    need_script
+    SEND_KEYS=(--identity "$KEYS/send")
+    start_recv
+    kill "$RECV_PID"
+    wait_recv
+    make_file src.bin 1000
+    send_tty yes "$WORK/src.bin"
+    expect_rc "aftp send to nobody" "$SEND_RC" 4
+    expect_text "$WORK/tty.out" "127\.0\.0\.1:$PORT is unreachable: connection refused"
+    [ ! -e "$HOME/.aftp/known_hosts" ] || fail "known_hosts written"
+    # A silent peer: four requests a second apart, then "no answer".
+    command -v python3 >/dev/null || { echo "SKIP: python3 needed for a silent UDP peer"; exit 77; }
+    python3 -c 'import socket,time
+s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM); s.bind(("127.0.0.1",0))
+print(s.getsockname()[1], flush=True); s.settimeout(3); n=0
+try:
+    while True: s.recv(2048); n+=1
+except socket.timeout: print(n, flush=True)' >"$WORK/silent.out" &
+    SILENT=$!
+    for _ in $(seq 100); do [ -s "$WORK/silent.out" ] && break; sleep 0.05; done
+    PORT=$(head -n 1 "$WORK/silent.out")
+    send_tty yes "$WORK/src.bin"
+    expect_rc "aftp send to a silent peer" "$SEND_RC" 4
+    expect_text "$WORK/tty.out" "no answer from 127\.0\.0\.1:$PORT within 4\.0 s when asking for its key"
+    wait "$SILENT"
+    [ "$(sed -n 2p "$WORK/silent.out")" = 4 ] ||
+        fail "the silent peer got $(sed -n 2p "$WORK/silent.out") requests, expected 4"
+    [ ! -e "$HOME/.aftp/known_hosts" ] || fail "known_hosts written" ;;
 known_hosts)
     # The known-hosts line of HOST:PORT pins the server's key.
     make_file src.bin 200000

@@ -48,6 +48,7 @@ static size_t layout_len(const aftp_wire_packet *p)
     case AFTP_WIRE_FILE_RESULT: return h + AFTP_WIRE_FILE_RESULT_LEN;
     case AFTP_WIRE_CLOSE: return h + AFTP_WIRE_CLOSE_FIXED + p->u.close.reason_len;
     case AFTP_WIRE_RETRY: return h + 2 + p->u.retry.token_len;
+    case AFTP_WIRE_SERVER_KEY: return h + AFTP_WIRE_SERVER_KEY_LEN;
     default: fail_msg("no layout for type %u", p->hdr.type); return 0;
     }
 }

@@ -1,6 +1,7 @@
 /* Unit tests: the wire pieces of the secure handshake (spec sections 6.11,
- * 12.3, 14.2.2): the RETRY packet, extension TLV lookup and writing, and the
- * HELLO prologue both sides mix into the Noise transcript. */
+ * 6.12, 12.3, 14.2.2): the RETRY and SERVER_KEY packets, extension TLV
+ * lookup and writing, and the HELLO prologue both sides mix into the Noise
+ * transcript. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -77,6 +78,52 @@ static void test_retry_token_len_bounds(void **state)
     wire_expect_encode_error(&p, AFTP_ERR_INVALID_ARGUMENT);
     retry_packet(&p, token, AFTP_WIRE_MAX_TOKEN + 1);
     wire_expect_encode_error(&p, AFTP_ERR_INVALID_ARGUMENT);
+}
+
+static void server_key_packet(aftp_wire_packet *p, uint32_t conn_id)
+{
+    memset(p, 0, sizeof *p);
+    p->hdr.version = AFTP_WIRE_VERSION;
+    p->hdr.type = AFTP_WIRE_SERVER_KEY;
+    p->hdr.conn_id = conn_id;
+    for (size_t i = 0; i < AFTP_WIRE_SERVER_KEY_LEN; i++)
+        p->u.server_key.key[i] = (uint8_t)(0xc0 ^ i);
+}
+
+/* Header (client's id, pn 0) then the 32 key bytes, nothing else. */
+static void test_server_key_layout(void **state)
+{
+    (void)state;
+    aftp_wire_packet p;
+    server_key_packet(&p, 0x01020304u);
+    size_t len = wire_encode_ok(&p, buf, sizeof buf);
+    assert_int_equal(len, AFTP_WIRE_HEADER_LEN + AFTP_WIRE_SERVER_KEY_LEN);
+    static const uint8_t head[] = {0x01, 0x0b, 0x00, 0x00, 0x01, 0x02, 0x03, 0x04,
+                                   0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00};
+    assert_memory_equal(buf, head, sizeof head);
+    assert_memory_equal(buf + AFTP_WIRE_HEADER_LEN, p.u.server_key.key, AFTP_WIRE_SERVER_KEY_LEN);
+}
+
+/* Round trip; every shorter datagram is TRUNCATED (or, below the header,
+ * not even a header) and leaves the output alone; any byte more is
+ * MALFORMED. */
+static void test_server_key_round_trip_and_cuts(void **state)
+{
+    (void)state;
+    aftp_wire_packet want, got;
+    server_key_packet(&want, 0xfedcba98u);
+    size_t len = wire_encode_ok(&want, buf, sizeof buf);
+    wire_decode_ok(buf, len, &got);
+    wire_expect_packets_equal(&want, &got);
+    for (size_t cut = 0; cut < len; cut++)
+        wire_expect_decode_error(buf, cut, AFTP_ERR_TRUNCATED);
+    for (size_t extra = 1; extra <= 3; extra++) {
+        buf[len + extra - 1] = (uint8_t)extra;
+        wire_expect_decode_error(buf, len + extra, AFTP_ERR_MALFORMED);
+    }
+    /* The key is copied out: the decoded packet outlives the datagram. */
+    memset(buf, 0, len);
+    assert_memory_equal(got.u.server_key.key, want.u.server_key.key, AFTP_WIRE_SERVER_KEY_LEN);
 }
 
 /* TLVs: HANDSHAKE "abc", COOKIE empty, HANDSHAKE "xy" (a duplicate). */
@@ -253,6 +300,8 @@ int main(void)
         cmocka_unit_test(test_retry_layout),
         cmocka_unit_test(test_retry_round_trip_token_sizes),
         cmocka_unit_test(test_retry_token_len_bounds),
+        cmocka_unit_test(test_server_key_layout),
+        cmocka_unit_test(test_server_key_round_trip_and_cuts),
         cmocka_unit_test(test_ext_find_first_of_duplicates),
         cmocka_unit_test(test_ext_find_zero_length_value),
         cmocka_unit_test(test_ext_find_absent_leaves_outputs),

@@ -114,6 +114,10 @@ static void fixture_body(uint8_t type, aftp_wire_packet *p)
     case AFTP_WIRE_RETRY:
         p->u.retry = (aftp_wire_retry){sizeof fixture_token, fixture_token};
         break;
+    case AFTP_WIRE_SERVER_KEY:
+        for (size_t i = 0; i < AFTP_WIRE_SERVER_KEY_LEN; i++)
+            p->u.server_key.key[i] = (uint8_t)(0x20 + 3 * i);
+        break;
     default: fail_msg("no fixture for type %u", type);
     }
 }
@@ -274,6 +278,10 @@ static void expect_body_equal(const aftp_wire_packet *want, const aftp_wire_pack
     case AFTP_WIRE_RETRY:
         expect_bytes_equal(want->u.retry.token, want->u.retry.token_len, got->u.retry.token,
                            got->u.retry.token_len);
+        break;
+    case AFTP_WIRE_SERVER_KEY:
+        assert_memory_equal(want->u.server_key.key, got->u.server_key.key,
+                            AFTP_WIRE_SERVER_KEY_LEN);
         break;
     default: fail_msg("unexpected type %u", want->hdr.type);
     }

@@ -26,9 +26,10 @@ MAX_VERSIONS = 32
 MAX_RANGES = 8192
 DIGEST_LEN = 16
 MAX_TOKEN = 64
+SERVER_KEY_LEN = 32
 
 TYPES = ['VERSION_NEG', 'HELLO', 'HELLO_ACK', 'FILE_OFFER', 'FILE_REPLY', 'DATA',
-         'FEEDBACK', 'FILE_DONE', 'FILE_RESULT', 'CLOSE', 'RETRY']
+         'FEEDBACK', 'FILE_DONE', 'FILE_RESULT', 'CLOSE', 'RETRY', 'SERVER_KEY']
 ROLES = {'PUSH': 1, 'PULL': 2}
 CIPHERS = {'NONE': 0, 'AES256GCM': 1, 'CHACHA20POLY1305': 2}
 ERRORS = {name: code for code, name in enumerate(
@@ -193,9 +194,13 @@ def body_retry(c):
     return {'token': c.take(length)}
 
 
+def body_server_key(c):
+    return {'key': c.take(SERVER_KEY_LEN)}
+
+
 BODIES = [body_version_neg, body_hello, body_hello_ack, body_file_offer, body_file_reply,
           body_data, body_feedback, body_file_done, body_file_result, body_close,
-          body_retry]
+          body_retry, body_server_key]
 
 
 def decode(data):
@@ -284,7 +289,7 @@ FIELD_KINDS = {
     'error': lambda t: named(t, ERRORS),
     'ranges': ranges,
     'ext': byte_string, 'path': byte_string, 'payload': byte_string, 'reason': byte_string,
-    'digest': byte_string, 'token': byte_string,
+    'digest': byte_string, 'token': byte_string, 'key': byte_string,
 }
 
 

@@ -199,13 +199,19 @@ static void build_feedback(vec_ctx *c, aftp_wire_feedback *f)
     f->range_count = (uint16_t)count;
 }
 
-static void need_digest(vec_ctx *c, uint8_t *digest)
+/* A byte string of exactly n bytes into out. */
+static void need_fixed_bytes(vec_ctx *c, const char *key, uint8_t *out, size_t n)
 {
     size_t len;
-    const uint8_t *d = need_bytes(c, "digest", &len, AFTP_WIRE_DIGEST_LEN);
-    if (len != AFTP_WIRE_DIGEST_LEN)
-        vec_fail(c, "'digest' is not %u bytes", AFTP_WIRE_DIGEST_LEN);
-    memcpy(digest, d, AFTP_WIRE_DIGEST_LEN);
+    const uint8_t *d = need_bytes(c, key, &len, n);
+    if (len != n)
+        vec_fail(c, "'%s' is not %zu bytes", key, n);
+    memcpy(out, d, n);
+}
+
+static void need_digest(vec_ctx *c, uint8_t *digest)
+{
+    need_fixed_bytes(c, "digest", digest, AFTP_WIRE_DIGEST_LEN);
 }
 
 static void build_body(vec_ctx *c, aftp_wire_packet *p)
@@ -243,6 +249,9 @@ static void build_body(vec_ctx *c, aftp_wire_packet *p)
         p->u.close.reason = need_bytes16(c, "reason", &p->u.close.reason_len);
         break;
     case AFTP_WIRE_RETRY: p->u.retry.token = need_bytes16(c, "token", &p->u.retry.token_len); break;
+    case AFTP_WIRE_SERVER_KEY:
+        need_fixed_bytes(c, "key", p->u.server_key.key, AFTP_WIRE_SERVER_KEY_LEN);
+        break;
     default: vec_fail(c, "no fields known for type %u", p->hdr.type);
     }
 }

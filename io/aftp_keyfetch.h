@@ -1,0 +1,45 @@
+/*
+ * Client side of the key request (spec section 14.9): asks a server for
+ * its static public key with a HELLO carrying a KEY_REQUEST extension and
+ * waits for the SERVER_KEY that answers it, from the server's address and
+ * with the request's connection id. The answer is not authenticated: the
+ * caller shows its fingerprint to a user, who decides whether to trust it
+ * (trust on first use). No session is started on either side.
+ */
+#ifndef AFTP_KEYFETCH_H
+#define AFTP_KEYFETCH_H
+
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "proto/aftp_wire.h"
+
+#define AFTP_KEYFETCH_ATTEMPTS 4u                /* the request, then up to 3 resends */
+#define AFTP_KEYFETCH_INTERVAL_NS 1000000000u    /* between two sends */
+
+typedef struct aftp_keyfetch_opts {
+    const struct sockaddr *peer;
+    socklen_t peer_len;
+    unsigned attempts;                      /* 0: AFTP_KEYFETCH_ATTEMPTS */
+    uint64_t interval_ns;                   /* 0: AFTP_KEYFETCH_INTERVAL_NS */
+    volatile sig_atomic_t *interrupt;       /* optional: non-zero cancels */
+} aftp_keyfetch_opts;
+
+/* The request of conn_id: a HELLO (padded to AFTP_WIRE_HELLO_MIN_LEN bytes,
+ * so the server may answer it) with KEY_REQUEST and no HANDSHAKE, into
+ * buf[0..cap); *len its length. */
+int aftp_keyfetch_request(uint32_t conn_id, uint8_t *buf, size_t cap, size_t *len);
+
+/* 1 and key (AFTP_WIRE_SERVER_KEY_LEN bytes) when pkt is a SERVER_KEY for
+ * conn_id; 0 (key untouched) for anything else. */
+int aftp_keyfetch_answer(uint32_t conn_id, const uint8_t *pkt, size_t len, uint8_t *key);
+
+/* Asks o->peer for its key, sending the request up to o->attempts times,
+ * o->interval_ns apart. AFTP_OK and key; AFTP_ERR_IDLE_TIMEOUT when no
+ * answer came; AFTP_ERR_NETWORK when the peer is unreachable (ICMP);
+ * AFTP_ERR_CANCELLED on *interrupt; another error when no socket opens. */
+int aftp_keyfetch_run(const aftp_keyfetch_opts *o, uint8_t *key);
+
+#endif /* AFTP_KEYFETCH_H */
