@@ -50,12 +50,23 @@
 #define LOSS_MAX_BASE 0.5        /* never pace beyond 2x the delivery rate */
 #define LOSS_MARGIN 0.02         /* loss this far above the baseline is congestion... */
 #define LOSS_SIGMAS 4.0          /* ...and beyond this many standard deviations */
+/* Sharing with loss-based traffic (TCP) that holds the queue: a queue we
+ * cannot shrink is not a signal; overflow loss is, at a finer margin. */
+#define COMPETE_LOSS_MARGIN 0.005
+/* ...and probes gently: TCP grows by one packet per round, a probe of 25%
+ * would take back at once what a cut gave it. */
+#define COMPETE_UP_GAIN 1.1
+/* A second PROBE_RTT for a queue that does not shrink within this time:
+ * the queue is held by traffic that does not yield to delay. */
+#define COMPETE_AFTER_NS (10 * NS_PER_S)
 
 /* How each policy reacts to congestion. */
 typedef struct policy_params {
     uint64_t target_ns;   /* queueing delay tolerated */
     double min_cut;       /* smallest multiplicative cut per congestion event */
     double max_cut;       /* largest */
+    double compete_cut;   /* cut on overflow loss while competing; 0: never competes */
+    double loss_margin;   /* loss above the baseline that is congestion */
 } policy_params;
 
 static policy_params params_of(const aftp_cc *cc)
@@ -63,12 +74,14 @@ static policy_params params_of(const aftp_cc *cc)
     switch (cc->cfg.policy) {
     case AFTP_CC_HIGH: {
         /* Holds its rate against queues up to one RTT deep: a loss-based
-         * flow filling a one-BDP buffer does not push it back. */
+         * flow filling a one-BDP buffer does not push it back (it never
+         * needs to compete). */
         uint64_t t = cc->min_rtt_ns > 20 * NS_PER_MS ? cc->min_rtt_ns : 20 * NS_PER_MS;
-        return (policy_params){t, 0.02, 0.15};
+        return (policy_params){t, 0.02, 0.15, 0.2, LOSS_MARGIN};
     }
-    case AFTP_CC_LOW: return (policy_params){2 * NS_PER_MS, 0.15, 0.5};
-    default: return (policy_params){5 * NS_PER_MS, 0.02, 0.15};
+    case AFTP_CC_LOW: return (policy_params){2 * NS_PER_MS, 0.15, 0.5, 0.0, LOSS_MARGIN};
+    /* Against TCP, FAIR backs off on overflow loss as much as CUBIC does. */
+    default: return (policy_params){5 * NS_PER_MS, 0.02, 0.15, 0.3, LOSS_MARGIN};
     }
 }
 
@@ -165,15 +178,30 @@ static void bw_lower(aftp_cc *cc, uint64_t bps)
     cc->bw_bps = bps;
 }
 
+/* A new minimum needs two samples in a row below the old one, and is the
+ * higher of the two. A lone low sample is an artefact of a busy endpoint
+ * (the receiver stamps a packet's arrival, or the sender a FEEDBACK's,
+ * later than it happened: its ack delay then looks longer than it was);
+ * taken as the minimum, it would turn the whole path into "queue" and cut
+ * the rate for as long as the minimum lasts. */
+static uint64_t min_rtt_candidate(const aftp_cc *cc, uint64_t rtt, uint64_t floor)
+{
+    if (floor == 0 || floor == UINT64_MAX)
+        return rtt;
+    if (rtt >= floor || cc->prev_rtt_ns >= floor)
+        return floor;
+    return max_u64(rtt, cc->prev_rtt_ns);
+}
+
 static void update_min_rtt(aftp_cc *cc, uint64_t rtt, uint64_t now)
 {
     if (cc->mode == AFTP_CC_MODE_PROBE_RTT)
-        cc->probe_rtt_min_ns = min_u64(cc->probe_rtt_min_ns, rtt);
-    if (cc->min_rtt_ns == 0 || rtt < cc->min_rtt_ns)
-        cc->min_rtt_ns = rtt;
+        cc->probe_rtt_min_ns = min_rtt_candidate(cc, rtt, cc->probe_rtt_min_ns);
+    cc->min_rtt_ns = min_rtt_candidate(cc, rtt, cc->min_rtt_ns);
+    cc->prev_rtt_ns = rtt;
     if (rtt <= cc->min_rtt_ns + MIN_RTT_NEAR_NS)
         cc->min_rtt_seen_ns = now;
-    cc->qdelay_ns = rtt - cc->min_rtt_ns;
+    cc->qdelay_ns = rtt > cc->min_rtt_ns ? rtt - cc->min_rtt_ns : 0;
 }
 
 /* DATA packets among packet numbers 0..pn: all but the control packets. */
@@ -202,7 +230,7 @@ static double gain_now(const aftp_cc *cc)
     default: break;
     }
     switch (cc->phase) {
-    case AFTP_CC_PHASE_UP: return UP_GAIN;
+    case AFTP_CC_PHASE_UP: return cc->competing ? COMPETE_UP_GAIN : UP_GAIN;
     case AFTP_CC_PHASE_DOWN: return DOWN_GAIN;
     default: return 1.0;
     }
@@ -419,7 +447,8 @@ static double loss_excess(const aftp_cc *cc, uint64_t sent, uint64_t lost)
     double n = (double)sent;
     double base = cc->base_loss;
     double p = base > 0.005 ? base : 0.005;
-    double limit = n * (base + (base > LOSS_MARGIN ? base : LOSS_MARGIN)) +
+    double margin = cc->competing ? COMPETE_LOSS_MARGIN : params_of(cc).loss_margin;
+    double limit = n * (base + (base > margin ? base : margin)) +
                    LOSS_SIGMAS * sqrt(n * p * (1.0 - p));
     return (double)lost > limit ? ((double)lost - n * base) / n : 0.0;
 }
@@ -442,6 +471,8 @@ static void back_off(aftp_cc *cc, double excess)
 {
     policy_params pp = params_of(cc);
     double cut = clamp_d(excess + pp.min_cut, pp.min_cut, pp.max_cut);
+    if (cc->competing)
+        cut = fmax(cut, pp.compete_cut);
     bw_lower(cc, (uint64_t)((double)cc->bw_bps * (1.0 - cut)));
     /* Packets sent until the queue seen now has drained (at the cut's
      * pace, within a round) still meet it: they must not cause another
@@ -456,18 +487,25 @@ static void back_off(aftp_cc *cc, double excess)
 }
 
 /* Cuts that leave the queue as deep as before: it is not ours (the route
- * got longer, or traffic that does not back off holds it). Measure the
- * minimum RTT again rather than backing off to nothing; except LOW, which
- * is there to yield to such traffic. */
+ * got longer, or traffic that does not back off on delay holds it).
+ * Measure the minimum RTT again rather than backing off to nothing; when
+ * that happens again soon after, the queue belongs to loss-based traffic
+ * (TCP): compete, judging only loss until the queue is gone. LOW does
+ * neither: it is there to yield to such traffic. */
 static void note_queue_cut(aftp_cc *cc)
 {
     int futile = (double)cc->sample_qdelay_ns >= FUTILE_SHRINK * (double)cc->last_cut_qdelay_ns;
     cc->futile_cuts = futile ? cc->futile_cuts + 1 : 0;
     cc->last_cut_qdelay_ns = cc->sample_qdelay_ns;
-    if (cc->futile_cuts >= FUTILE_CUTS && cc->cfg.policy != AFTP_CC_LOW) {
-        cc->futile_cuts = 0;
-        enter_probe_rtt(cc, cc->now_ns);
+    if (cc->futile_cuts < FUTILE_CUTS || params_of(cc).compete_cut == 0.0)
+        return;
+    cc->futile_cuts = 0;
+    if (cc->futile_probe_ns != 0 && cc->now_ns - cc->futile_probe_ns < COMPETE_AFTER_NS) {
+        cc->competing = 1;
+        return;
     }
+    cc->futile_probe_ns = cc->now_ns;
+    enter_probe_rtt(cc, cc->now_ns);
 }
 
 /* Loss is judged over whole rounds (a few packets say little about a
@@ -475,6 +513,8 @@ static void note_queue_cut(aftp_cc *cc)
 static void check_congestion(aftp_cc *cc, uint64_t sent, uint64_t lost)
 {
     policy_params pp = params_of(cc);
+    if (cc->sample_qdelay_ns <= pp.target_ns / 2)
+        cc->competing = 0; /* the queue is gone: delay is a signal again */
     cc->window_sent += sent;
     cc->window_lost += lost;
     double lx = 0.0;
@@ -485,7 +525,7 @@ static void check_congestion(aftp_cc *cc, uint64_t sent, uint64_t lost)
     }
     if (lx > 0.0) {
         back_off(cc, lx);
-    } else if (queue_stands(cc)) {
+    } else if (queue_stands(cc) && !cc->competing) {
         double excess_ns = (double)(cc->sample_qdelay_ns - pp.target_ns / 2);
         note_queue_cut(cc);
         back_off(cc, excess_ns / (double)(QUEUE_DRAIN_ROUNDS * rtt_estimate(cc)));

@@ -19,7 +19,13 @@
  *   PROBE_RTT  when min RTT has not been seen again for 10 s, or 3 cuts in
  *              a row did not shrink the queue (it is not ours: a longer
  *              route, unresponsive traffic): 1/2 x bw for two rounds and at
- *              least 100 ms; its lowest RTT becomes the minimum.
+ *              least 100 ms; its lowest RTT becomes the minimum. When 3
+ *              futile cuts come again within 10 s, the queue is held by
+ *              loss-based traffic (TCP): FAIR (and HIGH) then compete, taking
+ *              only loss as congestion (a finer margin, CUBIC-like cuts,
+ *              probes of 1.1 x) until the queue is gone.
+ * A new minimum RTT takes two samples in a row below the old one: a lone
+ * low sample comes from a busy endpoint's late timestamps.
  * bw is the windowed maximum (10 rounds) of the rate at which the receiver
  * saw our packet numbers go by (lost packets included: that is the receive
  * rate / (1 - loss) without the loss's own noise; packets lost beyond the
@@ -30,8 +36,11 @@
  * loss over a round clearly above the baseline random loss, learnt while
  * the queue is empty. It cuts bw in proportion to the excess (the queue
  * drained over 2 rounds), then holds until packets sent after the cut are
- * reported. Policies differ in target and cut: FAIR 5 ms, 2-15%; HIGH
- * max(20 ms, min RTT), 2-15%; LOW 2 ms, 15-50% and never re-bases.
+ * reported.
+ * Policies differ in target and cut: FAIR 5 ms, 2-15%, 30% when
+ * competing; HIGH max(20 ms, min RTT), 2-15% (a queue that deep is the
+ * whole buffer: it seldom needs to compete; 20% then); LOW 2 ms, 15-50%,
+ * never re-bases nor competes.
  *
  * Time in nanoseconds, rates in bits of UDP payload (whole aftp datagrams)
  * per second, like the pacer.
@@ -119,6 +128,7 @@ typedef struct aftp_cc {
     uint64_t min_rtt_ns;        /* 0: no sample yet */
     uint64_t min_rtt_seen_ns;   /* when a sample last came near min_rtt */
     uint64_t probe_rtt_min_ns;  /* lowest sample during PROBE_RTT */
+    uint64_t prev_rtt_ns;       /* the previous sample: a new minimum takes two */
     uint64_t qdelay_ns;         /* latest queueing delay */
 
     /* loss */
@@ -148,6 +158,8 @@ typedef struct aftp_cc {
     uint64_t congestion_events;
     uint64_t last_cut_qdelay_ns; /* queue seen at the latest delay cut */
     unsigned futile_cuts;       /* delay cuts in a row that did not shrink it */
+    uint64_t futile_probe_ns;   /* PROBE_RTT for futile cuts last began; 0: never */
+    int competing;              /* a queue we cannot shrink: only loss is congestion */
 } aftp_cc;
 
 void aftp_cc_init(aftp_cc *cc, const aftp_cc_config *cfg, uint64_t now_ns);

@@ -118,6 +118,28 @@ static void two_flows(const char *name, sim_flows_cfg *c, uint64_t join_ns)
     sim_flows_free(&r);
 }
 
+/* One aftp flow of `policy` and one TCP-like flow of `kind`, started
+ * together: each one's rate from 10 s on and TCP's share. */
+static void versus_tcp(const char *name, sim_flows_cfg *c, int policy, int kind)
+{
+    sim_flows_result r;
+    if (only != NULL && strstr(name, only) == NULL)
+        return;
+    c->nflows = 2;
+    c->flow[0].policy = policy;
+    c->flow[1] = (sim_flow_cfg){.kind = kind};
+    sim_flows_run(c, &r);
+    print_trace(&r, c);
+    double a = sim_flow_rate(&r, c, 0, 10 * S, c->stop_ns);
+    double t = sim_flow_rate(&r, c, 1, 10 * S, c->stop_ns);
+    printf("%-28s aftp %7.1f Mbit/s  tcp %7.1f Mbit/s  tcp share %5.1f%%  aftp/tcp %5.2f  "
+           "util %5.1f%%  p95q %6.2f ms\n",
+           name, a / 1e6, t / 1e6, 100 * t / (a + t), t > 0 ? a / t : 0.0,
+           100 * (a + t) / sim_flows_capacity(c),
+           (double)sim_flows_qdelay_quantile(&r, 0.95) / 1e6);
+    sim_flows_free(&r);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1)
@@ -140,6 +162,12 @@ int main(int argc, char **argv)
     one_flow("100M 600ms 0.5%", &c);
     path(&c, GBIT, 150, 0.10);
     one_flow("1G 150ms 10%", &c);
+    /* A loopback-like path whose bottleneck (a receiver) keeps almost no
+     * queue: loss well above the baseline is the only signal. */
+    path(&c, GBIT, 1, 0.0);
+    c.fwd.delay_ns = c.rev.delay_ns = 50 * 1000;
+    c.fwd.queue_bytes = 32 * 1024;
+    one_flow("1G 0.1ms 32KB queue", &c);
     path(&c, GBIT, 150, 0.01);
     c.flow[0].policy = AFTP_CC_FIXED;
     c.flow[0].rate_bps = 500 * MBIT;
@@ -153,5 +181,20 @@ int main(int argc, char **argv)
     path(&c, GBIT, 150, 0.0);
     c.stop_ns = 2 * seconds * S;
     two_flows("2x fair 1G 150ms", &c, 5 * S);
+    static const struct { const char *name; int policy, kind; } vs[] = {
+        {"fair vs cubic", AFTP_CC_FAIR, SIM_FLOW_CUBIC}, {"high vs cubic", AFTP_CC_HIGH, SIM_FLOW_CUBIC},
+        {"low vs cubic", AFTP_CC_LOW, SIM_FLOW_CUBIC},   {"fair vs reno", AFTP_CC_FAIR, SIM_FLOW_RENO},
+    };
+    for (size_t i = 0; i < sizeof vs / sizeof vs[0]; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "%s 100M 40ms", vs[i].name);
+        path(&c, 100 * MBIT, 40, 0.0);
+        c.stop_ns = 2 * seconds * S;
+        versus_tcp(name, &c, vs[i].policy, vs[i].kind);
+        snprintf(name, sizeof name, "%s 1G 150ms", vs[i].name);
+        path(&c, GBIT, 150, 0.0);
+        c.stop_ns = 2 * seconds * S;
+        versus_tcp(name, &c, vs[i].policy, vs[i].kind);
+    }
     return 0;
 }

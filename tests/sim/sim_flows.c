@@ -7,6 +7,7 @@
 
 #include "proto/aftp_wire.h"
 #include "sim_run.h"
+#include "sim_tcp.h"
 
 #define SIM_FLOWS_MS UINT64_C(1000000)
 #define SIM_FLOWS_S (1000 * SIM_FLOWS_MS)
@@ -87,8 +88,9 @@ void sim_flows_default(sim_flows_cfg *c)
 
 typedef struct flow_run {
     int started;
-    aftp_sender *snd;
+    aftp_sender *snd;          /* aftp flows */
     aftp_receiver *rcv;
+    sim_tcp *tcp;              /* TCP flows */
     sim_link rev;
     uint64_t last_delivered, last_wire;
 } flow_run;
@@ -102,7 +104,7 @@ typedef struct flows_world {
     uint8_t buf[AFTP_WIRE_MAX_DATAGRAM];
 } flows_world;
 
-static void start_flow(flows_world *w, int i, uint64_t now)
+static void start_aftp(flows_world *w, int i, uint64_t now)
 {
     const sim_flow_cfg *fc = &w->cfg->flow[i];
     sim_flow_result *fr = &w->res->flow[i];
@@ -125,17 +127,45 @@ static void start_flow(flows_world *w, int i, uint64_t now)
     if (aftp_sender_add_file(fl->snd, &info) != AFTP_OK)
         abort();
     aftp_sender_finish(fl->snd);
+}
+
+static void start_flow(flows_world *w, int i, uint64_t now)
+{
+    const sim_flow_cfg *fc = &w->cfg->flow[i];
+    flow_run *fl = &w->run[i];
+    if (fc->kind == SIM_FLOW_AFTP) {
+        start_aftp(w, i, now);
+    } else {
+        fl->tcp = malloc(sizeof *fl->tcp);
+        if (fl->tcp == NULL)
+            abort();
+        sim_tcp_init(fl->tcp, fc->kind == SIM_FLOW_RENO ? SIM_TCP_RENO : SIM_TCP_CUBIC,
+                     (uint8_t)i, fc->file_size, now);
+    }
     sim_link_init(&fl->rev, &w->cfg->rev, w->cfg->seed * 16 + (uint64_t)i + 2);
     fl->started = 1;
 }
 
-/* The flow a datagram belongs to, from the low byte of its connection id. */
+/* The flow a datagram belongs to: TCP packets say it, aftp's carry it in
+ * the low byte of their connection id. */
 static int flow_of(const sim_pkt *p)
 {
+    int tcp = sim_tcp_flow_of(p->data, p->len);
+    if (tcp >= 0)
+        return tcp;
     aftp_wire_header hdr;
     if (aftp_wire_header_decode(p->data, p->len, &hdr) != AFTP_OK)
         return -1;
     return (int)(hdr.conn_id & 0xff);
+}
+
+/* A TCP receiver answers each data packet at once. */
+static void tcp_receive(flows_world *w, flow_run *fl, uint64_t now, const sim_pkt *p)
+{
+    aftp_datagram ack;
+    sim_tcp_receive(fl->tcp, p->data, p->len, w->buf, sizeof w->buf, &ack);
+    if (ack.head_len)
+        sim_link_send(&fl->rev, now, &ack);
 }
 
 static void deliver(flows_world *w, uint64_t now)
@@ -143,27 +173,35 @@ static void deliver(flows_world *w, uint64_t now)
     while (sim_link_next(&w->fwd) <= now) {
         sim_pkt p = sim_link_pop(&w->fwd);
         int i = flow_of(&p);
-        if (i >= 0 && i < w->cfg->nflows && w->run[i].started)
-            aftp_receiver_read(w->run[i].rcv, now, p.data, p.len);
+        flow_run *fl = i >= 0 && i < w->cfg->nflows && w->run[i].started ? &w->run[i] : NULL;
+        if (fl != NULL && fl->tcp != NULL)
+            tcp_receive(w, fl, now, &p);
+        else if (fl != NULL)
+            aftp_receiver_read(fl->rcv, now, p.data, p.len);
         free(p.data);
     }
     for (int i = 0; i < w->cfg->nflows; i++) {
         flow_run *fl = &w->run[i];
         while (fl->started && sim_link_next(&fl->rev) <= now) {
             sim_pkt p = sim_link_pop(&fl->rev);
-            aftp_sender_read(fl->snd, now, p.data, p.len);
+            if (fl->tcp != NULL)
+                sim_tcp_on_ack(fl->tcp, now, p.data, p.len);
+            else
+                aftp_sender_read(fl->snd, now, p.data, p.len);
             free(p.data);
         }
     }
 }
 
-/* DATA enters the bottleneck: note the queueing delay it will meet. */
+/* Data (aftp DATA or a TCP data packet) enters the bottleneck: note the
+ * queueing delay it will meet. */
 static void send_forward(flows_world *w, uint64_t now, const aftp_datagram *dg)
 {
     uint64_t wait = w->fwd.busy_until > now ? w->fwd.busy_until - now : 0;
     uint64_t drops = w->fwd.queue_drops;
     sim_link_send(&w->fwd, now, dg);
-    int is_data = dg->head_len > 1 && dg->head[1] == AFTP_WIRE_DATA;
+    int tcp = sim_tcp_flow_of(dg->head, dg->head_len) >= 0;
+    int is_data = tcp || (dg->head_len > 1 && dg->head[1] == AFTP_WIRE_DATA);
     if (is_data && w->fwd.queue_drops == drops && now >= w->cfg->qdelay_from_ns) {
         uint64_t bin = wait / SIM_QDELAY_BIN_NS;
         w->res->qdelay_hist[bin < SIM_QDELAY_BINS ? bin : SIM_QDELAY_BINS - 1]++;
@@ -173,6 +211,12 @@ static void send_forward(flows_world *w, uint64_t now, const aftp_datagram *dg)
 static void run_flow(flows_world *w, flow_run *fl, uint64_t now)
 {
     aftp_datagram dg;
+    if (fl->tcp != NULL) {
+        sim_tcp_handle_expiry(fl->tcp, now);
+        while (sim_tcp_write(fl->tcp, now, w->buf, sizeof w->buf, &dg) == 1)
+            send_forward(w, now, &dg);
+        return;
+    }
     if (now >= aftp_sender_expiry(fl->snd))
         aftp_sender_handle_expiry(fl->snd, now);
     while (aftp_sender_write(fl->snd, now, w->buf, sizeof w->buf, &dg) == 1)
@@ -183,6 +227,32 @@ static void run_flow(flows_world *w, flow_run *fl, uint64_t now)
         sim_link_send(&fl->rev, now, &dg);
 }
 
+/* A flow's sender stats and the distinct payload its receiver has;
+ * TCP flows fill what they have: bytes, the window as a pacing rate, and
+ * repairs. */
+static void flow_stats(const flow_run *fl, aftp_stats *s, uint64_t *delivered)
+{
+    memset(s, 0, sizeof *s);
+    if (fl->tcp == NULL) {
+        aftp_stats r;
+        aftp_sender_get_stats(fl->snd, s);
+        aftp_receiver_get_stats(fl->rcv, &r);
+        *delivered = r.payload_bytes_received;
+        return;
+    }
+    const sim_tcp *t = fl->tcp;
+    *delivered = t->delivered * SIM_TCP_PAYLOAD;
+    s->wire_bytes_sent = t->wire_bytes_sent;
+    s->payload_bytes_sent = t->next_tx * SIM_TCP_PAYLOAD;
+    s->payload_bytes_retransmitted = t->retransmits * SIM_TCP_PAYLOAD;
+    s->path_min_rtt_ns = t->min_rtt_ns;
+    s->inflight_packets = t->inflight;
+    s->inflight_cap_packets = (uint64_t)t->cwnd;
+    s->congestion_events = t->loss_events;
+    if (t->srtt_ns)
+        s->pacing_rate_bps = (uint64_t)(t->cwnd * SIM_TCP_PACKET * 8 * 1e9 / (double)t->srtt_ns);
+}
+
 /* Closes every bucket that ended by `now` with the counters' growth. */
 static void record(flows_world *w, uint64_t now)
 {
@@ -191,13 +261,13 @@ static void record(flows_world *w, uint64_t now)
             flow_run *fl = &w->run[i];
             if (!fl->started)
                 continue;
-            aftp_stats s, r;
-            aftp_sender_get_stats(fl->snd, &s);
-            aftp_receiver_get_stats(fl->rcv, &r);
-            w->res->flow[i].delivered[w->bucket] = r.payload_bytes_received - fl->last_delivered;
+            aftp_stats s;
+            uint64_t delivered;
+            flow_stats(fl, &s, &delivered);
+            w->res->flow[i].delivered[w->bucket] = delivered - fl->last_delivered;
             w->res->flow[i].wire_sent[w->bucket] = s.wire_bytes_sent - fl->last_wire;
             w->res->flow[i].series[w->bucket] = s;
-            fl->last_delivered = r.payload_bytes_received;
+            fl->last_delivered = delivered;
             fl->last_wire = s.wire_bytes_sent;
         }
         w->bucket++;
@@ -219,6 +289,10 @@ static uint64_t next_event(flows_world *w)
             continue;
         }
         t = min_u64(t, sim_link_next(&fl->rev));
+        if (fl->tcp != NULL) {
+            t = min_u64(t, sim_tcp_expiry(fl->tcp));
+            continue;
+        }
         t = min_u64(t, aftp_sender_expiry(fl->snd));
         t = min_u64(t, aftp_receiver_expiry(fl->rcv));
     }
@@ -229,8 +303,11 @@ static int all_closed(flows_world *w)
 {
     for (int i = 0; i < w->cfg->nflows; i++) {
         flow_run *fl = &w->run[i];
-        if (!fl->started || aftp_sender_state(fl->snd) != AFTP_STATE_CLOSED ||
-            aftp_receiver_state(fl->rcv) != AFTP_STATE_CLOSED)
+        if (!fl->started)
+            return 0;
+        if (fl->tcp != NULL ? !sim_tcp_done(fl->tcp)
+                            : aftp_sender_state(fl->snd) != AFTP_STATE_CLOSED ||
+                                  aftp_receiver_state(fl->rcv) != AFTP_STATE_CLOSED)
             return 0;
     }
     return 1;
@@ -259,6 +336,14 @@ static void finish(flows_world *w, uint64_t now)
         sim_flow_result *fr = &w->res->flow[i];
         if (!fl->started)
             continue;
+        sim_link_free(&fl->rev);
+        if (fl->tcp != NULL) {
+            uint64_t delivered;
+            flow_stats(fl, &fr->snd, &delivered);
+            sim_tcp_free(fl->tcp);
+            free(fl->tcp);
+            continue;
+        }
         fr->snd_state = aftp_sender_state(fl->snd);
         fr->snd_error = aftp_sender_error(fl->snd);
         fr->rcv_error = aftp_receiver_error(fl->rcv);
@@ -266,7 +351,6 @@ static void finish(flows_world *w, uint64_t now)
         aftp_receiver_get_stats(fl->rcv, &fr->rcv);
         aftp_sender_del(fl->snd);
         aftp_receiver_del(fl->rcv);
-        sim_link_free(&fl->rev);
     }
     sim_link_free(&w->fwd);
 }

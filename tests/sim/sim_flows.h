@@ -1,7 +1,8 @@
 /*
  * Rate-control simulations: one or two sender/receiver pairs whose DATA
  * shares one bottleneck (sim_link: rate, tail-drop queue, delay, loss),
- * each with its own return path, on a virtual clock. Files are long
+ * each with its own return path, on a virtual clock. A flow is an aftp
+ * session (sender and receiver engines) or a TCP-like flow (sim_tcp.h). Files are long
  * patterns (content checked elsewhere), so runs of many seconds at high
  * rates need no memory for their bytes. The run records, per time bucket
  * and flow, the distinct payload delivered and the wire bytes sent, and a
@@ -20,11 +21,15 @@
 #define SIM_QDELAY_BIN_NS UINT64_C(100000)  /* queueing delay histogram: 0.1 ms bins */
 #define SIM_QDELAY_BINS 20000               /* up to 2 s */
 
+/* What a flow is. */
+enum sim_flow_kind { SIM_FLOW_AFTP = 0, SIM_FLOW_RENO, SIM_FLOW_CUBIC };
+
 typedef struct sim_flow_cfg {
-    int policy;                /* enum aftp_cc_policy */
+    int kind;                  /* enum sim_flow_kind */
+    int policy;                /* enum aftp_cc_policy (aftp flows) */
     uint64_t rate_bps;         /* FIXED rate / starting hint */
     uint64_t max_rate_bps, min_rate_bps;
-    uint64_t file_size;
+    uint64_t file_size;        /* TCP: bytes to deliver, 0 = endless */
     uint64_t start_ns;         /* the flow begins (late joiners) */
 } sim_flow_cfg;
 
@@ -46,7 +51,7 @@ typedef struct sim_flow_result {
     aftp_stats snd, rcv;
     uint64_t *delivered;       /* per bucket: distinct payload bytes stored */
     uint64_t *wire_sent;       /* per bucket: sender wire bytes */
-    aftp_stats *series;        /* per bucket: the sender's stats at its end */
+    aftp_stats *series;        /* per bucket: the sender's stats at its end (aftp) */
 } sim_flow_result;
 
 typedef struct sim_flows_result {

@@ -330,6 +330,38 @@ static void test_min_rate_clamp(void **state)
     path_free(&p);
 }
 
+/* FEEDBACK for packet pn (sent at pn ms) arriving at now, with this RTT
+ * and ack delay, every packet so far received. */
+static void feed(aftp_cc *cc, uint64_t pn, uint64_t now, uint64_t rtt, uint64_t ack_delay)
+{
+    aftp_cc_feedback fb = {.now_ns = now, .largest_pn = pn, .rtt_ns = rtt,
+                           .ack_delay_ns = ack_delay, .recv_time_us = now / 1000,
+                           .packets_received = pn + 1};
+    aftp_cc_on_feedback(cc, &fb);
+}
+
+/* A busy receiver stamps an arrival late: its ack delay looks longer than
+ * it was and one RTT sample comes out below the path's. Alone, it does not
+ * become the minimum (which would make the whole path look like a queue);
+ * two in a row do, at the higher of the two. */
+static void test_min_rtt_needs_two_low_samples(void **state)
+{
+    (void)state;
+    aftp_cc cc;
+    cc_start(&cc, AFTP_CC_FAIR, 0, 0);
+    for (uint64_t pn = 0; pn < 10; pn++)
+        aftp_cc_on_sent(&cc, pn * MS, pn, PKT, 1);
+    feed(&cc, 0, 100 * MS, 100 * MS, 0);
+    assert_int_equal(cc.min_rtt_ns, 100 * MS);
+    feed(&cc, 1, 101 * MS, 100 * MS, 25 * MS);
+    feed(&cc, 2, 102 * MS, 101 * MS, 0);
+    assert_int_equal(cc.min_rtt_ns, 100 * MS);
+    assert_int_equal(cc.qdelay_ns, 1 * MS);
+    feed(&cc, 3, 103 * MS, 100 * MS, 20 * MS);
+    feed(&cc, 4, 104 * MS, 100 * MS, 22 * MS);
+    assert_int_equal(cc.min_rtt_ns, 80 * MS);
+}
+
 /* Packets the receiver cannot count (control packets) are not loss. */
 static void test_control_packets_are_not_loss(void **state)
 {
@@ -367,6 +399,7 @@ int main(void)
         cmocka_unit_test(test_max_rate_clamp),
         cmocka_unit_test(test_min_rate_clamp),
         cmocka_unit_test(test_control_packets_are_not_loss),
+        cmocka_unit_test(test_min_rtt_needs_two_low_samples),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

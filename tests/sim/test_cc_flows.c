@@ -1,8 +1,9 @@
 /* The rate controller inside whole transfers (sender and receiver engines)
  * on the simulated path: utilisation of the loss-adjusted capacity under
  * random and bursty loss, queueing delay on a one-BDP buffer, the fixed
- * policy, max-rate in every second, two flows sharing one bottleneck, and
- * the policies against each other. Bounds are generous: the figures come
+ * policy, max-rate in every second, two flows sharing one bottleneck, the
+ * policies against each other and against a TCP-like flow (sim_tcp.h).
+ * Bounds are generous: the figures come
  * from sim_bench_cc and the WAN benchmarks. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -204,6 +205,56 @@ static void test_low_yields_to_fair(void **state)
     assert_true(low <= 0.5 * fair);
 }
 
+/* One aftp flow of `policy` and one CUBIC-like TCP flow (sim_tcp.h)
+ * started together on the 100 Mbit/s, 40 ms, one-BDP path: their rates
+ * from 10 s to 30 s. */
+static void versus_cubic(int policy, double *aftp, double *tcp)
+{
+    sim_flows_cfg c;
+    sim_flows_result r;
+    path(&c, 0.0, 30);
+    c.nflows = 2;
+    c.flow[0].policy = policy;
+    c.flow[1] = (sim_flow_cfg){.kind = SIM_FLOW_CUBIC};
+    sim_flows_run(&c, &r);
+    *aftp = sim_flow_rate(&r, &c, 0, 10 * S, c.stop_ns);
+    *tcp = sim_flow_rate(&r, &c, 1, 10 * S, c.stop_ns);
+    printf("[cc] policy %d vs cubic: %.1f + %.1f Mbit/s, tcp share %.2f\n", policy, *aftp / 1e6,
+           *tcp / 1e6, *tcp / (*aftp + *tcp));
+    assert_true(*aftp + *tcp >= 0.9 * sim_flows_capacity(&c));
+    sim_flows_free(&r);
+}
+
+/* FAIR shares with TCP: TCP keeps at least 30%, and FAIR is not starved
+ * by a queue it cannot shrink (it competes on loss instead). */
+static void test_fair_shares_with_tcp(void **state)
+{
+    (void)state;
+    double aftp, tcp;
+    versus_cubic(AFTP_CC_FAIR, &aftp, &tcp);
+    assert_true(tcp >= 0.3 * (aftp + tcp));
+    assert_true(aftp >= 0.2 * (aftp + tcp));
+}
+
+/* HIGH takes at least twice what TCP keeps. */
+static void test_high_takes_twice_tcp(void **state)
+{
+    (void)state;
+    double aftp, tcp;
+    versus_cubic(AFTP_CC_HIGH, &aftp, &tcp);
+    assert_true(aftp >= 2.0 * tcp);
+    assert_true(tcp > 0.0);
+}
+
+/* LOW yields to TCP. */
+static void test_low_yields_to_tcp(void **state)
+{
+    (void)state;
+    double aftp, tcp;
+    versus_cubic(AFTP_CC_LOW, &aftp, &tcp);
+    assert_true(aftp <= 0.1 * tcp);
+}
+
 /* The adaptive default inside full transfers with real content: loss,
  * reordering and duplication together; every file arrives intact. */
 static void test_fair_transfer_is_intact(void **state)
@@ -248,6 +299,9 @@ int main(void)
         cmocka_unit_test(test_high_takes_more_than_fair),
         cmocka_unit_test(test_low_yields_to_fair),
         cmocka_unit_test(test_fair_transfer_is_intact),
+        cmocka_unit_test(test_fair_shares_with_tcp),
+        cmocka_unit_test(test_high_takes_twice_tcp),
+        cmocka_unit_test(test_low_yields_to_tcp),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
