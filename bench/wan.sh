@@ -8,6 +8,9 @@
 #                     [--json FILE]
 #                     [--aftp PATH] [--rate RATE|auto] [--iperf-seconds N]
 #                     [--retries N] [--wan-opt ARG]...
+#        bench/wan.sh --compete solo|tcp|aftp [--policies fair,high,low]
+#                     [--seconds N] [--join N] [--tcp-cc NAME] [--profile NAME]
+#                     [--aftp PATH] [--rate RATE|auto] [--retries N] [--wan-opt ARG]...
 #   --profile   a netem/profiles name or file (default wan-150ms)
 #   --size      file size in MiB (default 256)
 #   --time-cap  slow tools are stopped after this many seconds and reported
@@ -24,6 +27,17 @@
 #   --retries   measure a tool again when the link emulator was overloaded
 #               during its run, up to N times (default 1)
 #   --wan-opt   passed to netem/wan.sh (e.g. --wan-opt --backend --wan-opt tun)
+#   --compete   flows at once on the one bottleneck, each flow's rate per
+#               second at the receiver host (bench/wan/compete.sh):
+#               solo: one aftp flow per policy (ramp-up, busiest second);
+#               tcp: per policy, aftp and one iperf3 TCP flow started together
+#               (means over the common interval, TCP's share);
+#               aftp: two aftp flows of the first policy, the second joining
+#               --join seconds later (Jain's index, joiner's time to its share)
+#   --policies  aftp policies for --compete (default fair,high,low; aftp: fair)
+#   --seconds   length of one --compete run (default 40)
+#   --join      --compete aftp: when the second flow starts (default 10)
+#   --tcp-cc    the TCP flow's congestion control (default cubic)
 # Environment: AFTP_WAN_DIR holds the file and the copies (default /dev/shm
 # when it has room, else $TMPDIR or /tmp: see bench/wan/scratch.sh).
 # Run as root: installs the baseline tools (Debian packages) when missing.
@@ -38,6 +52,7 @@ die() { echo "bench/wan: $*" >&2; exit 2; }
 
 profile=wan-150ms size_mib=256 cap=60 only=aftp,iperf3,scp,sftp,rsync,uftp json='' aftp=''
 rate=auto iperf_seconds=20 retries=1 wan_opts=()
+compete='' policies='' seconds=40 join=10 tcp_cc=cubic
 while [ $# -gt 0 ]; do
     case $1 in
     --profile) profile=$2; shift 2 ;;
@@ -50,6 +65,11 @@ while [ $# -gt 0 ]; do
     --iperf-seconds) iperf_seconds=$2; shift 2 ;;
     --retries) retries=$2; shift 2 ;;
     --wan-opt) wan_opts+=("$2"); shift 2 ;;
+    --compete) compete=$2; shift 2 ;;
+    --policies) policies=$2; shift 2 ;;
+    --seconds) seconds=$2; shift 2 ;;
+    --join) join=$2; shift 2 ;;
+    --tcp-cc) tcp_cc=$2; shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option $1 (see --help)" ;;
     esac
@@ -58,10 +78,20 @@ done
 [[ $cap =~ ^[1-9][0-9]*$ ]] || die "--time-cap wants whole seconds"
 [[ $iperf_seconds =~ ^[1-9][0-9]*$ ]] || die "--iperf-seconds wants whole seconds"
 [[ $retries =~ ^[0-9]+$ ]] || die "--retries wants a count"
+[[ $seconds =~ ^[1-9][0-9]*$ ]] || die "--seconds wants whole seconds"
+[[ $join =~ ^[0-9]+$ ]] || die "--join wants whole seconds"
+if [ "$compete" = aftp ] && [ "$join" -ge "$seconds" ]; then die "--join must be below --seconds"; fi
+case $compete in
+'') ;;
+solo|tcp|aftp) only=aftp
+    [ -n "$policies" ] || { [ "$compete" = aftp ] && policies=fair || policies=fair,high,low; } ;;
+*) die "--compete wants solo, tcp or aftp" ;;
+esac
 
 # --- tools: what each one needs (Debian packages), installed when missing ------
 IFS=, read -r -a tools <<<"$only"
 packages=(time python3 iproute2 procps coreutils findutils)
+[ -z "$compete" ] || packages+=(nftables iperf3)
 for tool in "${tools[@]}"; do
     case $tool in
     aftp|aftp-fixed) ;;
@@ -111,9 +141,29 @@ if [[ " ${wan_opts[*]} " != *" --linkemu "* ]]; then
     [ -z "$linkemu" ] || wan_opts+=(--linkemu "$linkemu")
 fi
 
-# --- the file, the run, the table ----------------------------------------------
 # shellcheck source=bench/wan/scratch.sh
 . "$here/wan/scratch.sh"
+
+# --- competing flows: their own runs and report ----------------------------------
+if [ -n "$compete" ]; then
+    # Sparse sources cost nothing; each copy lasts a run at the link rate.
+    work=$(mktemp -d "$(pick_scratch_dir $((2 * (seconds + 5) * 125000000)))/aftp-wan-compete.XXXXXX")
+    trap 'rm -rf "$work"' EXIT
+    echo "$(nproc) cores, $(uname -r), $(date -u +%Y-%m-%dT%H:%MZ); command: bench/wan.sh" \
+         "--compete $compete --policies $policies --seconds $seconds --join $join" \
+         "--tcp-cc $tcp_cc --profile $profile (aftp: ${aftp#"$root"/}," \
+         "emulator: ${linkemu#"$root"/})"
+    echo
+    rc=0
+    BENCH_WORK=$work BENCH_AFTP=$aftp BENCH_RATE=$rate BENCH_COMPETE=$compete \
+    BENCH_POLICIES=$policies BENCH_SECONDS=$seconds BENCH_JOIN=$join BENCH_TCP_CC=$tcp_cc \
+    BENCH_RETRIES=$retries "$root/netem/wan.sh" --profile "$profile" "${wan_opts[@]}" -- \
+        "$here/wan/compete.sh" || rc=$?
+    [ "$rc" -ne 77 ] || { echo "bench/wan: SKIP: no network namespaces here" >&2; exit 77; }
+    exit "$rc"
+fi
+
+# --- the file, the run, the table ----------------------------------------------
 work=$(mktemp -d "$(pick_scratch_dir $((3 * size_mib * 1048576)))/aftp-wan-bench.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 echo "bench/wan: writing a ${size_mib} MiB random file in $work" >&2

@@ -29,22 +29,8 @@ record kind=meta profile="$WAN_PROFILE" backend="$WAN_BACKEND" mode="$WAN_MODE" 
 
 # --- measurements shared by every tool ----------------------------------------
 
-# A fresh copy of the TUN emulator's report (SIGUSR1 makes it rewrite the file
-# by rename), or {} with the netem backend, which has no overload to report.
-emu_snapshot() { # FILE
-    if [ "$WAN_BACKEND" != tun ] || [ -z "${WAN_EMU_PID:-}" ]; then
-        echo '{}' >"$1"
-        return
-    fi
-    local ino
-    ino=$(stat -c %i "$WAN_STATS" 2>/dev/null || echo none)
-    kill -USR1 "$WAN_EMU_PID" 2>/dev/null || { echo '{}' >"$1"; return; }
-    for _ in $(seq 250); do
-        [ "$(stat -c %i "$WAN_STATS" 2>/dev/null || echo none)" != "$ino" ] && break
-        sleep 0.02
-    done
-    cp "$WAN_STATS" "$1" 2>/dev/null || echo '{}' >"$1"
-}
+# shellcheck source=bench/wan/lib.sh
+. "$here/lib.sh"
 
 # TCP segments sent and retransmitted so far on the sender host: "OUT RETRANS".
 tcp_counters() {
@@ -141,16 +127,6 @@ emu_before() { emu_snapshot "$work/emu.before"; }
 emu_fields() { # sets EMU_FIELDS: key=value words on the emulator since emu_before
     emu_snapshot "$work/emu.after"
     mapfile -t EMU_FIELDS < <(python3 "$here/report.py" emu-delta "$work/emu.before" "$work/emu.after")
-}
-
-wait_listening() { # PREFIX... PROTO PORT: polls ss on a host until the port listens
-    local proto=$1 port=$2
-    shift 2
-    for _ in $(seq 100); do
-        "$@" ss -Hln"$proto" "sport = :$port" 2>/dev/null | grep -q . && return 0
-        sleep 0.05
-    done
-    return 1
 }
 
 # --- aftp ------------------------------------------------------------------------
