@@ -545,6 +545,18 @@ static uint64_t passed_bottleneck(const aftp_cc *cc, uint64_t sent, uint64_t got
     return (double)sent <= explained ? sent : (uint64_t)explained;
 }
 
+/* The rate a sample's packets went out at, on our own clock; 0: unknown.
+ * A path delivers no faster than that: a higher receive rate comes from
+ * arrivals the receiver stamped late and then in a bunch (a busy host,
+ * a bursty link), as BBR's delivery rate is capped by its send rate. */
+static double send_rate(const aftp_cc *cc, const aftp_cc_mark *now_mark, uint64_t sent)
+{
+    if (cc->mark.sent_ns == 0 || now_mark->sent_ns <= cc->mark.sent_ns)
+        return 0.0;
+    return (double)sent * (double)datagram_size(cc) * 8.0 * 1e9 /
+           (double)(now_mark->sent_ns - cc->mark.sent_ns);
+}
+
 /* One receive-rate sample between the mark and this FEEDBACK: the rate,
  * the loss, and what they say about congestion. */
 static void take_sample(aftp_cc *cc, const aftp_cc_mark *now_mark)
@@ -555,6 +567,9 @@ static void take_sample(aftp_cc *cc, const aftp_cc_mark *now_mark)
     uint64_t lost = sent > got ? sent - got : 0;
     double bps = (double)passed_bottleneck(cc, sent, got) * (double)datagram_size(cc) * 8.0 *
                  1e6 / (double)dt_us;
+    double sent_bps = send_rate(cc, now_mark, sent);
+    if (sent_bps > 0.0 && sent_bps < bps)
+        bps = sent_bps;
     bw_add_sample(cc, (uint64_t)bps);
     cc->recent_loss = sent ? (double)lost / (double)sent : 0.0;
     uint64_t events = cc->congestion_events;
@@ -596,7 +611,9 @@ static int measure(aftp_cc *cc, const aftp_cc_feedback *fb)
     /* When largest_pn arrived, on the receiver's clock. */
     uint64_t delay_us = fb->ack_delay_ns / 1000;
     uint64_t arrived_us = fb->recv_time_us > delay_us ? fb->recv_time_us - delay_us : 0;
-    aftp_cc_mark m = {arrived_us, fb->packets_received, data_sent_upto(cc, fb->largest_pn)};
+    uint64_t sent_ns = fb->rtt_ns > 0 && fb->rtt_ns < fb->now_ns ? fb->now_ns - fb->rtt_ns : 0;
+    aftp_cc_mark m = {arrived_us, fb->packets_received, data_sent_upto(cc, fb->largest_pn),
+                      sent_ns};
     note_feedback_gap(cc, fb->recv_time_us);
     cc->span_min_qdelay_ns = min_u64(cc->span_min_qdelay_ns, cc->qdelay_ns);
     /* Packets sent before a back-off still show the old rate: measure

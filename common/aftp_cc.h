@@ -93,6 +93,7 @@ typedef struct aftp_cc_mark {
     uint64_t recv_time_us;
     uint64_t packets_received;
     uint64_t data_sent;         /* DATA packets sent up to largest_pn */
+    uint64_t sent_ns;           /* when largest_pn was sent (our clock); 0: unknown */
 } aftp_cc_mark;
 
 typedef struct aftp_cc {

@@ -370,21 +370,48 @@ static void test_control_packets_are_not_loss(void **state)
     cc_start(&cc, AFTP_CC_FAIR, 0, 0);
     for (uint64_t pn = 0; pn < 400; pn++)
         aftp_cc_on_sent(&cc, pn * MS, pn, pn % 4 == 0 ? 60 : PKT, pn % 4 != 0);
-    /* 300 DATA packets sent, all arrived: two FEEDBACKs 100 ms apart. */
-    aftp_cc_feedback fb = {.now_ns = 200 * MS, .largest_pn = 199, .rtt_ns = 40 * MS,
-                           .recv_time_us = 100000, .packets_received = 150};
+    /* 300 DATA packets sent, all arrived: two FEEDBACKs 200 ms apart. */
+    aftp_cc_feedback fb = {.now_ns = 240 * MS, .largest_pn = 199, .rtt_ns = 41 * MS,
+                           .recv_time_us = 220000, .packets_received = 150};
     aftp_cc_on_feedback(&cc, &fb);
-    fb = (aftp_cc_feedback){.now_ns = 400 * MS, .largest_pn = 399, .rtt_ns = 40 * MS,
-                            .recv_time_us = 200000, .packets_received = 300};
+    fb = (aftp_cc_feedback){.now_ns = 440 * MS, .largest_pn = 399, .rtt_ns = 41 * MS,
+                            .recv_time_us = 420000, .packets_received = 300};
     aftp_cc_on_feedback(&cc, &fb);
     assert_true(cc.recent_loss == 0.0);
-    /* 150 packets of 1200 bytes in 100 ms. */
-    assert_int_equal(cc.bw_bps, 150 * PKT * 8 * 10);
+    /* 150 packets of 1200 bytes in 200 ms. */
+    assert_int_equal(cc.bw_bps, 150 * PKT * 8 * 5);
     /* A stale FEEDBACK (no higher largest_pn) changes nothing. */
     aftp_cc copy = cc;
     fb.packets_received = 10;
     aftp_cc_on_feedback(&cc, &fb);
     assert_memory_equal(&copy, &cc, sizeof cc);
+}
+
+/* A receiver that stamped arrivals late and then in a bunch reports them
+ * faster than they were sent: the sample is the send rate, since a path
+ * delivers no faster than that. A receive rate below the send rate (the
+ * path's own limit) is taken as it is. */
+static void test_bunched_arrivals_do_not_raise_bw(void **state)
+{
+    (void)state;
+    aftp_cc cc;
+    cc_start(&cc, AFTP_CC_FAIR, 0, 0);
+    for (uint64_t pn = 0; pn < 400; pn++)
+        aftp_cc_on_sent(&cc, pn * MS, pn, PKT, 1);
+    /* pn 199..299 left over 100 ms and were stamped 50 ms apart. */
+    aftp_cc_feedback fb = {.now_ns = 250 * MS, .largest_pn = 199, .rtt_ns = 51 * MS,
+                           .recv_time_us = 240000, .packets_received = 200};
+    aftp_cc_on_feedback(&cc, &fb);
+    fb = (aftp_cc_feedback){.now_ns = 350 * MS, .largest_pn = 299, .rtt_ns = 51 * MS,
+                            .recv_time_us = 290000, .packets_received = 300};
+    aftp_cc_on_feedback(&cc, &fb);
+    assert_int_equal(cc.bw_bps, 100 * PKT * 8 * 10);
+    /* pn 299..399 left over 100 ms and arrived over 200 ms: the path's rate. */
+    cc.bw_slot[cc.bw_index] = 0;
+    fb = (aftp_cc_feedback){.now_ns = 500 * MS, .largest_pn = 399, .rtt_ns = 101 * MS,
+                            .recv_time_us = 490000, .packets_received = 400};
+    aftp_cc_on_feedback(&cc, &fb);
+    assert_int_equal(cc.bw_slot[cc.bw_index], 100 * PKT * 8 * 5);
 }
 
 int main(void)
@@ -400,6 +427,7 @@ int main(void)
         cmocka_unit_test(test_min_rate_clamp),
         cmocka_unit_test(test_control_packets_are_not_loss),
         cmocka_unit_test(test_min_rtt_needs_two_low_samples),
+        cmocka_unit_test(test_bunched_arrivals_do_not_raise_bw),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
