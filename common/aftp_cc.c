@@ -261,12 +261,24 @@ uint64_t aftp_cc_rate(const aftp_cc *cc)
     return cc->rate_bps;
 }
 
+/* While cruising, what is in flight is one BDP plus the policy's queue
+ * target: a bandwidth estimate a little above the path's (a max filter
+ * over noisy samples is) then builds no more than the target's queue,
+ * rather than one that grows until it stands and gets cut. Probes, and a
+ * flow competing with a queue it cannot shrink, have the usual 2 BDP. */
+static uint64_t cruise_cap(const aftp_cc *cc)
+{
+    return packets_in(cc, rtt_estimate(cc) + cc->feedback_gap_ns + params_of(cc).target_ns);
+}
+
 uint64_t aftp_cc_inflight_cap(const aftp_cc *cc)
 {
     if (cc->mode == AFTP_CC_MODE_FIXED)
         return UINT64_MAX;
     double gain = cc->mode == AFTP_CC_MODE_STARTUP ? STARTUP_CAP_GAIN : CAP_GAIN;
     uint64_t cap = (uint64_t)(gain * (double)bdp_packets(cc));
+    if (cc->mode == AFTP_CC_MODE_PROBE_BW && cc->phase == AFTP_CC_PHASE_CRUISE && !cc->competing)
+        cap = cruise_cap(cc);
     cap = max_u64(cap, AFTP_CC_INITIAL_WINDOW);
     if (cc->cfg.max_inflight)
         cap = min_u64(cap, cc->cfg.max_inflight);
