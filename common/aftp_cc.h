@@ -29,9 +29,10 @@
  * bw is the windowed maximum (10 rounds) of the rate at which the receiver
  * saw our packet numbers go by (lost packets included: that is the receive
  * rate / (1 - loss) without the loss's own noise; packets lost beyond the
- * baseline are not counted, they died in the bottleneck queue); pacing is
+ * baseline are not counted, they died in the bottleneck queue), each
+ * sample capped by the rate its packets were sent at; pacing is
  * gain x bw, clamped to [min_rate, max_rate]; inflight is capped at 2 BDP
- * (plus a feedback interval). Congestion is a queue above the policy's
+ * (plus a feedback interval), one BDP plus the queue target in CRUISE. Congestion is a queue above the policy's
  * target for longer than a probe's spike (CoDel's standing-queue idea) or
  * loss over a round clearly above the baseline random loss, learnt while
  * the queue is empty. It cuts bw in proportion to the excess (the queue
