@@ -81,8 +81,9 @@ struct aftp_receiver {
     uint64_t scan_hi;       /* highest block received + 1 */
     int done_received;
     uint8_t expected[AFTP_DIGEST_LEN];
-    int verifying;          /* reading the file back (section 9.10)... */
-    uint64_t verified;      /* ...this many bytes hashed so far */
+    uint64_t held_prefix;   /* blocks [0, held_prefix) are all held */
+    int verifying;          /* every block held and FILE_DONE in: finishing the read-back */
+    uint64_t verified;      /* bytes of the stored file read back and hashed so far */
     int reply_due;
     uint16_t reply_error;
     int result_due;
@@ -276,19 +277,34 @@ static void start_closing(aftp_receiver *r, int error, uint16_t wire_error)
 }
 
 /* Section 9.10: the stored file is read back through storage.view and its
- * XXH3-128 compared with the sender's; commit only on a match. Reading a
- * multi-GiB file takes seconds, so it goes in steps (verify_step, one per
- * expiry) and the session answers its peer in between. */
+ * XXH3-128 compared with the sender's; commit only on a match. Held blocks
+ * never change (duplicates and forgeries are dropped before any write), so
+ * the read-back follows the contiguous held prefix while data still
+ * arrives, one step at a time: at the end only the last steps are left,
+ * not a re-read of the whole file (seconds for a multi-GiB file, minutes
+ * from a disk). Every step is one expiry, so the session answers its peer
+ * in between. */
 static void start_verification(aftp_receiver *r)
 {
-    aftp_digest_reset(r->hash);
     r->verifying = 1;
-    r->verified = 0;
+}
+
+/* Bytes at the start of the file whose blocks are all held. */
+static uint64_t held_prefix_bytes(const aftp_receiver *r)
+{
+    return min_u64(r->info.size, r->held_prefix * r->info.block_size);
+}
+
+/* A read-back step is due: the final ones, or a whole step of the prefix. */
+static int verify_due(const aftp_receiver *r)
+{
+    return r->verifying || (r->phase == FILE_OPEN && held_prefix_bytes(r) >=
+                                                         r->verified + AFTP_RECEIVER_VERIFY_STEP);
 }
 
 static void verify_step(aftp_receiver *r)
 {
-    uint64_t end = min_u64(r->info.size, r->verified + AFTP_RECEIVER_VERIFY_STEP);
+    uint64_t end = min_u64(held_prefix_bytes(r), r->verified + AFTP_RECEIVER_VERIFY_STEP);
     while (r->verified < end) {
         const uint8_t *p = NULL;
         size_t len = (size_t)min_u64(VERIFY_CHUNK, end - r->verified);
@@ -300,7 +316,7 @@ static void verify_step(aftp_receiver *r)
         aftp_digest_update(r->hash, p, len);
         r->verified += len;
     }
-    if (r->verified < r->info.size)
+    if (!r->verifying || r->verified < r->info.size)
         return;
     uint8_t digest[AFTP_DIGEST_LEN];
     aftp_digest_final(r->hash, digest);
@@ -325,6 +341,9 @@ static int accept_offer(aftp_receiver *r, const aftp_wire_file_offer *o)
         return rc;
     aftp_bitmap_free(&r->held);
     rc = aftp_bitmap_init(&r->held, r->block_count);
+    r->held_prefix = 0;
+    r->verified = 0;
+    aftp_digest_reset(r->hash);
     if (rc != AFTP_OK)
         r->set.storage->close(r->set.user, r->info.file_id, 0);
     return rc;
@@ -414,6 +433,8 @@ static void on_data(aftp_receiver *r, const aftp_wire_data *d)
         return;
     }
     aftp_bitmap_set(&r->held, d->block);
+    while (r->held_prefix < r->block_count && aftp_bitmap_test(&r->held, r->held_prefix))
+        r->held_prefix++;
     r->ss.stats.payload_bytes_received += d->payload_len;
     if (r->done_received && all_blocks_held(r))
         start_verification(r);
@@ -936,8 +957,8 @@ uint64_t aftp_receiver_expiry(const aftp_receiver *r)
     uint64_t t = aftp_session_expiry(&r->ss);
     if (r->feedback_armed)
         t = min_u64(t, r->feedback_deadline);
-    if (r->verifying)
-        t = min_u64(t, r->ss.now_ns); /* the next verification step is due */
+    if (verify_due(r))
+        t = min_u64(t, r->ss.now_ns); /* the next read-back step is due */
     return min_u64(t, r->resend_deadline);
 }
 
@@ -965,7 +986,7 @@ int aftp_receiver_handle_expiry(aftp_receiver *r, uint64_t now_ns)
         r->resend_deadline = AFTP_NO_EXPIRY;
         r->result_due = r->ss.state == AFTP_STATE_TRANSFER && r->phase == FILE_ENDED;
     }
-    if (r->verifying)
+    if (verify_due(r))
         verify_step(r);
     return AFTP_OK;
 }

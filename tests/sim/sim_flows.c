@@ -18,7 +18,10 @@
 
 /* ---- pattern storage: every offset views the same seeded bytes ---- */
 
-static uint8_t pattern[PATTERN_PERIOD + AFTP_WIRE_MAX_DATAGRAM];
+/* Views start anywhere in the period and reach this far past it: a
+ * datagram's payload (sender) or a read-back chunk (receiver). */
+#define PATTERN_VIEW_MAX (UINT64_C(1) << 20)
+static uint8_t pattern[PATTERN_PERIOD + PATTERN_VIEW_MAX];
 
 static void pattern_fill(void)
 {
@@ -32,7 +35,7 @@ static int pattern_view(void *user, uint32_t file_id, uint64_t off, size_t len,
 {
     (void)user;
     (void)file_id;
-    if (len > AFTP_WIRE_MAX_DATAGRAM)
+    if (len > PATTERN_VIEW_MAX)
         return AFTP_ERR_INVALID_ARGUMENT;
     *out = pattern + off % PATTERN_PERIOD;
     return AFTP_OK;

@@ -101,7 +101,7 @@ static int receiver_write(void *user, uint32_t id, uint64_t off, const uint8_t *
     if (off % f->block_size != 0 || len != aftp_wire_block_len(f->size, f->block_size, block))
         f->bad_writes++;
     else if (f->writes[block] < 255)
-        f->writes[block]++;
+        f->blocks_written += f->writes[block]++ == 0;
     memcpy(f->dst + off, data, len);
     if (st->corrupt_offset >= 0 && (uint64_t)st->corrupt_offset >= off &&
         (uint64_t)st->corrupt_offset < off + len)
@@ -114,9 +114,15 @@ static int receiver_view(void *user, uint32_t id, uint64_t off, size_t len, cons
     sim_storage *st = storage_of(user);
     sim_file *f = sim_storage_file(st, id);
     int rc = f ? borrow(f->dst, f->size, off, len, out) : AFTP_ERR_NOT_FOUND;
-    if (rc == AFTP_OK)
-        st->receiver_view_bytes += len;
-    return rc;
+    if (rc != AFTP_OK)
+        return rc;
+    st->receiver_view_bytes += len;
+    if (f->blocks_written < f->blocks)
+        f->viewed_early += len;
+    for (uint64_t b = off / f->block_size; len > 0 && b <= (off + len - 1) / f->block_size; b++)
+        if (f->writes[b] == 0)
+            f->viewed_unwritten += aftp_wire_block_len(f->size, f->block_size, b);
+    return AFTP_OK;
 }
 
 static int receiver_close(void *user, uint32_t id, int commit)

@@ -22,6 +22,9 @@ typedef struct sim_file {
     uint8_t *dst;       /* receiver side, allocated by open */
     uint8_t *writes;    /* writes per block (saturating) */
     uint64_t bad_writes; /* writes not covering exactly one block */
+    uint64_t blocks_written;  /* distinct blocks written at least once */
+    uint64_t viewed_unwritten; /* receiver read-back bytes of blocks not written yet */
+    uint64_t viewed_early;    /* receiver read-back bytes while blocks were missing */
     int opened;
     int sender_closed, receiver_closed;
     int committed;
