@@ -146,8 +146,8 @@ fi
 
 # --- competing flows: their own runs and report ----------------------------------
 if [ -n "$compete" ]; then
-    # Sparse sources cost nothing; each copy lasts a run at the link rate.
-    work=$(mktemp -d "$(pick_scratch_dir $((2 * (seconds + 5) * 125000000)))/aftp-wan-compete.XXXXXX")
+    # Up to two sources and their copies, each a run at 1 Gbit/s.
+    work=$(mktemp -d "$(pick_scratch_dir $((4 * (seconds + 5) * 125000000)))/aftp-wan-compete.XXXXXX")
     trap 'rm -rf "$work"' EXIT
     echo "$(nproc) cores, $(uname -r), $(date -u +%Y-%m-%dT%H:%MZ); command: bench/wan.sh" \
          "--compete $compete --policies $policies --seconds $seconds --join $join" \

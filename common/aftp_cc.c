@@ -128,11 +128,17 @@ static uint64_t initial_rate(const aftp_cc *cc)
     return (uint64_t)(bits * (double)NS_PER_S / (double)rtt_estimate(cc));
 }
 
+/* Packets `span_ns` at `bps` carry. */
+static uint64_t packets_at(const aftp_cc *cc, uint64_t bps, uint64_t span_ns)
+{
+    double bits = (double)bps * (double)span_ns / (double)NS_PER_S;
+    return (uint64_t)(bits / 8.0 / (double)datagram_size(cc));
+}
+
 /* Packets `span_ns` of the path rate carry. */
 static uint64_t packets_in(const aftp_cc *cc, uint64_t span_ns)
 {
-    double bits = (double)cc->bw_bps * (double)span_ns / (double)NS_PER_S;
-    return (uint64_t)(bits / 8.0 / (double)datagram_size(cc));
+    return packets_at(cc, cc->bw_bps, span_ns);
 }
 
 /* One BDP in packets, plus the data that arrived but is not reported yet
@@ -261,14 +267,17 @@ uint64_t aftp_cc_rate(const aftp_cc *cc)
     return cc->rate_bps;
 }
 
-/* While cruising, what is in flight is one BDP plus the policy's queue
- * target: a bandwidth estimate a little above the path's (a max filter
- * over noisy samples is) then builds no more than the target's queue,
- * rather than one that grows until it stands and gets cut. Probes, and a
- * flow competing with a queue it cannot shrink, have the usual 2 BDP. */
+/* While cruising, what is in flight is one BDP plus half the policy's
+ * queue target: a bandwidth estimate a little above the path's (a max
+ * filter over noisy samples is) then builds a queue of about half the
+ * target, which keeps the link busy, rather than one that grows until it
+ * stands above the target and gets cut. Probes, and a flow competing with
+ * a queue it cannot shrink, have the usual 2 BDP. */
 static uint64_t cruise_cap(const aftp_cc *cc)
 {
-    return packets_in(cc, rtt_estimate(cc) + cc->feedback_gap_ns + params_of(cc).target_ns);
+    /* --min-rate holds whatever the path does: the cap never undercuts it. */
+    uint64_t bps = max_u64(cc->bw_bps, cc->cfg.min_rate_bps);
+    return packets_at(cc, bps, rtt_estimate(cc) + cc->feedback_gap_ns + params_of(cc).target_ns / 2);
 }
 
 uint64_t aftp_cc_inflight_cap(const aftp_cc *cc)

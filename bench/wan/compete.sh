@@ -51,10 +51,12 @@ sample() { # FILE
 }
 
 # --- the flows ------------------------------------------------------------------
-# A sparse source: nothing to read from memory, and long enough to keep an
-# aftp flow busy at the full link rate for the whole run.
+# A source long enough to keep an aftp flow busy at the full link rate for
+# the whole run, allocated up front (zeroed, content is irrelevant to aftp):
+# a sparse file's holes would be allocated page by page as the sender reads
+# them, on tmpfs, which costs the sender CPU the other tools do not pay.
 make_source() { # FILE SECONDS
-    truncate -s "$(awk -v r="$WAN_FWD_RATE_BPS" -v s="$2" 'BEGIN { printf "%d", r * (s + 5) / 8 }')" "$1"
+    fallocate -l "$(awk -v r="$WAN_FWD_RATE_BPS" -v s="$2" 'BEGIN { printf "%d", r * (s + 5) / 8 }')" "$1"
 }
 
 start_aftp() { # INDEX POLICY DELAY: runs in the background
