@@ -32,7 +32,7 @@
  * baseline are not counted, they died in the bottleneck queue), each
  * sample capped by the rate its packets were sent at; pacing is
  * gain x bw, clamped to [min_rate, max_rate]; inflight is capped at 2 BDP
- * (plus a feedback interval), one BDP plus the queue target in CRUISE. Congestion is a queue above the policy's
+ * (plus a feedback interval), one BDP plus half the queue target in CRUISE. Congestion is a queue above the policy's
  * target for longer than a probe's spike (CoDel's standing-queue idea) or
  * loss over a round clearly above the baseline random loss, learnt while
  * the queue is empty. It cuts bw in proportion to the excess (the queue
