@@ -23,7 +23,8 @@
 #               not a sanitizer or fuzzing build); netem/aftp-linkemu is taken
 #               from the same build directory unless --wan-opt --linkemu says
 #   --rate      aftp --rate: the rate of --policy fixed, the ceiling of the
-#               adaptive policies (default auto: 95% of the link in payload bits)
+#               adaptive policies (default auto: 95% of the link in payload
+#               bits for fixed, no --rate for the adaptive policies)
 #   --retries   measure a tool again when the link emulator was overloaded
 #               during its run, up to N times (default 1)
 #   --wan-opt   passed to netem/wan.sh (e.g. --wan-opt --backend --wan-opt tun)

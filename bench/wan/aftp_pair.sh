@@ -7,8 +7,10 @@
 # usage: aftp_pair.sh AFTP FILE DIR RATE SECONDS PREFIX [SEND OPTION...]
 #   FILE is sent to the receiver, which writes it into DIR; RATE is aftp's
 #   --rate (the rate of policy fixed, the ceiling of the adaptive ones), or
-#   "auto": 95% of the link's rate in UDP payload bits; SEND OPTIONs go to
-#   `aftp send` (e.g. --policy fixed); both sides are killed after SECONDS.
+#   "auto": with --policy fixed 95% of the link's rate in UDP payload bits,
+#   with an adaptive policy no --rate at all (a ceiling below the link would
+#   hide what the controller reaches); SEND OPTIONs go to `aftp send` (e.g.
+#   --policy fixed); both sides are killed after SECONDS.
 # Writes PREFIX.rate (the rate used), PREFIX.recv.{out,err,rc} and
 # PREFIX.send.{out,err,rc}; with GNU time installed also
 # PREFIX.{recv,send}.time ("elapsed user system", last line).
@@ -26,9 +28,13 @@ port=${AFTP_PAIR_PORT:-7400}
 
 # The link counts IP bytes; aftp's --rate counts UDP payload bytes, 1452 per
 # 1480-byte IP packet.
-if [ "$rate" = auto ]; then
+rate_opt=()
+if [ "$rate" = auto ] && [[ " $* " != *" --policy fixed "* ]]; then
+    rate=none
+elif [ "$rate" = auto ]; then
     rate=$(awk -v r="$WAN_FWD_RATE_BPS" 'BEGIN { printf "%dM", r * 0.95 * 1452 / 1480 / 1e6 }')
 fi
+[ "$rate" = none ] || rate_opt=(--rate "$rate")
 echo "$rate" >"$out.rate"
 
 # side, command...: runs the command under GNU time when it is installed
@@ -86,7 +92,7 @@ if [ "$listening" = 0 ]; then
     exit 1
 fi
 
-aftp_side send "$WAN_SND_EXEC" --rate "$rate" "$@" "$file" "$WAN_RCV_ADDR:$port" \
+aftp_side send "$WAN_SND_EXEC" "${rate_opt[@]}" "$@" "$file" "$WAN_RCV_ADDR:$port" \
     >"$out.send.out" 2>"$out.send.err"
 send_rc=$?
 wait "$recv_pid"

@@ -154,8 +154,10 @@ run_aftp() { # tool [aftp send options...]
         error="$error $(tail -n 1 "$work/aftp.send.err")"
     fi
     emu_fields
-    local options=${*:-"(default policy)"}
-    record kind=tool tool="$tool" label="aftp $options --rate $(cat "$work/aftp.rate")" framing=aftp \
+    local options=${*:-"(default policy)"} rate_used
+    rate_used=$(cat "$work/aftp.rate")
+    [ "$rate_used" = none ] && rate_used="(no --rate)" || rate_used="--rate $rate_used"
+    record kind=tool tool="$tool" label="aftp $options $rate_used" framing=aftp \
         bytes="$bytes" seconds="$secs" capped=false verified="$verified" error="$error" \
         retrans_pct="${retrans:-null}" cpu_snd_s="$(time_field "$work/aftp.send.time" 2)" \
         cpu_rcv_s="$(time_field "$work/aftp.recv.time" 2)" \

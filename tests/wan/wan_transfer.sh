@@ -79,5 +79,5 @@ grep -Eq ', (aes-256-gcm|chacha20-poly1305)$' "$work/run.send.out" ||
     fail "the sender's summary does not name a cipher: the transfer was not protected"
 grep -qF "key $(cut -d' ' -f1,2 "$work/run.keys/send.pub")" "$work/run.recv.out" ||
     fail "the receiver did not authenticate the client's key"
-echo "ok: $size_mib MiB over $profile at --rate $(cat "$work/run.rate"), sha256 $got"
+echo "ok: $size_mib MiB over $profile, rate $(cat "$work/run.rate") (none: the controller's own), sha256 $got"
 cat "$work/run.send.out" "$work/run.recv.out"
