@@ -107,6 +107,10 @@ int aftp_cli_security_option(int c, const char *arg, aftp_cli_security *sec,
                              aftp_cli_common *co);
 /* $HOME/.aftp in buf; NULL without HOME. */
 const char *aftp_cli_key_dir(char *buf, size_t cap);
+/* $HOME/.aftp in buf, created 0700 when missing: AFTP_EXIT_OK,
+ * AFTP_EXIT_USAGE without HOME (nothing printed: the caller says what to
+ * give instead), AFTP_EXIT_LOCAL_FILE when it cannot be created (said). */
+int aftp_cli_make_key_dir(char *buf, size_t cap);
 /* `given`, or $HOME/.aftp/name in buf; NULL without HOME. */
 const char *aftp_cli_key_path(const char *given, const char *name, char *buf, size_t cap);
 

@@ -1,5 +1,4 @@
 /* aftp keygen: a new X25519 identity (private key file + public key file). */
-#include <errno.h>
 #include <getopt.h>
 #include <pwd.h>
 #include <stdio.h>
@@ -63,20 +62,6 @@ static void default_comment(char *buf, size_t cap)
     snprintf(buf, cap, "%s@%s", pw ? pw->pw_name : "aftp", host[0] ? host : "localhost");
 }
 
-/* $HOME/.aftp, created private when missing. */
-static int make_key_dir(char *path_buf, size_t cap)
-{
-    if (aftp_cli_key_dir(path_buf, cap) == NULL) {
-        aftp_cli_error("HOME is not set: give the key file with -f FILE");
-        return AFTP_EXIT_USAGE;
-    }
-    if (mkdir(path_buf, 0700) != 0 && errno != EEXIST) {
-        aftp_cli_error("cannot create %s: %s", path_buf, strerror(errno));
-        return AFTP_EXIT_LOCAL_FILE;
-    }
-    return AFTP_EXIT_OK;
-}
-
 static int refuse_existing(const char *path)
 {
     struct stat st;
@@ -125,7 +110,9 @@ int aftp_cli_keygen(int argc, char **argv)
     if (rc != AFTP_EXIT_OK)
         return rc < 0 ? AFTP_EXIT_OK : rc;
     if (a.file == NULL) {
-        if ((rc = make_key_dir(dir, sizeof dir)) != AFTP_EXIT_OK)
+        if ((rc = aftp_cli_make_key_dir(dir, sizeof dir)) == AFTP_EXIT_USAGE)
+            aftp_cli_error("HOME is not set: give the key file with -f FILE");
+        if (rc != AFTP_EXIT_OK)
             return rc;
         a.file = aftp_cli_key_path(NULL, AFTP_CLI_IDENTITY_NAME, file, sizeof file);
     }

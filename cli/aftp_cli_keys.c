@@ -1,8 +1,10 @@
 /* Security options and key files of `aftp send` and `aftp recv`. */
+#include <errno.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "aftp_cli.h"
 #include "common/aftp_aead.h"
@@ -58,6 +60,17 @@ const char *aftp_cli_key_dir(char *buf, size_t cap)
         return NULL;
     int n = snprintf(buf, cap, "%s/" AFTP_CLI_KEY_DIR, home);
     return n > 0 && (size_t)n < cap ? buf : NULL;
+}
+
+int aftp_cli_make_key_dir(char *buf, size_t cap)
+{
+    if (aftp_cli_key_dir(buf, cap) == NULL)
+        return AFTP_EXIT_USAGE;
+    if (mkdir(buf, 0700) != 0 && errno != EEXIST) {
+        aftp_cli_error("cannot create %s: %s", buf, strerror(errno));
+        return AFTP_EXIT_LOCAL_FILE;
+    }
+    return AFTP_EXIT_OK;
 }
 
 const char *aftp_cli_key_path(const char *given, const char *name, char *buf, size_t cap)

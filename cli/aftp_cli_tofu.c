@@ -6,7 +6,6 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "aftp_cli.h"
@@ -55,17 +54,6 @@ static int user_accepts(const char *host, const uint8_t *key, const char *known_
     return strcmp(answer, "yes") == 0;
 }
 
-/* The default known hosts live in ~/.aftp: created private when missing. */
-static int make_key_dir(const aftp_cli_security *sec)
-{
-    char dir[4096];
-    if (sec->known_hosts != NULL || aftp_cli_key_dir(dir, sizeof dir) == NULL)
-        return AFTP_OK;
-    if (mkdir(dir, 0700) != 0 && errno != EEXIST)
-        return AFTP_ERR_IO;
-    return AFTP_OK;
-}
-
 /* The known-hosts file exists (created 0600: it says whom the user talks
  * to) and ends with a newline, so an appended line stays a line of its own. */
 static int prepare_known_hosts(const char *path)
@@ -88,8 +76,12 @@ static int prepare_known_hosts(const char *path)
 static int remember(const aftp_cli_security *sec, const char *host, const uint8_t *key,
                     const char *known_hosts)
 {
-    char err[512];
-    if (make_key_dir(sec) != AFTP_OK || prepare_known_hosts(known_hosts) != AFTP_OK) {
+    char err[512], dir[4096];
+    /* The default known hosts live in ~/.aftp (HOME is set: known_hosts
+     * was found), created private when missing. */
+    if (sec->known_hosts == NULL && aftp_cli_make_key_dir(dir, sizeof dir) != AFTP_EXIT_OK)
+        return AFTP_EXIT_LOCAL_FILE;
+    if (prepare_known_hosts(known_hosts) != AFTP_OK) {
         aftp_cli_error("cannot write %s: %s", known_hosts, strerror(errno));
         return AFTP_EXIT_LOCAL_FILE;
     }
