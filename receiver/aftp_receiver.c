@@ -81,7 +81,6 @@ struct aftp_receiver {
     uint64_t scan_hi;       /* highest block received + 1 */
     int done_received;
     uint8_t expected[AFTP_DIGEST_LEN];
-    uint64_t held_prefix;   /* blocks [0, held_prefix) are all held */
     int verifying;          /* every block held and FILE_DONE in: finishing the read-back */
     uint64_t verified;      /* bytes of the stored file read back and hashed so far */
     int reply_due;
@@ -292,7 +291,7 @@ static void start_verification(aftp_receiver *r)
 /* Bytes at the start of the file whose blocks are all held. */
 static uint64_t held_prefix_bytes(const aftp_receiver *r)
 {
-    return min_u64(r->info.size, r->held_prefix * r->info.block_size);
+    return min_u64(r->info.size, aftp_bitmap_first_clear(&r->held) * r->info.block_size);
 }
 
 /* A read-back step is due: the final ones, or a whole step of the prefix. */
@@ -341,7 +340,6 @@ static int accept_offer(aftp_receiver *r, const aftp_wire_file_offer *o)
         return rc;
     aftp_bitmap_free(&r->held);
     rc = aftp_bitmap_init(&r->held, r->block_count);
-    r->held_prefix = 0;
     r->verified = 0;
     aftp_digest_reset(r->hash);
     if (rc != AFTP_OK)
@@ -433,8 +431,6 @@ static void on_data(aftp_receiver *r, const aftp_wire_data *d)
         return;
     }
     aftp_bitmap_set(&r->held, d->block);
-    while (r->held_prefix < r->block_count && aftp_bitmap_test(&r->held, r->held_prefix))
-        r->held_prefix++;
     r->ss.stats.payload_bytes_received += d->payload_len;
     if (r->done_received && all_blocks_held(r))
         start_verification(r);
