@@ -66,7 +66,6 @@ typedef struct policy_params {
     double min_cut;       /* smallest multiplicative cut per congestion event */
     double max_cut;       /* largest */
     double compete_cut;   /* cut on overflow loss while competing; 0: never competes */
-    double loss_margin;   /* loss above the baseline that is congestion */
 } policy_params;
 
 static policy_params params_of(const aftp_cc *cc)
@@ -77,11 +76,11 @@ static policy_params params_of(const aftp_cc *cc)
          * flow filling a one-BDP buffer does not push it back (it never
          * needs to compete). */
         uint64_t t = cc->min_rtt_ns > 20 * NS_PER_MS ? cc->min_rtt_ns : 20 * NS_PER_MS;
-        return (policy_params){t, 0.02, 0.15, 0.2, LOSS_MARGIN};
+        return (policy_params){t, 0.02, 0.15, 0.2};
     }
-    case AFTP_CC_LOW: return (policy_params){2 * NS_PER_MS, 0.15, 0.5, 0.0, LOSS_MARGIN};
+    case AFTP_CC_LOW: return (policy_params){2 * NS_PER_MS, 0.15, 0.5, 0.0};
     /* Against TCP, FAIR backs off on overflow loss as much as CUBIC does. */
-    default: return (policy_params){5 * NS_PER_MS, 0.02, 0.15, 0.3, LOSS_MARGIN};
+    default: return (policy_params){5 * NS_PER_MS, 0.02, 0.15, 0.3};
     }
 }
 
@@ -277,7 +276,8 @@ static uint64_t cruise_cap(const aftp_cc *cc)
 {
     /* --min-rate holds whatever the path does: the cap never undercuts it. */
     uint64_t bps = max_u64(cc->bw_bps, cc->cfg.min_rate_bps);
-    return packets_at(cc, bps, rtt_estimate(cc) + cc->feedback_gap_ns + params_of(cc).target_ns / 2);
+    uint64_t span = rtt_estimate(cc) + cc->feedback_gap_ns + params_of(cc).target_ns / 2;
+    return packets_at(cc, bps, span);
 }
 
 uint64_t aftp_cc_inflight_cap(const aftp_cc *cc)
@@ -468,7 +468,7 @@ static double loss_excess(const aftp_cc *cc, uint64_t sent, uint64_t lost)
     double n = (double)sent;
     double base = cc->base_loss;
     double p = base > 0.005 ? base : 0.005;
-    double margin = cc->competing ? COMPETE_LOSS_MARGIN : params_of(cc).loss_margin;
+    double margin = cc->competing ? COMPETE_LOSS_MARGIN : LOSS_MARGIN;
     double limit = n * (base + (base > margin ? base : margin)) +
                    LOSS_SIGMAS * sqrt(n * p * (1.0 - p));
     return (double)lost > limit ? ((double)lost - n * base) / n : 0.0;
