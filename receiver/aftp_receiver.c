@@ -297,8 +297,10 @@ static uint64_t held_prefix_bytes(const aftp_receiver *r)
 /* A read-back step is due: the final ones, or a whole step of the prefix. */
 static int verify_due(const aftp_receiver *r)
 {
-    return r->verifying || (r->phase == FILE_OPEN && held_prefix_bytes(r) >=
-                                                         r->verified + AFTP_RECEIVER_VERIFY_STEP);
+    if (r->verifying)
+        return 1;
+    return r->phase == FILE_OPEN &&
+           held_prefix_bytes(r) >= r->verified + AFTP_RECEIVER_VERIFY_STEP;
 }
 
 static void verify_step(aftp_receiver *r)
