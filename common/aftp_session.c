@@ -301,6 +301,12 @@ void aftp_session_set_closed(aftp_session *ss, int error)
     aftp_session_event(ss, AFTP_EV_CLOSED, error, NULL, NULL);
 }
 
+void aftp_session_answer_close(aftp_session *ss)
+{
+    ss->close_wire_error = AFTP_WIRE_ERR_NONE;
+    ss->close_due = 1;
+}
+
 int aftp_session_peer_close(aftp_session *ss, const aftp_wire_close *c)
 {
     set_message(ss, (const char *)c->reason, c->reason_len);
@@ -314,9 +320,12 @@ int aftp_session_encode_close(aftp_session *ss, uint8_t *buf, size_t cap, aftp_d
     aftp_wire_packet pkt;
     aftp_session_packet(ss, AFTP_WIRE_CLOSE, &pkt);
     pkt.u.close.error = ss->close_wire_error;
-    const char *reason = ss->message[0] != '\0' ? ss->message
-                         : ss->error == AFTP_OK ? ""
-                                                : aftp_strerror(ss->error);
+    /* An answer to the peer's CLOSE (state CLOSED) has nothing to say;
+     * the message then holds the peer's own reason. */
+    const char *reason = ss->state == AFTP_STATE_CLOSED ? ""
+                         : ss->message[0] != '\0'      ? ss->message
+                         : ss->error == AFTP_OK         ? ""
+                                                        : aftp_strerror(ss->error);
     pkt.u.close.reason = (const uint8_t *)reason;
     pkt.u.close.reason_len = (uint16_t)strlen(reason);
     int rc = aftp_session_encode(ss, &pkt, buf, cap, dg);

@@ -132,6 +132,10 @@ void aftp_session_set_closed(aftp_session *ss, int error);
 /* The local error a peer's CLOSE means (NONE: OK, CANCELLED: CANCELLED,
  * otherwise PEER_CLOSED) and its reason kept, printable, as the message. */
 int aftp_session_peer_close(aftp_session *ss, const aftp_wire_close *c);
+/* Section 9.11: the peer's CLOSE arrived outside our own closing and the
+ * session is CLOSED: one CLOSE(NONE), with no reason, answers it, so that
+ * the peer's closing period ends at once instead of after 3 PTO. */
+void aftp_session_answer_close(aftp_session *ss);
 /* Encodes the due CLOSE. */
 int aftp_session_encode_close(aftp_session *ss, uint8_t *buf, size_t cap, aftp_datagram *dg);
 

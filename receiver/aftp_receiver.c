@@ -467,6 +467,7 @@ static void on_file_done(aftp_receiver *r, const aftp_wire_file_done *d)
 static void on_close(aftp_receiver *r, const aftp_wire_close *c)
 {
     close_now(r, aftp_session_peer_close(&r->ss, c));
+    aftp_session_answer_close(&r->ss);
 }
 
 /* Section 9.3: the HELLO is refused with CLOSE(PROTOCOL, reason). */
@@ -900,7 +901,9 @@ static int within_amplification_limit(const aftp_receiver *r)
 
 static int next_output(const aftp_receiver *r)
 {
-    if (r->ss.state == AFTP_STATE_CLOSED || !within_amplification_limit(r))
+    if (r->ss.state == AFTP_STATE_CLOSED)
+        return r->ss.close_due ? OUT_CLOSE : OUT_NONE; /* answering the peer's CLOSE */
+    if (!within_amplification_limit(r))
         return OUT_NONE;
     if (r->version_neg_due)
         return OUT_VERSION_NEG;

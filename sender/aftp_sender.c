@@ -645,8 +645,17 @@ static void on_file_result(aftp_sender *s, const aftp_wire_file_result *r)
 static void on_close(aftp_sender *s, const aftp_wire_close *c)
 {
     int error = aftp_session_peer_close(&s->ss, c);
-    /* During our own closing the peer's CLOSE only confirms it. */
-    close_now(s, s->ss.state == AFTP_STATE_CLOSING ? s->ss.error : error);
+    /* During our own closing the peer's CLOSE only confirms it. Otherwise
+     * it gets an answer once the server's id is known (section 9.13: a
+     * client in HANDSHAKE has nowhere to address one). */
+    if (s->ss.state == AFTP_STATE_CLOSING) {
+        close_now(s, s->ss.error);
+        return;
+    }
+    int answer = s->ss.state == AFTP_STATE_TRANSFER;
+    close_now(s, error);
+    if (answer)
+        aftp_session_answer_close(&s->ss);
 }
 
 /* Section 14.7: the server wants its cookie back before it does any
@@ -715,7 +724,8 @@ enum output_kind { OUT_NONE, OUT_CLOSE, OUT_HELLO, OUT_OFFER, OUT_DONE, OUT_REPA
 static int next_output(const aftp_sender *s)
 {
     switch (s->ss.state) {
-    case AFTP_STATE_CLOSING: return s->ss.close_due ? OUT_CLOSE : OUT_NONE;
+    case AFTP_STATE_CLOSING:
+    case AFTP_STATE_CLOSED: return s->ss.close_due ? OUT_CLOSE : OUT_NONE;
     case AFTP_STATE_HANDSHAKE: return s->hello_due ? OUT_HELLO : OUT_NONE;
     case AFTP_STATE_TRANSFER: break;
     default: return OUT_NONE;
@@ -896,7 +906,10 @@ int aftp_sender_write(aftp_sender *s, uint64_t now_ns, uint8_t *buf, size_t cap,
         return AFTP_ERR_BUFFER_TOO_SMALL;
     aftp_session_tick(&s->ss, now_ns);
     int kind = next_output(s);
-    if (kind == OUT_NONE || !aftp_pacer_ready(&s->pacer, s->ss.now_ns))
+    /* The answer to the peer's CLOSE leaves at once: the driver stops
+     * once the session is CLOSED and this write is its last. */
+    int paced = s->ss.state != AFTP_STATE_CLOSED;
+    if (kind == OUT_NONE || (paced && !aftp_pacer_ready(&s->pacer, s->ss.now_ns)))
         return 0;
     s->emitted_block = AFTP_SENTLOG_NO_BLOCK;
     int rc = emit(s, kind, buf, cap, dg);

@@ -65,9 +65,8 @@ static void deliver(sim_world *w, uint64_t now)
     while (sim_link_next(&w->rev) <= now) {
         sim_pkt p = sim_link_pop(&w->rev);
         if (alive(now, w->cfg->sender_dies_at)) {
-            if (w->cfg->rev_tap != NULL)
-                w->cfg->rev_tap(w->cfg->rev_tap_ctx, now, p.data, p.len);
-            aftp_sender_read(w->snd, now, p.data, p.len);
+            if (w->cfg->rev_tap == NULL || w->cfg->rev_tap(w->cfg->rev_tap_ctx, now, p.data, p.len))
+                aftp_sender_read(w->snd, now, p.data, p.len);
         }
         free(p.data);
     }

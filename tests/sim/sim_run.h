@@ -36,8 +36,9 @@ typedef struct sim_cfg {
     int64_t corrupt_offset;    /* receiver storage corrupts this byte */
     uint64_t time_limit_ns;    /* give up (the test then fails) */
     /* Sees every datagram the reverse link delivers to a live sender,
-     * before the sender reads it (NULL: none). */
-    void (*rev_tap)(void *ctx, uint64_t now, const uint8_t *pkt, size_t len);
+     * before the sender reads it, and drops it when it returns 0 (NULL:
+     * none). */
+    int (*rev_tap)(void *ctx, uint64_t now, const uint8_t *pkt, size_t len);
     void *rev_tap_ctx;
     int cipher;                /* enum aftp_cipher_choice of both sides: AUTO (the
                                 * default, protected) or NONE for a plain run */

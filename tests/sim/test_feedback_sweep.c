@@ -46,12 +46,13 @@ static uint64_t tap_max_distinct(const sweep_tap *t)
     return t->window_distinct > t->max_distinct ? t->window_distinct : t->max_distinct;
 }
 
-static void tap_feedback(void *ctx, uint64_t now, const uint8_t *pkt, size_t len)
+/* Records, never drops. */
+static int tap_feedback(void *ctx, uint64_t now, const uint8_t *pkt, size_t len)
 {
     sweep_tap *t = ctx;
     aftp_wire_packet p;
     if (aftp_wire_decode(pkt, len, &p) != AFTP_OK || p.hdr.type != AFTP_WIRE_FEEDBACK)
-        return;
+        return 1;
     if (now >= t->window_start + t->window_ns) {
         t->max_distinct = tap_max_distinct(t);
         tap_new_window(t, now);
@@ -70,6 +71,7 @@ static void tap_feedback(void *ctx, uint64_t now, const uint8_t *pkt, size_t len
         t->max_listed = listed;
     t->feedbacks++;
     t->past_head += fb->scan_start > fb->cum_block;
+    return 1;
 }
 
 /* One file over a path of `rtt_ms` with `loss` on DATA (FEEDBACK clean),

@@ -420,6 +420,45 @@ static void test_sender_cancels(void **state)
     sim_result_free(&r);
 }
 
+/* Section 9.11: the receiver answers the sender's CLOSE, so the sender
+ * is done one RTT after the last FILE_RESULT instead of lingering for its
+ * closing period (3 PTO). */
+static void test_close_is_answered(void **state)
+{
+    (void)state;
+    sim_cfg c;
+    sim_result r;
+    sim_cfg_default(&c);
+    run_clean("close answered", &c, &r);
+    uint64_t rtt = c.fwd.delay_ns + c.rev.delay_ns;
+    assert_true(r.rcv_side.ev.closed_at <= r.snd_side.ev.file_end_at + c.fwd.delay_ns + SIM_MS);
+    assert_true(r.snd_side.ev.closed_at <= r.snd_side.ev.file_end_at + rtt + 2 * SIM_MS);
+    sim_result_free(&r);
+}
+
+static int drop_close(void *ctx, uint64_t now, const uint8_t *pkt, size_t len)
+{
+    (void)ctx;
+    (void)now;
+    aftp_wire_header hdr;
+    return aftp_wire_header_decode(pkt, len, &hdr) != AFTP_OK || hdr.type != AFTP_WIRE_CLOSE;
+}
+
+/* The answer lost: the sender still ends, successfully, with its
+ * closing period. */
+static void test_close_answer_lost(void **state)
+{
+    (void)state;
+    sim_cfg c;
+    sim_result r;
+    sim_cfg_default(&c);
+    c.rev_tap = drop_close;
+    run_clean("close answer lost", &c, &r);
+    uint64_t rtt = c.fwd.delay_ns + c.rev.delay_ns;
+    assert_true(r.snd_side.ev.closed_at >= r.snd_side.ev.file_end_at + 3 * rtt);
+    sim_result_free(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -448,6 +487,8 @@ int main(void)
         cmocka_unit_test(test_verification_follows_held_prefix),
         cmocka_unit_test(test_sender_aborts_source_changed),
         cmocka_unit_test(test_sender_cancels),
+        cmocka_unit_test(test_close_is_answered),
+        cmocka_unit_test(test_close_answer_lost),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
