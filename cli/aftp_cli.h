@@ -42,10 +42,17 @@ typedef struct aftp_cli_report {
     uint8_t digest[AFTP_DIGEST_LEN];
     int have_digest;
     uint64_t last_tick_ns, last_tick_bytes;
+    uint64_t t_start;         /* clock at aftp_cli_report_init */
+    FILE *log;                /* --progress-log, or NULL */
     volatile sig_atomic_t interrupt;
 } aftp_cli_report;
 
 void aftp_cli_report_init(aftp_cli_report *r, int sender, int quiet);
+/* Every progress tick also appends a line to the file at `path` (made or
+ * truncated): AFTP_EXIT_OK, or AFTP_EXIT_LOCAL_FILE with the error said. */
+int aftp_cli_report_log_to(aftp_cli_report *r, const char *path);
+/* Closes the progress log, if any. */
+void aftp_cli_report_close(aftp_cli_report *r);
 /* aftp_io_hooks pointing at the report's callbacks. */
 aftp_io_hooks aftp_cli_report_hooks(aftp_cli_report *r);
 /* The one-line summary on stdout of a verified file; `peer` (may be NULL)

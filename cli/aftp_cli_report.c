@@ -38,6 +38,30 @@ void aftp_cli_report_init(aftp_cli_report *r, int sender, int quiet)
     r->sender = sender;
     r->quiet = quiet;
     r->progress = !quiet && isatty(STDERR_FILENO);
+    r->t_start = aftp_drive_now_ns();
+}
+
+/* Tab-separated, one line per tick, for scripts and benchmarks: what the
+ * progress line shows, in plain units. */
+#define PROGRESS_LOG_HEADER                                                                    \
+    "# seconds\tbytes_done\tgoodput_bps\tpacing_bps\tloss_ppm\tmin_rtt_us\tqueue_us\n"
+
+int aftp_cli_report_log_to(aftp_cli_report *r, const char *path)
+{
+    r->log = fopen(path, "we");
+    if (r->log == NULL) {
+        aftp_cli_error("cannot write the progress log %s: %s", path, strerror(errno));
+        return AFTP_EXIT_LOCAL_FILE;
+    }
+    fputs(PROGRESS_LOG_HEADER, r->log);
+    return AFTP_EXIT_OK;
+}
+
+void aftp_cli_report_close(aftp_cli_report *r)
+{
+    if (r->log != NULL)
+        fclose(r->log);
+    r->log = NULL;
 }
 
 static void clear_progress(const aftp_cli_report *r)
@@ -99,26 +123,45 @@ static void print_path_state(const aftp_stats *st)
             (double)st->path_min_rtt_ns / 1e6, (double)st->queue_delay_ns / 1e6);
 }
 
-static void on_tick(void *app, const aftp_stats *st, uint64_t now_ns)
+static void print_progress(const aftp_cli_report *r, const aftp_stats *st, uint64_t done,
+                           double rate)
 {
-    aftp_cli_report *r = app;
-    if (!r->progress || r->size == 0 || now_ns <= r->last_tick_ns)
-        return;
-    uint64_t done = bytes_done(r, st);
-    double secs = (double)(now_ns - r->last_tick_ns) / 1e9;
-    double rate = (double)(done - r->last_tick_bytes) * 8 / secs; /* bit/s */
-    double pct = 100.0 * (double)done / (double)r->size;
-    r->last_tick_bytes = done;
-    r->last_tick_ns = now_ns;
     char eta[32] = "--:--";
     if (rate > 0) {
         unsigned long left = (unsigned long)((double)(r->size - done) * 8 / rate);
         snprintf(eta, sizeof eta, "%lu:%02lu", left / 60, left % 60);
     }
-    fprintf(stderr, "\r\033[K%s %5.1f%%  %.1f/%.1f MiB  %.1f Mbit/s  ETA %s", r->name, pct,
-            (double)done / 1048576.0, (double)r->size / 1048576.0, rate / 1e6, eta);
+    fprintf(stderr, "\r\033[K%s %5.1f%%  %.1f/%.1f MiB  %.1f Mbit/s  ETA %s", r->name,
+            100.0 * (double)done / (double)r->size, (double)done / 1048576.0,
+            (double)r->size / 1048576.0, rate / 1e6, eta);
     if (r->sender)
         print_path_state(st);
+}
+
+static void log_progress(const aftp_cli_report *r, const aftp_stats *st, uint64_t done,
+                         double rate, uint64_t now_ns)
+{
+    fprintf(r->log, "%.3f\t%llu\t%.0f\t%llu\t%llu\t%llu\t%llu\n",
+            (double)(now_ns - r->t_start) / 1e9, (unsigned long long)done, rate,
+            (unsigned long long)st->pacing_rate_bps, (unsigned long long)st->recent_loss_ppm,
+            (unsigned long long)(st->path_min_rtt_ns / 1000),
+            (unsigned long long)(st->queue_delay_ns / 1000));
+}
+
+static void on_tick(void *app, const aftp_stats *st, uint64_t now_ns)
+{
+    aftp_cli_report *r = app;
+    if ((!r->progress && r->log == NULL) || r->size == 0 || now_ns <= r->last_tick_ns)
+        return;
+    uint64_t done = bytes_done(r, st);
+    uint64_t since = r->last_tick_ns ? r->last_tick_ns : r->t_start;
+    double rate = (double)(done - r->last_tick_bytes) * 8 / ((double)(now_ns - since) / 1e9);
+    r->last_tick_bytes = done;
+    r->last_tick_ns = now_ns;
+    if (r->progress)
+        print_progress(r, st, done, rate);
+    if (r->log != NULL)
+        log_progress(r, st, done, rate, now_ns);
 }
 
 aftp_io_hooks aftp_cli_report_hooks(aftp_cli_report *r)

@@ -12,6 +12,7 @@ typedef struct send_args {
     int rate_given;
     int policy; /* enum aftp_cc_policy */
     uint64_t max_rate_bps, min_rate_bps;
+    const char *progress_log; /* --progress-log FILE, or NULL */
     aftp_cli_common common;
     aftp_cli_security sec;
     const char *file;
@@ -58,6 +59,9 @@ static int send_option(int c, const char *arg, send_args *a)
         return parse_rate_option("max-rate", arg, &a->max_rate_bps);
     case 'm':
         return parse_rate_option("min-rate", arg, &a->min_rate_bps);
+    case 'L':
+        a->progress_log = arg;
+        return AFTP_EXIT_OK;
     default:
         return aftp_cli_security_option(c, arg, &a->sec, &a->common);
     }
@@ -82,6 +86,7 @@ static int parse_send_args(int argc, char **argv, send_args *a)
                                          {"policy", required_argument, NULL, 'P'},
                                          {"max-rate", required_argument, NULL, 'M'},
                                          {"min-rate", required_argument, NULL, 'm'},
+                                         {"progress-log", required_argument, NULL, 'L'},
                                          {"peer-key", required_argument, NULL,
                                           AFTP_CLI_OPT_PEER_KEY},
                                          {"known-hosts", required_argument, NULL,
@@ -214,32 +219,43 @@ static int load_send_keys(const send_args *a, aftp_cli_secrets *keys,
     return AFTP_EXIT_OK;
 }
 
-static int run_send(const send_args *args, aftp_cli_secrets *keys)
+/* The transfer itself, reporting through r. */
+static int transfer(const send_args *args, aftp_cli_secrets *keys, aftp_cli_report *r)
 {
     const send_args a = *args;
-    aftp_cli_report r;
     aftp_io_result res;
-    aftp_cli_report_init(&r, 1, a.common.quiet);
     const char *slash = strrchr(a.file, '/');
-    aftp_path_printable(slash ? slash + 1 : a.file, r.name, sizeof r.name);
-    aftp_cli_catch_signals(&r);
+    aftp_path_printable(slash ? slash + 1 : a.file, r->name, sizeof r->name);
+    aftp_cli_catch_signals(r);
     aftp_push_opts o = {.file = a.file, .peer = (struct sockaddr *)&a.peer,
                         .peer_len = a.peer_len, .rate_bps = a.rate_bps,
                         .policy = a.policy, .max_rate_bps = a.max_rate_bps,
                         .min_rate_bps = a.min_rate_bps,
                         .idle_timeout_ns = a.common.idle_timeout_ns,
-                        .hooks = aftp_cli_report_hooks(&r)};
-    int rc = load_send_keys(&a, keys, &o.security, &r.interrupt);
+                        .hooks = aftp_cli_report_hooks(r)};
+    int rc = load_send_keys(&a, keys, &o.security, &r->interrupt);
     if (rc != AFTP_EXIT_OK)
         return rc;
     if (aftp_push_run(&o, &res) == AFTP_OK) {
-        aftp_cli_print_summary(&r, &res.stats, NULL);
+        aftp_cli_print_summary(r, &res.stats, NULL);
         return AFTP_EXIT_OK;
     }
-    explain_failure(&a, &r, &res, keys);
+    explain_failure(&a, r, &res, keys);
     return res.phase == AFTP_IO_PHASE_LOCAL && res.error != AFTP_ERR_NETWORK
                ? AFTP_EXIT_LOCAL_FILE
                : aftp_cli_exit_code(res.error);
+}
+
+static int run_send(const send_args *args, aftp_cli_secrets *keys)
+{
+    const send_args a = *args;
+    aftp_cli_report r;
+    aftp_cli_report_init(&r, 1, a.common.quiet);
+    if (a.progress_log != NULL && aftp_cli_report_log_to(&r, a.progress_log) != AFTP_EXIT_OK)
+        return AFTP_EXIT_LOCAL_FILE;
+    int rc = transfer(&a, keys, &r);
+    aftp_cli_report_close(&r);
+    return rc;
 }
 
 int aftp_cli_send(int argc, char **argv)

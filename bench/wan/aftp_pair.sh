@@ -13,7 +13,8 @@
 #   --policy fixed); both sides are killed after SECONDS.
 # Writes PREFIX.rate (the rate used), PREFIX.recv.{out,err,rc} and
 # PREFIX.send.{out,err,rc}; with GNU time installed also
-# PREFIX.{recv,send}.time ("elapsed user system", last line).
+# PREFIX.{recv,send}.time ("elapsed user system", last line), and when AFTP
+# has `aftp send --progress-log`, PREFIX.progress (a line per quarter second).
 # When AFTP has `aftp keygen`, each pair gets fresh keys in PREFIX.keys/
 # (receiver and sender identities, each trusting the other's public key).
 # Environment: AFTP_PAIR_PORT, the receiver's UDP port (default 7400; pairs
@@ -92,7 +93,9 @@ if [ "$listening" = 0 ]; then
     exit 1
 fi
 
-aftp_side send "$WAN_SND_EXEC" "${rate_opt[@]}" "$@" "$file" "$WAN_RCV_ADDR:$port" \
+progress_opt=()
+"$aftp" --help 2>&1 | grep -q -e --progress-log && progress_opt=(--progress-log "$out.progress")
+aftp_side send "$WAN_SND_EXEC" "${rate_opt[@]}" "${progress_opt[@]}" "$@" "$file" "$WAN_RCV_ADDR:$port" \
     >"$out.send.out" 2>"$out.send.err"
 send_rc=$?
 wait "$recv_pid"

@@ -6,6 +6,10 @@
                                        true/false/null are literals)
   report.py emu-delta BEFORE AFTER     prints key=value fields describing the
                                        emulator between two report snapshots
+  report.py steady LOG SIZE            prints key=value fields: aftp's goodput
+                                       over the middle of the file (20% to
+                                       95% of SIZE bytes) from the sender's
+                                       --progress-log LOG; nothing without one
   report.py table RESULTS WAN_RC [--json OUT]
                                        prints the Markdown table; with --json
                                        writes one JSON line per tool to OUT;
@@ -95,6 +99,27 @@ def cmd_emu_delta(before_path, after_path):
     print("emu_valid=%s" % ("true" if valid else "false"))
 
 
+# The middle of a transfer: past startup, before the tail (the last
+# round trips and the verification). The whole-transfer goodput counts both.
+STEADY_FROM, STEADY_TO = 0.20, 0.95
+
+
+def cmd_steady(log_path, size):
+    """Goodput between the first progress lines at 20% and at 95% of size."""
+    try:
+        with open(log_path) as f:
+            rows = [line.split("\t") for line in f if not line.startswith("#")]
+    except OSError:
+        return
+    ticks = [(float(r[0]), int(r[1])) for r in rows if len(r) >= 2]
+    start = next((t for t in ticks if t[1] >= STEADY_FROM * size), None)
+    end = next((t for t in ticks if t[1] >= STEADY_TO * size), None)
+    if start is None or end is None or end[0] <= start[0]:
+        return
+    print("steady_bps=%d" % round((end[1] - start[1]) * 8 / (end[0] - start[0])))
+    print("steady_span=%.2f-%.2fs" % (start[0], end[0]))
+
+
 def fmt(value, spec, missing="n/a"):
     return missing if value is None else format(value, spec)
 
@@ -155,6 +180,11 @@ def cmd_table(results_path, wan_rc, json_out):
         if t.get("attempt", 1) > 1:
             notes.append("attempt %d (earlier ones hit an overloaded emulator)" % t["attempt"])
         notes.append("capacity: %s = %.1f%%" % (frac_note, 100 * frac))
+        if t.get("steady_bps") and capacity:
+            notes.append("middle of the file (%d-%d%% of its bytes, %s after start): %.1f Mbit/s"
+                         " = %.1f%% of loss-adjusted capacity"
+                         % (100 * STEADY_FROM, 100 * STEADY_TO, t.get("steady_span"),
+                            t["steady_bps"] / 1e6, 100 * t["steady_bps"] / (capacity * (1 - loss))))
         if t.get("note"):
             notes.append(t["note"])
         verified = {True: "yes", False: "no", None: "n/a (memory)"}[t.get("verified")]
@@ -186,6 +216,8 @@ def cmd_table(results_path, wan_rc, json_out):
 def main(argv):
     if len(argv) >= 3 and argv[1] == "record":
         cmd_record(argv[2], argv[3:])
+    elif len(argv) == 4 and argv[1] == "steady":
+        cmd_steady(argv[2], int(argv[3]))
     elif len(argv) == 4 and argv[1] == "emu-delta":
         cmd_emu_delta(argv[2], argv[3])
     elif len(argv) in (4, 6) and argv[1] == "table":

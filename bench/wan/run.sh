@@ -154,6 +154,8 @@ run_aftp() { # tool [aftp send options...]
         error="$error $(tail -n 1 "$work/aftp.send.err")"
     fi
     emu_fields
+    local -a steady
+    mapfile -t steady < <(python3 "$here/report.py" steady "$work/aftp.progress" "$size")
     local options=${*:-"(default policy)"} rate_used
     rate_used=$(cat "$work/aftp.rate")
     [ "$rate_used" = none ] && rate_used="(no --rate)" || rate_used="--rate $rate_used"
@@ -161,7 +163,8 @@ run_aftp() { # tool [aftp send options...]
         bytes="$bytes" seconds="$secs" capped=false verified="$verified" error="$error" \
         retrans_pct="${retrans:-null}" cpu_snd_s="$(time_field "$work/aftp.send.time" 2)" \
         cpu_rcv_s="$(time_field "$work/aftp.recv.time" 2)" \
-        note="own summary: ${summary#*: }" "${EMU_FIELDS[@]}"
+        note="own summary: ${summary#*: }" "${EMU_FIELDS[@]}" "${steady[@]}"
+    rm -f "$work/aftp.progress"
     rm -rf "$dst"
 }
 

@@ -167,6 +167,27 @@ size_1gib) transfer_ok $((1 << 30)) ;;
 policy_fixed) transfer_ok $((5 << 20)) --policy fixed ;;
 policy_high) transfer_ok $((5 << 20)) --policy high --min-rate 100M ;;
 policy_low) transfer_ok $((5 << 20)) --policy low --max-rate 1500M ;;
+progress_log)
+    # 3 MiB at a fixed 24 Mbit/s: about a second, several quarter-second lines
+    log=$WORK/progress.tsv
+    transfer_ok $((3 << 20)) --policy fixed --rate 24M --progress-log "$log"
+    head -n 1 "$log" | grep -q '^# seconds' || fail "progress log lacks its header"
+    awk -F'\t' -v size=$((3 << 20)) '
+        NR == 1 { next }
+        NF != 7 { print "line " NR ": " NF " fields"; bad = 1 }
+        $1 <= t || $2 < b || $2 > size { print "line " NR " goes back or past the file"; bad = 1 }
+        $4 != 24000000 { print "line " NR ": pacing " $4 " bit/s"; bad = 1 }
+        { t = $1; b = $2; n++ }
+        END { if (n < 2) { print n " lines"; bad = 1 }; exit bad }' "$log" >"$WORK/check.out" ||
+        fail "progress log: $(head -n 3 "$WORK/check.out")" ;;
+progress_log_unwritable)
+    make_file src.bin 1000
+    start_recv --once
+    send "$WORK/src.bin" --progress-log "$WORK/no/such/dir/progress.tsv"
+    expect_rc "aftp send" "$SEND_RC" 3
+    expect_text "$WORK/send.err" "cannot write the progress log .*no/such/dir"
+    stop_recv
+    expect_nothing_delivered ;;
 drop_1pct)
     export AFTP_TEST_DROP=1%,11
     transfer_ok $((20 << 20))
