@@ -53,6 +53,7 @@ int aftp_cli_report_log_to(aftp_cli_report *r, const char *path)
         aftp_cli_error("cannot write the progress log %s: %s", path, strerror(errno));
         return AFTP_EXIT_LOCAL_FILE;
     }
+    setvbuf(r->log, NULL, _IOLBF, 0); /* whole lines for a reader that follows it */
     fputs(PROGRESS_LOG_HEADER, r->log);
     return AFTP_EXIT_OK;
 }
