@@ -20,7 +20,13 @@
 #define STARTUP_GROWTH 1.25      /* less than this per round is a plateau... */
 #define STARTUP_FLAT_ROUNDS 3    /* ...for this many rounds */
 #define STARTUP_QUEUE_GROWTH 1.1 /* growth that keeps startup going over a queue */
-#define STARTUP_DEEP_QUEUE 4     /* x target: a queue that ends startup at once */
+/* A queue that ends startup at once: 4 x the policy's target, and never
+ * deeper than 4 x FAIR's. HIGH tolerates a queue of up to an RTT once it
+ * cruises, but a startup that waited for one would fill a one-BDP buffer,
+ * and arrivals bunched by a busy receiver would carry its estimate above
+ * the path (seen on the emulated WAN: pacing at 13 Gbit/s on 1 Gbit/s). */
+#define STARTUP_DEEP_QUEUE 4
+#define STARTUP_DEEP_QUEUE_MAX_NS (4 * 5 * NS_PER_MS)
 /* DRAIN empties startup's queue (up to one BDP) in about 1.5 rounds. */
 #define DRAIN_GAIN 0.35
 #define DRAIN_MAX_ROUNDS 4
@@ -435,7 +441,8 @@ static int queue_stands(const aftp_cc *cc)
  * wins share). Random loss never ends it. */
 static void check_startup_done(aftp_cc *cc, int new_round, int sampled)
 {
-    int deep = sampled && cc->sample_qdelay_ns > STARTUP_DEEP_QUEUE * params_of(cc).target_ns;
+    uint64_t deep_ns = min_u64(STARTUP_DEEP_QUEUE * params_of(cc).target_ns, STARTUP_DEEP_QUEUE_MAX_NS);
+    int deep = sampled && cc->sample_qdelay_ns > deep_ns;
     int standing =
         queue_stands(cc) && (double)cc->bw_bps < STARTUP_QUEUE_GROWTH * (double)cc->queue_bw_bps;
     if (deep || standing) {

@@ -394,6 +394,26 @@ static void test_control_packets_are_not_loss(void **state)
     assert_memory_equal(&copy, &cc, sizeof cc);
 }
 
+/* HIGH tolerates a queue of up to an RTT once it cruises, but its startup
+ * ends on the same deep queue as FAIR's (20 ms): waiting for an RTT of
+ * queue would fill a one-BDP buffer, and on the emulated WAN late-stamped
+ * arrivals then carried its pacing to 13 times the link. */
+static void test_high_startup_ends_on_deep_queue(void **state)
+{
+    (void)state;
+    aftp_cc cc;
+    cc_start(&cc, AFTP_CC_HIGH, 0, 0);
+    /* The delivery rate grows by half each feedback (a round here): no
+     * plateau ends startup, only the queue can. */
+    uint64_t now = S, pn = 0, step = 100;
+    for (int i = 0; i < 3; i++, now += 10 * MS, pn += step, step = step * 3 / 2)
+        feed(&cc, pn, now, 40 * MS, 0);
+    assert_int_equal(cc.mode, AFTP_CC_MODE_STARTUP);
+    for (int i = 0; i < 3; i++, now += 10 * MS, pn += step, step = step * 3 / 2)
+        feed(&cc, pn, now, 70 * MS, 0); /* 30 ms of queue: deep for startup */
+    assert_int_not_equal(cc.mode, AFTP_CC_MODE_STARTUP);
+}
+
 /* A receiver that stamped arrivals late and then in a bunch reports them
  * faster than they were sent: the sample is the send rate, since a path
  * delivers no faster than that. A receive rate below the send rate (the
@@ -435,6 +455,7 @@ int main(void)
         cmocka_unit_test(test_control_packets_are_not_loss),
         cmocka_unit_test(test_min_rtt_needs_two_low_samples),
         cmocka_unit_test(test_bunched_arrivals_do_not_raise_bw),
+        cmocka_unit_test(test_high_startup_ends_on_deep_queue),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
