@@ -55,8 +55,9 @@ sample() { # FILE
 # the whole run, allocated up front (zeroed, content is irrelevant to aftp):
 # a sparse file's holes would be allocated page by page as the sender reads
 # them, on tmpfs, which costs the sender CPU the other tools do not pay.
+# (%.0f: mawk's %d stops at 2^31 - 1, which ended a 1 Gbit/s flow after about 20 s.)
 make_source() { # FILE SECONDS
-    fallocate -l "$(awk -v r="$WAN_FWD_RATE_BPS" -v s="$2" 'BEGIN { printf "%d", r * (s + 5) / 8 }')" "$1"
+    fallocate -l "$(awk -v r="$WAN_FWD_RATE_BPS" -v s="$2" 'BEGIN { printf "%.0f", r * (s + 5) / 8 }')" "$1"
 }
 
 start_aftp() { # INDEX POLICY DELAY: runs in the background
