@@ -246,14 +246,13 @@ static int transfer(const send_args *args, aftp_cli_secrets *keys, aftp_cli_repo
                : aftp_cli_exit_code(res.error);
 }
 
-static int run_send(const send_args *args, aftp_cli_secrets *keys)
+static int run_send(const send_args *a, aftp_cli_secrets *keys)
 {
-    const send_args a = *args;
     aftp_cli_report r;
-    aftp_cli_report_init(&r, 1, a.common.quiet);
-    if (a.progress_log != NULL && aftp_cli_report_log_to(&r, a.progress_log) != AFTP_EXIT_OK)
+    aftp_cli_report_init(&r, 1, a->common.quiet);
+    if (a->progress_log != NULL && aftp_cli_report_log_to(&r, a->progress_log) != AFTP_EXIT_OK)
         return AFTP_EXIT_LOCAL_FILE;
-    int rc = transfer(&a, keys, &r);
+    int rc = transfer(a, keys, &r);
     aftp_cli_report_close(&r);
     return rc;
 }

@@ -25,8 +25,9 @@
  * cruises, but a startup that waited for one would fill a one-BDP buffer,
  * and arrivals bunched by a busy receiver would carry its estimate above
  * the path (seen on the emulated WAN: pacing at 13 Gbit/s on 1 Gbit/s). */
+#define FAIR_TARGET_NS (5 * NS_PER_MS) /* FAIR's queue target */
 #define STARTUP_DEEP_QUEUE 4
-#define STARTUP_DEEP_QUEUE_MAX_NS (4 * 5 * NS_PER_MS)
+#define STARTUP_DEEP_QUEUE_MAX_NS (STARTUP_DEEP_QUEUE * FAIR_TARGET_NS)
 /* DRAIN empties startup's queue (up to one BDP) in about 1.5 rounds. */
 #define DRAIN_GAIN 0.35
 #define DRAIN_MAX_ROUNDS 4
@@ -91,7 +92,7 @@ static policy_params params_of(const aftp_cc *cc)
     }
     case AFTP_CC_LOW: return (policy_params){2 * NS_PER_MS, 0.15, 0.5, 0.0};
     /* Against TCP, FAIR backs off on overflow loss as much as CUBIC does. */
-    default: return (policy_params){5 * NS_PER_MS, 0.02, 0.15, 0.3};
+    default: return (policy_params){FAIR_TARGET_NS, 0.02, 0.15, 0.3};
     }
 }
 
@@ -441,7 +442,8 @@ static int queue_stands(const aftp_cc *cc)
  * wins share). Random loss never ends it. */
 static void check_startup_done(aftp_cc *cc, int new_round, int sampled)
 {
-    uint64_t deep_ns = min_u64(STARTUP_DEEP_QUEUE * params_of(cc).target_ns, STARTUP_DEEP_QUEUE_MAX_NS);
+    uint64_t deep_ns =
+        min_u64(STARTUP_DEEP_QUEUE * params_of(cc).target_ns, STARTUP_DEEP_QUEUE_MAX_NS);
     int deep = sampled && cc->sample_qdelay_ns > deep_ns;
     int standing =
         queue_stands(cc) && (double)cc->bw_bps < STARTUP_QUEUE_GROWTH * (double)cc->queue_bw_bps;
