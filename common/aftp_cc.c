@@ -20,8 +20,9 @@
 #define STARTUP_GROWTH 1.25      /* less than this per round is a plateau... */
 #define STARTUP_FLAT_ROUNDS 3    /* ...for this many rounds */
 #define STARTUP_QUEUE_GROWTH 1.1 /* growth that keeps startup going over a queue */
-/* A queue that ends startup at once: 4 x the policy's target, and never
- * deeper than 4 x FAIR's. HIGH tolerates a queue of up to an RTT once it
+/* A queue that ends startup (unless the flow is still winning share, see
+ * deep_queue_ends_startup): 4 x the policy's target, and never deeper than
+ * 4 x FAIR's. HIGH tolerates a queue of up to an RTT once it
  * cruises, but a startup that waited for one would fill a one-BDP buffer,
  * and arrivals bunched by a busy receiver would carry its estimate above
  * the path (seen on the emulated WAN: pacing at 13 Gbit/s on 1 Gbit/s). */
@@ -435,16 +436,32 @@ static int queue_stands(const aftp_cc *cc)
     return cc->queue_above && cc->now_ns - cc->queue_since_ns >= standing_window(cc);
 }
 
-/* Startup ends on a plateau (checked once per round), on a queue clearly
- * of its own making (deep: alone on the path, a doubling rate fills the
- * buffer a round later), or on a standing queue unless the delivery rate
- * still grew while it stood (a flow joining a busy path goes on while it
- * wins share). Random loss never ends it. */
-static void check_startup_done(aftp_cc *cc, int new_round, int sampled)
+/* A deep queue ends startup unless the delivery rate still grew by
+ * STARTUP_GROWTH over the last round and the queue is below half the min
+ * RTT (at most 4 x the deep threshold): a flow joining a busy path, or one
+ * that a host stall queued behind, goes on while it wins share. (Joiners
+ * left at an eighth of their share on the emulated WAN; multiplicative
+ * probes and cuts then kept the ratio for 20 s.) LOW always stops: it is
+ * there to yield to the traffic that holds the queue. */
+static int deep_queue_ends_startup(const aftp_cc *cc)
 {
     uint64_t deep_ns =
         min_u64(STARTUP_DEEP_QUEUE * params_of(cc).target_ns, STARTUP_DEEP_QUEUE_MAX_NS);
-    int deep = sampled && cc->sample_qdelay_ns > deep_ns;
+    if (cc->sample_qdelay_ns <= deep_ns)
+        return 0;
+    uint64_t ceiling_ns =
+        max_u64(deep_ns, min_u64(rtt_estimate(cc) / 2, STARTUP_DEEP_QUEUE * deep_ns));
+    int winning = cc->full_bw_rounds == 0 && cc->cfg.policy != AFTP_CC_LOW;
+    return !winning || cc->sample_qdelay_ns > ceiling_ns;
+}
+
+/* Startup ends on a plateau (checked once per round), on a deep queue
+ * (alone on the path, a doubling rate fills the buffer a round later), or
+ * on a standing queue unless the delivery rate still grew while it stood.
+ * Random loss never ends it. */
+static void check_startup_done(aftp_cc *cc, int new_round, int sampled)
+{
+    int deep = sampled && deep_queue_ends_startup(cc);
     int standing =
         queue_stands(cc) && (double)cc->bw_bps < STARTUP_QUEUE_GROWTH * (double)cc->queue_bw_bps;
     if (deep || standing) {

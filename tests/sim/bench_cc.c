@@ -55,6 +55,12 @@ static void path(sim_flows_cfg *c, uint64_t rate, uint64_t rtt_ms, double loss)
     c->flow[0].file_size = rate / 8 * seconds * 2; /* never ends within the run */
 }
 
+static void stalls(sim_flows_cfg *c)
+{
+    c->fwd.stall_every_ns = 500 * MS;
+    c->fwd.stall_max_ns = 40 * MS;
+}
+
 static double retx_share(const aftp_stats *s)
 {
     return s->payload_bytes_sent ? (double)s->payload_bytes_retransmitted /
@@ -181,6 +187,13 @@ int main(int argc, char **argv)
     path(&c, GBIT, 150, 0.0);
     c.stop_ns = 2 * seconds * S;
     two_flows("2x fair 1G 150ms", &c, 5 * S);
+    /* The emulated WAN's host stalls: queues of up to 40 ms that no flow
+     * built, about twice a second. */
+    path(&c, GBIT, 150, 0.0);
+    stalls(&c);
+    one_flow("1G 150ms stalls", &c);
+    c.stop_ns = 2 * seconds * S;
+    two_flows("2x fair 1G 150ms stalls", &c, 5 * S);
     static const struct { const char *name; int policy, kind; } vs[] = {
         {"fair vs cubic", AFTP_CC_FAIR, SIM_FLOW_CUBIC}, {"high vs cubic", AFTP_CC_HIGH, SIM_FLOW_CUBIC},
         {"low vs cubic", AFTP_CC_LOW, SIM_FLOW_CUBIC},   {"fair vs reno", AFTP_CC_FAIR, SIM_FLOW_RENO},

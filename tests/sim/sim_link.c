@@ -1,6 +1,7 @@
 /* Simulated path, one direction (sim_link.h). */
 #include "sim_link.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -118,12 +119,30 @@ static void deliver_at(sim_link *l, uint64_t at, const aftp_datagram *dg)
     heap_push(l, p);
 }
 
+/* The bottleneck stops serving when a stall comes due: what waits, and
+ * what comes meanwhile, queues behind it. */
+static void maybe_stall(sim_link *l, uint64_t now)
+{
+    if (l->cfg.stall_every_ns == 0)
+        return;
+    if (l->next_stall_at != 0 && now >= l->next_stall_at) {
+        uint64_t start = l->busy_until > now ? l->busy_until : now;
+        l->busy_until = start + (uint64_t)(sim_rand_unit(&l->rng) * (double)l->cfg.stall_max_ns);
+        l->stalls++;
+    }
+    if (l->next_stall_at == 0 || now >= l->next_stall_at) {
+        double gap = -log(1.0 - sim_rand_unit(&l->rng)) * (double)l->cfg.stall_every_ns;
+        l->next_stall_at = now + (uint64_t)gap + 1;
+    }
+}
+
 void sim_link_send(sim_link *l, uint64_t now, const aftp_datagram *dg)
 {
     uint64_t len = dg->head_len + dg->payload_len;
     uint64_t depart = now;
     l->sent++;
     if (l->cfg.rate_bps) {
+        maybe_stall(l, now);
         uint64_t start = l->busy_until > now ? l->busy_until : now;
         uint64_t backlog = (uint64_t)((double)(start - now) * (double)l->cfg.rate_bps / 8e9);
         if (l->cfg.queue_bytes && backlog + len > l->cfg.queue_bytes) {

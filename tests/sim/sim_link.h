@@ -1,8 +1,9 @@
 /*
  * One direction of a simulated network path on a virtual clock: a
  * bottleneck of fixed rate with a tail-drop queue, one-way delay, seeded
- * random loss (Bernoulli or Gilbert-Elliott bursts), reordering and
- * duplication. Datagrams are copied in and come out at their arrival time.
+ * random loss (Bernoulli or Gilbert-Elliott bursts), reordering,
+ * duplication, and stalls (the bottleneck stops serving for a while, as an
+ * emulator or a VM that loses the CPU does: a queue no flow built). Datagrams are copied in and come out at their arrival time.
  */
 #ifndef SIM_LINK_H
 #define SIM_LINK_H
@@ -23,6 +24,8 @@ typedef struct sim_link_cfg {
     double reorder;        /* probability a packet is held back */
     uint64_t reorder_ns;   /* by this much */
     double duplicate;      /* probability a packet arrives twice */
+    uint64_t stall_every_ns; /* mean time between stalls (exponential); 0 = none */
+    uint64_t stall_max_ns;   /* a stall lasts up to this (uniform) */
 } sim_link_cfg;
 
 typedef struct sim_pkt {
@@ -37,11 +40,12 @@ typedef struct sim_link {
     uint64_t rng;
     int ge_bad;
     uint64_t busy_until;
+    uint64_t next_stall_at;
     sim_pkt *heap;
     size_t count, cap;
     uint64_t seq;
     /* counters */
-    uint64_t sent, lost, queue_drops, duplicated;
+    uint64_t sent, lost, queue_drops, duplicated, stalls;
     uint64_t data_payload_lost; /* payload bytes of DATA packets lost or dropped */
 } sim_link;
 

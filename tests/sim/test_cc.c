@@ -394,24 +394,55 @@ static void test_control_packets_are_not_loss(void **state)
     assert_memory_equal(&copy, &cc, sizeof cc);
 }
 
+/* Startup of `policy` on a path of `rtt`: three feedbacks (a round each
+ * here) on an empty queue, then one with `queue`; the delivery rate grows
+ * by half per round when `growing`, else stays flat. Returns the mode. */
+static int startup_meets_queue(int policy, uint64_t rtt, uint64_t queue, int growing)
+{
+    aftp_cc cc;
+    cc_start(&cc, policy, 0, 0);
+    uint64_t now = S, pn = 0, step = 100;
+    for (int i = 0; i < 4; i++) {
+        feed(&cc, pn, now, i < 3 ? rtt : rtt + queue, 0);
+        now += 10 * MS;
+        pn += step;
+        step = growing ? step * 3 / 2 : step;
+    }
+    return cc.mode;
+}
+
 /* HIGH tolerates a queue of up to an RTT once it cruises, but its startup
- * ends on the same deep queue as FAIR's (20 ms): waiting for an RTT of
- * queue would fill a one-BDP buffer, and on the emulated WAN late-stamped
+ * ends on the same deep queue as FAIR's (20 ms) once the queue is past
+ * half the min RTT, even while its rate grows: waiting for an RTT of queue
+ * would fill a one-BDP buffer, and on the emulated WAN late-stamped
  * arrivals then carried its pacing to 13 times the link. */
 static void test_high_startup_ends_on_deep_queue(void **state)
 {
     (void)state;
-    aftp_cc cc;
-    cc_start(&cc, AFTP_CC_HIGH, 0, 0);
-    /* The delivery rate grows by half each feedback (a round here): no
-     * plateau ends startup, only the queue can. */
-    uint64_t now = S, pn = 0, step = 100;
-    for (int i = 0; i < 3; i++, now += 10 * MS, pn += step, step = step * 3 / 2)
-        feed(&cc, pn, now, 40 * MS, 0);
-    assert_int_equal(cc.mode, AFTP_CC_MODE_STARTUP);
-    for (int i = 0; i < 3; i++, now += 10 * MS, pn += step, step = step * 3 / 2)
-        feed(&cc, pn, now, 70 * MS, 0); /* 30 ms of queue: deep for startup */
-    assert_int_not_equal(cc.mode, AFTP_CC_MODE_STARTUP);
+    assert_int_not_equal(startup_meets_queue(AFTP_CC_HIGH, 40 * MS, 30 * MS, 1),
+                         AFTP_CC_MODE_STARTUP);
+    assert_int_not_equal(startup_meets_queue(AFTP_CC_HIGH, 150 * MS, 80 * MS, 1),
+                         AFTP_CC_MODE_STARTUP);
+}
+
+/* A flow that joins a busy path, or that a host stall queued behind, sees
+ * a deep queue it did not build: while its delivery rate still grows it
+ * is winning share, and startup goes on (up to half the min RTT of queue,
+ * at most 80 ms). A rate that stopped growing ends it, as LOW's startup
+ * always ends: LOW yields to whatever holds the queue. */
+static void test_startup_goes_on_while_winning_share(void **state)
+{
+    (void)state;
+    assert_int_equal(startup_meets_queue(AFTP_CC_FAIR, 150 * MS, 30 * MS, 1),
+                     AFTP_CC_MODE_STARTUP);
+    assert_int_equal(startup_meets_queue(AFTP_CC_HIGH, 150 * MS, 30 * MS, 1),
+                     AFTP_CC_MODE_STARTUP);
+    assert_int_not_equal(startup_meets_queue(AFTP_CC_FAIR, 150 * MS, 30 * MS, 0),
+                         AFTP_CC_MODE_STARTUP);
+    assert_int_not_equal(startup_meets_queue(AFTP_CC_FAIR, 150 * MS, 80 * MS, 1),
+                         AFTP_CC_MODE_STARTUP);
+    assert_int_not_equal(startup_meets_queue(AFTP_CC_LOW, 150 * MS, 30 * MS, 1),
+                         AFTP_CC_MODE_STARTUP);
 }
 
 /* A receiver that stamped arrivals late and then in a bunch reports them
@@ -456,6 +487,7 @@ int main(void)
         cmocka_unit_test(test_min_rtt_needs_two_low_samples),
         cmocka_unit_test(test_bunched_arrivals_do_not_raise_bw),
         cmocka_unit_test(test_high_startup_ends_on_deep_queue),
+        cmocka_unit_test(test_startup_goes_on_while_winning_share),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
