@@ -11,6 +11,23 @@ uint64_t aftp_drive_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+static uint64_t realtime_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t aftp_drive_arrival_ns(uint64_t stamp_real_ns, uint64_t now_real_ns, uint64_t now_ns,
+                               uint64_t floor_ns)
+{
+    if (stamp_real_ns == 0 || stamp_real_ns > now_real_ns)
+        return now_ns;
+    uint64_t age = now_real_ns - stamp_real_ns;
+    uint64_t at = age < now_ns ? now_ns - age : 0;
+    return at > floor_ns ? at : floor_ns;
+}
+
 /* One role-neutral face over the two engines. */
 int aftp_drive_feed(const aftp_drive *d, uint64_t now_ns, const uint8_t *pkt, size_t len)
 {
@@ -65,8 +82,12 @@ void aftp_drive_stats(const aftp_drive *d, aftp_stats *st)
 }
 
 /* Feeds everything queued on the socket. */
-static int pump_input(aftp_drive *d, uint64_t now)
+/* Feeds what is queued on the socket, each datagram at its arrival time
+ * (aftp_drive_arrival_ns) from `floor`, the time of the previous turn: the
+ * engine has already been told that time, and its clock never goes back. */
+static int pump_input(aftp_drive *d, uint64_t now, uint64_t floor)
 {
+    uint64_t now_real = realtime_ns();
     size_t count;
     do {
         int rc = aftp_udp_recv(d->udp, &count);
@@ -76,8 +97,11 @@ static int pump_input(aftp_drive *d, uint64_t now)
         const uint8_t *pkt;
         size_t len;
         const struct sockaddr *from;
-        while (aftp_udp_next(d->udp, &it, &pkt, &len, &from))
-            aftp_drive_feed(d, now, pkt, len);
+        while (aftp_udp_next(d->udp, &it, &pkt, &len, &from)) {
+            uint64_t at = aftp_drive_arrival_ns(aftp_udp_arrival_ns(d->udp, &it), now_real, now, floor);
+            aftp_drive_feed(d, at, pkt, len);
+            floor = at;
+        }
     } while (count == d->udp->rx_slots && engine_state(d) != AFTP_STATE_CLOSED);
     return AFTP_OK;
 }
@@ -140,6 +164,7 @@ static int run_loop(aftp_drive *d, uint8_t *bufs, aftp_datagram *dgs)
 {
     int cancelled = 0;
     uint64_t next_tick = aftp_drive_now_ns() + AFTP_DRIVE_TICK_NS;
+    uint64_t prev_turn = 0;
     aftp_stats st;
     while (engine_state(d) != AFTP_STATE_CLOSED) {
         uint64_t now = aftp_drive_now_ns();
@@ -148,7 +173,8 @@ static int run_loop(aftp_drive *d, uint8_t *bufs, aftp_datagram *dgs)
                 return AFTP_ERR_CANCELLED; /* second interrupt: do not wait for the peer */
             engine_cancel(d, now);
         }
-        int rc = pump_input(d, now);
+        int rc = pump_input(d, now, prev_turn);
+        prev_turn = now;
         if (rc == AFTP_OK && now >= engine_expiry(d))
             engine_handle_expiry(d, now);
         int full = 0;

@@ -47,6 +47,16 @@ typedef struct aftp_drive {
 
 uint64_t aftp_drive_now_ns(void);
 
+/* When a datagram reached the socket, on the engine's clock (`now_ns`,
+ * CLOCK_MONOTONIC): the kernel's stamp (CLOCK_REALTIME, 0: none) moved
+ * across by its age at `now_real_ns`, and never before `floor_ns`. A
+ * process busy with a batch, or off the CPU, reads datagrams late and in
+ * bunches: stamped when read, their spacing would show rates the path
+ * never had, and their RTT samples delays it never had. A stamp from the
+ * future (the wall clock was set back) counts as `now_ns`. */
+uint64_t aftp_drive_arrival_ns(uint64_t stamp_real_ns, uint64_t now_real_ns, uint64_t now_ns,
+                               uint64_t floor_ns);
+
 /* Feeds one datagram to the engine. */
 int aftp_drive_feed(const aftp_drive *d, uint64_t now_ns, const uint8_t *pkt, size_t len);
 

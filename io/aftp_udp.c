@@ -11,7 +11,8 @@
 #include <unistd.h>
 
 #define TX_CTRL_SPACE CMSG_SPACE(sizeof(uint16_t))
-#define RX_CTRL_SPACE 64u
+/* Per received message: its GRO segment size and its kernel arrival stamp. */
+#define RX_CTRL_SPACE (CMSG_SPACE(sizeof(int)) + CMSG_SPACE(sizeof(struct timespec)))
 #define RX_GRO_SLOT 65536u  /* a GRO-coalesced message is at most 64 KiB */
 #define RX_GRO_SLOTS 32u
 #define RX_PLAIN_SLOTS 256u
@@ -64,6 +65,8 @@ int aftp_udp_open(aftp_udp *u, const struct sockaddr *local, socklen_t local_len
     if (u->fd < 0)
         return AFTP_ERR_NETWORK;
     int one = 1;
+    /* Arrival stamps (aftp_udp_arrival_ns); without them, read times stand in. */
+    (void)setsockopt(u->fd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof one);
     if ((shared_port && setsockopt(u->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0) ||
         bind(u->fd, local, local_len) != 0) {
         rc = errno == EACCES ? AFTP_ERR_PERMISSION : AFTP_ERR_NETWORK;
@@ -270,6 +273,21 @@ int aftp_udp_next(aftp_udp *u, aftp_udp_iter *it, const uint8_t **pkt, size_t *l
         *from = (const struct sockaddr *)&u->rx_from[it->msg];
         it->off += n;
         return 1;
+    }
+    return 0;
+}
+
+uint64_t aftp_udp_arrival_ns(const aftp_udp *u, const aftp_udp_iter *it)
+{
+    if (it->msg >= u->rx_count)
+        return 0;
+    struct msghdr *m = (struct msghdr *)&u->rx_msgs[it->msg].msg_hdr;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(m); c != NULL; c = CMSG_NXTHDR(m, c)) {
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) {
+            struct timespec ts;
+            memcpy(&ts, CMSG_DATA(c), sizeof ts);
+            return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+        }
     }
     return 0;
 }

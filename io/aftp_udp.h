@@ -79,6 +79,11 @@ typedef struct aftp_udp_iter {
 int aftp_udp_next(aftp_udp *u, aftp_udp_iter *it, const uint8_t **pkt, size_t *len,
                   const struct sockaddr **from);
 
+/* When the kernel received the datagram aftp_udp_next last returned, in
+ * CLOCK_REALTIME nanoseconds (GRO segments share their message's stamp);
+ * 0 when the kernel gave no stamp. */
+uint64_t aftp_udp_arrival_ns(const aftp_udp *u, const aftp_udp_iter *it);
+
 /* Waits until the socket is readable or timeout_ns passes (a signal ends
  * the wait early). Returns 1 when readable, 0 otherwise. */
 int aftp_udp_wait(aftp_udp *u, uint64_t timeout_ns);

@@ -1,6 +1,7 @@
 /* The real socket path over 127.0.0.1: batches (with and without GSO/GRO)
  * arrive whole and in order, the loss shim drops what it says, ICMP
- * unreachable surfaces as AFTP_ERR_NETWORK, buffers are sized and read back. */
+ * unreachable surfaces as AFTP_ERR_NETWORK, buffers are sized and read back,
+ * datagrams carry the kernel's arrival stamps onto the engine's clock. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <setjmp.h>
@@ -9,10 +10,12 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
+#include "aftp_drive.h"
 #include "aftp_udp.h"
 #include "io_testutil.h"
 
@@ -185,11 +188,84 @@ static void test_buffer_sizing(void **state)
     aftp_udp_close(&a);
 }
 
+static uint64_t wall_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Datagrams read 30 ms after they arrived carry their arrival time, not
+ * the time they were read, in order, with and without GRO. */
+static void arrival_stamps(int offload)
+{
+    aftp_udp a, b;
+    static uint8_t heads[NDG * 64], payload[NDG * 1424];
+    aftp_datagram dgs[NDG];
+    if (!offload)
+        setenv("AFTP_IO_OFFLOAD", "0", 1);
+    open_loopback(&a);
+    open_loopback(&b);
+    unsetenv("AFTP_IO_OFFLOAD");
+    connect_pair(&a, &b);
+    make_batch(heads, payload, dgs);
+    uint64_t before = wall_ns();
+    assert_int_equal(aftp_udp_send(&a, dgs, 20), AFTP_OK);
+    usleep(30000);
+    size_t count, got = 0;
+    assert_int_equal(aftp_udp_recv(&b, &count), AFTP_OK);
+    uint64_t read_at = wall_ns(), prev = 0;
+    aftp_udp_iter it = {0, 0};
+    const uint8_t *pkt;
+    size_t len;
+    const struct sockaddr *from;
+    while (aftp_udp_next(&b, &it, &pkt, &len, &from)) {
+        uint64_t at = aftp_udp_arrival_ns(&b, &it);
+        assert_true(at >= before && at >= prev);
+        assert_true(at + 25000000u <= read_at);
+        prev = at;
+        got++;
+    }
+    assert_int_equal(got, 20);
+    aftp_udp_close(&a);
+    aftp_udp_close(&b);
+}
+
+static void test_arrival_stamps_with_offload(void **state)
+{
+    (void)state;
+    arrival_stamps(1);
+}
+
+static void test_arrival_stamps_plain(void **state)
+{
+    (void)state;
+    arrival_stamps(0);
+}
+
+/* A stamp moves onto the engine's clock by its age; never before the
+ * previous turn (the engine's clock does not go back), and a missing or
+ * future stamp (the wall clock was set back) is the read time. */
+static void test_arrival_on_engine_clock(void **state)
+{
+    (void)state;
+    const uint64_t ms = 1000000, real = 1700000000000000000u, mono = 5000 * ms;
+    assert_int_equal(aftp_drive_arrival_ns(real - 30 * ms, real, mono, 0), mono - 30 * ms);
+    assert_int_equal(aftp_drive_arrival_ns(real - 30 * ms, real, mono, mono - 10 * ms),
+                     mono - 10 * ms);
+    assert_int_equal(aftp_drive_arrival_ns(0, real, mono, 0), mono);
+    assert_int_equal(aftp_drive_arrival_ns(real + ms, real, mono, 0), mono);
+    assert_int_equal(aftp_drive_arrival_ns(real - 2 * mono, real, mono, 0), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_batch_round_trip_with_offload),
         cmocka_unit_test(test_batch_round_trip_plain),
+        cmocka_unit_test(test_arrival_stamps_with_offload),
+        cmocka_unit_test(test_arrival_stamps_plain),
+        cmocka_unit_test(test_arrival_on_engine_clock),
         cmocka_unit_test(test_drop_shim_drops_outgoing),
         cmocka_unit_test(test_unreachable_peer_reported),
         cmocka_unit_test(test_buffer_sizing),
