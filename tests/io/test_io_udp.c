@@ -38,6 +38,20 @@ static void connect_pair(aftp_udp *a, aftp_udp *b)
                      AFTP_OK);
 }
 
+/* Two loopback sockets connected to each other; without offload, neither
+ * uses GSO nor GRO. */
+static void open_pair(aftp_udp *a, aftp_udp *b, int offload)
+{
+    if (!offload)
+        setenv("AFTP_IO_OFFLOAD", "0", 1);
+    open_loopback(a);
+    open_loopback(b);
+    unsetenv("AFTP_IO_OFFLOAD");
+    if (!offload)
+        assert_false(a->gso || b->gro);
+    connect_pair(a, b);
+}
+
 /* NDG datagrams: mostly 28 + 1424 bytes (GSO runs), every 50th a short
  * control-like one; byte 0..3 of the head carry the index. */
 static void make_batch(uint8_t *heads, uint8_t *payload, aftp_datagram *dgs)
@@ -89,14 +103,7 @@ static void round_trip(int offload)
     aftp_udp a, b;
     static uint8_t heads[NDG * 64], payload[NDG * 1424];
     aftp_datagram dgs[NDG];
-    if (!offload)
-        setenv("AFTP_IO_OFFLOAD", "0", 1);
-    open_loopback(&a);
-    open_loopback(&b);
-    unsetenv("AFTP_IO_OFFLOAD");
-    if (!offload)
-        assert_false(a.gso || b.gro);
-    connect_pair(&a, &b);
+    open_pair(&a, &b, offload);
     aftp_udp_buffers bufs = {.want_snd = 4 << 20, .want_rcv = 4 << 20};
     assert_int_equal(aftp_udp_set_buffers(&b, &bufs), AFTP_OK);
     make_batch(heads, payload, dgs);
@@ -202,12 +209,7 @@ static void arrival_stamps(int offload)
     aftp_udp a, b;
     static uint8_t heads[NDG * 64], payload[NDG * 1424];
     aftp_datagram dgs[NDG];
-    if (!offload)
-        setenv("AFTP_IO_OFFLOAD", "0", 1);
-    open_loopback(&a);
-    open_loopback(&b);
-    unsetenv("AFTP_IO_OFFLOAD");
-    connect_pair(&a, &b);
+    open_pair(&a, &b, offload);
     make_batch(heads, payload, dgs);
     uint64_t before = wall_ns();
     assert_int_equal(aftp_udp_send(&a, dgs, 20), AFTP_OK);
