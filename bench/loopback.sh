@@ -14,6 +14,8 @@
 #                  own key pairs with `aftp keygen`, none passes --cipher none
 #                  to both sides
 #   AFTP_SEND_OPTS="--policy fixed"  extra aftp send options for every run
+#   REPEAT=1       runs of each aftp and scp configuration, interleaved
+#                  (each run is a row; the ratios compare medians)
 #   SCP=1          also scp through a private sshd on 127.0.0.1 (0: skip)
 #   SECONDS_IPERF=10  duration of each iperf3 run (0: skip iperf3)
 #   WARMUP=1       one unreported aftp run (--cipher none) first: on a VM
@@ -32,6 +34,7 @@ SIZE=${SIZE:-2G}
 RATES=${RATES:-3G 5G}
 CIPHERS=${CIPHERS:-auto chacha aes none}
 SCP=${SCP:-1}
+REPEAT=${REPEAT:-1}
 SECONDS_IPERF=${SECONDS_IPERF:-10}
 [ -x /usr/bin/time ] || { echo "missing: /usr/bin/time (apt-get install time)" >&2; exit 1; }
 [ -x "$AFTP" ] || { echo "no aftp binary at $AFTP" >&2; exit 1; }
@@ -53,11 +56,11 @@ wall_s() { field "$1" 'Elapsed (wall clock) time (h:mm:ss or m:ss)' | awk -F: '{
 rss_mib() { awk -v k="$(field "$1" 'Maximum resident set size (kbytes)')" 'BEGIN{printf "%.1f", k/1024}'; }
 per_gib() { awk -v c="$1" -v b="${2:-$bytes}" 'BEGIN{printf "%.2f", c / (b / 1073741824)}'; } # CPU [BYTES]
 rows=()
-declare -A goodput_of # label -> Mbit/s, for the ratios
+declare -A goodput_of # label -> Mbit/s of each of its runs, for the ratios
 
 # row LABEL GOODPUT SND_CPU RCV_CPU SND_RSS RCV_RSS NOTES
 row() {
-    goodput_of[$1]=$2
+    goodput_of[$1]+="$2 "
     rows+=("| $1 | $2 | $3 | $4 | $(per_gib "$3") | $(per_gib "$4") | $5 | $6 | $7 |")
 }
 
@@ -117,13 +120,15 @@ if [ "${WARMUP:-1}" != 0 ]; then
     aftp_run "${RATES%% *}" none
     unset 'rows[-1]' "goodput_of[$(aftp_label "${RATES%% *}" none)]"
 fi
-for rate in $RATES; do
-    for cipher in $CIPHERS; do
-        if cipher_available "$cipher"; then
-            aftp_run "$rate" "$cipher"
-        else
-            rows+=("| aftp --cipher $cipher --rate $rate | skipped: no AES-NI on this CPU | | | | | | | |")
-        fi
+for ((run = 1; run <= REPEAT; run++)); do
+    for rate in $RATES; do
+        for cipher in $CIPHERS; do
+            if cipher_available "$cipher"; then
+                aftp_run "$rate" "$cipher"
+            elif [ "$run" = 1 ]; then
+                rows+=("| aftp --cipher $cipher --rate $rate | skipped: no AES-NI on this CPU | | | | | | | |")
+            fi
+        done
     done
 done
 
@@ -211,8 +216,10 @@ if [ "$SCP" = 1 ]; then
     if ssh_setup; then
         scp_labels=("scp (OpenSSH default cipher)")
         grep -qw aes /proc/cpuinfo && scp_labels+=("scp -c aes256-gcm@openssh.com")
-        scp_run "${scp_labels[0]}"
-        [ "${#scp_labels[@]}" -lt 2 ] || scp_run "${scp_labels[1]}" -c aes256-gcm@openssh.com
+        for ((run = 1; run <= REPEAT; run++)); do
+            scp_run "${scp_labels[0]}"
+            [ "${#scp_labels[@]}" -lt 2 ] || scp_run "${scp_labels[1]}" -c aes256-gcm@openssh.com
+        done
     else
         rows+=("| scp: skipped ($scp_skip) | | | | | | | | |")
     fi
@@ -256,8 +263,14 @@ else
     rows+=("| iperf3: skipped (SECONDS_IPERF=0, or iperf3/python3 missing) | | | | | | | | |")
 fi
 
+median() { # numbers...
+    printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'
+}
+
 ratio() { # numerator label, denominator label
-    local a=${goodput_of[$1]:-} b=${goodput_of[$2]:-}
+    local a b
+    # shellcheck disable=SC2086 # the lists split into their numbers on purpose
+    a=$(median ${goodput_of[$1]:-}) b=$(median ${goodput_of[$2]:-})
     [ -n "$a" ] && [ -n "$b" ] || return 0
     awk -v a="$a" -v b="$b" -v n="$1" -v d="$2" 'BEGIN{printf "- %s / %s: %.2f (%.0f%%)\n", n, d, a / b, 100 * a / b}'
 }
@@ -269,7 +282,7 @@ echo "| run | goodput Mbit/s | sender CPU s | receiver CPU s | sender CPU s/GiB 
 echo "|---|---|---|---|---|---|---|---|---|"
 printf '%s\n' "${rows[@]}"
 echo
-echo "Goodput ratios, wall clock of the sending command (targets: encrypted >= 0.70 x unencrypted, >= 3 x scp):"
+echo "Goodput ratios, wall clock of the sending command$([ "$REPEAT" = 1 ] || echo ", medians of $REPEAT runs") (targets: encrypted >= 0.70 x unencrypted, >= 3 x scp):"
 for rate in $RATES; do
     none=$(aftp_label "$rate" none)
     for cipher in $CIPHERS; do

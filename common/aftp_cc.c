@@ -274,6 +274,13 @@ static void update_rate(aftp_cc *cc)
     cc->rate_bps = clamp_rate(cc, (uint64_t)(gain_now(cc) * (double)bw));
 }
 
+void aftp_cc_set_limits(aftp_cc *cc, uint64_t min_rate_bps, uint64_t max_rate_bps)
+{
+    cc->cfg.min_rate_bps = min_rate_bps;
+    cc->cfg.max_rate_bps = max_rate_bps;
+    update_rate(cc);
+}
+
 uint64_t aftp_cc_rate(const aftp_cc *cc)
 {
     return cc->rate_bps;

@@ -174,6 +174,8 @@ void aftp_cc_on_sent(aftp_cc *cc, uint64_t now_ns, uint64_t pn, uint64_t bytes, 
 /* A FEEDBACK arrived (stale ones, not raising largest_pn, are ignored). */
 void aftp_cc_on_feedback(aftp_cc *cc, const aftp_cc_feedback *fb);
 
+/* New --min-rate / --max-rate (0: none) from now on; the estimates stay. */
+void aftp_cc_set_limits(aftp_cc *cc, uint64_t min_rate_bps, uint64_t max_rate_bps);
 /* The pacing rate now, bits per second. */
 uint64_t aftp_cc_rate(const aftp_cc *cc);
 /* 1 when one more DATA packet may leave: packets sent after the largest

@@ -1021,6 +1021,17 @@ int aftp_sender_abort(aftp_sender *s, uint64_t now_ns, int error, const char *re
     return AFTP_OK;
 }
 
+int aftp_sender_set_rate_limits(aftp_sender *s, uint64_t min_rate_bps, uint64_t max_rate_bps)
+{
+    if (s == NULL || (max_rate_bps != 0 && max_rate_bps < min_rate_bps))
+        return AFTP_ERR_INVALID_ARGUMENT;
+    s->set.min_rate_bps = min_rate_bps;
+    s->set.max_rate_bps = max_rate_bps;
+    aftp_cc_set_limits(&s->cc, min_rate_bps, max_rate_bps);
+    sync_pacer(s);
+    return AFTP_OK;
+}
+
 void aftp_sender_cancel(aftp_sender *s, uint64_t now_ns)
 {
     aftp_sender_abort(s, now_ns, AFTP_ERR_CANCELLED, NULL); /* section 9.13 */

@@ -247,6 +247,15 @@ int aftp_sender_error(const aftp_sender *s); /* why the session closed */
 void aftp_sender_get_stats(const aftp_sender *s, aftp_stats *out);
 /* Ask the engine to close with a CLOSE to the peer (user cancel). */
 void aftp_sender_cancel(aftp_sender *s, uint64_t now_ns);
+/* Changes max_rate_bps and min_rate_bps of a running session (an operator
+ * turns a transfer down for the working day, or up for the night); they
+ * hold from the next datagram on, and the controller keeps what it learnt
+ * of the path. What the sender can track in flight was sized by
+ * aftp_sender_new for the settings' max_rate_bps: a session created with
+ * a low max_rate_bps does not go much faster when it is raised (create it
+ * without one and lower it at once instead). AFTP_ERR_INVALID_ARGUMENT when
+ * max_rate_bps (0: no limit) is below min_rate_bps. */
+int aftp_sender_set_rate_limits(aftp_sender *s, uint64_t min_rate_bps, uint64_t max_rate_bps);
 /* The application or driver found the active file unusable outside the
  * storage callbacks (e.g. AFTP_ERR_SOURCE_CHANGED: the source shrank
  * while a read of it was under way): the file ends with `error` (FILE_END)

@@ -100,8 +100,10 @@ static void one_flow(const char *name, sim_flows_cfg *c)
 }
 
 /* Two FAIR flows, the second joining after `join_s`: Jain's index over the
- * time both run, and how long the joiner took to reach 80% of its share. */
-static void two_flows(const char *name, sim_flows_cfg *c, uint64_t join_ns)
+ * time both run, and how long the joiner took to reach 80% of its share.
+ * `hold_ns`: the joiner is held to a tenth of the link that long, then let
+ * go (the steady state's pull towards equal shares, timed from then). */
+static void two_flows(const char *name, sim_flows_cfg *c, uint64_t join_ns, uint64_t hold_ns)
 {
     sim_flows_result r;
     if (only != NULL && strstr(name, only) == NULL)
@@ -109,6 +111,8 @@ static void two_flows(const char *name, sim_flows_cfg *c, uint64_t join_ns)
     c->nflows = 2;
     c->flow[1] = c->flow[0];
     c->flow[1].start_ns = join_ns;
+    c->flow[1].held_rate_bps = c->fwd.rate_bps / 10;
+    c->flow[1].held_until_ns = hold_ns ? join_ns + hold_ns : 0;
     sim_flows_run(c, &r);
     print_trace(&r, c);
     double cap = sim_flows_capacity(c);
@@ -116,6 +120,7 @@ static void two_flows(const char *name, sim_flows_cfg *c, uint64_t join_ns)
                    sim_flow_rate(&r, c, 1, join_ns + 2 * S, c->stop_ns)) / cap;
     double jain = sim_flows_jain(&r, c, join_ns + 5 * S, c->stop_ns);
     uint64_t conv = sim_flow_ramp_ns(&r, c, 1, 0.8 * cap / 2);
+    conv = conv == UINT64_MAX || conv < hold_ns ? conv : conv - hold_ns;
     double retx = (retx_share(&r.flow[0].snd) + retx_share(&r.flow[1].snd)) / 2;
     printf("%-28s %7.1f %7.2f %7s %7.2f %8.2f %8s %7.3f %7.2f\n", name, 100 * util, 100 * retx,
            "-", 100 * drop_share(&r),
@@ -183,17 +188,24 @@ int main(int argc, char **argv)
     one_flow("max-rate 300M on 1G", &c);
     path(&c, 100 * MBIT, 50, 0.0);
     c.stop_ns = 3 * seconds * S;
-    two_flows("2x fair 100M 50ms", &c, 5 * S);
+    two_flows("2x fair 100M 50ms", &c, 5 * S, 0);
     path(&c, GBIT, 150, 0.0);
     c.stop_ns = 2 * seconds * S;
-    two_flows("2x fair 1G 150ms", &c, 5 * S);
+    two_flows("2x fair 1G 150ms", &c, 5 * S, 0);
+    path(&c, GBIT, 150, 0.0);
+    c.stop_ns = 2 * seconds * S;
+    two_flows("2x fair 1G 150ms held 5s", &c, 5 * S, 5 * S);
     /* The emulated WAN's host stalls: queues of up to 40 ms that no flow
      * built, about twice a second. */
     path(&c, GBIT, 150, 0.0);
     stalls(&c);
     one_flow("1G 150ms stalls", &c);
     c.stop_ns = 2 * seconds * S;
-    two_flows("2x fair 1G 150ms stalls", &c, 5 * S);
+    two_flows("2x fair 1G 150ms stalls", &c, 5 * S, 0);
+    path(&c, GBIT, 150, 0.0);
+    stalls(&c);
+    c.stop_ns = 2 * seconds * S;
+    two_flows("2x fair 1G 150ms stalls held", &c, 5 * S, 5 * S);
     static const struct { const char *name; int policy, kind; } vs[] = {
         {"fair vs cubic", AFTP_CC_FAIR, SIM_FLOW_CUBIC}, {"high vs cubic", AFTP_CC_HIGH, SIM_FLOW_CUBIC},
         {"low vs cubic", AFTP_CC_LOW, SIM_FLOW_CUBIC},   {"fair vs reno", AFTP_CC_FAIR, SIM_FLOW_RENO},

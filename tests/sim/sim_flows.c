@@ -96,6 +96,7 @@ typedef struct flow_run {
     sim_tcp *tcp;              /* TCP flows */
     sim_link rev;
     uint64_t last_delivered, last_wire;
+    int held;                  /* paced at most held_rate_bps until held_until_ns */
 } flow_run;
 
 typedef struct flows_world {
@@ -130,6 +131,9 @@ static void start_aftp(flows_world *w, int i, uint64_t now)
     if (aftp_sender_add_file(fl->snd, &info) != AFTP_OK)
         abort();
     aftp_sender_finish(fl->snd);
+    fl->held = fc->held_until_ns > now;
+    if (fl->held && aftp_sender_set_rate_limits(fl->snd, fc->min_rate_bps, fc->held_rate_bps) != AFTP_OK)
+        abort();
 }
 
 static void start_flow(flows_world *w, int i, uint64_t now)
@@ -296,6 +300,8 @@ static uint64_t next_event(flows_world *w)
             t = min_u64(t, sim_tcp_expiry(fl->tcp));
             continue;
         }
+        if (fl->held)
+            t = min_u64(t, w->cfg->flow[i].held_until_ns);
         t = min_u64(t, aftp_sender_expiry(fl->snd));
         t = min_u64(t, aftp_receiver_expiry(fl->rcv));
     }
@@ -316,11 +322,25 @@ static int all_closed(flows_world *w)
     return 1;
 }
 
+/* A held flow's limits are lifted to its configured ones. */
+static void release(flows_world *w, int i, uint64_t now)
+{
+    const sim_flow_cfg *fc = &w->cfg->flow[i];
+    flow_run *fl = &w->run[i];
+    if (!fl->held || now < fc->held_until_ns)
+        return;
+    fl->held = 0;
+    if (aftp_sender_set_rate_limits(fl->snd, fc->min_rate_bps, fc->max_rate_bps) != AFTP_OK)
+        abort();
+}
+
 static void step(flows_world *w, uint64_t now)
 {
-    for (int i = 0; i < w->cfg->nflows; i++)
+    for (int i = 0; i < w->cfg->nflows; i++) {
         if (!w->run[i].started && now >= w->cfg->flow[i].start_ns)
             start_flow(w, i, now);
+        release(w, i, now);
+    }
     deliver(w, now);
     record(w, now);
     for (int i = 0; i < w->cfg->nflows; i++)

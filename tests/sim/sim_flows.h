@@ -31,6 +31,8 @@ typedef struct sim_flow_cfg {
     uint64_t max_rate_bps, min_rate_bps;
     uint64_t file_size;        /* TCP: bytes to deliver, 0 = endless */
     uint64_t start_ns;         /* the flow begins (late joiners) */
+    uint64_t held_rate_bps;    /* aftp: max rate until held_until_ns (a running */
+    uint64_t held_until_ns;    /* session's limits change), max_rate_bps after */
 } sim_flow_cfg;
 
 typedef struct sim_flows_cfg {

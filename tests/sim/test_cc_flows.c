@@ -154,6 +154,45 @@ static void test_max_rate_every_second(void **state)
     sim_flows_free(&r);
 }
 
+/* An operator lowers, then lifts, the limits of a running session: held
+ * at 20 Mbit/s, it never goes faster (every second); once lifted, it takes
+ * the link within seconds, from what it has learnt of the path. */
+static void test_rate_limits_change_mid_session(void **state)
+{
+    (void)state;
+    sim_flows_cfg c;
+    sim_flows_result r;
+    path(&c, 0.0, 10);
+    c.flow[0].held_rate_bps = 20 * MBIT;
+    c.flow[0].held_until_ns = 4 * S;
+    sim_flows_run(&c, &r);
+    for (uint64_t t = 0; t < 4 * S; t += S)
+        assert_true(sim_flow_rate(&r, &c, 0, t, t + S) <= 1.01 * 20 * MBIT);
+    assert_true(sim_flow_rate(&r, &c, 0, 3 * S, 4 * S) >= 0.9 * 20 * MBIT);
+    assert_true(sim_flow_rate(&r, &c, 0, 6 * S, c.stop_ns) >= 0.9 * sim_flows_capacity(&c));
+    sim_flows_free(&r);
+}
+
+static void test_rate_limits_refuse_max_below_min(void **state)
+{
+    (void)state;
+    sim_storage st;
+    uint64_t clock = 0;
+    sim_storage_init(&st, 1, 1000, 2);
+    sim_side side = {.st = &st, .clock = &clock};
+    aftp_sender_settings ss;
+    aftp_receiver_settings rs;
+    sim_engine_settings(&ss, &side, &rs, &side);
+    aftp_sender *snd;
+    assert_int_equal(aftp_sender_new(&ss, 0, &snd), AFTP_OK);
+    assert_int_equal(aftp_sender_set_rate_limits(snd, 50 * MBIT, 40 * MBIT),
+                     AFTP_ERR_INVALID_ARGUMENT);
+    assert_int_equal(aftp_sender_set_rate_limits(snd, 50 * MBIT, 0), AFTP_OK);
+    assert_int_equal(aftp_sender_set_rate_limits(NULL, 0, 0), AFTP_ERR_INVALID_ARGUMENT);
+    aftp_sender_del(snd);
+    sim_storage_free(&st);
+}
+
 /* Two flows, the second joining after 3 s: it reaches a fair share, and
  * the two split the link evenly. Returns the flows' rates once settled. */
 static void share(int policy0, int policy1, double *rate0, double *rate1, double *jain)
@@ -349,6 +388,8 @@ int main(void)
         cmocka_unit_test(test_bursty_loss),
         cmocka_unit_test(test_fixed_holds_rate),
         cmocka_unit_test(test_max_rate_every_second),
+        cmocka_unit_test(test_rate_limits_change_mid_session),
+        cmocka_unit_test(test_rate_limits_refuse_max_below_min),
         cmocka_unit_test(test_two_fair_flows_share),
         cmocka_unit_test(test_late_joiner_on_long_path),
         cmocka_unit_test(test_late_joiner_behind_stalls),
