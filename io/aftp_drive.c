@@ -81,7 +81,6 @@ void aftp_drive_stats(const aftp_drive *d, aftp_stats *st)
         aftp_receiver_get_stats(d->receiver, st);
 }
 
-/* Feeds everything queued on the socket. */
 /* Feeds what is queued on the socket, each datagram at its arrival time
  * (aftp_drive_arrival_ns) from `floor`, the time of the previous turn: the
  * engine has already been told that time, and its clock never goes back. */
@@ -93,12 +92,12 @@ static int pump_input(aftp_drive *d, uint64_t now, uint64_t floor)
         int rc = aftp_udp_recv(d->udp, &count);
         if (rc != AFTP_OK)
             return rc;
-        aftp_udp_iter it = {0, 0};
+        aftp_udp_iter it = {0};
         const uint8_t *pkt;
         size_t len;
         const struct sockaddr *from;
         while (aftp_udp_next(d->udp, &it, &pkt, &len, &from)) {
-            uint64_t at = aftp_drive_arrival_ns(aftp_udp_arrival_ns(d->udp, &it), now_real, now, floor);
+            uint64_t at = aftp_drive_arrival_ns(it.arrival_ns, now_real, now, floor);
             aftp_drive_feed(d, at, pkt, len);
             floor = at;
         }

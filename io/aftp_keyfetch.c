@@ -58,7 +58,7 @@ static int open_socket(const aftp_keyfetch_opts *o, aftp_udp *udp)
 static int read_answer(aftp_udp *udp, uint32_t conn_id, uint8_t *key)
 {
     size_t count;
-    aftp_udp_iter it = {0, 0};
+    aftp_udp_iter it = {0};
     const uint8_t *pkt;
     size_t len;
     const struct sockaddr *from;

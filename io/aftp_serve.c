@@ -177,7 +177,7 @@ static int pump_listener(serve_state *st)
 {
     size_t count = 0;
     int rc = aftp_udp_recv(&st->listener, &count);
-    aftp_udp_iter it = {0, 0};
+    aftp_udp_iter it = {0};
     const uint8_t *pkt;
     size_t len;
     const struct sockaddr *from;

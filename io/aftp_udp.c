@@ -65,7 +65,7 @@ int aftp_udp_open(aftp_udp *u, const struct sockaddr *local, socklen_t local_len
     if (u->fd < 0)
         return AFTP_ERR_NETWORK;
     int one = 1;
-    /* Arrival stamps (aftp_udp_arrival_ns); without them, read times stand in. */
+    /* Arrival stamps (aftp_udp_iter.arrival_ns); without them, read times stand in. */
     (void)setsockopt(u->fd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof one);
     if ((shared_port && setsockopt(u->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0) ||
         bind(u->fd, local, local_len) != 0) {
@@ -241,17 +241,24 @@ int aftp_udp_recv(aftp_udp *u, size_t *count)
     }
 }
 
-/* The GRO segment size of a received message, 0 when not coalesced. */
-static size_t gro_size(struct msghdr *m)
+/* What the kernel said of a received message, in one walk of its control
+ * messages: its GRO segment size (0: not coalesced) and its arrival stamp
+ * (0: none). */
+static void read_control(struct msghdr *m, aftp_udp_iter *it)
 {
+    it->seg = 0;
+    it->arrival_ns = 0;
     for (struct cmsghdr *c = CMSG_FIRSTHDR(m); c != NULL; c = CMSG_NXTHDR(m, c)) {
         if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) {
             int v;
             memcpy(&v, CMSG_DATA(c), sizeof v);
-            return v > 0 ? (size_t)v : 0;
+            it->seg = v > 0 ? (size_t)v : 0;
+        } else if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) {
+            struct timespec ts;
+            memcpy(&ts, CMSG_DATA(c), sizeof ts);
+            it->arrival_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
         }
     }
-    return 0;
 }
 
 int aftp_udp_next(aftp_udp *u, aftp_udp_iter *it, const uint8_t **pkt, size_t *len,
@@ -266,28 +273,14 @@ int aftp_udp_next(aftp_udp *u, aftp_udp_iter *it, const uint8_t **pkt, size_t *l
             it->off = 0;
             continue;
         }
-        size_t seg = gro_size(&mm->msg_hdr);
-        size_t n = seg == 0 || seg > total - it->off ? total - it->off : seg;
+        if (it->off == 0)
+            read_control(&mm->msg_hdr, it);
+        size_t n = it->seg == 0 || it->seg > total - it->off ? total - it->off : it->seg;
         *pkt = u->rx_buf + it->msg * u->rx_slot + it->off;
         *len = n;
         *from = (const struct sockaddr *)&u->rx_from[it->msg];
         it->off += n;
         return 1;
-    }
-    return 0;
-}
-
-uint64_t aftp_udp_arrival_ns(const aftp_udp *u, const aftp_udp_iter *it)
-{
-    if (it->msg >= u->rx_count)
-        return 0;
-    struct msghdr *m = (struct msghdr *)&u->rx_msgs[it->msg].msg_hdr;
-    for (struct cmsghdr *c = CMSG_FIRSTHDR(m); c != NULL; c = CMSG_NXTHDR(m, c)) {
-        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) {
-            struct timespec ts;
-            memcpy(&ts, CMSG_DATA(c), sizeof ts);
-            return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-        }
     }
     return 0;
 }

@@ -73,16 +73,17 @@ int aftp_udp_recv(aftp_udp *u, size_t *count);
 typedef struct aftp_udp_iter {
     size_t msg;
     size_t off;
+    /* Of the message being walked: its GRO segment size (0: not coalesced)
+     * and when the kernel received it, in CLOCK_REALTIME nanoseconds (0:
+     * the kernel gave no stamp). Every datagram of a message shares them. */
+    size_t seg;
+    uint64_t arrival_ns;
 } aftp_udp_iter;
 
-/* Next received datagram: returns 1 and sets *pkt, *len, *from; 0 at the end. */
+/* Next received datagram: returns 1 and sets *pkt, *len, *from (and the
+ * iterator's arrival_ns); 0 at the end. */
 int aftp_udp_next(aftp_udp *u, aftp_udp_iter *it, const uint8_t **pkt, size_t *len,
                   const struct sockaddr **from);
-
-/* When the kernel received the datagram aftp_udp_next last returned, in
- * CLOCK_REALTIME nanoseconds (GRO segments share their message's stamp);
- * 0 when the kernel gave no stamp. */
-uint64_t aftp_udp_arrival_ns(const aftp_udp *u, const aftp_udp_iter *it);
 
 /* Waits until the socket is readable or timeout_ns passes (a signal ends
  * the wait early). Returns 1 when readable, 0 otherwise. */

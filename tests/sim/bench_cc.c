@@ -55,12 +55,6 @@ static void path(sim_flows_cfg *c, uint64_t rate, uint64_t rtt_ms, double loss)
     c->flow[0].file_size = rate / 8 * seconds * 2; /* never ends within the run */
 }
 
-static void stalls(sim_flows_cfg *c)
-{
-    c->fwd.stall_every_ns = 500 * MS;
-    c->fwd.stall_max_ns = 40 * MS;
-}
-
 static double retx_share(const aftp_stats *s)
 {
     return s->payload_bytes_sent ? (double)s->payload_bytes_retransmitted /
@@ -198,12 +192,12 @@ int main(int argc, char **argv)
     /* The emulated WAN's host stalls: queues of up to 40 ms that no flow
      * built, about twice a second. */
     path(&c, GBIT, 150, 0.0);
-    stalls(&c);
+    sim_link_wan_stalls(&c.fwd);
     one_flow("1G 150ms stalls", &c);
     c.stop_ns = 2 * seconds * S;
     two_flows("2x fair 1G 150ms stalls", &c, 5 * S, 0);
     path(&c, GBIT, 150, 0.0);
-    stalls(&c);
+    sim_link_wan_stalls(&c.fwd);
     c.stop_ns = 2 * seconds * S;
     two_flows("2x fair 1G 150ms stalls held", &c, 5 * S, 5 * S);
     static const struct { const char *name; int policy, kind; } vs[] = {

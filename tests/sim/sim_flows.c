@@ -132,7 +132,8 @@ static void start_aftp(flows_world *w, int i, uint64_t now)
         abort();
     aftp_sender_finish(fl->snd);
     fl->held = fc->held_until_ns > now;
-    if (fl->held && aftp_sender_set_rate_limits(fl->snd, fc->min_rate_bps, fc->held_rate_bps) != AFTP_OK)
+    if (fl->held &&
+        aftp_sender_set_rate_limits(fl->snd, fc->min_rate_bps, fc->held_rate_bps) != AFTP_OK)
         abort();
 }
 

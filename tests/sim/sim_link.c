@@ -119,6 +119,12 @@ static void deliver_at(sim_link *l, uint64_t at, const aftp_datagram *dg)
     heap_push(l, p);
 }
 
+void sim_link_wan_stalls(sim_link_cfg *cfg)
+{
+    cfg->stall_every_ns = UINT64_C(500000000);
+    cfg->stall_max_ns = UINT64_C(40000000);
+}
+
 /* The bottleneck stops serving when a stall comes due: what waits, and
  * what comes meanwhile, queues behind it. */
 static void maybe_stall(sim_link *l, uint64_t now)
@@ -128,7 +134,6 @@ static void maybe_stall(sim_link *l, uint64_t now)
     if (l->next_stall_at != 0 && now >= l->next_stall_at) {
         uint64_t start = l->busy_until > now ? l->busy_until : now;
         l->busy_until = start + (uint64_t)(sim_rand_unit(&l->rng) * (double)l->cfg.stall_max_ns);
-        l->stalls++;
     }
     if (l->next_stall_at == 0 || now >= l->next_stall_at) {
         double gap = -log(1.0 - sim_rand_unit(&l->rng)) * (double)l->cfg.stall_every_ns;

@@ -3,7 +3,8 @@
  * bottleneck of fixed rate with a tail-drop queue, one-way delay, seeded
  * random loss (Bernoulli or Gilbert-Elliott bursts), reordering,
  * duplication, and stalls (the bottleneck stops serving for a while, as an
- * emulator or a VM that loses the CPU does: a queue no flow built). Datagrams are copied in and come out at their arrival time.
+ * emulator or a VM that loses the CPU does: a queue no flow built).
+ * Datagrams are copied in and come out at their arrival time.
  */
 #ifndef SIM_LINK_H
 #define SIM_LINK_H
@@ -45,7 +46,7 @@ typedef struct sim_link {
     size_t count, cap;
     uint64_t seq;
     /* counters */
-    uint64_t sent, lost, queue_drops, duplicated, stalls;
+    uint64_t sent, lost, queue_drops, duplicated;
     uint64_t data_payload_lost; /* payload bytes of DATA packets lost or dropped */
 } sim_link;
 
@@ -56,6 +57,10 @@ void sim_link_send(sim_link *l, uint64_t now, const aftp_datagram *dg);
 uint64_t sim_link_next(const sim_link *l);
 /* Removes the next datagram; the caller frees p->data. */
 sim_pkt sim_link_pop(sim_link *l);
+
+/* The emulated WAN's host stalls, as the simulation models them: the
+ * bottleneck stops for up to 40 ms about twice a second. */
+void sim_link_wan_stalls(sim_link_cfg *cfg);
 
 /* Seeded generator shared by the simulation. */
 uint64_t sim_rand(uint64_t *state);

@@ -459,6 +459,11 @@ static void test_settings_and_arguments(void **state)
     aftp_sender_del(s);
     ss.security = (aftp_security_settings){.cipher = AFTP_CIPHER_NONE};
     assert_int_equal(aftp_sender_new(&ss, 0, &s), AFTP_OK);
+    /* Rate limits of a running session: a ceiling below the floor is refused. */
+    assert_int_equal(aftp_sender_set_rate_limits(s, 50000000, 40000000),
+                     AFTP_ERR_INVALID_ARGUMENT);
+    assert_int_equal(aftp_sender_set_rate_limits(s, 50000000, 0), AFTP_OK);
+    assert_int_equal(aftp_sender_set_rate_limits(NULL, 0, 0), AFTP_ERR_INVALID_ARGUMENT);
     aftp_file_info f = {.file_id = 2, .size = 10, .path = "x"};
     assert_int_equal(aftp_sender_add_file(s, &f), AFTP_OK);
     f.file_id = 2; /* ids must grow */
