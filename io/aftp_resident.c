@@ -16,7 +16,8 @@ void aftp_resident_init(aftp_resident *r, uint8_t *base, uint64_t size, uint64_t
 }
 
 /* Prefaults the next stretch once the furthest touch gets within one
- * stretch of the end of what is prefaulted. */
+ * stretch of the end of what is prefaulted: it starts below
+ * high + AHEAD and is 2 x AHEAD long, within AFTP_RESIDENT_REACH. */
 static void populate_ahead(aftp_resident *r)
 {
     if (r->populate_advice == 0 || r->high + AFTP_RESIDENT_AHEAD <= r->populated ||

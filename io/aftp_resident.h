@@ -18,6 +18,8 @@
 #include <stdint.h>
 
 #define AFTP_RESIDENT_AHEAD (UINT64_C(2) << 20)
+/* No prefault reaches further than this past the furthest touch. */
+#define AFTP_RESIDENT_REACH (3 * AFTP_RESIDENT_AHEAD)
 
 typedef struct aftp_resident {
     uint8_t *base;

@@ -8,11 +8,18 @@
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #define STORE_MIN_CHUNK (UINT64_C(8) << 20) /* residency is managed in chunks of >= 8 MiB */
 #define STORE_MAX_CHUNKS UINT64_C(4096)
 #define STORE_KEEP (UINT64_C(8) << 20) /* resident bytes behind the furthest write */
+/* Space is reserved this far ahead of the furthest write. Reserving a whole
+ * file at once costs 0.25 s per GiB on tmpfs (it zeroes every page) before
+ * any data may flow; a step costs a few ms, spread over the transfer. It
+ * must exceed AFTP_RESIDENT_REACH, which prefaults may touch. */
+#define STORE_RESERVE_STEP (UINT64_C(16) << 20)
+_Static_assert(STORE_RESERVE_STEP > AFTP_RESIDENT_REACH, "a reservation step must cover prefaults");
 
 static int errno_to_error(int e)
 {
@@ -92,21 +99,65 @@ static int create_tmp(aftp_store *st)
     return AFTP_OK;
 }
 
-/* Reserves every byte now, so a full disk fails before any data arrives
- * (and a later page fault can never hit ENOSPC as SIGBUS). */
-static int reserve_space(aftp_store *st)
+/* Free space for the whole file, checked at the offer so that a full disk
+ * fails before any data is sent. The space itself is reserved as data
+ * arrives (reserve_ahead); a file system that reports no block counts is
+ * left to that. */
+static int check_space(aftp_store *st)
+{
+    struct statvfs vfs;
+    if (fstatvfs(st->fd, &vfs) != 0 || vfs.f_blocks == 0)
+        return AFTP_OK;
+    /* root may use the blocks kept back for it */
+    uint64_t free_blocks = geteuid() == 0 ? vfs.f_bfree : vfs.f_bavail;
+    uint64_t unit = vfs.f_frsize ? vfs.f_frsize : vfs.f_bsize;
+    if (unit == 0 || free_blocks >= st->size / unit + 1)
+        return AFTP_OK;
+    uint64_t free_bytes = free_blocks * unit;
+    char detail[96];
+    snprintf(detail, sizeof detail, "%llu bytes needed, %llu free",
+             (unsigned long long)st->size, (unsigned long long)free_bytes);
+    return fail(st, AFTP_ERR_NO_SPACE, "not enough space to receive", detail);
+}
+
+/* Reserves [st->reserved, end): once reserved, a page fault of the mapping
+ * can never hit ENOSPC (which would be SIGBUS); a disk that another writer
+ * filled during the transfer fails here, as an error. */
+static int reserve_upto(aftp_store *st, uint64_t end)
+{
+    uint64_t len = end - st->reserved;
+    int rc = fallocate(st->fd, 0, (off_t)st->reserved, (off_t)len) == 0 ? 0 : errno;
+    if (rc == EOPNOTSUPP)
+        rc = posix_fallocate(st->fd, (off_t)st->reserved, (off_t)len);
+    if (rc != 0) {
+        char detail[96];
+        snprintf(detail, sizeof detail, "%llu bytes needed: %s", (unsigned long long)st->size,
+                 strerror(rc));
+        return fail(st, errno_to_error(rc), "not enough space to receive", detail);
+    }
+    st->reserved = end;
+    return AFTP_OK;
+}
+
+/* Makes sure [0, upto) and what prefaults may touch beyond it are
+ * reserved, a step at a time. */
+static int reserve_ahead(aftp_store *st, uint64_t upto)
+{
+    if (upto + AFTP_RESIDENT_REACH <= st->reserved || st->reserved == st->size)
+        return AFTP_OK;
+    uint64_t end = st->size - upto > STORE_RESERVE_STEP ? upto + STORE_RESERVE_STEP : st->size;
+    return reserve_upto(st, end);
+}
+
+/* The file gets its full size at once (the mapping needs it); its space
+ * is reserved step by step. */
+static int size_file(aftp_store *st)
 {
     if (st->size == 0)
         return AFTP_OK;
-    int rc = fallocate(st->fd, 0, 0, (off_t)st->size) == 0 ? 0 : errno;
-    if (rc == EOPNOTSUPP)
-        rc = posix_fallocate(st->fd, 0, (off_t)st->size);
-    if (rc == 0)
-        return AFTP_OK;
-    char detail[96];
-    snprintf(detail, sizeof detail, "%llu bytes needed: %s", (unsigned long long)st->size,
-             strerror(rc));
-    return fail(st, errno_to_error(rc), "not enough space to receive", detail);
+    if (ftruncate(st->fd, (off_t)st->size) != 0)
+        return fail(st, errno_to_error(errno), "cannot size", strerror(errno));
+    return reserve_ahead(st, 0);
 }
 
 static int map_file(aftp_store *st)
@@ -163,8 +214,10 @@ int aftp_store_open(aftp_store *st, const aftp_file_info *info)
     st->mode = info->mode;
     st->mtime_ns = info->mtime_ns;
     st->overwrite = st->allow_overwrite;
+    st->reserved = 0;
     if ((rc = refuse_existing(st)) != AFTP_OK || (rc = create_tmp(st)) != AFTP_OK ||
-        (rc = reserve_space(st)) != AFTP_OK || (rc = map_file(st)) != AFTP_OK) {
+        (rc = check_space(st)) != AFTP_OK || (rc = size_file(st)) != AFTP_OK ||
+        (rc = map_file(st)) != AFTP_OK) {
         release_file(st, 1);
         return rc;
     }
@@ -210,6 +263,8 @@ int aftp_store_write(aftp_store *st, uint32_t file_id, uint64_t off, const uint8
 {
     int rc = check_range(st, file_id, off, len);
     if (rc != AFTP_OK || len == 0)
+        return rc;
+    if ((rc = reserve_ahead(st, off + len)) != AFTP_OK)
         return rc;
     memcpy(st->map + off, data, len);
     account_written(st, off, len);

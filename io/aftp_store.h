@@ -3,7 +3,8 @@
  * a shared mapping of a temporary file beside the target, made visible
  * under its final name only when verified (aftp_store_close with commit).
  *
- * Lifecycle of a file: open (path checked, space reserved) -> write* ->
+ * Lifecycle of a file: open (path checked, free space checked) -> write*
+ * (space reserved a step ahead of the furthest write) ->
  * view* (read back to verify) -> close(commit=1: fsync, mode, mtime,
  * rename, fsync dir | commit=0: unlink). Residency is bounded
  * (aftp_resident.h), and each chunk written in full is handed to writeback
@@ -29,6 +30,7 @@ typedef struct aftp_store {
     int parent_fd;
     uint32_t file_id;
     uint64_t size;
+    uint64_t reserved;      /* [0, reserved) has its space allocated */
     uint32_t mode;
     int64_t mtime_ns;
     int overwrite;

@@ -69,8 +69,8 @@ typedef struct aftp_storage_ops {
      * pointer must stay valid until `close` for that file. */
     int (*view)(void *user, uint32_t file_id, uint64_t off, size_t len, const uint8_t **out);
     /* Receiver: the peer offers a file. Check the path, refuse an existing
-     * file unless overwrite, reserve info->size bytes (a full disk fails
-     * here, before any data). */
+     * file unless overwrite, make sure info->size bytes fit (a full disk
+     * fails here, before any data). */
     int (*open)(void *user, const aftp_file_info *info);
     /* Receiver: store len bytes at off (only ever for blocks not yet held). */
     int (*write)(void *user, uint32_t file_id, uint64_t off, const uint8_t *data, size_t len);
