@@ -250,6 +250,7 @@ static double gain_now(const aftp_cc *cc)
     switch (cc->phase) {
     case AFTP_CC_PHASE_UP: return cc->competing ? COMPETE_UP_GAIN : UP_GAIN;
     case AFTP_CC_PHASE_DOWN: return DOWN_GAIN;
+    case AFTP_CC_PHASE_DIP: return PROBE_RTT_GAIN;
     default: return 1.0;
     }
 }
@@ -345,6 +346,15 @@ static void start_cycle(aftp_cc *cc, uint64_t now)
     new_cycle(cc, now);
 }
 
+/* Into CRUISE; the packets sent from now on follow a DIP, if one ran. */
+static void cruise(aftp_cc *cc, uint64_t now)
+{
+    if (cc->phase == AFTP_CC_PHASE_DIP)
+        cc->dip_end_pn = cc->next_pn;
+    cc->phase = AFTP_CC_PHASE_CRUISE;
+    cc->phase_start_ns = now;
+}
+
 /* How long UP (and DOWN after it) lasts: long enough to be measured over
  * a few feedback intervals, short enough that the queue it builds when the
  * path has no room (UP_GAIN - 1 of it) stays small; never over one RTT. */
@@ -376,10 +386,12 @@ static void advance_phase(aftp_cc *cc, uint64_t now)
         }
         break;
     case AFTP_CC_PHASE_DOWN:
-        if (now - cc->phase_start_ns >= d) {
-            cc->phase = AFTP_CC_PHASE_CRUISE;
-            cc->phase_start_ns = now;
-        }
+        if (now - cc->phase_start_ns >= d)
+            cruise(cc, now);
+        break;
+    case AFTP_CC_PHASE_DIP:
+        if (now - cc->phase_start_ns >= cc->dip_ns)
+            cruise(cc, now);
         break;
     default:
         if (cycle_over(cc, now)) {
@@ -398,6 +410,41 @@ static void enter_probe_rtt(aftp_cc *cc, uint64_t now)
     cc->phase_start_ns = now;
     cc->probe_rtt_round = cc->round;
     cc->probe_rtt_min_ns = UINT64_MAX;
+}
+
+/* A DIP at PROBE_RTT_GAIN drains a queue of our own in twice its depth,
+ * then lasts two feedback intervals more, so that two FEEDBACKs report
+ * packets sent on the empty queue (a new minimum takes two samples). */
+static void start_dip(aftp_cc *cc, uint64_t now)
+{
+    uint64_t drain = (uint64_t)((double)cc->qdelay_ns / (1.0 - PROBE_RTT_GAIN));
+    cc->dip_ns = drain + 2 * cc->feedback_gap_ns;
+    cc->phase = AFTP_CC_PHASE_DIP;
+    cc->phase_start_ns = now;
+    cc->dip_end_pn = UINT64_MAX;
+}
+
+/* The minimum RTT was not seen for MIN_RTT_WINDOW_NS: a DIP first, and
+ * PROBE_RTT only when the DIP's packets, all reported, did not show it.
+ * A queue above the target, or one we compete for, is not the cruising
+ * queue a dip drains: PROBE_RTT at once. */
+static void check_min_rtt_fresh(aftp_cc *cc, uint64_t now)
+{
+    if (now - cc->min_rtt_seen_ns <= MIN_RTT_WINDOW_NS) {
+        if (cc->phase != AFTP_CC_PHASE_DIP)
+            cc->dip_end_pn = 0;
+        return;
+    }
+    int own_queue = !cc->competing && cc->qdelay_ns <= params_of(cc).target_ns;
+    if (cc->dip_end_pn == 0 && own_queue) {
+        start_dip(cc, now);
+        return;
+    }
+    /* with no DIP tried, dip_end_pn is 0 */
+    if (cc->phase != AFTP_CC_PHASE_DIP && cc->largest_pn >= cc->dip_end_pn) {
+        cc->dip_end_pn = 0;
+        enter_probe_rtt(cc, now);
+    }
 }
 
 /* PROBE_RTT is over after its minimum time and two rounds (one to drain,
@@ -542,7 +589,7 @@ static void back_off(aftp_cc *cc, double excess)
     cc->congestion_events++;
     cc->queue_above = 0;
     if (cc->mode == AFTP_CC_MODE_PROBE_BW && cc->phase != AFTP_CC_PHASE_CRUISE)
-        cc->phase = AFTP_CC_PHASE_CRUISE;
+        cruise(cc, cc->now_ns);
 }
 
 /* Cuts that leave the queue as deep as before: it is not ours (the route
@@ -707,10 +754,7 @@ static void step_mode(aftp_cc *cc, uint64_t now, int new_round, int sampled)
     case AFTP_CC_MODE_STARTUP: check_startup_done(cc, new_round, sampled); break;
     case AFTP_CC_MODE_DRAIN: check_drain_done(cc, now); break;
     case AFTP_CC_MODE_PROBE_RTT: check_probe_rtt_done(cc, now); break;
-    case AFTP_CC_MODE_PROBE_BW:
-        if (now - cc->min_rtt_seen_ns > MIN_RTT_WINDOW_NS)
-            enter_probe_rtt(cc, now);
-        break;
+    case AFTP_CC_MODE_PROBE_BW: check_min_rtt_fresh(cc, now); break;
     default: break;
     }
 }

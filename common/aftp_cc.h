@@ -18,8 +18,14 @@
  *              passed): UP (1.25 x) for max(4 x target, 3 feedback
  *              intervals) capped at one RTT, DOWN (0.75 x) as long to
  *              drain what UP queued, then CRUISE (1 x).
- *   PROBE_RTT  when min RTT has not been seen again for 10 s, or 3 cuts in
- *              a row did not shrink the queue (it is not ours: a longer
+ *   DIP        when min RTT has not been seen again for 10 s: a PROBE_BW
+ *              phase at 1/2 x bw, long enough to drain the queue seen (if
+ *              it is ours) and for two FEEDBACKs to report packets sent on
+ *              the emptied queue. Alone on a path, the cruising queue is
+ *              a few ms: the dip costs ~10 ms of link time, where PROBE_RTT
+ *              costs two rounds at half rate (1.5% of a 150 ms path).
+ *   PROBE_RTT  when a DIP's packets did not show min RTT again, or 3 cuts
+ *              in a row did not shrink the queue (it is not ours: a longer
  *              route, unresponsive traffic): 1/2 x bw for two rounds and at
  *              least 100 ms; its lowest RTT becomes the minimum. When 3
  *              futile cuts come again within 10 s, the queue is held by
@@ -69,7 +75,12 @@ enum aftp_cc_mode {
 };
 
 /* Phases of the PROBE_BW cycle. */
-enum aftp_cc_phase { AFTP_CC_PHASE_UP, AFTP_CC_PHASE_DOWN, AFTP_CC_PHASE_CRUISE };
+enum aftp_cc_phase {
+    AFTP_CC_PHASE_UP,
+    AFTP_CC_PHASE_DOWN,
+    AFTP_CC_PHASE_CRUISE,
+    AFTP_CC_PHASE_DIP /* a short drain to see the minimum RTT again */
+};
 
 typedef struct aftp_cc_config {
     int policy;                 /* enum aftp_cc_policy */
@@ -154,6 +165,10 @@ typedef struct aftp_cc {
     uint64_t queue_since_ns;    /* ...since then, */
     uint64_t queue_bw_bps;      /* ...when bw was this */
     uint64_t probe_rtt_round;   /* round PROBE_RTT began */
+    uint64_t dip_ns;            /* length of the current DIP */
+    uint64_t dip_end_pn;        /* 0: no DIP tried since min RTT was seen;
+                                 * UINT64_MAX: one runs; else the first
+                                 * packet sent after it */
     uint64_t drain_round;       /* round DRAIN began */
     uint64_t hold_until_pn;     /* after a cut: no new cut or sample before */
     uint64_t hold_release_ns;   /* ...the first packet sent after this time */

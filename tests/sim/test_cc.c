@@ -45,6 +45,8 @@ typedef struct path {
     uint64_t startup_exit_bw;     /* bw when STARTUP ended; 0: still in it */
     uint64_t max_rate, min_rate;  /* pacing rate extremes while observing */
     int saw_mode[AFTP_CC_MODE_PROBE_RTT + 1];
+    unsigned dips;                /* DIP phases begun */
+    int last_phase;
     uint64_t delivered_since;     /* packets received since path_mark() */
 } path;
 
@@ -124,6 +126,9 @@ static void observe(path *p, const aftp_cc *cc)
     p->max_rate = r > p->max_rate ? r : p->max_rate;
     p->min_rate = r < p->min_rate ? r : p->min_rate;
     p->saw_mode[cc->mode] = 1;
+    if (cc->phase == AFTP_CC_PHASE_DIP && p->last_phase != AFTP_CC_PHASE_DIP)
+        p->dips++;
+    p->last_phase = cc->phase;
     if (p->startup_exit_bw == 0 && cc->mode != AFTP_CC_MODE_STARTUP)
         p->startup_exit_bw = cc->bw_bps;
 }
@@ -147,6 +152,7 @@ static void path_mark(path *p)
     p->max_rate = 0;
     p->min_rate = UINT64_MAX;
     p->delivered_since = 0;
+    p->dips = 0;
     memset(p->saw_mode, 0, sizeof p->saw_mode);
 }
 
@@ -252,6 +258,24 @@ static void test_gain_cycle(void **state)
     assert_true((double)p.min_rate > 0.7 * path_rate && (double)p.min_rate < 0.8 * path_rate);
     if (cc.phase == AFTP_CC_PHASE_CRUISE)
         assert_true(aftp_cc_rate(&cc) == (uint64_t)path_rate);
+    path_free(&p);
+}
+
+/* Alone on the path, the cruising queue keeps the RTT a few ms above its
+ * minimum: every 10 s a short DIP drains it and sees the minimum again,
+ * and the two rounds at half rate of PROBE_RTT are never needed. */
+static void test_min_rtt_kept_by_dip(void **state)
+{
+    (void)state;
+    aftp_cc cc;
+    path p;
+    start_on_path(&cc, &p, AFTP_CC_FAIR, 0.0, 9, 3 * S);
+    path_mark(&p);
+    path_run(&p, &cc, 33 * S);
+    assert_true(p.dips >= 1);
+    assert_false(p.saw_mode[AFTP_CC_MODE_PROBE_RTT]);
+    assert_true(cc.min_rtt_ns >= 40 * MS && cc.min_rtt_ns <= 41 * MS);
+    assert_true(delivered_bps(&p, 30 * S) >= 0.97 * 100 * MBIT);
     path_free(&p);
 }
 
@@ -479,6 +503,7 @@ int main(void)
         cmocka_unit_test(test_startup_exits_on_plateau),
         cmocka_unit_test(test_random_loss_is_not_congestion),
         cmocka_unit_test(test_gain_cycle),
+        cmocka_unit_test(test_min_rtt_kept_by_dip),
         cmocka_unit_test(test_min_rtt_refresh),
         cmocka_unit_test(test_policies),
         cmocka_unit_test(test_max_rate_clamp),
