@@ -34,7 +34,9 @@
  *              probes of 1.1 x) until the queue is gone.
  * A new minimum RTT takes two samples in a row below the old one: a lone
  * low sample comes from a busy endpoint's late timestamps.
- * bw is the windowed maximum (10 rounds) of the rate at which the receiver
+ * bw is the windowed maximum (10 rounds; past startup, of the median of
+ * each three samples in a row, so that one sample's spike from arrivals
+ * delivered in a bunch is not taken) of the rate at which the receiver
  * saw our packet numbers go by (lost packets included: that is the receive
  * rate / (1 - loss) without the loss's own noise; packets lost beyond the
  * baseline are not counted, they died in the bottleneck queue), each
@@ -132,6 +134,8 @@ typedef struct aftp_cc {
     uint64_t bw_slot[AFTP_CC_BW_ROUNDS];
     unsigned bw_index;          /* slot of the current round */
     uint64_t bw_bps;
+    uint64_t bw_recent[3];      /* latest receive-rate samples, oldest first */
+    unsigned bw_recent_count;   /* how many of them came since the last cut */
     int has_mark;
     aftp_cc_mark mark;          /* start of the current rate sample */
     uint64_t span_min_qdelay_ns; /* lowest queueing delay since the mark */

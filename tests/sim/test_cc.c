@@ -435,6 +435,42 @@ static int startup_meets_queue(int policy, uint64_t rtt, uint64_t queue, int gro
     return cc.mode;
 }
 
+/* `got` more DATA packets sent and reported in the next FEEDBACK, 10 ms
+ * after the previous one, on a 40 ms path with no queue and no loss. */
+static void feed_packets(aftp_cc *cc, uint64_t *pn, uint64_t *now, uint64_t got)
+{
+    for (uint64_t i = 0; i < got; i++)
+        aftp_cc_on_sent(cc, *now, (*pn)++, PKT, 1);
+    *now += 10 * MS;
+    feed(cc, *pn - 1, *now, 40 * MS, 0);
+}
+
+/* Past startup, one receive-rate sample far above the others (arrivals a
+ * busy host or a bursty link held back, then delivered in a bunch) does
+ * not raise the bandwidth estimate; a higher rate that lasts two samples
+ * (a probe that found room) does. */
+static void test_lone_rate_spike_is_not_bandwidth(void **state)
+{
+    (void)state;
+    aftp_cc cc;
+    cc_start(&cc, AFTP_CC_FAIR, 0, 0);
+    uint64_t pn = 0, now = 100 * MS;
+    for (int i = 0; i < 20; i++)
+        feed_packets(&cc, &pn, &now, 100);
+    cc.mode = AFTP_CC_MODE_PROBE_BW;
+    for (int i = 0; i < 20; i++)
+        feed_packets(&cc, &pn, &now, 100);
+    uint64_t bw = cc.bw_bps;
+    assert_true(bw > 0.95 * 96 * MBIT && bw < 1.05 * 96 * MBIT);
+    feed_packets(&cc, &pn, &now, 150);
+    for (int i = 0; i < 3; i++)
+        feed_packets(&cc, &pn, &now, 100);
+    assert_int_equal(cc.bw_bps, bw);
+    feed_packets(&cc, &pn, &now, 125);
+    feed_packets(&cc, &pn, &now, 125);
+    assert_true(cc.bw_bps >= 1.2 * (double)bw);
+}
+
 /* HIGH tolerates a queue of up to an RTT once it cruises, but its startup
  * ends on the same deep queue as FAIR's (20 ms) once the queue is past
  * half the min RTT, even while its rate grows: waiting for an RTT of queue
@@ -503,6 +539,7 @@ int main(void)
         cmocka_unit_test(test_startup_exits_on_plateau),
         cmocka_unit_test(test_random_loss_is_not_congestion),
         cmocka_unit_test(test_gain_cycle),
+        cmocka_unit_test(test_lone_rate_spike_is_not_bandwidth),
         cmocka_unit_test(test_min_rtt_kept_by_dip),
         cmocka_unit_test(test_min_rtt_refresh),
         cmocka_unit_test(test_policies),
