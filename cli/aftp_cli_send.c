@@ -166,7 +166,10 @@ static void explain_failure(const send_args *a, const aftp_cli_report *r,
                        peer, r->name);
         break;
     case AFTP_ERR_NO_SPACE:
-        aftp_cli_error("%s refused %s: not enough space on the receiver", peer, r->name);
+        if (res->stats.payload_bytes_sent > 0)
+            aftp_cli_error("%s ran out of space for %s during the transfer", peer, r->name);
+        else
+            aftp_cli_error("%s refused %s: not enough space on the receiver", peer, r->name);
         break;
     case AFTP_ERR_PATH_REJECTED:
     case AFTP_ERR_PERMISSION:

@@ -269,6 +269,29 @@ disk_full)
     expect_text "$WORK/send.err" "refused src\.bin: not enough space on the receiver"
     expect_text "$WORK/recv.err" "not enough space to receive src\.bin: 4194304 bytes needed, [0-9]+ free"
     expect_nothing_delivered ;;
+disk_fills)
+    # The offer fits, then another writer takes the space mid-transfer:
+    # both sides fail with a clear message, the receiver does not crash
+    # and removes its temporary file, the other writer's file stays.
+    if [ "$(id -u)" -ne 0 ] || ! unshare -m true 2>/dev/null; then
+        echo "SKIP: needs root and unshare -m for a private 48 MiB tmpfs"
+        exit 77
+    fi
+    # The receiver runs in a mount namespace where dst is a 48 MiB tmpfs;
+    # what it leaves there is listed before the namespace goes.
+    RECV_WRAP=(unshare -m --propagation private sh -c
+               'mount -t tmpfs -o size=48m tmpfs "$0" || exit 9
+                (sleep 1 && fallocate -l 24M "$0/other") &
+                "$@"; rc=$?; wait; ls -A "$0" >"$0.left"; exit $rc' "$WORK/dst")
+    make_file src.bin $((32 << 20))
+    start_recv --once
+    send "$WORK/src.bin" --policy fixed --rate 50M
+    wait_recv
+    expect_rc "aftp send" "$SEND_RC" 5
+    expect_rc "aftp recv" "$RECV_RC" 5
+    expect_text "$WORK/send.err" "ran out of space for src\.bin during the transfer"
+    expect_text "$WORK/recv.err" "not enough space to receive src\.bin: 33554432 bytes needed: No space left on device"
+    [ "$(cat "$WORK/dst.left")" = other ] || fail "left in dst: $(cat "$WORK/dst.left")" ;;
 serve_two)
     # Without --once the receiver serves transfers one after another.
     make_file a.bin 3000
