@@ -234,7 +234,8 @@ static void late_joiner(int stalls, uint64_t *join, double *jain)
     sim_flows_free(&r);
 }
 
-/* The joiner wins most of its share in startup (about 5 s; 10 s when a
+/* The joiner wins most of its share in startup (6.2 s since the bandwidth
+ * filter takes the median of three samples, 4.9 s before; 10 s when a
  * deep queue ended its startup, never within the run with startup's old
  * gain of 2); sim_bench_cc gives the 1 Gbit/s figure. */
 static void test_late_joiner_on_long_path(void **state)
