@@ -278,10 +278,15 @@ disk_fills)
         exit 77
     fi
     # The receiver runs in a mount namespace where dst is a 48 MiB tmpfs;
-    # what it leaves there is listed before the namespace goes.
+    # the other writer starts once the offer was accepted (its temporary
+    # file exists); what is left is listed before the namespace goes.
     RECV_WRAP=(unshare -m --propagation private sh -c
                'mount -t tmpfs -o size=48m tmpfs "$0" || exit 9
-                (sleep 1 && fallocate -l 24M "$0/other") &
+                (for _ in $(seq 200); do
+                     ls "$0"/.src.bin.aftp-* >/dev/null 2>&1 && break
+                     sleep 0.05
+                 done
+                 fallocate -l 24M "$0/other") &
                 "$@"; rc=$?; wait; ls -A "$0" >"$0.left"; exit $rc' "$WORK/dst")
     make_file src.bin $((32 << 20))
     start_recv --once
