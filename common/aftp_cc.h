@@ -18,18 +18,22 @@
  *              passed): UP (1.25 x) for max(4 x target, 3 feedback
  *              intervals) capped at one RTT, DOWN (0.75 x) as long to
  *              drain what UP queued, then CRUISE (1 x).
- *   DIP        when min RTT has not been seen again for 10 s: a PROBE_BW
+ *   DIP        when min RTT has not been seen again for 10 s and the
+ *              queue is within the target (not competing): a PROBE_BW
  *              phase at 1/2 x bw, long enough to drain the queue seen (if
  *              it is ours) and for two FEEDBACKs to report packets sent on
  *              the emptied queue. Alone on a path, the cruising queue is
- *              a few ms: the dip costs ~10 ms of link time, where PROBE_RTT
- *              costs two rounds at half rate (1.5% of a 150 ms path).
- *   PROBE_RTT  when a DIP's packets did not show min RTT again, or 3 cuts
- *              in a row did not shrink the queue (it is not ours: a longer
- *              route, unresponsive traffic): 1/2 x bw for two rounds and at
- *              least 100 ms; its lowest RTT becomes the minimum. When 3
- *              futile cuts come again within 10 s, the queue is held by
- *              loss-based traffic (TCP): FAIR (and HIGH) then compete, taking
+ *              a few ms and the dip about 25 ms: at half rate, about a
+ *              dozen ms of link time less the queue it drains, where
+ *              PROBE_RTT costs two rounds (1.5% of a 150 ms path).
+ *   PROBE_RTT  when min RTT is due and the queue is above the target or
+ *              the flow competes, when a DIP's packets did not show min
+ *              RTT again, or when 3 cuts in a row did not shrink the queue
+ *              (it is not ours: a longer route, unresponsive traffic):
+ *              1/2 x bw for two rounds and at least 100 ms; its lowest
+ *              RTT becomes the minimum. When 3 futile cuts come again
+ *              within 10 s, the queue is held by loss-based traffic
+ *              (TCP): FAIR (and HIGH) then compete, taking
  *              only loss as congestion (a finer margin, CUBIC-like cuts,
  *              probes of 1.1 x) until the queue is gone.
  * A new minimum RTT takes two samples in a row below the old one: a lone
