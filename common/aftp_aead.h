@@ -20,16 +20,21 @@
  *
  * Memory: a context lives in sodium_malloc'd memory (guard pages, never
  * swapped where mlock works), read-only once keyed, and is wiped by
- * aftp_aead_del.
+ * aftp_aead_del; the cipher's key schedule lives in OpenSSL's context,
+ * which OpenSSL wipes when aftp_aead_del frees it. Sealing and opening
+ * reuse that context's per-packet state: a context serves one thread at a
+ * time.
  *
- * Opening into scratch (receiver design rule): libsodium zeroes the output
- * when authentication fails. A receiver must therefore never open a packet
- * into bytes it already holds: it opens into a per-datagram scratch buffer
- * and copies the plaintext to storage only after success, or opens directly
- * into the destination only when its bitmap says that block is still
- * missing (a forged packet then zeroes bytes nobody has written yet), and
- * drops DATA for blocks it already holds before decrypting anything. The
- * last two need the block in clear: hence AFTP_AEAD_AD_DATA.
+ * Opening into scratch (receiver design rule): an AEAD writes the output
+ * before it knows whether the tag verifies (OpenSSL leaves unauthenticated
+ * plaintext there, libsodium zeroes it). A receiver must therefore never
+ * open a packet into bytes it already holds: it opens into a per-datagram
+ * scratch buffer and copies the plaintext to storage only after success,
+ * or opens directly into the destination only when its bitmap says that
+ * block is still missing (a forged packet then spoils bytes nobody has
+ * written yet), and drops DATA for blocks it already holds before
+ * decrypting anything. The last two need the block in clear: hence
+ * AFTP_AEAD_AD_DATA.
  */
 #ifndef AFTP_AEAD_H
 #define AFTP_AEAD_H
@@ -49,8 +54,8 @@
 typedef struct aftp_aead aftp_aead;
 
 /* Non-zero when `cipher` can be used here: NONE and ChaCha20-Poly1305
- * always, AES-256-GCM only with AES-NI and PCLMUL (libsodium has no
- * constant-time software AES). */
+ * always, AES-256-GCM only with AES-NI and PCLMUL (software AES is slower
+ * than ChaCha20 and, table-driven, not constant-time). */
 int aftp_aead_available(uint8_t cipher);
 
 /* The cipher this host prefers among the protected ones: AES-256-GCM where
@@ -91,8 +96,8 @@ int aftp_aead_seal_datagram(const aftp_aead *a, uint8_t *dg, size_t len, size_t 
  * datagram's first ad_len bytes. The plaintext (in_len - overhead bytes)
  * goes to `out`; out == in opens in place. AFTP_ERR_AUTH when the header's
  * PROTECTED or KEY_PHASE flag does not match this context or the tag does
- * not verify - then out may have been zeroed (see "opening into scratch"
- * above); AFTP_ERR_TRUNCATED when in_len is shorter than the tag. */
+ * not verify - then out holds unauthenticated or zeroed bytes (see
+ * "opening into scratch" above); AFTP_ERR_TRUNCATED when in_len is shorter than the tag. */
 int aftp_aead_open(const aftp_aead *a, const uint8_t *ad, size_t ad_len, const uint8_t *in,
                    size_t in_len, uint8_t *out);
 /* In place on a whole datagram of len bytes; *plain_len gets the length of

@@ -75,7 +75,7 @@ int aftp_protect_check(const aftp_protect *p, uint64_t pn);
  * its first ad_len bytes and the plaintext go to out (len - tag bytes,
  * *plain_len), never touching dg. On success the replay window records pn
  * and a key update of the peer is followed. AFTP_ERR_REPLAY,
- * AFTP_ERR_AUTH (out may have been zeroed), AFTP_ERR_TRUNCATED. */
+ * AFTP_ERR_AUTH (out holds unauthenticated or zeroed bytes), AFTP_ERR_TRUNCATED. */
 int aftp_protect_open(aftp_protect *p, const uint8_t *dg, size_t len, size_t ad_len,
                       uint64_t pn, unsigned key_phase, uint8_t *out, size_t *plain_len);
 

@@ -1,6 +1,6 @@
 # Sourced by the scripts: installs what aftp needs to build, test and demo
 # on Debian 12 (apt-get, as root). Packages already present are not fetched again.
-aftp_packages=(build-essential cmake pkg-config clang libsodium-dev libuv1-dev libxxhash-dev
+aftp_packages=(build-essential cmake pkg-config clang libsodium-dev libssl-dev libuv1-dev libxxhash-dev
                libcmocka-dev iproute2 python3 python3-cryptography
                iputils-ping procps util-linux # netem: ping, sysctl, nsenter/unshare/setpriv
                iperf3 time) # bench/loopback.sh: iperf3 baselines, GNU time for CPU and RSS
