@@ -168,7 +168,7 @@ static void advance_recv(aftp_protect *p)
 }
 
 int aftp_protect_open(aftp_protect *p, const uint8_t *dg, size_t len, size_t ad_len,
-                      uint64_t pn, unsigned key_phase, uint8_t *out, size_t *plain_len)
+                      uint64_t pn, unsigned key_phase, uint8_t *body_out, size_t *body_len)
 {
     if (p->send == NULL)
         return AFTP_ERR_INVALID_STATE;
@@ -186,8 +186,7 @@ int aftp_protect_open(aftp_protect *p, const uint8_t *dg, size_t len, size_t ad_
                                                                         : p->recv_prev;
     if (a == NULL)
         return AFTP_ERR_AUTH;
-    memcpy(out, dg, ad_len);
-    rc = aftp_aead_open(a, out, ad_len, dg + ad_len, len - ad_len, out + ad_len);
+    rc = aftp_aead_open(a, dg, ad_len, dg + ad_len, len - ad_len, body_out);
     if (rc != AFTP_OK)
         return rc;
     aftp_replay_accept(&p->replay, pn);
@@ -197,6 +196,6 @@ int aftp_protect_open(aftp_protect *p, const uint8_t *dg, size_t len, size_t ad_
         p->cur_opened = 1;
         p->cur_max_pn = pn;
     }
-    *plain_len = len - aftp_aead_overhead(a);
+    *body_len = len - ad_len - aftp_aead_overhead(a);
     return AFTP_OK;
 }

@@ -71,12 +71,13 @@ int aftp_protect_seal(aftp_protect *p, uint8_t *ad, size_t ad_len, const uint8_t
 /* AFTP_OK when packet number pn could still be accepted (nothing
  * changes), AFTP_ERR_REPLAY otherwise. */
 int aftp_protect_check(const aftp_protect *p, uint64_t pn);
-/* Opens the len-byte datagram dg whose header says pn and key_phase:
- * its first ad_len bytes and the plaintext go to out (len - tag bytes,
- * *plain_len), never touching dg. On success the replay window records pn
- * and a key update of the peer is followed. AFTP_ERR_REPLAY,
- * AFTP_ERR_AUTH (out holds unauthenticated or zeroed bytes), AFTP_ERR_TRUNCATED. */
+/* Opens the len-byte datagram dg whose header says pn and key_phase: the
+ * plaintext of its body (what follows the first ad_len bytes) goes to
+ * body_out (len - ad_len - tag bytes, *body_len), never touching dg. On
+ * success the replay window records pn and a key update of the peer is
+ * followed. AFTP_ERR_REPLAY, AFTP_ERR_AUTH (body_out holds unauthenticated
+ * or zeroed bytes), AFTP_ERR_TRUNCATED. */
 int aftp_protect_open(aftp_protect *p, const uint8_t *dg, size_t len, size_t ad_len,
-                      uint64_t pn, unsigned key_phase, uint8_t *out, size_t *plain_len);
+                      uint64_t pn, unsigned key_phase, uint8_t *body_out, size_t *body_len);
 
 #endif /* AFTP_PROTECT_H */

@@ -133,24 +133,37 @@ int aftp_session_precheck(aftp_session *ss, const aftp_wire_header *hdr)
     return rc;
 }
 
+/* Decrypts the body of a sealed datagram into body_out. */
+static int open_body(aftp_session *ss, const uint8_t *buf, size_t len, const aftp_wire_header *hdr,
+                     size_t ad_len, uint8_t *body_out, size_t *body_len)
+{
+    unsigned key_phase = (hdr->flags & AFTP_WIRE_FLAG_KEY_PHASE) != 0;
+    return aftp_protect_open(&ss->prot, buf, len, ad_len, hdr->pn, key_phase, body_out, body_len);
+}
+
+/* Counts a datagram that did not open: an authentication failure, or a drop. */
+static int opened(aftp_session *ss, int rc)
+{
+    if (rc == AFTP_ERR_AUTH)
+        ss->stats.auth_failures++;
+    else if (rc != AFTP_OK)
+        aftp_session_drop(ss);
+    return rc;
+}
+
 /* Decrypts into the scratch buffer and decodes from there. */
 static int open_sealed(aftp_session *ss, const uint8_t *buf, size_t len,
                        const aftp_wire_header *hdr, aftp_wire_packet *out)
 {
     size_t ad_len = hdr->type == AFTP_WIRE_DATA ? AFTP_AEAD_AD_DATA : AFTP_AEAD_AD_HEADER;
-    unsigned key_phase = (hdr->flags & AFTP_WIRE_FLAG_KEY_PHASE) != 0;
-    size_t plain_len;
-    int rc = aftp_protect_open(&ss->prot, buf, len, ad_len, hdr->pn, key_phase, ss->scratch,
-                               &plain_len);
-    if (rc == AFTP_ERR_AUTH) {
-        ss->stats.auth_failures++;
-        return rc;
+    size_t body_len;
+    int rc = len < ad_len ? AFTP_ERR_TRUNCATED
+                          : open_body(ss, buf, len, hdr, ad_len, ss->scratch + ad_len, &body_len);
+    if (rc == AFTP_OK) {
+        memcpy(ss->scratch, buf, ad_len);
+        rc = aftp_wire_decode(ss->scratch, ad_len + body_len, out);
     }
-    if (rc == AFTP_OK)
-        rc = aftp_wire_decode(ss->scratch, plain_len, out);
-    if (rc != AFTP_OK)
-        aftp_session_drop(ss);
-    return rc;
+    return opened(ss, rc);
 }
 
 int aftp_session_open(aftp_session *ss, const uint8_t *buf, size_t len,
@@ -162,6 +175,25 @@ int aftp_session_open(aftp_session *ss, const uint8_t *buf, size_t len,
     if (rc != AFTP_OK)
         aftp_session_drop(ss);
     return rc;
+}
+
+/* The clear part is decoded from the datagram itself (its payload, still
+ * ciphertext, is then replaced by the opened one), so nothing but the
+ * payload is ever written to `payload`. */
+int aftp_session_open_data(aftp_session *ss, const uint8_t *buf, size_t len,
+                           const aftp_wire_header *hdr, uint8_t *payload, aftp_wire_packet *out)
+{
+    size_t tag = aftp_protect_overhead(&ss->prot);
+    size_t body_len;
+    if (hdr->type != AFTP_WIRE_DATA || !expects_sealed(ss, hdr))
+        return AFTP_ERR_INVALID_ARGUMENT;
+    int rc = len < AFTP_AEAD_AD_DATA + tag ? AFTP_ERR_TRUNCATED
+                                           : aftp_wire_decode(buf, len - tag, out);
+    if (rc == AFTP_OK)
+        rc = open_body(ss, buf, len, hdr, AFTP_AEAD_AD_DATA, payload, &body_len);
+    if (rc == AFTP_OK)
+        out->u.data.payload = payload;
+    return opened(ss, rc);
 }
 
 int aftp_session_decode(aftp_session *ss, const uint8_t *buf, size_t len, aftp_wire_packet *out)

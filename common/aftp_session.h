@@ -9,8 +9,9 @@
  * aftp_session_precheck applies what needs no decryption (PROTECTED flag,
  * replay window), the engine may drop more on the clear part (the receiver
  * drops DATA for blocks it holds), and aftp_session_open decrypts into the
- * session's own scratch buffer (never into the caller's or storage bytes)
- * and decodes. Once keys exist every packet must be sealed, except HELLO
+ * session's own scratch buffer (never into the caller's or stored bytes)
+ * and decodes; aftp_session_open_data decrypts a DATA payload straight
+ * into the bytes of a block the receiver does not hold yet. Once keys exist every packet must be sealed, except HELLO
  * (the server answers a resent one with its stored HELLO_ACK).
  */
 #ifndef AFTP_SESSION_H
@@ -98,6 +99,14 @@ int aftp_session_peek(aftp_session *ss, const uint8_t *buf, size_t len, aftp_wir
 int aftp_session_precheck(aftp_session *ss, const aftp_wire_header *hdr);
 int aftp_session_open(aftp_session *ss, const uint8_t *buf, size_t len,
                       const aftp_wire_header *hdr, aftp_wire_packet *out);
+/* Instead of aftp_session_open for a sealed DATA whose payload may go
+ * straight to its place: the payload is decrypted into `payload` (the
+ * block's bytes in storage, lent because the block is still missing) and
+ * out->u.data.payload points there. On a failure `payload` may hold
+ * unauthenticated bytes, which is why only a missing block may be lent.
+ * AFTP_ERR_INVALID_ARGUMENT for anything but a sealed DATA. */
+int aftp_session_open_data(aftp_session *ss, const uint8_t *buf, size_t len,
+                           const aftp_wire_header *hdr, uint8_t *payload, aftp_wire_packet *out);
 /* All three at once. */
 int aftp_session_decode(aftp_session *ss, const uint8_t *buf, size_t len, aftp_wire_packet *out);
 /* Count a datagram dropped after decoding (wrong id, unexpected, stale). */

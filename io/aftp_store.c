@@ -266,11 +266,23 @@ int aftp_store_write(aftp_store *st, uint32_t file_id, uint64_t off, const uint8
         return rc;
     if ((rc = reserve_ahead(st, off + len)) != AFTP_OK)
         return rc;
-    memcpy(st->map + off, data, len);
+    if (data != st->map + off) /* else opened in place (aftp_store_place) */
+        memcpy(st->map + off, data, len);
     account_written(st, off, len);
     aftp_resident_touch(&st->resident, off, len);
     aftp_resident_settle(&st->resident);
     return AFTP_OK;
+}
+
+int aftp_store_place(aftp_store *st, uint32_t file_id, uint64_t off, size_t len, uint8_t **out)
+{
+    int rc = check_range(st, file_id, off, len);
+    if (rc == AFTP_OK && len == 0)
+        rc = AFTP_ERR_INVALID_ARGUMENT; /* no mapping behind an empty file */
+    /* The lent bytes are written once this returns: their space first. */
+    if (rc == AFTP_OK && (rc = reserve_ahead(st, off + len)) == AFTP_OK)
+        *out = st->map + off;
+    return rc;
 }
 
 int aftp_store_view(aftp_store *st, uint32_t file_id, uint64_t off, size_t len,
@@ -366,5 +378,13 @@ static int ops_close(void *user, uint32_t file_id, int commit_file)
     return aftp_store_close(user, file_id, commit_file);
 }
 
-const aftp_storage_ops aftp_store_ops = {
-    .view = ops_view, .open = ops_open, .write = ops_write, .close = ops_close};
+static int ops_place(void *user, uint32_t file_id, uint64_t off, size_t len, uint8_t **out)
+{
+    return aftp_store_place(user, file_id, off, len, out);
+}
+
+const aftp_storage_ops aftp_store_ops = {.view = ops_view,
+                                         .open = ops_open,
+                                         .write = ops_write,
+                                         .close = ops_close,
+                                         .place = ops_place};

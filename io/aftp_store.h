@@ -3,8 +3,8 @@
  * a shared mapping of a temporary file beside the target, made visible
  * under its final name only when verified (aftp_store_close with commit).
  *
- * Lifecycle of a file: open (path checked, free space checked) -> write*
- * (space reserved a step ahead of the furthest write) ->
+ * Lifecycle of a file: open (path checked, free space checked) ->
+ * (place?, write)* (space reserved a step ahead of the furthest write) ->
  * view* (read back to verify) -> close(commit=1: fsync, mode, mtime,
  * rename, fsync dir | commit=0: unlink). Residency is bounded
  * (aftp_resident.h), and each chunk written in full is handed to writeback
@@ -52,6 +52,11 @@ void aftp_store_fini(aftp_store *st);
 int aftp_store_open(aftp_store *st, const aftp_file_info *info);
 int aftp_store_write(aftp_store *st, uint32_t file_id, uint64_t off, const uint8_t *data,
                      size_t len);
+/* The mapped bytes [off, off+len) of the open file, writable, their space
+ * reserved: the receiver opens a DATA payload straight into them, then
+ * calls aftp_store_write with that pointer, which records the write
+ * without copying. */
+int aftp_store_place(aftp_store *st, uint32_t file_id, uint64_t off, size_t len, uint8_t **out);
 int aftp_store_view(aftp_store *st, uint32_t file_id, uint64_t off, size_t len,
                     const uint8_t **out);
 int aftp_store_close(aftp_store *st, uint32_t file_id, int commit);

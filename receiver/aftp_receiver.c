@@ -10,9 +10,11 @@
  * the answer (HELLO_ACK with message 2) is built once and its very bytes
  * resent for a repeated HELLO. Anything that does not authenticate gets
  * no answer at all. DATA for a block already held, or outside the open
- * file, is dropped on its clear header before any decryption, and packets
- * open into the session's scratch buffer, so a forgery never reaches
- * storage.
+ * file, is dropped on its clear header before any decryption. Packets open
+ * into the session's scratch buffer, except the payload of a DATA for a
+ * missing block, which opens straight into the bytes storage lends for it
+ * (storage.place): a forgery can spoil only bytes that were never
+ * written, and leaves its block missing.
  */
 #include "aftp/aftp_engine.h"
 
@@ -686,8 +688,9 @@ static int addressed_to_us(const aftp_receiver *r, const aftp_wire_header *hdr)
  * bytes), dropped too; it still draws a FEEDBACK, as any DATA does, so a
  * sender probing with its last block learns where the transfer stands
  * (the FEEDBACK says only what the receiver knows; its rate is bounded by
- * the feedback interval). Returns 1 when the datagram is worth opening. */
-static int sealed_data_wanted(aftp_receiver *r, const uint8_t *pkt, size_t len)
+ * the feedback interval). Returns 1 when the datagram is worth opening,
+ * with its block in *block. */
+static int sealed_data_wanted(aftp_receiver *r, const uint8_t *pkt, size_t len, uint64_t *block_out)
 {
     aftp_wire_reader rd;
     uint32_t file_id = 0;
@@ -707,14 +710,33 @@ static int sealed_data_wanted(aftp_receiver *r, const uint8_t *pkt, size_t len)
         schedule_feedback(r, feedback_interval(r));
         return 0;
     }
+    *block_out = block;
     return 1;
 }
 
+/* Where the payload of a wanted sealed DATA for `block` can be opened in
+ * place: the bytes storage lends for it, or NULL (then it opens into
+ * scratch and goes through storage.write). */
+static uint8_t *payload_place(aftp_receiver *r, uint64_t block)
+{
+    uint8_t *place = NULL;
+    if (r->set.storage->place == NULL ||
+        r->set.storage->place(r->set.user, r->info.file_id, block * r->info.block_size,
+                              aftp_wire_block_len(r->info.size, r->info.block_size, block),
+                              &place) != AFTP_OK)
+        return NULL;
+    return place;
+}
+
 /* The receive steps (aftp_session.h): clear header, the DATA check above,
- * replay and flag checks, then decryption into scratch. */
+ * replay and flag checks, then decryption: a wanted DATA payload straight
+ * into its place in storage where storage lends it, anything else into
+ * scratch. */
 static int admit(aftp_receiver *r, const uint8_t *pkt, size_t len, aftp_wire_packet *p)
 {
     aftp_wire_header hdr;
+    uint64_t block = 0;
+    int sealed_data = 0;
     if (aftp_session_peek(&r->ss, pkt, len, &hdr) != AFTP_OK)
         return 0;
     if (!addressed_to_us(r, &hdr)) {
@@ -724,10 +746,16 @@ static int admit(aftp_receiver *r, const uint8_t *pkt, size_t len, aftp_wire_pac
     /* Before the replay check, so a DATA the path duplicated counts as a
      * duplicate like any other copy of a held block. */
     if (hdr.type == AFTP_WIRE_DATA && aftp_session_protected(&r->ss) &&
-        (hdr.flags & AFTP_WIRE_FLAG_PROTECTED) && !sealed_data_wanted(r, pkt, len))
-        return 0;
+        (hdr.flags & AFTP_WIRE_FLAG_PROTECTED)) {
+        if (!sealed_data_wanted(r, pkt, len, &block))
+            return 0;
+        sealed_data = 1;
+    }
     if (aftp_session_precheck(&r->ss, &hdr) != AFTP_OK)
         return 0;
+    uint8_t *place = sealed_data ? payload_place(r, block) : NULL;
+    if (place != NULL)
+        return aftp_session_open_data(&r->ss, pkt, len, &hdr, place, p) == AFTP_OK;
     return aftp_session_open(&r->ss, pkt, len, &hdr, p) == AFTP_OK;
 }
 

@@ -72,11 +72,22 @@ typedef struct aftp_storage_ops {
      * file unless overwrite, make sure info->size bytes fit (a full disk
      * fails here, before any data). */
     int (*open)(void *user, const aftp_file_info *info);
-    /* Receiver: store len bytes at off (only ever for blocks not yet held). */
+    /* Receiver: store len bytes at off (only ever for blocks not yet held).
+     * `data` may be the very pointer `place` lent for these bytes: they are
+     * in place already, only the write is to be recorded. */
     int (*write)(void *user, uint32_t file_id, uint64_t off, const uint8_t *data, size_t len);
     /* Receiver: commit = 1: make the verified file durable and give it its
      * final name. commit = 0: discard it. Sender: release the source. */
     int (*close)(void *user, uint32_t file_id, int commit);
+    /* Receiver, optional (NULL: every payload is opened into the engine's
+     * scratch buffer and handed to `write`): lend the len writable bytes at
+     * off of a block not yet held, valid until `close`, so that a sealed
+     * DATA payload is decrypted straight into place, saving a copy. When
+     * the payload authenticates, `write` follows with that pointer; when it
+     * does not, the lent bytes may hold garbage, the block stays missing
+     * and no `write` follows. A failure here only means the payload takes
+     * the scratch buffer and `write`. */
+    int (*place)(void *user, uint32_t file_id, uint64_t off, size_t len, uint8_t **out);
 } aftp_storage_ops;
 
 enum aftp_event_type {

@@ -1,5 +1,6 @@
 /* Receiver storage in a scratch directory: the final name appears only on
- * commit, discards leave nothing, existing files and planted symlinks are
+ * commit (also when payloads were opened straight into lent bytes),
+ * discards leave nothing, existing files and planted symlinks are
  * respected, a full disk fails at open, space is reserved as data arrives
  * and a disk filled during the transfer fails with an error. */
 #include <fcntl.h>
@@ -96,6 +97,29 @@ static void test_commit_makes_final_name_appear(void **state)
     assert_int_equal(sb.st_mode & 0777, 0640 & ~f->st.umask);
     assert_int_equal(sb.st_mtim.tv_sec, 1600000000);
     assert_int_equal(sb.st_mtim.tv_nsec, 123456789);
+    free(data);
+    free(back);
+}
+
+/* Payloads opened straight into lent bytes (aftp_store_place), then
+ * recorded by a write of that very pointer, commit like copied ones. */
+static void test_placed_bytes_commit(void **state)
+{
+    fixture *f = *state;
+    enum { LEN = 25001 };
+    uint8_t *data = malloc(LEN), *back = malloc(LEN + 1), *place;
+    io_test_pattern(data, LEN, 2);
+    aftp_file_info info = file_info("placed.bin", LEN);
+    assert_int_equal(aftp_store_open(&f->st, &info), AFTP_OK);
+    for (size_t off = 0; off < LEN; off += 1000) {
+        size_t n = LEN - off < 1000 ? LEN - off : 1000;
+        assert_int_equal(aftp_store_place(&f->st, 7, off, n, &place), AFTP_OK);
+        memcpy(place, data + off, n);
+        assert_int_equal(aftp_store_write(&f->st, 7, off, place, n), AFTP_OK);
+    }
+    assert_int_equal(aftp_store_close(&f->st, 7, 1), AFTP_OK);
+    read_whole(f->dfd, "placed.bin", back, LEN);
+    assert_memory_equal(back, data, LEN);
     free(data);
     free(back);
 }
@@ -206,6 +230,10 @@ static void test_bounds_and_ids_checked(void **state)
     assert_int_equal(aftp_store_write(&f->st, 7, 100, data, 1), AFTP_ERR_INVALID_ARGUMENT);
     assert_int_equal(aftp_store_write(&f->st, 8, 0, data, 1), AFTP_ERR_INVALID_STATE);
     assert_int_equal(aftp_store_view(&f->st, 7, 50, 51, &view), AFTP_ERR_INVALID_ARGUMENT);
+    uint8_t *place;
+    assert_int_equal(aftp_store_place(&f->st, 7, 50, 51, &place), AFTP_ERR_INVALID_ARGUMENT);
+    assert_int_equal(aftp_store_place(&f->st, 7, 100, 0, &place), AFTP_ERR_INVALID_ARGUMENT);
+    assert_int_equal(aftp_store_place(&f->st, 8, 0, 1, &place), AFTP_ERR_INVALID_STATE);
     assert_int_equal(aftp_store_close(&f->st, 8, 1), AFTP_ERR_INVALID_STATE);
     assert_int_equal(aftp_store_close(&f->st, 7, 0), AFTP_OK);
 }
@@ -277,6 +305,9 @@ static void test_space_reserved_as_data_arrives(void **state)
     assert_true(allocated(&f->st) < 32 * MIB);
     write_at(&f->st, 40 * MIB, AFTP_OK);
     assert_true(allocated(&f->st) >= 40 * MIB + 1400);
+    uint8_t *place; /* bytes lent for a payload are reserved before it lands */
+    assert_int_equal(aftp_store_place(&f->st, 7, 56 * MIB, 1400, &place), AFTP_OK);
+    assert_true(allocated(&f->st) >= 56 * MIB + 1400);
     write_at(&f->st, 64 * MIB - 1400, AFTP_OK);
     assert_true(allocated(&f->st) >= 64 * MIB);
     assert_int_equal(aftp_store_close(&f->st, 7, 0), AFTP_OK);
@@ -322,6 +353,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_commit_makes_final_name_appear, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_placed_bytes_commit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_discard_leaves_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fini_discards_open_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_existing_file_refused_without_overwrite, setup,

@@ -67,8 +67,8 @@ static int pattern_close(void *user, uint32_t file_id, int commit)
     return AFTP_OK;
 }
 
-static const aftp_storage_ops pattern_storage = {pattern_view, pattern_open, pattern_write,
-                                                 pattern_close};
+static const aftp_storage_ops pattern_storage = {
+    .view = pattern_view, .open = pattern_open, .write = pattern_write, .close = pattern_close};
 
 /* ---- configuration ---- */
 

@@ -102,10 +102,23 @@ static int receiver_write(void *user, uint32_t id, uint64_t off, const uint8_t *
         f->bad_writes++;
     else if (f->writes[block] < 255)
         f->blocks_written += f->writes[block]++ == 0;
-    memcpy(f->dst + off, data, len);
+    if (data == f->dst + off)
+        f->placed_writes++; /* opened in place: nothing to copy */
+    else
+        memcpy(f->dst + off, data, len);
     if (st->corrupt_offset >= 0 && (uint64_t)st->corrupt_offset >= off &&
         (uint64_t)st->corrupt_offset < off + len)
         f->dst[st->corrupt_offset] ^= 0x5a;
+    return AFTP_OK;
+}
+
+static int receiver_place(void *user, uint32_t id, uint64_t off, size_t len, uint8_t **out)
+{
+    sim_storage *st = storage_of(user);
+    sim_file *f = sim_storage_file(st, id);
+    if (st->refuse_place || f == NULL || f->dst == NULL || off > f->size || len > f->size - off)
+        return AFTP_ERR_INVALID_STATE;
+    *out = f->dst + off;
     return AFTP_OK;
 }
 
@@ -145,6 +158,7 @@ const aftp_storage_ops sim_receiver_storage = {
     .open = receiver_open,
     .write = receiver_write,
     .close = receiver_close,
+    .place = receiver_place,
 };
 
 void sim_on_event(void *user, const aftp_event *ev)

@@ -1,8 +1,10 @@
 /*
  * In-memory storage for the simulated engines: the sender views a source
  * buffer of seeded bytes, the receiver writes into a destination buffer.
- * It counts writes per block (each must be written exactly once), can
- * refuse the open or corrupt one byte, and records commits and discards.
+ * It counts writes per block (each must be written exactly once) and the
+ * writes of payloads opened in place, can refuse the open or the lending
+ * of a block's bytes, or corrupt one byte, and records commits and
+ * discards.
  */
 #ifndef SIM_STORAGE_H
 #define SIM_STORAGE_H
@@ -22,6 +24,7 @@ typedef struct sim_file {
     uint8_t *dst;       /* receiver side, allocated by open */
     uint8_t *writes;    /* writes per block (saturating) */
     uint64_t bad_writes; /* writes not covering exactly one block */
+    uint64_t placed_writes; /* writes of the very bytes place() lent */
     uint64_t blocks_written;  /* distinct blocks written at least once */
     uint64_t viewed_unwritten; /* receiver read-back bytes of blocks not written yet */
     uint64_t viewed_early;    /* receiver read-back bytes while blocks were missing */
@@ -34,6 +37,7 @@ typedef struct sim_storage {
     sim_file files[SIM_MAX_FILES];
     int nfiles;
     int open_error;        /* non-zero: open() fails with it */
+    int refuse_place;      /* non-zero: place() fails, payloads take scratch */
     int64_t corrupt_offset; /* >= 0: the byte at this offset is flipped on write */
     uint64_t receiver_view_bytes; /* bytes the receiver read back, all views */
 } sim_storage;

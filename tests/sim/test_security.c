@@ -545,16 +545,18 @@ static void forge(const uint8_t *real, size_t len, uint8_t *out)
 }
 
 /* Section 14.5: a forged DATA at a block held changes no stored byte (it is
- * not even decrypted); one at a missing block fails to open and writes
- * nothing. */
-static void test_forged_data_never_reaches_storage(void **state)
+ * not even decrypted); one at a missing block fails to open and its block
+ * stays missing. Opened in scratch (storage lends no bytes), it changes no
+ * byte at all; opened in place, it may spoil only that missing block's
+ * bytes, which the real DATA then fills. */
+static void forged_data_case(int refuse_place)
 {
-    (void)state;
     pair p;
     aftp_stats before, after;
     uint8_t f[AFTP_WIRE_MAX_DATAGRAM];
     memset(&rec, 0, sizeof rec);
     pair_open(&p, 200 * 1000);
+    p.st.refuse_place = refuse_place;
     p.to_rcv = record_data;
     p.to_snd = record_feedback;
     pair_run_until(&p, eight_recorded, 5 * SIM_S);
@@ -580,9 +582,21 @@ static void test_forged_data_never_reaches_storage(void **state)
     aftp_receiver_get_stats(p.rcv, &after);
     assert_int_equal(after.auth_failures, before.auth_failures + 1);
     assert_int_equal(file->writes[40], 0);
-    assert_memory_equal(file->dst, snapshot, file->size);
+    size_t block40 = 40 * (size_t)file->block_size;
+    assert_memory_equal(file->dst, snapshot, refuse_place ? file->size : block40);
+    size_t after40 = block40 + file->block_size;
+    assert_memory_equal(file->dst + after40, snapshot + after40, file->size - after40);
     pair_finishes_intact(&p);
+    assert_int_equal(file->writes[40], 1);
+    assert_int_equal(file->placed_writes, refuse_place ? 0 : file->blocks);
     pair_close(&p);
+}
+
+static void test_forged_data_never_reaches_storage(void **state)
+{
+    (void)state;
+    forged_data_case(0);
+    forged_data_case(1);
 }
 
 /* ---- the handshake, datagram by datagram ---- */
