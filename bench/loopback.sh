@@ -13,15 +13,19 @@
 #                  rate (aes is skipped without AES-NI); every run makes its
 #                  own key pairs with `aftp keygen`, none passes --cipher none
 #                  to both sides
+#   MTUS=1500      aftp --mtu values (both sides), one run each per rate and
+#                  cipher: 9000 sends jumbo datagrams of 8952 bytes, as on a
+#                  jumbo-frame LAN (loopback carries 64 KiB)
 #   AFTP_SEND_OPTS="--policy fixed"  extra aftp send options for every run
 #   REPEAT=1       runs of each aftp and scp configuration, interleaved
 #                  (each run is a row; the ratios compare medians)
 #   SCP=1          also scp through a private sshd on 127.0.0.1 (0: skip)
 #   SECONDS_IPERF=10  duration of each iperf3 run (0: skip iperf3)
-#   WARMUP=1       one unreported aftp run (--cipher none) first: on a VM
-#                  that backs guest memory lazily, the first run after
-#                  creating the source touches fresh memory at the receiver
-#                  (~3 s per GiB here) and measures that, not aftp (0: skip)
+#   WARMUP=1       one unreported aftp run (--cipher none) first, and SIZE
+#                  bytes of memory written and freed before every run: on a
+#                  VM that backs guest memory lazily (and takes freed memory
+#                  back), a receiver writing into fresh memory measures that
+#                  (~3 s per GiB here), not the transfer (0: skip)
 #   BENCH_DIR=/dev/shm  where the source and received files go (2 x SIZE):
 #                       tmpfs compares with iperf3's memory to memory; a disk
 #                       directory adds the disk (the receiver fsyncs)
@@ -33,6 +37,7 @@ AFTP=${1:-$here/../build/cli/aftp}
 SIZE=${SIZE:-2G}
 RATES=${RATES:-3G 5G}
 CIPHERS=${CIPHERS:-auto chacha aes none}
+MTUS=${MTUS:-1500}
 SCP=${SCP:-1}
 REPEAT=${REPEAT:-1}
 SECONDS_IPERF=${SECONDS_IPERF:-10}
@@ -74,16 +79,24 @@ mkdir -m 700 "$keys"
 "$AFTP" keygen -f "$keys/recv" -C bench-receiver >/dev/null
 "$AFTP" keygen -f "$keys/send" -C bench-sender >/dev/null
 
-aftp_label() { # rate cipher
-    echo "aftp --cipher $2 --rate $1${AFTP_SEND_OPTS:+ $AFTP_SEND_OPTS}"
+aftp_label() { # rate cipher mtu
+    echo "aftp --cipher $2 --rate $1 --mtu $3${AFTP_SEND_OPTS:+ $AFTP_SEND_OPTS}"
+}
+
+# Memory the next run's receiver will write into, touched and freed just
+# before (WARMUP): the guest reuses it instead of faulting in fresh pages.
+warm_memory() {
+    [ "${WARMUP:-1}" = 0 ] && return 0
+    head -c "$SIZE" /dev/zero >"$work/warm"
+    rm -f "$work/warm"
 }
 
 cipher_available() { # aftp --cipher value
     [ "$1" != aes ] || grep -qw aes /proc/cpuinfo
 }
 
-aftp_run() { # rate cipher
-    local rate=$1 cipher=$2
+aftp_run() { # rate cipher mtu
+    local rate=$1 cipher=$2 mtu=$3
     local -a recv_sec=(--identity "$keys/recv" --authorized-keys "$keys/send.pub")
     local -a send_sec=(--identity "$keys/send" --peer-key "$keys/recv.pub")
     if [ "$cipher" = none ]; then
@@ -91,14 +104,15 @@ aftp_run() { # rate cipher
     else
         send_sec+=(--cipher "$cipher")
     fi
+    warm_memory
     /usr/bin/time -v -o "$work/recv.time" "$AFTP" recv --listen 127.0.0.1:0 --dir "$work/dst" \
-        --once "${recv_sec[@]}" >"$work/recv.out" 2>"$work/recv.err" &
+        --once --mtu "$mtu" "${recv_sec[@]}" >"$work/recv.out" 2>"$work/recv.err" &
     local rpid=$!
     for _ in $(seq 100); do grep -q "listening on" "$work/recv.err" && break; sleep 0.05; done
     local port
     port=$(sed -n 's/^aftp: listening on 127\.0\.0\.1:\([0-9]*\)$/\1/p' "$work/recv.err")
     # shellcheck disable=SC2086 # AFTP_SEND_OPTS: option words on purpose
-    /usr/bin/time -v -o "$work/send.time" "$AFTP" send "${send_sec[@]}" --rate "$rate" \
+    /usr/bin/time -v -o "$work/send.time" "$AFTP" send "${send_sec[@]}" --rate "$rate" --mtu "$mtu" \
         ${AFTP_SEND_OPTS-} "$work/src.bin" "127.0.0.1:$port" >"$work/send.out" 2>"$work/send.err" ||
         { cat "$work/send.err" >&2; exit 1; }
     wait "$rpid"
@@ -110,24 +124,26 @@ aftp_run() { # rate cipher
     retx=$(sed -n 's/.* \([0-9.]*\)% retransmitted.*/\1/p' "$work/send.out")
     secs=$(sed -n 's/.* bytes in \([0-9.]*\) s,.*/\1/p' "$work/send.out")
     used=$(sed -n 's/.*, xxh3-128 [0-9a-f]*, \([a-z0-9-]*\)$/\1/p' "$work/send.out")
-    row "$(aftp_label "$rate" "$cipher")" "$goodput" \
+    row "$(aftp_label "$rate" "$cipher" "$mtu")" "$goodput" \
         "$(cpu_s "$work/send.time")" "$(cpu_s "$work/recv.time")" \
         "$(rss_mib "$work/send.time")" "$(rss_mib "$work/recv.time")" \
         "$used; $fstype to $fstype; ${wall} s wall clock; aftp's own figure $own Mbit/s in $secs s from the handshake; $retx% retransmitted"
     rm -f "$work/dst/src.bin"
 }
 if [ "${WARMUP:-1}" != 0 ]; then
-    aftp_run "${RATES%% *}" none
-    unset 'rows[-1]' "goodput_of[$(aftp_label "${RATES%% *}" none)]"
+    aftp_run "${RATES%% *}" none "${MTUS%% *}"
+    unset 'rows[-1]' "goodput_of[$(aftp_label "${RATES%% *}" none "${MTUS%% *}")]"
 fi
 for ((run = 1; run <= REPEAT; run++)); do
     for rate in $RATES; do
-        for cipher in $CIPHERS; do
-            if cipher_available "$cipher"; then
-                aftp_run "$rate" "$cipher"
-            elif [ "$run" = 1 ]; then
-                rows+=("| aftp --cipher $cipher --rate $rate | skipped: no AES-NI on this CPU | | | | | | | |")
-            fi
+        for mtu in $MTUS; do
+            for cipher in $CIPHERS; do
+                if cipher_available "$cipher"; then
+                    aftp_run "$rate" "$cipher" "$mtu"
+                elif [ "$run" = 1 ]; then
+                    rows+=("| $(aftp_label "$rate" "$cipher" "$mtu") | skipped: no AES-NI on this CPU | | | | | | | |")
+                fi
+            done
         done
     done
 done
@@ -194,6 +210,7 @@ scp_run() { # label, scp options...
     local label=$1
     shift
     local before after
+    warm_memory
     before=$(children_cpu "$sshd_pid")
     /usr/bin/time -v -o "$work/scp.time" scp -F "$work/ssh/ssh_config" -q "$@" "$work/src.bin" \
         "benchsshd:$work/dst/src.bin"
@@ -284,11 +301,13 @@ printf '%s\n' "${rows[@]}"
 echo
 echo "Goodput ratios, wall clock of the sending command$([ "$REPEAT" = 1 ] || echo ", medians of $REPEAT runs") (targets: encrypted >= 0.70 x unencrypted, >= 3 x scp):"
 for rate in $RATES; do
-    none=$(aftp_label "$rate" none)
-    for cipher in $CIPHERS; do
-        [ "$cipher" = none ] && continue
-        enc=$(aftp_label "$rate" "$cipher")
-        ratio "$enc" "$none"
-        for scp_label in "${scp_labels[@]}"; do ratio "$enc" "$scp_label"; done
+    for mtu in $MTUS; do
+        none=$(aftp_label "$rate" none "$mtu")
+        for cipher in $CIPHERS; do
+            [ "$cipher" = none ] && continue
+            enc=$(aftp_label "$rate" "$cipher" "$mtu")
+            ratio "$enc" "$none"
+            for scp_label in "${scp_labels[@]}"; do ratio "$enc" "$scp_label"; done
+        done
     done
 done

@@ -64,14 +64,18 @@ void aftp_cli_notice(const aftp_cli_report *r, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* SIGINT/SIGTERM increment r->interrupt (the transfer is cancelled). */
 void aftp_cli_catch_signals(aftp_cli_report *r);
-/* Options both subcommands take: -t/--idle-timeout, -q/--quiet, -h/--help. */
+/* Options both subcommands take: -t/--idle-timeout, --mtu, -q/--quiet,
+ * -h/--help. */
 typedef struct aftp_cli_common {
     uint64_t idle_timeout_ns;
+    unsigned mtu; /* --mtu, 0 when not given */
     int quiet;
 } aftp_cli_common;
+#define AFTP_CLI_OPT_MTU 400
 #define AFTP_CLI_COMMON_SHORT "t:qh"
 #define AFTP_CLI_COMMON_LONG                                                                   \
-    {"idle-timeout", required_argument, NULL, 't'}, {"quiet", no_argument, NULL, 'q'},         \
+    {"idle-timeout", required_argument, NULL, 't'},                                            \
+        {"mtu", required_argument, NULL, AFTP_CLI_OPT_MTU}, {"quiet", no_argument, NULL, 'q'}, \
         {"help", no_argument, NULL, 'h'}, { NULL, 0, NULL, 0 }
 #define AFTP_CLI_DEFAULT_IDLE_NS UINT64_C(30000000000)
 /* Handles getopt's answer `c` for a common option: AFTP_EXIT_OK when taken,
@@ -79,6 +83,8 @@ typedef struct aftp_cli_common {
 int aftp_cli_common_option(int c, const char *arg, aftp_cli_common *co);
 /* The idle timeout in force, in seconds, for messages. */
 double aftp_cli_idle_seconds(const aftp_cli_common *co);
+/* The largest datagram of a path of --mtu bytes, else of default_mtu. */
+uint16_t aftp_cli_max_datagram(const aftp_cli_common *co, unsigned default_mtu);
 
 /* ---- security options and key files (aftp_cli_keys.c) ---- */
 

@@ -206,6 +206,9 @@ static int serve(const recv_args *a, recv_app *app, int dirfd)
     aftp_serve_opts o = {.listen = (struct sockaddr *)&a->listen, .listen_len = a->listen_len,
                          .dirfd = dirfd, .overwrite = a->overwrite, .once = a->once,
                          .idle_timeout_ns = a->common.idle_timeout_ns,
+                         /* Accept what a jumbo-frame path carries: the sender's
+                          * --mtu decides (the smaller of the two is used). */
+                         .max_datagram = aftp_cli_max_datagram(&a->common, AFTP_IO_MAX_MTU),
                          .hooks = aftp_cli_report_hooks(&app->report),
                          .on_listening = on_listening, .on_session_end = on_session_end};
     int rc = load_recv_keys(a, &app->report, app->keys, &o.security);

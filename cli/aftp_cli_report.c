@@ -232,9 +232,27 @@ static int parse_seconds(const char *text, uint64_t *ns)
     return AFTP_OK;
 }
 
+static int parse_mtu(const char *text, unsigned *mtu)
+{
+    char *end;
+    errno = 0;
+    unsigned long v = strtoul(text, &end, 10);
+    if (end == text || *end != '\0' || errno != 0 || v < AFTP_IO_MIN_MTU || v > AFTP_IO_MAX_MTU)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    *mtu = (unsigned)v;
+    return AFTP_OK;
+}
+
 int aftp_cli_common_option(int c, const char *arg, aftp_cli_common *co)
 {
     switch (c) {
+    case AFTP_CLI_OPT_MTU:
+        if (parse_mtu(arg, &co->mtu) != AFTP_OK) {
+            aftp_cli_error("bad MTU '%s' (bytes of an IP packet on the path, %u to %u, e.g. "
+                           "9000 for jumbo frames)", arg, AFTP_IO_MIN_MTU, AFTP_IO_MAX_MTU);
+            return AFTP_EXIT_USAGE;
+        }
+        return AFTP_EXIT_OK;
     case 't':
         if (parse_seconds(arg, &co->idle_timeout_ns) != AFTP_OK) {
             aftp_cli_error("bad idle timeout '%s' (seconds, e.g. 30 or 0.5)", arg);
@@ -255,4 +273,9 @@ int aftp_cli_common_option(int c, const char *arg, aftp_cli_common *co)
 double aftp_cli_idle_seconds(const aftp_cli_common *co)
 {
     return (double)co->idle_timeout_ns / 1e9;
+}
+
+uint16_t aftp_cli_max_datagram(const aftp_cli_common *co, unsigned default_mtu)
+{
+    return (uint16_t)AFTP_IO_DATAGRAM_FOR(co->mtu ? co->mtu : default_mtu);
 }

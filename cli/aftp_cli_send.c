@@ -222,6 +222,17 @@ static int load_send_keys(const send_args *a, aftp_cli_secrets *keys,
     return AFTP_EXIT_OK;
 }
 
+/* The receiver takes the smaller of the two datagram sizes (spec 4.1): say
+ * when it held an --mtu back, so the operator can raise the receiver's. */
+static void tell_datagram_cap(const aftp_cli_report *r, const aftp_io_result *res,
+                              unsigned mtu, uint16_t asked)
+{
+    if (res->connected && res->stats.max_datagram < asked)
+        aftp_cli_notice(r, "the receiver took datagrams of at most %u bytes, not %u (--mtu %u): "
+                        "give it --mtu %u too", (unsigned)res->stats.max_datagram,
+                        (unsigned)asked, mtu, mtu);
+}
+
 /* The transfer itself, reporting through r. */
 static int transfer(const send_args *args, aftp_cli_secrets *keys, aftp_cli_report *r)
 {
@@ -235,11 +246,14 @@ static int transfer(const send_args *args, aftp_cli_secrets *keys, aftp_cli_repo
                         .policy = a.policy, .max_rate_bps = a.max_rate_bps,
                         .min_rate_bps = a.min_rate_bps,
                         .idle_timeout_ns = a.common.idle_timeout_ns,
+                        .max_datagram = aftp_cli_max_datagram(&a.common, AFTP_IO_MTU),
                         .hooks = aftp_cli_report_hooks(r)};
     int rc = load_send_keys(&a, keys, &o.security, &r->interrupt);
     if (rc != AFTP_EXIT_OK)
         return rc;
-    if (aftp_push_run(&o, &res) == AFTP_OK) {
+    int pushed = aftp_push_run(&o, &res);
+    tell_datagram_cap(r, &res, a.common.mtu, o.max_datagram);
+    if (pushed == AFTP_OK) {
         aftp_cli_print_summary(r, &res.stats, NULL);
         return AFTP_EXIT_OK;
     }

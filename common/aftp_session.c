@@ -235,6 +235,7 @@ void aftp_session_stats(const aftp_session *ss, const aftp_rtt *rtt, aftp_stats 
     out->srtt_ns = rtt->has_sample ? rtt->smoothed : 0;
     out->min_rtt_ns = rtt->has_sample ? rtt->min : 0;
     out->key_updates = ss->prot.key_updates;
+    out->max_datagram = ss->max_datagram;
 }
 
 void aftp_session_resent(aftp_session *ss, const aftp_datagram *dg)

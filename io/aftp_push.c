@@ -31,7 +31,8 @@ static int open_socket(const aftp_push_opts *o, aftp_udp *udp)
     local.ss_family = o->peer->sa_family; /* wildcard address, any port */
     socklen_t len = local.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6)
                                                : sizeof(struct sockaddr_in);
-    int rc = aftp_udp_open(udp, (struct sockaddr *)&local, len, AFTP_IO_DATAGRAM, 0);
+    int rc = aftp_udp_open(udp, (struct sockaddr *)&local, len,
+                           aftp_io_max_datagram(o->max_datagram), 0);
     if (rc == AFTP_OK)
         rc = aftp_udp_connect(udp, o->peer, o->peer_len);
     if (rc != AFTP_OK)
@@ -77,7 +78,7 @@ static int run_session(const aftp_push_opts *o, aftp_io_ctx *ctx, aftp_udp *udp,
     set.policy = o->policy;
     set.max_rate_bps = o->max_rate_bps;
     set.min_rate_bps = o->min_rate_bps;
-    set.max_datagram = AFTP_IO_DATAGRAM;
+    set.max_datagram = aftp_io_max_datagram(o->max_datagram);
     if (o->idle_timeout_ns)
         set.idle_timeout_ns = o->idle_timeout_ns;
     set.storage = &aftp_source_ops;
@@ -91,7 +92,7 @@ static int run_session(const aftp_push_opts *o, aftp_io_ctx *ctx, aftp_udp *udp,
         rc = aftp_sender_add_file(s, info);
     if (rc == AFTP_OK) {
         aftp_sender_finish(s);
-        aftp_drive d = {.sender = s, .udp = udp, .max_datagram = AFTP_IO_DATAGRAM,
+        aftp_drive d = {.sender = s, .udp = udp, .max_datagram = set.max_datagram,
                         .interrupt = o->hooks.interrupt, .on_tick = o->hooks.on_tick,
                         .app = o->hooks.app, .after_send = after_batch,
                         .after_send_ctx = &ctx->storage.src,

@@ -19,6 +19,7 @@ typedef struct aftp_push_opts {
     uint64_t max_rate_bps;     /* 0: none */
     uint64_t min_rate_bps;     /* 0: none */
     uint64_t idle_timeout_ns; /* 0: the engine's default */
+    uint16_t max_datagram;     /* largest datagram to send; 0: AFTP_IO_DATAGRAM */
     /* Keys (borrowed) and cipher; unix_time_ns is set here from the
      * wall clock when the session starts. */
     aftp_security_settings security;

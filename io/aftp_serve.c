@@ -45,7 +45,7 @@ static int new_receiver(const aftp_serve_opts *o, aftp_io_ctx *ctx, aftp_receive
     aftp_receiver_settings set;
     aftp_receiver_settings_default(&set);
     set.conn_id = aftp_io_random_conn_id();
-    set.max_datagram = AFTP_IO_DATAGRAM;
+    set.max_datagram = aftp_io_max_datagram(o->max_datagram);
     if (o->idle_timeout_ns)
         set.idle_timeout_ns = o->idle_timeout_ns;
     set.storage = &aftp_store_ops;
@@ -94,7 +94,7 @@ static int open_session_socket(const aftp_serve_opts *o, aftp_udp *listener, aft
     int rc = aftp_udp_local_addr(listener, &local);
     if (rc == AFTP_OK)
         rc = aftp_udp_open(sess, (struct sockaddr *)&local, addr_len((struct sockaddr *)&local),
-                           AFTP_IO_DATAGRAM, 1);
+                           aftp_io_max_datagram(o->max_datagram), 1);
     if (rc == AFTP_OK)
         rc = aftp_udp_connect(sess, (const struct sockaddr *)&client->addr,
                               addr_len((const struct sockaddr *)&client->addr));
@@ -245,7 +245,7 @@ static int serve_one(serve_state *st, aftp_io_result *res)
     const aftp_serve_opts *o = st->o;
     aftp_io_ctx ctx = {.res = res, .hooks = &o->hooks};
     aftp_udp sess = {.fd = -1};
-    aftp_drive d = {.udp = &sess, .max_datagram = AFTP_IO_DATAGRAM,
+    aftp_drive d = {.udp = &sess, .max_datagram = aftp_io_max_datagram(o->max_datagram),
                     .interrupt = o->hooks.interrupt, .on_tick = o->hooks.on_tick,
                     .app = o->hooks.app, .on_turn = poll_listener_while_busy, .on_turn_ctx = st};
     memset(res, 0, sizeof *res);
@@ -272,6 +272,8 @@ static int serve_one(serve_state *st, aftp_io_result *res)
 
 static int open_listener(const aftp_serve_opts *o, aftp_udp *udp, aftp_io_result *res)
 {
+    /* It reads only HELLOs (1200 bytes) and key requests: a session's
+     * datagrams go to that session's own socket. */
     int rc = aftp_udp_open(udp, o->listen, o->listen_len, AFTP_IO_DATAGRAM, 1);
     if (rc != AFTP_OK) {
         char where[64];

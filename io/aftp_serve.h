@@ -22,6 +22,7 @@ typedef struct aftp_serve_opts {
     int overwrite;         /* replace existing files */
     int once;              /* return after the first session */
     uint64_t idle_timeout_ns; /* 0: the engine's default */
+    uint16_t max_datagram;    /* largest datagram to accept; 0: AFTP_IO_DATAGRAM */
     aftp_security_settings security; /* identity, admission policy (borrowed), cipher */
     aftp_io_hooks hooks;
     /* optional: the socket is bound (tells the port the kernel chose) */

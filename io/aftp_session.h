@@ -12,8 +12,22 @@
 #include "aftp_source.h"
 #include "aftp_store.h"
 
-/* Largest datagram we send or accept: a 1500-byte IPv6 path's UDP payload. */
-#define AFTP_IO_DATAGRAM 1452u
+/* Datagram sizes follow from the path MTU (spec section 4.1): an IP packet
+ * of `mtu` bytes carries mtu - 48 bytes of UDP payload over IPv6 (40 + 8
+ * bytes of headers), which fits IPv4 (20 + 8) as well. */
+#define AFTP_IO_IP_UDP_HEADERS 48u
+#define AFTP_IO_MTU 1500u     /* the default path: Ethernet */
+#define AFTP_IO_MIN_MTU 1248u /* datagrams of AFTP_WIRE_MIN_DATAGRAM */
+#define AFTP_IO_MAX_MTU 9216u /* the largest jumbo frames */
+#define AFTP_IO_DATAGRAM_FOR(mtu) ((mtu) - AFTP_IO_IP_UDP_HEADERS)
+/* Largest datagram by default: a 1500-byte path's UDP payload. */
+#define AFTP_IO_DATAGRAM AFTP_IO_DATAGRAM_FOR(AFTP_IO_MTU)
+
+/* A run's largest datagram: as configured, 0 meaning the default. */
+static inline uint16_t aftp_io_max_datagram(uint16_t configured)
+{
+    return configured ? configured : AFTP_IO_DATAGRAM;
+}
 
 /* Where a failure happened: before the session (local file or socket), or in it. */
 enum aftp_io_phase { AFTP_IO_PHASE_LOCAL = 1, AFTP_IO_PHASE_SESSION };

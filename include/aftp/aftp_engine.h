@@ -145,6 +145,8 @@ typedef struct aftp_stats {
     uint64_t auth_failures;               /* datagrams that failed to open */
     int cc_mode;                          /* enum aftp_cc_mode (common/aftp_cc.h): 0 fixed,
                                              1 startup, 2 drain, 3 probe bandwidth, 4 probe RTT */
+    uint32_t max_datagram;                /* largest datagram of the session: the negotiated
+                                             one once connected, else the own setting */
 } aftp_stats;
 
 /* One outgoing datagram: `head` (in the caller's buffer) then `payload`

@@ -686,6 +686,15 @@ known_hosts_changed)
     expect_text "$WORK/send.err" "^aftp: error: WARNING: .*list different keys for 127\.0\.0\.1:$PORT: the server's key may have CHANGED"
     stop_recv
     expect_nothing_delivered ;;
+mtu_jumbo)
+    # A jumbo-frame path: the receiver takes what the sender's --mtu asks
+    # (the sizes themselves are checked in sim_test_transfer); one held to
+    # --mtu 1500 gets 1452-byte datagrams, and the sender says so.
+    transfer_ok $((5 << 20)) --mtu 9000
+    grep -q "datagrams" "$WORK/send.err" && fail "a notice about datagram sizes without a cap"
+    rm -f "$WORK/dst/src.bin"
+    RECV_OPTS="--mtu 1500" transfer_ok $((5 << 20)) --mtu 9000
+    expect_fixed "$WORK/send.err" "the receiver took datagrams of at most 1452 bytes, not 8952 (--mtu 9000): give it --mtu 9000 too" ;;
 usage)
     "$AFTP" send --rate 12X f 127.0.0.1:1 2>"$WORK/u1.err"
     expect_rc "bad rate" $? 2
@@ -693,6 +702,11 @@ usage)
     "$AFTP" send f 127.0.0.1:99999 2>"$WORK/u2.err"
     expect_rc "bad port" $? 2
     expect_text "$WORK/u2.err" "^aftp: error: bad address '127\.0\.0\.1:99999'"
+    "$AFTP" send --mtu 1000 f 127.0.0.1:1 2>"$WORK/u10.err"
+    expect_rc "MTU too small" $? 2
+    expect_text "$WORK/u10.err" "^aftp: error: bad MTU '1000' \(bytes of an IP packet on the path, 1248 to 9216"
+    "$AFTP" recv --listen 127.0.0.1:0 --dir "$WORK" --mtu 9217 2>"$WORK/u11.err"
+    expect_rc "MTU too large" $? 2
     "$AFTP" send --policy greedy f 127.0.0.1:1 2>"$WORK/u7.err"
     expect_rc "bad policy" $? 2
     expect_text "$WORK/u7.err" "^aftp: error: bad policy 'greedy'"

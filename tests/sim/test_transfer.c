@@ -77,6 +77,43 @@ static void test_size_block(void **state) { (void)state; transfer_of_size(BLOCK)
 static void test_size_block_plus_1(void **state) { (void)state; transfer_of_size(BLOCK + 1); }
 static void test_size_3mb(void **state) { (void)state; transfer_of_size(3 * 1000 * 1000); }
 
+/* The sender asks for jumbo datagrams (a 9000-byte MTU), the receiver
+ * takes up to *ctx. */
+static void set_max_datagrams(void *ctx, aftp_sender_settings *s, aftp_receiver_settings *r)
+{
+    s->max_datagram = 8952;
+    r->max_datagram = *(const uint16_t *)ctx;
+}
+
+/* Section 4.1: the session takes the smaller of the two max_datagram
+ * settings, and blocks fill it (jumbo datagrams when both allow them). */
+static void sized_by_smaller_max_datagram(uint16_t receiver_max, uint16_t expect)
+{
+    sim_cfg c;
+    sim_result r;
+    sim_cfg_default(&c);
+    c.file_size = 3 * 1000 * 1000;
+    c.max_datagram = 9168; /* the sim's buffers: the largest either side takes */
+    c.tune = set_max_datagrams;
+    c.tune_ctx = &receiver_max;
+    run_clean("max datagram", &c, &r);
+    assert_int_equal(r.snd.max_datagram, expect);
+    assert_int_equal(r.rcv.max_datagram, expect);
+    uint32_t block = expect - AFTP_WIRE_DATA_OVERHEAD;
+    assert_int_equal(sim_storage_file(&r.st, 1)->block_size, block);
+    /* Each DATA carries a whole block: few more datagrams than blocks. */
+    uint64_t blocks = (c.file_size + block - 1) / block;
+    assert_true(r.rcv.packets_received >= blocks && r.rcv.packets_received < blocks + 40);
+    sim_result_free(&r);
+}
+
+static void test_max_datagram_negotiated(void **state)
+{
+    (void)state;
+    sized_by_smaller_max_datagram(9168, 8952);
+    sized_by_smaller_max_datagram(1452, 1452);
+}
+
 static void test_small_explicit_blocks(void **state)
 {
     (void)state;
@@ -468,6 +505,7 @@ int main(void)
         cmocka_unit_test(test_size_block),
         cmocka_unit_test(test_size_block_plus_1),
         cmocka_unit_test(test_size_3mb),
+        cmocka_unit_test(test_max_datagram_negotiated),
         cmocka_unit_test(test_small_explicit_blocks),
         cmocka_unit_test(test_three_files),
         cmocka_unit_test(test_loss_1),
