@@ -143,8 +143,11 @@ static void explain_failure(const send_args *a, const aftp_cli_report *r,
     }
     switch (res->error) {
     case AFTP_ERR_NETWORK:
-        aftp_cli_error("%s is unreachable: connection refused (is 'aftp recv' listening there?)",
-                       peer);
+        if (res->message[0]) /* the path, not the peer (its MTU fell) */
+            aftp_cli_error("transfer of %s to %s failed: %s", r->name, peer, res->message);
+        else
+            aftp_cli_error("%s is unreachable: connection refused (is 'aftp recv' listening "
+                           "there?)", peer);
         break;
     case AFTP_ERR_IDLE_TIMEOUT:
         if (res->connected)
@@ -224,13 +227,12 @@ static int load_send_keys(const send_args *a, aftp_cli_secrets *keys,
 
 /* The receiver takes the smaller of the two datagram sizes (spec 4.1): say
  * when it held an --mtu back, so the operator can raise the receiver's. */
-static void tell_datagram_cap(const aftp_cli_report *r, const aftp_io_result *res,
-                              unsigned mtu, uint16_t asked)
+static void tell_datagram_cap(const aftp_cli_report *r, const aftp_io_result *res, unsigned mtu)
 {
-    if (res->connected && res->stats.max_datagram < asked)
+    if (mtu != 0 && res->connected && res->stats.max_datagram < res->datagram_asked)
         aftp_cli_notice(r, "the receiver took datagrams of at most %u bytes, not %u (--mtu %u): "
                         "give it --mtu %u too", (unsigned)res->stats.max_datagram,
-                        (unsigned)asked, mtu, mtu);
+                        (unsigned)res->datagram_asked, mtu, mtu);
 }
 
 /* The transfer itself, reporting through r. */
@@ -252,7 +254,7 @@ static int transfer(const send_args *args, aftp_cli_secrets *keys, aftp_cli_repo
     if (rc != AFTP_EXIT_OK)
         return rc;
     int pushed = aftp_push_run(&o, &res);
-    tell_datagram_cap(r, &res, a.common.mtu, o.max_datagram);
+    tell_datagram_cap(r, &res, a.common.mtu);
     if (pushed == AFTP_OK) {
         aftp_cli_print_summary(r, &res.stats, NULL);
         return AFTP_EXIT_OK;

@@ -139,6 +139,18 @@ static void check_source(const aftp_drive *d, uint64_t now)
                           "source changed during transfer");
 }
 
+/* The path MTU fell below the sender's datagrams (an ICMP "fragmentation
+ * needed" lowered it): repairs would be refused alike, so the transfer
+ * ends now, saying why, instead of going silent until the idle timeout. */
+static void check_path_mtu(const aftp_drive *d, uint64_t now)
+{
+    if (d->sender == NULL || d->udp->too_big == 0)
+        return;
+    char reason[128];
+    aftp_udp_explain_too_big(d->udp, d->max_datagram, reason, sizeof reason);
+    aftp_sender_abort(d->sender, now, AFTP_ERR_NETWORK, reason);
+}
+
 /* Collects what the engine releases now and sends it as one batch.
  * *full is set when the batch hit its size limit (more may be due). */
 static int pump_output(aftp_drive *d, uint64_t now, uint8_t *bufs, aftp_datagram *dgs, int *full)
@@ -180,6 +192,7 @@ static int run_loop(aftp_drive *d, uint8_t *bufs, aftp_datagram *dgs)
         if (rc == AFTP_OK)
             rc = pump_output(d, now, bufs, dgs, &full);
         check_source(d, now);
+        check_path_mtu(d, now);
         if (d->on_turn)
             d->on_turn(d->on_turn_ctx, now);
         /* Once our CLOSE is out the peer may already be gone, and the

@@ -37,6 +37,7 @@ static int open_socket(const aftp_push_opts *o, aftp_udp *udp)
         rc = aftp_udp_connect(udp, o->peer, o->peer_len);
     if (rc != AFTP_OK)
         return rc;
+    aftp_udp_forbid_fragments(udp);
     if (udp->drop.threshold)
         aftp_io_warn(&o->hooks, "test loss shim active (" AFTP_DROP_ENV ")");
     aftp_udp_buffers b = {.want_snd = aftp_udp_buffer_for(peak_rate(o), PUSH_SND_WINDOW_NS),
@@ -68,8 +69,33 @@ static uint64_t wall_clock_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* The datagram size: the configured one, or less when the route to the
+ * peer carries smaller IP packets (a tunnel, a VPN), which the user is
+ * told. AFTP_ERR_NETWORK when the route cannot carry aftp's smallest. */
+static int fit_route(const aftp_push_opts *o, const aftp_udp *udp, uint16_t *max_datagram,
+                     aftp_io_result *res)
+{
+    unsigned mtu;
+    size_t route = aftp_udp_path_datagram(udp, &mtu);
+    if (route == 0 || route >= *max_datagram)
+        return AFTP_OK;
+    if (route < AFTP_IO_DATAGRAM_FOR(AFTP_IO_MIN_MTU)) {
+        snprintf(res->message, sizeof res->message,
+                 "the route to the peer carries IP packets of at most %u bytes: aftp needs %u",
+                 mtu, AFTP_IO_MIN_MTU);
+        return AFTP_ERR_NETWORK;
+    }
+    char note[160];
+    snprintf(note, sizeof note,
+             "the route to the peer carries IP packets of at most %u bytes: datagrams of %zu "
+             "bytes, not %u", mtu, route, (unsigned)*max_datagram);
+    aftp_io_warn(&o->hooks, note);
+    *max_datagram = (uint16_t)route;
+    return AFTP_OK;
+}
+
 static int run_session(const aftp_push_opts *o, aftp_io_ctx *ctx, aftp_udp *udp,
-                       const aftp_file_info *info)
+                       const aftp_file_info *info, uint16_t max_datagram)
 {
     aftp_sender_settings set;
     aftp_sender_settings_default(&set);
@@ -78,7 +104,7 @@ static int run_session(const aftp_push_opts *o, aftp_io_ctx *ctx, aftp_udp *udp,
     set.policy = o->policy;
     set.max_rate_bps = o->max_rate_bps;
     set.min_rate_bps = o->min_rate_bps;
-    set.max_datagram = aftp_io_max_datagram(o->max_datagram);
+    set.max_datagram = max_datagram;
     if (o->idle_timeout_ns)
         set.idle_timeout_ns = o->idle_timeout_ns;
     set.storage = &aftp_source_ops;
@@ -116,13 +142,21 @@ int aftp_push_run(const aftp_push_opts *o, aftp_io_result *res)
         snprintf(res->message, sizeof res->message, "%s", ctx.storage.src.message);
         return res->error = rc;
     }
+    uint16_t max_datagram = aftp_io_max_datagram(o->max_datagram);
     rc = open_socket(o, &udp);
-    if (rc != AFTP_OK) {
+    if (rc != AFTP_OK)
         snprintf(res->message, sizeof res->message, "cannot open a UDP socket to the peer");
-    } else {
+    else
+        rc = fit_route(o, &udp, &max_datagram, res);
+    if (rc == AFTP_OK) {
         res->phase = AFTP_IO_PHASE_SESSION;
-        rc = run_session(o, &ctx, &udp, &info);
+        rc = run_session(o, &ctx, &udp, &info, max_datagram);
     }
+    res->datagram_asked = max_datagram;
+    /* The session may end before its CLOSE event (the receiver gone once
+     * it had our CLOSE): the reason is said here as well. */
+    if (udp.too_big && rc != AFTP_OK && res->message[0] == '\0')
+        aftp_udp_explain_too_big(&udp, max_datagram, res->message, sizeof res->message);
     aftp_udp_close(&udp);
     /* A transfer that failed because its source changed says what changed;
      * otherwise a file's own failure says more than the session's closing

@@ -47,6 +47,7 @@ typedef struct aftp_io_result {
     int connected;      /* the handshake completed */
     int files_ok;       /* files verified */
     char message[512];  /* detail: local error text or the peer's reason; may be empty */
+    uint16_t datagram_asked; /* client: the datagram size it asked for (the route's cap applied) */
     int have_peer_key;  /* the handshake authenticated the peer's key: */
     uint8_t peer_key[AFTP_KEY_LEN];
     aftp_stats stats;   /* engine counters at the end */

@@ -114,6 +114,45 @@ int aftp_udp_connect(aftp_udp *u, const struct sockaddr *peer, socklen_t len)
     return connect(u->fd, peer, len) == 0 ? AFTP_OK : AFTP_ERR_NETWORK;
 }
 
+static int socket_family(const aftp_udp *u)
+{
+    struct sockaddr_storage local;
+    return aftp_udp_local_addr(u, &local) == AFTP_OK ? local.ss_family : AF_UNSPEC;
+}
+
+void aftp_udp_forbid_fragments(aftp_udp *u)
+{
+    int v4 = IP_PMTUDISC_DO, v6 = IPV6_PMTUDISC_DO;
+    if (socket_family(u) == AF_INET6)
+        (void)setsockopt(u->fd, IPPROTO_IPV6, IPV6_MTU_DISCOVER, &v6, sizeof v6);
+    else
+        (void)setsockopt(u->fd, IPPROTO_IP, IP_MTU_DISCOVER, &v4, sizeof v4);
+}
+
+size_t aftp_udp_path_datagram(const aftp_udp *u, unsigned *mtu)
+{
+    int v6 = socket_family(u) == AF_INET6;
+    int value = 0;
+    socklen_t len = sizeof value;
+    *mtu = 0;
+    if ((v6 ? getsockopt(u->fd, IPPROTO_IPV6, IPV6_MTU, &value, &len)
+            : getsockopt(u->fd, IPPROTO_IP, IP_MTU, &value, &len)) != 0)
+        return 0;
+    size_t headers = v6 ? 40 + 8 : 20 + 8;
+    if (value <= (int)headers)
+        return 0;
+    *mtu = (unsigned)value;
+    return (size_t)value - headers;
+}
+
+void aftp_udp_explain_too_big(const aftp_udp *u, size_t datagram, char *buf, size_t cap)
+{
+    unsigned mtu;
+    aftp_udp_path_datagram(u, &mtu);
+    snprintf(buf, cap, "the path MTU fell to %u bytes: datagrams of %zu bytes no longer fit (--mtu)",
+             mtu, datagram);
+}
+
 int aftp_udp_local_addr(const aftp_udp *u, struct sockaddr_storage *out)
 {
     socklen_t len = sizeof *out;
@@ -177,8 +216,11 @@ static int send_planned(aftp_udp *u, const aftp_datagram *dgs, size_t n)
         /* ENOBUFS, EAGAIN, EMSGSIZE...: these datagrams are lost like any
          * other; the protocol repairs them. EFAULT too (a payload in a
          * source mapping whose file shrank): the sender's check of its
-         * source after the batch fails the file. */
+         * source after the batch fails the file. EMSGSIZE is counted apart:
+         * the path MTU fell below our datagrams, which repairs cannot mend. */
         u->send_errors += u->tx_groups[g].count;
+        if (e == EMSGSIZE)
+            u->too_big += u->tx_groups[g].count;
         g++;
     }
     return AFTP_OK;

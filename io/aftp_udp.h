@@ -39,6 +39,7 @@ typedef struct aftp_udp {
     struct sockaddr_storage *rx_from;
     size_t rx_count;    /* messages held by the last aftp_udp_recv */
     uint64_t send_errors; /* datagrams the kernel refused (ENOBUFS...) */
+    uint64_t too_big;     /* ...of which larger than the path MTU (EMSGSIZE) */
 } aftp_udp;
 
 /* Opens a socket bound to `local` (the wildcard of the peer's family for a
@@ -54,6 +55,18 @@ void aftp_udp_close(aftp_udp *u);
 /* Connected sockets report ICMP port unreachable as AFTP_ERR_NETWORK and
  * receive only from the peer. */
 int aftp_udp_connect(aftp_udp *u, const struct sockaddr *peer, socklen_t len);
+/* On a connected socket: the don't-fragment behaviour of spec 4.1. A
+ * datagram larger than the path MTU the kernel knows (the route's, or less
+ * once an ICMP "fragmentation needed" came back) is refused (counted in
+ * too_big), never split into IP fragments, which would multiply loss. */
+void aftp_udp_forbid_fragments(aftp_udp *u);
+/* On a connected socket: the largest UDP payload the path MTU the kernel
+ * knows carries (MTU - 28 over IPv4, - 48 over IPv6), and that MTU in
+ * *mtu; 0 when the kernel does not say. */
+size_t aftp_udp_path_datagram(const aftp_udp *u, unsigned *mtu);
+/* Why datagrams of `datagram` bytes were refused (too_big): a line for
+ * the user naming the path MTU now. */
+void aftp_udp_explain_too_big(const aftp_udp *u, size_t datagram, char *buf, size_t cap);
 int aftp_udp_local_addr(const aftp_udp *u, struct sockaddr_storage *out);
 
 /* Sends dgs[0..n) (n <= AFTP_UDP_TX_MAX) to the connected peer. Datagrams

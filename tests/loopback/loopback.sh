@@ -7,6 +7,15 @@ set -uo pipefail
 
 AFTP=$1
 CASE=$2
+# path_mtu lowers the loopback's MTU: it runs in a network namespace of
+# its own (root).
+if [ "$CASE" = path_mtu ] && [ -z "${AFTP_LOOPBACK_NETNS-}" ]; then
+    if [ "$(id -u)" -ne 0 ] || ! unshare -n true 2>/dev/null; then
+        echo "SKIP: needs root and unshare -n for a loopback of its own"
+        exit 77
+    fi
+    AFTP_LOOPBACK_NETNS=1 exec unshare -n "$0" "$@"
+fi
 BLOCK=1408 # the engine's block for 1452-byte datagrams: 1452 - 16 header - 12 DATA - 16 tag
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/aftp-loopback-XXXXXX")
 RECV_PID=
@@ -695,6 +704,31 @@ mtu_jumbo)
     rm -f "$WORK/dst/src.bin"
     RECV_OPTS="--mtu 1500" transfer_ok $((5 << 20)) --mtu 9000
     expect_fixed "$WORK/send.err" "the receiver took datagrams of at most 1452 bytes, not 8952 (--mtu 9000): give it --mtu 9000 too" ;;
+path_mtu)
+    # A route that carries smaller packets than the datagrams (a tunnel):
+    # the sender sizes its datagrams to it and says so. A path MTU that
+    # falls mid-transfer (as an ICMP "fragmentation needed" makes it) ends
+    # the transfer at once, with the reason on both sides, instead of
+    # fragmenting or going silent until the idle timeout.
+    { ip link set lo up && ip link set lo mtu 1400; } || fail "cannot set up the private loopback"
+    transfer_ok $((5 << 20)) --mtu 9000
+    expect_fixed "$WORK/send.err" "the route to the peer carries IP packets of at most 1400 bytes: datagrams of 1372 bytes, not 8952"
+    grep -q "the receiver took" "$WORK/send.err" && fail "the receiver blamed for the route's limit"
+    rm -f "$WORK/dst/src.bin"
+    make_file src.bin $((16 << 20))
+    start_recv --once
+    "$AFTP" send "${SEND_KEYS[@]}" --policy fixed --rate 40M "$WORK/src.bin" "127.0.0.1:$PORT" \
+        >"$WORK/send.out" 2>"$WORK/send.err" &
+    send_pid=$!
+    sleep 1
+    ip link set lo mtu 1300
+    wait "$send_pid"
+    SEND_RC=$?
+    wait_recv
+    expect_rc "aftp send" "$SEND_RC" 4
+    expect_fixed "$WORK/send.err" "failed: the path MTU fell to 1300 bytes: datagrams of 1372 bytes no longer fit (--mtu)"
+    expect_fixed "$WORK/recv.err" "the path MTU fell to 1300 bytes"
+    expect_nothing_delivered ;;
 usage)
     "$AFTP" send --rate 12X f 127.0.0.1:1 2>"$WORK/u1.err"
     expect_rc "bad rate" $? 2
