@@ -83,6 +83,20 @@ send() {
     SEND_RC=$?
 }
 
+# send_while FILE RATE COMMAND...: a slow send of FILE (policy fixed at
+# RATE) to the receiver, with COMMAND run one second into it; sets SEND_RC.
+send_while() {
+    local file=$1 rate=$2 pid
+    shift 2
+    "$AFTP" send "${SEND_KEYS[@]}" --policy fixed --rate "$rate" "$file" "127.0.0.1:$PORT" \
+        >"$WORK/send.out" 2>"$WORK/send.err" &
+    pid=$!
+    sleep 1
+    "$@"
+    wait "$pid"
+    SEND_RC=$?
+}
+
 # send_tty ANSWER FILE [options...]: aftp send (with SEND_KEYS) run on a
 # pseudo-terminal (util-linux script), as a person at a terminal runs it,
 # with ANSWER typed on it; its stdout and stderr together go to tty.out;
@@ -325,13 +339,7 @@ source_truncated)
     # with a clear message (no SIGBUS), the receiver keeps nothing.
     make_file src.bin $((32 << 20))
     start_recv --once
-    "$AFTP" send "${SEND_KEYS[@]}" --policy fixed --rate 50M "$WORK/src.bin" "127.0.0.1:$PORT" \
-        >"$WORK/send.out" 2>"$WORK/send.err" &
-    SEND_PID=$!
-    sleep 1
-    truncate -s $((1 << 20)) "$WORK/src.bin"
-    wait "$SEND_PID"
-    SEND_RC=$?
+    send_while "$WORK/src.bin" 50M truncate -s $((1 << 20)) "$WORK/src.bin"
     wait_recv
     expect_rc "aftp send" "$SEND_RC" 3
     expect_text "$WORK/send.err" "^aftp: error: .*src\.bin: source changed during transfer"
@@ -717,13 +725,7 @@ path_mtu)
     rm -f "$WORK/dst/src.bin"
     make_file src.bin $((16 << 20))
     start_recv --once
-    "$AFTP" send "${SEND_KEYS[@]}" --policy fixed --rate 40M "$WORK/src.bin" "127.0.0.1:$PORT" \
-        >"$WORK/send.out" 2>"$WORK/send.err" &
-    send_pid=$!
-    sleep 1
-    ip link set lo mtu 1300
-    wait "$send_pid"
-    SEND_RC=$?
+    send_while "$WORK/src.bin" 40M ip link set lo mtu 1300
     wait_recv
     expect_rc "aftp send" "$SEND_RC" 4
     expect_fixed "$WORK/send.err" "failed: the path MTU fell to 1300 bytes: datagrams of 1372 bytes no longer fit (--mtu)"
