@@ -3,8 +3,8 @@
  * The bulk AEAD runs on OpenSSL's libcrypto: the same AES-256-GCM and
  * ChaCha20-Poly1305 as libsodium's (byte for byte, spec/vectors), but with
  * stitched AES-NI/VAES and AVX code that Debian 12's libsodium 1.0.18 lacks:
- * on 1452-byte packets here 2.2-2.6 GB/s for either cipher, against 1.4
- * (AES) and 0.65 (ChaCha) GB/s. libsodium keeps the handshake, the traffic
+ * sealing 1408-byte payloads, each under its own nonce, runs here at 3.5
+ * GB/s (AES) and 1.5 GB/s (ChaCha), against libsodium's 1.4 and 0.65. libsodium keeps the handshake, the traffic
  * secrets and keys, and the protected memory; each key generation's
  * expanded key lives in OpenSSL's context, in OpenSSL's heap: wiped when
  * freed, but not locked against swapping as sodium_malloc'd memory is. */
