@@ -112,7 +112,8 @@ aftp_run() { # rate cipher mtu
     local port
     port=$(sed -n 's/^aftp: listening on 127\.0\.0\.1:\([0-9]*\)$/\1/p' "$work/recv.err")
     # shellcheck disable=SC2086 # AFTP_SEND_OPTS: option words on purpose
-    /usr/bin/time -v -o "$work/send.time" "$AFTP" send "${send_sec[@]}" --rate "$rate" --mtu "$mtu" \
+    /usr/bin/time -v -o "$work/send.time" "$AFTP" send "${send_sec[@]}" --rate "$rate" \
+        --mtu "$mtu" \
         ${AFTP_SEND_OPTS-} "$work/src.bin" "127.0.0.1:$port" >"$work/send.out" 2>"$work/send.err" ||
         { cat "$work/send.err" >&2; exit 1; }
     wait "$rpid"

@@ -4,10 +4,11 @@
  * ChaCha20-Poly1305 as libsodium's (byte for byte, spec/vectors), but with
  * stitched AES-NI/VAES and AVX code that Debian 12's libsodium 1.0.18 lacks:
  * sealing 1408-byte payloads, each under its own nonce, runs here at 3.5
- * GB/s (AES) and 1.5 GB/s (ChaCha), against libsodium's 1.4 and 0.65. libsodium keeps the handshake, the traffic
- * secrets and keys, and the protected memory; each key generation's
- * expanded key lives in OpenSSL's context, in OpenSSL's heap: wiped when
- * freed, but not locked against swapping as sodium_malloc'd memory is. */
+ * GB/s (AES) and 1.5 GB/s (ChaCha), against libsodium's 1.4 and 0.65.
+ * libsodium keeps the handshake, the traffic secrets and keys, and the
+ * protected memory; each key generation's expanded key lives in OpenSSL's
+ * context, in OpenSSL's heap: wiped when freed, but not locked against
+ * swapping as sodium_malloc'd memory is. */
 #include "common/aftp_aead.h"
 
 #include <openssl/evp.h>
@@ -28,9 +29,8 @@ typedef struct aead_ops {
 } aead_ops;
 
 struct aftp_aead {
-    /* The keyed cipher. OpenSSL keeps the key schedule in its own heap and
-     * wipes it when the context is freed. Sealing and opening rewrite the
-     * context's per-packet state: one thread at a time per aftp_aead. */
+    /* The keyed cipher (see the top). Sealing and opening rewrite its
+     * per-packet state: one thread at a time per aftp_aead. */
     EVP_CIPHER_CTX *evp;
     uint8_t iv[AFTP_AEAD_IV_LEN];
     const aead_ops *ops;

@@ -11,8 +11,9 @@
  * drops DATA for blocks it holds), and aftp_session_open decrypts into the
  * session's own scratch buffer (never into the caller's or stored bytes)
  * and decodes; aftp_session_open_data decrypts a DATA payload straight
- * into the bytes of a block the receiver does not hold yet. Once keys exist every packet must be sealed, except HELLO
- * (the server answers a resent one with its stored HELLO_ACK).
+ * into the bytes of a block the receiver does not hold yet. Once keys
+ * exist every packet must be sealed, except HELLO (the server answers a
+ * resent one with its stored HELLO_ACK).
  */
 #ifndef AFTP_SESSION_H
 #define AFTP_SESSION_H

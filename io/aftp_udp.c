@@ -149,8 +149,9 @@ void aftp_udp_explain_too_big(const aftp_udp *u, size_t datagram, char *buf, siz
 {
     unsigned mtu;
     aftp_udp_path_datagram(u, &mtu);
-    snprintf(buf, cap, "the path MTU fell to %u bytes: datagrams of %zu bytes no longer fit (--mtu)",
-             mtu, datagram);
+    snprintf(buf, cap,
+             "the path MTU fell to %u bytes: datagrams of %zu bytes no longer fit (--mtu)", mtu,
+             datagram);
 }
 
 int aftp_udp_local_addr(const aftp_udp *u, struct sockaddr_storage *out)
