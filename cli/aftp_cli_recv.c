@@ -59,6 +59,10 @@ static int parse_recv_args(int argc, char **argv, recv_args *a)
         aftp_cli_error("recv needs --listen [ADDR:]PORT and --dir DIR (aftp --help)");
         return AFTP_EXIT_USAGE;
     }
+    if (aftp_faux_is(a->dir) && strcmp(a->dir, AFTP_FAUX_PREFIX) != 0) {
+        aftp_cli_error("a faux:// destination takes no path: --dir faux://");
+        return AFTP_EXIT_USAGE;
+    }
     if (aftp_parse_addr(a->listen_text, 1, &a->listen, &a->listen_len) != AFTP_OK) {
         aftp_cli_error("bad listen address '%s' ([ADDR:]PORT, port 0-65535)", a->listen_text);
         return AFTP_EXIT_USAGE;
@@ -204,7 +208,7 @@ static int serve(const recv_args *a, recv_app *app, int dirfd)
 {
     aftp_io_result res;
     aftp_serve_opts o = {.listen = (struct sockaddr *)&a->listen, .listen_len = a->listen_len,
-                         .dirfd = dirfd, .overwrite = a->overwrite, .once = a->once,
+                         .dirfd = dirfd, .faux = dirfd < 0, .overwrite = a->overwrite, .once = a->once,
                          .idle_timeout_ns = a->common.idle_timeout_ns,
                          /* Accept what a jumbo-frame path carries: the sender's
                           * --mtu decides (the smaller of the two is used). */
@@ -227,8 +231,10 @@ static int run_recv(const recv_args *args)
     const recv_args a = *args;
     recv_app app;
     recv_keys keys;
-    int dirfd = open(a.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dirfd < 0) {
+    /* --dir faux:// keeps nothing (aftp_faux.h) */
+    int faux = strcmp(a.dir, AFTP_FAUX_PREFIX) == 0;
+    int dirfd = faux ? -1 : open(a.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dirfd < 0 && !faux) {
         aftp_cli_error("cannot use destination directory %s: %s", a.dir, strerror(errno));
         return AFTP_EXIT_LOCAL_FILE;
     }
@@ -239,7 +245,8 @@ static int run_recv(const recv_args *args)
     aftp_cli_catch_signals(&app.report);
     keys.secrets = aftp_cli_secrets_new();
     int rc = keys.secrets ? serve(&a, &app, dirfd) : AFTP_EXIT_FAILED;
-    close(dirfd);
+    if (dirfd >= 0)
+        close(dirfd);
     aftp_admit_fini(&keys.admit);
     aftp_keyfile_list_free(&keys.authorized);
     aftp_cli_secrets_free(keys.secrets);

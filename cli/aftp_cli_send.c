@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "aftp_cli.h"
+#include "aftp_faux.h"
 #include "aftp_parse.h"
 #include "aftp_path.h"
 #include "aftp_push.h"
@@ -16,6 +17,8 @@ typedef struct send_args {
     aftp_cli_common common;
     aftp_cli_security sec;
     const char *file;
+    char faux_name[AFTP_PATH_MAX_COMPONENT + 1]; /* FILE is faux:///NAME?SIZE: NAME */
+    uint64_t faux_size;
     const char *peer_text;
     struct sockaddr_storage peer;
     socklen_t peer_len;
@@ -106,6 +109,13 @@ static int parse_send_args(int argc, char **argv, send_args *a)
     }
     a->file = argv[optind];
     a->peer_text = argv[optind + 1];
+    if (aftp_faux_is(a->file)) {
+        char why[512];
+        if (aftp_faux_parse(a->file, a->faux_name, &a->faux_size, why, sizeof why) != AFTP_OK) {
+            aftp_cli_error("%s", why);
+            return AFTP_EXIT_USAGE;
+        }
+    }
     if (aftp_parse_addr(a->peer_text, 0, &a->peer, &a->peer_len) != AFTP_OK) {
         aftp_cli_error("bad address '%s' (HOST:PORT or [IPV6]:PORT, port 1-65535)",
                        a->peer_text);
@@ -241,7 +251,8 @@ static int transfer(const send_args *args, aftp_cli_secrets *keys, aftp_cli_repo
     const send_args a = *args;
     aftp_io_result res;
     const char *slash = strrchr(a.file, '/');
-    aftp_path_printable(slash ? slash + 1 : a.file, r->name, sizeof r->name);
+    aftp_path_printable(a.faux_name[0] ? a.faux_name : slash ? slash + 1 : a.file, r->name,
+                        sizeof r->name);
     aftp_cli_catch_signals(r);
     aftp_push_opts o = {.file = a.file, .peer = (struct sockaddr *)&a.peer,
                         .peer_len = a.peer_len, .rate_bps = a.rate_bps,

@@ -115,3 +115,25 @@ void aftp_path_printable(const char *text, char *buf, size_t cap)
     }
     buf[o] = '\0';
 }
+
+int aftp_path_report_fail(aftp_path_report *r, int err, const char *what, const char *detail)
+{
+    char printable[128];
+    if (r->last_error != AFTP_OK)
+        return err;
+    aftp_path_printable(r->name, printable, sizeof printable);
+    r->last_error = err;
+    snprintf(r->message, sizeof r->message, "%s %s%s%s", what, printable, detail ? ": " : "",
+             detail ? detail : "");
+    return err;
+}
+
+int aftp_path_report_start(aftp_path_report *r, const char *path)
+{
+    r->last_error = AFTP_OK;
+    r->message[0] = '\0';
+    snprintf(r->name, sizeof r->name, "%s", path);
+    if (aftp_path_check(path) != AFTP_OK)
+        return aftp_path_report_fail(r, AFTP_ERR_PATH_REJECTED, "refused unsafe path", NULL);
+    return AFTP_OK;
+}

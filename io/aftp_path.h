@@ -31,4 +31,17 @@ int aftp_path_open_parent(int dirfd, const char *path, int *parent_fd, const cha
  * escaped as \xHH, so a peer's path never writes raw bytes to a terminal. */
 void aftp_path_printable(const char *text, char *buf, size_t cap);
 
+/* A storage's account of its current file, for reports: its first failure. */
+typedef struct aftp_path_report {
+    char name[AFTP_PATH_MAX_COMPONENT + 1]; /* the file as messages name it */
+    int last_error;    /* first failure of the current file, AFTP_OK while none */
+    char message[512]; /* "<what> <name>[: detail]", name printable */
+} aftp_path_report;
+
+/* A new file, offered as `path`: the report cleared and named after it;
+ * AFTP_ERR_PATH_REJECTED, reported, when aftp_path_check refuses it. */
+int aftp_path_report_start(aftp_path_report *r, const char *path);
+/* Records err unless a failure is recorded already; returns err. */
+int aftp_path_report_fail(aftp_path_report *r, int err, const char *what, const char *detail);
+
 #endif /* AFTP_PATH_H */

@@ -48,9 +48,9 @@ static int new_receiver(const aftp_serve_opts *o, aftp_io_ctx *ctx, aftp_receive
     set.max_datagram = aftp_io_max_datagram(o->max_datagram);
     if (o->idle_timeout_ns)
         set.idle_timeout_ns = o->idle_timeout_ns;
-    set.storage = &aftp_store_ops;
+    set.storage = o->faux ? &aftp_faux_sink_ops : &aftp_store_ops;
     set.on_event = aftp_io_on_event;
-    set.user = &ctx->storage.store;
+    set.user = &ctx->storage;
     set.security = o->security;
     return aftp_receiver_new(&set, aftp_drive_now_ns(), out);
 }
@@ -218,12 +218,14 @@ static int accept_session(serve_state *st)
  * else a file's failure, else the session's. A client that leaves once it
  * has every FILE_RESULT (its CLOSE lost, or ICMP unreachable after it
  * exited) does not make a delivered transfer fail. */
-static void settle_result(aftp_io_ctx *ctx, int session_rc)
+static void settle_result(const aftp_serve_opts *o, aftp_io_ctx *ctx, int session_rc)
 {
     aftp_io_result *res = ctx->res;
-    if (ctx->storage.store.last_error != AFTP_OK) {
-        res->error = ctx->storage.store.last_error;
-        snprintf(res->message, sizeof res->message, "%s", ctx->storage.store.message);
+    const aftp_path_report *storage = o->faux ? &ctx->storage.sink.report
+                                              : &ctx->storage.store.report;
+    if (storage->last_error != AFTP_OK) {
+        res->error = storage->last_error;
+        snprintf(res->message, sizeof res->message, "%s", storage->message);
         return;
     }
     if (res->error != AFTP_OK)
@@ -250,14 +252,17 @@ static int serve_one(serve_state *st, aftp_io_result *res)
                     .app = o->hooks.app, .on_turn = poll_listener_while_busy, .on_turn_ctx = st};
     memset(res, 0, sizeof *res);
     res->phase = AFTP_IO_PHASE_SESSION;
-    aftp_store_init(&ctx.storage.store, o->dirfd, o->overwrite);
+    if (o->faux)
+        memset(&ctx.storage.sink, 0, sizeof ctx.storage.sink);
+    else
+        aftp_store_init(&ctx.storage.store, o->dirfd, o->overwrite);
     st->ctx = &ctx;
     st->d = &d;
     int rc = accept_session(st);
     if (rc == AFTP_OK) {
         rc = aftp_drive_run(&d);
         aftp_drive_stats(&d, &res->stats);
-        settle_result(&ctx, rc);
+        settle_result(o, &ctx, rc);
         if (o->on_session_end)
             o->on_session_end(o->hooks.app, res, (struct sockaddr *)&st->client.addr);
     } else {
@@ -265,7 +270,8 @@ static int serve_one(serve_state *st, aftp_io_result *res)
     }
     aftp_receiver_del(d.receiver);
     d.receiver = NULL; /* the listener is not polled for this session any more */
-    aftp_store_fini(&ctx.storage.store);
+    if (!o->faux)
+        aftp_store_fini(&ctx.storage.store);
     aftp_udp_close(&sess);
     return res->error;
 }

@@ -19,6 +19,7 @@ typedef struct aftp_serve_opts {
     const struct sockaddr *listen;
     socklen_t listen_len;
     int dirfd;             /* destination directory (borrowed) */
+    int faux;              /* no directory: receive into faux:// (aftp_faux.h) */
     int overwrite;         /* replace existing files */
     int once;              /* return after the first session */
     uint64_t idle_timeout_ns; /* 0: the engine's default */

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "aftp/aftp_engine.h"
+#include "aftp_faux.h"
 #include "aftp_source.h"
 #include "aftp_store.h"
 
@@ -61,6 +62,7 @@ typedef struct aftp_io_ctx {
     union {
         aftp_source src; /* client */
         aftp_store store; /* server */
+        aftp_faux_sink sink; /* server into faux:// */
     } storage;
     aftp_io_result *res;
     const aftp_io_hooks *hooks;

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Keep this much behind the furthest read resident: repairs of recent
@@ -26,10 +27,41 @@ static int open_error(aftp_source *src, int err, const char *path, const char *w
     return err;
 }
 
+static void describe(aftp_source *src, uint32_t file_id, uint32_t mode, aftp_file_info *info)
+{
+    src->file_id = file_id;
+    memset(info, 0, sizeof *info);
+    info->file_id = file_id;
+    info->size = src->size;
+    info->mtime_ns = src->mtime_ns;
+    info->mode = mode;
+    info->path = src->name;
+}
+
+/* A faux:// source has no file: its bytes are the zero page. */
+static int open_faux(aftp_source *src, const char *url, uint32_t file_id, aftp_file_info *info)
+{
+    struct timespec now;
+    if (aftp_faux_parse(url, src->faux_name, &src->size, src->message, sizeof src->message) !=
+        AFTP_OK)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    if (aftp_faux_zeros(0) == NULL)
+        return open_error(src, AFTP_ERR_NO_MEMORY, url, "cannot map zero pages");
+    clock_gettime(CLOCK_REALTIME, &now);
+    src->faux = 1;
+    src->name = src->faux_name;
+    src->mtime_ns = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
+    describe(src, file_id, 0644, info);
+    return AFTP_OK;
+}
+
 int aftp_source_open(aftp_source *src, const char *path, uint32_t file_id, aftp_file_info *info)
 {
     struct stat sb;
     memset(src, 0, sizeof *src);
+    src->fd = -1;
+    if (aftp_faux_is(path))
+        return open_faux(src, path, file_id, info);
     src->fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
     if (src->fd < 0) {
         int e = errno;
@@ -59,14 +91,8 @@ int aftp_source_open(aftp_source *src, const char *path, uint32_t file_id, aftp_
     }
     const char *slash = strrchr(path, '/');
     src->name = slash ? slash + 1 : path;
-    src->file_id = file_id;
     src->mtime_ns = mtime_of(&sb);
-    memset(info, 0, sizeof *info);
-    info->file_id = file_id;
-    info->size = src->size;
-    info->mtime_ns = src->mtime_ns;
-    info->mode = sb.st_mode & 07777;
-    info->path = src->name;
+    describe(src, file_id, sb.st_mode & 07777, info);
     return AFTP_OK;
 }
 
@@ -84,12 +110,16 @@ int aftp_source_view(aftp_source *src, uint32_t file_id, uint64_t off, size_t le
                      const uint8_t **out)
 {
     static const uint8_t empty[1];
-    if (file_id != src->file_id || src->fd < 0)
+    if (file_id != src->file_id || (src->fd < 0 && !src->faux))
         return AFTP_ERR_INVALID_STATE;
     if (aftp_mapguard_tripped(&src->guard))
         return AFTP_ERR_SOURCE_CHANGED;
     if (off > src->size || len > src->size - off)
         return AFTP_ERR_INVALID_ARGUMENT;
+    if (src->faux) {
+        *out = aftp_faux_zeros(len);
+        return *out ? AFTP_OK : AFTP_ERR_INVALID_ARGUMENT;
+    }
     if (src->map == NULL) {
         *out = empty;
         return AFTP_OK;
@@ -102,6 +132,8 @@ int aftp_source_view(aftp_source *src, uint32_t file_id, uint64_t off, size_t le
 int aftp_source_check(aftp_source *src)
 {
     struct stat sb;
+    if (src->faux)
+        return AFTP_OK; /* zeros do not change */
     if (src->fd < 0)
         return AFTP_ERR_INVALID_STATE;
     int stat_ok = fstat(src->fd, &sb) == 0;

@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "aftp/aftp_engine.h"
+#include "aftp_faux.h"
 #include "aftp_mapguard.h"
 #include "aftp_resident.h"
 
@@ -28,12 +29,14 @@ typedef struct aftp_source {
     uint32_t file_id;
     aftp_resident resident;
     aftp_mapguard guard;
-    const char *name;   /* the path sent to the peer (inside the caller's string) */
+    const char *name;   /* the path sent to the peer (inside the caller's string or faux_name) */
+    int faux;           /* a faux:// source: zeros, no file (aftp_faux.h) */
+    char faux_name[AFTP_PATH_MAX_COMPONENT + 1];
     char message[512];  /* detail of a failed open, or of a change */
 } aftp_source;
 
-/* Opens `path` (must be a readable regular file) as file `file_id` and
- * fills *info (path = the base name). Errors: AFTP_ERR_NOT_FOUND,
+/* Opens `path` (must be a readable regular file, or a faux:// source) as
+ * file `file_id` and fills *info (path = the base name). Errors: AFTP_ERR_NOT_FOUND,
  * AFTP_ERR_PERMISSION, AFTP_ERR_INVALID_ARGUMENT (not a regular file),
  * AFTP_ERR_IO; src->message says what happened. */
 int aftp_source_open(aftp_source *src, const char *path, uint32_t file_id, aftp_file_info *info);

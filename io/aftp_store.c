@@ -36,14 +36,7 @@ static int errno_to_error(int e)
 /* Records the first failure of the current file: "<what> <name>[: detail]". */
 static int fail(aftp_store *st, int err, const char *what, const char *detail)
 {
-    char printable[128];
-    aftp_path_printable(st->leaf, printable, sizeof printable);
-    if (st->last_error == AFTP_OK) {
-        st->last_error = err;
-        snprintf(st->message, sizeof st->message, "%s %s%s%s", what, printable,
-                 detail ? ": " : "", detail ? detail : "");
-    }
-    return err;
+    return aftp_path_report_fail(&st->report, err, what, detail);
 }
 
 void aftp_store_init(aftp_store *st, int dirfd, int allow_overwrite)
@@ -199,16 +192,15 @@ int aftp_store_open(aftp_store *st, const aftp_file_info *info)
 {
     if (st->fd >= 0)
         return AFTP_ERR_INVALID_STATE; /* one file at a time */
-    st->last_error = AFTP_OK;
-    st->message[0] = '\0';
-    snprintf(st->leaf, sizeof st->leaf, "%s", info->path);
-    if (aftp_path_check(info->path) != AFTP_OK)
-        return fail(st, AFTP_ERR_PATH_REJECTED, "refused unsafe path", NULL);
+    int rc = aftp_path_report_start(&st->report, info->path);
+    if (rc != AFTP_OK)
+        return rc;
     const char *leaf;
-    int rc = aftp_path_open_parent(st->dirfd, info->path, &st->parent_fd, &leaf);
+    rc = aftp_path_open_parent(st->dirfd, info->path, &st->parent_fd, &leaf);
     if (rc != AFTP_OK)
         return fail(st, rc, "cannot open the directory of", aftp_strerror(rc));
     snprintf(st->leaf, sizeof st->leaf, "%s", leaf);
+    snprintf(st->report.name, sizeof st->report.name, "%s", leaf);
     st->file_id = info->file_id;
     st->size = info->size;
     st->mode = info->mode;

@@ -41,8 +41,7 @@ typedef struct aftp_store {
     uint64_t chunk_size;
     uint64_t *chunk_filled;
     aftp_resident resident;
-    int last_error;         /* first failure of the current file, for reports */
-    char message[512];      /* human-readable detail of last_error */
+    aftp_path_report report; /* first failure of the current file */
 } aftp_store;
 
 void aftp_store_init(aftp_store *st, int dirfd, int allow_overwrite);

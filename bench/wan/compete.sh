@@ -51,22 +51,34 @@ sample() { # FILE
 }
 
 # --- the flows ------------------------------------------------------------------
-# A source long enough to keep an aftp flow busy at the full link rate for
-# the whole run, allocated up front (zeroed, content is irrelevant to aftp):
-# a sparse file's holes would be allocated page by page as the sender reads
-# them, on tmpfs, which costs the sender CPU the other tools do not pay.
+# Each aftp flow sends a faux:// source (zeros, no file) to a faux://
+# destination (keeps nothing): a run of any length needs no space, and
+# neither side spends CPU on fresh file pages, which on two cores the link
+# emulator needs. An aftp without faux:// (an older binary measured for
+# comparison) gets a real source long enough for the whole run, allocated up
+# front (a sparse file's holes would be allocated page by page as the sender
+# reads them, on tmpfs); then runs are as long as the scratch space allows.
 # (%.0f: mawk's %d stops at 2^31 - 1, which ended a 1 Gbit/s flow after about 20 s.)
-make_source() { # FILE SECONDS
-    fallocate -l "$(awk -v r="$WAN_FWD_RATE_BPS" -v s="$2" 'BEGIN { printf "%.0f", r * (s + 5) / 8 }')" "$1"
+source_bytes() { # SECONDS
+    awk -v r="$WAN_FWD_RATE_BPS" -v s="$1" 'BEGIN { printf "%.0f", r * (s + 5) / 8 }'
 }
+FAUX=0
+"$BENCH_AFTP" --help 2>&1 | grep -q 'faux://' && FAUX=1
 
 start_aftp() { # INDEX POLICY DELAY: runs in the background
-    local i=$1 policy=$2 delay=$3 dst=$work/dst.$1
-    rm -rf "$dst" && mkdir -p "$dst"
-    make_source "$work/flow$i.bin" $((seconds - delay))
+    local i=$1 policy=$2 delay=$3 src dst
+    local bytes
+    bytes=$(source_bytes $((seconds - delay)))
+    if [ "$FAUX" = 1 ]; then
+        src="faux:///flow$i?$bytes" dst=faux://
+    else
+        src=$work/flow$i.bin dst=$work/dst.$i
+        rm -rf "$dst" && mkdir -p "$dst"
+        fallocate -l "$bytes" "$src"
+    fi
     (
         sleep "$delay"
-        AFTP_PAIR_PORT=${AFTP_PORTS[$i]} "$here/aftp_pair.sh" "$BENCH_AFTP" "$work/flow$i.bin" \
+        AFTP_PAIR_PORT=${AFTP_PORTS[$i]} "$here/aftp_pair.sh" "$BENCH_AFTP" "$src" \
             "$dst" "$BENCH_RATE" $((seconds - delay + 2)) "$work/aftp$i" --policy "$policy"
     ) &
 }

@@ -153,8 +153,8 @@ static void test_existing_file_refused_without_overwrite(void **state)
     close(fd);
     aftp_file_info info = file_info("there", 10);
     assert_int_equal(aftp_store_open(&f->st, &info), AFTP_ERR_FILE_EXISTS);
-    assert_int_equal(f->st.last_error, AFTP_ERR_FILE_EXISTS);
-    assert_non_null(strstr(f->st.message, "--overwrite"));
+    assert_int_equal(f->st.report.last_error, AFTP_ERR_FILE_EXISTS);
+    assert_non_null(strstr(f->st.report.message, "--overwrite"));
     assert_int_equal(io_test_count_entries(f->dfd), 1);
 
     aftp_store_init(&f->st, f->dfd, 1);
@@ -214,7 +214,7 @@ static void test_no_space_fails_at_open_leaving_nothing(void **state)
     /* Far beyond any test machine's disk: fallocate must refuse. */
     aftp_file_info info = file_info("huge", UINT64_C(1) << 52);
     assert_int_equal(aftp_store_open(&f->st, &info), AFTP_ERR_NO_SPACE);
-    assert_non_null(strstr(f->st.message, "space"));
+    assert_non_null(strstr(f->st.report.message, "space"));
     assert_int_equal(io_test_count_entries(f->dfd), 0);
 }
 
@@ -341,7 +341,7 @@ static void test_disk_filled_during_transfer_fails_cleanly(void **state)
     close(other);
     write_at(&st, 0, AFTP_OK);
     write_at(&st, 24 * MIB - 1400, AFTP_ERR_NO_SPACE);
-    assert_non_null(strstr(st.message, "space"));
+    assert_non_null(strstr(st.report.message, "space"));
     assert_int_equal(aftp_store_close(&st, 7, 0), AFTP_OK);
     assert_int_equal(io_test_count_entries(dfd), 1);
     aftp_store_fini(&st);

@@ -51,10 +51,11 @@ SEND_KEYS=(--identity "$KEYS/send" --peer-key "$KEYS/recv.pub")
 key_of() { cut -d' ' -f1,2 "$1"; }
 
 # start_recv [aftp recv options...]: a receiver on 127.0.0.1, port chosen by
-# the kernel, with RECV_KEYS; sets RECV_PID and PORT.
+# the kernel, with RECV_KEYS, into RECV_DIR (default dst); sets RECV_PID and PORT.
 start_recv() {
     : >"$WORK/recv.err"
-    "${RECV_WRAP[@]}" "$AFTP" recv --listen 127.0.0.1:0 --dir "$WORK/dst" "${RECV_KEYS[@]}" "$@" \
+    "${RECV_WRAP[@]}" "$AFTP" recv --listen 127.0.0.1:0 --dir "${RECV_DIR:-$WORK/dst}" \
+        "${RECV_KEYS[@]}" "$@" \
         >"$WORK/recv.out" 2>"$WORK/recv.err" &
     RECV_PID=$!
     PORT=
@@ -731,7 +732,40 @@ path_mtu)
     expect_fixed "$WORK/send.err" "failed: the path MTU fell to 1300 bytes: datagrams of 1372 bytes no longer fit (--mtu)"
     expect_fixed "$WORK/recv.err" "the path MTU fell to 1300 bytes"
     expect_nothing_delivered ;;
+faux)
+    # A faux source's bytes are those of a real file of zeros: same digest.
+    head -c $((20 << 20)) /dev/zero >"$WORK/zeros"
+    start_recv --once
+    send "$WORK/zeros"
+    wait_recv
+    expect_rc "aftp send of a real file of zeros" "$SEND_RC" 0
+    real=$(grep -o 'xxh3-128 [0-9a-f]*' "$WORK/send.out")
+    rm "$WORK/dst/zeros"
+    touch "$WORK/stamp"
+    RECV_DIR=faux:// start_recv --once
+    send "faux:///zeros?20M"
+    wait_recv
+    expect_rc "aftp send faux:///zeros?20M" "$SEND_RC" 0
+    expect_rc "aftp recv --dir faux://" "$RECV_RC" 0
+    expect_text "$WORK/send.out" "^sent zeros: 20971520 bytes in .*, $real, $(auto_cipher)$"
+    expect_text "$WORK/recv.out" "^received zeros: 20971520 bytes in .*, $real, $(auto_cipher), "
+    [ -z "$(find "$WORK" -newer "$WORK/stamp" -name '*zeros*')" ] || fail "faux:// wrote a file" ;;
+faux_takes_only_zeros)
+    make_file src.bin $((1 << 20))
+    RECV_DIR=faux:// start_recv --once
+    send "$WORK/src.bin"
+    wait_recv
+    [ "$SEND_RC" -ne 0 ] || fail "aftp send of real data into faux:// succeeded"
+    [ "$RECV_RC" -ne 0 ] || fail "aftp recv --dir faux:// took real data"
+    expect_fixed "$WORK/recv.err" "a faux:// destination takes only a faux:// source: src.bin: it has bytes other than zeros" ;;
 usage)
+    "$AFTP" send 'faux:///x?1Q' 127.0.0.1:1 2>"$WORK/u12.err"
+    expect_rc "bad faux size" $? 2
+    expect_text "$WORK/u12.err" "^aftp: error: bad faux source 'faux:///x\?1Q': SIZE must be"
+    "$AFTP" send 'faux:///a/b?1' 127.0.0.1:1 2>"$WORK/u13.err"
+    expect_rc "faux name with a slash" $? 2
+    "$AFTP" recv --listen 127.0.0.1:0 --dir faux:///x 2>"$WORK/u14.err"
+    expect_rc "faux destination with a path" $? 2
     "$AFTP" send --rate 12X f 127.0.0.1:1 2>"$WORK/u1.err"
     expect_rc "bad rate" $? 2
     expect_text "$WORK/u1.err" "^aftp: error: bad rate '12X'"
