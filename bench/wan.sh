@@ -4,7 +4,7 @@
 # Prints one Markdown table; see bench/README.md for what each column means.
 #
 # usage: bench/wan.sh [--profile NAME] [--size MiB] [--time-cap SECONDS]
-#                     [--only aftp,aftp-fixed,iperf3,scp,sftp,rsync,uftp]
+#                     [--only aftp,aftp-fixed,aftp-faux,iperf3,scp,sftp,rsync,uftp]
 #                     [--json FILE]
 #                     [--aftp PATH] [--rate RATE|auto] [--iperf-seconds N]
 #                     [--retries N] [--wan-opt ARG]...
@@ -15,9 +15,11 @@
 #   --size      file size in MiB (default 256)
 #   --time-cap  slow tools are stopped after this many seconds and reported
 #               as capped with the rate they reached (default 60)
-#   --only      tools to run, in this order (default: all but aftp-fixed);
-#               aftp runs with its default (adaptive) policy, aftp-fixed with
-#               --policy fixed
+#   --only      tools to run, in this order (default: all but aftp-fixed and
+#               aftp-faux); aftp runs with its default (adaptive) policy,
+#               aftp-fixed with --policy fixed, aftp-faux as aftp but from
+#               faux:// to faux:// (no file: sizes beyond memory, no disk
+#               in the figures; alone, it needs no random file either)
 #   --json      also write one JSON line per tool to FILE
 #   --aftp      the aftp binary (default: the newest build*/cli/aftp that is
 #               not a sanitizer or fuzzing build); netem/aftp-linkemu is taken
@@ -39,7 +41,8 @@
 #   --seconds   length of one --compete run (default 40)
 #   --join      --compete aftp: when the second flow starts (default 10)
 #   --tcp-cc    the TCP flow's congestion control (default cubic)
-# Environment: AFTP_WAN_DIR holds the file and the copies (default /dev/shm
+# Environment: AFTP_BENCH_KEEP=1 keeps the work directory (logs, progress).
+# AFTP_WAN_DIR holds the file and the copies (default /dev/shm
 # when it has room, else $TMPDIR or /tmp: see bench/wan/scratch.sh).
 # Run as root: installs the baseline tools (Debian packages) when missing.
 # Exit status: 0, 1 when a tool failed or did not verify, 2 usage, 3 when the
@@ -95,12 +98,12 @@ packages=(time python3 iproute2 procps coreutils findutils)
 [ -z "$compete" ] || packages+=(nftables iperf3)
 for tool in "${tools[@]}"; do
     case $tool in
-    aftp|aftp-fixed) ;;
+    aftp|aftp-fixed|aftp-faux) ;;
     iperf3) packages+=(iperf3) ;;
     scp|sftp) packages+=(openssh-client openssh-server) ;;
     rsync) packages+=(openssh-client openssh-server rsync) ;;
     uftp) packages+=(uftp) ;;
-    *) die "unknown tool '$tool' (aftp, aftp-fixed, iperf3, scp, sftp, rsync, uftp)" ;;
+    *) die "unknown tool '$tool' (aftp, aftp-fixed, aftp-faux, iperf3, scp, sftp, rsync, uftp)" ;;
     esac
 done
 # shellcheck source=scripts/deps.sh
@@ -142,6 +145,15 @@ if [[ " ${wan_opts[*]} " != *" --linkemu "* ]]; then
     [ -z "$linkemu" ] || wan_opts+=(--linkemu "$linkemu")
 fi
 
+# The work directory (samples, logs, progress of every run) goes at exit,
+# unless AFTP_BENCH_KEEP=1 asks to keep it for a closer look.
+keep_or_remove_work() {
+    if [ "${AFTP_BENCH_KEEP:-0}" = 1 ]; then
+        trap 'echo "bench/wan: kept $work" >&2' EXIT
+    else
+        trap 'rm -rf "$work"' EXIT
+    fi
+}
 # shellcheck source=bench/wan/scratch.sh
 . "$here/wan/scratch.sh"
 
@@ -149,7 +161,7 @@ fi
 if [ -n "$compete" ]; then
     # Up to two sources and their copies, each a run at 1 Gbit/s.
     work=$(mktemp -d "$(pick_scratch_dir $((4 * (seconds + 5) * 125000000)))/aftp-wan-compete.XXXXXX")
-    trap 'rm -rf "$work"' EXIT
+    keep_or_remove_work
     echo "$(nproc) cores, $(uname -r), $(date -u +%Y-%m-%dT%H:%MZ); command: bench/wan.sh" \
          "--compete $compete --policies $policies --seconds $seconds --join $join" \
          "--tcp-cc $tcp_cc --profile $profile (aftp: ${aftp#"$root"/}," \
@@ -165,14 +177,18 @@ if [ -n "$compete" ]; then
 fi
 
 # --- the file, the run, the table ----------------------------------------------
-work=$(mktemp -d "$(pick_scratch_dir $((3 * size_mib * 1048576)))/aftp-wan-bench.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-echo "bench/wan: writing a ${size_mib} MiB random file in $work" >&2
-head -c "$((size_mib * 1048576))" /dev/urandom >"$work/bench.bin"
+# aftp-faux alone moves no file: no space needed, none written.
+file_mib=$size_mib
+[ "$only" != aftp-faux ] || file_mib=0
+work=$(mktemp -d "$(pick_scratch_dir $((3 * file_mib * 1048576)))/aftp-wan-bench.XXXXXX")
+keep_or_remove_work
+echo "bench/wan: writing a ${file_mib} MiB random file in $work" >&2
+head -c "$((file_mib * 1048576))" /dev/urandom >"$work/bench.bin"
 sha=$(sha256sum <"$work/bench.bin" | cut -d' ' -f1)
 
 wan_rc=0
-BENCH_WORK=$work BENCH_SRC=$work/bench.bin BENCH_SRC_SHA=$sha BENCH_TOOLS=$only \
+BENCH_WORK=$work BENCH_SRC=$work/bench.bin BENCH_SRC_SHA=$sha BENCH_SIZE=$((size_mib * 1048576)) \
+BENCH_TOOLS=$only \
 BENCH_CAP=$cap BENCH_AFTP=$aftp BENCH_RATE=$rate BENCH_IPERF_SECONDS=$iperf_seconds \
 BENCH_RETRIES=$retries BENCH_RESULTS=$work/results.jsonl \
     "$root/netem/wan.sh" --profile "$profile" "${wan_opts[@]}" -- "$here/wan/run.sh" || wan_rc=$?

@@ -4,14 +4,15 @@
 # link, appending one JSON record per tool to $BENCH_RESULTS.
 #
 # Environment (set by bench/wan.sh): BENCH_WORK (scratch dir), BENCH_SRC (the
-# file), BENCH_SRC_SHA (its sha256), BENCH_TOOLS (comma list), BENCH_CAP
+# file), BENCH_SRC_SHA (its sha256), BENCH_SIZE (its size; aftp-faux's size
+# when that runs alone and the file is empty), BENCH_TOOLS (comma list), BENCH_CAP
 # (seconds), BENCH_AFTP (binary), BENCH_RATE (aftp --rate or "auto"),
 # BENCH_IPERF_SECONDS, BENCH_RETRIES, BENCH_RESULTS; and netem/wan.sh's WAN_*
 # variables.
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 work=$BENCH_WORK src=$BENCH_SRC cap=$BENCH_CAP
-size=$(stat -c %s "$src")
+size=$BENCH_SIZE
 clk_tck=$(getconf CLK_TCK)
 read -r -a snd <<<"$WAN_SND_EXEC" # command prefixes: run a command on a host
 read -r -a rcv <<<"$WAN_RCV_EXEC"
@@ -131,15 +132,16 @@ emu_fields() { # sets EMU_FIELDS: key=value words on the emulator since emu_befo
 
 # --- aftp ------------------------------------------------------------------------
 run_aftp() { # tool [aftp send options...]
-    local tool=$1 dst=$work/dst.aftp limit
+    local tool=$1 dst=$work/dst.aftp from=$src limit
     shift
     mkdir -p "$dst"
+    [ "$tool" != aftp-faux ] || { from="faux:///$(basename "$src")?$size" dst=faux://; }
     # Long enough for the whole file at a quarter of the link rate.
     limit=$(awk -v b="$size" -v r="$WAN_FWD_RATE_BPS" -v c="$cap" \
         'BEGIN { t = 4 * b * 8 / r + 30; printf "%d", (t > c ? t : c) }')
     emu_before
     local start=$EPOCHREALTIME rc=0
-    "$here/aftp_pair.sh" "$BENCH_AFTP" "$src" "$dst" "$BENCH_RATE" "$limit" "$work/aftp" "$@" ||
+    "$here/aftp_pair.sh" "$BENCH_AFTP" "$from" "$dst" "$BENCH_RATE" "$limit" "$work/aftp" "$@" ||
         rc=$?
     local secs summary retrans verified=false error='' bytes=0
     secs=$(time_field "$work/aftp.send.time" 1)
@@ -147,8 +149,12 @@ run_aftp() { # tool [aftp send options...]
     summary=$(cat "$work/aftp.send.out" 2>/dev/null)
     retrans=$(printf '%s' "$summary" | sed -n 's/.* \([0-9.]*\)% retransmitted.*/\1/p')
     # A copy can be complete even when a side failed afterwards: show both.
-    bytes=$(stat -c %s "$dst/$(basename "$src")" 2>/dev/null || echo 0)
-    sha_matches "$dst/$(basename "$src")" && verified=true
+    if [ "$dst" = faux:// ]; then # verified by the receiver, over zeros
+        [ "$rc" -ne 0 ] || { bytes=$size verified=true; }
+    else
+        bytes=$(stat -c %s "$dst/$(basename "$src")" 2>/dev/null || echo 0)
+        sha_matches "$dst/$(basename "$src")" && verified=true
+    fi
     if [ "$rc" -ne 0 ]; then
         error="send exit $(cat "$work/aftp.send.rc"), recv exit $(cat "$work/aftp.recv.rc"):"
         error="$error $(tail -n 1 "$work/aftp.send.err")"
@@ -159,13 +165,15 @@ run_aftp() { # tool [aftp send options...]
     local options=${*:-"(default policy)"} rate_used
     rate_used=$(cat "$work/aftp.rate")
     [ "$rate_used" = none ] && rate_used="(no --rate)" || rate_used="--rate $rate_used"
-    record kind=tool tool="$tool" label="aftp $options $rate_used" framing=aftp \
+    local what=aftp
+    [ "$dst" != faux:// ] || what="aftp faux://"
+    record kind=tool tool="$tool" label="$what $options $rate_used" framing=aftp \
         bytes="$bytes" seconds="$secs" capped=false verified="$verified" error="$error" \
         retrans_pct="${retrans:-null}" cpu_snd_s="$(time_field "$work/aftp.send.time" 2)" \
         cpu_rcv_s="$(time_field "$work/aftp.recv.time" 2)" \
         note="own summary: ${summary#*: }" "${EMU_FIELDS[@]}" "${steady[@]}"
     rm -f "$work/aftp.progress"
-    rm -rf "$dst"
+    [ "$dst" = faux:// ] || rm -rf "$dst"
 }
 
 # --- iperf3: the TCP ceiling, memory to memory ------------------------------------
@@ -340,6 +348,7 @@ run_tool() { # tool: its record(s) appended to $BENCH_RESULTS
     case $1 in
     aftp) run_aftp aftp ;;
     aftp-fixed) run_aftp aftp-fixed --policy fixed ;;
+    aftp-faux) run_aftp aftp-faux ;;
     iperf3)
         run_iperf3 iperf3 "iperf3 TCP, default buffers (memory)" \
             "autotuning up to tcp_wmem $("${snd[@]}" cat /proc/sys/net/ipv4/tcp_wmem | awk '{print $3}') B (sender), tcp_rmem $("${rcv[@]}" cat /proc/sys/net/ipv4/tcp_rmem | awk '{print $3}') B (receiver)"
