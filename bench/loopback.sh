@@ -17,6 +17,10 @@
 #                  cipher: 9000 sends jumbo datagrams of 8952 bytes, as on a
 #                  jumbo-frame LAN (loopback carries 64 KiB)
 #   AFTP_SEND_OPTS="--policy fixed"  extra aftp send options for every run
+#   FAUX=0         1: aftp sends faux:///src.bin?SIZE into --dir faux://
+#                  (zeros, no file on either side): the protocol, crypto and
+#                  sockets alone, without the page handling of the files
+#                  (scp and iperf3 rows are unchanged)
 #   REPEAT=1       runs of each aftp and scp configuration, interleaved
 #                  (each run is a row; the ratios compare medians)
 #   SCP=1          also scp through a private sshd on 127.0.0.1 (0: skip)
@@ -80,8 +84,13 @@ mkdir -m 700 "$keys"
 "$AFTP" keygen -f "$keys/send" -C bench-sender >/dev/null
 
 aftp_label() { # rate cipher mtu
-    echo "aftp --cipher $2 --rate $1 --mtu $3${AFTP_SEND_OPTS:+ $AFTP_SEND_OPTS}"
+    echo "aftp${FAUX_LABEL} --cipher $2 --rate $1 --mtu $3${AFTP_SEND_OPTS:+ $AFTP_SEND_OPTS}"
 }
+# What aftp sends, and where to.
+FAUX_LABEL='' aftp_src=$work/src.bin aftp_dst=$work/dst aftp_where="$fstype to $fstype"
+if [ "${FAUX:-0}" = 1 ]; then
+    FAUX_LABEL=' faux://' aftp_src="faux:///src.bin?$bytes" aftp_dst=faux:// aftp_where="no files"
+fi
 
 # Memory the next run's receiver will write into, touched and freed just
 # before (WARMUP): the guest reuses it instead of faulting in fresh pages.
@@ -105,7 +114,7 @@ aftp_run() { # rate cipher mtu
         send_sec+=(--cipher "$cipher")
     fi
     warm_memory
-    /usr/bin/time -v -o "$work/recv.time" "$AFTP" recv --listen 127.0.0.1:0 --dir "$work/dst" \
+    /usr/bin/time -v -o "$work/recv.time" "$AFTP" recv --listen 127.0.0.1:0 --dir "$aftp_dst" \
         --once --mtu "$mtu" "${recv_sec[@]}" >"$work/recv.out" 2>"$work/recv.err" &
     local rpid=$!
     for _ in $(seq 100); do grep -q "listening on" "$work/recv.err" && break; sleep 0.05; done
@@ -114,10 +123,10 @@ aftp_run() { # rate cipher mtu
     # shellcheck disable=SC2086 # AFTP_SEND_OPTS: option words on purpose
     /usr/bin/time -v -o "$work/send.time" "$AFTP" send "${send_sec[@]}" --rate "$rate" \
         --mtu "$mtu" \
-        ${AFTP_SEND_OPTS-} "$work/src.bin" "127.0.0.1:$port" >"$work/send.out" 2>"$work/send.err" ||
+        ${AFTP_SEND_OPTS-} "$aftp_src" "127.0.0.1:$port" >"$work/send.out" 2>"$work/send.err" ||
         { cat "$work/send.err" >&2; exit 1; }
-    wait "$rpid"
-    cmp "$work/src.bin" "$work/dst/src.bin" >&2
+    wait "$rpid" || { cat "$work/recv.err" >&2; exit 1; }
+    [ "$aftp_dst" = faux:// ] || cmp "$work/src.bin" "$work/dst/src.bin" >&2
     local goodput own retx secs used wall
     wall=$(wall_s "$work/send.time")
     goodput=$(awk -v b="$bytes" -v s="$wall" 'BEGIN{printf "%.1f", b * 8 / s / 1e6}')
@@ -128,7 +137,7 @@ aftp_run() { # rate cipher mtu
     row "$(aftp_label "$rate" "$cipher" "$mtu")" "$goodput" \
         "$(cpu_s "$work/send.time")" "$(cpu_s "$work/recv.time")" \
         "$(rss_mib "$work/send.time")" "$(rss_mib "$work/recv.time")" \
-        "$used; $fstype to $fstype; ${wall} s wall clock; aftp's own figure $own Mbit/s in $secs s from the handshake; $retx% retransmitted"
+        "$used; $aftp_where; ${wall} s wall clock; aftp's own figure $own Mbit/s in $secs s from the handshake; $retx% retransmitted"
     rm -f "$work/dst/src.bin"
 }
 if [ "${WARMUP:-1}" != 0 ]; then
