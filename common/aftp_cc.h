@@ -34,8 +34,11 @@
  *              RTT becomes the minimum. When 3 futile cuts come again
  *              within 10 s, the queue is held by loss-based traffic
  *              (TCP): FAIR (and HIGH) then compete, taking
- *              only loss as congestion (a finer margin, CUBIC-like cuts,
- *              probes of 1.1 x) until the queue is gone.
+ *              only loss as congestion (any loss the baseline does not
+ *              explain, as TCP; CUBIC-like cuts; probes of 1.1 x, and FAIR
+ *              regrows no faster than a CUBIC window) until the queue is
+ *              gone. A spell of 5 s or more is remembered for 30 s: a
+ *              queue that stands again then resumes competing at once.
  * A new minimum RTT takes two samples in a row below the old one: a lone
  * low sample comes from a busy endpoint's late timestamps.
  * bw is the windowed maximum (10 rounds; past startup, of the median of
@@ -187,6 +190,10 @@ typedef struct aftp_cc {
     unsigned futile_cuts;       /* delay cuts in a row that did not shrink it */
     uint64_t futile_probe_ns;   /* PROBE_RTT for futile cuts last began; 0: never */
     int competing;              /* a queue we cannot shrink: only loss is congestion */
+    uint64_t compete_start_ns;  /* when competing last began */
+    uint64_t compete_end_ns;    /* when a long spell of competing last ended; 0: never */
+    uint64_t compete_wmax_bps;  /* FAIR competing: the rate before the latest loss cut... */
+    uint64_t compete_epoch_ns;  /* ...and when it came: growth since is CUBIC's */
 } aftp_cc;
 
 void aftp_cc_init(aftp_cc *cc, const aftp_cc_config *cfg, uint64_t now_ns);
