@@ -18,7 +18,6 @@ typedef struct send_args {
     aftp_cli_security sec;
     const char *file;
     char faux_name[AFTP_PATH_MAX_COMPONENT + 1]; /* FILE is faux:///NAME?SIZE: NAME */
-    uint64_t faux_size;
     const char *peer_text;
     struct sockaddr_storage peer;
     socklen_t peer_len;
@@ -109,9 +108,10 @@ static int parse_send_args(int argc, char **argv, send_args *a)
     }
     a->file = argv[optind];
     a->peer_text = argv[optind + 1];
-    if (aftp_faux_is(a->file)) {
+    if (aftp_faux_is(a->file)) { /* checked here, before any socket: a usage error */
         char why[512];
-        if (aftp_faux_parse(a->file, a->faux_name, &a->faux_size, why, sizeof why) != AFTP_OK) {
+        uint64_t size;
+        if (aftp_faux_parse(a->file, a->faux_name, &size, why, sizeof why) != AFTP_OK) {
             aftp_cli_error("%s", why);
             return AFTP_EXIT_USAGE;
         }

@@ -88,11 +88,6 @@ const uint8_t *aftp_faux_zeros(size_t len)
     return zeros;
 }
 
-static int sink_fail(aftp_faux_sink *k, int err, const char *what, const char *detail)
-{
-    return aftp_path_report_fail(&k->report, err, what, detail);
-}
-
 static int sink_open(void *user, const aftp_file_info *info)
 {
     aftp_faux_sink *k = user;
@@ -102,7 +97,8 @@ static int sink_open(void *user, const aftp_file_info *info)
     if (rc != AFTP_OK)
         return rc;
     if (aftp_faux_zeros(0) == NULL)
-        return sink_fail(k, AFTP_ERR_NO_MEMORY, "cannot map zero pages for", NULL);
+        return aftp_path_report_fail(&k->report, AFTP_ERR_NO_MEMORY, "cannot map zero pages for",
+                                     NULL);
     k->open = 1;
     k->file_id = info->file_id;
     k->size = info->size;
@@ -125,8 +121,9 @@ static int sink_write(void *user, uint32_t file_id, uint64_t off, const uint8_t 
     if (rc != AFTP_OK)
         return rc;
     if (memcmp(data, aftp_faux_zeros(len), len) != 0)
-        return sink_fail(k, AFTP_ERR_IO, "a faux:// destination takes only a faux:// source:",
-                         "it has bytes other than zeros (receive it into a directory)");
+        return aftp_path_report_fail(&k->report, AFTP_ERR_IO,
+                                     "a faux:// destination takes only a faux:// source:",
+                                     "it has bytes other than zeros (receive it into a directory)");
     return AFTP_OK;
 }
 

@@ -9,6 +9,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "aftp_faux.h"
+
 /* Keep this much behind the furthest read resident: repairs of recent
  * losses hit memory; older ones fault their page back in. */
 #define SOURCE_KEEP (UINT64_C(8) << 20)

@@ -17,8 +17,8 @@
 #include <stdint.h>
 
 #include "aftp/aftp_engine.h"
-#include "aftp_faux.h"
 #include "aftp_mapguard.h"
+#include "aftp_path.h"
 #include "aftp_resident.h"
 
 typedef struct aftp_source {

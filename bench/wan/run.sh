@@ -134,8 +134,11 @@ emu_fields() { # sets EMU_FIELDS: key=value words on the emulator since emu_befo
 run_aftp() { # tool [aftp send options...]
     local tool=$1 dst=$work/dst.aftp from=$src limit
     shift
-    mkdir -p "$dst"
-    [ "$tool" != aftp-faux ] || { from="faux:///$(basename "$src")?$size" dst=faux://; }
+    if [ "$tool" = aftp-faux ]; then
+        from="faux:///$(basename "$src")?$size" dst=faux://
+    else
+        mkdir -p "$dst"
+    fi
     # Long enough for the whole file at a quarter of the link rate.
     limit=$(awk -v b="$size" -v r="$WAN_FWD_RATE_BPS" -v c="$cap" \
         'BEGIN { t = 4 * b * 8 / r + 30; printf "%d", (t > c ? t : c) }')
