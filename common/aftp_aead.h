@@ -21,7 +21,9 @@
  * Memory: a context lives in sodium_malloc'd memory (guard pages, never
  * swapped where mlock works), read-only once keyed, and is wiped by
  * aftp_aead_del; the cipher's key schedule lives in OpenSSL's context,
- * which OpenSSL wipes when aftp_aead_del frees it. Sealing and opening
+ * which OpenSSL allocates in sodium_malloc'd memory too (aftp_keymem.h:
+ * unless the process used OpenSSL before aftp) and aftp_aead_del wipes and
+ * frees. Sealing and opening
  * reuse that context's per-packet state: a context serves one thread at a
  * time.
  *
