@@ -23,9 +23,8 @@
  * aftp_aead_del; the cipher's key schedule lives in OpenSSL's context,
  * which OpenSSL allocates in sodium_malloc'd memory too (aftp_keymem.h:
  * unless the process used OpenSSL before aftp) and aftp_aead_del wipes and
- * frees. Sealing and opening
- * reuse that context's per-packet state: a context serves one thread at a
- * time.
+ * frees. Sealing and opening reuse that context's per-packet state: a
+ * context serves one thread at a time.
  *
  * Opening into scratch (receiver design rule): an AEAD writes the output
  * before it knows whether the tag verifies (OpenSSL leaves unauthenticated

@@ -118,11 +118,14 @@ static void *keymem_realloc(void *ptr, size_t num, const char *file, int line)
     size_t old = registry_lookup(ptr, 0);
     if (old == 0)
         return realloc(ptr, num);
-    void *moved = num ? guarded_alloc(num) : NULL;
-    if (num != 0 && moved == NULL)
+    if (num == 0) {
+        keymem_free(ptr, file, line);
+        return NULL;
+    }
+    void *moved = guarded_alloc(num);
+    if (moved == NULL)
         return NULL; /* realloc's contract: the old block stays */
-    if (moved != NULL)
-        memcpy(moved, ptr, old < num ? old : num);
+    memcpy(moved, ptr, old < num ? old : num);
     keymem_free(ptr, file, line);
     return moved;
 }

@@ -139,6 +139,20 @@ static void test_guarded_block_stays_guarded(void **state)
     assert_false(aftp_keymem_holds(marker, sizeof marker));
 }
 
+/* realloc to 0 bytes frees a guarded block, as realloc does. */
+static void test_guarded_block_realloc_to_zero(void **state)
+{
+    (void)state;
+    size_t before = aftp_keymem_blocks();
+    aftp_keymem_begin();
+    char *block = OPENSSL_malloc(100);
+    aftp_keymem_end();
+    assert_non_null(block);
+    assert_int_equal(aftp_keymem_blocks(), before + 1);
+    assert_null(OPENSSL_realloc(block, 0));
+    assert_int_equal(aftp_keymem_blocks(), before);
+}
+
 /* "late": OpenSSL allocated before aftp's first call. */
 static void test_openssl_used_first(void **state)
 {
@@ -163,6 +177,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_many_contexts),
         cmocka_unit_test(test_other_allocations_stay_plain),
         cmocka_unit_test(test_guarded_block_stays_guarded),
+        cmocka_unit_test(test_guarded_block_realloc_to_zero),
     };
     return cmocka_run_group_tests_name("keymem", tests, NULL, NULL);
 }
