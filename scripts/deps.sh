@@ -2,6 +2,8 @@
 # on Debian 12 (apt-get, as root). Packages already present are not fetched again.
 aftp_packages=(build-essential cmake pkg-config clang libsodium-dev libssl-dev libuv1-dev libxxhash-dev
                libcmocka-dev iproute2 python3 python3-cryptography
+               libclang-rt-14-dev # libFuzzer and the sanitizers' runtimes for clang: only a Recommends of clang's
+                                  # own packages, which --no-install-recommends leaves out
                iputils-ping procps util-linux # netem: ping, sysctl, nsenter/unshare/setpriv
                iperf3 time) # bench/loopback.sh: iperf3 baselines, GNU time for CPU and RSS
 
