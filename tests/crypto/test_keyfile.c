@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <sodium.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +16,7 @@
 #include <unistd.h>
 
 #include "aftp/aftp_error.h"
+#include "common/aftp_handshake.h"
 #include "common/aftp_keyfile.h"
 
 enum { KEY = AFTP_KEYFILE_KEY_LEN };
@@ -353,6 +356,40 @@ static void test_private_key_content_rejected(void **state)
                      AFTP_ERR_NOT_FOUND);
 }
 
+/* ---- the example of spec Appendix B.6 ---- */
+
+#define B6_PRIVATE "aftp-private-key NGw81CoHuXrH/35z1n7AyCk/qyLs0DwGaExGDtmKQIQ=\n"
+#define B6_PUBLIC "aftp-x25519 dKAzyLHOBO7zH4MBxUrMEf8MWu89+BH06q0FP6xq1H4= alice@ingest1\n"
+#define B6_FINGERPRINT "SHA256:WxaFaztSgHORaP6G2XTN9rDajrCHg2uZHs88fM0Dna8"
+#define B6_KNOWN_HOST "server.example:7400 aftp-x25519 dKAzyLHOBO7zH4MBxUrMEf8MWu89+BH06q0FP6xq1H4=\n"
+
+/* The spec's example is what this code reads and derives: the public key
+ * of the private file, its fingerprint, the known-hosts entry. */
+static void test_spec_example(void **state)
+{
+    (void)state;
+    char err[256], fp[64];
+    uint8_t secret[KEY], derived[KEY], listed[KEY], hash[crypto_hash_sha256_BYTES];
+    write_text(path_in_dir("b6"), B6_PRIVATE, 0600);
+    write_text(path_in_dir("b6.pub"), B6_PUBLIC, 0644);
+    assert_int_equal(aftp_keyfile_read_private(path_in_dir("b6"), secret, err, sizeof err), AFTP_OK);
+    assert_int_equal(aftp_keyfile_read_public(path_in_dir("b6.pub"), listed, err, sizeof err),
+                     AFTP_OK);
+    assert_int_equal(aftp_hs_public_key(secret, derived), AFTP_OK);
+    assert_memory_equal(derived, listed, KEY);
+
+    crypto_hash_sha256(hash, listed, KEY);
+    memcpy(fp, "SHA256:", 7);
+    sodium_bin2base64(fp + 7, sizeof fp - 7, hash, sizeof hash,
+                      sodium_base64_VARIANT_ORIGINAL_NO_PADDING);
+    assert_string_equal(fp, B6_FINGERPRINT);
+
+    assert_int_equal(aftp_keyfile_known_hosts_check("b6", B6_KNOWN_HOST, strlen(B6_KNOWN_HOST),
+                                                    "server.example:7400", listed, err,
+                                                    sizeof err),
+                     AFTP_OK);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -368,6 +405,7 @@ int main(void)
         cmocka_unit_test(test_private_key_file),
         cmocka_unit_test(test_private_key_permissions),
         cmocka_unit_test(test_private_key_content_rejected),
+        cmocka_unit_test(test_spec_example),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
