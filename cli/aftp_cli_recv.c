@@ -10,6 +10,7 @@
 #include "aftp_parse.h"
 #include "aftp_path.h"
 #include "aftp_serve.h"
+#include "aftp_store.h"
 #include "common/aftp_keyfile.h"
 
 typedef struct recv_args {
@@ -226,17 +227,37 @@ static int serve(const recv_args *a, recv_app *app, int dirfd)
     return aftp_cli_exit_code(rc);
 }
 
+/* The destination directory, open, once it is known that files can be
+ * created in it: a server that cannot store anything says so when it
+ * starts, not at its first client. */
+static int open_destination(const char *dir, int *dirfd)
+{
+    char why[160];
+    *dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (*dirfd < 0) {
+        aftp_cli_error("cannot use destination directory %s: %s (--dir must name an existing "
+                       "directory)", dir, strerror(errno));
+        return AFTP_EXIT_LOCAL_FILE;
+    }
+    if (aftp_store_check_dir(*dirfd, why, sizeof why) == AFTP_OK)
+        return AFTP_EXIT_OK;
+    aftp_cli_error("cannot use destination directory %s: %s", dir, why);
+    close(*dirfd);
+    *dirfd = -1;
+    return AFTP_EXIT_LOCAL_FILE;
+}
+
 static int run_recv(const recv_args *args)
 {
     const recv_args a = *args;
     recv_app app;
     recv_keys keys;
     /* --dir faux:// keeps nothing (aftp_faux.h) */
-    int faux = strcmp(a.dir, AFTP_FAUX_PREFIX) == 0;
-    int dirfd = faux ? -1 : open(a.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dirfd < 0 && !faux) {
-        aftp_cli_error("cannot use destination directory %s: %s", a.dir, strerror(errno));
-        return AFTP_EXIT_LOCAL_FILE;
+    int dirfd = -1;
+    if (strcmp(a.dir, AFTP_FAUX_PREFIX) != 0) {
+        int rc = open_destination(a.dir, &dirfd);
+        if (rc != AFTP_EXIT_OK)
+            return rc;
     }
     memset(&keys, 0, sizeof keys);
     aftp_cli_report_init(&app.report, 0, a.common.quiet);

@@ -1,5 +1,6 @@
 #include "aftp_serve.h"
 
+#include <errno.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
@@ -94,7 +95,7 @@ static int open_session_socket(const aftp_serve_opts *o, aftp_udp *listener, aft
     int rc = aftp_udp_local_addr(listener, &local);
     if (rc == AFTP_OK)
         rc = aftp_udp_open(sess, (struct sockaddr *)&local, addr_len((struct sockaddr *)&local),
-                           aftp_io_max_datagram(o->max_datagram), 1);
+                           aftp_io_max_datagram(o->max_datagram), AFTP_UDP_PORT_SESSION);
     if (rc == AFTP_OK)
         rc = aftp_udp_connect(sess, (const struct sockaddr *)&client->addr,
                               addr_len((const struct sockaddr *)&client->addr));
@@ -198,13 +199,20 @@ static void poll_listener_while_busy(void *ctx, uint64_t now_ns)
     pump_listener(st);
 }
 
+/* The server's own stop: its operator's interrupt (a signal), as opposed
+ * to a client that cancelled or failed, which ends that session only. */
+static int stopped_locally(const aftp_serve_opts *o)
+{
+    return o->hooks.interrupt != NULL && *o->hooks.interrupt;
+}
+
 /* Waits for a new client's HELLO on the listener and starts its session
  * (engine fed, session socket open). */
 static int accept_session(serve_state *st)
 {
     const aftp_serve_opts *o = st->o;
     while (st->d->receiver == NULL) {
-        if (o->hooks.interrupt && *o->hooks.interrupt)
+        if (stopped_locally(o))
             return AFTP_ERR_CANCELLED;
         aftp_udp_wait(&st->listener, SERVE_ACCEPT_POLL_NS);
         int rc = pump_listener(st);
@@ -242,7 +250,7 @@ static int handshake_refused(const aftp_io_result *res)
                                res->error == AFTP_ERR_AUTH || res->error == AFTP_ERR_REPLAY);
 }
 
-static int serve_one(serve_state *st, aftp_io_result *res)
+static void serve_one(serve_state *st, aftp_io_result *res)
 {
     const aftp_serve_opts *o = st->o;
     aftp_io_ctx ctx = {.res = res, .hooks = &o->hooks};
@@ -273,18 +281,32 @@ static int serve_one(serve_state *st, aftp_io_result *res)
     if (!o->faux)
         aftp_store_fini(&ctx.storage.store);
     aftp_udp_close(&sess);
-    return res->error;
+}
+
+/* Why the listener could not be opened, and what to do. */
+static const char *listen_failure(int sys_errno, int rc)
+{
+    switch (sys_errno) {
+    case 0: return aftp_strerror(rc);
+    case EADDRINUSE:
+        return "address in use (another program holds this port, perhaps another 'aftp recv'; "
+               "stop it or choose another port)";
+    case EACCES: return "permission denied (ports below 1024 need root or CAP_NET_BIND_SERVICE)";
+    case EADDRNOTAVAIL: return "no interface of this host has that address";
+    default: return strerror(sys_errno);
+    }
 }
 
 static int open_listener(const aftp_serve_opts *o, aftp_udp *udp, aftp_io_result *res)
 {
     /* It reads only HELLOs (1200 bytes) and key requests: a session's
      * datagrams go to that session's own socket. */
-    int rc = aftp_udp_open(udp, o->listen, o->listen_len, AFTP_IO_DATAGRAM, 1);
+    int rc = aftp_udp_open(udp, o->listen, o->listen_len, AFTP_IO_DATAGRAM, AFTP_UDP_PORT_SERVE);
     if (rc != AFTP_OK) {
         char where[64];
         aftp_format_addr(o->listen, where, sizeof where);
-        snprintf(res->message, sizeof res->message, "cannot listen on %s", where);
+        snprintf(res->message, sizeof res->message, "cannot listen on %s: %s", where,
+                 listen_failure(udp->sys_errno, rc));
         return rc;
     }
     if (udp->drop.threshold)
@@ -322,11 +344,12 @@ int aftp_serve_run(const aftp_serve_opts *o, aftp_io_result *res)
     }
     if (st.gate.force_retry)
         aftp_io_warn(&o->hooks, "test RETRY shim active (" AFTP_GATE_RETRY_ENV ")");
+    /* Whatever a session ended with (its client cancelled, vanished or
+     * failed verification), only the local stop ends the server. */
     do {
-        rc = serve_one(&st, res);
-    } while ((!o->once || handshake_refused(res)) && rc != AFTP_ERR_CANCELLED &&
-             !(o->hooks.interrupt && *o->hooks.interrupt));
+        serve_one(&st, res);
+    } while ((!o->once || handshake_refused(res)) && !stopped_locally(o));
     aftp_gate_fini(&st.gate);
     aftp_udp_close(&st.listener);
-    return res->error;
+    return o->once ? res->error : AFTP_OK;
 }

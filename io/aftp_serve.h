@@ -32,9 +32,17 @@ typedef struct aftp_serve_opts {
     void (*on_session_end)(void *app, const aftp_io_result *res, const struct sockaddr *peer);
 } aftp_serve_opts;
 
-/* Serves sessions until an interrupt (AFTP_ERR_CANCELLED), a socket
- * failure, or with `once` the end of the first session that was not
- * refused at the handshake, whose result is then in *res and returned. */
+/* Serves sessions until the local stop (hooks.interrupt set, e.g. by
+ * SIGINT/SIGTERM), or with `once` until the end of the first session that
+ * was not refused at the handshake. A session's client that cancels
+ * (CLOSE(CANCELLED)), vanishes or fails ends that session only: its result
+ * goes to on_session_end and the next client is served.
+ * Returns: with `once`, that session's result (also in *res;
+ * AFTP_ERR_CANCELLED when stopped before it ended); without `once`,
+ * AFTP_OK after the local stop (a session in progress is cancelled and
+ * reported to on_session_end). When the server cannot start (the
+ * listener), its error, with res->phase AFTP_IO_PHASE_LOCAL and the
+ * reason in res->message. */
 int aftp_serve_run(const aftp_serve_opts *o, aftp_io_result *res);
 
 #endif /* AFTP_SERVE_H */
