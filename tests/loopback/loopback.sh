@@ -806,6 +806,134 @@ usage)
     "$AFTP" --version >"$WORK/version.out"
     expect_rc "--version" $? 0
     expect_text "$WORK/version.out" "^aftp [0-9]+\.[0-9]+\.[0-9]+" ;;
+# ---- the serving receiver: its clients, its port, its destination ----
+serve_outlives_clients)
+    # A receiver serving without --once outlives a client that cancels
+    # (SIGINT), one that is killed (SIGKILL) and one whose file fails
+    # verification (the receiver's temporary file is overwritten under it,
+    # as a failing disk or another writer would), serving the next client
+    # byte-exact each time; SIGTERM then ends it with status 0.
+    make_file big.bin $((16 << 20))
+    make_file ok.bin 70000
+    start_recv --idle-timeout 5
+    slow_send() { # runs a slow send of big.bin in the background: SLOW_PID
+        "$AFTP" send "${SEND_KEYS[@]}" --policy fixed --rate 20M "$WORK/big.bin" \
+            "127.0.0.1:$PORT" >"$WORK/slow.out" 2>"$WORK/slow.err" &
+        SLOW_PID=$!
+    }
+    next_client_served() { # what: ok.bin goes through, byte-exact
+        send "$WORK/ok.bin"
+        expect_rc "aftp send after a client that $1" "$SEND_RC" 0
+        cmp -s "$WORK/ok.bin" "$WORK/dst/ok.bin" || fail "ok.bin differs after a client that $1"
+        rm "$WORK/dst/ok.bin"
+    }
+    slow_send
+    sleep 1
+    kill -INT "$SLOW_PID"
+    wait "$SLOW_PID"
+    expect_rc "aftp send interrupted" $? 7
+    next_client_served "cancelled"
+    slow_send
+    sleep 1
+    kill -KILL "$SLOW_PID"
+    wait "$SLOW_PID"
+    next_client_served "was killed"
+    slow_send
+    for _ in $(seq 100); do
+        tmp=$(find "$WORK/dst" -name '.big.bin.aftp-*' | head -n 1)
+        [ -n "$tmp" ] && break
+        sleep 0.05
+    done
+    [ -n "$tmp" ] || fail "no temporary file for big.bin"
+    # The first 64 KiB arrived within 0.3 s at 20 Mbit/s; the receiver
+    # reads them back once it holds 8 MiB (aftp_engine.h), seconds later.
+    sleep 0.3
+    dd if=/dev/urandom of="$tmp" bs=64k count=1 conv=notrunc status=none
+    wait "$SLOW_PID"
+    expect_rc "aftp send of a file that fails verification" $? 6
+    [ ! -e "$WORK/dst/big.bin" ] || fail "a file that failed verification was delivered"
+    next_client_served "failed verification"
+    stop_recv
+    expect_rc "aftp recv stopped by SIGTERM" "$RECV_RC" 0
+    expect_text "$WORK/recv.err" "transfer from 127\.0\.0\.1:[0-9]+ .*failed: .*digest" ;;
+serve_sigint)
+    # The operator's Ctrl-C stops a serving receiver with status 0 too; with
+    # --once the status is the transfer's: 7 when stopped before it ended.
+    start_recv
+    kill -INT "$RECV_PID"
+    wait_recv
+    expect_rc "aftp recv stopped by SIGINT" "$RECV_RC" 0
+    start_recv --once
+    kill -TERM "$RECV_PID"
+    wait_recv
+    expect_rc "aftp recv --once stopped before any transfer" "$RECV_RC" 7 ;;
+busy_port)
+    # A second receiver on a port another one holds fails at once and says
+    # why; the first one keeps serving.
+    start_recv
+    for addr in 127.0.0.1 0.0.0.0; do
+        timeout 10 "$AFTP" recv --listen "$addr:$PORT" --dir "$WORK/dst" "${RECV_KEYS[@]}" \
+            >/dev/null 2>"$WORK/second.err"
+        expect_rc "a second aftp recv on $addr:$PORT" $? 4
+        expect_text "$WORK/second.err" "^aftp: error: cannot listen on ${addr//./\\.}:$PORT: address in use \(another program holds this port, perhaps another 'aftp recv'"
+    done
+    make_file src.bin 70000
+    send "$WORK/src.bin"
+    expect_rc "aftp send to the first receiver" "$SEND_RC" 0
+    cmp -s "$WORK/src.bin" "$WORK/dst/src.bin" || fail "received file differs"
+    stop_recv ;;
+dest_unusable)
+    # A destination that does not exist, is not a directory, or where no
+    # file can be created: refused when the receiver starts (status 3),
+    # before it listens.
+    recv_into() { # DIR [wrapper...]: a receiver that must not start
+        local dir=$1
+        shift
+        "$@" timeout 10 "$AFTP" recv --listen 127.0.0.1:0 --dir "$dir" "${RECV_KEYS[@]}" \
+            >/dev/null 2>"$WORK/r.err"
+        RECV_RC=$?
+        grep -q "listening" "$WORK/r.err" && fail "aftp recv into $dir started listening"
+    }
+    recv_into "$WORK/nope"
+    expect_rc "aftp recv into a missing directory" "$RECV_RC" 3
+    expect_text "$WORK/r.err" "^aftp: error: cannot use destination directory .*/nope: No such file or directory \(--dir must name an existing directory\)$"
+    : >"$WORK/afile"
+    recv_into "$WORK/afile"
+    expect_rc "aftp recv into a file" "$RECV_RC" 3
+    expect_text "$WORK/r.err" "^aftp: error: cannot use destination directory .*/afile: Not a directory"
+    # Unwritable: permission bits do not stop root, a read-only mount does.
+    if [ "$(id -u)" -ne 0 ]; then
+        chmod 555 "$WORK/dst"
+        recv_into "$WORK/dst" env
+        chmod 755 "$WORK/dst"
+        want="Permission denied"
+    elif unshare -m true 2>/dev/null; then
+        recv_into "$WORK/dst" unshare -m --propagation private sh -c \
+            'mount -t tmpfs -o ro tmpfs "$0" && exec "$@"' "$WORK/dst"
+        want="Read-only file system"
+    else
+        echo "SKIP: root without unshare -m cannot make a read-only destination"
+        exit 77
+    fi
+    expect_rc "aftp recv into an unwritable directory" "$RECV_RC" 3
+    expect_text "$WORK/r.err" "^aftp: error: cannot use destination directory .*/dst: cannot create a file in it: $want$" ;;
+overwrite_directory)
+    # A directory at the final name is never replaced, --overwrite or not:
+    # the sender is refused with PATH_REJECTED (not "needs --overwrite"),
+    # the receiver says what is in the way, the directory is untouched.
+    mkdir "$WORK/dst/src.bin"
+    echo keep >"$WORK/dst/src.bin/inside"
+    make_file src.bin 5000
+    touch "$WORK/stamp"
+    start_recv --once --overwrite
+    send "$WORK/src.bin"
+    wait_recv
+    expect_rc "aftp send" "$SEND_RC" 5
+    expect_rc "aftp recv" "$RECV_RC" 5
+    grep -q -e "--overwrite" "$WORK/send.err" && fail "the sender was told to use --overwrite"
+    expect_text "$WORK/recv.err" "cannot store src\.bin: a directory is there, and only files are replaced"
+    [ "$(cat "$WORK/dst/src.bin/inside")" = keep ] || fail "the directory was changed"
+    [ -z "$(find "$WORK/dst" -name '.src.bin.aftp-*')" ] || fail "temporary left behind" ;;
 *)
     echo "unknown case $CASE" >&2
     exit 2 ;;
