@@ -118,20 +118,54 @@ static void authorized_comment(const recv_keys *k, const uint8_t *key, char *out
         fclose(f);
 }
 
-/* "from ADDR key aftp-x25519 <base64> "comment"": who a session was with. */
-static void describe_client(const recv_app *ra, const aftp_io_result *res,
-                            const struct sockaddr *peer, char *out, size_t cap)
+/* "from ADDR key aftp-x25519 <base64> "comment"": who a client is. */
+static void describe_key(const recv_app *ra, const struct sockaddr *peer, const uint8_t *client_key,
+                         char *out, size_t cap)
 {
     char who[64], key[128], comment[256];
     aftp_format_addr(peer, who, sizeof who);
-    if (!res->have_peer_key) {
-        snprintf(out, cap, "from %s%s", who, res->connected ? " (unauthenticated)" : "");
-        return;
-    }
-    aftp_cli_format_key(res->peer_key, key, sizeof key);
-    authorized_comment(ra->keys, res->peer_key, comment, sizeof comment);
+    aftp_cli_format_key(client_key, key, sizeof key);
+    authorized_comment(ra->keys, client_key, comment, sizeof comment);
     snprintf(out, cap, "from %s key %s%s%s%s", who, key, comment[0] ? " \"" : "", comment,
              comment[0] ? "\"" : "");
+}
+
+/* Who a session was with. */
+static void describe_client(const recv_app *ra, const aftp_io_result *res,
+                            const struct sockaddr *peer, char *out, size_t cap)
+{
+    char who[64];
+    if (res->have_peer_key) {
+        describe_key(ra, peer, res->peer_key, out, cap);
+        return;
+    }
+    aftp_format_addr(peer, who, sizeof who);
+    snprintf(out, cap, "from %s%s", who, res->connected ? " (unauthenticated)" : "");
+}
+
+/* A HELLO that started nothing: the client was told nothing (spec 14.2.5),
+ * its operator is, at most AFTP_SERVE_DROP_REPORTS times a minute. */
+static void on_hello_dropped(void *app, const struct sockaddr *from, int why,
+                             const uint8_t *client_key, uint64_t unreported)
+{
+    recv_app *ra = app;
+    char client[512], reason[320], more[96] = "";
+    if (unreported > 0)
+        snprintf(more, sizeof more, " (and %llu more dropped handshakes not reported)",
+                 (unsigned long long)unreported);
+    if (why == AFTP_SERVE_DROP_UNOPENED) {
+        aftp_format_addr(from, client, sizeof client);
+        aftp_cli_error("a client at %s sent a handshake this server cannot open (it may have "
+                       "pinned another server key)%s", client, more);
+        return;
+    }
+    describe_key(ra, from, client_key, client, sizeof client);
+    if (why == AFTP_SERVE_DROP_TIMESTAMP)
+        aftp_admit_explain(&ra->keys->admit, reason, sizeof reason);
+    else
+        snprintf(reason, sizeof reason, "the rest of its handshake does not open with this "
+                                        "server's pre-shared key (--psk-file differs)");
+    aftp_cli_error("ignored a handshake %s: %s%s", client, reason, more);
 }
 
 static void on_session_end(void *app, const aftp_io_result *res, const struct sockaddr *peer)
@@ -215,7 +249,8 @@ static int serve(const recv_args *a, recv_app *app, int dirfd)
                           * --mtu decides (the smaller of the two is used). */
                          .max_datagram = aftp_cli_max_datagram(&a->common, AFTP_IO_MAX_MTU),
                          .hooks = aftp_cli_report_hooks(&app->report),
-                         .on_listening = on_listening, .on_session_end = on_session_end};
+                         .on_listening = on_listening, .on_session_end = on_session_end,
+                         .on_hello_dropped = on_hello_dropped};
     int rc = load_recv_keys(a, &app->report, app->keys, &o.security);
     if (rc != AFTP_EXIT_OK)
         return rc;

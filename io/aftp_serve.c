@@ -41,27 +41,20 @@ static int same_addr(const struct sockaddr *a, const struct sockaddr_storage *b)
     return x->sin_port == y->sin_port && x->sin_addr.s_addr == y->sin_addr.s_addr;
 }
 
-static int new_receiver(const aftp_serve_opts *o, aftp_io_ctx *ctx, aftp_receiver **out)
-{
-    aftp_receiver_settings set;
-    aftp_receiver_settings_default(&set);
-    set.conn_id = aftp_io_random_conn_id();
-    set.max_datagram = aftp_io_max_datagram(o->max_datagram);
-    if (o->idle_timeout_ns)
-        set.idle_timeout_ns = o->idle_timeout_ns;
-    set.storage = o->faux ? &aftp_faux_sink_ops : &aftp_store_ops;
-    set.on_event = aftp_io_on_event;
-    set.user = &ctx->storage;
-    set.security = o->security;
-    return aftp_receiver_new(&set, aftp_drive_now_ns(), out);
-}
-
 /* The client a session is for: its address and its connection id (the
  * HELLO header carries the client's own id). */
 typedef struct serve_client {
     struct sockaddr_storage addr;
     uint32_t conn_id;
 } serve_client;
+
+/* How far the HELLO being started got with the admission policy, so a
+ * HELLO that started nothing can be explained (enum aftp_serve_drop). */
+typedef struct serve_probe {
+    int looked_up;  /* message 1 opened as far as the client's key */
+    int ts_refused; /* the policy refused its timestamp */
+    uint8_t key[AFTP_KEY_LEN];
+} serve_probe;
 
 /* What the server keeps across sessions, and the current session's parts. */
 typedef struct serve_state {
@@ -72,7 +65,55 @@ typedef struct serve_state {
     aftp_io_ctx *ctx;     /* the current session's */
     aftp_drive *d;
     uint64_t next_poll_ns; /* when a session next looks at the listener */
+    serve_probe probe;
+    serve_client last_drop;      /* the HELLO last reported as dropped */
+    uint64_t drop_period_ns;     /* start of the current report period */
+    unsigned drop_reports;       /* dropped HELLOs reported in it */
+    uint64_t drops_unreported;   /* kept back since the last report */
 } serve_state;
+
+/* The admission policy, as the receiver calls it, noting what it saw. */
+static int probe_lookup(void *user, const uint8_t *client_key, uint8_t *psk)
+{
+    serve_state *st = user;
+    const aftp_peer_policy *policy = &st->o->security.peers;
+    st->probe.looked_up = 1;
+    memcpy(st->probe.key, client_key, AFTP_KEY_LEN);
+    return policy->lookup(policy->user, client_key, psk);
+}
+
+static int probe_check_timestamp(void *user, const uint8_t *client_key, const uint8_t *ts)
+{
+    serve_state *st = user;
+    const aftp_peer_policy *policy = &st->o->security.peers;
+    int rc = policy->check_timestamp != NULL
+                 ? policy->check_timestamp(policy->user, client_key, ts)
+                 : AFTP_OK;
+    st->probe.ts_refused = rc != AFTP_OK;
+    return rc;
+}
+
+static int new_receiver(serve_state *st, aftp_receiver **out)
+{
+    const aftp_serve_opts *o = st->o;
+    aftp_io_ctx *ctx = st->ctx;
+    aftp_receiver_settings set;
+    aftp_receiver_settings_default(&set);
+    set.conn_id = aftp_io_random_conn_id();
+    set.max_datagram = aftp_io_max_datagram(o->max_datagram);
+    if (o->idle_timeout_ns)
+        set.idle_timeout_ns = o->idle_timeout_ns;
+    set.storage = o->faux ? &aftp_faux_sink_ops : &aftp_store_ops;
+    set.on_event = aftp_io_on_event;
+    set.user = &ctx->storage;
+    set.security = o->security;
+    if (o->security.peers.lookup != NULL) {
+        aftp_peer_policy probe = {.lookup = probe_lookup,
+                                  .check_timestamp = probe_check_timestamp, .user = st};
+        set.security.peers = probe;
+    }
+    return aftp_receiver_new(&set, aftp_drive_now_ns(), out);
+}
 
 /* A session starts only with a full-size HELLO of our version, and not
  * with a late copy of the HELLO of the session just served. */
@@ -121,24 +162,58 @@ static void answer_unknown_version(aftp_udp *listener, const uint8_t *pkt, size_
         aftp_udp_send_to(listener, reply, n, from);
 }
 
+/* Tells the operator why a HELLO from `from` started nothing, within
+ * the rate limit (AFTP_SERVE_DROP_REPORTS per period), once per client
+ * attempt: the copies a client resends (same address, same id) are the
+ * same handshake. */
+static void report_dropped_hello(serve_state *st, const struct sockaddr *from, uint32_t conn_id,
+                                 uint64_t now)
+{
+    const aftp_serve_opts *o = st->o;
+    if (o->on_hello_dropped == NULL ||
+        (conn_id == st->last_drop.conn_id && same_addr(from, &st->last_drop.addr)))
+        return;
+    memcpy(&st->last_drop.addr, from, addr_len(from));
+    st->last_drop.conn_id = conn_id;
+    if (now - st->drop_period_ns >= AFTP_SERVE_DROP_PERIOD_NS) {
+        st->drop_period_ns = now;
+        st->drop_reports = 0;
+    }
+    if (st->drop_reports == AFTP_SERVE_DROP_REPORTS) {
+        st->drops_unreported++;
+        return;
+    }
+    st->drop_reports++;
+    int why = st->probe.ts_refused  ? AFTP_SERVE_DROP_TIMESTAMP
+              : st->probe.looked_up ? AFTP_SERVE_DROP_PSK
+                                    : AFTP_SERVE_DROP_UNOPENED;
+    o->on_hello_dropped(o->hooks.app, from, why,
+                        why == AFTP_SERVE_DROP_UNOPENED ? NULL : st->probe.key,
+                        st->drops_unreported);
+    st->drops_unreported = 0;
+}
+
 /* A new receiver for this HELLO. The engine drops, in silence, a HELLO it
  * does not accept (a handshake that does not authenticate, a replay): the
  * receiver is then discarded at once, so such a datagram never holds the
- * server for an idle timeout. */
+ * server for an idle timeout, and the operator is told why. */
 static int start_session(serve_state *st, const uint8_t *pkt, size_t len,
                          const struct sockaddr *from)
 {
     aftp_wire_header h;
     aftp_stats stats;
     aftp_wire_header_decode(pkt, len, &h);
-    int rc = new_receiver(st->o, st->ctx, &st->d->receiver);
+    int rc = new_receiver(st, &st->d->receiver);
     if (rc != AFTP_OK)
         return rc;
-    aftp_drive_feed(st->d, aftp_drive_now_ns(), pkt, len);
+    uint64_t now = aftp_drive_now_ns();
+    memset(&st->probe, 0, sizeof st->probe);
+    aftp_drive_feed(st->d, now, pkt, len);
     aftp_receiver_get_stats(st->d->receiver, &stats);
     if (stats.packets_dropped > 0) {
         aftp_receiver_del(st->d->receiver);
         st->d->receiver = NULL;
+        report_dropped_hello(st, from, h.conn_id, now);
         return AFTP_OK;
     }
     memcpy(&st->client.addr, from, addr_len(from));

@@ -15,6 +15,21 @@
 
 #include "aftp_push.h"
 
+/* Why a HELLO started nothing. The wire says nothing (spec section
+ * 14.2.5: silence); the server's operator is told. */
+enum aftp_serve_drop {
+    AFTP_SERVE_DROP_UNOPENED = 1, /* message 1 did not open: the client pinned another
+                                   * server key, or the datagram is no client's */
+    AFTP_SERVE_DROP_PSK,          /* the client's key opened, the rest did not: the
+                                   * pre-shared keys differ */
+    AFTP_SERVE_DROP_TIMESTAMP     /* the admission policy refused its timestamp (a
+                                   * replay, a clock far off) */
+};
+/* At most this many dropped HELLOs are reported per period: a flood of
+ * them cannot fill the log. */
+#define AFTP_SERVE_DROP_REPORTS 6u
+#define AFTP_SERVE_DROP_PERIOD_NS UINT64_C(60000000000)
+
 typedef struct aftp_serve_opts {
     const struct sockaddr *listen;
     socklen_t listen_len;
@@ -30,6 +45,13 @@ typedef struct aftp_serve_opts {
     void (*on_listening)(void *app, const struct sockaddr *local);
     /* optional: a session ended with `res` */
     void (*on_session_end)(void *app, const aftp_io_result *res, const struct sockaddr *peer);
+    /* optional: a HELLO from `from` started nothing, `why` (enum
+     * aftp_serve_drop); client_key: the client's static key (PSK,
+     * TIMESTAMP), else NULL; `unreported`: drops since the last call that
+     * the rate limit (AFTP_SERVE_DROP_REPORTS per period) kept back. For
+     * TIMESTAMP the policy itself knows why (aftp_admit_explain). */
+    void (*on_hello_dropped)(void *app, const struct sockaddr *from, int why,
+                             const uint8_t *client_key, uint64_t unreported);
 } aftp_serve_opts;
 
 /* Serves sessions until the local stop (hooks.interrupt set, e.g. by

@@ -934,6 +934,36 @@ overwrite_directory)
     expect_text "$WORK/recv.err" "cannot store src\.bin: a directory is there, and only files are replaced"
     [ "$(cat "$WORK/dst/src.bin/inside")" = keep ] || fail "the directory was changed"
     [ -z "$(find "$WORK/dst" -name '.src.bin.aftp-*')" ] || fail "temporary left behind" ;;
+dropped_hellos_logged)
+    # Handshakes the server answers with silence (spec 14.2.5) are
+    # explained in its log, at most 6 lines a minute: a client that pinned
+    # another server key, one whose pre-shared key differs (named by its
+    # key). The server then serves a right client.
+    "$AFTP" keygen -f "$KEYS/psk" >/dev/null && "$AFTP" keygen -f "$KEYS/psk2" >/dev/null
+    RECV_KEYS+=(--psk-file "$KEYS/psk")
+    start_recv
+    SEND_KEYS=(--identity "$KEYS/send" --peer-key "$KEYS/send.pub" --psk-file "$KEYS/psk")
+    make_file src.bin 5000
+    send "$WORK/src.bin" --idle-timeout 2
+    expect_rc "aftp send with a wrong server key" "$SEND_RC" 4
+    expect_text "$WORK/recv.err" "^aftp: error: a client at 127\.0\.0\.1:[0-9]+ sent a handshake this server cannot open \(it may have pinned another server key\)$"
+    SEND_KEYS=(--identity "$KEYS/send" --peer-key "$KEYS/recv.pub" --psk-file "$KEYS/psk2")
+    send "$WORK/src.bin" --idle-timeout 2
+    expect_rc "aftp send with another psk" "$SEND_RC" 4
+    expect_fixed "$WORK/recv.err" "key $(key_of "$KEYS/send.pub") \"sender\": the rest of its handshake does not open with this server's pre-shared key (--psk-file differs)"
+    # one line per attempt (not per resent HELLO), 6 attempts a minute
+    [ "$(grep -c "handshake" "$WORK/recv.err")" -eq 2 ] || fail "not one line per attempt"
+    for _ in 1 2 3 4 5; do
+        send "$WORK/src.bin" --idle-timeout 1
+    done
+    lines=$(grep -c "handshake" "$WORK/recv.err")
+    [ "$lines" -eq 6 ] || fail "$lines lines about 7 dropped handshakes within a minute, 6 expected"
+    SEND_KEYS=(--identity "$KEYS/send" --peer-key "$KEYS/recv.pub" --psk-file "$KEYS/psk")
+    send "$WORK/src.bin"
+    expect_rc "aftp send with the right keys" "$SEND_RC" 0
+    cmp -s "$WORK/src.bin" "$WORK/dst/src.bin" || fail "received file differs"
+    stop_recv
+    expect_rc "aftp recv" "$RECV_RC" 0 ;;
 *)
     echo "unknown case $CASE" >&2
     exit 2 ;;
