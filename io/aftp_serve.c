@@ -151,17 +151,6 @@ static int open_session_socket(const aftp_serve_opts *o, aftp_udp *listener, aft
     return rc;
 }
 
-/* Spec section 12.2: a long datagram in a version we do not speak gets a
- * VERSION_NEG, without any session or state. */
-static void answer_unknown_version(aftp_udp *listener, const uint8_t *pkt, size_t len,
-                                   const struct sockaddr *from)
-{
-    uint8_t reply[AFTP_WIRE_VERSION_NEG_REPLY_LEN];
-    size_t n;
-    if (aftp_wire_version_neg_reply(pkt, len, reply, sizeof reply, &n) == 1)
-        aftp_udp_send_to(listener, reply, n, from);
-}
-
 /* Tells the operator why a HELLO from `from` started nothing, within
  * the rate limit (AFTP_SERVE_DROP_REPORTS per period), once per client
  * attempt: the copies a client resends (same address, same id) are the
@@ -234,12 +223,15 @@ static int on_listener_datagram(serve_state *st, const uint8_t *pkt, size_t len,
         aftp_drive_feed(st->d, now, pkt, len);
         return AFTP_OK;
     }
+    uint32_t now_s = (uint32_t)(now / 1000000000u);
     if (!is_new_hello(pkt, len, from, &st->client)) {
-        answer_unknown_version(&st->listener, pkt, len, from);
+        /* Spec section 12.2: a long datagram in a version we do not speak
+         * gets a VERSION_NEG, without any session or state. */
+        if (aftp_gate_version_neg(&st->gate, pkt, len, now_s, reply, &reply_len))
+            aftp_udp_send_to(&st->listener, reply, reply_len, from);
         return AFTP_OK;
     }
-    switch (aftp_gate_hello(&st->gate, pkt, len, from, busy, (uint32_t)(now / 1000000000u),
-                            reply, &reply_len)) {
+    switch (aftp_gate_hello(&st->gate, pkt, len, from, busy, now_s, reply, &reply_len)) {
     case AFTP_GATE_START: return start_session(st, pkt, len, from);
     case AFTP_GATE_RETRY:
     case AFTP_GATE_SERVER_KEY: aftp_udp_send_to(&st->listener, reply, reply_len, from); break;
