@@ -964,6 +964,54 @@ dropped_hellos_logged)
     cmp -s "$WORK/src.bin" "$WORK/dst/src.bin" || fail "received file differs"
     stop_recv
     expect_rc "aftp recv" "$RECV_RC" 0 ;;
+replayed_hello_logged)
+    # A recorded HELLO played again from another address: the server
+    # refuses its timestamp in silence (spec 14.2.4), logs it with the
+    # client's key and the reason, and serves the next client.
+    command -v python3 >/dev/null || { echo "SKIP: python3 needed to record and replay a HELLO"; exit 77; }
+    start_recv
+    # A relay between client and server that keeps the client's first
+    # datagram (its HELLO).
+    python3 - "$PORT" "$WORK/hello.bin" >"$WORK/relay.port" <<'PY' &
+import select, socket, sys, time
+server = ("127.0.0.1", int(sys.argv[1]))
+c = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); c.bind(("127.0.0.1", 0))
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("127.0.0.1", 0))
+print(c.getsockname()[1], flush=True)
+client = None
+end = time.time() + 60
+while time.time() < end:
+    for sock in select.select([c, s], [], [], 0.5)[0]:
+        data, src = sock.recvfrom(65536)
+        if sock is c:
+            if client is None:
+                open(sys.argv[2], "wb").write(data)
+            client = src
+            s.sendto(data, server)
+        elif client is not None:
+            c.sendto(data, client)
+PY
+    RELAY=$!
+    for _ in $(seq 100); do [ -s "$WORK/relay.port" ] && break; sleep 0.05; done
+    make_file src.bin 5000
+    "$AFTP" send "${SEND_KEYS[@]}" "$WORK/src.bin" "127.0.0.1:$(cat "$WORK/relay.port")" \
+        >"$WORK/send.out" 2>"$WORK/send.err"
+    SEND_RC=$?
+    kill "$RELAY"
+    expect_rc "aftp send through the relay" "$SEND_RC" 0
+    [ -s "$WORK/hello.bin" ] || fail "the relay recorded no HELLO"
+    python3 -c 'import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.sendto(open(sys.argv[2], "rb").read(), ("127.0.0.1", int(sys.argv[1])))' "$PORT" "$WORK/hello.bin"
+    for _ in $(seq 100); do grep -q "replayed" "$WORK/recv.err" && break; sleep 0.05; done
+    expect_fixed "$WORK/recv.err" "key $(key_of "$KEYS/send.pub") \"sender\": its handshake repeats one already used: a replayed HELLO"
+    expect_text "$WORK/recv.err" "^aftp: error: ignored a handshake from 127\.0\.0\.1:[0-9]+ key "
+    rm "$WORK/dst/src.bin"
+    send "$WORK/src.bin"
+    expect_rc "aftp send after the replay" "$SEND_RC" 0
+    cmp -s "$WORK/src.bin" "$WORK/dst/src.bin" || fail "received file differs"
+    stop_recv
+    expect_rc "aftp recv" "$RECV_RC" 0 ;;
 *)
     echo "unknown case $CASE" >&2
     exit 2 ;;
