@@ -5,8 +5,10 @@
  * bound to the listening port and connected to its client. Other clients'
  * HELLOs meanwhile get a RETRY (io/aftp_gate.h) and are served when they
  * come again after the session; a HELLO that does not authenticate
- * starts nothing, and one that asks for the server's key (KEY_REQUEST) is
- * answered with SERVER_KEY, busy or not, and starts nothing either.
+ * starts nothing (the operator learns why: on_hello_dropped), and one that
+ * asks for the server's key (KEY_REQUEST) is answered with SERVER_KEY,
+ * busy or not, and starts nothing either. The listener's port is the
+ * server's alone (aftp_udp.h, AFTP_UDP_PORT_SERVE).
  */
 #ifndef AFTP_SERVE_H
 #define AFTP_SERVE_H
