@@ -10,6 +10,7 @@
 #include "aftp_parse.h"
 #include "aftp_path.h"
 #include "aftp_serve.h"
+#include "aftp_store.h"
 #include "common/aftp_keyfile.h"
 
 typedef struct recv_args {
@@ -117,20 +118,54 @@ static void authorized_comment(const recv_keys *k, const uint8_t *key, char *out
         fclose(f);
 }
 
-/* "from ADDR key aftp-x25519 <base64> "comment"": who a session was with. */
-static void describe_client(const recv_app *ra, const aftp_io_result *res,
-                            const struct sockaddr *peer, char *out, size_t cap)
+/* "from ADDR key aftp-x25519 <base64> "comment"": who a client is. */
+static void describe_key(const recv_app *ra, const struct sockaddr *peer, const uint8_t *client_key,
+                         char *out, size_t cap)
 {
     char who[64], key[128], comment[256];
     aftp_format_addr(peer, who, sizeof who);
-    if (!res->have_peer_key) {
-        snprintf(out, cap, "from %s%s", who, res->connected ? " (unauthenticated)" : "");
-        return;
-    }
-    aftp_cli_format_key(res->peer_key, key, sizeof key);
-    authorized_comment(ra->keys, res->peer_key, comment, sizeof comment);
+    aftp_cli_format_key(client_key, key, sizeof key);
+    authorized_comment(ra->keys, client_key, comment, sizeof comment);
     snprintf(out, cap, "from %s key %s%s%s%s", who, key, comment[0] ? " \"" : "", comment,
              comment[0] ? "\"" : "");
+}
+
+/* Who a session was with. */
+static void describe_client(const recv_app *ra, const aftp_io_result *res,
+                            const struct sockaddr *peer, char *out, size_t cap)
+{
+    char who[64];
+    if (res->have_peer_key) {
+        describe_key(ra, peer, res->peer_key, out, cap);
+        return;
+    }
+    aftp_format_addr(peer, who, sizeof who);
+    snprintf(out, cap, "from %s%s", who, res->connected ? " (unauthenticated)" : "");
+}
+
+/* A HELLO that started nothing: the client was told nothing (spec 14.2.5),
+ * its operator is, at most AFTP_SERVE_DROP_REPORTS times a minute. */
+static void on_hello_dropped(void *app, const struct sockaddr *from, int why,
+                             const uint8_t *client_key, uint64_t unreported)
+{
+    recv_app *ra = app;
+    char client[512], reason[320], more[96] = "";
+    if (unreported > 0)
+        snprintf(more, sizeof more, " (and %llu more dropped handshakes not reported)",
+                 (unsigned long long)unreported);
+    if (why == AFTP_SERVE_DROP_UNOPENED) {
+        aftp_format_addr(from, client, sizeof client);
+        aftp_cli_error("a client at %s sent a handshake this server cannot open (it may have "
+                       "pinned another server key)%s", client, more);
+        return;
+    }
+    describe_key(ra, from, client_key, client, sizeof client);
+    if (why == AFTP_SERVE_DROP_TIMESTAMP)
+        aftp_admit_explain(&ra->keys->admit, reason, sizeof reason);
+    else
+        snprintf(reason, sizeof reason, "the rest of its handshake does not open with this "
+                                        "server's pre-shared key (--psk-file differs)");
+    aftp_cli_error("ignored a handshake %s: %s%s", client, reason, more);
 }
 
 static void on_session_end(void *app, const aftp_io_result *res, const struct sockaddr *peer)
@@ -214,7 +249,8 @@ static int serve(const recv_args *a, recv_app *app, int dirfd)
                           * --mtu decides (the smaller of the two is used). */
                          .max_datagram = aftp_cli_max_datagram(&a->common, AFTP_IO_MAX_MTU),
                          .hooks = aftp_cli_report_hooks(&app->report),
-                         .on_listening = on_listening, .on_session_end = on_session_end};
+                         .on_listening = on_listening, .on_session_end = on_session_end,
+                         .on_hello_dropped = on_hello_dropped};
     int rc = load_recv_keys(a, &app->report, app->keys, &o.security);
     if (rc != AFTP_EXIT_OK)
         return rc;
@@ -226,17 +262,37 @@ static int serve(const recv_args *a, recv_app *app, int dirfd)
     return aftp_cli_exit_code(rc);
 }
 
+/* The destination directory, open, once it is known that files can be
+ * created in it: a server that cannot store anything says so when it
+ * starts, not at its first client. */
+static int open_destination(const char *dir, int *dirfd)
+{
+    char why[160];
+    *dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (*dirfd < 0) {
+        aftp_cli_error("cannot use destination directory %s: %s (--dir must name an existing "
+                       "directory)", dir, strerror(errno));
+        return AFTP_EXIT_LOCAL_FILE;
+    }
+    if (aftp_store_check_dir(*dirfd, why, sizeof why) == AFTP_OK)
+        return AFTP_EXIT_OK;
+    aftp_cli_error("cannot use destination directory %s: %s", dir, why);
+    close(*dirfd);
+    *dirfd = -1;
+    return AFTP_EXIT_LOCAL_FILE;
+}
+
 static int run_recv(const recv_args *args)
 {
     const recv_args a = *args;
     recv_app app;
     recv_keys keys;
     /* --dir faux:// keeps nothing (aftp_faux.h) */
-    int faux = strcmp(a.dir, AFTP_FAUX_PREFIX) == 0;
-    int dirfd = faux ? -1 : open(a.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dirfd < 0 && !faux) {
-        aftp_cli_error("cannot use destination directory %s: %s", a.dir, strerror(errno));
-        return AFTP_EXIT_LOCAL_FILE;
+    int dirfd = -1;
+    if (strcmp(a.dir, AFTP_FAUX_PREFIX) != 0) {
+        int rc = open_destination(a.dir, &dirfd);
+        if (rc != AFTP_EXIT_OK)
+            return rc;
     }
     memset(&keys, 0, sizeof keys);
     aftp_cli_report_init(&app.report, 0, a.common.quiet);

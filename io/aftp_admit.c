@@ -1,8 +1,10 @@
 #include "aftp_admit.h"
 
 #include <sodium.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 
 void aftp_admit_init(aftp_admit *a, const aftp_keyfile_list *keys, const uint8_t *psk)
@@ -72,17 +74,21 @@ static int seen_before(const aftp_admit_seen *e, uint64_t ts_ns)
     return 0;
 }
 
-/* The replay rule of aftp_admit.h. */
-static int acceptable(const aftp_admit_seen *e, uint64_t ts_ns)
+/* The replay rule of aftp_admit.h: AFTP_ADMIT_NO_REFUSAL, or why not
+ * (with what ts_ns had to exceed in *bound). */
+static int replay_check(const aftp_admit_seen *e, uint64_t ts_ns, uint64_t *bound)
 {
     uint64_t window_start = e->latest_ns > AFTP_ADMIT_WINDOW_NS ? e->latest_ns - AFTP_ADMIT_WINDOW_NS : 0;
-    uint64_t bound = e->floor_ns > window_start ? e->floor_ns : window_start;
-    return ts_ns > bound && !seen_before(e, ts_ns);
+    *bound = e->floor_ns > window_start ? e->floor_ns : window_start;
+    if (seen_before(e, ts_ns))
+        return AFTP_ADMIT_REPEATED;
+    return ts_ns > *bound ? AFTP_ADMIT_NO_REFUSAL : AFTP_ADMIT_OLD;
 }
 
-/* Remembers ts_ns; when the list is full the oldest entry goes, and no
- * timestamp up to it is accepted from then on. */
-static void remember(aftp_admit_seen *e, uint64_t ts_ns)
+/* Remembers ts_ns, accepted at now_ns; when the list is full the oldest
+ * entry goes, and no timestamp up to it is accepted from then on. The
+ * window follows the server's clock at most (aftp_admit.h). */
+static void remember(aftp_admit_seen *e, uint64_t ts_ns, uint64_t now_ns)
 {
     if (e->recent_count == AFTP_ADMIT_RECENT) {
         unsigned oldest = 0;
@@ -94,26 +100,81 @@ static void remember(aftp_admit_seen *e, uint64_t ts_ns)
         e->recent[oldest] = e->recent[--e->recent_count];
     }
     e->recent[e->recent_count++] = ts_ns;
-    if (ts_ns > e->latest_ns)
-        e->latest_ns = ts_ns;
+    uint64_t counted = ts_ns < now_ns ? ts_ns : now_ns;
+    if (counted > e->latest_ns)
+        e->latest_ns = counted;
+}
+
+/* Records a refusal for aftp_admit_explain; returns AFTP_ERR_REPLAY, the
+ * policy's one refusal code (the engine drops the HELLO in silence). */
+static int refuse(aftp_admit *a, const uint8_t *key, int kind, uint64_t ts_ns, uint64_t now_ns,
+                  uint64_t bound_ns)
+{
+    aftp_admit_refusal r = {.kind = kind, .ts_ns = ts_ns, .now_ns = now_ns, .bound_ns = bound_ns};
+    memcpy(r.key, key, AFTP_KEY_LEN);
+    a->refusal = r;
+    return AFTP_ERR_REPLAY;
+}
+
+/* The handshake's timestamps are Unix time: so is the bound on them. */
+static uint64_t wall_clock_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
 static int admit_check_timestamp(void *user, const uint8_t *client_key, const uint8_t *ts)
 {
     aftp_admit *a = user;
-    uint64_t ts_ns = aftp_hs_timestamp_ns(ts);
+    uint64_t ts_ns = aftp_hs_timestamp_ns(ts), now_ns = wall_clock_ns(), bound = 0;
+    if (ts_ns > now_ns + AFTP_ADMIT_MAX_AHEAD_NS)
+        return refuse(a, client_key, AFTP_ADMIT_AHEAD, ts_ns, now_ns, 0);
     aftp_admit_seen *e = find_seen(a, client_key);
-    if (e != NULL && !acceptable(e, ts_ns))
-        return AFTP_ERR_REPLAY;
+    int kind = e != NULL ? replay_check(e, ts_ns, &bound) : AFTP_ADMIT_NO_REFUSAL;
+    if (kind != AFTP_ADMIT_NO_REFUSAL)
+        return refuse(a, client_key, kind, ts_ns, now_ns, bound);
     if (e == NULL) {
         if ((e = new_seen(a)) == NULL)
             return AFTP_ERR_NO_MEMORY;
         memset(e, 0, sizeof *e);
         memcpy(e->key, client_key, AFTP_KEY_LEN);
     }
-    remember(e, ts_ns);
+    remember(e, ts_ns, now_ns);
     e->last_use = ++a->clock;
     return AFTP_OK;
+}
+
+static double seconds(uint64_t ns)
+{
+    return (double)ns / 1e9;
+}
+
+void aftp_admit_explain(const aftp_admit *a, char *buf, size_t cap)
+{
+    const aftp_admit_refusal *r = &a->refusal;
+    switch (r->kind) {
+    case AFTP_ADMIT_AHEAD:
+        snprintf(buf, cap,
+                 "its handshake timestamp is %.1f s ahead of this server's clock, more than the "
+                 "%.0f s accepted: one of the two clocks is wrong (set both by NTP)",
+                 seconds(r->ts_ns - r->now_ns), seconds(AFTP_ADMIT_MAX_AHEAD_NS));
+        break;
+    case AFTP_ADMIT_REPEATED:
+        snprintf(buf, cap, "its handshake repeats one already used: a replayed HELLO");
+        break;
+    case AFTP_ADMIT_OLD:
+        snprintf(buf, cap,
+                 "its handshake timestamp is %.1f s behind the earliest this key may use now: a replayed "
+                 "HELLO, or the client's clock went back (it is admitted again once its clock "
+                 "passes that point)",
+                 seconds(r->bound_ns - r->ts_ns));
+        break;
+    default:
+        if (cap > 0)
+            buf[0] = '\0';
+        break;
+    }
 }
 
 aftp_peer_policy aftp_admit_policy(aftp_admit *a)

@@ -11,6 +11,17 @@
  * exact repeat is always refused, and an old HELLO is refused once the
  * client moved on.
  *
+ * Clock bound: a timestamp more than AFTP_ADMIT_MAX_AHEAD_NS ahead of this
+ * server's wall clock is refused. One that is accepted ahead of it counts,
+ * as "latest accepted", only up to the server's clock at that moment (the
+ * exact value is still remembered, so a repeat of it is refused): a client
+ * whose clock ran ahead once and was then set right is admitted again at
+ * once, instead of being refused until its clock catches up with the
+ * future it once sent (spec section 14.2.4).
+ *
+ * Every refusal is recorded (aftp_admit.refusal) so the server can tell
+ * its operator why a client was turned away: aftp_admit_explain.
+ *
  * The timestamp table lives as long as the server process and holds at
  * most AFTP_ADMIT_MAX_CLIENTS keys; past that the least recently seen
  * client is forgotten (a replay of that client's older HELLO would then be
@@ -30,15 +41,38 @@
 #define AFTP_ADMIT_MAX_CLIENTS 4096u
 #define AFTP_ADMIT_RECENT 16u                         /* timestamps kept per client */
 #define AFTP_ADMIT_WINDOW_NS (UINT64_C(10) * 1000000000u) /* reordering allowed */
+/* How far ahead of this server's clock a client's may be: far more than
+ * hosts kept by NTP differ (milliseconds), and what a host left without
+ * time synchronisation drifts in weeks; a clock further off is refused,
+ * and the refusal says by how much. */
+#define AFTP_ADMIT_MAX_AHEAD_NS (UINT64_C(60) * 1000000000u)
 
 typedef struct aftp_admit_seen {
     uint8_t key[AFTP_KEY_LEN];
-    uint64_t latest_ns;                  /* latest timestamp accepted */
+    uint64_t latest_ns;                  /* latest timestamp accepted, each capped at the
+                                          * server's clock when it was accepted */
     uint64_t floor_ns;                   /* latest timestamp forgotten from `recent` */
     uint64_t recent[AFTP_ADMIT_RECENT];  /* accepted timestamps, unordered */
     unsigned recent_count;
     uint64_t last_use; /* admit->clock when last updated: eviction order */
 } aftp_admit_seen;
+
+/* Why a timestamp was refused. */
+enum aftp_admit_refusal_kind {
+    AFTP_ADMIT_NO_REFUSAL = 0,
+    AFTP_ADMIT_AHEAD,    /* more than AFTP_ADMIT_MAX_AHEAD_NS ahead of the server's clock */
+    AFTP_ADMIT_REPEATED, /* accepted before: a replayed HELLO */
+    AFTP_ADMIT_OLD       /* not later than `bound`: a replay, or the client's clock went back */
+};
+
+/* The latest refusal of a timestamp. */
+typedef struct aftp_admit_refusal {
+    int kind;           /* enum aftp_admit_refusal_kind */
+    uint8_t key[AFTP_KEY_LEN];
+    uint64_t ts_ns;     /* the refused timestamp (Unix ns) */
+    uint64_t now_ns;    /* the server's clock then */
+    uint64_t bound_ns;  /* OLD: what it had to exceed */
+} aftp_admit_refusal;
 
 typedef struct aftp_admit {
     const aftp_keyfile_list *keys; /* borrowed: the authorized keys */
@@ -49,6 +83,7 @@ typedef struct aftp_admit {
     /* the latest key refused, so the server can show it to its operator */
     uint8_t rejected[AFTP_KEY_LEN];
     int have_rejected;
+    aftp_admit_refusal refusal; /* the latest timestamp refused */
 } aftp_admit;
 
 /* keys is borrowed for the admit's lifetime; psk (AFTP_KEY_LEN bytes, or
@@ -58,5 +93,9 @@ void aftp_admit_init(aftp_admit *a, const aftp_keyfile_list *keys, const uint8_t
 void aftp_admit_fini(aftp_admit *a);
 /* The policy for aftp_security_settings.peers (user = a). */
 aftp_peer_policy aftp_admit_policy(aftp_admit *a);
+/* The latest timestamp refusal in words, with its figures, for the
+ * server's log: "its handshake timestamp is 3600.0 s ahead of this
+ * server's clock ...". Empty when none was refused. */
+void aftp_admit_explain(const aftp_admit *a, char *buf, size_t cap);
 
 #endif /* AFTP_ADMIT_H */

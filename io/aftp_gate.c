@@ -133,6 +133,23 @@ static int session_verdict(aftp_gate *g, const aftp_wire_hello *hello,
     return AFTP_GATE_DROP;
 }
 
+_Static_assert(AFTP_WIRE_VERSION_NEG_REPLY_LEN <= AFTP_GATE_REPLY_MAX, "VERSION_NEG fits a reply");
+
+int aftp_gate_version_neg(aftp_gate *g, const uint8_t *pkt, size_t len, uint32_t now_s,
+                          uint8_t *reply, size_t *reply_len)
+{
+    count_second(g, now_s);
+    if (aftp_wire_version_neg_reply(pkt, len, reply, AFTP_GATE_REPLY_MAX, reply_len) != 1)
+        return 0;
+    if (g->replies == AFTP_GATE_MAX_REPLIES) {
+        g->dropped++;
+        return 0;
+    }
+    g->replies++;
+    g->version_negs_sent++;
+    return 1;
+}
+
 int aftp_gate_hello(aftp_gate *g, const uint8_t *pkt, size_t len, const struct sockaddr *from,
                     int busy, uint32_t now_s, uint8_t *reply, size_t *reply_len)
 {

@@ -21,8 +21,9 @@
  * with SERVER_KEY (the server's static public key) whatever the load, and
  * never starts a session: a client that does not know the key yet asks
  * for it, shows its fingerprint to its user, and starts over with a normal
- * HELLO. SERVER_KEY (48 bytes) and RETRY share the per-second budget of
- * stateless replies.
+ * HELLO. SERVER_KEY (48 bytes), RETRY and VERSION_NEG (the answer to a
+ * datagram in a version we do not speak, spec section 12.2) share the
+ * per-second budget of stateless replies: past it, silence.
  *
  * TEST-ONLY: AFTP_TEST_RETRY=1 in the environment makes every HELLO without
  * a valid cookie get a RETRY, so tests exercise the exchange.
@@ -57,7 +58,7 @@ typedef struct aftp_gate {
     uint32_t second;                        /* the second the counters below count */
     unsigned unvalidated;                   /* HELLOs without a valid cookie in it */
     unsigned replies;                       /* stateless replies sent in it */
-    uint64_t retries_sent, keys_sent, dropped; /* totals, for tests and logs */
+    uint64_t retries_sent, keys_sent, version_negs_sent, dropped; /* totals, for tests and logs */
 } aftp_gate;
 
 /* A fresh random secret; reads AFTP_GATE_RETRY_ENV. server_key: the
@@ -72,5 +73,12 @@ void aftp_gate_fini(aftp_gate *g); /* wipes the secret */
  * holds the datagram to send back (reply: AFTP_GATE_REPLY_MAX bytes). */
 int aftp_gate_hello(aftp_gate *g, const uint8_t *pkt, size_t len, const struct sockaddr *from,
                     int busy, uint32_t now_s, uint8_t *reply, size_t *reply_len);
+
+/* A datagram (pkt, len) that is no HELLO of our version, at now_s: 1 when
+ * it gets a VERSION_NEG (a long datagram in a version we do not speak,
+ * spec section 12.2) within the reply budget, the datagram then in
+ * reply[0..*reply_len) (reply: AFTP_GATE_REPLY_MAX bytes); 0 otherwise. */
+int aftp_gate_version_neg(aftp_gate *g, const uint8_t *pkt, size_t len, uint32_t now_s,
+                          uint8_t *reply, size_t *reply_len);
 
 #endif /* AFTP_GATE_H */

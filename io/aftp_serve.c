@@ -1,5 +1,6 @@
 #include "aftp_serve.h"
 
+#include <errno.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
@@ -40,27 +41,20 @@ static int same_addr(const struct sockaddr *a, const struct sockaddr_storage *b)
     return x->sin_port == y->sin_port && x->sin_addr.s_addr == y->sin_addr.s_addr;
 }
 
-static int new_receiver(const aftp_serve_opts *o, aftp_io_ctx *ctx, aftp_receiver **out)
-{
-    aftp_receiver_settings set;
-    aftp_receiver_settings_default(&set);
-    set.conn_id = aftp_io_random_conn_id();
-    set.max_datagram = aftp_io_max_datagram(o->max_datagram);
-    if (o->idle_timeout_ns)
-        set.idle_timeout_ns = o->idle_timeout_ns;
-    set.storage = o->faux ? &aftp_faux_sink_ops : &aftp_store_ops;
-    set.on_event = aftp_io_on_event;
-    set.user = &ctx->storage;
-    set.security = o->security;
-    return aftp_receiver_new(&set, aftp_drive_now_ns(), out);
-}
-
 /* The client a session is for: its address and its connection id (the
  * HELLO header carries the client's own id). */
 typedef struct serve_client {
     struct sockaddr_storage addr;
     uint32_t conn_id;
 } serve_client;
+
+/* How far the HELLO being started got with the admission policy, so a
+ * HELLO that started nothing can be explained (enum aftp_serve_drop). */
+typedef struct serve_probe {
+    int looked_up;  /* message 1 opened as far as the client's key */
+    int ts_refused; /* the policy refused its timestamp */
+    uint8_t key[AFTP_KEY_LEN];
+} serve_probe;
 
 /* What the server keeps across sessions, and the current session's parts. */
 typedef struct serve_state {
@@ -71,7 +65,55 @@ typedef struct serve_state {
     aftp_io_ctx *ctx;     /* the current session's */
     aftp_drive *d;
     uint64_t next_poll_ns; /* when a session next looks at the listener */
+    serve_probe probe;
+    serve_client last_drop;      /* the HELLO last reported as dropped */
+    uint64_t drop_period_ns;     /* start of the current report period */
+    unsigned drop_reports;       /* dropped HELLOs reported in it */
+    uint64_t drops_unreported;   /* kept back since the last report */
 } serve_state;
+
+/* The admission policy, as the receiver calls it, noting what it saw. */
+static int probe_lookup(void *user, const uint8_t *client_key, uint8_t *psk)
+{
+    serve_state *st = user;
+    const aftp_peer_policy *policy = &st->o->security.peers;
+    st->probe.looked_up = 1;
+    memcpy(st->probe.key, client_key, AFTP_KEY_LEN);
+    return policy->lookup(policy->user, client_key, psk);
+}
+
+static int probe_check_timestamp(void *user, const uint8_t *client_key, const uint8_t *ts)
+{
+    serve_state *st = user;
+    const aftp_peer_policy *policy = &st->o->security.peers;
+    int rc = policy->check_timestamp != NULL
+                 ? policy->check_timestamp(policy->user, client_key, ts)
+                 : AFTP_OK;
+    st->probe.ts_refused = rc != AFTP_OK;
+    return rc;
+}
+
+static int new_receiver(serve_state *st, aftp_receiver **out)
+{
+    const aftp_serve_opts *o = st->o;
+    aftp_io_ctx *ctx = st->ctx;
+    aftp_receiver_settings set;
+    aftp_receiver_settings_default(&set);
+    set.conn_id = aftp_io_random_conn_id();
+    set.max_datagram = aftp_io_max_datagram(o->max_datagram);
+    if (o->idle_timeout_ns)
+        set.idle_timeout_ns = o->idle_timeout_ns;
+    set.storage = o->faux ? &aftp_faux_sink_ops : &aftp_store_ops;
+    set.on_event = aftp_io_on_event;
+    set.user = &ctx->storage;
+    set.security = o->security;
+    if (o->security.peers.lookup != NULL) {
+        aftp_peer_policy probe = {.lookup = probe_lookup,
+                                  .check_timestamp = probe_check_timestamp, .user = st};
+        set.security.peers = probe;
+    }
+    return aftp_receiver_new(&set, aftp_drive_now_ns(), out);
+}
 
 /* A session starts only with a full-size HELLO of our version, and not
  * with a late copy of the HELLO of the session just served. */
@@ -94,7 +136,7 @@ static int open_session_socket(const aftp_serve_opts *o, aftp_udp *listener, aft
     int rc = aftp_udp_local_addr(listener, &local);
     if (rc == AFTP_OK)
         rc = aftp_udp_open(sess, (struct sockaddr *)&local, addr_len((struct sockaddr *)&local),
-                           aftp_io_max_datagram(o->max_datagram), 1);
+                           aftp_io_max_datagram(o->max_datagram), AFTP_UDP_PORT_SESSION);
     if (rc == AFTP_OK)
         rc = aftp_udp_connect(sess, (const struct sockaddr *)&client->addr,
                               addr_len((const struct sockaddr *)&client->addr));
@@ -109,35 +151,58 @@ static int open_session_socket(const aftp_serve_opts *o, aftp_udp *listener, aft
     return rc;
 }
 
-/* Spec section 12.2: a long datagram in a version we do not speak gets a
- * VERSION_NEG, without any session or state. */
-static void answer_unknown_version(aftp_udp *listener, const uint8_t *pkt, size_t len,
-                                   const struct sockaddr *from)
+/* Tells the operator why a HELLO from `from` started nothing, within
+ * the rate limit (AFTP_SERVE_DROP_REPORTS per period), once per client
+ * attempt: the copies a client resends (same address, same id) are the
+ * same handshake. */
+static void report_dropped_hello(serve_state *st, const struct sockaddr *from, uint32_t conn_id,
+                                 uint64_t now)
 {
-    uint8_t reply[AFTP_WIRE_VERSION_NEG_REPLY_LEN];
-    size_t n;
-    if (aftp_wire_version_neg_reply(pkt, len, reply, sizeof reply, &n) == 1)
-        aftp_udp_send_to(listener, reply, n, from);
+    const aftp_serve_opts *o = st->o;
+    if (o->on_hello_dropped == NULL ||
+        (conn_id == st->last_drop.conn_id && same_addr(from, &st->last_drop.addr)))
+        return;
+    memcpy(&st->last_drop.addr, from, addr_len(from));
+    st->last_drop.conn_id = conn_id;
+    if (now - st->drop_period_ns >= AFTP_SERVE_DROP_PERIOD_NS) {
+        st->drop_period_ns = now;
+        st->drop_reports = 0;
+    }
+    if (st->drop_reports == AFTP_SERVE_DROP_REPORTS) {
+        st->drops_unreported++;
+        return;
+    }
+    st->drop_reports++;
+    int why = st->probe.ts_refused  ? AFTP_SERVE_DROP_TIMESTAMP
+              : st->probe.looked_up ? AFTP_SERVE_DROP_PSK
+                                    : AFTP_SERVE_DROP_UNOPENED;
+    o->on_hello_dropped(o->hooks.app, from, why,
+                        why == AFTP_SERVE_DROP_UNOPENED ? NULL : st->probe.key,
+                        st->drops_unreported);
+    st->drops_unreported = 0;
 }
 
 /* A new receiver for this HELLO. The engine drops, in silence, a HELLO it
  * does not accept (a handshake that does not authenticate, a replay): the
  * receiver is then discarded at once, so such a datagram never holds the
- * server for an idle timeout. */
+ * server for an idle timeout, and the operator is told why. */
 static int start_session(serve_state *st, const uint8_t *pkt, size_t len,
                          const struct sockaddr *from)
 {
     aftp_wire_header h;
     aftp_stats stats;
     aftp_wire_header_decode(pkt, len, &h);
-    int rc = new_receiver(st->o, st->ctx, &st->d->receiver);
+    int rc = new_receiver(st, &st->d->receiver);
     if (rc != AFTP_OK)
         return rc;
-    aftp_drive_feed(st->d, aftp_drive_now_ns(), pkt, len);
+    uint64_t now = aftp_drive_now_ns();
+    memset(&st->probe, 0, sizeof st->probe);
+    aftp_drive_feed(st->d, now, pkt, len);
     aftp_receiver_get_stats(st->d->receiver, &stats);
     if (stats.packets_dropped > 0) {
         aftp_receiver_del(st->d->receiver);
         st->d->receiver = NULL;
+        report_dropped_hello(st, from, h.conn_id, now);
         return AFTP_OK;
     }
     memcpy(&st->client.addr, from, addr_len(from));
@@ -158,12 +223,15 @@ static int on_listener_datagram(serve_state *st, const uint8_t *pkt, size_t len,
         aftp_drive_feed(st->d, now, pkt, len);
         return AFTP_OK;
     }
+    uint32_t now_s = (uint32_t)(now / 1000000000u);
     if (!is_new_hello(pkt, len, from, &st->client)) {
-        answer_unknown_version(&st->listener, pkt, len, from);
+        /* Spec section 12.2: a long datagram in a version we do not speak
+         * gets a VERSION_NEG, without any session or state. */
+        if (aftp_gate_version_neg(&st->gate, pkt, len, now_s, reply, &reply_len))
+            aftp_udp_send_to(&st->listener, reply, reply_len, from);
         return AFTP_OK;
     }
-    switch (aftp_gate_hello(&st->gate, pkt, len, from, busy, (uint32_t)(now / 1000000000u),
-                            reply, &reply_len)) {
+    switch (aftp_gate_hello(&st->gate, pkt, len, from, busy, now_s, reply, &reply_len)) {
     case AFTP_GATE_START: return start_session(st, pkt, len, from);
     case AFTP_GATE_RETRY:
     case AFTP_GATE_SERVER_KEY: aftp_udp_send_to(&st->listener, reply, reply_len, from); break;
@@ -198,13 +266,20 @@ static void poll_listener_while_busy(void *ctx, uint64_t now_ns)
     pump_listener(st);
 }
 
+/* The server's own stop: its operator's interrupt (a signal), as opposed
+ * to a client that cancelled or failed, which ends that session only. */
+static int stopped_locally(const aftp_serve_opts *o)
+{
+    return o->hooks.interrupt != NULL && *o->hooks.interrupt;
+}
+
 /* Waits for a new client's HELLO on the listener and starts its session
  * (engine fed, session socket open). */
 static int accept_session(serve_state *st)
 {
     const aftp_serve_opts *o = st->o;
     while (st->d->receiver == NULL) {
-        if (o->hooks.interrupt && *o->hooks.interrupt)
+        if (stopped_locally(o))
             return AFTP_ERR_CANCELLED;
         aftp_udp_wait(&st->listener, SERVE_ACCEPT_POLL_NS);
         int rc = pump_listener(st);
@@ -242,7 +317,7 @@ static int handshake_refused(const aftp_io_result *res)
                                res->error == AFTP_ERR_AUTH || res->error == AFTP_ERR_REPLAY);
 }
 
-static int serve_one(serve_state *st, aftp_io_result *res)
+static void serve_one(serve_state *st, aftp_io_result *res)
 {
     const aftp_serve_opts *o = st->o;
     aftp_io_ctx ctx = {.res = res, .hooks = &o->hooks};
@@ -273,18 +348,32 @@ static int serve_one(serve_state *st, aftp_io_result *res)
     if (!o->faux)
         aftp_store_fini(&ctx.storage.store);
     aftp_udp_close(&sess);
-    return res->error;
+}
+
+/* Why the listener could not be opened, and what to do. */
+static const char *listen_failure(int sys_errno, int rc)
+{
+    switch (sys_errno) {
+    case 0: return aftp_strerror(rc);
+    case EADDRINUSE:
+        return "address in use (another program holds this port, perhaps another 'aftp recv'; "
+               "stop it or choose another port)";
+    case EACCES: return "permission denied (ports below 1024 need root or CAP_NET_BIND_SERVICE)";
+    case EADDRNOTAVAIL: return "no interface of this host has that address";
+    default: return strerror(sys_errno);
+    }
 }
 
 static int open_listener(const aftp_serve_opts *o, aftp_udp *udp, aftp_io_result *res)
 {
     /* It reads only HELLOs (1200 bytes) and key requests: a session's
      * datagrams go to that session's own socket. */
-    int rc = aftp_udp_open(udp, o->listen, o->listen_len, AFTP_IO_DATAGRAM, 1);
+    int rc = aftp_udp_open(udp, o->listen, o->listen_len, AFTP_IO_DATAGRAM, AFTP_UDP_PORT_SERVE);
     if (rc != AFTP_OK) {
         char where[64];
         aftp_format_addr(o->listen, where, sizeof where);
-        snprintf(res->message, sizeof res->message, "cannot listen on %s", where);
+        snprintf(res->message, sizeof res->message, "cannot listen on %s: %s", where,
+                 listen_failure(udp->sys_errno, rc));
         return rc;
     }
     if (udp->drop.threshold)
@@ -322,11 +411,12 @@ int aftp_serve_run(const aftp_serve_opts *o, aftp_io_result *res)
     }
     if (st.gate.force_retry)
         aftp_io_warn(&o->hooks, "test RETRY shim active (" AFTP_GATE_RETRY_ENV ")");
+    /* Whatever a session ended with (its client cancelled, vanished or
+     * failed verification), only the local stop ends the server. */
     do {
-        rc = serve_one(&st, res);
-    } while ((!o->once || handshake_refused(res)) && rc != AFTP_ERR_CANCELLED &&
-             !(o->hooks.interrupt && *o->hooks.interrupt));
+        serve_one(&st, res);
+    } while ((!o->once || handshake_refused(res)) && !stopped_locally(o));
     aftp_gate_fini(&st.gate);
     aftp_udp_close(&st.listener);
-    return res->error;
+    return o->once ? res->error : AFTP_OK;
 }

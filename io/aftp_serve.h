@@ -5,8 +5,10 @@
  * bound to the listening port and connected to its client. Other clients'
  * HELLOs meanwhile get a RETRY (io/aftp_gate.h) and are served when they
  * come again after the session; a HELLO that does not authenticate
- * starts nothing, and one that asks for the server's key (KEY_REQUEST) is
- * answered with SERVER_KEY, busy or not, and starts nothing either.
+ * starts nothing (the operator learns why: on_hello_dropped), and one that
+ * asks for the server's key (KEY_REQUEST) is answered with SERVER_KEY,
+ * busy or not, and starts nothing either. The listener's port is the
+ * server's alone (aftp_udp.h, AFTP_UDP_PORT_SERVE).
  */
 #ifndef AFTP_SERVE_H
 #define AFTP_SERVE_H
@@ -14,6 +16,21 @@
 #include <sys/socket.h>
 
 #include "aftp_push.h"
+
+/* Why a HELLO started nothing. The wire says nothing (spec section
+ * 14.2.5: silence); the server's operator is told. */
+enum aftp_serve_drop {
+    AFTP_SERVE_DROP_UNOPENED = 1, /* message 1 did not open: the client pinned another
+                                   * server key, or the datagram is no client's */
+    AFTP_SERVE_DROP_PSK,          /* the client's key opened, the rest did not: the
+                                   * pre-shared keys differ */
+    AFTP_SERVE_DROP_TIMESTAMP     /* the admission policy refused its timestamp (a
+                                   * replay, a clock far off) */
+};
+/* At most this many dropped HELLOs are reported per period: a flood of
+ * them cannot fill the log. */
+#define AFTP_SERVE_DROP_REPORTS 6u
+#define AFTP_SERVE_DROP_PERIOD_NS UINT64_C(60000000000)
 
 typedef struct aftp_serve_opts {
     const struct sockaddr *listen;
@@ -30,11 +47,26 @@ typedef struct aftp_serve_opts {
     void (*on_listening)(void *app, const struct sockaddr *local);
     /* optional: a session ended with `res` */
     void (*on_session_end)(void *app, const aftp_io_result *res, const struct sockaddr *peer);
+    /* optional: a HELLO from `from` started nothing, `why` (enum
+     * aftp_serve_drop); client_key: the client's static key (PSK,
+     * TIMESTAMP), else NULL; `unreported`: drops since the last call that
+     * the rate limit (AFTP_SERVE_DROP_REPORTS per period) kept back. For
+     * TIMESTAMP the policy itself knows why (aftp_admit_explain). */
+    void (*on_hello_dropped)(void *app, const struct sockaddr *from, int why,
+                             const uint8_t *client_key, uint64_t unreported);
 } aftp_serve_opts;
 
-/* Serves sessions until an interrupt (AFTP_ERR_CANCELLED), a socket
- * failure, or with `once` the end of the first session that was not
- * refused at the handshake, whose result is then in *res and returned. */
+/* Serves sessions until the local stop (hooks.interrupt set, e.g. by
+ * SIGINT/SIGTERM), or with `once` until the end of the first session that
+ * was not refused at the handshake. A session's client that cancels
+ * (CLOSE(CANCELLED)), vanishes or fails ends that session only: its result
+ * goes to on_session_end and the next client is served.
+ * Returns: with `once`, that session's result (also in *res;
+ * AFTP_ERR_CANCELLED when stopped before it ended); without `once`,
+ * AFTP_OK after the local stop (a session in progress is cancelled and
+ * reported to on_session_end). When the server cannot start (the
+ * listener), its error, with res->phase AFTP_IO_PHASE_LOCAL and the
+ * reason in res->message. */
 int aftp_serve_run(const aftp_serve_opts *o, aftp_io_result *res);
 
 #endif /* AFTP_SERVE_H */

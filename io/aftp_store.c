@@ -74,18 +74,40 @@ void aftp_store_fini(aftp_store *st)
     release_file(st, 1);
 }
 
-static int create_tmp(aftp_store *st)
+/* Creates ".<leaf>.aftp-<random>" in dirfd, exclusively, its name in
+ * name[0..cap): the fd, or -1 with errno. */
+static int create_tmp_named(int dirfd, const char *leaf, char *name, size_t cap)
 {
+    int fd = -1;
     for (int attempt = 0; attempt < 16; attempt++) {
         uint32_t r = 0;
         if (getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r)
             r = (uint32_t)getpid() + (uint32_t)attempt;
-        snprintf(st->tmp_name, sizeof st->tmp_name, ".%.200s.aftp-%08x", st->leaf, r);
-        st->fd = openat(st->parent_fd, st->tmp_name,
-                        O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-        if (st->fd >= 0 || errno != EEXIST)
+        snprintf(name, cap, ".%.200s.aftp-%08x", leaf, r);
+        fd = openat(dirfd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd >= 0 || errno != EEXIST)
             break;
     }
+    return fd;
+}
+
+int aftp_store_check_dir(int dirfd, char *why, size_t cap)
+{
+    char name[64];
+    int fd = create_tmp_named(dirfd, "probe", name, sizeof name);
+    if (fd < 0) {
+        int e = errno;
+        snprintf(why, cap, "cannot create a file in it: %s", strerror(e));
+        return e == ENOSPC || e == EDQUOT ? AFTP_OK : errno_to_error(e);
+    }
+    close(fd);
+    unlinkat(dirfd, name, 0);
+    return AFTP_OK;
+}
+
+static int create_tmp(aftp_store *st)
+{
+    st->fd = create_tmp_named(st->parent_fd, st->leaf, st->tmp_name, sizeof st->tmp_name);
     if (st->fd < 0)
         return fail(st, errno_to_error(errno), "cannot create a temporary file for",
                     strerror(errno));
@@ -176,15 +198,19 @@ static int map_file(aftp_store *st)
 static int refuse_existing(aftp_store *st)
 {
     struct stat sb;
+    char detail[96];
     if (fstatat(st->parent_fd, st->leaf, &sb, AT_SYMLINK_NOFOLLOW) != 0)
         return errno == ENOENT ? AFTP_OK
                                : fail(st, errno_to_error(errno), "cannot check",
                                       strerror(errno));
+    if (!S_ISREG(sb.st_mode) && !S_ISLNK(sb.st_mode)) {
+        snprintf(detail, sizeof detail, "%s is there, and only files are replaced",
+                 S_ISDIR(sb.st_mode) ? "a directory" : "a special file (device, FIFO, socket)");
+        return fail(st, AFTP_ERR_PATH_REJECTED, "cannot store", detail);
+    }
     if (!st->overwrite)
         return fail(st, AFTP_ERR_FILE_EXISTS, "refusing to replace existing file",
                     "use --overwrite");
-    if (S_ISDIR(sb.st_mode))
-        return fail(st, AFTP_ERR_FILE_EXISTS, "refusing to replace directory", NULL);
     return AFTP_OK;
 }
 

@@ -44,6 +44,14 @@ typedef struct aftp_store {
     aftp_path_report report; /* first failure of the current file */
 } aftp_store;
 
+/* Whether files can be received into the directory dirfd, checked when a
+ * server starts rather than at its first transfer: a probe file is
+ * created there as a transfer's temporary file is (O_EXCL | O_NOFOLLOW,
+ * mode 0600) and removed at once. AFTP_OK, or the error with the
+ * system's reason in `why`. A full disk passes: space is checked per
+ * offer, and may be freed by then. */
+int aftp_store_check_dir(int dirfd, char *why, size_t cap);
+
 void aftp_store_init(aftp_store *st, int dirfd, int allow_overwrite);
 /* Discards a file still open. */
 void aftp_store_fini(aftp_store *st);

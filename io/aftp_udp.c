@@ -53,8 +53,25 @@ static int alloc_buffers(aftp_udp *u, size_t max_datagram)
     return AFTP_OK;
 }
 
+/* Binds fd to `local` as `port` says (enum aftp_udp_port). The kernel
+ * lets a socket bind a port another one holds only when both set
+ * SO_REUSEADDR; a listener sets it after its own bind, which therefore
+ * fails on a port in use, and its session sockets set it before theirs. */
+static int bind_port(int fd, const struct sockaddr *local, socklen_t local_len, int port)
+{
+    int one = 1;
+    if (port == AFTP_UDP_PORT_SESSION &&
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0)
+        return -1;
+    if (bind(fd, local, local_len) != 0)
+        return -1;
+    if (port == AFTP_UDP_PORT_SERVE)
+        return setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    return 0;
+}
+
 int aftp_udp_open(aftp_udp *u, const struct sockaddr *local, socklen_t local_len,
-                  size_t max_datagram, int shared_port)
+                  size_t max_datagram, int port)
 {
     memset(u, 0, sizeof *u);
     u->fd = -1;
@@ -62,16 +79,17 @@ int aftp_udp_open(aftp_udp *u, const struct sockaddr *local, socklen_t local_len
     if (rc != AFTP_OK)
         return rc;
     u->fd = socket(local->sa_family, SOCK_DGRAM | SOCK_CLOEXEC, IPPROTO_UDP);
-    if (u->fd < 0)
+    if (u->fd < 0) {
+        u->sys_errno = errno;
         return AFTP_ERR_NETWORK;
+    }
     int one = 1;
     /* Arrival stamps (aftp_udp_iter.arrival_ns); without them, read times stand in. */
     (void)setsockopt(u->fd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof one);
-    if ((shared_port && setsockopt(u->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0) ||
-        bind(u->fd, local, local_len) != 0) {
-        rc = errno == EACCES ? AFTP_ERR_PERMISSION : AFTP_ERR_NETWORK;
+    if (bind_port(u->fd, local, local_len, port) != 0) {
+        u->sys_errno = errno;
         aftp_udp_close(u);
-        return rc;
+        return u->sys_errno == EACCES ? AFTP_ERR_PERMISSION : AFTP_ERR_NETWORK;
     }
     if (offload_allowed()) {
         u->gso = probe_gso(u->fd);

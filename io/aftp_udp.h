@@ -40,17 +40,29 @@ typedef struct aftp_udp {
     size_t rx_count;    /* messages held by the last aftp_udp_recv */
     uint64_t send_errors; /* datagrams the kernel refused (ENOBUFS...) */
     uint64_t too_big;     /* ...of which larger than the path MTU (EMSGSIZE) */
+    int sys_errno;        /* why aftp_udp_open failed, 0: not a system error */
 } aftp_udp;
+
+/* How a socket holds its port. A server binds its session sockets to its
+ * listening port (once connected, a session socket receives its client's
+ * datagrams before the listener does), so the listener shares its port
+ * with them (SO_REUSEADDR), but only after it bound the port alone: a
+ * second server on a port in use fails with EADDRINUSE instead of
+ * silently taking new clients. */
+enum aftp_udp_port {
+    AFTP_UDP_PORT_OWN = 0, /* the port is this socket's alone */
+    AFTP_UDP_PORT_SERVE,   /* a listener: bound alone, then open to its sessions */
+    AFTP_UDP_PORT_SESSION  /* a session socket: joins its listener's port */
+};
 
 /* Opens a socket bound to `local` (the wildcard of the peer's family for a
  * client, the listen address for a server), enables GSO/GRO where the
  * kernel has them (AFTP_IO_OFFLOAD=0 in the environment turns both off, to
  * measure them) and reads AFTP_TEST_DROP. `max_datagram` bounds what is
- * received. With `shared_port` (SO_REUSEADDR) a server binds its session
- * sockets to the listening port: once connected, a session socket receives
- * its client's datagrams before the listener does. */
+ * received; `port` is an enum aftp_udp_port. On failure u->sys_errno
+ * holds the system's reason (0 when it was not a system call's). */
 int aftp_udp_open(aftp_udp *u, const struct sockaddr *local, socklen_t local_len,
-                  size_t max_datagram, int shared_port);
+                  size_t max_datagram, int port);
 void aftp_udp_close(aftp_udp *u);
 /* Connected sockets report ICMP port unreachable as AFTP_ERR_NETWORK and
  * receive only from the peer. */

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -168,6 +169,69 @@ static void test_table_bounded(void **state)
     aftp_admit_fini(&a);
 }
 
+/* The server's wall clock, as the policy reads it. */
+static uint64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+#define SECOND UINT64_C(1000000000)
+
+/* A timestamp further ahead of the server's clock than the bound is
+ * refused, and the refusal says by how much; one within it is accepted.
+ * (Margins of many seconds around the bound: the test's own run time
+ * does not matter.) */
+static void test_timestamp_far_ahead_refused(void **state)
+{
+    (void)state;
+    aftp_admit a;
+    uint8_t ts[AFTP_HS_TIMESTAMP_LEN];
+    char why[256];
+    aftp_admit_init(&a, &list, NULL);
+    aftp_peer_policy p = aftp_admit_policy(&a);
+    stamp_ns(now_ns() + 3600 * SECOND, ts);
+    assert_int_equal(p.check_timestamp(p.user, keys[0], ts), AFTP_ERR_REPLAY);
+    assert_int_equal(a.refusal.kind, AFTP_ADMIT_AHEAD);
+    assert_memory_equal(a.refusal.key, keys[0], AFTP_KEY_LEN);
+    aftp_admit_explain(&a, why, sizeof why);
+    assert_non_null(strstr(why, "its handshake timestamp is 3600."));
+    assert_non_null(strstr(why, "s ahead of this server's clock, more than the 60 s accepted"));
+    stamp_ns(now_ns() + AFTP_ADMIT_MAX_AHEAD_NS + 30 * SECOND, ts);
+    assert_int_equal(p.check_timestamp(p.user, keys[0], ts), AFTP_ERR_REPLAY);
+    stamp_ns(now_ns() + AFTP_ADMIT_MAX_AHEAD_NS - 30 * SECOND, ts);
+    assert_int_equal(p.check_timestamp(p.user, keys[0], ts), AFTP_OK);
+    aftp_admit_fini(&a);
+}
+
+/* A client whose clock ran ahead (within the bound) for a handshake and
+ * was then set right is admitted at once: the future timestamp counted
+ * only up to the server's clock. A repeat of that future HELLO is still
+ * refused, and so is a HELLO older than the window. */
+static void test_clock_ahead_once_then_right(void **state)
+{
+    (void)state;
+    aftp_admit a;
+    uint8_t ahead[AFTP_HS_TIMESTAMP_LEN], ts[AFTP_HS_TIMESTAMP_LEN];
+    char why[256];
+    aftp_admit_init(&a, &list, NULL);
+    aftp_peer_policy p = aftp_admit_policy(&a);
+    uint64_t t0 = now_ns();
+    stamp_ns(t0 + 50 * SECOND, ahead); /* 50 s ahead: far beyond the 10 s window */
+    assert_int_equal(p.check_timestamp(p.user, keys[1], ahead), AFTP_OK);
+    stamp_ns(now_ns(), ts); /* the clock set right */
+    assert_int_equal(p.check_timestamp(p.user, keys[1], ts), AFTP_OK);
+    assert_int_equal(p.check_timestamp(p.user, keys[1], ahead), AFTP_ERR_REPLAY);
+    assert_int_equal(a.refusal.kind, AFTP_ADMIT_REPEATED);
+    stamp_ns(t0 - AFTP_ADMIT_WINDOW_NS - 5 * SECOND, ts); /* older than the window */
+    assert_int_equal(p.check_timestamp(p.user, keys[1], ts), AFTP_ERR_REPLAY);
+    assert_int_equal(a.refusal.kind, AFTP_ADMIT_OLD);
+    aftp_admit_explain(&a, why, sizeof why);
+    assert_non_null(strstr(why, "s behind the earliest this key may use now"));
+    aftp_admit_fini(&a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -176,6 +240,8 @@ int main(void)
         cmocka_unit_test(test_timestamps_reordered_within_window),
         cmocka_unit_test(test_timestamps_forgotten_raise_the_floor),
         cmocka_unit_test(test_table_bounded),
+        cmocka_unit_test(test_timestamp_far_ahead_refused),
+        cmocka_unit_test(test_clock_ahead_once_then_right),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

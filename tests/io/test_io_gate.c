@@ -259,6 +259,28 @@ static void test_key_replies_share_retry_budget(void **state)
     finish(&f);
 }
 
+/* VERSION_NEG draws on the same budget: once RETRYs spent it, a datagram
+ * in an unknown version gets nothing until the next second; a datagram
+ * that deserves no VERSION_NEG (too short) spends nothing. */
+static void test_version_neg_shares_reply_budget(void **state)
+{
+    (void)state;
+    fixture f;
+    uint8_t unknown[1200] = {7, 1, 0, 0, 0xab, 0xcd, 0, 1}; /* version 7, HELLO, id 0xabcd0001 */
+    start(&f, 0, 3);
+    assert_int_equal(aftp_gate_version_neg(&f.g, unknown, 1199, 80, f.reply, &f.reply_len), 0);
+    assert_int_equal(aftp_gate_version_neg(&f.g, unknown, 1200, 80, f.reply, &f.reply_len), 1);
+    assert_int_equal(f.reply_len, AFTP_WIRE_VERSION_NEG_REPLY_LEN);
+    for (unsigned i = 1; i < AFTP_GATE_MAX_REPLIES; i++)
+        assert_int_equal(verdict(&f, 9000, 1, 80), AFTP_GATE_RETRY);
+    assert_int_equal(aftp_gate_version_neg(&f.g, unknown, 1200, 80, f.reply, &f.reply_len), 0);
+    assert_int_equal(verdict(&f, 9000, 1, 80), AFTP_GATE_DROP);
+    assert_int_equal(aftp_gate_version_neg(&f.g, unknown, 1200, 81, f.reply, &f.reply_len), 1);
+    assert_int_equal(f.g.version_negs_sent, 2);
+    assert_int_equal(f.g.dropped, 2);
+    finish(&f);
+}
+
 static void test_forced_retry(void **state)
 {
     (void)state;
@@ -311,6 +333,7 @@ int main(void)
         cmocka_unit_test(test_key_request_with_cookie_not_started),
         cmocka_unit_test(test_key_request_without_key_dropped),
         cmocka_unit_test(test_key_replies_share_retry_budget),
+        cmocka_unit_test(test_version_neg_shares_reply_budget),
         cmocka_unit_test(test_forced_retry),
         cmocka_unit_test(test_secret_per_gate),
         cmocka_unit_test(test_malformed_dropped),

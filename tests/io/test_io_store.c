@@ -166,6 +166,32 @@ static void test_existing_file_refused_without_overwrite(void **state)
     assert_memory_equal(back, "0123456789", 10);
 }
 
+/* A directory or a FIFO at the final name is never replaced, with or
+ * without overwrite, and the refusal is PATH_REJECTED with the reason,
+ * not FILE_EXISTS (which tells the sender "use --overwrite"). */
+static void test_non_file_at_final_name_refused(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(mkdirat(f->dfd, "adir", 0755), 0);
+    assert_int_equal(mkfifoat(f->dfd, "afifo", 0644), 0);
+    const char *names[] = {"adir", "afifo"};
+    const char *reasons[] = {"cannot store adir: a directory is there",
+                             "cannot store afifo: a special file"};
+    for (int overwrite = 0; overwrite < 2; overwrite++) {
+        for (size_t i = 0; i < 2; i++) {
+            aftp_file_info info = file_info(names[i], 10);
+            aftp_store_init(&f->st, f->dfd, overwrite);
+            assert_int_equal(aftp_store_open(&f->st, &info), AFTP_ERR_PATH_REJECTED);
+            assert_non_null(strstr(f->st.report.message, reasons[i]));
+            assert_null(strstr(f->st.report.message, "--overwrite"));
+        }
+    }
+    struct stat sb;
+    assert_int_equal(fstatat(f->dfd, "adir", &sb, 0), 0);
+    assert_true(S_ISDIR(sb.st_mode));
+    assert_int_equal(io_test_count_entries(f->dfd), 2); /* no temporary left */
+}
+
 static void test_planted_symlink_not_followed(void **state)
 {
     fixture *f = *state;
@@ -356,6 +382,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_placed_bytes_commit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_discard_leaves_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fini_discards_open_file, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_non_file_at_final_name_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_existing_file_refused_without_overwrite, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_planted_symlink_not_followed, setup, teardown),

@@ -3,6 +3,7 @@
  * unreachable surfaces as AFTP_ERR_NETWORK, buffers are sized and read back,
  * datagrams carry the kernel's arrival stamps onto the engine's clock. */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -260,6 +261,34 @@ static void test_arrival_on_engine_clock(void **state)
     assert_int_equal(aftp_drive_arrival_ns(real - 2 * mono, real, mono, 0), 0);
 }
 
+/* A server's listener holds its port alone: a second server (or any
+ * other socket) cannot bind it, whether it asks to share or not, and says
+ * why (EADDRINUSE); the server's own session sockets join the port. */
+static void test_listener_port_not_shared_with_others(void **state)
+{
+    (void)state;
+    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct sockaddr_storage bound;
+    aftp_udp listener, session, other;
+    assert_int_equal(aftp_udp_open(&listener, (struct sockaddr *)&sin, sizeof sin, 1452,
+                                   AFTP_UDP_PORT_SERVE),
+                     AFTP_OK);
+    assert_int_equal(aftp_udp_local_addr(&listener, &bound), AFTP_OK);
+    assert_int_equal(aftp_udp_open(&session, (struct sockaddr *)&bound, sizeof sin, 1452,
+                                   AFTP_UDP_PORT_SESSION),
+                     AFTP_OK);
+    int ports[] = {AFTP_UDP_PORT_SERVE, AFTP_UDP_PORT_OWN};
+    for (size_t i = 0; i < 2; i++) {
+        assert_int_equal(aftp_udp_open(&other, (struct sockaddr *)&bound, sizeof sin, 1452,
+                                       ports[i]),
+                         AFTP_ERR_NETWORK);
+        assert_int_equal(other.sys_errno, EADDRINUSE);
+        assert_int_equal(other.fd, -1);
+    }
+    aftp_udp_close(&session);
+    aftp_udp_close(&listener);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -271,6 +300,7 @@ int main(void)
         cmocka_unit_test(test_drop_shim_drops_outgoing),
         cmocka_unit_test(test_unreachable_peer_reported),
         cmocka_unit_test(test_buffer_sizing),
+        cmocka_unit_test(test_listener_port_not_shared_with_others),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

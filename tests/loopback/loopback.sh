@@ -806,6 +806,212 @@ usage)
     "$AFTP" --version >"$WORK/version.out"
     expect_rc "--version" $? 0
     expect_text "$WORK/version.out" "^aftp [0-9]+\.[0-9]+\.[0-9]+" ;;
+# ---- the serving receiver: its clients, its port, its destination ----
+serve_outlives_clients)
+    # A receiver serving without --once outlives a client that cancels
+    # (SIGINT), one that is killed (SIGKILL) and one whose file fails
+    # verification (the receiver's temporary file is overwritten under it,
+    # as a failing disk or another writer would), serving the next client
+    # byte-exact each time; SIGTERM then ends it with status 0.
+    make_file big.bin $((16 << 20))
+    make_file ok.bin 70000
+    start_recv --idle-timeout 5
+    slow_send() { # runs a slow send of big.bin in the background: SLOW_PID
+        "$AFTP" send "${SEND_KEYS[@]}" --policy fixed --rate 20M "$WORK/big.bin" \
+            "127.0.0.1:$PORT" >"$WORK/slow.out" 2>"$WORK/slow.err" &
+        SLOW_PID=$!
+    }
+    next_client_served() { # what: ok.bin goes through, byte-exact
+        send "$WORK/ok.bin"
+        expect_rc "aftp send after a client that $1" "$SEND_RC" 0
+        cmp -s "$WORK/ok.bin" "$WORK/dst/ok.bin" || fail "ok.bin differs after a client that $1"
+        rm "$WORK/dst/ok.bin"
+    }
+    slow_send
+    sleep 1
+    kill -INT "$SLOW_PID"
+    wait "$SLOW_PID"
+    expect_rc "aftp send interrupted" $? 7
+    next_client_served "cancelled"
+    slow_send
+    sleep 1
+    kill -KILL "$SLOW_PID"
+    wait "$SLOW_PID"
+    next_client_served "was killed"
+    slow_send
+    for _ in $(seq 100); do
+        tmp=$(find "$WORK/dst" -name '.big.bin.aftp-*' | head -n 1)
+        [ -n "$tmp" ] && break
+        sleep 0.05
+    done
+    [ -n "$tmp" ] || fail "no temporary file for big.bin"
+    # The first 64 KiB arrived within 0.3 s at 20 Mbit/s; the receiver
+    # reads them back once it holds 8 MiB (aftp_engine.h), seconds later.
+    sleep 0.3
+    dd if=/dev/urandom of="$tmp" bs=64k count=1 conv=notrunc status=none
+    wait "$SLOW_PID"
+    expect_rc "aftp send of a file that fails verification" $? 6
+    [ ! -e "$WORK/dst/big.bin" ] || fail "a file that failed verification was delivered"
+    next_client_served "failed verification"
+    stop_recv
+    expect_rc "aftp recv stopped by SIGTERM" "$RECV_RC" 0
+    expect_text "$WORK/recv.err" "transfer from 127\.0\.0\.1:[0-9]+ .*failed: .*digest" ;;
+serve_sigint)
+    # The operator's Ctrl-C stops a serving receiver with status 0 too; with
+    # --once the status is the transfer's: 7 when stopped before it ended.
+    start_recv
+    kill -INT "$RECV_PID"
+    wait_recv
+    expect_rc "aftp recv stopped by SIGINT" "$RECV_RC" 0
+    start_recv --once
+    kill -TERM "$RECV_PID"
+    wait_recv
+    expect_rc "aftp recv --once stopped before any transfer" "$RECV_RC" 7 ;;
+busy_port)
+    # A second receiver on a port another one holds fails at once and says
+    # why; the first one keeps serving.
+    start_recv
+    for addr in 127.0.0.1 0.0.0.0; do
+        timeout 10 "$AFTP" recv --listen "$addr:$PORT" --dir "$WORK/dst" "${RECV_KEYS[@]}" \
+            >/dev/null 2>"$WORK/second.err"
+        expect_rc "a second aftp recv on $addr:$PORT" $? 4
+        expect_text "$WORK/second.err" "^aftp: error: cannot listen on ${addr//./\\.}:$PORT: address in use \(another program holds this port, perhaps another 'aftp recv'"
+    done
+    make_file src.bin 70000
+    send "$WORK/src.bin"
+    expect_rc "aftp send to the first receiver" "$SEND_RC" 0
+    cmp -s "$WORK/src.bin" "$WORK/dst/src.bin" || fail "received file differs"
+    stop_recv ;;
+dest_unusable)
+    # A destination that does not exist, is not a directory, or where no
+    # file can be created: refused when the receiver starts (status 3),
+    # before it listens.
+    recv_into() { # DIR [wrapper...]: a receiver that must not start
+        local dir=$1
+        shift
+        "$@" timeout 10 "$AFTP" recv --listen 127.0.0.1:0 --dir "$dir" "${RECV_KEYS[@]}" \
+            >/dev/null 2>"$WORK/r.err"
+        RECV_RC=$?
+        grep -q "listening" "$WORK/r.err" && fail "aftp recv into $dir started listening"
+    }
+    recv_into "$WORK/nope"
+    expect_rc "aftp recv into a missing directory" "$RECV_RC" 3
+    expect_text "$WORK/r.err" "^aftp: error: cannot use destination directory .*/nope: No such file or directory \(--dir must name an existing directory\)$"
+    : >"$WORK/afile"
+    recv_into "$WORK/afile"
+    expect_rc "aftp recv into a file" "$RECV_RC" 3
+    expect_text "$WORK/r.err" "^aftp: error: cannot use destination directory .*/afile: Not a directory"
+    # Unwritable: permission bits do not stop root, a read-only mount does.
+    if [ "$(id -u)" -ne 0 ]; then
+        chmod 555 "$WORK/dst"
+        recv_into "$WORK/dst" env
+        chmod 755 "$WORK/dst"
+        want="Permission denied"
+    elif unshare -m true 2>/dev/null; then
+        recv_into "$WORK/dst" unshare -m --propagation private sh -c \
+            'mount -t tmpfs -o ro tmpfs "$0" && exec "$@"' "$WORK/dst"
+        want="Read-only file system"
+    else
+        echo "SKIP: root without unshare -m cannot make a read-only destination"
+        exit 77
+    fi
+    expect_rc "aftp recv into an unwritable directory" "$RECV_RC" 3
+    expect_text "$WORK/r.err" "^aftp: error: cannot use destination directory .*/dst: cannot create a file in it: $want$" ;;
+overwrite_directory)
+    # A directory at the final name is never replaced, --overwrite or not:
+    # the sender is refused with PATH_REJECTED (not "needs --overwrite"),
+    # the receiver says what is in the way, the directory is untouched.
+    mkdir "$WORK/dst/src.bin"
+    echo keep >"$WORK/dst/src.bin/inside"
+    make_file src.bin 5000
+    touch "$WORK/stamp"
+    start_recv --once --overwrite
+    send "$WORK/src.bin"
+    wait_recv
+    expect_rc "aftp send" "$SEND_RC" 5
+    expect_rc "aftp recv" "$RECV_RC" 5
+    grep -q -e "--overwrite" "$WORK/send.err" && fail "the sender was told to use --overwrite"
+    expect_text "$WORK/recv.err" "cannot store src\.bin: a directory is there, and only files are replaced"
+    [ "$(cat "$WORK/dst/src.bin/inside")" = keep ] || fail "the directory was changed"
+    [ -z "$(find "$WORK/dst" -name '.src.bin.aftp-*')" ] || fail "temporary left behind" ;;
+dropped_hellos_logged)
+    # Handshakes the server answers with silence (spec 14.2.5) are
+    # explained in its log, at most 6 lines a minute: a client that pinned
+    # another server key, one whose pre-shared key differs (named by its
+    # key). The server then serves a right client.
+    "$AFTP" keygen -f "$KEYS/psk" >/dev/null && "$AFTP" keygen -f "$KEYS/psk2" >/dev/null
+    RECV_KEYS+=(--psk-file "$KEYS/psk")
+    start_recv
+    SEND_KEYS=(--identity "$KEYS/send" --peer-key "$KEYS/send.pub" --psk-file "$KEYS/psk")
+    make_file src.bin 5000
+    send "$WORK/src.bin" --idle-timeout 2
+    expect_rc "aftp send with a wrong server key" "$SEND_RC" 4
+    expect_text "$WORK/recv.err" "^aftp: error: a client at 127\.0\.0\.1:[0-9]+ sent a handshake this server cannot open \(it may have pinned another server key\)$"
+    SEND_KEYS=(--identity "$KEYS/send" --peer-key "$KEYS/recv.pub" --psk-file "$KEYS/psk2")
+    send "$WORK/src.bin" --idle-timeout 2
+    expect_rc "aftp send with another psk" "$SEND_RC" 4
+    expect_fixed "$WORK/recv.err" "key $(key_of "$KEYS/send.pub") \"sender\": the rest of its handshake does not open with this server's pre-shared key (--psk-file differs)"
+    # one line per attempt (not per resent HELLO), 6 attempts a minute
+    [ "$(grep -c "handshake" "$WORK/recv.err")" -eq 2 ] || fail "not one line per attempt"
+    for _ in 1 2 3 4 5; do
+        send "$WORK/src.bin" --idle-timeout 1
+    done
+    lines=$(grep -c "handshake" "$WORK/recv.err")
+    [ "$lines" -eq 6 ] || fail "$lines lines about 7 dropped handshakes within a minute, 6 expected"
+    SEND_KEYS=(--identity "$KEYS/send" --peer-key "$KEYS/recv.pub" --psk-file "$KEYS/psk")
+    send "$WORK/src.bin"
+    expect_rc "aftp send with the right keys" "$SEND_RC" 0
+    cmp -s "$WORK/src.bin" "$WORK/dst/src.bin" || fail "received file differs"
+    stop_recv
+    expect_rc "aftp recv" "$RECV_RC" 0 ;;
+replayed_hello_logged)
+    # A recorded HELLO played again from another address: the server
+    # refuses its timestamp in silence (spec 14.2.4), logs it with the
+    # client's key and the reason, and serves the next client.
+    command -v python3 >/dev/null || { echo "SKIP: python3 needed to record and replay a HELLO"; exit 77; }
+    start_recv
+    # A relay between client and server that keeps the client's first
+    # datagram (its HELLO).
+    python3 - "$PORT" "$WORK/hello.bin" >"$WORK/relay.port" <<'PY' &
+import select, socket, sys, time
+server = ("127.0.0.1", int(sys.argv[1]))
+c = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); c.bind(("127.0.0.1", 0))
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("127.0.0.1", 0))
+print(c.getsockname()[1], flush=True)
+client = None
+end = time.time() + 60
+while time.time() < end:
+    for sock in select.select([c, s], [], [], 0.5)[0]:
+        data, src = sock.recvfrom(65536)
+        if sock is c:
+            if client is None:
+                open(sys.argv[2], "wb").write(data)
+            client = src
+            s.sendto(data, server)
+        elif client is not None:
+            c.sendto(data, client)
+PY
+    RELAY=$!
+    for _ in $(seq 100); do [ -s "$WORK/relay.port" ] && break; sleep 0.05; done
+    make_file src.bin 5000
+    "$AFTP" send "${SEND_KEYS[@]}" "$WORK/src.bin" "127.0.0.1:$(cat "$WORK/relay.port")" \
+        >"$WORK/send.out" 2>"$WORK/send.err"
+    SEND_RC=$?
+    kill "$RELAY"
+    expect_rc "aftp send through the relay" "$SEND_RC" 0
+    [ -s "$WORK/hello.bin" ] || fail "the relay recorded no HELLO"
+    python3 -c 'import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.sendto(open(sys.argv[2], "rb").read(), ("127.0.0.1", int(sys.argv[1])))' "$PORT" "$WORK/hello.bin"
+    for _ in $(seq 100); do grep -q "replayed" "$WORK/recv.err" && break; sleep 0.05; done
+    expect_fixed "$WORK/recv.err" "key $(key_of "$KEYS/send.pub") \"sender\": its handshake repeats one already used: a replayed HELLO"
+    expect_text "$WORK/recv.err" "^aftp: error: ignored a handshake from 127\.0\.0\.1:[0-9]+ key "
+    rm "$WORK/dst/src.bin"
+    send "$WORK/src.bin"
+    expect_rc "aftp send after the replay" "$SEND_RC" 0
+    cmp -s "$WORK/src.bin" "$WORK/dst/src.bin" || fail "received file differs"
+    stop_recv
+    expect_rc "aftp recv" "$RECV_RC" 0 ;;
 *)
     echo "unknown case $CASE" >&2
     exit 2 ;;
