@@ -674,12 +674,13 @@ static void feed_controller(aftp_sender *s, const aftp_wire_feedback *fb)
 static void check_repair_bound(aftp_sender *s)
 {
     uint64_t bound = REPAIR_BOUND_PER_BLOCK * s->next_block + REPAIR_BOUND_SLACK;
-    char why[256];
+    char why[AFTP_WIRE_MAX_REASON];
     if (s->resends_asked <= bound)
         return;
     snprintf(why, sizeof why, "the receiver asked for %" PRIu64 " resends of file %" PRIu32
              " after %" PRIu64 " of its %" PRIu64 " blocks were sent, beyond the bound of %d "
-             "per block sent + %d (a path would have to lose 8 datagrams in 9)",
+             "per block sent + %d: it keeps reporting delivered blocks missing, or the path "
+             "loses more than 8 datagrams in 9",
              s->resends_asked, current_file(s)->info.file_id, s->next_block, s->block_count,
              REPAIR_BOUND_PER_BLOCK, REPAIR_BOUND_SLACK);
     fail_and_close_saying(s, AFTP_ERR_LIMIT, why);
@@ -721,7 +722,8 @@ static void digest_hex(const uint8_t *digest, char *hex)
  * AFTP_ERR_DIGEST_MISMATCH and the session closes with DIGEST_MISMATCH. */
 static void refute_verdict(aftp_sender *s, const aftp_wire_file_result *r)
 {
-    char theirs[2 * AFTP_DIGEST_LEN + 1], ours[2 * AFTP_DIGEST_LEN + 1], why[256];
+    char theirs[2 * AFTP_DIGEST_LEN + 1], ours[2 * AFTP_DIGEST_LEN + 1];
+    char why[AFTP_WIRE_MAX_REASON];
     digest_hex(r->digest, theirs);
     if (s->phase == PHASE_WAIT_RESULT) {
         digest_hex(s->digest, ours);
