@@ -680,9 +680,10 @@ static void check_repair_bound(aftp_sender *s)
     snprintf(why, sizeof why, "the receiver asked for %" PRIu64 " resends of file %" PRIu32
              " after %" PRIu64 " of its %" PRIu64 " blocks were sent, beyond the bound of %d "
              "per block sent + %d: it keeps reporting delivered blocks missing, or the path "
-             "loses more than 8 datagrams in 9",
+             "loses more than %d datagrams in %d",
              s->resends_asked, current_file(s)->info.file_id, s->next_block, s->block_count,
-             REPAIR_BOUND_PER_BLOCK, REPAIR_BOUND_SLACK);
+             REPAIR_BOUND_PER_BLOCK, REPAIR_BOUND_SLACK, REPAIR_BOUND_PER_BLOCK,
+             REPAIR_BOUND_PER_BLOCK + 1);
     fail_and_close_saying(s, AFTP_ERR_LIMIT, why);
 }
 
