@@ -13,6 +13,8 @@
  */
 #include "aftp/aftp_engine.h"
 
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,6 +42,13 @@
 /* An adaptive policy may find a path this fast unless max_rate_bps says
  * less: the sent log is sized for it. */
 #define ADAPTIVE_CEILING_BPS UINT64_C(10000000000)
+/* Section 9.9 repair bound: the resends a receiver may ask for in one file,
+ * per block sent for the first time so far, plus a slack for small files.
+ * Random loss p costs p/(1-p) resends per block on average: 1 at 50%, and
+ * 8 only at 89%, so a real path stays far below while a receiver that
+ * keeps listing held blocks missing is cut off. */
+#define REPAIR_BOUND_PER_BLOCK 8
+#define REPAIR_BOUND_SLACK 256
 
 enum file_phase {
     PHASE_IDLE,        /* no file active (between files, or none queued) */
@@ -71,6 +80,7 @@ struct aftp_sender {
     uint64_t block_count;
     uint64_t next_block;   /* next block to send for the first time */
     uint64_t acked_cum;    /* every block below is held by the peer */
+    uint64_t resends_asked; /* blocks of this file declared lost (section 9.9) */
     uint8_t digest[AFTP_DIGEST_LEN];
 
     int hello_due, offer_due, done_due, probe_due;
@@ -309,8 +319,9 @@ static int file_active(const aftp_sender *s)
     return s->phase != PHASE_IDLE;
 }
 
-/* Ends the active file: FILE_END, storage released, next file selected. */
-static void end_file(aftp_sender *s, int error, const uint8_t *digest)
+/* Ends the active file: FILE_END, storage released, next file selected.
+ * message (or NULL) says why a failed file failed, during the callback. */
+static void end_file(aftp_sender *s, int error, const uint8_t *digest, const char *message)
 {
     sender_file *f = current_file(s);
     s->phase = PHASE_IDLE;
@@ -318,7 +329,11 @@ static void end_file(aftp_sender *s, int error, const uint8_t *digest)
     s->timer_deadline = AFTP_NO_EXPIRY;
     s->cur++;
     s->set.storage->close(s->set.user, f->info.file_id, error == AFTP_OK);
-    aftp_session_event(&s->ss, AFTP_EV_FILE_END, error, &f->info, digest);
+    if (s->ss.on_event == NULL)
+        return;
+    aftp_event ev = {.type = AFTP_EV_FILE_END, .error = error, .info = &f->info,
+                     .digest = digest, .message = message};
+    s->ss.on_event(s->ss.user, &ev);
 }
 
 /* The session ends abruptly (idle, peer's CLOSE, version): the active file
@@ -326,7 +341,7 @@ static void end_file(aftp_sender *s, int error, const uint8_t *digest)
 static void close_now(aftp_sender *s, int error)
 {
     if (file_active(s))
-        end_file(s, error, NULL);
+        end_file(s, error, NULL, NULL);
     aftp_session_set_closed(&s->ss, error);
 }
 
@@ -335,7 +350,17 @@ static void close_now(aftp_sender *s, int error)
 static void fail_and_close(aftp_sender *s, int error)
 {
     if (file_active(s))
-        end_file(s, error, NULL);
+        end_file(s, error, NULL, NULL);
+    aftp_session_start_closing(&s->ss, error, aftp_errmap_to_wire(error), drain_time(s));
+}
+
+/* The same for a failure this side detected in the receiver's conduct:
+ * `why` is the file's message, the session's, and the CLOSE reason. */
+static void fail_and_close_saying(aftp_sender *s, int error, const char *why)
+{
+    aftp_session_set_text(&s->ss, why);
+    if (file_active(s))
+        end_file(s, error, s->phase == PHASE_WAIT_RESULT ? s->digest : NULL, why);
     aftp_session_start_closing(&s->ss, error, aftp_errmap_to_wire(error), drain_time(s));
 }
 
@@ -471,25 +496,56 @@ static int accept_protected_ack(aftp_sender *s, const aftp_wire_hello_ack *a)
     return -1;
 }
 
+/* Section 6.3's field checks, on a HELLO_ACK that is authenticated (or in
+ * an unprotected session, where nothing is): 1 and why when one fails.
+ * (A protected ack's cipher was checked before authentication.) */
+static int ack_fields_broken(const aftp_sender *s, const aftp_wire_hello_ack *a, char *why,
+                             size_t cap)
+{
+    if (!aftp_session_protected(&s->ss) && a->cipher != AFTP_WIRE_CIPHER_NONE) {
+        snprintf(why, cap, "the receiver's HELLO_ACK selects cipher %u; this side offered "
+                 "only none (--cipher none)", (unsigned)a->cipher);
+        return 1;
+    }
+    if (a->max_datagram > s->ss.own_max_datagram) {
+        snprintf(why, cap, "the receiver's HELLO_ACK negotiates datagrams of %u bytes, above "
+                 "the %u this side offered", (unsigned)a->max_datagram,
+                 (unsigned)s->ss.own_max_datagram);
+        return 1;
+    }
+    return 0;
+}
+
+/* Section 9.3 step 4. Protected: what cannot be the server's answer is
+ * dropped before authentication (accept_protected_ack), so a forged
+ * HELLO_ACK costs the handshake nothing; an authenticated one that breaks
+ * 6.3 ends the session. Unprotected, nothing is authenticated and the
+ * checks of 6.3 end the session at once. */
 static void on_hello_ack(aftp_sender *s, const aftp_wire_hello_ack *a)
 {
-    if (s->ss.state != AFTP_STATE_HANDSHAKE || a->server_conn_id == 0) {
+    char why[160];
+    if (s->ss.state != AFTP_STATE_HANDSHAKE) {
         aftp_session_drop(&s->ss);
         return;
     }
     if (s->hs != NULL && accept_protected_ack(s, a) <= 0)
         return;
-    s->ss.peer_id = a->server_conn_id;
-    if (a->max_datagram < s->ss.max_datagram)
-        s->ss.max_datagram = a->max_datagram;
     s->hello_due = 0;
     s->timer_deadline = AFTP_NO_EXPIRY;
-    if (!aftp_session_protected(&s->ss) && a->cipher != AFTP_WIRE_CIPHER_NONE) {
-        /* We offered NONE only: any other choice breaks the protocol. */
+    if (a->server_conn_id == 0) {
+        /* No id to address a CLOSE to: the session ends silently. */
+        aftp_session_set_text(&s->ss, "the receiver's HELLO_ACK gives server id 0");
+        close_now(s, AFTP_ERR_MALFORMED);
+        return;
+    }
+    s->ss.peer_id = a->server_conn_id;
+    if (ack_fields_broken(s, a, why, sizeof why)) {
+        aftp_session_set_text(&s->ss, why);
         aftp_session_start_closing(&s->ss, AFTP_ERR_MALFORMED, AFTP_WIRE_ERR_PROTOCOL,
                                    drain_time(s));
         return;
     }
+    s->ss.max_datagram = a->max_datagram;
     s->ss.state = AFTP_STATE_TRANSFER;
     aftp_session_event(&s->ss, AFTP_EV_CONNECTED, AFTP_OK, NULL, NULL);
     start_next_file(s);
@@ -532,6 +588,7 @@ static void on_file_reply(aftp_sender *s, const aftp_wire_file_reply *r)
     aftp_sentlog_retire(&s->log, UINT64_MAX);
     s->next_block = 0;
     s->acked_cum = 0;
+    s->resends_asked = 0;
     s->has_feedback = 0;
     aftp_digest_reset(s->hash);
     s->phase = PHASE_DATA;
@@ -568,8 +625,10 @@ static void detect_losses(aftp_sender *s, const aftp_wire_feedback *fb)
                     s->ss.now_ns - sent_ns <= loss_delay)
                     continue; /* maybe only reordered */
             }
-            if (aftp_repairq_push(&s->repairs, b))
+            if (aftp_repairq_push(&s->repairs, b)) {
                 aftp_sentlog_forget_block(&s->log, b);
+                s->resends_asked++;
+            }
         }
     }
 }
@@ -609,6 +668,25 @@ static void feed_controller(aftp_sender *s, const aftp_wire_feedback *fb)
     sync_pacer(s);
 }
 
+/* Section 9.9 repair bound: past it, the receiver is asking for more than
+ * any path that delivers data could lose; the file ends with LIMIT rather
+ * than the sender becoming its traffic source. */
+static void check_repair_bound(aftp_sender *s)
+{
+    uint64_t bound = REPAIR_BOUND_PER_BLOCK * s->next_block + REPAIR_BOUND_SLACK;
+    char why[AFTP_WIRE_MAX_REASON];
+    if (s->resends_asked <= bound)
+        return;
+    snprintf(why, sizeof why, "the receiver asked for %" PRIu64 " resends of file %" PRIu32
+             " after %" PRIu64 " of its %" PRIu64 " blocks were sent, beyond the bound of %d "
+             "per block sent + %d: it keeps reporting delivered blocks missing, or the path "
+             "loses more than %d datagrams in %d",
+             s->resends_asked, current_file(s)->info.file_id, s->next_block, s->block_count,
+             REPAIR_BOUND_PER_BLOCK, REPAIR_BOUND_SLACK, REPAIR_BOUND_PER_BLOCK,
+             REPAIR_BOUND_PER_BLOCK + 1);
+    fail_and_close_saying(s, AFTP_ERR_LIMIT, why);
+}
+
 static void on_feedback(aftp_sender *s, uint64_t pkt_pn, const aftp_wire_feedback *fb)
 {
     /* Acknowledging a packet never sent, a block past the file or an older
@@ -629,6 +707,36 @@ static void on_feedback(aftp_sender *s, uint64_t pkt_pn, const aftp_wire_feedbac
         s->acked_cum = fb->cum_block;
     detect_losses(s, fb);
     aftp_sentlog_retire(&s->log, s->acked_cum);
+    check_repair_bound(s);
+}
+
+static void digest_hex(const uint8_t *digest, char *hex)
+{
+    for (int i = 0; i < AFTP_DIGEST_LEN; i++)
+        snprintf(hex + 2 * i, 3, "%02x", digest[i]);
+}
+
+/* Section 9.10: a FILE_RESULT(NONE) this side cannot confirm (a digest
+ * other than the one it streamed, or a verdict before FILE_DONE gave the
+ * receiver a digest to check against) is a receiver breaking the protocol
+ * about the one fact the transfer exists for: the file fails with
+ * AFTP_ERR_DIGEST_MISMATCH and the session closes with DIGEST_MISMATCH. */
+static void refute_verdict(aftp_sender *s, const aftp_wire_file_result *r)
+{
+    char theirs[2 * AFTP_DIGEST_LEN + 1], ours[2 * AFTP_DIGEST_LEN + 1];
+    char why[AFTP_WIRE_MAX_REASON];
+    digest_hex(r->digest, theirs);
+    if (s->phase == PHASE_WAIT_RESULT) {
+        digest_hex(s->digest, ours);
+        snprintf(why, sizeof why, "file %" PRIu32 " not verified: the receiver reports digest "
+                 "xxh3-128 %s, this side streamed %s", r->file_id, theirs, ours);
+    } else {
+        snprintf(why, sizeof why, "file %" PRIu32 " not verified: the receiver reports it "
+                 "verified (digest xxh3-128 %s) after %" PRIu64 " of its %" PRIu64
+                 " blocks, before this side sent its digest", r->file_id, theirs,
+                 s->next_block, s->block_count);
+    }
+    fail_and_close_saying(s, AFTP_ERR_DIGEST_MISMATCH, why);
 }
 
 static void on_file_result(aftp_sender *s, const aftp_wire_file_result *r)
@@ -637,8 +745,14 @@ static void on_file_result(aftp_sender *s, const aftp_wire_file_result *r)
         aftp_session_drop(&s->ss);
         return;
     }
-    int error = aftp_errmap_to_local(r->error);
-    end_file(s, error, s->phase == PHASE_WAIT_RESULT ? s->digest : NULL);
+    int verified = s->phase == PHASE_WAIT_RESULT &&
+                   memcmp(r->digest, s->digest, AFTP_DIGEST_LEN) == 0;
+    if (r->error == AFTP_WIRE_ERR_NONE && !verified) {
+        refute_verdict(s, r);
+        return;
+    }
+    end_file(s, aftp_errmap_to_local(r->error), s->phase == PHASE_WAIT_RESULT ? s->digest : NULL,
+             NULL);
     start_next_file(s);
 }
 

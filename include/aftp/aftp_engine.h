@@ -105,7 +105,11 @@ typedef struct aftp_event {
     int error;                   /* aftp_error */
     const aftp_file_info *info;  /* FILE_START, FILE_END; valid during the callback */
     const uint8_t *digest;       /* FILE_END: AFTP_DIGEST_LEN bytes, or NULL */
-    const char *message;         /* human-readable detail (peer's reason), or NULL */
+    /* Human-readable detail, or NULL; valid during the callback. CLOSED:
+     * why the session ended (the peer's reason, or this side's). FILE_END
+     * of a failed file: what this side found (e.g. the two digests of a
+     * verdict it cannot confirm), when it knows more than `error`. */
+    const char *message;
 } aftp_event;
 
 typedef void (*aftp_event_cb)(void *user, const aftp_event *ev);

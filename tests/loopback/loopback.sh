@@ -110,6 +110,17 @@ send_tty() {
     SEND_RC=$?
 }
 
+# start_liar MODE: tests/loopback/hostile_receiver.py on 127.0.0.1, its
+# log in liar.log; sets LIAR (its pid) and PORT.
+start_liar() {
+    command -v python3 >/dev/null || { echo "SKIP: python3 needed for a hostile receiver"; exit 77; }
+    python3 "$(dirname "$0")/hostile_receiver.py" "$1" "$WORK/liar.log" >"$WORK/liar.port" 2>"$WORK/liar.err" &
+    LIAR=$!
+    for _ in $(seq 100); do [ -s "$WORK/liar.port" ] && break; sleep 0.05; done
+    PORT=$(cat "$WORK/liar.port")
+    [ -n "$PORT" ] || fail "hostile receiver did not start"
+}
+
 need_script() {
     script --version 2>/dev/null | grep -q util-linux ||
         { echo "SKIP: util-linux script needed to run aftp send on a pseudo-terminal"; exit 77; }
@@ -254,6 +265,33 @@ print(s.getsockname()[1], flush=True); time.sleep(60)' >"$WORK/silent.port" &
     kill $SILENT
     expect_rc "aftp send" "$SEND_RC" 4
     expect_text "$WORK/send.err" "^aftp: error: no answer from 127\.0\.0\.1:$PORT within 1\.0 s" ;;
+digest_lie)
+    # A receiver that answers FILE_DONE with FILE_RESULT(NONE, zero digest):
+    # the sender must not call the file sent (spec 9.10).
+    start_liar digest-lie
+    make_file src.bin 100000
+    send "$WORK/src.bin" --cipher none --idle-timeout 5
+    wait "$LIAR"
+    expect_rc "aftp send" "$SEND_RC" 6 # verification failed
+    expect_text "$WORK/send.err" "^aftp: error: verification failed: src\.bin arrived at 127\.0\.0\.1:$PORT with a different digest"
+    ! grep -q '^sent' "$WORK/send.out" || fail "aftp send printed a 'sent' line for an unverified file"
+    # The receiver is told why, both digests named.
+    expect_text "$WORK/liar.log" "^close 6 file 1 not verified: the receiver reports digest xxh3-128 0{32}, this side streamed [0-9a-f]{32}$" ;;
+resend_forever)
+    # A receiver that lists every block missing for ever: the sender stops
+    # at the repair bound (spec 9.9) instead of resending indefinitely.
+    start_liar resend-forever
+    make_file src.bin 100000
+    send "$WORK/src.bin" --cipher none --idle-timeout 5 --policy fixed --rate 50M
+    wait "$LIAR"
+    expect_rc "aftp send" "$SEND_RC" 5 # refused: a limit
+    expect_text "$WORK/send.err" "^aftp: error: transfer of src\.bin to 127\.0\.0\.1:$PORT failed: the receiver asked for [0-9]+ resends of file 1 after [0-9]+ of its 72 blocks were sent, beyond the bound of 8 per block sent \+ 256"
+    ! grep -q '^sent' "$WORK/send.out" || fail "aftp send printed a 'sent' line"
+    expect_text "$WORK/liar.log" "^close 13 the receiver asked for [0-9]+ resends"
+    # What the liar got stays within the bound: 72 first transmissions,
+    # at most 8 x 72 + 256 resends (and a few probes).
+    data=$(sed -n 's/^data //p' "$WORK/liar.log")
+    [ "$data" -le $((9 * 72 + 256 + 16)) ] || fail "the liar got $data DATA datagrams, beyond the bound" ;;
 exists_refused)
     make_file src.bin 5000
     echo "precious" >"$WORK/dst/src.bin"
