@@ -48,7 +48,9 @@ void aftp_cli_report_init(aftp_cli_report *r, int sender, int quiet)
 
 int aftp_cli_report_log_to(aftp_cli_report *r, const char *path)
 {
-    r->log = fopen(path, "we");
+    r->log = fopen(path, "we"); /* a FIFO waits here for its reader */
+    if (r->log == NULL && r->interrupt)
+        return aftp_cli_interrupted_early();
     if (r->log == NULL) {
         aftp_cli_error("cannot write the progress log %s: %s", path, strerror(errno));
         return AFTP_EXIT_LOCAL_FILE;
@@ -199,6 +201,12 @@ void aftp_cli_print_summary(const aftp_cli_report *r, const aftp_stats *st, cons
            pct, r->sender ? "retransmitted" : "duplicate", hex, cipher_name(st->cipher),
            peer ? ", " : "", peer ? peer : "");
     fflush(stdout);
+}
+
+int aftp_cli_interrupted_early(void)
+{
+    aftp_cli_error("interrupted before the transfer started");
+    return AFTP_EXIT_CANCELLED;
 }
 
 static aftp_cli_report *signal_report;

@@ -253,7 +253,6 @@ static int transfer(const send_args *args, aftp_cli_secrets *keys, aftp_cli_repo
     const char *slash = strrchr(a.file, '/');
     aftp_path_printable(a.faux_name[0] ? a.faux_name : slash ? slash + 1 : a.file, r->name,
                         sizeof r->name);
-    aftp_cli_catch_signals(r);
     aftp_push_opts o = {.file = a.file, .peer = (struct sockaddr *)&a.peer,
                         .peer_len = a.peer_len, .rate_bps = a.rate_bps,
                         .policy = a.policy, .max_rate_bps = a.max_rate_bps,
@@ -270,6 +269,10 @@ static int transfer(const send_args *args, aftp_cli_secrets *keys, aftp_cli_repo
         aftp_cli_print_summary(r, &res.stats, NULL);
         return AFTP_EXIT_OK;
     }
+    /* Ctrl-C before any datagram (a slow open of the source, say) is a
+     * cancel, whatever the local step it broke made of it. */
+    if (res.phase == AFTP_IO_PHASE_LOCAL && r->interrupt)
+        return aftp_cli_interrupted_early();
     explain_failure(&a, r, &res, keys);
     return res.phase == AFTP_IO_PHASE_LOCAL && res.error != AFTP_ERR_NETWORK
                ? AFTP_EXIT_LOCAL_FILE
@@ -280,9 +283,12 @@ static int run_send(const send_args *a, aftp_cli_secrets *keys)
 {
     aftp_cli_report r;
     aftp_cli_report_init(&r, 1, a->common.quiet);
-    if (a->progress_log != NULL && aftp_cli_report_log_to(&r, a->progress_log) != AFTP_EXIT_OK)
-        return AFTP_EXIT_LOCAL_FILE;
-    int rc = transfer(a, keys, &r);
+    /* From here on SIGINT/SIGTERM cancel (exit 7), whatever step they break. */
+    aftp_cli_catch_signals(&r);
+    int rc = a->progress_log != NULL ? aftp_cli_report_log_to(&r, a->progress_log) : AFTP_EXIT_OK;
+    if (rc != AFTP_EXIT_OK)
+        return rc;
+    rc = transfer(a, keys, &r);
     aftp_cli_report_close(&r);
     return rc;
 }

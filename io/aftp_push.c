@@ -142,6 +142,11 @@ int aftp_push_run(const aftp_push_opts *o, aftp_io_result *res)
         snprintf(res->message, sizeof res->message, "%s", ctx.storage.src.message);
         return res->error = rc;
     }
+    if (o->hooks.interrupt != NULL && *o->hooks.interrupt) {
+        aftp_source_fini(&ctx.storage.src); /* cancelled before any datagram */
+        snprintf(res->message, sizeof res->message, "interrupted before the transfer started");
+        return res->error = AFTP_ERR_CANCELLED;
+    }
     uint16_t max_datagram = aftp_io_max_datagram(o->max_datagram);
     rc = open_socket(o, &udp);
     if (rc != AFTP_OK)

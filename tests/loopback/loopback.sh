@@ -758,6 +758,56 @@ faux_takes_only_zeros)
     [ "$SEND_RC" -ne 0 ] || fail "aftp send of real data into faux:// succeeded"
     [ "$RECV_RC" -ne 0 ] || fail "aftp recv --dir faux:// took real data"
     expect_fixed "$WORK/recv.err" "a faux:// destination takes only a faux:// source: src.bin: it has bytes other than zeros" ;;
+# ---- sending side: what the sender refuses to send, and what it says ----
+source_fifo)
+    # A FIFO nobody writes to is refused at once (it used to hang in open()).
+    mkfifo "$WORK/fifo"
+    PORT=9
+    timeout 20 "$AFTP" send "${SEND_KEYS[@]}" "$WORK/fifo" "127.0.0.1:$PORT" 2>"$WORK/send.err"
+    expect_rc "aftp send of a FIFO" $? 3
+    expect_text "$WORK/send.err" "^aftp: error: cannot send .*/fifo: is a FIFO \(named pipe\): aftp sends regular files only$" ;;
+source_pseudo_fs)
+    # Kernel files whose size is not their content (proc says 0 bytes,
+    # sysfs 4096): refused, nothing delivered, instead of an "empty" file
+    # verified and committed.
+    start_recv --once
+    send /proc/self/status
+    expect_rc "aftp send /proc/self/status" "$SEND_RC" 3
+    expect_text "$WORK/send.err" "^aftp: error: cannot send /proc/self/status: it is on proc, a kernel file system whose files have no true size"
+    for f in /sys/kernel/mm/transparent_hugepage/enabled /sys/kernel/uevent_seqnum /sys/power/state; do
+        [ -r "$f" ] || continue
+        send "$f"
+        expect_rc "aftp send $f" "$SEND_RC" 3
+        expect_text "$WORK/send.err" "^aftp: error: cannot send $f: it is on sysfs, a kernel file system"
+        break
+    done
+    # a genuinely empty regular file still goes
+    : >"$WORK/empty"
+    send "$WORK/empty"
+    expect_rc "aftp send of an empty file" "$SEND_RC" 0
+    wait_recv
+    expect_rc "aftp recv" "$RECV_RC" 0
+    [ -f "$WORK/dst/empty" ] && [ ! -s "$WORK/dst/empty" ] || fail "the empty file did not arrive"
+    [ "$(find "$WORK/dst" -mindepth 1 | wc -l)" -eq 1 ] || fail "more than the empty file delivered" ;;
+interrupt_before_network)
+    # A signal while a step before the network blocks (the progress log is
+    # a FIFO without a reader): a cancel, exit 7, not a local file error.
+    # SIGTERM, which the CLI treats as Ctrl-C: a background job of a script
+    # starts with SIGINT ignored.
+    mkfifo "$WORK/log.fifo"
+    make_file src.bin 1000
+    PORT=9
+    "$AFTP" send "${SEND_KEYS[@]}" --progress-log "$WORK/log.fifo" "$WORK/src.bin" "127.0.0.1:$PORT" \
+        2>"$WORK/send.err" &
+    pid=$!
+    for _ in $(seq 100); do # until it waits in open() for a reader
+        [ "$(cat "/proc/$pid/wchan" 2>/dev/null)" = wait_for_partner ] && break
+        sleep 0.05
+    done
+    kill -TERM "$pid"
+    wait "$pid"
+    expect_rc "aftp send interrupted before the network" $? 7
+    expect_text "$WORK/send.err" "^aftp: error: interrupted before the transfer started$" ;;
 usage)
     "$AFTP" send 'faux:///x?1Q' 127.0.0.1:1 2>"$WORK/u12.err"
     expect_rc "bad faux size" $? 2
