@@ -37,6 +37,7 @@ typedef struct aftp_cli_report {
     int sender;               /* 1: aftp send, 0: aftp recv */
     char name[160];           /* printable file name */
     uint64_t size;
+    uint32_t block_size;      /* as offered (known at the file's end) */
     uint64_t t_connected;     /* clock at the handshake */
     uint64_t t_end;           /* clock at the file's end */
     uint8_t digest[AFTP_DIGEST_LEN];

@@ -98,6 +98,9 @@ static void on_event(void *app, const aftp_event *ev)
     case AFTP_EV_FILE_END:
         clear_progress(r);
         r->t_end = now;
+        /* also for a file refused at its offer, which had no FILE_START */
+        r->size = ev->info->size;
+        r->block_size = ev->info->block_size;
         if (ev->error == AFTP_OK && ev->digest) {
             memcpy(r->digest, ev->digest, AFTP_DIGEST_LEN);
             r->have_digest = 1;

@@ -7,6 +7,7 @@
 #include "aftp_parse.h"
 #include "aftp_path.h"
 #include "aftp_push.h"
+#include "proto/aftp_wire.h"
 
 typedef struct send_args {
     uint64_t rate_bps;
@@ -139,6 +140,76 @@ static void explain_no_answer(const send_args *a, double idle)
                        "--cipher none)", a->peer_text, idle);
 }
 
+/* The session ended on a refused socket (ICMP port unreachable), or on a
+ * path that no longer carries our datagrams (the message says which). */
+static void explain_network(const send_args *a, const aftp_cli_report *r,
+                            const aftp_io_result *res)
+{
+    if (res->message[0]) /* the path, not the peer (its MTU fell) */
+        aftp_cli_error("transfer of %s to %s failed: %s", r->name, a->peer_text, res->message);
+    else if (res->connected)
+        aftp_cli_error("the receiver at %s stopped answering mid-transfer (connection refused: "
+                       "its process is gone)", a->peer_text);
+    else
+        aftp_cli_error("%s is unreachable: connection refused (is 'aftp recv' listening "
+                       "there?)", a->peer_text);
+}
+
+/* What the sender offered, for a receiver's LIMIT refusal (FILE_REPLY
+ * carries no reason, so the figures it judged are all there is to show). */
+static void explain_limit(const send_args *a, const aftp_cli_report *r, const aftp_io_result *res)
+{
+    if (!res->connected) {
+        aftp_cli_error("%s refused the session: it is at a limit (%s)", a->peer_text,
+                       res->message[0] ? res->message : "too many sessions?");
+        return;
+    }
+    unsigned long long blocks =
+        r->block_size ? (unsigned long long)aftp_wire_block_count(r->size, r->block_size) : 0;
+    aftp_cli_error("%s refused %s: the offer exceeds a limit of the receiver (offered %llu bytes "
+                   "in %llu blocks of %u bytes, datagrams of %u bytes)", a->peer_text, r->name,
+                   (unsigned long long)r->size, blocks, (unsigned)r->block_size,
+                   (unsigned)res->stats.max_datagram);
+}
+
+/* The receiver's FILE_REPLY (nothing sent yet) or FILE_RESULT refused the
+ * file: what each wire code says, and no more. */
+static void explain_refusal(const send_args *a, const aftp_cli_report *r,
+                            const aftp_io_result *res)
+{
+    const char *peer = a->peer_text;
+    int at_offer = res->stats.payload_bytes_sent == 0;
+    switch (res->error) {
+    case AFTP_ERR_FILE_EXISTS:
+        aftp_cli_error("%s refused %s: a file of that name exists at the receiver (its operator "
+                       "can allow replacing it with 'aftp recv --overwrite')", peer, r->name);
+        break;
+    case AFTP_ERR_NO_SPACE:
+        if (at_offer)
+            aftp_cli_error("%s refused %s: not enough space on the receiver", peer, r->name);
+        else
+            aftp_cli_error("%s ran out of space for %s during the transfer", peer, r->name);
+        break;
+    case AFTP_ERR_PATH_REJECTED:
+        aftp_cli_error("%s refused %s: the receiver could not place the file there (the name "
+                       "breaks its path rules, or something that is not a file is in the way)",
+                       peer, r->name);
+        break;
+    case AFTP_ERR_PERMISSION:
+        aftp_cli_error("%s refused %s: the receiver could not place the file there (permission "
+                       "denied on its side)", peer, r->name);
+        break;
+    default: /* AFTP_ERR_IO: the receiver's storage failed */
+        if (at_offer)
+            aftp_cli_error("%s refused %s: the receiver could not place the file there (an I/O "
+                           "error on its side)", peer, r->name);
+        else
+            aftp_cli_error("transfer of %s to %s failed: the receiver could not write it (an I/O "
+                           "error on its side)", r->name, peer);
+        break;
+    }
+}
+
 /* One line that says what went wrong, in the user's terms. */
 static void explain_failure(const send_args *a, const aftp_cli_report *r,
                             const aftp_io_result *res, const aftp_cli_secrets *keys)
@@ -153,11 +224,7 @@ static void explain_failure(const send_args *a, const aftp_cli_report *r,
     }
     switch (res->error) {
     case AFTP_ERR_NETWORK:
-        if (res->message[0]) /* the path, not the peer (its MTU fell) */
-            aftp_cli_error("transfer of %s to %s failed: %s", r->name, peer, res->message);
-        else
-            aftp_cli_error("%s is unreachable: connection refused (is 'aftp recv' listening "
-                           "there?)", peer);
+        explain_network(a, r, res);
         break;
     case AFTP_ERR_IDLE_TIMEOUT:
         if (res->connected)
@@ -175,18 +242,20 @@ static void explain_failure(const send_args *a, const aftp_cli_report *r,
                        "'%s' to its authorized keys)", peer, own);
         break;
     case AFTP_ERR_FILE_EXISTS:
-        aftp_cli_error("%s refused %s: it already exists there (the receiver needs --overwrite)",
-                       peer, r->name);
-        break;
     case AFTP_ERR_NO_SPACE:
-        if (res->stats.payload_bytes_sent > 0)
-            aftp_cli_error("%s ran out of space for %s during the transfer", peer, r->name);
-        else
-            aftp_cli_error("%s refused %s: not enough space on the receiver", peer, r->name);
-        break;
     case AFTP_ERR_PATH_REJECTED:
     case AFTP_ERR_PERMISSION:
-        aftp_cli_error("%s refused %s: %s", peer, r->name, aftp_strerror(res->error));
+    case AFTP_ERR_IO:
+        explain_refusal(a, r, res);
+        break;
+    case AFTP_ERR_LIMIT:
+        explain_limit(a, r, res);
+        break;
+    case AFTP_ERR_CANCELLED:
+        if (r->interrupt)
+            aftp_cli_error("transfer of %s to %s cancelled here", r->name, peer);
+        else
+            aftp_cli_error("the receiver at %s cancelled the transfer of %s", peer, r->name);
         break;
     case AFTP_ERR_DIGEST_MISMATCH:
         aftp_cli_error("verification failed: %s arrived at %s with a different digest", r->name,

@@ -340,12 +340,36 @@ void aftp_session_answer_close(aftp_session *ss)
     ss->close_due = 1;
 }
 
+/* The peer's cancel reads as the peer's, not as one of ours: its reason
+ * is kept after it when it says more than the stock text. */
+static void set_peer_cancel_message(aftp_session *ss, const aftp_wire_close *c)
+{
+    static const char head[] = "the peer cancelled the transfer";
+    const char *stock = aftp_strerror(AFTP_ERR_CANCELLED);
+    size_t len = c->reason_len;
+    if (len == 0 || (len == strlen(stock) && memcmp(c->reason, stock, len) == 0)) {
+        aftp_session_set_text(ss, head);
+        return;
+    }
+    char text[sizeof head + 2 + AFTP_WIRE_MAX_REASON];
+    if (len > AFTP_WIRE_MAX_REASON)
+        len = AFTP_WIRE_MAX_REASON;
+    memcpy(text, head, sizeof head - 1);
+    memcpy(text + sizeof head - 1, ": ", 2);
+    memcpy(text + sizeof head + 1, c->reason, len);
+    set_message(ss, text, sizeof head + 1 + len);
+}
+
 int aftp_session_peer_close(aftp_session *ss, const aftp_wire_close *c)
 {
-    set_message(ss, (const char *)c->reason, c->reason_len);
     /* Spec 11.2: the same table as per-file errors; codes without a local
      * twin (PROTOCOL, INTERNAL, unknown) become PEER_CLOSED. */
-    return aftp_errmap_to_local(c->error);
+    int error = aftp_errmap_to_local(c->error);
+    if (error == AFTP_ERR_CANCELLED)
+        set_peer_cancel_message(ss, c);
+    else
+        set_message(ss, (const char *)c->reason, c->reason_len);
+    return error;
 }
 
 int aftp_session_encode_close(aftp_session *ss, uint8_t *buf, size_t cap, aftp_datagram *dg)

@@ -263,7 +263,7 @@ exists_refused)
     wait_recv
     expect_rc "aftp send" "$SEND_RC" 5
     expect_rc "aftp recv" "$RECV_RC" 5
-    expect_text "$WORK/send.err" "^aftp: error: 127\.0\.0\.1:$PORT refused src\.bin: it already exists there"
+    expect_fixed "$WORK/send.err" "aftp: error: 127.0.0.1:$PORT refused src.bin: a file of that name exists at the receiver (its operator can allow replacing it with 'aftp recv --overwrite')"
     expect_text "$WORK/recv.err" "refusing to replace existing file src\.bin: use --overwrite"
     [ "$(cat "$WORK/dst/src.bin")" = precious ] || fail "existing file was changed"
     [ "$(find "$WORK/dst" -mindepth 1 | wc -l)" -eq 1 ] || fail "temporary left behind" ;;
@@ -808,6 +808,54 @@ interrupt_before_network)
     wait "$pid"
     expect_rc "aftp send interrupted before the network" $? 7
     expect_text "$WORK/send.err" "^aftp: error: interrupted before the transfer started$" ;;
+receiver_gone)
+    # The receiver's process dies mid-transfer: ICMP port unreachable after
+    # the handshake says it went away, not that it never listened.
+    make_file src.bin $((32 << 20))
+    start_recv --once
+    send_while "$WORK/src.bin" 50M kill -KILL "$RECV_PID"
+    wait_recv
+    expect_rc "aftp send" "$SEND_RC" 4
+    expect_fixed "$WORK/send.err" "aftp: error: the receiver at 127.0.0.1:$PORT stopped answering mid-transfer (connection refused: its process is gone)"
+    grep -q "is unreachable" "$WORK/send.err" && fail "told that the receiver never listened"
+    # (a killed receiver leaves its temporary file; nothing is under the final name)
+    [ ! -e "$WORK/dst/src.bin" ] || fail "src.bin delivered" ;;
+receiver_cancels)
+    # Each side says that the other cancelled (exit 7 both ways), not just
+    # "transfer cancelled".
+    make_file src.bin $((32 << 20))
+    start_recv --once
+    send_while "$WORK/src.bin" 50M kill -TERM "$RECV_PID"
+    wait_recv
+    expect_rc "aftp send" "$SEND_RC" 7
+    expect_fixed "$WORK/send.err" "aftp: error: the receiver at 127.0.0.1:$PORT cancelled the transfer of src.bin"
+    expect_nothing_delivered
+    start_recv
+    "$AFTP" send "${SEND_KEYS[@]}" --policy fixed --rate 50M "$WORK/src.bin" "127.0.0.1:$PORT" \
+        >"$WORK/send.out" 2>"$WORK/send.err" &
+    pid=$!
+    sleep 1
+    kill -TERM "$pid"
+    wait "$pid"
+    expect_rc "aftp send cancelled here" $? 7
+    expect_fixed "$WORK/send.err" "aftp: error: transfer of src.bin to 127.0.0.1:$PORT cancelled here"
+    for _ in $(seq 100); do grep -q "cancelled" "$WORK/recv.err" && break; sleep 0.05; done
+    stop_recv
+    expect_text "$WORK/recv.err" "failed: the peer cancelled the transfer$"
+    expect_nothing_delivered ;;
+refusal_messages)
+    # FILE_REPLY carries only a code: each one is said for what it means,
+    # LIMIT with the figures the receiver judged.
+    start_recv
+    printf 'x' >"$WORK/$(printf 'a\tb')"
+    send "$WORK/$(printf 'a\tb')"
+    expect_rc "aftp send of a name with a tab" "$SEND_RC" 5
+    expect_fixed "$WORK/send.err" "aftp: error: 127.0.0.1:$PORT refused a\x09b: the receiver could not place the file there (the name breaks its path rules"
+    send 'faux:///big?1T'
+    expect_rc "aftp send of a 1 TiB faux source" "$SEND_RC" 5
+    expect_text "$WORK/send.err" "^aftp: error: 127\.0\.0\.1:$PORT refused big: the offer exceeds a limit of the receiver \(offered 1099511627776 bytes in [0-9]+ blocks of [0-9]+ bytes, datagrams of [0-9]+ bytes\)$"
+    stop_recv
+    expect_nothing_delivered ;;
 usage)
     "$AFTP" send 'faux:///x?1Q' 127.0.0.1:1 2>"$WORK/u12.err"
     expect_rc "bad faux size" $? 2
