@@ -314,11 +314,29 @@ static void tell_datagram_cap(const aftp_cli_report *r, const aftp_io_result *re
                         (unsigned)res->datagram_asked, mtu, mtu);
 }
 
+/* The server answered our key request with another key than the pinned
+ * one (aftp_push.h): say it as ssh says a changed host key, and that the
+ * answer proves nothing by itself. */
+static void explain_other_key(const send_args *a, const aftp_push_result *pr,
+                              const aftp_cli_secrets *keys)
+{
+    char answered[AFTP_CLI_FINGERPRINT_MAX], pinned[AFTP_CLI_FINGERPRINT_MAX], buf[4096];
+    const char *where = a->sec.peer_key ? a->sec.peer_key
+                                        : aftp_cli_known_hosts_path(&a->sec, buf, sizeof buf);
+    aftp_cli_format_fingerprint(pr->server_key, answered, sizeof answered);
+    aftp_cli_format_fingerprint(keys->peer_key, pinned, sizeof pinned);
+    aftp_cli_error("the server at %s answers with key %s but %s is pinned for it in %s: the "
+                   "server's key changed, or this is not the server you expect (that answer is "
+                   "not authenticated: a hint, not proof; check the key with its operator)",
+                   a->peer_text, answered, pinned, where ? where : "the known hosts");
+}
+
 /* The transfer itself, reporting through r. */
 static int transfer(const send_args *args, aftp_cli_secrets *keys, aftp_cli_report *r)
 {
     const send_args a = *args;
-    aftp_io_result res;
+    aftp_push_result pr;
+    const aftp_io_result *res = &pr.io;
     const char *slash = strrchr(a.file, '/');
     aftp_path_printable(a.faux_name[0] ? a.faux_name : slash ? slash + 1 : a.file, r->name,
                         sizeof r->name);
@@ -332,20 +350,23 @@ static int transfer(const send_args *args, aftp_cli_secrets *keys, aftp_cli_repo
     int rc = load_send_keys(&a, keys, &o.security, &r->interrupt);
     if (rc != AFTP_EXIT_OK)
         return rc;
-    int pushed = aftp_push_run(&o, &res);
-    tell_datagram_cap(r, &res, a.common.mtu);
+    int pushed = aftp_push_run(&o, &pr);
+    tell_datagram_cap(r, res, a.common.mtu);
     if (pushed == AFTP_OK) {
-        aftp_cli_print_summary(r, &res.stats, NULL);
+        aftp_cli_print_summary(r, &res->stats, NULL);
         return AFTP_EXIT_OK;
     }
     /* Ctrl-C before any datagram (a slow open of the source, say) is a
      * cancel, whatever the local step it broke made of it. */
-    if (res.phase == AFTP_IO_PHASE_LOCAL && r->interrupt)
+    if (res->phase == AFTP_IO_PHASE_LOCAL && r->interrupt)
         return aftp_cli_interrupted_early();
-    explain_failure(&a, r, &res, keys);
-    return res.phase == AFTP_IO_PHASE_LOCAL && res.error != AFTP_ERR_NETWORK
+    if (pr.key_differs)
+        explain_other_key(&a, &pr, keys);
+    else
+        explain_failure(&a, r, res, keys);
+    return res->phase == AFTP_IO_PHASE_LOCAL && res->error != AFTP_ERR_NETWORK
                ? AFTP_EXIT_LOCAL_FILE
-               : aftp_cli_exit_code(res.error);
+               : aftp_cli_exit_code(res->error);
 }
 
 static int run_send(const send_args *a, aftp_cli_secrets *keys)

@@ -26,7 +26,25 @@ typedef struct aftp_push_opts {
     aftp_io_hooks hooks;
 } aftp_push_opts;
 
-/* Sends o->file and returns res->error. */
-int aftp_push_run(const aftp_push_opts *o, aftp_io_result *res);
+/* A server that cannot open our HELLO (it holds another key than the one
+ * pinned for it) stays silent by design (spec 14.2.5). When the HELLO of
+ * a protected session has had no answer for this long (or half the idle
+ * timeout, if shorter), the client asks the server for its key (spec
+ * 14.9) alongside, as a diagnosis: an answer with another key ends the
+ * attempt at once instead of at the idle timeout. The answer is not
+ * authenticated and is used for nothing else. */
+#define AFTP_PUSH_KEY_PROBE_NS UINT64_C(2000000000)
+
+typedef struct aftp_push_result {
+    aftp_io_result io;
+    /* The server answered the key request with server_key, which is not
+     * the pinned key: io.error is AFTP_ERR_AUTH. Unauthenticated: a hint
+     * for the user, never a key to trust. */
+    int key_differs;
+    uint8_t server_key[AFTP_KEY_LEN];
+} aftp_push_result;
+
+/* Sends o->file and returns res->io.error. */
+int aftp_push_run(const aftp_push_opts *o, aftp_push_result *res);
 
 #endif /* AFTP_PUSH_H */
