@@ -178,6 +178,16 @@ transfer_ok() { # size, [extra send options...]
     [ "$(find "$WORK/dst" -mindepth 1 | wc -l)" -eq 1 ] || fail "extra files in the destination"
 }
 
+# signal_receiver_mid_transfer SIGNAL: a slow send of a 32 MiB src.bin to
+# a receiver (--once) that gets SIGNAL one second into it; sets SEND_RC
+# and RECV_RC.
+signal_receiver_mid_transfer() {
+    make_file src.bin $((32 << 20))
+    start_recv --once
+    send_while "$WORK/src.bin" 50M kill "-$1" "$RECV_PID"
+    wait_recv
+}
+
 touch "$WORK/stamp"
 RECV_WRAP=(env)
 case "$CASE" in
@@ -815,10 +825,7 @@ interrupt_before_network)
 receiver_gone)
     # The receiver's process dies mid-transfer: ICMP port unreachable after
     # the handshake says it went away, not that it never listened.
-    make_file src.bin $((32 << 20))
-    start_recv --once
-    send_while "$WORK/src.bin" 50M kill -KILL "$RECV_PID"
-    wait_recv
+    signal_receiver_mid_transfer KILL
     expect_rc "aftp send" "$SEND_RC" 4
     expect_fixed "$WORK/send.err" "aftp: error: the receiver at 127.0.0.1:$PORT stopped answering mid-transfer (connection refused: its process is gone)"
     grep -q "is unreachable" "$WORK/send.err" && fail "told that the receiver never listened"
@@ -827,10 +834,7 @@ receiver_gone)
 receiver_cancels)
     # Each side says that the other cancelled (exit 7 both ways), not just
     # "transfer cancelled".
-    make_file src.bin $((32 << 20))
-    start_recv --once
-    send_while "$WORK/src.bin" 50M kill -TERM "$RECV_PID"
-    wait_recv
+    signal_receiver_mid_transfer TERM
     expect_rc "aftp send" "$SEND_RC" 7
     expect_fixed "$WORK/send.err" "aftp: error: the receiver at 127.0.0.1:$PORT cancelled the transfer of src.bin"
     expect_nothing_delivered
