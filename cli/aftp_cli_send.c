@@ -127,10 +127,18 @@ static int parse_send_args(int argc, char **argv, send_args *a)
 
 /* No HELLO_ACK: nobody there, or (protected) a server that cannot open
  * our handshake because it holds another key than the one we pinned: it
- * stays silent by design, so say both. */
-static void explain_no_answer(const send_args *a, double idle)
+ * stays silent by design, so say both. A server that answered our key
+ * request with the pinned key is there and holds that key: what else
+ * makes it ignore a handshake (spec 14.2.5) is said instead. */
+static void explain_no_answer(const send_args *a, double idle, const aftp_push_result *pr)
 {
-    if (a->sec.cipher == AFTP_CIPHER_NONE)
+    if (pr->key_answer == AFTP_PUSH_KEY_PINNED)
+        aftp_cli_error("%s answers key requests with the key pinned for it, but ignored our "
+                       "handshake for %.1f s: do both sides use the same --psk-file (or none)? "
+                       "was this host's clock set back since it last connected there? (the "
+                       "server refuses handshakes older than the newest it accepted, less 10 s)",
+                       a->peer_text, idle);
+    else if (a->sec.cipher == AFTP_CIPHER_NONE)
         aftp_cli_error("no answer from %s within %.1f s (is 'aftp recv' running there? "
                        "is UDP blocked?)", a->peer_text, idle);
     else
@@ -212,8 +220,9 @@ static void explain_refusal(const send_args *a, const aftp_cli_report *r,
 
 /* One line that says what went wrong, in the user's terms. */
 static void explain_failure(const send_args *a, const aftp_cli_report *r,
-                            const aftp_io_result *res, const aftp_cli_secrets *keys)
+                            const aftp_push_result *pr, const aftp_cli_secrets *keys)
 {
+    const aftp_io_result *res = &pr->io;
     const char *peer = a->peer_text;
     double idle = aftp_cli_idle_seconds(&a->common);
     const char *detail = res->message[0] ? res->message : aftp_strerror(res->error);
@@ -230,7 +239,7 @@ static void explain_failure(const send_args *a, const aftp_cli_report *r,
         if (res->connected)
             aftp_cli_error("%s went silent for %.1f s (--idle-timeout)", peer, idle);
         else
-            explain_no_answer(a, idle);
+            explain_no_answer(a, idle, pr);
         break;
     case AFTP_ERR_AUTH:
         aftp_cli_error("%s failed to authenticate: its key is not the one pinned for it "
@@ -360,10 +369,10 @@ static int transfer(const send_args *args, aftp_cli_secrets *keys, aftp_cli_repo
      * cancel, whatever the local step it broke made of it. */
     if (res->phase == AFTP_IO_PHASE_LOCAL && r->interrupt)
         return aftp_cli_interrupted_early();
-    if (pr.key_differs)
+    if (pr.key_answer == AFTP_PUSH_KEY_OTHER)
         explain_other_key(&a, &pr, keys);
     else
-        explain_failure(&a, r, res, keys);
+        explain_failure(&a, r, &pr, keys);
     return res->phase == AFTP_IO_PHASE_LOCAL && res->error != AFTP_ERR_NETWORK
                ? AFTP_EXIT_LOCAL_FILE
                : aftp_cli_exit_code(res->error);

@@ -152,8 +152,10 @@ static void key_probe_turn(void *ctx, uint64_t now)
     int got = aftp_keyprobe_step(&kp->probe, now, key);
     if (got == AFTP_OK)
         return;
-    if (got == 1 && memcmp(key, kp->o->security.peer_key, AFTP_KEY_LEN) != 0) {
-        kp->res->key_differs = 1;
+    if (got == 1 && memcmp(key, kp->o->security.peer_key, AFTP_KEY_LEN) == 0) {
+        kp->res->key_answer = AFTP_PUSH_KEY_PINNED;
+    } else if (got == 1) {
+        kp->res->key_answer = AFTP_PUSH_KEY_OTHER;
         memcpy(kp->res->server_key, key, AFTP_KEY_LEN);
         aftp_sender_abort(kp->sender, now, AFTP_ERR_AUTH,
                           "the server answers a key request with another key than the pinned one");

@@ -35,12 +35,18 @@ typedef struct aftp_push_opts {
  * authenticated and is used for nothing else. */
 #define AFTP_PUSH_KEY_PROBE_NS UINT64_C(2000000000)
 
+/* What the key request of an unanswered HELLO learnt. */
+enum aftp_push_key_answer {
+    AFTP_PUSH_KEY_NO_ANSWER, /* not asked, or no answer */
+    AFTP_PUSH_KEY_PINNED,    /* the pinned key: the server is there, yet ignores the HELLO */
+    AFTP_PUSH_KEY_OTHER      /* another key (server_key): io.error is AFTP_ERR_AUTH */
+};
+
 typedef struct aftp_push_result {
     aftp_io_result io;
-    /* The server answered the key request with server_key, which is not
-     * the pinned key: io.error is AFTP_ERR_AUTH. Unauthenticated: a hint
-     * for the user, never a key to trust. */
-    int key_differs;
+    /* enum aftp_push_key_answer. Unauthenticated: a hint for the user,
+     * never a key to trust. */
+    int key_answer;
     uint8_t server_key[AFTP_KEY_LEN];
 } aftp_push_result;
 
