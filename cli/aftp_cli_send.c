@@ -207,13 +207,15 @@ static void explain_refusal(const send_args *a, const aftp_cli_report *r,
         aftp_cli_error("%s refused %s: the receiver could not place the file there (permission "
                        "denied on its side)", peer, r->name);
         break;
-    default: /* AFTP_ERR_IO: the receiver's storage failed */
+    default: /* AFTP_ERR_IO: the receiver's storage failed (its reason, if it gave one) */
         if (at_offer)
-            aftp_cli_error("%s refused %s: the receiver could not place the file there (an I/O "
-                           "error on its side)", peer, r->name);
+            aftp_cli_error("%s refused %s: the receiver could not place the file there (its "
+                           "storage failed; its own log says why)", peer, r->name);
         else
-            aftp_cli_error("transfer of %s to %s failed: the receiver could not write it (an I/O "
-                           "error on its side)", r->name, peer);
+            aftp_cli_error("transfer of %s to %s failed: the receiver could not write it (%s)",
+                           r->name, peer,
+                           res->message[0] ? res->message
+                                           : "its storage failed; its own log says why");
         break;
     }
 }
@@ -340,6 +342,18 @@ static void explain_other_key(const send_args *a, const aftp_push_result *pr,
                    a->peer_text, answered, pinned, where ? where : "the known hosts");
 }
 
+/* Before the session every failure but the socket's is the local file's;
+ * in it, AFTP_ERR_IO is the receiver's storage (a failing read of ours
+ * ends as AFTP_ERR_SOURCE_CHANGED): the receiver refused the file. */
+static int send_exit_code(const aftp_io_result *res)
+{
+    if (res->phase == AFTP_IO_PHASE_LOCAL && res->error != AFTP_ERR_NETWORK)
+        return AFTP_EXIT_LOCAL_FILE;
+    if (res->phase == AFTP_IO_PHASE_SESSION && res->error == AFTP_ERR_IO)
+        return AFTP_EXIT_REFUSED;
+    return aftp_cli_exit_code(res->error);
+}
+
 /* The transfer itself, reporting through r. */
 static int transfer(const send_args *args, aftp_cli_secrets *keys, aftp_cli_report *r)
 {
@@ -373,9 +387,7 @@ static int transfer(const send_args *args, aftp_cli_secrets *keys, aftp_cli_repo
         explain_other_key(&a, &pr, keys);
     else
         explain_failure(&a, r, &pr, keys);
-    return res->phase == AFTP_IO_PHASE_LOCAL && res->error != AFTP_ERR_NETWORK
-               ? AFTP_EXIT_LOCAL_FILE
-               : aftp_cli_exit_code(res->error);
+    return send_exit_code(res);
 }
 
 static int run_send(const send_args *a, aftp_cli_secrets *keys)

@@ -772,9 +772,11 @@ faux_takes_only_zeros)
     RECV_DIR=faux:// start_recv --once
     send "$WORK/src.bin"
     wait_recv
-    [ "$SEND_RC" -ne 0 ] || fail "aftp send of real data into faux:// succeeded"
     [ "$RECV_RC" -ne 0 ] || fail "aftp recv --dir faux:// took real data"
-    expect_fixed "$WORK/recv.err" "a faux:// destination takes only a faux:// source: src.bin: it has bytes other than zeros" ;;
+    expect_fixed "$WORK/recv.err" "a faux:// destination takes only a faux:// source: src.bin: it has bytes other than zeros"
+    # the sender's own file is fine: refused by the receiver (5), with its reason
+    expect_rc "aftp send of real data into faux://" "$SEND_RC" 5
+    expect_fixed "$WORK/send.err" "aftp: error: transfer of src.bin to 127.0.0.1:$PORT failed: the receiver could not write it (its storage failed; its own log says why)" ;;
 # ---- sending side: what the sender refuses to send, and what it says ----
 source_fifo)
     # A FIFO nobody writes to is refused at once (it used to hang in open()).
