@@ -4,7 +4,9 @@
  * waits for the SERVER_KEY that answers it, from the server's address and
  * with the request's connection id. The answer is not authenticated: the
  * caller shows its fingerprint to a user, who decides whether to trust it
- * (trust on first use). No session is started on either side.
+ * (trust on first use), or only compares it with the key it pins to
+ * explain a server that ignores its HELLO (aftp_push.h). No session is
+ * started on either side.
  */
 #ifndef AFTP_KEYFETCH_H
 #define AFTP_KEYFETCH_H

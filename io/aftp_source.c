@@ -109,23 +109,18 @@ static const char *pseudo_fs_name(int fd)
  * bytes has no byte at offset 0. */
 static int check_size_known(aftp_source *src, const char *path, const struct stat *sb)
 {
-    char byte;
+    char byte, why[256];
     const char *fs = pseudo_fs_name(src->fd);
-    if (fs != NULL) {
-        snprintf(src->message, sizeof src->message,
-                 "cannot send %s: it is on %s, a kernel file system whose files have no "
-                 "true size (aftp sends regular files of a known size: copy it to a regular "
-                 "file first)", path, fs);
-    } else if (sb->st_size == 0 && pread(src->fd, &byte, 1, 0) == 1) {
-        snprintf(src->message, sizeof src->message,
-                 "cannot send %s: its file system reports 0 bytes but it has content (aftp "
-                 "sends regular files of a known size: copy it to a regular file first)", path);
-    } else {
+    if (fs != NULL)
+        snprintf(why, sizeof why, "it is on %s, a kernel file system whose files have no true "
+                 "size (aftp sends regular files of a known size: copy it to a regular file "
+                 "first)", fs);
+    else if (sb->st_size == 0 && pread(src->fd, &byte, 1, 0) == 1)
+        snprintf(why, sizeof why, "its file system reports 0 bytes but it has content (aftp "
+                 "sends regular files of a known size: copy it to a regular file first)");
+    else
         return AFTP_OK;
-    }
-    close(src->fd);
-    src->fd = -1;
-    return AFTP_ERR_INVALID_ARGUMENT;
+    return open_error(src, AFTP_ERR_INVALID_ARGUMENT, path, why);
 }
 
 /* Opens without blocking: a FIFO without a writer (or a device) would
