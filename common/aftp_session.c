@@ -3,6 +3,7 @@
 
 #include "common/aftp_errmap.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,6 +23,7 @@ int aftp_session_init(aftp_session *ss, uint32_t local_id, uint16_t max_datagram
     ss->now_ns = now_ns;
     ss->on_event = on_event;
     ss->user = user;
+    ss->peer_name = "peer";
     ss->scratch = malloc(max_datagram);
     return ss->scratch != NULL ? AFTP_OK : AFTP_ERR_NO_MEMORY;
 }
@@ -223,8 +225,18 @@ void aftp_session_header(const aftp_session *ss, uint8_t type, aftp_wire_header 
     hdr->pn = ss->next_pn;
 }
 
-void aftp_session_packet(const aftp_session *ss, uint8_t type, aftp_wire_packet *p)
+/* See aftp_session.peer_name. */
+static void learn_peer_name(aftp_session *ss, uint8_t type)
 {
+    if (type == AFTP_WIRE_HELLO)
+        ss->peer_name = "receiver";
+    else if (type == AFTP_WIRE_HELLO_ACK)
+        ss->peer_name = "sender";
+}
+
+void aftp_session_packet(aftp_session *ss, uint8_t type, aftp_wire_packet *p)
+{
+    learn_peer_name(ss, type);
     memset(p, 0, sizeof *p);
     aftp_session_header(ss, type, &p->hdr);
 }
@@ -344,20 +356,18 @@ void aftp_session_answer_close(aftp_session *ss)
  * is kept after it when it says more than the stock text. */
 static void set_peer_cancel_message(aftp_session *ss, const aftp_wire_close *c)
 {
-    static const char head[] = "the peer cancelled the transfer";
     const char *stock = aftp_strerror(AFTP_ERR_CANCELLED);
     size_t len = c->reason_len;
-    if (len == 0 || (len == strlen(stock) && memcmp(c->reason, stock, len) == 0)) {
-        aftp_session_set_text(ss, head);
-        return;
-    }
-    char text[sizeof head + 2 + AFTP_WIRE_MAX_REASON];
+    char text[64 + AFTP_WIRE_MAX_REASON];
+    int head = snprintf(text, sizeof text, "the %s cancelled the transfer", ss->peer_name);
     if (len > AFTP_WIRE_MAX_REASON)
         len = AFTP_WIRE_MAX_REASON;
-    memcpy(text, head, sizeof head - 1);
-    memcpy(text + sizeof head - 1, ": ", 2);
-    memcpy(text + sizeof head + 1, c->reason, len);
-    set_message(ss, text, sizeof head + 1 + len);
+    if (len > 0 && !(len == strlen(stock) && memcmp(c->reason, stock, len) == 0)) {
+        memcpy(text + head, ": ", 2);
+        memcpy(text + head + 2, c->reason, len);
+        head += 2 + (int)len;
+    }
+    set_message(ss, text, (size_t)head);
 }
 
 int aftp_session_peer_close(aftp_session *ss, const aftp_wire_close *c)

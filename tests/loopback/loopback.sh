@@ -854,7 +854,7 @@ receiver_cancels)
     expect_fixed "$WORK/send.err" "aftp: error: transfer of src.bin to 127.0.0.1:$PORT cancelled here"
     for _ in $(seq 100); do grep -q "cancelled" "$WORK/recv.err" && break; sleep 0.05; done
     stop_recv
-    expect_text "$WORK/recv.err" "failed: the peer cancelled the transfer$"
+    expect_text "$WORK/recv.err" "failed: the sender cancelled the transfer$"
     expect_nothing_delivered ;;
 refusal_messages)
     # FILE_REPLY carries only a code: each one is said for what it means,
