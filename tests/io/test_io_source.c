@@ -80,6 +80,8 @@ static void test_refuses_files_of_unknown_size(void **state)
                                               "/sys/kernel/uevent_seqnum", "/sys/power/state"};
     aftp_source src;
     aftp_file_info info;
+    if (access("/proc/self/status", R_OK) != 0)
+        skip(); /* no proc mounted here */
     assert_int_equal(aftp_source_open(&src, "/proc/self/status", 1, &info),
                      AFTP_ERR_INVALID_ARGUMENT);
     assert_string_equal(src.message, "cannot send /proc/self/status: it is on proc, a kernel "
