@@ -27,12 +27,12 @@ typedef struct aftp_push_opts {
 } aftp_push_opts;
 
 /* A server that cannot open our HELLO (it holds another key than the one
- * pinned for it) stays silent by design (spec 14.2.5). When the HELLO of
- * a protected session has had no answer for this long (or half the idle
- * timeout, if shorter), the client asks the server for its key (spec
- * 14.9) alongside, as a diagnosis: an answer with another key ends the
- * attempt at once instead of at the idle timeout. The answer is not
- * authenticated and is used for nothing else. */
+ * pinned for it) stays silent by design (spec 14.2.5). When the handshake
+ * of a protected session has not completed this long after the first
+ * HELLO (or half the idle timeout, if shorter), the client asks the server
+ * for its key (spec 14.9) alongside, as a diagnosis: an answer with
+ * another key ends the attempt at once instead of at the idle timeout.
+ * The answer is not authenticated and is used for nothing else. */
 #define AFTP_PUSH_KEY_PROBE_NS UINT64_C(2000000000)
 
 /* What the key request of an unanswered HELLO learnt. */
