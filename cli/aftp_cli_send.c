@@ -229,7 +229,8 @@ static void explain_failure(const send_args *a, const aftp_cli_report *r,
     double idle = aftp_cli_idle_seconds(&a->common);
     const char *detail = res->message[0] ? res->message : aftp_strerror(res->error);
     char own[128];
-    if (res->phase == AFTP_IO_PHASE_LOCAL) {
+    /* local: the message names the file and says what went wrong with it */
+    if (res->phase == AFTP_IO_PHASE_LOCAL || res->error == AFTP_ERR_SOURCE_CHANGED) {
         aftp_cli_error("%s", detail);
         return;
     }

@@ -828,6 +828,16 @@ interrupt_before_network)
     wait "$pid"
     expect_rc "aftp send interrupted before the network" $? 7
     expect_text "$WORK/send.err" "^aftp: error: interrupted before the transfer started$" ;;
+source_rewritten)
+    # Written to in place mid-transfer (same size, new modification time):
+    # the message says what changed, not two equal sizes.
+    make_file src.bin $((32 << 20))
+    start_recv --once
+    send_while "$WORK/src.bin" 50M dd if=/dev/zero of="$WORK/src.bin" bs=4096 count=1 conv=notrunc status=none
+    wait_recv
+    expect_rc "aftp send" "$SEND_RC" 3
+    expect_fixed "$WORK/send.err" "aftp: error: src.bin: source changed during transfer (written to while being sent: its modification time changed, its size did not)"
+    expect_nothing_delivered ;;
 receiver_gone)
     # The receiver's process dies mid-transfer: ICMP port unreachable after
     # the handshake says it went away, not that it never listened.
