@@ -189,8 +189,8 @@ static void explain_refusal(const send_args *a, const aftp_cli_report *r,
     int at_offer = res->stats.payload_bytes_sent == 0;
     switch (res->error) {
     case AFTP_ERR_FILE_EXISTS:
-        aftp_cli_error("%s refused %s: a file of that name exists at the receiver (its operator "
-                       "can allow replacing it with 'aftp recv --overwrite')", peer, r->name);
+        aftp_cli_error("%s refused %s: it exists at the receiver (its operator can allow "
+                       "replacing it with 'aftp recv --overwrite')", peer, r->name);
         break;
     case AFTP_ERR_NO_SPACE:
         if (at_offer)

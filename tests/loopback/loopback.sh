@@ -273,7 +273,7 @@ exists_refused)
     wait_recv
     expect_rc "aftp send" "$SEND_RC" 5
     expect_rc "aftp recv" "$RECV_RC" 5
-    expect_fixed "$WORK/send.err" "aftp: error: 127.0.0.1:$PORT refused src.bin: a file of that name exists at the receiver (its operator can allow replacing it with 'aftp recv --overwrite')"
+    expect_fixed "$WORK/send.err" "aftp: error: 127.0.0.1:$PORT refused src.bin: it exists at the receiver (its operator can allow replacing it with 'aftp recv --overwrite')"
     expect_text "$WORK/recv.err" "refusing to replace existing file src\.bin: use --overwrite"
     [ "$(cat "$WORK/dst/src.bin")" = precious ] || fail "existing file was changed"
     [ "$(find "$WORK/dst" -mindepth 1 | wc -l)" -eq 1 ] || fail "temporary left behind" ;;
