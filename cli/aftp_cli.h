@@ -37,6 +37,7 @@ typedef struct aftp_cli_report {
     int sender;               /* 1: aftp send, 0: aftp recv */
     char name[160];           /* printable file name */
     uint64_t size;
+    uint32_t block_size;      /* as offered (known at the file's end) */
     uint64_t t_connected;     /* clock at the handshake */
     uint64_t t_end;           /* clock at the file's end */
     uint8_t digest[AFTP_DIGEST_LEN];
@@ -49,7 +50,8 @@ typedef struct aftp_cli_report {
 
 void aftp_cli_report_init(aftp_cli_report *r, int sender, int quiet);
 /* Every progress tick also appends a line to the file at `path` (made or
- * truncated): AFTP_EXIT_OK, or AFTP_EXIT_LOCAL_FILE with the error said. */
+ * truncated): AFTP_EXIT_OK, or AFTP_EXIT_LOCAL_FILE with the error said
+ * (AFTP_EXIT_CANCELLED when a signal broke the open, as of a FIFO). */
 int aftp_cli_report_log_to(aftp_cli_report *r, const char *path);
 /* Closes the progress log, if any. */
 void aftp_cli_report_close(aftp_cli_report *r);
@@ -64,6 +66,8 @@ void aftp_cli_notice(const aftp_cli_report *r, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* SIGINT/SIGTERM increment r->interrupt (the transfer is cancelled). */
 void aftp_cli_catch_signals(aftp_cli_report *r);
+/* A signal broke a step before the network: says so; AFTP_EXIT_CANCELLED. */
+int aftp_cli_interrupted_early(void);
 /* Options both subcommands take: -t/--idle-timeout, --mtu, -q/--quiet,
  * -h/--help. */
 typedef struct aftp_cli_common {

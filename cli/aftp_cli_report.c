@@ -48,7 +48,9 @@ void aftp_cli_report_init(aftp_cli_report *r, int sender, int quiet)
 
 int aftp_cli_report_log_to(aftp_cli_report *r, const char *path)
 {
-    r->log = fopen(path, "we");
+    r->log = fopen(path, "we"); /* a FIFO waits here for its reader */
+    if (r->log == NULL && r->interrupt)
+        return aftp_cli_interrupted_early();
     if (r->log == NULL) {
         aftp_cli_error("cannot write the progress log %s: %s", path, strerror(errno));
         return AFTP_EXIT_LOCAL_FILE;
@@ -96,6 +98,9 @@ static void on_event(void *app, const aftp_event *ev)
     case AFTP_EV_FILE_END:
         clear_progress(r);
         r->t_end = now;
+        /* also for a file refused at its offer, which had no FILE_START */
+        r->size = ev->info->size;
+        r->block_size = ev->info->block_size;
         if (ev->error == AFTP_OK && ev->digest) {
             memcpy(r->digest, ev->digest, AFTP_DIGEST_LEN);
             r->have_digest = 1;
@@ -199,6 +204,12 @@ void aftp_cli_print_summary(const aftp_cli_report *r, const aftp_stats *st, cons
            pct, r->sender ? "retransmitted" : "duplicate", hex, cipher_name(st->cipher),
            peer ? ", " : "", peer ? peer : "");
     fflush(stdout);
+}
+
+int aftp_cli_interrupted_early(void)
+{
+    aftp_cli_error("interrupted before the transfer started");
+    return AFTP_EXIT_CANCELLED;
 }
 
 static aftp_cli_report *signal_report;

@@ -7,6 +7,7 @@
 #include "aftp_parse.h"
 #include "aftp_path.h"
 #include "aftp_push.h"
+#include "proto/aftp_wire.h"
 
 typedef struct send_args {
     uint64_t rate_bps;
@@ -126,10 +127,18 @@ static int parse_send_args(int argc, char **argv, send_args *a)
 
 /* No HELLO_ACK: nobody there, or (protected) a server that cannot open
  * our handshake because it holds another key than the one we pinned: it
- * stays silent by design, so say both. */
-static void explain_no_answer(const send_args *a, double idle)
+ * stays silent by design, so say both. A server that answered our key
+ * request with the pinned key is there and holds that key: what else
+ * makes it ignore a handshake (spec 14.2.5) is said instead. */
+static void explain_no_answer(const send_args *a, double idle, const aftp_push_result *pr)
 {
-    if (a->sec.cipher == AFTP_CIPHER_NONE)
+    if (pr->key_answer == AFTP_PUSH_KEY_PINNED)
+        aftp_cli_error("%s answers key requests with the key pinned for it, but ignored our "
+                       "handshake for %.1f s: do both sides use the same --psk-file (or none)? "
+                       "was this host's clock set back since it last connected there? (the "
+                       "server refuses handshakes older than the newest it accepted, less 10 s)",
+                       a->peer_text, idle);
+    else if (a->sec.cipher == AFTP_CIPHER_NONE)
         aftp_cli_error("no answer from %s within %.1f s (is 'aftp recv' running there? "
                        "is UDP blocked?)", a->peer_text, idle);
     else
@@ -139,31 +148,101 @@ static void explain_no_answer(const send_args *a, double idle)
                        "--cipher none)", a->peer_text, idle);
 }
 
+/* The session ended on a refused socket (ICMP port unreachable), or on a
+ * path that no longer carries our datagrams (the message says which). */
+static void explain_network(const send_args *a, const aftp_cli_report *r,
+                            const aftp_io_result *res)
+{
+    if (res->message[0]) /* the path, not the peer (its MTU fell) */
+        aftp_cli_error("transfer of %s to %s failed: %s", r->name, a->peer_text, res->message);
+    else if (res->connected)
+        aftp_cli_error("the receiver at %s stopped answering mid-transfer (connection refused: "
+                       "its process is gone)", a->peer_text);
+    else
+        aftp_cli_error("%s is unreachable: connection refused (is 'aftp recv' listening "
+                       "there?)", a->peer_text);
+}
+
+/* What the sender offered, for a receiver's LIMIT refusal (FILE_REPLY
+ * carries no reason, so the figures it judged are all there is to show). */
+static void explain_limit(const send_args *a, const aftp_cli_report *r, const aftp_io_result *res)
+{
+    if (!res->connected) {
+        aftp_cli_error("%s refused the session: it is at a limit (%s)", a->peer_text,
+                       res->message[0] ? res->message : "too many sessions?");
+        return;
+    }
+    unsigned long long blocks =
+        r->block_size ? (unsigned long long)aftp_wire_block_count(r->size, r->block_size) : 0;
+    aftp_cli_error("%s refused %s: the offer exceeds a limit of the receiver (offered %llu bytes "
+                   "in %llu blocks of %u bytes, datagrams of %u bytes)", a->peer_text, r->name,
+                   (unsigned long long)r->size, blocks, (unsigned)r->block_size,
+                   (unsigned)res->stats.max_datagram);
+}
+
+/* The receiver's FILE_REPLY (nothing sent yet) or FILE_RESULT refused the
+ * file: what each wire code says, and no more. */
+static void explain_refusal(const send_args *a, const aftp_cli_report *r,
+                            const aftp_io_result *res)
+{
+    const char *peer = a->peer_text;
+    int at_offer = res->stats.payload_bytes_sent == 0;
+    switch (res->error) {
+    case AFTP_ERR_FILE_EXISTS:
+        aftp_cli_error("%s refused %s: it exists at the receiver (its operator can allow "
+                       "replacing it with 'aftp recv --overwrite')", peer, r->name);
+        break;
+    case AFTP_ERR_NO_SPACE:
+        if (at_offer)
+            aftp_cli_error("%s refused %s: not enough space on the receiver", peer, r->name);
+        else
+            aftp_cli_error("%s ran out of space for %s during the transfer", peer, r->name);
+        break;
+    case AFTP_ERR_PATH_REJECTED:
+        aftp_cli_error("%s refused %s: the receiver could not place the file there (the name "
+                       "breaks its path rules, or something that is not a file is in the way)",
+                       peer, r->name);
+        break;
+    case AFTP_ERR_PERMISSION:
+        aftp_cli_error("%s refused %s: the receiver could not place the file there (permission "
+                       "denied on its side)", peer, r->name);
+        break;
+    default: /* AFTP_ERR_IO: the receiver's storage failed (its reason, if it gave one) */
+        if (at_offer)
+            aftp_cli_error("%s refused %s: the receiver could not place the file there (its "
+                           "storage failed; its own log says why)", peer, r->name);
+        else
+            aftp_cli_error("transfer of %s to %s failed: the receiver could not write it (%s)",
+                           r->name, peer,
+                           res->message[0] ? res->message
+                                           : "its storage failed; its own log says why");
+        break;
+    }
+}
+
 /* One line that says what went wrong, in the user's terms. */
 static void explain_failure(const send_args *a, const aftp_cli_report *r,
-                            const aftp_io_result *res, const aftp_cli_secrets *keys)
+                            const aftp_push_result *pr, const aftp_cli_secrets *keys)
 {
+    const aftp_io_result *res = &pr->io;
     const char *peer = a->peer_text;
     double idle = aftp_cli_idle_seconds(&a->common);
     const char *detail = res->message[0] ? res->message : aftp_strerror(res->error);
     char own[128];
-    if (res->phase == AFTP_IO_PHASE_LOCAL) {
+    /* local: the message names the file and says what went wrong with it */
+    if (res->phase == AFTP_IO_PHASE_LOCAL || res->error == AFTP_ERR_SOURCE_CHANGED) {
         aftp_cli_error("%s", detail);
         return;
     }
     switch (res->error) {
     case AFTP_ERR_NETWORK:
-        if (res->message[0]) /* the path, not the peer (its MTU fell) */
-            aftp_cli_error("transfer of %s to %s failed: %s", r->name, peer, res->message);
-        else
-            aftp_cli_error("%s is unreachable: connection refused (is 'aftp recv' listening "
-                           "there?)", peer);
+        explain_network(a, r, res);
         break;
     case AFTP_ERR_IDLE_TIMEOUT:
         if (res->connected)
             aftp_cli_error("%s went silent for %.1f s (--idle-timeout)", peer, idle);
         else
-            explain_no_answer(a, idle);
+            explain_no_answer(a, idle, pr);
         break;
     case AFTP_ERR_AUTH:
         aftp_cli_error("%s failed to authenticate: its key is not the one pinned for it "
@@ -175,18 +254,20 @@ static void explain_failure(const send_args *a, const aftp_cli_report *r,
                        "'%s' to its authorized keys)", peer, own);
         break;
     case AFTP_ERR_FILE_EXISTS:
-        aftp_cli_error("%s refused %s: it already exists there (the receiver needs --overwrite)",
-                       peer, r->name);
-        break;
     case AFTP_ERR_NO_SPACE:
-        if (res->stats.payload_bytes_sent > 0)
-            aftp_cli_error("%s ran out of space for %s during the transfer", peer, r->name);
-        else
-            aftp_cli_error("%s refused %s: not enough space on the receiver", peer, r->name);
-        break;
     case AFTP_ERR_PATH_REJECTED:
     case AFTP_ERR_PERMISSION:
-        aftp_cli_error("%s refused %s: %s", peer, r->name, aftp_strerror(res->error));
+    case AFTP_ERR_IO:
+        explain_refusal(a, r, res);
+        break;
+    case AFTP_ERR_LIMIT:
+        explain_limit(a, r, res);
+        break;
+    case AFTP_ERR_CANCELLED:
+        if (r->interrupt)
+            aftp_cli_error("transfer of %s to %s cancelled here", r->name, peer);
+        else
+            aftp_cli_error("the receiver at %s cancelled the transfer of %s", peer, r->name);
         break;
     case AFTP_ERR_DIGEST_MISMATCH:
         aftp_cli_error("verification failed: %s arrived at %s with a different digest", r->name,
@@ -245,15 +326,44 @@ static void tell_datagram_cap(const aftp_cli_report *r, const aftp_io_result *re
                         (unsigned)res->datagram_asked, mtu, mtu);
 }
 
+/* The server answered our key request with another key than the pinned
+ * one (aftp_push.h): say it as ssh says a changed host key, and that the
+ * answer proves nothing by itself. */
+static void explain_other_key(const send_args *a, const aftp_push_result *pr,
+                              const aftp_cli_secrets *keys)
+{
+    char answered[AFTP_CLI_FINGERPRINT_MAX], pinned[AFTP_CLI_FINGERPRINT_MAX], buf[4096];
+    const char *where = a->sec.peer_key ? a->sec.peer_key
+                                        : aftp_cli_known_hosts_path(&a->sec, buf, sizeof buf);
+    aftp_cli_format_fingerprint(pr->server_key, answered, sizeof answered);
+    aftp_cli_format_fingerprint(keys->peer_key, pinned, sizeof pinned);
+    aftp_cli_error("the server at %s answers with key %s but %s is pinned for it in %s: the "
+                   "server's key changed, or this is not the server you expect (that answer is "
+                   "not authenticated: a hint, not proof; check the key with its operator)",
+                   a->peer_text, answered, pinned, where ? where : "the known hosts");
+}
+
+/* Before the session every failure but the socket's is the local file's;
+ * in it, AFTP_ERR_IO is the receiver's storage (a failing read of ours
+ * ends as AFTP_ERR_SOURCE_CHANGED): the receiver refused the file. */
+static int send_exit_code(const aftp_io_result *res)
+{
+    if (res->phase == AFTP_IO_PHASE_LOCAL && res->error != AFTP_ERR_NETWORK)
+        return AFTP_EXIT_LOCAL_FILE;
+    if (res->phase == AFTP_IO_PHASE_SESSION && res->error == AFTP_ERR_IO)
+        return AFTP_EXIT_REFUSED;
+    return aftp_cli_exit_code(res->error);
+}
+
 /* The transfer itself, reporting through r. */
 static int transfer(const send_args *args, aftp_cli_secrets *keys, aftp_cli_report *r)
 {
     const send_args a = *args;
-    aftp_io_result res;
+    aftp_push_result pr;
+    const aftp_io_result *res = &pr.io;
     const char *slash = strrchr(a.file, '/');
     aftp_path_printable(a.faux_name[0] ? a.faux_name : slash ? slash + 1 : a.file, r->name,
                         sizeof r->name);
-    aftp_cli_catch_signals(r);
     aftp_push_opts o = {.file = a.file, .peer = (struct sockaddr *)&a.peer,
                         .peer_len = a.peer_len, .rate_bps = a.rate_bps,
                         .policy = a.policy, .max_rate_bps = a.max_rate_bps,
@@ -264,25 +374,33 @@ static int transfer(const send_args *args, aftp_cli_secrets *keys, aftp_cli_repo
     int rc = load_send_keys(&a, keys, &o.security, &r->interrupt);
     if (rc != AFTP_EXIT_OK)
         return rc;
-    int pushed = aftp_push_run(&o, &res);
-    tell_datagram_cap(r, &res, a.common.mtu);
+    int pushed = aftp_push_run(&o, &pr);
+    tell_datagram_cap(r, res, a.common.mtu);
     if (pushed == AFTP_OK) {
-        aftp_cli_print_summary(r, &res.stats, NULL);
+        aftp_cli_print_summary(r, &res->stats, NULL);
         return AFTP_EXIT_OK;
     }
-    explain_failure(&a, r, &res, keys);
-    return res.phase == AFTP_IO_PHASE_LOCAL && res.error != AFTP_ERR_NETWORK
-               ? AFTP_EXIT_LOCAL_FILE
-               : aftp_cli_exit_code(res.error);
+    /* Ctrl-C before any datagram (a slow open of the source, say) is a
+     * cancel, whatever the local step it broke made of it. */
+    if (res->phase == AFTP_IO_PHASE_LOCAL && r->interrupt)
+        return aftp_cli_interrupted_early();
+    if (pr.key_answer == AFTP_PUSH_KEY_OTHER)
+        explain_other_key(&a, &pr, keys);
+    else
+        explain_failure(&a, r, &pr, keys);
+    return send_exit_code(res);
 }
 
 static int run_send(const send_args *a, aftp_cli_secrets *keys)
 {
     aftp_cli_report r;
     aftp_cli_report_init(&r, 1, a->common.quiet);
-    if (a->progress_log != NULL && aftp_cli_report_log_to(&r, a->progress_log) != AFTP_EXIT_OK)
-        return AFTP_EXIT_LOCAL_FILE;
-    int rc = transfer(a, keys, &r);
+    /* From here on SIGINT/SIGTERM cancel (exit 7), whatever step they break. */
+    aftp_cli_catch_signals(&r);
+    int rc = a->progress_log != NULL ? aftp_cli_report_log_to(&r, a->progress_log) : AFTP_EXIT_OK;
+    if (rc != AFTP_EXIT_OK)
+        return rc;
+    rc = transfer(a, keys, &r);
     aftp_cli_report_close(&r);
     return rc;
 }

@@ -3,6 +3,7 @@
 
 #include "common/aftp_errmap.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,6 +23,7 @@ int aftp_session_init(aftp_session *ss, uint32_t local_id, uint16_t max_datagram
     ss->now_ns = now_ns;
     ss->on_event = on_event;
     ss->user = user;
+    ss->peer_name = "peer";
     ss->scratch = malloc(max_datagram);
     return ss->scratch != NULL ? AFTP_OK : AFTP_ERR_NO_MEMORY;
 }
@@ -223,8 +225,18 @@ void aftp_session_header(const aftp_session *ss, uint8_t type, aftp_wire_header 
     hdr->pn = ss->next_pn;
 }
 
-void aftp_session_packet(const aftp_session *ss, uint8_t type, aftp_wire_packet *p)
+/* See aftp_session.peer_name. */
+static void learn_peer_name(aftp_session *ss, uint8_t type)
 {
+    if (type == AFTP_WIRE_HELLO)
+        ss->peer_name = "receiver";
+    else if (type == AFTP_WIRE_HELLO_ACK)
+        ss->peer_name = "sender";
+}
+
+void aftp_session_packet(aftp_session *ss, uint8_t type, aftp_wire_packet *p)
+{
+    learn_peer_name(ss, type);
     memset(p, 0, sizeof *p);
     aftp_session_header(ss, type, &p->hdr);
 }
@@ -340,12 +352,34 @@ void aftp_session_answer_close(aftp_session *ss)
     ss->close_due = 1;
 }
 
+/* The peer's cancel reads as the peer's, not as one of ours: its reason
+ * is kept after it when it says more than the stock text. */
+static void set_peer_cancel_message(aftp_session *ss, const aftp_wire_close *c)
+{
+    const char *stock = aftp_strerror(AFTP_ERR_CANCELLED);
+    size_t len = c->reason_len;
+    char text[64 + AFTP_WIRE_MAX_REASON];
+    int head = snprintf(text, sizeof text, "the %s cancelled the transfer", ss->peer_name);
+    if (len > AFTP_WIRE_MAX_REASON)
+        len = AFTP_WIRE_MAX_REASON;
+    if (len > 0 && !(len == strlen(stock) && memcmp(c->reason, stock, len) == 0)) {
+        memcpy(text + head, ": ", 2);
+        memcpy(text + head + 2, c->reason, len);
+        head += 2 + (int)len;
+    }
+    set_message(ss, text, (size_t)head);
+}
+
 int aftp_session_peer_close(aftp_session *ss, const aftp_wire_close *c)
 {
-    set_message(ss, (const char *)c->reason, c->reason_len);
     /* Spec 11.2: the same table as per-file errors; codes without a local
      * twin (PROTOCOL, INTERNAL, unknown) become PEER_CLOSED. */
-    return aftp_errmap_to_local(c->error);
+    int error = aftp_errmap_to_local(c->error);
+    if (error == AFTP_ERR_CANCELLED)
+        set_peer_cancel_message(ss, c);
+    else
+        set_message(ss, (const char *)c->reason, c->reason_len);
+    return error;
 }
 
 int aftp_session_encode_close(aftp_session *ss, uint8_t *buf, size_t cap, aftp_datagram *dg)

@@ -49,6 +49,11 @@ typedef struct aftp_session {
     uint8_t *scratch;          /* own_max_datagram bytes: packets open here */
     int has_peer_key;
     uint8_t peer_key[AFTP_HS_KEY_LEN]; /* the peer's authenticated static key */
+    /* What the peer is, for messages: "peer" until this end builds its
+     * first handshake packet. The end that sends HELLO is the client,
+     * which in push (the only role of version 1, spec 9.1) is the sender:
+     * its peer is the receiver; the end that sends HELLO_ACK the reverse. */
+    const char *peer_name;
 } aftp_session;
 
 /* Which of the session's own timers fired. */
@@ -117,8 +122,10 @@ void aftp_session_heard(aftp_session *ss, uint64_t now_ns, size_t len);
 
 /* The header of the next packet of `type` (to the peer, next pn). */
 void aftp_session_header(const aftp_session *ss, uint8_t type, aftp_wire_header *hdr);
-/* A zeroed packet of `type` with that header, ready for its body. */
-void aftp_session_packet(const aftp_session *ss, uint8_t type, aftp_wire_packet *p);
+/* A zeroed packet of `type` with that header, ready for its body. The
+ * first HELLO or HELLO_ACK built tells the session which end it is
+ * (peer_name). */
+void aftp_session_packet(aftp_session *ss, uint8_t type, aftp_wire_packet *p);
 /* Encodes pkt (its header filled by aftp_session_header) into buf, seals
  * it when the session is protected, and fills dg; on success the packet
  * number is consumed. */
@@ -140,7 +147,9 @@ void aftp_session_start_closing(aftp_session *ss, int error, uint16_t wire_error
 /* CLOSED at once (no CLOSE sent): emits the CLOSED event. Idempotent. */
 void aftp_session_set_closed(aftp_session *ss, int error);
 /* The local error a peer's CLOSE means (NONE: OK, CANCELLED: CANCELLED,
- * otherwise PEER_CLOSED) and its reason kept, printable, as the message. */
+ * otherwise PEER_CLOSED) and its reason kept, printable, as the message;
+ * for CANCELLED the message says who cancelled ("the receiver cancelled
+ * the transfer", the peer's reason after it when it says more). */
 int aftp_session_peer_close(aftp_session *ss, const aftp_wire_close *c);
 /* Section 9.11: the peer's CLOSE arrived outside our own closing and the
  * session is CLOSED: one CLOSE(NONE), with no reason, answers it, so that

@@ -69,51 +69,55 @@ static int read_answer(aftp_udp *udp, uint32_t conn_id, uint8_t *key)
     return rc;
 }
 
-static int interrupted(const aftp_keyfetch_opts *o)
+int aftp_keyprobe_open(aftp_keyprobe *p, const aftp_keyfetch_opts *o)
 {
-    return o->interrupt != NULL && *o->interrupt;
+    memset(p, 0, sizeof *p);
+    p->udp.fd = -1;
+    /* Its own id: an answer can never be taken for a session's. */
+    p->conn_id = aftp_io_random_conn_id();
+    p->attempts = o->attempts ? o->attempts : AFTP_KEYFETCH_ATTEMPTS;
+    p->interval_ns = o->interval_ns ? o->interval_ns : AFTP_KEYFETCH_INTERVAL_NS;
+    int rc = aftp_keyfetch_request(p->conn_id, p->req, sizeof p->req, &p->req_len);
+    return rc == AFTP_OK ? open_socket(o, &p->udp) : rc;
 }
 
-/* Sends the request, then waits up to interval_ns for its answer. */
-static int one_attempt(const aftp_keyfetch_opts *o, aftp_udp *udp, const uint8_t *req,
-                       size_t req_len, uint32_t conn_id, uint64_t interval_ns, uint8_t *key)
+int aftp_keyprobe_step(aftp_keyprobe *p, uint64_t now_ns, uint8_t *key)
 {
-    aftp_datagram dg = {.head = req, .head_len = req_len};
-    int rc = aftp_udp_send(udp, &dg, 1);
-    uint64_t deadline = aftp_drive_now_ns() + interval_ns;
-    while (rc == AFTP_OK) {
-        uint64_t now = aftp_drive_now_ns();
-        if (interrupted(o))
-            return AFTP_ERR_CANCELLED;
-        if (now >= deadline)
-            return AFTP_ERR_IDLE_TIMEOUT;
-        aftp_udp_wait(udp, deadline - now);
-        rc = read_answer(udp, conn_id, key);
-        if (rc == 1)
-            return AFTP_OK;
-    }
+    int rc = read_answer(&p->udp, p->conn_id, key);
+    if (rc != AFTP_OK || now_ns < p->next_send_ns)
+        return rc;
+    if (p->sent == p->attempts)
+        return AFTP_ERR_IDLE_TIMEOUT;
+    /* an unanswered request is sent again: it or its answer was lost */
+    aftp_datagram dg = {.head = p->req, .head_len = p->req_len};
+    rc = aftp_udp_send(&p->udp, &dg, 1);
+    p->sent++;
+    p->next_send_ns = now_ns + p->interval_ns;
     return rc;
+}
+
+void aftp_keyprobe_close(aftp_keyprobe *p)
+{
+    aftp_udp_close(&p->udp);
 }
 
 int aftp_keyfetch_run(const aftp_keyfetch_opts *o, uint8_t *key)
 {
-    uint8_t req[AFTP_WIRE_HELLO_MIN_LEN];
-    size_t req_len;
-    aftp_udp udp;
-    /* Its own id: an answer can never be taken for the session's. */
-    uint32_t conn_id = aftp_io_random_conn_id();
-    unsigned attempts = o->attempts ? o->attempts : AFTP_KEYFETCH_ATTEMPTS;
-    uint64_t interval_ns = o->interval_ns ? o->interval_ns : AFTP_KEYFETCH_INTERVAL_NS;
-    int rc = aftp_keyfetch_request(conn_id, req, sizeof req, &req_len);
-    if (rc != AFTP_OK)
-        return rc;
-    rc = open_socket(o, &udp);
-    unsigned sent = 0;
-    if (rc == AFTP_OK) {
-        do /* an unanswered request is sent again: it or its answer was lost */
-            rc = one_attempt(o, &udp, req, req_len, conn_id, interval_ns, key);
-        while (rc == AFTP_ERR_IDLE_TIMEOUT && ++sent < attempts);
+    aftp_keyprobe p;
+    int rc = aftp_keyprobe_open(&p, o);
+    while (rc == AFTP_OK) {
+        uint64_t now = aftp_drive_now_ns();
+        if (o->interrupt != NULL && *o->interrupt) {
+            rc = AFTP_ERR_CANCELLED;
+            break;
+        }
+        int got = aftp_keyprobe_step(&p, now, key);
+        if (got == 1)
+            break;
+        rc = got;
+        if (rc == AFTP_OK) /* the next send is due later than now */
+            aftp_udp_wait(&p.udp, p.next_send_ns - now);
     }
-    aftp_udp_close(&udp);
+    aftp_keyprobe_close(&p);
     return rc;
 }

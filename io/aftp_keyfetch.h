@@ -4,7 +4,9 @@
  * waits for the SERVER_KEY that answers it, from the server's address and
  * with the request's connection id. The answer is not authenticated: the
  * caller shows its fingerprint to a user, who decides whether to trust it
- * (trust on first use). No session is started on either side.
+ * (trust on first use), or only compares it with the key it pins to
+ * explain a server that ignores its HELLO (aftp_push.h). No session is
+ * started on either side.
  */
 #ifndef AFTP_KEYFETCH_H
 #define AFTP_KEYFETCH_H
@@ -14,6 +16,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "aftp_udp.h"
 #include "proto/aftp_wire.h"
 
 #define AFTP_KEYFETCH_ATTEMPTS 4u                /* the request, then up to 3 resends */
@@ -35,6 +38,30 @@ int aftp_keyfetch_request(uint32_t conn_id, uint8_t *buf, size_t cap, size_t *le
 /* 1 and key (AFTP_WIRE_SERVER_KEY_LEN bytes) when pkt is a SERVER_KEY for
  * conn_id; 0 (key untouched) for anything else. */
 int aftp_keyfetch_answer(uint32_t conn_id, const uint8_t *pkt, size_t len, uint8_t *key);
+
+/* A key request run step by step, alongside other work (the push driver
+ * asks a server that does not answer its HELLO): its own socket and
+ * connection id, the request resent every interval_ns up to `attempts`
+ * times. */
+typedef struct aftp_keyprobe {
+    aftp_udp udp;
+    uint32_t conn_id;
+    uint8_t req[AFTP_WIRE_HELLO_MIN_LEN];
+    size_t req_len;
+    unsigned attempts, sent;
+    uint64_t interval_ns;
+    uint64_t next_send_ns; /* when the next (re)send is due */
+} aftp_keyprobe;
+
+/* Opens the probe's socket and builds its request (nothing sent yet);
+ * o->interrupt is not used. AFTP_OK, or the error of the socket. */
+int aftp_keyprobe_open(aftp_keyprobe *p, const aftp_keyfetch_opts *o);
+/* Reads what is queued, then sends the request when due, without
+ * blocking: 1 and key when the answer came; 0 while waiting;
+ * AFTP_ERR_IDLE_TIMEOUT once the last request went unanswered for
+ * interval_ns; AFTP_ERR_NETWORK when the peer is unreachable (ICMP). */
+int aftp_keyprobe_step(aftp_keyprobe *p, uint64_t now_ns, uint8_t *key);
+void aftp_keyprobe_close(aftp_keyprobe *p);
 
 /* Asks o->peer for its key, sending the request up to o->attempts times,
  * o->interval_ns apart. AFTP_OK and key; AFTP_ERR_IDLE_TIMEOUT when no

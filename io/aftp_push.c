@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "aftp_drive.h"
+#include "aftp_keyfetch.h"
 #include "aftp_source.h"
 #include "aftp_udp.h"
 
@@ -94,8 +95,77 @@ static int fit_route(const aftp_push_opts *o, const aftp_udp *udp, uint16_t *max
     return AFTP_OK;
 }
 
+/* The key request of a HELLO left unanswered (AFTP_PUSH_KEY_PROBE_NS). */
+typedef struct push_key_probe {
+    aftp_keyprobe probe;
+    enum { PROBE_WAITING, PROBE_ASKING, PROBE_DONE } state;
+    uint64_t start_ns;
+    const aftp_push_opts *o;
+    aftp_sender *sender;
+    aftp_push_result *res;
+} push_key_probe;
+
+static void key_probe_init(push_key_probe *kp, const aftp_push_opts *o, aftp_sender *s,
+                           aftp_push_result *res)
+{
+    uint64_t after = AFTP_PUSH_KEY_PROBE_NS;
+    if (o->idle_timeout_ns && o->idle_timeout_ns / 2 < after)
+        after = o->idle_timeout_ns / 2;
+    memset(kp, 0, sizeof *kp);
+    kp->state = o->security.cipher != AFTP_CIPHER_NONE && o->security.peer_key != NULL
+                    ? PROBE_WAITING
+                    : PROBE_DONE;
+    kp->start_ns = aftp_drive_now_ns() + after;
+    kp->o = o;
+    kp->sender = s;
+    kp->res = res;
+}
+
+static void key_probe_end(push_key_probe *kp)
+{
+    if (kp->state == PROBE_ASKING)
+        aftp_keyprobe_close(&kp->probe);
+    kp->state = PROBE_DONE;
+}
+
+/* One turn of the datapath loop: ask once the HELLO is overdue; an
+ * answer with the pinned key (or none) leaves the handshake to go on. */
+static void key_probe_turn(void *ctx, uint64_t now)
+{
+    push_key_probe *kp = ctx;
+    uint8_t key[AFTP_KEY_LEN];
+    if (kp->state == PROBE_DONE || (kp->state == PROBE_WAITING && now < kp->start_ns))
+        return;
+    if (aftp_sender_state(kp->sender) != AFTP_STATE_HANDSHAKE) {
+        key_probe_end(kp);
+        return;
+    }
+    if (kp->state == PROBE_WAITING) {
+        aftp_keyfetch_opts ko = {.peer = kp->o->peer, .peer_len = kp->o->peer_len};
+        if (aftp_keyprobe_open(&kp->probe, &ko) != AFTP_OK) {
+            aftp_keyprobe_close(&kp->probe);
+            kp->state = PROBE_DONE;
+            return;
+        }
+        kp->state = PROBE_ASKING;
+    }
+    int got = aftp_keyprobe_step(&kp->probe, now, key);
+    if (got == AFTP_OK)
+        return;
+    if (got == 1 && memcmp(key, kp->o->security.peer_key, AFTP_KEY_LEN) == 0) {
+        kp->res->key_answer = AFTP_PUSH_KEY_PINNED;
+    } else if (got == 1) {
+        kp->res->key_answer = AFTP_PUSH_KEY_OTHER;
+        memcpy(kp->res->server_key, key, AFTP_KEY_LEN);
+        aftp_sender_abort(kp->sender, now, AFTP_ERR_AUTH,
+                          "the server answers a key request with another key than the pinned one");
+    }
+    key_probe_end(kp);
+}
+
 static int run_session(const aftp_push_opts *o, aftp_io_ctx *ctx, aftp_udp *udp,
-                       const aftp_file_info *info, uint16_t max_datagram)
+                       const aftp_file_info *info, uint16_t max_datagram,
+                       aftp_push_result *res)
 {
     aftp_sender_settings set;
     aftp_sender_settings_default(&set);
@@ -117,30 +187,40 @@ static int run_session(const aftp_push_opts *o, aftp_io_ctx *ctx, aftp_udp *udp,
     if (rc == AFTP_OK)
         rc = aftp_sender_add_file(s, info);
     if (rc == AFTP_OK) {
+        push_key_probe kp;
+        key_probe_init(&kp, o, s, res);
         aftp_sender_finish(s);
         aftp_drive d = {.sender = s, .udp = udp, .max_datagram = set.max_datagram,
                         .interrupt = o->hooks.interrupt, .on_tick = o->hooks.on_tick,
                         .app = o->hooks.app, .after_send = after_batch,
                         .after_send_ctx = &ctx->storage.src,
-                        .source_guard = &ctx->storage.src.guard};
+                        .source_guard = &ctx->storage.src.guard,
+                        .on_turn = key_probe_turn, .on_turn_ctx = &kp};
         rc = aftp_drive_run(&d);
+        key_probe_end(&kp);
         aftp_drive_stats(&d, &ctx->res->stats);
     }
     aftp_sender_del(s);
     return rc;
 }
 
-int aftp_push_run(const aftp_push_opts *o, aftp_io_result *res)
+int aftp_push_run(const aftp_push_opts *o, aftp_push_result *out)
 {
+    aftp_io_result *res = &out->io;
     aftp_io_ctx ctx = {.res = res, .hooks = &o->hooks};
     aftp_file_info info;
     aftp_udp udp;
-    memset(res, 0, sizeof *res);
+    memset(out, 0, sizeof *out);
     res->phase = AFTP_IO_PHASE_LOCAL;
     int rc = aftp_source_open(&ctx.storage.src, o->file, 1, &info);
     if (rc != AFTP_OK) {
         snprintf(res->message, sizeof res->message, "%s", ctx.storage.src.message);
         return res->error = rc;
+    }
+    if (o->hooks.interrupt != NULL && *o->hooks.interrupt) {
+        aftp_source_fini(&ctx.storage.src); /* cancelled before any datagram */
+        snprintf(res->message, sizeof res->message, "interrupted before the transfer started");
+        return res->error = AFTP_ERR_CANCELLED;
     }
     uint16_t max_datagram = aftp_io_max_datagram(o->max_datagram);
     rc = open_socket(o, &udp);
@@ -150,7 +230,7 @@ int aftp_push_run(const aftp_push_opts *o, aftp_io_result *res)
         rc = fit_route(o, &udp, &max_datagram, res);
     if (rc == AFTP_OK) {
         res->phase = AFTP_IO_PHASE_SESSION;
-        rc = run_session(o, &ctx, &udp, &info, max_datagram);
+        rc = run_session(o, &ctx, &udp, &info, max_datagram, out);
     }
     res->datagram_asked = max_datagram;
     /* The session may end before its CLOSE event (the receiver gone once

@@ -26,7 +26,31 @@ typedef struct aftp_push_opts {
     aftp_io_hooks hooks;
 } aftp_push_opts;
 
-/* Sends o->file and returns res->error. */
-int aftp_push_run(const aftp_push_opts *o, aftp_io_result *res);
+/* A server that cannot open our HELLO (it holds another key than the one
+ * pinned for it) stays silent by design (spec 14.2.5). When the handshake
+ * of a protected session has not completed this long after the first
+ * HELLO (or half the idle timeout, if shorter), the client asks the server
+ * for its key (spec 14.9) alongside, as a diagnosis: an answer with
+ * another key ends the attempt at once instead of at the idle timeout.
+ * The answer is not authenticated and is used for nothing else. */
+#define AFTP_PUSH_KEY_PROBE_NS UINT64_C(2000000000)
+
+/* What the key request of an unanswered HELLO learnt. */
+enum aftp_push_key_answer {
+    AFTP_PUSH_KEY_NO_ANSWER, /* not asked, or no answer */
+    AFTP_PUSH_KEY_PINNED,    /* the pinned key: the server is there, yet ignores the HELLO */
+    AFTP_PUSH_KEY_OTHER      /* another key (server_key): io.error is AFTP_ERR_AUTH */
+};
+
+typedef struct aftp_push_result {
+    aftp_io_result io;
+    /* enum aftp_push_key_answer. Unauthenticated: a hint for the user,
+     * never a key to trust. */
+    int key_answer;
+    uint8_t server_key[AFTP_KEY_LEN];
+} aftp_push_result;
+
+/* Sends o->file and returns res->io.error. */
+int aftp_push_run(const aftp_push_opts *o, aftp_push_result *res);
 
 #endif /* AFTP_PUSH_H */

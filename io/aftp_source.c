@@ -2,10 +2,12 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -57,14 +59,76 @@ static int open_faux(aftp_source *src, const char *url, uint32_t file_id, aftp_f
     return AFTP_OK;
 }
 
-int aftp_source_open(aftp_source *src, const char *path, uint32_t file_id, aftp_file_info *info)
+/* Why a file that is not a regular one cannot be sent, or NULL. */
+static const char *not_regular(mode_t mode)
 {
-    struct stat sb;
-    memset(src, 0, sizeof *src);
-    src->fd = -1;
-    if (aftp_faux_is(path))
-        return open_faux(src, path, file_id, info);
-    src->fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (S_ISREG(mode))
+        return NULL;
+    if (S_ISDIR(mode))
+        return "is a directory";
+    if (S_ISFIFO(mode))
+        return "is a FIFO (named pipe): aftp sends regular files only";
+    if (S_ISCHR(mode))
+        return "is a character device: aftp sends regular files only";
+    if (S_ISBLK(mode))
+        return "is a block device: aftp sends regular files only";
+    if (S_ISSOCK(mode))
+        return "is a socket: aftp sends regular files only";
+    return "is not a regular file: aftp sends regular files only";
+}
+
+/* Kernel file systems whose files' sizes say nothing of their content:
+ * proc reports 0 bytes for files that have some, sysfs 4096 for
+ * attributes of a few bytes. Their content is made when read, so neither
+ * a mapping nor the size in the offer would be true. */
+static const char *pseudo_fs_name(int fd)
+{
+    static const struct {
+        unsigned long magic;
+        const char *name;
+    } pseudo[] = {
+        {PROC_SUPER_MAGIC, "proc"},        {SYSFS_MAGIC, "sysfs"},
+        {DEBUGFS_MAGIC, "debugfs"},        {TRACEFS_MAGIC, "tracefs"},
+        {SECURITYFS_MAGIC, "securityfs"},
+        {CGROUP_SUPER_MAGIC, "cgroup"},    {CGROUP2_SUPER_MAGIC, "cgroup2"},
+        {BPF_FS_MAGIC, "bpf"},
+    };
+    struct statfs fs;
+    if (fstatfs(fd, &fs) != 0)
+        return NULL;
+    for (size_t i = 0; i < sizeof pseudo / sizeof pseudo[0]; i++)
+        if ((unsigned long)fs.f_type == pseudo[i].magic)
+            return pseudo[i].name;
+    return NULL;
+}
+
+/* A regular file whose size the file system does not know is refused
+ * rather than sent short (spec: the offer carries the size, and a file of
+ * 0 bytes would be delivered "verified"). AFTP_OK when the size is true
+ * as far as can be told: not on a pseudo file system, and a file of 0
+ * bytes has no byte at offset 0. */
+static int check_size_known(aftp_source *src, const char *path, const struct stat *sb)
+{
+    char byte, why[256];
+    const char *fs = pseudo_fs_name(src->fd);
+    if (fs != NULL)
+        snprintf(why, sizeof why, "it is on %s, a kernel file system whose files have no true "
+                 "size (aftp sends regular files of a known size: copy it to a regular file "
+                 "first)", fs);
+    else if (sb->st_size == 0 && pread(src->fd, &byte, 1, 0) == 1)
+        snprintf(why, sizeof why, "its file system reports 0 bytes but it has content (aftp "
+                 "sends regular files of a known size: copy it to a regular file first)");
+    else
+        return AFTP_OK;
+    return open_error(src, AFTP_ERR_INVALID_ARGUMENT, path, why);
+}
+
+/* Opens without blocking: a FIFO without a writer (or a device) would
+ * otherwise hang open() before fstat could refuse it. The descriptor of
+ * the regular file that passes is made blocking again. */
+static int open_regular(aftp_source *src, const char *path, struct stat *sb)
+{
+    src->fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
     if (src->fd < 0) {
         int e = errno;
         int err = e == ENOENT || e == ENOTDIR ? AFTP_ERR_NOT_FOUND
@@ -72,12 +136,27 @@ int aftp_source_open(aftp_source *src, const char *path, uint32_t file_id, aftp_
                                               : AFTP_ERR_IO;
         return open_error(src, err, path, strerror(e));
     }
-    if (fstat(src->fd, &sb) != 0)
+    if (fstat(src->fd, sb) != 0)
         return open_error(src, AFTP_ERR_IO, path, strerror(errno));
-    if (S_ISDIR(sb.st_mode))
-        return open_error(src, AFTP_ERR_INVALID_ARGUMENT, path, "is a directory");
-    if (!S_ISREG(sb.st_mode))
-        return open_error(src, AFTP_ERR_INVALID_ARGUMENT, path, "not a regular file");
+    const char *why = not_regular(sb->st_mode);
+    if (why != NULL)
+        return open_error(src, AFTP_ERR_INVALID_ARGUMENT, path, why);
+    int flags = fcntl(src->fd, F_GETFL);
+    if (flags < 0 || fcntl(src->fd, F_SETFL, flags & ~O_NONBLOCK) != 0)
+        return open_error(src, AFTP_ERR_IO, path, strerror(errno));
+    return check_size_known(src, path, sb);
+}
+
+int aftp_source_open(aftp_source *src, const char *path, uint32_t file_id, aftp_file_info *info)
+{
+    struct stat sb;
+    memset(src, 0, sizeof *src);
+    src->fd = -1;
+    if (aftp_faux_is(path))
+        return open_faux(src, path, file_id, info);
+    int rc = open_regular(src, path, &sb);
+    if (rc != AFTP_OK)
+        return rc;
     src->size = (uint64_t)sb.st_size;
     if (src->size > 0) {
         void *m = mmap(NULL, src->size, PROT_READ, MAP_SHARED, src->fd, 0);
@@ -131,6 +210,27 @@ int aftp_source_view(aftp_source *src, uint32_t file_id, uint64_t off, size_t le
     return AFTP_OK;
 }
 
+/* What differs from the file as opened; figures only where they differ. */
+static void describe_change(aftp_source *src, int stat_ok, const struct stat *sb)
+{
+    const char *head = "source changed during transfer";
+    if (!stat_ok)
+        snprintf(src->message, sizeof src->message, "%s: %s (%s)", src->name, head,
+                 strerror(errno));
+    else if ((uint64_t)sb->st_size != src->size)
+        snprintf(src->message, sizeof src->message, "%s: %s (%llu bytes when opened, %llu now)",
+                 src->name, head, (unsigned long long)src->size,
+                 (unsigned long long)sb->st_size);
+    else if (mtime_of(sb) != src->mtime_ns)
+        snprintf(src->message, sizeof src->message,
+                 "%s: %s (written to while being sent: its modification time changed, its "
+                 "size did not)", src->name, head);
+    else
+        snprintf(src->message, sizeof src->message,
+                 "%s: %s (a read of it failed: it was truncated while being sent)", src->name,
+                 head);
+}
+
 int aftp_source_check(aftp_source *src)
 {
     struct stat sb;
@@ -143,13 +243,7 @@ int aftp_source_check(aftp_source *src)
         !aftp_mapguard_tripped(&src->guard))
         return AFTP_OK;
     aftp_mapguard_trip(&src->guard);
-    if (!stat_ok)
-        snprintf(src->message, sizeof src->message,
-                 "%s: source changed during transfer (%s)", src->name, strerror(errno));
-    else
-        snprintf(src->message, sizeof src->message,
-                 "%s: source changed during transfer (%llu bytes when opened, %llu now)",
-                 src->name, (unsigned long long)src->size, (unsigned long long)sb.st_size);
+    describe_change(src, stat_ok, &sb);
     return AFTP_ERR_SOURCE_CHANGED;
 }
 

@@ -9,6 +9,11 @@
  * mapping has a guard (aftp_mapguard.h) under which the driver runs the
  * engine's reads, and aftp_source_check compares size and mtime with what
  * was opened. Once either trips, every view fails.
+ *
+ * Only files whose size is true are sent: the size goes into the offer
+ * and the receiver verifies exactly that many bytes, so a file that reads
+ * longer than it says (kernel pseudo files) would arrive cut short as a
+ * "verified" copy.
  */
 #ifndef AFTP_SOURCE_H
 #define AFTP_SOURCE_H
@@ -36,9 +41,12 @@ typedef struct aftp_source {
 } aftp_source;
 
 /* Opens `path` (must be a readable regular file, or a faux:// source) as
- * file `file_id` and fills *info (path = the base name). Errors: AFTP_ERR_NOT_FOUND,
- * AFTP_ERR_PERMISSION, AFTP_ERR_INVALID_ARGUMENT (not a regular file),
- * AFTP_ERR_IO; src->message says what happened. */
+ * file `file_id` and fills *info (path = the base name). Never blocks on a
+ * FIFO or device. Errors: AFTP_ERR_NOT_FOUND, AFTP_ERR_PERMISSION,
+ * AFTP_ERR_INVALID_ARGUMENT (not a regular file, or one whose size the
+ * file system does not know: on proc, sysfs and the like, or reporting 0
+ * bytes while it has content), AFTP_ERR_IO; src->message says what
+ * happened. */
 int aftp_source_open(aftp_source *src, const char *path, uint32_t file_id, aftp_file_info *info);
 void aftp_source_fini(aftp_source *src);
 

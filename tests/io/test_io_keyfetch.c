@@ -210,6 +210,68 @@ static void test_fetch_interrupted(void **state)
     close(s.fd);
 }
 
+/* Datagrams queued at the server's socket, without waiting (loopback
+ * delivers at send time); the last one's sender in *from. */
+static unsigned queued_requests(int fd, struct sockaddr_storage *from, socklen_t *flen)
+{
+    uint8_t buf[AFTP_WIRE_MAX_DATAGRAM];
+    unsigned n = 0;
+    for (;;) {
+        *flen = sizeof *from;
+        if (recvfrom(fd, buf, sizeof buf, MSG_DONTWAIT, (struct sockaddr *)from, flen) < 0)
+            return n;
+        n++;
+    }
+}
+
+/* The probe runs on the caller's clock and never blocks: a request when
+ * due, `attempts` of them `interval_ns` apart, the answer taken when it
+ * is queued, the end once the last request went unanswered. */
+static void test_probe_steps_on_the_callers_clock(void **state)
+{
+    (void)state;
+    const uint64_t sec = 1000000000u;
+    server s;
+    struct sockaddr_storage from;
+    socklen_t flen;
+    uint8_t key[AFTP_WIRE_SERVER_KEY_LEN], reply[AFTP_GATE_REPLY_MAX], req[AFTP_WIRE_MAX_DATAGRAM];
+    size_t reply_len;
+    server_start(&s, 0, 1);
+    struct sockaddr_in peer = io_test_loopback(s.port);
+    aftp_keyfetch_opts o = {.peer = (struct sockaddr *)&peer, .peer_len = sizeof peer,
+                            .attempts = 2, .interval_ns = sec};
+    aftp_keyprobe p;
+    assert_int_equal(aftp_keyprobe_open(&p, &o), AFTP_OK);
+    assert_int_equal(aftp_keyprobe_step(&p, 0, key), AFTP_OK);
+    assert_int_equal(queued_requests(s.fd, &from, &flen), 1);
+    assert_int_equal(aftp_keyprobe_step(&p, sec / 2, key), AFTP_OK);
+    assert_int_equal(queued_requests(s.fd, &from, &flen), 0);
+    assert_int_equal(aftp_keyprobe_step(&p, sec, key), AFTP_OK);
+    assert_int_equal(queued_requests(s.fd, &from, &flen), 1);
+    assert_int_equal(aftp_keyprobe_step(&p, 2 * sec, key), AFTP_ERR_IDLE_TIMEOUT);
+    assert_int_equal(queued_requests(s.fd, &from, &flen), 0);
+    aftp_keyprobe_close(&p);
+
+    /* answered: the key, at once */
+    aftp_gate g;
+    assert_int_equal(aftp_gate_init(&g, server_key), AFTP_OK);
+    assert_int_equal(aftp_keyprobe_open(&p, &o), AFTP_OK);
+    assert_int_equal(aftp_keyprobe_step(&p, 0, key), AFTP_OK);
+    flen = sizeof from;
+    ssize_t n = recvfrom(s.fd, req, sizeof req, MSG_DONTWAIT, (struct sockaddr *)&from, &flen);
+    assert_true(n > 0);
+    assert_int_equal(aftp_gate_hello(&g, req, (size_t)n, (struct sockaddr *)&from, 1, 1, reply,
+                                     &reply_len),
+                     AFTP_GATE_SERVER_KEY);
+    assert_int_equal(sendto(s.fd, reply, reply_len, 0, (struct sockaddr *)&from, flen),
+                     (ssize_t)reply_len);
+    assert_int_equal(aftp_keyprobe_step(&p, 0, key), 1);
+    assert_memory_equal(key, server_key, sizeof key);
+    aftp_keyprobe_close(&p);
+    aftp_gate_fini(&g);
+    close(s.fd);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -219,6 +281,7 @@ int main(void)
         cmocka_unit_test(test_fetch_silence),
         cmocka_unit_test(test_fetch_unreachable),
         cmocka_unit_test(test_fetch_interrupted),
+        cmocka_unit_test(test_probe_steps_on_the_callers_clock),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

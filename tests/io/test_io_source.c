@@ -51,7 +51,53 @@ static void test_refuses_missing_and_directories(void **state)
     assert_int_equal(aftp_source_open(&src, scratch, 1, &info), AFTP_ERR_INVALID_ARGUMENT);
     assert_non_null(strstr(src.message, "is a directory"));
     assert_int_equal(aftp_source_open(&src, "/dev/null", 1, &info), AFTP_ERR_INVALID_ARGUMENT);
-    assert_non_null(strstr(src.message, "not a regular file"));
+    assert_non_null(strstr(src.message, "is a character device: aftp sends regular files only"));
+}
+
+/* A FIFO nobody writes to: refused at once, not waited on in open().
+ * The alarm ends the test (as a failure) if open() blocks. */
+static void test_refuses_a_fifo_without_blocking(void **state)
+{
+    (void)state;
+    aftp_source src;
+    aftp_file_info info;
+    assert_int_equal(mkfifoat(scratch_fd, "fifo", 0600), 0);
+    alarm(10);
+    int rc = aftp_source_open(&src, path_of("fifo"), 1, &info);
+    alarm(0);
+    assert_int_equal(rc, AFTP_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(src.message, "fifo: is a FIFO (named pipe): aftp sends regular files "
+                                        "only"));
+    assert_int_equal(src.fd, -1);
+}
+
+/* Kernel files whose size is not their content are refused, not sent as
+ * a short "verified" copy: proc says 0 bytes, sysfs 4096. */
+static void test_refuses_files_of_unknown_size(void **state)
+{
+    (void)state;
+    static const char *const sysfs_files[] = {"/sys/kernel/mm/transparent_hugepage/enabled",
+                                              "/sys/kernel/uevent_seqnum", "/sys/power/state"};
+    aftp_source src;
+    aftp_file_info info;
+    if (access("/proc/self/status", R_OK) != 0)
+        skip(); /* no proc mounted here */
+    assert_int_equal(aftp_source_open(&src, "/proc/self/status", 1, &info),
+                     AFTP_ERR_INVALID_ARGUMENT);
+    assert_string_equal(src.message, "cannot send /proc/self/status: it is on proc, a kernel "
+                                     "file system whose files have no true size (aftp sends "
+                                     "regular files of a known size: copy it to a regular file "
+                                     "first)");
+    assert_int_equal(src.fd, -1);
+    for (size_t i = 0; i < sizeof sysfs_files / sizeof sysfs_files[0]; i++) {
+        if (access(sysfs_files[i], R_OK) != 0)
+            continue;
+        assert_int_equal(aftp_source_open(&src, sysfs_files[i], 1, &info),
+                         AFTP_ERR_INVALID_ARGUMENT);
+        assert_non_null(strstr(src.message, "it is on sysfs, a kernel file system"));
+        return;
+    }
+    skip(); /* no readable sysfs attribute here */
 }
 
 static void test_views_point_into_the_file(void **state)
@@ -162,6 +208,10 @@ static void test_check_sees_a_rewritten_source(void **state)
     struct timespec later[2] = {{.tv_nsec = UTIME_OMIT}, {.tv_sec = 1000000000}};
     assert_int_equal(utimensat(scratch_fd, "rewritten.bin", later, 0), 0);
     assert_int_equal(aftp_source_check(&src), AFTP_ERR_SOURCE_CHANGED);
+    /* what changed, and no pair of equal sizes */
+    assert_string_equal(src.message, "rewritten.bin: source changed during transfer (written to "
+                                     "while being sent: its modification time changed, its size "
+                                     "did not)");
     aftp_source_fini(&src);
 }
 
@@ -202,6 +252,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_refuses_missing_and_directories),
+        cmocka_unit_test(test_refuses_a_fifo_without_blocking),
+        cmocka_unit_test(test_refuses_files_of_unknown_size),
         cmocka_unit_test(test_views_point_into_the_file),
         cmocka_unit_test(test_released_pages_stay_readable),
         cmocka_unit_test(test_empty_file),

@@ -189,6 +189,16 @@ transfer_ok() { # size, [extra send options...]
     [ "$(find "$WORK/dst" -mindepth 1 | wc -l)" -eq 1 ] || fail "extra files in the destination"
 }
 
+# signal_receiver_mid_transfer SIGNAL: a slow send of a 32 MiB src.bin to
+# a receiver (--once) that gets SIGNAL one second into it; sets SEND_RC
+# and RECV_RC.
+signal_receiver_mid_transfer() {
+    make_file src.bin $((32 << 20))
+    start_recv --once
+    send_while "$WORK/src.bin" 50M kill "-$1" "$RECV_PID"
+    wait_recv
+}
+
 touch "$WORK/stamp"
 RECV_WRAP=(env)
 case "$CASE" in
@@ -301,7 +311,7 @@ exists_refused)
     wait_recv
     expect_rc "aftp send" "$SEND_RC" 5
     expect_rc "aftp recv" "$RECV_RC" 5
-    expect_text "$WORK/send.err" "^aftp: error: 127\.0\.0\.1:$PORT refused src\.bin: it already exists there"
+    expect_fixed "$WORK/send.err" "aftp: error: 127.0.0.1:$PORT refused src.bin: it exists at the receiver (its operator can allow replacing it with 'aftp recv --overwrite')"
     expect_text "$WORK/recv.err" "refusing to replace existing file src\.bin: use --overwrite"
     [ "$(cat "$WORK/dst/src.bin")" = precious ] || fail "existing file was changed"
     [ "$(find "$WORK/dst" -mindepth 1 | wc -l)" -eq 1 ] || fail "temporary left behind" ;;
@@ -520,13 +530,17 @@ missing_keys)
     expect_text "$WORK/s2.err" "^aftp: error: server key \(--peer-key\): .*bad\.pub" ;;
 wrong_peer_key)
     # A key the server does not hold: the server cannot open message 1 and
-    # stays silent; the sender gives up with a message about the key.
+    # stays silent; the sender, its HELLO unanswered, asks for the server's
+    # key (spec 14.9) and ends at once with both fingerprints (exit 8),
+    # long before its idle timeout.
     make_file src.bin 5000
     start_recv --once
+    fp=$(sed -n 's/^aftp: server fingerprint //p' "$WORK/recv.err")
     SEND_KEYS=(--identity "$KEYS/send" --peer-key "$KEYS/send.pub")
-    send "$WORK/src.bin" --idle-timeout 2
-    expect_rc "aftp send" "$SEND_RC" 4
-    expect_text "$WORK/send.err" "no answer from 127\.0\.0\.1:$PORT within 2\.0 s .*key is not the one pinned"
+    send "$WORK/src.bin" --idle-timeout 20
+    expect_rc "aftp send" "$SEND_RC" 8
+    expect_text "$WORK/send.err" "^aftp: error: the server at 127\.0\.0\.1:$PORT answers with key ${fp//+/\\+} but SHA256:[A-Za-z0-9+/]{43} is pinned for it in $KEYS/send\.pub: the server's key changed, or this is not the server you expect \(that answer is not authenticated"
+    grep -qF "$fp is pinned" "$WORK/send.err" && fail "the server's own key shown as the pinned one"
     stop_recv
     expect_nothing_delivered ;;
 unauthorized_client)
@@ -555,11 +569,14 @@ unauthorized_client)
 psk)
     "$AFTP" keygen -f "$KEYS/psk" >/dev/null
     RECV_KEYS+=(--psk-file "$KEYS/psk")
-    # without the pre-shared key the server cannot open message 1: silence
+    # without the pre-shared key the server cannot open message 1: silence;
+    # it answers the key request with the pinned key, so the sender names
+    # the other causes at its idle timeout
     make_file src.bin 5000
     start_recv --once
     send "$WORK/src.bin" --idle-timeout 2
     expect_rc "aftp send without the psk" "$SEND_RC" 4
+    expect_fixed "$WORK/send.err" "aftp: error: 127.0.0.1:$PORT answers key requests with the key pinned for it, but ignored our handshake for 2.0 s: do both sides use the same --psk-file (or none)?"
     expect_nothing_delivered
     send "$WORK/src.bin" --psk-file "$KEYS/psk"
     wait_recv
@@ -793,9 +810,114 @@ faux_takes_only_zeros)
     RECV_DIR=faux:// start_recv --once
     send "$WORK/src.bin"
     wait_recv
-    [ "$SEND_RC" -ne 0 ] || fail "aftp send of real data into faux:// succeeded"
     [ "$RECV_RC" -ne 0 ] || fail "aftp recv --dir faux:// took real data"
-    expect_fixed "$WORK/recv.err" "a faux:// destination takes only a faux:// source: src.bin: it has bytes other than zeros" ;;
+    expect_fixed "$WORK/recv.err" "a faux:// destination takes only a faux:// source: src.bin: it has bytes other than zeros"
+    # the sender's own file is fine: refused by the receiver (5), with its reason
+    expect_rc "aftp send of real data into faux://" "$SEND_RC" 5
+    expect_fixed "$WORK/send.err" "aftp: error: transfer of src.bin to 127.0.0.1:$PORT failed: the receiver could not write it (its storage failed; its own log says why)" ;;
+# ---- sending side: what the sender refuses to send, and what it says ----
+source_fifo)
+    # A FIFO nobody writes to is refused at once (it used to hang in open()).
+    mkfifo "$WORK/fifo"
+    PORT=9
+    timeout 20 "$AFTP" send "${SEND_KEYS[@]}" "$WORK/fifo" "127.0.0.1:$PORT" 2>"$WORK/send.err"
+    expect_rc "aftp send of a FIFO" $? 3
+    expect_text "$WORK/send.err" "^aftp: error: cannot send .*/fifo: is a FIFO \(named pipe\): aftp sends regular files only$" ;;
+source_pseudo_fs)
+    # Kernel files whose size is not their content (proc says 0 bytes,
+    # sysfs 4096): refused, nothing delivered, instead of an "empty" file
+    # verified and committed.
+    [ -r /proc/self/status ] || { echo "SKIP: no proc mounted here"; exit 77; }
+    start_recv --once
+    send /proc/self/status
+    expect_rc "aftp send /proc/self/status" "$SEND_RC" 3
+    expect_text "$WORK/send.err" "^aftp: error: cannot send /proc/self/status: it is on proc, a kernel file system whose files have no true size"
+    for f in /sys/kernel/mm/transparent_hugepage/enabled /sys/kernel/uevent_seqnum /sys/power/state; do
+        [ -r "$f" ] || continue
+        send "$f"
+        expect_rc "aftp send $f" "$SEND_RC" 3
+        expect_text "$WORK/send.err" "^aftp: error: cannot send $f: it is on sysfs, a kernel file system"
+        break
+    done
+    # a genuinely empty regular file still goes
+    : >"$WORK/empty"
+    send "$WORK/empty"
+    expect_rc "aftp send of an empty file" "$SEND_RC" 0
+    wait_recv
+    expect_rc "aftp recv" "$RECV_RC" 0
+    [ -f "$WORK/dst/empty" ] && [ ! -s "$WORK/dst/empty" ] || fail "the empty file did not arrive"
+    [ "$(find "$WORK/dst" -mindepth 1 | wc -l)" -eq 1 ] || fail "more than the empty file delivered" ;;
+interrupt_before_network)
+    # A signal while a step before the network blocks (the progress log is
+    # a FIFO without a reader): a cancel, exit 7, not a local file error.
+    # SIGTERM, which the CLI treats as Ctrl-C: a background job of a script
+    # starts with SIGINT ignored.
+    mkfifo "$WORK/log.fifo"
+    make_file src.bin 1000
+    PORT=9
+    "$AFTP" send "${SEND_KEYS[@]}" --progress-log "$WORK/log.fifo" "$WORK/src.bin" "127.0.0.1:$PORT" \
+        2>"$WORK/send.err" &
+    pid=$!
+    for _ in $(seq 100); do # until it waits in open() for a reader
+        [ "$(cat "/proc/$pid/wchan" 2>/dev/null)" = wait_for_partner ] && break
+        sleep 0.05
+    done
+    kill -TERM "$pid"
+    wait "$pid"
+    expect_rc "aftp send interrupted before the network" $? 7
+    expect_text "$WORK/send.err" "^aftp: error: interrupted before the transfer started$" ;;
+source_rewritten)
+    # Written to in place mid-transfer (same size, new modification time):
+    # the message says what changed, not two equal sizes.
+    make_file src.bin $((32 << 20))
+    start_recv --once
+    send_while "$WORK/src.bin" 50M dd if=/dev/zero of="$WORK/src.bin" bs=4096 count=1 conv=notrunc status=none
+    wait_recv
+    expect_rc "aftp send" "$SEND_RC" 3
+    expect_fixed "$WORK/send.err" "aftp: error: src.bin: source changed during transfer (written to while being sent: its modification time changed, its size did not)"
+    expect_nothing_delivered ;;
+receiver_gone)
+    # The receiver's process dies mid-transfer: ICMP port unreachable after
+    # the handshake says it went away, not that it never listened.
+    signal_receiver_mid_transfer KILL
+    expect_rc "aftp send" "$SEND_RC" 4
+    expect_fixed "$WORK/send.err" "aftp: error: the receiver at 127.0.0.1:$PORT stopped answering mid-transfer (connection refused: its process is gone)"
+    grep -q "is unreachable" "$WORK/send.err" && fail "told that the receiver never listened"
+    # (a killed receiver leaves its temporary file; nothing is under the final name)
+    [ ! -e "$WORK/dst/src.bin" ] || fail "src.bin delivered" ;;
+receiver_cancels)
+    # Each side says that the other cancelled (exit 7 both ways), not just
+    # "transfer cancelled".
+    signal_receiver_mid_transfer TERM
+    expect_rc "aftp send" "$SEND_RC" 7
+    expect_fixed "$WORK/send.err" "aftp: error: the receiver at 127.0.0.1:$PORT cancelled the transfer of src.bin"
+    expect_nothing_delivered
+    start_recv
+    "$AFTP" send "${SEND_KEYS[@]}" --policy fixed --rate 50M "$WORK/src.bin" "127.0.0.1:$PORT" \
+        >"$WORK/send.out" 2>"$WORK/send.err" &
+    pid=$!
+    sleep 1
+    kill -TERM "$pid"
+    wait "$pid"
+    expect_rc "aftp send cancelled here" $? 7
+    expect_fixed "$WORK/send.err" "aftp: error: transfer of src.bin to 127.0.0.1:$PORT cancelled here"
+    for _ in $(seq 100); do grep -q "cancelled" "$WORK/recv.err" && break; sleep 0.05; done
+    stop_recv
+    expect_text "$WORK/recv.err" "failed: the sender cancelled the transfer$"
+    expect_nothing_delivered ;;
+refusal_messages)
+    # FILE_REPLY carries only a code: each one is said for what it means,
+    # LIMIT with the figures the receiver judged.
+    start_recv
+    printf 'x' >"$WORK/$(printf 'a\tb')"
+    send "$WORK/$(printf 'a\tb')"
+    expect_rc "aftp send of a name with a tab" "$SEND_RC" 5
+    expect_fixed "$WORK/send.err" "aftp: error: 127.0.0.1:$PORT refused a\x09b: the receiver could not place the file there (the name breaks its path rules"
+    send 'faux:///big?1T'
+    expect_rc "aftp send of a 1 TiB faux source" "$SEND_RC" 5
+    expect_text "$WORK/send.err" "^aftp: error: 127\.0\.0\.1:$PORT refused big: the offer exceeds a limit of the receiver \(offered 1099511627776 bytes in [0-9]+ blocks of [0-9]+ bytes, datagrams of [0-9]+ bytes\)$"
+    stop_recv
+    expect_nothing_delivered ;;
 usage)
     "$AFTP" send 'faux:///x?1Q' 127.0.0.1:1 2>"$WORK/u12.err"
     expect_rc "bad faux size" $? 2
