@@ -270,8 +270,10 @@ static void explain_failure(const send_args *a, const aftp_cli_report *r,
             aftp_cli_error("the receiver at %s cancelled the transfer of %s", peer, r->name);
         break;
     case AFTP_ERR_DIGEST_MISMATCH:
-        aftp_cli_error("verification failed: %s arrived at %s with a different digest", r->name,
-                       peer);
+        /* The engine's message names both digests when the receiver's
+         * verdict disagrees with what was sent: say it, for the audit. */
+        aftp_cli_error("verification failed: %s arrived at %s with a different digest%s%s", r->name,
+                       peer, res->message[0] ? ": " : "", res->message);
         break;
     default:
         aftp_cli_error("transfer of %s to %s failed: %s", r->name, peer, detail);

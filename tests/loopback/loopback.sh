@@ -283,7 +283,7 @@ digest_lie)
     send "$WORK/src.bin" --cipher none --idle-timeout 5
     wait "$LIAR"
     expect_rc "aftp send" "$SEND_RC" 6 # verification failed
-    expect_text "$WORK/send.err" "^aftp: error: verification failed: src\.bin arrived at 127\.0\.0\.1:$PORT with a different digest"
+    expect_text "$WORK/send.err" "^aftp: error: verification failed: src\.bin arrived at 127\.0\.0\.1:$PORT with a different digest: .*the receiver reports digest xxh3-128 0{32}, this side streamed [0-9a-f]{32}"
     ! grep -q '^sent' "$WORK/send.out" || fail "aftp send printed a 'sent' line for an unverified file"
     # The receiver is told why, both digests named.
     expect_text "$WORK/liar.log" "^close 6 file 1 not verified: the receiver reports digest xxh3-128 0{32}, this side streamed [0-9a-f]{32}$" ;;
