@@ -172,6 +172,11 @@ static void explain_limit(const send_args *a, const aftp_cli_report *r, const af
                        res->message[0] ? res->message : "too many sessions?");
         return;
     }
+    if (res->stats.payload_bytes_sent > 0) { /* past the offer: the repair bound (spec 9.9) */
+        aftp_cli_error("transfer of %s to %s failed: %s", r->name, a->peer_text,
+                       res->message[0] ? res->message : aftp_strerror(res->error));
+        return;
+    }
     unsigned long long blocks =
         r->block_size ? (unsigned long long)aftp_wire_block_count(r->size, r->block_size) : 0;
     aftp_cli_error("%s refused %s: the offer exceeds a limit of the receiver (offered %llu bytes "
