@@ -1,10 +1,17 @@
 /*
  * The receiver (server, push) state machine: answers the handshake, accepts
- * one file at a time into storage, keeps the block bitmap, sends FEEDBACK on
+ * one file at a time into storage, keeps the block map, sends FEEDBACK on
  * a timer, verifies the whole-file digest by reading the stored file back
  * in bounded steps (the session is served between them), and reports
  * FILE_RESULT. Behaviour: spec/aftp-protocol.md sections 4.1,
  * 9.3, 9.5, 9.6, 9.8, 9.10-9.13, 12.2 and 14.
+ *
+ * Files of any size the wire allows are accepted: the block map is a
+ * sliding window (common/aftp_blockmap.h, spec 9.5) of
+ * settings.map_window_blocks blocks, by default 2^27, so a file's map
+ * takes at most 16 MiB + 256 KiB however large the file; DATA beyond the
+ * window is dropped before decryption and looks lost to the sender, which
+ * repairs it once the window has moved.
  *
  * Protected sessions: the first HELLO carries message 1 of the handshake;
  * the answer (HELLO_ACK with message 2) is built once and its very bytes

@@ -124,6 +124,25 @@ static void test_window_drops_then_accepts(void **state)
     sim_script_free(&g);
 }
 
+static void no_window(aftp_receiver_settings *s)
+{
+    s->map_window_blocks = 0;
+}
+
+/* A receiver needs a window to bound its map: none is a bad setting. */
+static void test_window_setting_checked(void **state)
+{
+    (void)state;
+    aftp_sender_settings unused;
+    sim_side side = {0};
+    aftp_receiver_settings s;
+    aftp_receiver *r = NULL;
+    sim_engine_settings(&unused, &side, &s, &side);
+    no_window(&s);
+    assert_int_equal(aftp_receiver_new(&s, 0, &r), AFTP_ERR_INVALID_ARGUMENT);
+    assert_null(r);
+}
+
 static void tune_window_of_64(void *ctx, aftp_sender_settings *s, aftp_receiver_settings *r)
 {
     (void)ctx;
@@ -160,6 +179,7 @@ int main(void)
         cmocka_unit_test(test_16tib_start_and_end),
         cmocka_unit_test(test_window_drops_then_accepts),
         cmocka_unit_test(test_small_window_transfer_byte_exact),
+        cmocka_unit_test(test_window_setting_checked),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
