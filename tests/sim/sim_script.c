@@ -19,6 +19,7 @@ void sim_script_start(sim_script *g, uint64_t file_size, void (*tune)(aftp_recei
     sim_side unused_side = {0};
     aftp_receiver_settings s;
     sim_engine_settings(&unused, &unused_side, &s, &g->side);
+    s.conn_id = SIM_SCRIPT_SERVER_ID;
     s.security.cipher = AFTP_CIPHER_NONE;
     if (tune != NULL)
         tune(&s);

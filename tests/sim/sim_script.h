@@ -14,7 +14,7 @@
 #include "sim_storage.h"
 
 #define SIM_SCRIPT_CLIENT_ID 0xC1C1C1C1u
-#define SIM_SCRIPT_SERVER_ID 0x22222222u /* sim_engine_settings' receiver id */
+#define SIM_SCRIPT_SERVER_ID 0x5E5E5E5Eu
 
 typedef struct sim_script {
     sim_storage st;
