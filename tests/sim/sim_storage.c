@@ -11,8 +11,8 @@
 /* A synthetic file's pattern: an odd period, so blocks at different
  * offsets differ, and a copy of its start after it, so any view (a block,
  * or a read-back step of 1 MiB) is contiguous. */
-#define SYNTHETIC_PERIOD ((UINT64_C(1) << 20) + 13)
 #define SYNTHETIC_REACH (UINT64_C(2) << 20)
+#define SYNTHETIC_PERIOD ((UINT64_C(4) << 20) + 13) /* above the reach: one copy */
 
 static uint8_t *seeded_bytes(uint64_t len, uint64_t rng)
 {

@@ -3,7 +3,7 @@
  * buffer of seeded bytes, the receiver writes into a destination buffer.
  * A file above SIM_SYNTHETIC_ABOVE bytes (up to the wire's 2^62) is
  * synthetic instead: its bytes repeat a seeded pattern of a little over
- * 1 MiB, which the sender views and the receiver's writes are compared
+ * 4 MiB, which the sender views and the receiver's writes are compared
  * with (then forgotten), so a 16 TiB file costs a few MiB.
  * It counts writes per block (each must be written exactly once) and the
  * writes of payloads opened in place, can refuse the open or the lending
