@@ -295,7 +295,9 @@ typedef struct aftp_receiver_settings {
     aftp_security_settings security; /* as for the sender: identity + peers, or NONE */
     /* Blocks the block map records ahead of the first missing block (its
      * memory is this / 8 bytes plus 1/64; rounded up to a multiple of 64).
-     * DATA beyond it is dropped and looks lost to the sender. */
+     * DATA beyond it is dropped and looks lost to the sender: keep it well
+     * above a sender's flight (2 x bandwidth-delay product, in blocks), or
+     * each loss wastes up to a flight of DATA. */
     uint64_t map_window_blocks;  /* default AFTP_RECEIVER_MAP_WINDOW */
 } aftp_receiver_settings;
 
