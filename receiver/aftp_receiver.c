@@ -462,34 +462,42 @@ static void on_file_offer(aftp_receiver *r, const aftp_wire_file_offer *o)
         on_new_offer(r, o);
 }
 
+enum block_verdict { BLOCK_WANTED, BLOCK_HELD, BLOCK_BEYOND };
+
 /* Section 9.5: DATA for a block already held is a duplicate, and DATA
  * beyond the block map's window is dropped as if lost (the sender repairs
  * it once the window has moved on); both before any copy or decryption.
  * Either still draws a FEEDBACK, as any DATA does, so a sender probing
  * with its last block learns where the transfer stands (the FEEDBACK says
  * only what the receiver knows; its rate is bounded by the feedback
- * interval). 1 when the block is wanted. */
-static int block_wanted(aftp_receiver *r, uint64_t block)
+ * interval). */
+static int judge_block(aftp_receiver *r, uint64_t block)
 {
-    if (aftp_blockmap_test(&r->held, block))
+    int verdict = BLOCK_WANTED;
+    if (aftp_blockmap_test(&r->held, block)) {
         r->ss.stats.duplicate_packets++;
-    else if (block >= aftp_blockmap_window_end(&r->held))
+        verdict = BLOCK_HELD;
+    } else if (block >= aftp_blockmap_window_end(&r->held)) {
         r->ss.stats.beyond_window_packets++;
-    else
-        return 1;
-    schedule_feedback(r, feedback_interval(r));
-    return 0;
+        verdict = BLOCK_BEYOND;
+    }
+    if (verdict != BLOCK_WANTED)
+        schedule_feedback(r, feedback_interval(r));
+    return verdict;
 }
 
 static void on_data(aftp_receiver *r, const aftp_wire_data *d)
 {
-    r->data_packets++;
     if (r->phase != FILE_OPEN || d->file_id != r->info.file_id ||
         d->payload_len != aftp_wire_block_len(r->info.size, r->info.block_size, d->block)) {
+        r->data_packets++;
         aftp_session_drop(&r->ss); /* sections 6.6, 9.5 */
         return;
     }
-    if (!block_wanted(r, d->block))
+    int verdict = judge_block(r, d->block);
+    if (verdict != BLOCK_BEYOND)
+        r->data_packets++; /* beyond the window: lost, for the sender */
+    if (verdict != BLOCK_WANTED)
         return;
     schedule_feedback(r, feedback_interval(r));
     if (d->block + 1 > r->scan_hi)
@@ -755,7 +763,7 @@ static int addressed_to_us(const aftp_receiver *r, const aftp_wire_header *hdr)
 /* Section 14.5: a sealed DATA is judged on its clear file id and block
  * before any decryption. Outside the open file, or the wrong length:
  * dropped. A block already held (a duplicate, or a forgery aimed at
- * stored bytes) or beyond the window: as block_wanted. Returns 1 when the
+ * stored bytes) or beyond the window: as judge_block. Returns 1 when the
  * datagram is worth opening, with its block in *block. */
 static int sealed_data_wanted(aftp_receiver *r, const uint8_t *pkt, size_t len, uint64_t *block_out)
 {
@@ -773,7 +781,7 @@ static int sealed_data_wanted(aftp_receiver *r, const uint8_t *pkt, size_t len, 
         return 0;
     }
     *block_out = block;
-    return block_wanted(r, block);
+    return judge_block(r, block) == BLOCK_WANTED;
 }
 
 /* Where the payload of a wanted sealed DATA for `block` can be opened in

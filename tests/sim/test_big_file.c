@@ -114,6 +114,15 @@ static void test_window_drops_then_accepts(void **state)
     assert_int_equal(st.payload_bytes_received, 100);
     assert_int_equal(g.st.files[0].writes[64], 0);
     assert_int_equal(st.map_bytes, 16); /* 64 bits and their summary word */
+    /* The first FEEDBACK: DATA beyond the window is lost, as far as the
+     * sender can tell (not in packets_received, nor in the reportable
+     * area, since its payload was never authenticated). */
+    sim_script_tick(&g);
+    assert_true(sim_script_next(&g));
+    assert_int_equal(g.out.hdr.type, AFTP_WIRE_FEEDBACK);
+    assert_int_equal(g.out.u.feedback.packets_received, 1);
+    assert_int_equal(g.out.u.feedback.blocks_received, 1);
+    assert_int_equal(g.out.u.feedback.scan_end, 64);
     for (uint64_t b = 0; b < 63; b++)
         assert_int_equal(sim_script_data(&g, b, 100), AFTP_OK);
     assert_int_equal(sim_script_data(&g, 64, 100), AFTP_OK); /* the window moved */
