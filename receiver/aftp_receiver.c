@@ -462,42 +462,36 @@ static void on_file_offer(aftp_receiver *r, const aftp_wire_file_offer *o)
         on_new_offer(r, o);
 }
 
-enum block_verdict { BLOCK_WANTED, BLOCK_HELD, BLOCK_BEYOND };
-
-/* Section 9.5: DATA for a block already held is a duplicate, and DATA
- * beyond the block map's window is dropped as if lost (the sender repairs
- * it once the window has moved on); both before any copy or decryption.
- * Either still draws a FEEDBACK, as any DATA does, so a sender probing
- * with its last block learns where the transfer stands (the FEEDBACK says
- * only what the receiver knows; its rate is bounded by the feedback
- * interval). */
-static int judge_block(aftp_receiver *r, uint64_t block)
+/* Section 9.5: DATA for a block already held is a duplicate (a sealed one
+ * is dropped before decryption), and DATA beyond the block map's window
+ * is discarded as if lost, before any copy (the sender repairs it once the
+ * window has moved on; it arrived, so it counts in packets_received: the
+ * sender's rate controller measures the path, and a full window is no
+ * congestion). Either still draws a FEEDBACK, as any DATA does, so a
+ * sender probing with its last block learns where the transfer stands
+ * (the FEEDBACK says only what the receiver knows; its rate is bounded by
+ * the feedback interval). 1 when the block is wanted. */
+static int block_wanted(aftp_receiver *r, uint64_t block)
 {
-    int verdict = BLOCK_WANTED;
-    if (aftp_blockmap_test(&r->held, block)) {
+    if (aftp_blockmap_test(&r->held, block))
         r->ss.stats.duplicate_packets++;
-        verdict = BLOCK_HELD;
-    } else if (block >= aftp_blockmap_window_end(&r->held)) {
+    else if (block >= aftp_blockmap_window_end(&r->held))
         r->ss.stats.beyond_window_packets++;
-        verdict = BLOCK_BEYOND;
-    }
-    if (verdict != BLOCK_WANTED)
-        schedule_feedback(r, feedback_interval(r));
-    return verdict;
+    else
+        return 1;
+    schedule_feedback(r, feedback_interval(r));
+    return 0;
 }
 
 static void on_data(aftp_receiver *r, const aftp_wire_data *d)
 {
+    r->data_packets++;
     if (r->phase != FILE_OPEN || d->file_id != r->info.file_id ||
         d->payload_len != aftp_wire_block_len(r->info.size, r->info.block_size, d->block)) {
-        r->data_packets++;
         aftp_session_drop(&r->ss); /* sections 6.6, 9.5 */
         return;
     }
-    int verdict = judge_block(r, d->block);
-    if (verdict != BLOCK_BEYOND)
-        r->data_packets++; /* beyond the window: lost, for the sender */
-    if (verdict != BLOCK_WANTED)
+    if (!block_wanted(r, d->block))
         return;
     schedule_feedback(r, feedback_interval(r));
     if (d->block + 1 > r->scan_hi)
@@ -763,8 +757,14 @@ static int addressed_to_us(const aftp_receiver *r, const aftp_wire_header *hdr)
 /* Section 14.5: a sealed DATA is judged on its clear file id and block
  * before any decryption. Outside the open file, or the wrong length:
  * dropped. A block already held (a duplicate, or a forgery aimed at
- * stored bytes) or beyond the window: as judge_block. Returns 1 when the
- * datagram is worth opening, with its block in *block. */
+ * stored bytes): dropped and counted by block_wanted. A block beyond the
+ * window is opened all the same (into scratch) and discarded by on_data:
+ * so its authenticated packet number is acknowledged and restarts the
+ * idle timer, and the sender's loss detection, which counts on newer
+ * packets being acknowledged, keeps working while the window is full (a
+ * lost repair of the block holding it back would otherwise never be
+ * detected). Returns 1 when the datagram is worth opening, with its block
+ * in *block. */
 static int sealed_data_wanted(aftp_receiver *r, const uint8_t *pkt, size_t len, uint64_t *block_out)
 {
     aftp_wire_reader rd;
@@ -781,16 +781,18 @@ static int sealed_data_wanted(aftp_receiver *r, const uint8_t *pkt, size_t len, 
         return 0;
     }
     *block_out = block;
-    return judge_block(r, block) == BLOCK_WANTED;
+    /* A block beyond the window is not held: opened, then on_data's. */
+    return aftp_blockmap_test(&r->held, block) ? block_wanted(r, block) : 1;
 }
 
 /* Where the payload of a wanted sealed DATA for `block` can be opened in
  * place: the bytes storage lends for it, or NULL (then it opens into
- * scratch and goes through storage.write). */
+ * scratch and goes through storage.write; a block beyond the window, to
+ * be discarded, always does). */
 static uint8_t *payload_place(aftp_receiver *r, uint64_t block)
 {
     uint8_t *place = NULL;
-    if (r->set.storage->place == NULL ||
+    if (r->set.storage->place == NULL || block >= aftp_blockmap_window_end(&r->held) ||
         r->set.storage->place(r->set.user, r->info.file_id, block * r->info.block_size,
                               aftp_wire_block_len(r->info.size, r->info.block_size, block),
                               &place) != AFTP_OK)
