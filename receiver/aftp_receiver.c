@@ -10,8 +10,8 @@
  * sliding window (common/aftp_blockmap.h, spec 9.5) of
  * settings.map_window_blocks blocks, by default 2^27, so a file's map
  * takes at most 16 MiB + 256 KiB however large the file; DATA beyond the
- * window is dropped before decryption and looks lost to the sender, which
- * repairs it once the window has moved.
+ * window is authenticated, then discarded: it looks lost to the sender,
+ * which repairs it once the window has moved.
  *
  * Protected sessions: the first HELLO carries message 1 of the handshake;
  * the answer (HELLO_ACK with message 2) is built once and its very bytes
