@@ -133,43 +133,58 @@ static void test_window_drops_then_accepts(void **state)
     sim_script_free(&g);
 }
 
-static void tune_window_of_1024(void *ctx, aftp_sender_settings *s, aftp_receiver_settings *r)
+static void tune_window(void *ctx, aftp_sender_settings *s, aftp_receiver_settings *r)
 {
-    (void)ctx;
     (void)s;
-    r->map_window_blocks = 1024;
+    r->map_window_blocks = *(const uint64_t *)ctx;
 }
 
-/* 30 MB through a 1024-block window with a fair sender (its flight grows
- * to twice the path's 1 MB bandwidth-delay product), protected: DATA
- * beyond the window is authenticated before it is discarded, so its
- * packet number is acknowledged (a lost repair of the block holding the
- * window back is detected) and it keeps the session alive; and it counts
- * as delivered, so the rate controller does not take a full window for
- * congestion. The file arrives byte-exact. */
-static void test_small_window_fair_sender_completes(void **state)
+/* A whole protected transfer of `size` bytes at 1% loss through a
+ * receiver window of `window` blocks, the sender on `policy`: the sender
+ * repairs what the receiver discarded beyond the window as it repairs
+ * losses, and the file arrives byte-exact, each block written once. */
+static void transfer_through_window(const char *name, uint64_t window, int policy, uint64_t size,
+                                    sim_result *r)
+{
+    sim_cfg c;
+    sim_cfg_default(&c);
+    c.file_size = size;
+    c.fwd.loss = 0.01;
+    c.policy = policy;
+    c.tune = tune_window;
+    c.tune_ctx = &window;
+    c.time_limit_ns = 60 * SIM_S;
+    sim_run(&c, r);
+    sim_report(name, &c, r);
+    assert_int_equal(r->snd_error, AFTP_OK);
+    assert_int_equal(r->rcv_error, AFTP_OK);
+    assert_true(sim_file_intact(&r->st, 1));
+    assert_true(r->rcv.beyond_window_packets > 0);
+}
+
+/* Through a 64-block window at a fixed rate: every loss fills the window
+ * (the sender has ~700 blocks in flight). */
+static void test_small_window_transfer_byte_exact(void **state)
 {
     (void)state;
-    sim_cfg c;
     sim_result r;
-    sim_cfg_default(&c);
-    c.file_size = 30 * 1000 * 1000;
-    c.fwd.loss = 0.01;
-    c.policy = AFTP_CC_FAIR;
-    c.tune = tune_window_of_1024;
-    c.time_limit_ns = 60 * SIM_S;
-    sim_run(&c, &r);
-    sim_report("window-1024-fair", &c, &r);
-    assert_int_equal(r.snd_error, AFTP_OK);
-    assert_int_equal(r.rcv_error, AFTP_OK);
-    assert_true(sim_file_intact(&r.st, 1));
-    assert_true(r.rcv.beyond_window_packets > 0);
+    transfer_through_window("window-64", 64, AFTP_CC_FIXED, 3 * 1000 * 1000, &r);
+    assert_int_equal(r.rcv.map_bytes, 16);
     sim_result_free(&r);
 }
 
-static void no_window(aftp_receiver_settings *s)
+/* 30 MB through a 1024-block window with a fair sender (its flight grows
+ * to twice the path's 1 MB bandwidth-delay product): DATA beyond the
+ * window is authenticated before it is discarded, so its packet number is
+ * acknowledged (a lost repair of the block holding the window back is
+ * detected) and it keeps the session alive; and it counts as delivered,
+ * so the rate controller does not take a full window for congestion. */
+static void test_small_window_fair_sender_completes(void **state)
 {
-    s->map_window_blocks = 0;
+    (void)state;
+    sim_result r;
+    transfer_through_window("window-1024-fair", 1024, AFTP_CC_FAIR, 30 * 1000 * 1000, &r);
+    sim_result_free(&r);
 }
 
 /* A receiver needs a window to bound its map: none is a bad setting. */
@@ -181,38 +196,9 @@ static void test_window_setting_checked(void **state)
     aftp_receiver_settings s;
     aftp_receiver *r = NULL;
     sim_engine_settings(&unused, &side, &s, &side);
-    no_window(&s);
+    s.map_window_blocks = 0;
     assert_int_equal(aftp_receiver_new(&s, 0, &r), AFTP_ERR_INVALID_ARGUMENT);
     assert_null(r);
-}
-
-static void tune_window_of_64(void *ctx, aftp_sender_settings *s, aftp_receiver_settings *r)
-{
-    (void)ctx;
-    (void)s;
-    window_of_64(r);
-}
-
-/* A whole transfer through a 64-block window on a lossy path: every loss
- * fills the window (the sender has ~700 blocks in flight), the sender
- * repairs what the receiver dropped as it repairs losses, and the file
- * arrives byte-exact, each block written once. */
-static void test_small_window_transfer_byte_exact(void **state)
-{
-    (void)state;
-    sim_cfg c;
-    sim_result r;
-    sim_cfg_default(&c);
-    c.fwd.loss = 0.01;
-    c.tune = tune_window_of_64;
-    sim_run(&c, &r);
-    sim_report("window-64", &c, &r);
-    assert_int_equal(r.snd_error, AFTP_OK);
-    assert_int_equal(r.rcv_error, AFTP_OK);
-    assert_true(sim_file_intact(&r.st, 1));
-    assert_true(r.rcv.beyond_window_packets > 0);
-    assert_int_equal(r.rcv.map_bytes, 16);
-    sim_result_free(&r);
 }
 
 int main(void)
