@@ -148,6 +148,30 @@ void aftp_bitmap_clear(aftp_bitmap *b, uint64_t i)
         b->first_clear = i;
 }
 
+void aftp_bitmap_clear_range(aftp_bitmap *b, uint64_t from, uint64_t limit)
+{
+    if (limit > b->nbits)
+        limit = b->nbits;
+    if (from >= limit)
+        return;
+    /* Every bit below first_clear is set, so clearing `from` lowers it. */
+    if (from < b->first_clear)
+        b->first_clear = from;
+    for (uint64_t w = from >> 6; w <= (limit - 1) >> 6; w++) {
+        uint64_t mask = w == from >> 6 ? mask_from(from) : ALL_ONES;
+        if (w == (limit - 1) >> 6 && (limit & 63) != 0)
+            mask &= ~mask_from(limit);
+        b->count -= (uint64_t)__builtin_popcountll(b->words[w] & mask);
+        b->words[w] &= ~mask;
+        b->full[w >> 6] &= ~(UINT64_C(1) << (w & 63));
+    }
+}
+
+uint64_t aftp_bitmap_bytes(const aftp_bitmap *b)
+{
+    return (b->nwords + summary_words(b)) * sizeof(uint64_t);
+}
+
 uint64_t aftp_bitmap_count(const aftp_bitmap *b)
 {
     return b->count;

@@ -31,8 +31,13 @@ int aftp_bitmap_test(const aftp_bitmap *b, uint64_t i);
 int aftp_bitmap_set(aftp_bitmap *b, uint64_t i);
 /* Clears bit i (no effect out of range). */
 void aftp_bitmap_clear(aftp_bitmap *b, uint64_t i);
+/* Clears the bits in [from, limit), a word at a time; limit is clamped to
+ * nbits. */
+void aftp_bitmap_clear_range(aftp_bitmap *b, uint64_t from, uint64_t limit);
 
 uint64_t aftp_bitmap_count(const aftp_bitmap *b);
+/* Bytes the map allocated (bits and summary). */
+uint64_t aftp_bitmap_bytes(const aftp_bitmap *b);
 uint64_t aftp_bitmap_first_clear(const aftp_bitmap *b);
 /* Lowest clear (resp. set) index in [from, limit), or limit when none;
  * limit is clamped to nbits. */

@@ -1,10 +1,17 @@
 /*
  * The receiver (server, push) state machine: answers the handshake, accepts
- * one file at a time into storage, keeps the block bitmap, sends FEEDBACK on
+ * one file at a time into storage, keeps the block map, sends FEEDBACK on
  * a timer, verifies the whole-file digest by reading the stored file back
  * in bounded steps (the session is served between them), and reports
  * FILE_RESULT. Behaviour: spec/aftp-protocol.md sections 4.1,
  * 9.3, 9.5, 9.6, 9.8, 9.10-9.13, 12.2 and 14.
+ *
+ * Files of any size the wire allows are accepted: the block map is a
+ * sliding window (common/aftp_blockmap.h, spec 9.5) of
+ * settings.map_window_blocks blocks, by default 2^27, so a file's map
+ * takes at most 16 MiB + 256 KiB however large the file; DATA beyond the
+ * window is authenticated, then discarded: it looks lost to the sender,
+ * which repairs it once the window has moved.
  *
  * Protected sessions: the first HELLO carries message 1 of the handshake;
  * the answer (HELLO_ACK with message 2) is built once and its very bytes
@@ -19,10 +26,11 @@
 #include "aftp/aftp_engine.h"
 
 #include <sodium.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/aftp_bitmap.h"
+#include "common/aftp_blockmap.h"
 #include "common/aftp_digest.h"
 #include "common/aftp_errmap.h"
 #include "common/aftp_handshake.h"
@@ -37,9 +45,6 @@
 #define DEFAULT_INITIAL_RTT_NS (100 * NS_PER_MS)
 #define AMPLIFICATION_FACTOR 3              /* section 14.3 */
 #define VERIFY_CHUNK (UINT64_C(1) << 20)    /* one storage view while verifying */
-/* A file needing more blocks than this is refused with LIMIT: the bitmap
- * (one bit per block) must stay within a few tens of MiB. */
-#define MAX_FILE_BLOCKS (UINT64_C(1) << 28)
 #define FEEDBACK_HEAD (AFTP_WIRE_HEADER_LEN + AFTP_WIRE_FEEDBACK_FIXED)
 /* Largest datagram sent before the handshake completes (a CLOSE with the
  * longest reason); HELLO_ACK and VERSION_NEG are smaller. */
@@ -79,7 +84,7 @@ struct aftp_receiver {
     aftp_file_info info;    /* info.path points at path */
     char *path;
     uint64_t block_count;
-    aftp_bitmap held;
+    aftp_blockmap held;     /* sliding window: memory fixed by settings (14.7) */
     uint64_t scan_hi;       /* highest block received + 1 */
     int done_received;
     uint8_t expected[AFTP_DIGEST_LEN];
@@ -87,7 +92,9 @@ struct aftp_receiver {
     uint64_t verified;      /* bytes of the stored file read back and hashed so far */
     int reply_due;
     uint16_t reply_error;
+    char refusal[224];      /* why the offer was refused, when the engine refused it */
     int result_due;
+    int result_sent;        /* a FILE_RESULT went out for this file (section 9.6) */
     uint16_t result_error;
     uint8_t result_digest[AFTP_DIGEST_LEN];
     uint64_t resend_deadline; /* FILE_RESULT retransmission (section 9.10) */
@@ -117,6 +124,7 @@ void aftp_receiver_settings_default(aftp_receiver_settings *s)
     s->idle_timeout_ns = DEFAULT_IDLE_NS;
     s->feedback_interval_ns = DEFAULT_FEEDBACK_NS;
     s->initial_rtt_ns = DEFAULT_INITIAL_RTT_NS;
+    s->map_window_blocks = AFTP_RECEIVER_MAP_WINDOW;
 }
 
 static int settings_valid(const aftp_receiver_settings *s)
@@ -124,6 +132,7 @@ static int settings_valid(const aftp_receiver_settings *s)
     return s != NULL && s->conn_id != 0 && s->max_datagram >= AFTP_WIRE_MIN_DATAGRAM &&
            s->max_datagram <= AFTP_WIRE_MAX_DATAGRAM && s->idle_timeout_ns > 0 &&
            s->feedback_interval_ns >= MIN_FEEDBACK_NS && s->initial_rtt_ns > 0 &&
+           s->map_window_blocks > 0 &&
            s->storage != NULL && s->storage->view != NULL && s->storage->open != NULL &&
            s->storage->write != NULL && s->storage->close != NULL;
 }
@@ -189,7 +198,7 @@ void aftp_receiver_del(aftp_receiver *r)
 {
     if (r == NULL)
         return;
-    aftp_bitmap_free(&r->held);
+    aftp_blockmap_free(&r->held);
     aftp_digest_del(r->hash);
     free(r->ranges);
     free(r->path);
@@ -254,7 +263,7 @@ static void end_file(aftp_receiver *r, int error, const uint8_t *digest)
     r->result_due = 1;
     r->backoff = 0;
     stop_feedback(r);
-    aftp_bitmap_free(&r->held);
+    aftp_blockmap_free(&r->held);
     aftp_session_event(&r->ss, AFTP_EV_FILE_END, error, &r->info, digest);
 }
 
@@ -277,6 +286,14 @@ static void start_closing(aftp_receiver *r, int error, uint16_t wire_error)
     aftp_session_start_closing(&r->ss, error, wire_error, drain_time(r));
 }
 
+/* The peer broke the protocol (a HELLO refused, section 9.3, or an offer
+ * against the rules of 9.6): CLOSE(PROTOCOL, reason). */
+static void close_protocol(aftp_receiver *r, const char *reason)
+{
+    aftp_session_set_text(&r->ss, reason);
+    start_closing(r, AFTP_ERR_MALFORMED, AFTP_WIRE_ERR_PROTOCOL);
+}
+
 /* Section 9.10: the stored file is read back through storage.view and its
  * XXH3-128 compared with the sender's; commit only on a match. Held blocks
  * never change (duplicates and forgeries are dropped before any write), so
@@ -293,7 +310,7 @@ static void start_verification(aftp_receiver *r)
 /* Bytes at the start of the file whose blocks are all held. */
 static uint64_t held_prefix_bytes(const aftp_receiver *r)
 {
-    return min_u64(r->info.size, aftp_bitmap_first_clear(&r->held) * r->info.block_size);
+    return min_u64(r->info.size, aftp_blockmap_first_clear(&r->held) * r->info.block_size);
 }
 
 /* A read-back step is due: the final ones, or a whole step of the prefix. */
@@ -329,26 +346,53 @@ static void verify_step(aftp_receiver *r)
 
 static int all_blocks_held(const aftp_receiver *r)
 {
-    return aftp_bitmap_count(&r->held) == r->block_count;
+    return aftp_blockmap_count(&r->held) == r->block_count;
+}
+
+/* Section 9.6: a block must fit one DATA datagram of this session. The
+ * only limit the engine itself sets on an offer (the block map's memory
+ * does not depend on the file's size, section 14.7); its refusal names
+ * both figures. */
+static int check_block_size(aftp_receiver *r, const aftp_wire_file_offer *o)
+{
+    uint32_t needed = o->block_size + AFTP_WIRE_DATA_OVERHEAD;
+    if (needed <= r->ss.max_datagram)
+        return AFTP_OK;
+    snprintf(r->refusal, sizeof r->refusal,
+             "offer refused: blocks of %u bytes need %u-byte datagrams, above this session's "
+             "limit of %u bytes (the smaller max_datagram of the two sides); send smaller "
+             "blocks", (unsigned)o->block_size, (unsigned)needed, (unsigned)r->ss.max_datagram);
+    return AFTP_ERR_LIMIT;
 }
 
 /* Opens the offered file in storage; the answer is kept for repeats. */
 static int accept_offer(aftp_receiver *r, const aftp_wire_file_offer *o)
 {
     r->block_count = aftp_wire_block_count(o->size, o->block_size);
-    if (o->block_size + AFTP_WIRE_DATA_OVERHEAD > r->ss.max_datagram ||
-        r->block_count > MAX_FILE_BLOCKS)
-        return AFTP_ERR_LIMIT;
-    int rc = r->set.storage->open(r->set.user, &r->info);
+    int rc = check_block_size(r, o);
+    if (rc == AFTP_OK)
+        rc = r->set.storage->open(r->set.user, &r->info);
     if (rc != AFTP_OK)
         return rc;
-    aftp_bitmap_free(&r->held);
-    rc = aftp_bitmap_init(&r->held, r->block_count);
+    aftp_blockmap_free(&r->held);
+    rc = aftp_blockmap_init(&r->held, r->block_count, r->set.map_window_blocks);
+    if (aftp_blockmap_bytes(&r->held) > r->ss.stats.map_bytes)
+        r->ss.stats.map_bytes = aftp_blockmap_bytes(&r->held);
     r->verified = 0;
     aftp_digest_reset(r->hash);
     if (rc != AFTP_OK)
         r->set.storage->close(r->set.user, r->info.file_id, 0);
     return rc;
+}
+
+/* FILE_END for a refused offer, with the engine's reason when it gave one
+ * (the session's events carry text only for CLOSED). */
+static void report_refusal(aftp_receiver *r, int rc)
+{
+    aftp_event ev = {.type = AFTP_EV_FILE_END, .error = rc, .info = &r->info,
+                     .message = r->refusal[0] != '\0' ? r->refusal : NULL};
+    if (r->set.on_event != NULL)
+        r->set.on_event(r->set.user, &ev);
 }
 
 static int set_path(aftp_receiver *r, const uint8_t *path, uint16_t len)
@@ -382,6 +426,8 @@ static void on_new_offer(aftp_receiver *r, const aftp_wire_file_offer *o)
     r->scan_cursor = 0;
     r->done_received = 0;
     r->result_due = 0;
+    r->result_sent = 0;
+    r->refusal[0] = '\0';
     r->resend_deadline = AFTP_NO_EXPIRY;
     r->feedback_sent = 0;
     int rc = accept_offer(r, o);
@@ -393,23 +439,48 @@ static void on_new_offer(aftp_receiver *r, const aftp_wire_file_offer *o)
     } else {
         r->phase = FILE_ENDED;
         r->result_error = r->reply_error;
-        aftp_session_event(&r->ss, AFTP_EV_FILE_END, rc, &r->info, NULL);
+        report_refusal(r, rc);
     }
 }
 
+/* Section 9.6, by the offer's id against the last one answered: one file
+ * at a time, ids growing. Repeats of the last offer get the same reply
+ * until its FILE_RESULT went out; after that, and for older ids, they are
+ * late duplicates. */
 static void on_file_offer(aftp_receiver *r, const aftp_wire_file_offer *o)
 {
-    if (r->phase != FILE_NONE && o->file_id == r->info.file_id) {
-        r->reply_due = 1; /* section 9.6: same reply, no reopening */
-        return;
-    }
-    /* One file at a time, ids growing: an older id is a late duplicate and
-     * a new one while a file is open breaks the protocol. */
-    if (r->phase == FILE_OPEN || (r->phase != FILE_NONE && o->file_id < r->info.file_id)) {
+    uint32_t last_id = r->phase == FILE_NONE ? 0 : r->info.file_id;
+    if (o->file_id == 0)
+        close_protocol(r, "the sender offered file id 0, which is reserved");
+    else if (o->file_id < last_id || (o->file_id == last_id && r->result_sent))
         aftp_session_drop(&r->ss);
-        return;
-    }
-    on_new_offer(r, o);
+    else if (o->file_id == last_id)
+        r->reply_due = 1; /* no reopening */
+    else if (r->phase == FILE_OPEN)
+        close_protocol(r, "the sender offered a new file before the open one ended");
+    else
+        on_new_offer(r, o);
+}
+
+/* Section 9.5: DATA for a block already held is a duplicate (a sealed one
+ * is dropped before decryption), and DATA beyond the block map's window
+ * is discarded as if lost, before any copy (the sender repairs it once the
+ * window has moved on; it arrived, so it counts in packets_received: the
+ * sender's rate controller measures the path, and a full window is no
+ * congestion). Either still draws a FEEDBACK, as any DATA does, so a
+ * sender probing with its last block learns where the transfer stands
+ * (the FEEDBACK says only what the receiver knows; its rate is bounded by
+ * the feedback interval). 1 when the block is wanted. */
+static int block_wanted(aftp_receiver *r, uint64_t block)
+{
+    if (aftp_blockmap_test(&r->held, block))
+        r->ss.stats.duplicate_packets++;
+    else if (block >= aftp_blockmap_window_end(&r->held))
+        r->ss.stats.beyond_window_packets++;
+    else
+        return 1;
+    schedule_feedback(r, feedback_interval(r));
+    return 0;
 }
 
 static void on_data(aftp_receiver *r, const aftp_wire_data *d)
@@ -420,21 +491,18 @@ static void on_data(aftp_receiver *r, const aftp_wire_data *d)
         aftp_session_drop(&r->ss); /* sections 6.6, 9.5 */
         return;
     }
+    if (!block_wanted(r, d->block))
+        return;
     schedule_feedback(r, feedback_interval(r));
     if (d->block + 1 > r->scan_hi)
         r->scan_hi = d->block + 1;
-    /* Section 9.5: duplicates are dropped before any copy. */
-    if (aftp_bitmap_test(&r->held, d->block)) {
-        r->ss.stats.duplicate_packets++;
-        return;
-    }
     int rc = r->set.storage->write(r->set.user, d->file_id, d->block * r->info.block_size,
                                    d->payload, d->payload_len);
     if (rc != AFTP_OK) {
         end_file(r, rc, NULL);
         return;
     }
-    aftp_bitmap_set(&r->held, d->block);
+    aftp_blockmap_set(&r->held, d->block);
     r->ss.stats.payload_bytes_received += d->payload_len;
     if (r->done_received && all_blocks_held(r))
         start_verification(r);
@@ -470,13 +538,6 @@ static void on_close(aftp_receiver *r, const aftp_wire_close *c)
 {
     close_now(r, aftp_session_peer_close(&r->ss, c));
     aftp_session_answer_close(&r->ss);
-}
-
-/* Section 9.3: the HELLO is refused with CLOSE(PROTOCOL, reason). */
-static void refuse_hello(aftp_receiver *r, const char *reason)
-{
-    aftp_session_set_text(&r->ss, reason);
-    aftp_session_start_closing(&r->ss, AFTP_ERR_MALFORMED, AFTP_WIRE_ERR_PROTOCOL, drain_time(r));
 }
 
 /* The session belongs to this client from now on. */
@@ -620,21 +681,23 @@ static void on_hello(aftp_receiver *r, const aftp_wire_packet *p)
     }
     int none_offered = memchr(h->ciphers, AFTP_WIRE_CIPHER_NONE, h->cipher_count) != NULL;
     int server_none = r->set.security.cipher == AFTP_CIPHER_NONE;
-    uint8_t cipher = server_none ? AFTP_WIRE_CIPHER_NONE : pick_cipher(r, h);
+    /* Sections 6.2.1, 14.2.5: a list with NONE in it is an unprotected
+     * offer, whatever else it lists. */
+    uint8_t cipher = server_none || none_offered ? AFTP_WIRE_CIPHER_NONE : pick_cipher(r, h);
     if (h->role == AFTP_WIRE_ROLE_PUSH && cipher != AFTP_WIRE_CIPHER_NONE) {
         on_protected_hello(r, p, cipher);
         return;
     }
     take_hello(r, p);
     if (h->role != AFTP_WIRE_ROLE_PUSH)
-        refuse_hello(r, "only push is supported");
+        close_protocol(r, "only push is supported");
     else if (server_none && !none_offered)
-        refuse_hello(r, "server runs without encryption (--cipher none); the client must opt "
+        close_protocol(r, "server runs without encryption (--cipher none); the client must opt "
                         "in too");
     else if (!server_none && none_offered)
-        refuse_hello(r, "unprotected transfers are not enabled on this server");
+        close_protocol(r, "unprotected transfers are not enabled on this server");
     else if (!server_none)
-        refuse_hello(r, "no common cipher");
+        close_protocol(r, "no common cipher");
     else
         r->hello_ack_due = 1;
 }
@@ -674,6 +737,15 @@ static int wants_version_neg(aftp_receiver *r, const uint8_t *pkt, size_t len)
     return 1;
 }
 
+/* Section 9.2 step 3: the types a server receives; the others only a
+ * server sends, so they are no input for it, and dropped before they can
+ * count as the client's (idle timer, address validation). */
+static int server_receives(uint8_t type)
+{
+    return type == AFTP_WIRE_HELLO || type == AFTP_WIRE_FILE_OFFER || type == AFTP_WIRE_DATA ||
+           type == AFTP_WIRE_FILE_DONE || type == AFTP_WIRE_CLOSE;
+}
+
 /* HELLO carries the client's id, everything after it ours. */
 static int addressed_to_us(const aftp_receiver *r, const aftp_wire_header *hdr)
 {
@@ -684,12 +756,15 @@ static int addressed_to_us(const aftp_receiver *r, const aftp_wire_header *hdr)
 
 /* Section 14.5: a sealed DATA is judged on its clear file id and block
  * before any decryption. Outside the open file, or the wrong length:
- * dropped. A block already held: a duplicate (or a forgery aimed at stored
- * bytes), dropped too; it still draws a FEEDBACK, as any DATA does, so a
- * sender probing with its last block learns where the transfer stands
- * (the FEEDBACK says only what the receiver knows; its rate is bounded by
- * the feedback interval). Returns 1 when the datagram is worth opening,
- * with its block in *block. */
+ * dropped. A block already held (a duplicate, or a forgery aimed at
+ * stored bytes): dropped and counted by block_wanted. A block beyond the
+ * window is opened all the same (into scratch) and discarded by on_data:
+ * so its authenticated packet number is acknowledged and restarts the
+ * idle timer, and the sender's loss detection, which counts on newer
+ * packets being acknowledged, keeps working while the window is full (a
+ * lost repair of the block holding it back would otherwise never be
+ * detected). Returns 1 when the datagram is worth opening, with its block
+ * in *block. */
 static int sealed_data_wanted(aftp_receiver *r, const uint8_t *pkt, size_t len, uint64_t *block_out)
 {
     aftp_wire_reader rd;
@@ -705,22 +780,19 @@ static int sealed_data_wanted(aftp_receiver *r, const uint8_t *pkt, size_t len, 
         aftp_session_drop(&r->ss);
         return 0;
     }
-    if (aftp_bitmap_test(&r->held, block)) {
-        r->ss.stats.duplicate_packets++;
-        schedule_feedback(r, feedback_interval(r));
-        return 0;
-    }
     *block_out = block;
-    return 1;
+    /* A block beyond the window is not held: opened, then on_data's. */
+    return aftp_blockmap_test(&r->held, block) ? block_wanted(r, block) : 1;
 }
 
 /* Where the payload of a wanted sealed DATA for `block` can be opened in
  * place: the bytes storage lends for it, or NULL (then it opens into
- * scratch and goes through storage.write). */
+ * scratch and goes through storage.write; a block beyond the window, to
+ * be discarded, always does). */
 static uint8_t *payload_place(aftp_receiver *r, uint64_t block)
 {
     uint8_t *place = NULL;
-    if (r->set.storage->place == NULL ||
+    if (r->set.storage->place == NULL || block >= aftp_blockmap_window_end(&r->held) ||
         r->set.storage->place(r->set.user, r->info.file_id, block * r->info.block_size,
                               aftp_wire_block_len(r->info.size, r->info.block_size, block),
                               &place) != AFTP_OK)
@@ -739,7 +811,7 @@ static int admit(aftp_receiver *r, const uint8_t *pkt, size_t len, aftp_wire_pac
     int sealed_data = 0;
     if (aftp_session_peek(&r->ss, pkt, len, &hdr) != AFTP_OK)
         return 0;
-    if (!addressed_to_us(r, &hdr)) {
+    if (!server_receives(hdr.type) || !addressed_to_us(r, &hdr)) {
         aftp_session_drop(&r->ss);
         return 0;
     }
@@ -848,6 +920,7 @@ static int encode_result(aftp_receiver *r, uint8_t *buf, size_t cap, aftp_datagr
     p.u.file_result.error = r->result_error;
     memcpy(p.u.file_result.digest, r->result_digest, AFTP_DIGEST_LEN);
     r->result_due = 0;
+    r->result_sent = 1;
     r->resend_deadline = r->ss.now_ns + aftp_rtt_pto_backoff(&r->rtt, r->backoff);
     return aftp_session_encode(&r->ss, &p, buf, cap, dg);
 }
@@ -861,10 +934,10 @@ static uint16_t collect_ranges(aftp_receiver *r, uint64_t scan_start, uint64_t *
     size_t n = 0;
     uint64_t next_min = scan_start, pos = scan_start;
     for (;;) {
-        uint64_t start = aftp_bitmap_next_clear(&r->held, pos, *scan_end);
+        uint64_t start = aftp_blockmap_next_clear(&r->held, pos, *scan_end);
         if (start >= *scan_end)
             break;
-        uint64_t end = aftp_bitmap_next_set(&r->held, start, *scan_end);
+        uint64_t end = aftp_blockmap_next_set(&r->held, start, *scan_end);
         size_t cost = aftp_wire_varint_len(start - next_min) + aftp_wire_varint_len(end - start - 1);
         if (n == r->max_ranges || cost > budget) {
             *scan_end = start;
@@ -909,8 +982,8 @@ static int encode_feedback(aftp_receiver *r, uint8_t *buf, size_t cap, aftp_data
     f->ack_delay_us = (uint32_t)min_u64((r->ss.now_ns - r->largest_pn_ns) / 1000, UINT32_MAX);
     f->recv_time_us = r->ss.now_ns / 1000;
     f->packets_received = r->data_packets;
-    f->blocks_received = aftp_bitmap_count(&r->held);
-    f->cum_block = aftp_bitmap_first_clear(&r->held);
+    f->blocks_received = aftp_blockmap_count(&r->held);
+    f->cum_block = aftp_blockmap_first_clear(&r->held);
     fill_scan_window(r, f);
     stop_feedback(r);
     r->feedback_sent = 1;

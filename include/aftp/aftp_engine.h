@@ -151,6 +151,9 @@ typedef struct aftp_stats {
                                              1 startup, 2 drain, 3 probe bandwidth, 4 probe RTT */
     uint32_t max_datagram;                /* largest datagram of the session: the negotiated
                                              one once connected, else the own setting */
+    /* Receiver's block map (spec 14.7): */
+    uint64_t map_bytes;                   /* largest block map held this session, bytes */
+    uint64_t beyond_window_packets;       /* DATA dropped beyond the map's window */
 } aftp_stats;
 
 /* One outgoing datagram: `head` (in the caller's buffer) then `payload`
@@ -294,7 +297,18 @@ typedef struct aftp_receiver_settings {
     void *user;
     uint64_t initial_rtt_ns;     /* RTT assumed until the handshake measures one */
     aftp_security_settings security; /* as for the sender: identity + peers, or NONE */
+    /* Blocks the block map records ahead of the first missing block (its
+     * memory is this / 8 bytes plus 1/64; rounded up to a multiple of 64).
+     * DATA beyond it is dropped and looks lost to the sender: keep it well
+     * above a sender's flight (2 x bandwidth-delay product, in blocks), or
+     * each loss wastes up to a flight of DATA. */
+    uint64_t map_window_blocks;  /* default AFTP_RECEIVER_MAP_WINDOW */
 } aftp_receiver_settings;
+
+/* 2^27 blocks: 16 MiB + 256 KiB of map per receiving session, whatever the
+ * file's size; 176 GiB of data ahead of a missing block at the default
+ * block size, far beyond what a sender has in flight. */
+#define AFTP_RECEIVER_MAP_WINDOW (UINT64_C(1) << 27)
 
 /* Verification (reading the stored file back to check its digest) goes in
  * steps of at most this many bytes, one per aftp_receiver_handle_expiry

@@ -137,6 +137,15 @@ auto_cipher() {
     if grep -qw aes /proc/cpuinfo; then echo aes-256-gcm; else echo chacha20-poly1305; fi
 }
 
+data_went_out() { # the sender's progress log counts bytes sent
+    awk '!/^#/ && $2 > 0 { moved = 1 } END { exit !moved }' "$WORK/progress.tsv" 2>/dev/null
+}
+
+running() { # pid: a child that has not exited (a zombie has)
+    local state
+    state=$(ps -o stat= -p "$1" 2>/dev/null) && [ "${state#Z}" = "$state" ]
+}
+
 expect_rc() { # what, got, want
     [ "$2" -eq "$3" ] || fail "$1 exited $2, expected $3"
 }
@@ -805,6 +814,29 @@ faux)
     expect_text "$WORK/send.out" "^sent zeros: 20971520 bytes in .*, $real, $(auto_cipher)$"
     expect_text "$WORK/recv.out" "^received zeros: 20971520 bytes in .*, $real, $(auto_cipher), "
     [ -z "$(find "$WORK" -newer "$WORK/stamp" -name '*zeros*')" ] || fail "faux:// wrote a file" ;;
+faux_500g)
+    # 500 GiB is 381 million blocks of 1408 bytes, beyond the 2^28 blocks a
+    # map of one bit per block once allowed: the receiver's map is bounded
+    # by its window, not the file, so the offer is accepted. Once data has
+    # gone out (the sender's progress log counts bytes sent, which only
+    # follow an accepted offer) the sender is cancelled with SIGINT.
+    RECV_DIR=faux:// start_recv --once
+    "$AFTP" send "${SEND_KEYS[@]}" --policy fixed --rate 200M --progress-log "$WORK/progress.tsv" \
+        'faux:///big?500G' "127.0.0.1:$PORT" >"$WORK/send.out" 2>"$WORK/send.err" &
+    pid=$!
+    for _ in $(seq 300); do
+        data_went_out && break
+        running "$pid" || break
+        sleep 0.1
+    done
+    kill -INT "$pid" 2>/dev/null
+    wait "$pid"
+    SEND_RC=$?
+    wait_recv
+    ! grep -qi limit "$WORK/send.err" "$WORK/recv.err" || fail "a limit refused the 500 GiB offer"
+    data_went_out || fail "no data of the 500 GiB file went out"
+    expect_fixed "$WORK/send.err" "failed: transfer cancelled"
+    expect_fixed "$WORK/recv.err" "failed: transfer cancelled" ;;
 faux_takes_only_zeros)
     make_file src.bin $((1 << 20))
     RECV_DIR=faux:// start_recv --once

@@ -8,6 +8,32 @@
 #include "proto/aftp_wire.h"
 #include "sim_link.h"
 
+/* A synthetic file's pattern: an odd period, so blocks at different
+ * offsets differ, and a copy of its start after it, so any view (a block,
+ * or a read-back step of 1 MiB) is contiguous. */
+#define SYNTHETIC_REACH (UINT64_C(2) << 20)
+#define SYNTHETIC_PERIOD ((UINT64_C(4) << 20) + 13) /* above the reach: one copy */
+
+static uint8_t *seeded_bytes(uint64_t len, uint64_t rng)
+{
+    uint8_t *p = malloc(len ? len : 1);
+    if (p == NULL)
+        abort();
+    for (uint64_t off = 0; off < len; off++)
+        p[off] = (uint8_t)sim_rand(&rng);
+    return p;
+}
+
+static void make_synthetic(sim_file *f, uint64_t rng)
+{
+    f->period = SYNTHETIC_PERIOD;
+    f->pattern = seeded_bytes(f->period + SYNTHETIC_REACH, rng);
+    memcpy(f->pattern + f->period, f->pattern, SYNTHETIC_REACH);
+    f->landing = malloc(AFTP_WIRE_MAX_BLOCK);
+    if (f->landing == NULL)
+        abort();
+}
+
 void sim_storage_init(sim_storage *st, int nfiles, uint64_t size, uint64_t seed)
 {
     memset(st, 0, sizeof *st);
@@ -17,13 +43,19 @@ void sim_storage_init(sim_storage *st, int nfiles, uint64_t size, uint64_t seed)
         sim_file *f = &st->files[i];
         f->id = (uint32_t)i + 1;
         f->size = size;
-        f->src = malloc(size ? size : 1);
-        if (f->src == NULL)
-            abort();
         uint64_t rng = seed * 31 + (uint64_t)i;
-        for (uint64_t off = 0; off < size; off++)
-            f->src[off] = (uint8_t)sim_rand(&rng);
+        if (size > SIM_SYNTHETIC_ABOVE)
+            make_synthetic(f, rng);
+        else
+            f->src = seeded_bytes(size, rng);
     }
+}
+
+/* The synthetic file's bytes at off, or NULL when a view of len bytes
+ * there would run past the pattern's copy. */
+static const uint8_t *synthetic_at(const sim_file *f, uint64_t off, size_t len)
+{
+    return len <= SYNTHETIC_REACH ? f->pattern + off % f->period : NULL;
 }
 
 void sim_storage_free(sim_storage *st)
@@ -32,6 +64,8 @@ void sim_storage_free(sim_storage *st)
         free(st->files[i].src);
         free(st->files[i].dst);
         free(st->files[i].writes);
+        free(st->files[i].pattern);
+        free(st->files[i].landing);
     }
     memset(st, 0, sizeof *st);
 }
@@ -48,19 +82,21 @@ static sim_storage *storage_of(void *user)
     return ((sim_side *)user)->st;
 }
 
-static int borrow(const uint8_t *base, uint64_t size, uint64_t off, size_t len,
+/* The file's bytes [off, off + len): the synthetic pattern, or the given
+ * buffer (the source, or what the receiver wrote). */
+static int borrow(const sim_file *f, const uint8_t *base, uint64_t off, size_t len,
                   const uint8_t **out)
 {
-    if (base == NULL || off > size || len > size - off)
+    if (off > f->size || len > f->size - off)
         return AFTP_ERR_IO;
-    *out = base + off;
-    return AFTP_OK;
+    *out = f->pattern ? synthetic_at(f, off, len) : base ? base + off : NULL;
+    return *out ? AFTP_OK : AFTP_ERR_IO;
 }
 
 static int sender_view(void *user, uint32_t id, uint64_t off, size_t len, const uint8_t **out)
 {
     sim_file *f = sim_storage_file(storage_of(user), id);
-    return f ? borrow(f->src, f->size, off, len, out) : AFTP_ERR_NOT_FOUND;
+    return f ? borrow(f, f->src, off, len, out) : AFTP_ERR_NOT_FOUND;
 }
 
 static int sender_close(void *user, uint32_t id, int commit)
@@ -83,11 +119,27 @@ static int receiver_open(void *user, const aftp_file_info *info)
         return st->open_error;
     f->block_size = info->block_size;
     f->blocks = aftp_wire_block_count(info->size, info->block_size);
+    f->opened = 1;
+    if (f->pattern)
+        return AFTP_OK; /* compared on write, nothing kept */
     f->dst = calloc(f->size ? f->size : 1, 1);
     f->writes = calloc(f->blocks ? f->blocks : 1, 1);
     if (f->dst == NULL || f->writes == NULL)
         abort();
-    f->opened = 1;
+    return AFTP_OK;
+}
+
+/* A synthetic file's write: one block, compared with the pattern. */
+static int synthetic_write(sim_file *f, uint64_t off, const uint8_t *data, size_t len)
+{
+    uint64_t block = off / f->block_size;
+    f->writes_total++;
+    if (off % f->block_size != 0 || len != aftp_wire_block_len(f->size, f->block_size, block))
+        f->bad_writes++;
+    else
+        f->blocks_written++;
+    if (memcmp(data, synthetic_at(f, off, len), len) != 0)
+        f->wrong_bytes += len;
     return AFTP_OK;
 }
 
@@ -95,8 +147,11 @@ static int receiver_write(void *user, uint32_t id, uint64_t off, const uint8_t *
 {
     sim_storage *st = storage_of(user);
     sim_file *f = sim_storage_file(st, id);
-    if (f == NULL || f->dst == NULL || off > f->size || len > f->size - off)
+    if (f == NULL || !f->opened || off > f->size || len > f->size - off)
         return AFTP_ERR_IO;
+    if (f->pattern)
+        return synthetic_write(f, off, data, len);
+    f->writes_total++;
     uint64_t block = off / f->block_size;
     if (off % f->block_size != 0 || len != aftp_wire_block_len(f->size, f->block_size, block))
         f->bad_writes++;
@@ -116,9 +171,9 @@ static int receiver_place(void *user, uint32_t id, uint64_t off, size_t len, uin
 {
     sim_storage *st = storage_of(user);
     sim_file *f = sim_storage_file(st, id);
-    if (st->refuse_place || f == NULL || f->dst == NULL || off > f->size || len > f->size - off)
+    if (st->refuse_place || f == NULL || !f->opened || off > f->size || len > f->size - off)
         return AFTP_ERR_INVALID_STATE;
-    *out = f->dst + off;
+    *out = f->pattern ? f->landing : f->dst + off;
     return AFTP_OK;
 }
 
@@ -126,10 +181,12 @@ static int receiver_view(void *user, uint32_t id, uint64_t off, size_t len, cons
 {
     sim_storage *st = storage_of(user);
     sim_file *f = sim_storage_file(st, id);
-    int rc = f ? borrow(f->dst, f->size, off, len, out) : AFTP_ERR_NOT_FOUND;
+    int rc = f ? borrow(f, f->dst, off, len, out) : AFTP_ERR_NOT_FOUND;
     if (rc != AFTP_OK)
         return rc;
     st->receiver_view_bytes += len;
+    if (f->pattern)
+        return AFTP_OK; /* its writes were compared already */
     if (f->blocks_written < f->blocks)
         f->viewed_early += len;
     for (uint64_t b = off / f->block_size; len > 0 && b <= (off + len - 1) / f->block_size; b++)
@@ -172,6 +229,7 @@ void sim_on_event(void *user, const aftp_event *ev)
         e->file_end++;
         e->file_end_at = *side->clock;
         e->last_file_error = ev->error;
+        snprintf(e->file_message, sizeof e->file_message, "%s", ev->message ? ev->message : "");
         e->has_digest = ev->digest != NULL;
         if (ev->digest)
             memcpy(e->digest, ev->digest, AFTP_DIGEST_LEN);
@@ -191,6 +249,8 @@ int sim_file_intact(sim_storage *st, uint32_t id)
     sim_file *f = sim_storage_file(st, id);
     if (f == NULL || !f->committed || f->receiver_closed != 1 || f->bad_writes != 0)
         return 0;
+    if (f->pattern)
+        return f->wrong_bytes == 0 && f->writes_total == f->blocks;
     for (uint64_t b = 0; b < f->blocks; b++)
         if (f->writes[b] != 1)
             return 0;

@@ -1,6 +1,10 @@
 /*
  * In-memory storage for the simulated engines: the sender views a source
  * buffer of seeded bytes, the receiver writes into a destination buffer.
+ * A file above SIM_SYNTHETIC_ABOVE bytes (up to the wire's 2^62) is
+ * synthetic instead: its bytes repeat a seeded pattern of a little over
+ * 4 MiB, which the sender views and the receiver's writes are compared
+ * with (then forgotten), so a 16 TiB file costs a few MiB.
  * It counts writes per block (each must be written exactly once) and the
  * writes of payloads opened in place, can refuse the open or the lending
  * of a block's bytes, or corrupt one byte, and records commits and
@@ -14,6 +18,7 @@
 #include "aftp/aftp_engine.h"
 
 #define SIM_MAX_FILES 4
+#define SIM_SYNTHETIC_ABOVE (UINT64_C(64) << 20)
 
 typedef struct sim_file {
     uint32_t id;
@@ -23,6 +28,12 @@ typedef struct sim_file {
     uint8_t *src;
     uint8_t *dst;       /* receiver side, allocated by open */
     uint8_t *writes;    /* writes per block (saturating) */
+    /* Synthetic files (src and dst NULL): byte i is pattern[i % period]. */
+    uint8_t *pattern;   /* period bytes, then room for any view to run on */
+    uint64_t period;
+    uint8_t *landing;   /* what place() lends for a synthetic block */
+    uint64_t writes_total;   /* block writes, every one */
+    uint64_t wrong_bytes;    /* synthetic: written bytes unlike the pattern */
     uint64_t bad_writes; /* writes not covering exactly one block */
     uint64_t placed_writes; /* writes of the very bytes place() lent */
     uint64_t blocks_written;  /* distinct blocks written at least once */
@@ -58,7 +69,8 @@ typedef struct sim_events {
     int closed_error;
     int has_digest;
     uint8_t digest[AFTP_DIGEST_LEN];
-    char message[128];
+    char message[128];      /* CLOSED's */
+    char file_message[256]; /* the latest FILE_END's */
     uint64_t file_end_at;  /* virtual time of the latest FILE_END */
     uint64_t closed_at;
 } sim_events;

@@ -14,63 +14,32 @@
 #include "common/aftp_digest.h"
 #include "proto/aftp_wire.h"
 #include "sim_run.h"
+#include "sim_script.h"
 
-#define CLIENT_ID 0xC1C1C1C1u
-#define SERVER_ID 0x5E5E5E5Eu
+#define CLIENT_ID SIM_SCRIPT_CLIENT_ID
+#define SERVER_ID SIM_SCRIPT_SERVER_ID
 
-typedef struct rig {
-    sim_storage st;
-    sim_side side;
-    uint64_t clock;
-    aftp_receiver *r;
-    uint64_t pn; /* next client packet number */
-    uint8_t buf[AFTP_WIRE_MAX_DATAGRAM];
-    aftp_wire_packet out; /* last datagram the engine wrote, decoded */
-} rig;
+/* The scripted client of sim_script.h, under this file's names. */
+typedef sim_script rig;
 
 static void rig_receiver(rig *g, uint64_t file_size)
 {
-    memset(g, 0, sizeof *g);
-    sim_storage_init(&g->st, 1, file_size, 9);
-    g->side = (sim_side){.st = &g->st, .clock = &g->clock};
-    aftp_receiver_settings s;
-    aftp_receiver_settings_default(&s);
-    s.conn_id = SERVER_ID;
-    s.storage = &sim_receiver_storage;
-    s.on_event = sim_on_event;
-    s.user = &g->side;
-    s.security.cipher = AFTP_CIPHER_NONE;
-    assert_int_equal(aftp_receiver_new(&s, 0, &g->r), AFTP_OK);
+    sim_script_start(g, file_size, NULL);
 }
 
 static void rig_free(rig *g)
 {
-    aftp_receiver_del(g->r);
-    sim_storage_free(&g->st);
+    sim_script_free(g);
 }
 
-/* Encodes p from the client (header filled here) and feeds it. */
 static int feed(rig *g, aftp_wire_packet *p, uint8_t type)
 {
-    uint8_t dgram[AFTP_WIRE_MAX_DATAGRAM];
-    size_t len;
-    p->hdr.version = AFTP_WIRE_VERSION;
-    p->hdr.type = type;
-    p->hdr.conn_id = type == AFTP_WIRE_HELLO ? CLIENT_ID : SERVER_ID;
-    p->hdr.pn = g->pn++;
-    assert_int_equal(aftp_wire_encode(p, dgram, sizeof dgram, &len), AFTP_OK);
-    return aftp_receiver_read(g->r, g->clock, dgram, len);
+    return sim_script_send(g, p, type);
 }
 
-/* 1 and the next datagram decoded into g->out, or 0 when none. */
 static int next_out(rig *g)
 {
-    aftp_datagram dg;
-    if (aftp_receiver_write(g->r, g->clock, g->buf, sizeof g->buf, &dg) != 1)
-        return 0;
-    assert_null(dg.payload);
-    assert_int_equal(aftp_wire_decode(dg.head, dg.head_len, &g->out), AFTP_OK);
-    return 1;
+    return sim_script_next(g);
 }
 
 static int send_hello(rig *g, uint8_t role, uint8_t cipher)

@@ -1,0 +1,56 @@
+/*
+ * The receiver's map of the blocks it holds, in memory that does not grow
+ * with the file: a sliding window (spec sections 9.5 and 14.7).
+ *
+ * Every block below `base`, the first missing block, is held. A ring of W
+ * bits (W: the window, a multiple of 64) records the blocks of
+ * [window_start, window_start + W), where window_start is base rounded
+ * down to a multiple of 64; block i lives at ring bit i mod W. A block at
+ * or beyond the window's end cannot be recorded: the receiver drops its
+ * DATA, the sender sees it as lost and repairs it once base has moved on.
+ * A file of fewer than W blocks gets a ring of its own size, so the window
+ * covers it whole.
+ *
+ * Memory for a file: min(block count, W) / 8 bytes plus a 1/64 summary
+ * (aftp_bitmap), whatever the file's size; the receiver's default W of
+ * 2^27 blocks takes 16 MiB + 256 KiB and reaches 176 GiB ahead of the first
+ * missing block at the default 1408-byte block.
+ */
+#ifndef AFTP_BLOCKMAP_H
+#define AFTP_BLOCKMAP_H
+
+#include <stdint.h>
+
+#include "common/aftp_bitmap.h"
+
+typedef struct aftp_blockmap {
+    aftp_bitmap ring;   /* bit (i mod ring.nbits) for block i of the window */
+    uint64_t blocks;    /* the file's block count */
+    uint64_t base;      /* first missing block (blocks when all are held) */
+    uint64_t held;      /* blocks held in all */
+} aftp_blockmap;
+
+/* A map of `blocks` missing blocks whose window is `window` blocks
+ * (rounded up to a multiple of 64, at least 64). AFTP_OK,
+ * AFTP_ERR_INVALID_ARGUMENT (window 0) or AFTP_ERR_NO_MEMORY. */
+int aftp_blockmap_init(aftp_blockmap *m, uint64_t blocks, uint64_t window);
+void aftp_blockmap_free(aftp_blockmap *m); /* safe on a zeroed or freed map */
+
+/* 1 when block i is held; 0 when missing, beyond the window or out of range. */
+int aftp_blockmap_test(const aftp_blockmap *m, uint64_t i);
+/* The first block the window cannot record (at most the block count). */
+uint64_t aftp_blockmap_window_end(const aftp_blockmap *m);
+/* Marks block i held; 1 when it was missing and within the window, else 0. */
+int aftp_blockmap_set(aftp_blockmap *m, uint64_t i);
+
+uint64_t aftp_blockmap_count(const aftp_blockmap *m);
+uint64_t aftp_blockmap_first_clear(const aftp_blockmap *m);
+/* Lowest missing (resp. held) block in [from, limit), or limit when none;
+ * limit is clamped to the block count. Blocks beyond the window are
+ * missing. */
+uint64_t aftp_blockmap_next_clear(const aftp_blockmap *m, uint64_t from, uint64_t limit);
+uint64_t aftp_blockmap_next_set(const aftp_blockmap *m, uint64_t from, uint64_t limit);
+/* Bytes the map allocated: its whole memory, fixed at init. */
+uint64_t aftp_blockmap_bytes(const aftp_blockmap *m);
+
+#endif /* AFTP_BLOCKMAP_H */
