@@ -18,7 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/aftp_bitmap.h"
 #include "common/aftp_cc.h"
 #include "common/aftp_digest.h"
 #include "common/aftp_errmap.h"
@@ -580,10 +579,7 @@ static void on_file_reply(aftp_sender *s, const aftp_wire_file_reply *r)
     }
     sender_file *f = current_file(s);
     s->block_count = aftp_wire_block_count(f->info.size, f->info.block_size);
-    if (aftp_repairq_reset(&s->repairs, s->block_count) != AFTP_OK) {
-        fail_and_close(s, AFTP_ERR_NO_MEMORY);
-        return;
-    }
+    aftp_repairq_reset(&s->repairs, s->block_count);
     /* Block numbers restart with every file: forget the previous file's. */
     aftp_sentlog_retire(&s->log, UINT64_MAX);
     s->next_block = 0;
