@@ -11,6 +11,8 @@ then, by MODE:
   resend-forever  every millisecond of DATA gets a FEEDBACK listing every
                   block missing, and FILE_DONE no answer: it asks for the
                   whole file again and again.
+  refuse-limit    every offer gets FILE_REPLY(LIMIT): FILE_REPLY carries no
+                  reason, so the sender's message has only what it offered.
 
 Usage: hostile_receiver.py MODE LOGFILE. Prints its UDP port on stdout,
 then serves one session on 127.0.0.1 until the sender's CLOSE (written to
@@ -26,6 +28,7 @@ import time
 
 VERSION = 1
 HELLO, HELLO_ACK, FILE_OFFER, FILE_REPLY, DATA, FEEDBACK, FILE_DONE, FILE_RESULT, CLOSE = range(1, 10)
+LIMIT = 13  # wire error (spec 11.1)
 SERVER_ID = 0x5E6F7081
 HEADER = struct.Struct(">BBHIQ")  # version, type, flags, conn_id, pn
 
@@ -75,7 +78,8 @@ class Liar:
         # file_id u32, size u64, mtime i64, mode u32, block_size u32 (spec 6.4)
         self.file_id, size, _, _, block = struct.unpack_from(">IQqII", body)
         self.blocks = (size + block - 1) // block
-        self.send(FILE_REPLY, struct.pack(">IH", self.file_id, 0))
+        error = LIMIT if self.mode == "refuse-limit" else 0
+        self.send(FILE_REPLY, struct.pack(">IH", self.file_id, error))
 
     def on_done(self):
         self.done = True
@@ -163,8 +167,9 @@ class Liar:
 
 
 def main():
-    if len(sys.argv) != 3 or sys.argv[1] not in ("digest-lie", "resend-forever"):
-        sys.exit("usage: hostile_receiver.py digest-lie|resend-forever LOGFILE")
+    modes = ("digest-lie", "resend-forever", "refuse-limit")
+    if len(sys.argv) != 3 or sys.argv[1] not in modes:
+        sys.exit("usage: hostile_receiver.py %s LOGFILE" % "|".join(modes))
     with open(sys.argv[2], "w") as log:
         Liar(sys.argv[1], log).serve()
 

@@ -835,8 +835,8 @@ faux_500g)
     wait_recv
     ! grep -qi limit "$WORK/send.err" "$WORK/recv.err" || fail "a limit refused the 500 GiB offer"
     data_went_out || fail "no data of the 500 GiB file went out"
-    expect_fixed "$WORK/send.err" "failed: transfer cancelled"
-    expect_fixed "$WORK/recv.err" "failed: transfer cancelled" ;;
+    expect_fixed "$WORK/send.err" "transfer of big to 127.0.0.1:$PORT cancelled here"
+    expect_fixed "$WORK/recv.err" "failed: the sender cancelled the transfer" ;;
 faux_takes_only_zeros)
     make_file src.bin $((1 << 20))
     RECV_DIR=faux:// start_recv --once
@@ -939,17 +939,23 @@ receiver_cancels)
     expect_nothing_delivered ;;
 refusal_messages)
     # FILE_REPLY carries only a code: each one is said for what it means,
-    # LIMIT with the figures the receiver judged.
+    # LIMIT (from a receiver that refuses every offer so) with what was
+    # offered.
     start_recv
     printf 'x' >"$WORK/$(printf 'a\tb')"
     send "$WORK/$(printf 'a\tb')"
     expect_rc "aftp send of a name with a tab" "$SEND_RC" 5
     expect_fixed "$WORK/send.err" "aftp: error: 127.0.0.1:$PORT refused a\x09b: the receiver could not place the file there (the name breaks its path rules"
     send 'faux:///big?1T'
-    expect_rc "aftp send of a 1 TiB faux source" "$SEND_RC" 5
-    expect_text "$WORK/send.err" "^aftp: error: 127\.0\.0\.1:$PORT refused big: the offer exceeds a limit of the receiver \(offered 1099511627776 bytes in [0-9]+ blocks of [0-9]+ bytes, datagrams of [0-9]+ bytes\)$"
+    expect_rc "aftp send of 1 TiB to a smaller disk" "$SEND_RC" 5
+    expect_fixed "$WORK/send.err" "aftp: error: 127.0.0.1:$PORT refused big: not enough space on the receiver"
     stop_recv
-    expect_nothing_delivered ;;
+    expect_nothing_delivered
+    start_liar refuse-limit
+    send 'faux:///big?1T' --cipher none --idle-timeout 5
+    wait "$LIAR"
+    expect_rc "aftp send refused with LIMIT" "$SEND_RC" 5
+    expect_text "$WORK/send.err" "^aftp: error: 127\.0\.0\.1:$PORT refused big: the offer exceeds a limit of the receiver \(offered 1099511627776 bytes in 780903145 blocks of 1408 bytes, datagrams of 1452 bytes\)$" ;;
 usage)
     "$AFTP" send 'faux:///x?1Q' 127.0.0.1:1 2>"$WORK/u12.err"
     expect_rc "bad faux size" $? 2
