@@ -198,17 +198,6 @@ int aftp_session_open_data(aftp_session *ss, const uint8_t *buf, size_t len,
     return opened(ss, rc);
 }
 
-int aftp_session_decode(aftp_session *ss, const uint8_t *buf, size_t len, aftp_wire_packet *out)
-{
-    aftp_wire_header hdr;
-    int rc = aftp_session_peek(ss, buf, len, &hdr);
-    if (rc == AFTP_OK)
-        rc = aftp_session_precheck(ss, &hdr);
-    if (rc == AFTP_OK)
-        rc = aftp_session_open(ss, buf, len, &hdr, out);
-    return rc;
-}
-
 void aftp_session_heard(aftp_session *ss, uint64_t now_ns, size_t len)
 {
     ss->stats.packets_received++;

@@ -113,8 +113,6 @@ int aftp_session_open(aftp_session *ss, const uint8_t *buf, size_t len,
  * AFTP_ERR_INVALID_ARGUMENT for anything but a sealed DATA. */
 int aftp_session_open_data(aftp_session *ss, const uint8_t *buf, size_t len,
                            const aftp_wire_header *hdr, uint8_t *payload, aftp_wire_packet *out);
-/* All three at once. */
-int aftp_session_decode(aftp_session *ss, const uint8_t *buf, size_t len, aftp_wire_packet *out);
 /* Count a datagram dropped after decoding (wrong id, unexpected, stale). */
 void aftp_session_drop(aftp_session *ss);
 /* A valid datagram of len bytes came from the peer: the idle timer restarts. */

@@ -797,6 +797,33 @@ static void dispatch(aftp_sender *s, const aftp_wire_packet *p)
     }
 }
 
+/* Section 9.2 step 3: the types a client receives; the others only a
+ * client sends, so they are no input for it, and dropped before they can
+ * count as the server's (an unsealed HELLO would restart the idle timer). */
+static int client_receives(uint8_t type)
+{
+    return type == AFTP_WIRE_VERSION_NEG || type == AFTP_WIRE_HELLO_ACK ||
+           type == AFTP_WIRE_FILE_REPLY || type == AFTP_WIRE_FEEDBACK ||
+           type == AFTP_WIRE_FILE_RESULT || type == AFTP_WIRE_CLOSE || type == AFTP_WIRE_RETRY ||
+           type == AFTP_WIRE_SERVER_KEY;
+}
+
+/* The receive steps (aftp_session.h): clear header, type and id (everything
+ * the server sends carries our id; VERSION_NEG echoes it), replay and flag
+ * checks, then decryption. */
+static int admit(aftp_sender *s, const uint8_t *pkt, size_t len, aftp_wire_packet *p)
+{
+    aftp_wire_header hdr;
+    if (aftp_session_peek(&s->ss, pkt, len, &hdr) != AFTP_OK)
+        return 0;
+    if (!client_receives(hdr.type) || hdr.conn_id != s->ss.local_id) {
+        aftp_session_drop(&s->ss);
+        return 0;
+    }
+    return aftp_session_precheck(&s->ss, &hdr) == AFTP_OK &&
+           aftp_session_open(&s->ss, pkt, len, &hdr, p) == AFTP_OK;
+}
+
 int aftp_sender_read(aftp_sender *s, uint64_t now_ns, const uint8_t *pkt, size_t len)
 {
     aftp_wire_packet p;
@@ -805,13 +832,8 @@ int aftp_sender_read(aftp_sender *s, uint64_t now_ns, const uint8_t *pkt, size_t
     aftp_session_tick(&s->ss, now_ns);
     if (s->ss.state == AFTP_STATE_CLOSED)
         return AFTP_OK;
-    if (aftp_session_decode(&s->ss, pkt, len, &p) != AFTP_OK)
+    if (!admit(s, pkt, len, &p))
         return AFTP_OK;
-    /* Everything the server sends carries our id (VERSION_NEG echoes it). */
-    if (p.hdr.conn_id != s->ss.local_id) {
-        aftp_session_drop(&s->ss);
-        return AFTP_OK;
-    }
     aftp_session_heard(&s->ss, s->ss.now_ns, len);
     if (s->ss.state == AFTP_STATE_CLOSING) {
         /* Section 9.11: while closing, any packet is answered with CLOSE. */

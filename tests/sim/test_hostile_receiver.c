@@ -589,6 +589,43 @@ static void test_protected_ack_larger_datagram(void **state)
     bad_ack(1, LIAR_ID, MAX_DGRAM + 100);
 }
 
+/* ---- 9.2 step 3: types only a client sends ---- */
+
+/* The sender's own HELLO reflected back to it, and a FILE_DONE, both with
+ * its id: types a client never receives are dropped at the peek, so they
+ * neither count as the server's packets nor keep the attempt alive past
+ * its idle timeout. */
+static void test_client_only_types_dropped(void **state)
+{
+    (void)state;
+    liar l;
+    uint8_t hello[MAX_DGRAM], done[MAX_DGRAM];
+    size_t hello_len, done_len;
+    aftp_stats st;
+    aftp_wire_packet p;
+    liar_open(&l, LIE_NONE, 1000, 0);
+    first_hello(&l, hello, &hello_len);
+    memset(&p, 0, sizeof p);
+    p.hdr = (aftp_wire_header){.version = AFTP_WIRE_VERSION, .type = AFTP_WIRE_FILE_DONE,
+                               .conn_id = l.client_id, .pn = 1};
+    p.u.file_done.file_id = 1;
+    assert_int_equal(aftp_wire_encode(&p, done, MAX_DGRAM, &done_len), AFTP_OK);
+    aftp_sender_settings defaults;
+    aftp_sender_settings_default(&defaults);
+    uint64_t idle = defaults.idle_timeout_ns;
+    for (uint64_t t = SIM_S / 2; t < idle + SIM_S; t += SIM_S / 2) {
+        assert_int_equal(aftp_sender_read(l.s, t, hello, hello_len), AFTP_OK);
+        assert_int_equal(aftp_sender_read(l.s, t, done, done_len), AFTP_OK);
+        if (t >= aftp_sender_expiry(l.s))
+            aftp_sender_handle_expiry(l.s, t);
+    }
+    aftp_sender_get_stats(l.s, &st);
+    assert_int_equal(st.packets_received, 0);
+    assert_int_equal(aftp_sender_state(l.s), AFTP_STATE_CLOSED);
+    assert_int_equal(aftp_sender_error(l.s), AFTP_ERR_IDLE_TIMEOUT);
+    liar_close(&l);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -606,6 +643,7 @@ int main(void)
         cmocka_unit_test(test_protected_ack_none_without_msg2_dropped),
         cmocka_unit_test(test_protected_ack_server_id_zero),
         cmocka_unit_test(test_protected_ack_larger_datagram),
+        cmocka_unit_test(test_client_only_types_dropped),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
