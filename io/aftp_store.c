@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -179,9 +180,17 @@ static int map_file(aftp_store *st)
 {
     if (st->size == 0)
         return AFTP_OK;
-    if (st->size > SIZE_MAX)
-        return fail(st, AFTP_ERR_LIMIT, "file too large to map:", NULL);
-    void *m = mmap(NULL, st->size, PROT_READ | PROT_WRITE, MAP_SHARED, st->fd, 0);
+    void *m = st->size <= SIZE_MAX
+                  ? mmap(NULL, st->size, PROT_READ | PROT_WRITE, MAP_SHARED, st->fd, 0)
+                  : MAP_FAILED;
+    /* The whole file is mapped at once: its size is bounded by the
+     * process's address space (128 TiB on x86-64), which the message names. */
+    if (m == MAP_FAILED && (st->size > SIZE_MAX || errno == ENOMEM)) {
+        char why[128];
+        snprintf(why, sizeof why, "%" PRIu64 " bytes are more than this process can map (its "
+                 "address space, 128 TiB on x86-64)", st->size);
+        return fail(st, AFTP_ERR_LIMIT, "cannot map", why);
+    }
     if (m == MAP_FAILED)
         return fail(st, errno_to_error(errno), "cannot map", strerror(errno));
     st->map = m;
