@@ -384,7 +384,11 @@ static void start_next_file(aftp_sender *s)
         f->info.block_size = largest_block(s);
     s->phase = PHASE_OFFER;
     if (f->info.block_size > largest_block(s)) {
-        fail_and_close(s, AFTP_ERR_LIMIT);
+        char why[160];
+        snprintf(why, sizeof why, "blocks of %" PRIu32 " bytes need %" PRIu32 "-byte datagrams, "
+                 "above this session's limit of %u bytes", f->info.block_size,
+                 f->info.block_size + AFTP_WIRE_DATA_OVERHEAD, (unsigned)s->ss.max_datagram);
+        fail_and_close_saying(s, AFTP_ERR_LIMIT, why);
         return;
     }
     s->offer_due = 1;

@@ -21,6 +21,7 @@
 #include "sim_run.h"
 
 #define MAX_DGRAM 1452u
+#define SENDER_DGRAM 9000u /* room for what a sender of larger datagrams writes */
 #define LIAR_ID 0x33333333u
 #define STEP_NS (100 * 1000)
 
@@ -49,7 +50,7 @@ typedef struct liar {
     uint8_t out[8][MAX_DGRAM]; /* answers waiting for the sender */
     size_t out_len[8];
     int out_count;
-    uint8_t buf[MAX_DGRAM];
+    uint8_t buf[SENDER_DGRAM];
     /* The sender's FILE_END and CLOSED, messages in full. */
     char file_message[AFTP_WIRE_MAX_REASON + 1];
     char closed_message[AFTP_WIRE_MAX_REASON + 1];
@@ -68,8 +69,10 @@ static void record(void *user, const aftp_event *ev)
     sim_on_event(user, ev);
 }
 
-/* A sender of one file of `size` bytes; cipher NONE unless protected. */
-static void liar_open(liar *l, int lie, uint64_t size, int protected_session)
+/* A sender of one file of `size` bytes in blocks of `block_size` (0: as
+ * large as the datagram allows); cipher NONE unless protected. */
+static void liar_open_blocks(liar *l, int lie, uint64_t size, uint32_t block_size,
+                             int protected_session)
 {
     aftp_sender_settings ss;
     aftp_receiver_settings rs;
@@ -83,11 +86,19 @@ static void liar_open(liar *l, int lie, uint64_t size, int protected_session)
     ss.rate_bps = 100 * 1000 * 1000;
     if (!protected_session)
         ss.security.cipher = AFTP_CIPHER_NONE;
+    if (block_size != 0)
+        ss.max_datagram = SENDER_DGRAM; /* the liar's HELLO_ACK holds it to MAX_DGRAM */
     assert_int_equal(aftp_sender_new(&ss, 0, &l->s), AFTP_OK);
     l->client_id = ss.conn_id;
-    aftp_file_info info = {.file_id = 1, .size = size, .mode = 0600, .path = "f"};
+    aftp_file_info info = {.file_id = 1, .size = size, .mode = 0600, .path = "f",
+                           .block_size = block_size};
     assert_int_equal(aftp_sender_add_file(l->s, &info), AFTP_OK);
     aftp_sender_finish(l->s);
+}
+
+static void liar_open(liar *l, int lie, uint64_t size, int protected_session)
+{
+    liar_open_blocks(l, lie, size, 0, protected_session);
 }
 
 static void liar_close(liar *l)
@@ -200,7 +211,7 @@ static void deliver(liar *l)
 static void liar_step(liar *l)
 {
     aftp_datagram dg;
-    uint8_t pkt[MAX_DGRAM];
+    uint8_t pkt[SENDER_DGRAM];
     l->clock += STEP_NS;
     if (l->clock >= aftp_sender_expiry(l->s))
         aftp_sender_handle_expiry(l->s, l->clock);
@@ -589,6 +600,21 @@ static void test_protected_ack_larger_datagram(void **state)
     bad_ack(1, LIAR_ID, MAX_DGRAM + 100);
 }
 
+/* A block size the negotiated datagram cannot carry: the file ends with
+ * LIMIT, and the message names the figures (not "limit exceeded"). */
+static void test_block_too_large_names_figures(void **state)
+{
+    (void)state;
+    liar l;
+    liar_open_blocks(&l, LIE_NONE, 100000, 2000, 0);
+    run_until_closed(&l, 10 * SIM_S);
+    assert_int_equal(aftp_sender_error(l.s), AFTP_ERR_LIMIT);
+    assert_int_equal(l.side.ev.last_file_error, AFTP_ERR_LIMIT);
+    assert_string_equal(l.file_message, "blocks of 2000 bytes need 2044-byte datagrams, above "
+                                        "this session's limit of 1452 bytes");
+    liar_close(&l);
+}
+
 /* ---- 9.2 step 3: types only a client sends ---- */
 
 /* The sender's own HELLO reflected back to it, and a FILE_DONE, both with
@@ -644,6 +670,7 @@ int main(void)
         cmocka_unit_test(test_protected_ack_server_id_zero),
         cmocka_unit_test(test_protected_ack_larger_datagram),
         cmocka_unit_test(test_client_only_types_dropped),
+        cmocka_unit_test(test_block_too_large_names_figures),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
