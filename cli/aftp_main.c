@@ -1,6 +1,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "aftp/aftp_error.h"
+#include "aftp/aftp_global.h"
 #include "aftp_cli.h"
 
 #ifndef AFTP_VERSION
@@ -71,6 +73,16 @@ void aftp_cli_usage(FILE *to)
 
 int main(int argc, char **argv)
 {
+    /* The tool owns its process: it keeps key schedules in guarded memory
+     * and survives a source truncated under it. Only an OpenSSL that
+     * allocated before main (INVALID_STATE) denies the first, and aftp
+     * works without it. */
+    int rc = aftp_global_init(AFTP_INIT_GUARD_KEYS | AFTP_INIT_GUARD_SOURCE);
+    if (rc != AFTP_OK && rc != AFTP_ERR_INVALID_STATE) {
+        aftp_cli_error("cannot set up the guards of key memory and source files: %s",
+                       aftp_strerror(rc));
+        return AFTP_EXIT_FAILED;
+    }
     if (argc < 2) {
         aftp_cli_usage(stderr);
         return AFTP_EXIT_USAGE;

@@ -8,7 +8,8 @@
  * libsodium keeps the handshake, the traffic secrets and keys, and the
  * protected memory. Each key generation's expanded key lives in OpenSSL's
  * cipher context, which OpenSSL allocates while aftp_keymem routes its
- * allocations to sodium_malloc'd memory (aftp_keymem.h). */
+ * allocations to sodium_malloc'd memory when the embedder let aftp install
+ * that allocator (aftp_keymem.h, aftp_global_init). */
 #include "common/aftp_aead.h"
 
 #include "common/aftp_keymem.h"
@@ -124,7 +125,6 @@ static int evp_has(const char *name)
 
 int aftp_aead_available(uint8_t cipher)
 {
-    aftp_keymem_setup(); /* before OpenSSL's first allocation */
     if (sodium_init() < 0 || cipher >= sizeof cipher_ops / sizeof cipher_ops[0])
         return 0;
     if (cipher == AFTP_WIRE_CIPHER_AES256GCM && !crypto_aead_aes256gcm_is_available())

@@ -21,8 +21,9 @@
  * Memory: a context lives in sodium_malloc'd memory (guard pages, never
  * swapped where mlock works), read-only once keyed, and is wiped by
  * aftp_aead_del; the cipher's key schedule lives in OpenSSL's context,
- * which OpenSSL allocates in sodium_malloc'd memory too (aftp_keymem.h:
- * unless the process used OpenSSL before aftp) and aftp_aead_del wipes and
+ * which OpenSSL allocates in sodium_malloc'd memory too when the embedder
+ * asked for it (aftp_global_init with AFTP_INIT_GUARD_KEYS, before the
+ * process's first use of OpenSSL: aftp_keymem.h) and aftp_aead_del wipes and
  * frees. Sealing and opening reuse that context's per-packet state: a
  * context serves one thread at a time.
  *

@@ -26,8 +26,8 @@ typedef struct guarded_block {
     size_t size;
 } guarded_block;
 
-static pthread_once_t setup_once = PTHREAD_ONCE_INIT;
-static int installed;
+static pthread_mutex_t install_lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_int installed;
 static _Thread_local int key_mode;
 
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -132,26 +132,24 @@ static void *keymem_realloc(void *ptr, size_t num, const char *file, int line)
 
 /* ---- interface ---- */
 
-static void install(void)
+/* Once in, the allocator stays: OpenSSL may hold blocks it handed out. */
+int aftp_keymem_install(void)
 {
-    if (sodium_init() >= 0)
-        installed = CRYPTO_set_mem_functions(keymem_malloc, keymem_realloc, keymem_free) == 1;
-}
-
-void aftp_keymem_setup(void)
-{
-    pthread_once(&setup_once, install);
+    pthread_mutex_lock(&install_lock);
+    if (!atomic_load(&installed) && sodium_init() >= 0)
+        atomic_store(&installed, CRYPTO_set_mem_functions(keymem_malloc, keymem_realloc,
+                                                          keymem_free) == 1);
+    pthread_mutex_unlock(&install_lock);
+    return atomic_load(&installed);
 }
 
 int aftp_keymem_guarded(void)
 {
-    aftp_keymem_setup();
-    return installed;
+    return atomic_load(&installed);
 }
 
 void aftp_keymem_begin(void)
 {
-    aftp_keymem_setup();
     key_mode = 1;
 }
 

@@ -11,11 +11,13 @@
  * thread) goes to sodium_free. Every other allocation goes to malloc,
  * realloc and free unchanged, as OpenSSL's own allocator does.
  *
- * OpenSSL takes a new allocator only before its first allocation in the
- * process. aftp_keymem_setup, which aftp_aead calls before its first use
- * of OpenSSL, installs it then; in a process that used OpenSSL earlier
- * (an application embedding aftp that also speaks TLS, say) it cannot, and
- * key schedules stay in OpenSSL's heap, where OpenSSL still wipes them
+ * An allocator is process-wide, so aftp installs it only when its embedder
+ * asks (aftp_global_init with AFTP_INIT_GUARD_KEYS calls
+ * aftp_keymem_install); otherwise OpenSSL keeps its own, and begin/end
+ * change nothing. OpenSSL takes a new allocator only before its first
+ * allocation in the process: in a process that used OpenSSL earlier (an
+ * application embedding aftp that also speaks TLS, say) the install fails,
+ * and key schedules stay in OpenSSL's heap, where OpenSSL still wipes them
  * when they are freed. aftp_keymem_guarded tells which.
  */
 #ifndef AFTP_KEYMEM_H
@@ -23,13 +25,14 @@
 
 #include <stddef.h>
 
-/* Installs the allocator once per process if OpenSSL still takes one;
- * thread-safe, cheap after the first call. */
-void aftp_keymem_setup(void);
+/* Installs the allocator into OpenSSL if OpenSSL still takes one, and
+ * leaves it there for the life of the process. Returns
+ * aftp_keymem_guarded(). Thread-safe; later calls only report. */
+int aftp_keymem_install(void);
 
 /* 1 when OpenSSL allocates through aftp_keymem, so that allocations inside
- * begin/end go to guarded memory; 0 when OpenSSL had allocated before
- * aftp_keymem_setup ran. */
+ * begin/end go to guarded memory; 0 before aftp_keymem_install, or when
+ * OpenSSL had allocated before it ran. */
 int aftp_keymem_guarded(void);
 
 /* Until aftp_keymem_end, OpenSSL's allocations made by this thread go to

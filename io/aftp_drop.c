@@ -28,6 +28,7 @@ int aftp_drop_parse(const char *spec, aftp_drop *d)
     return AFTP_OK;
 }
 
+#ifdef AFTP_TEST_HOOKS
 int aftp_drop_from_env(aftp_drop *d)
 {
     const char *spec = getenv(AFTP_DROP_ENV);
@@ -37,6 +38,24 @@ int aftp_drop_from_env(aftp_drop *d)
     }
     return aftp_drop_parse(spec, d);
 }
+
+const char *aftp_drop_warning(const aftp_drop *d)
+{
+    return d->threshold != 0 ? "test loss shim active (" AFTP_DROP_ENV ")" : "";
+}
+#else
+int aftp_drop_from_env(aftp_drop *d)
+{
+    memset(d, 0, sizeof *d);
+    return AFTP_OK;
+}
+
+const char *aftp_drop_warning(const aftp_drop *d)
+{
+    (void)d; /* never on: nothing could have turned the shim on */
+    return "";
+}
+#endif
 
 int aftp_drop_next(aftp_drop *d)
 {

@@ -8,6 +8,30 @@
 #include "aftp/aftp_error.h"
 #include "proto/aftp_wire.h"
 
+#ifdef AFTP_TEST_HOOKS
+static int retry_forced(void)
+{
+    const char *force = getenv(AFTP_GATE_RETRY_ENV);
+    return force != NULL && strcmp(force, "1") == 0;
+}
+
+const char *aftp_gate_warning(const aftp_gate *g)
+{
+    return g->force_retry ? "test RETRY shim active (" AFTP_GATE_RETRY_ENV ")" : "";
+}
+#else
+static int retry_forced(void)
+{
+    return 0;
+}
+
+const char *aftp_gate_warning(const aftp_gate *g)
+{
+    (void)g; /* never forced: nothing could have forced it */
+    return "";
+}
+#endif
+
 int aftp_gate_init(aftp_gate *g, const uint8_t *server_key)
 {
     memset(g, 0, sizeof *g);
@@ -18,8 +42,7 @@ int aftp_gate_init(aftp_gate *g, const uint8_t *server_key)
         g->have_server_key = 1;
     }
     randombytes_buf(g->secret, sizeof g->secret);
-    const char *force = getenv(AFTP_GATE_RETRY_ENV);
-    g->force_retry = force != NULL && strcmp(force, "1") == 0;
+    g->force_retry = retry_forced();
     return AFTP_OK;
 }
 

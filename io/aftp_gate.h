@@ -25,8 +25,10 @@
  * datagram in a version we do not speak, spec section 12.2) share the
  * per-second budget of stateless replies: past it, silence.
  *
- * TEST-ONLY: AFTP_TEST_RETRY=1 in the environment makes every HELLO without
- * a valid cookie get a RETRY, so tests exercise the exchange.
+ * TEST-ONLY: in a build with the test hooks (CMake option AFTP_TEST_HOOKS,
+ * never in a release), AFTP_TEST_RETRY=1 in the environment makes every
+ * HELLO without a valid cookie get a RETRY, so tests exercise the exchange.
+ * A build without the hooks has no code that reads the variable.
  */
 #ifndef AFTP_GATE_H
 #define AFTP_GATE_H
@@ -61,11 +63,13 @@ typedef struct aftp_gate {
     uint64_t retries_sent, keys_sent, version_negs_sent, dropped; /* totals, for tests and logs */
 } aftp_gate;
 
-/* A fresh random secret; reads AFTP_GATE_RETRY_ENV. server_key: the
+/* A fresh random secret; reads AFTP_GATE_RETRY_ENV (test hooks only). server_key: the
  * server's static public key (AFTP_WIRE_SERVER_KEY_LEN bytes, copied), or
  * NULL when it has none (an unprotected server: key requests get nothing). */
 int aftp_gate_init(aftp_gate *g, const uint8_t *server_key);
 void aftp_gate_fini(aftp_gate *g); /* wipes the secret */
+/* The warning a gate forcing RETRY owes its user; "" otherwise. */
+const char *aftp_gate_warning(const aftp_gate *g);
 
 /* The verdict on a full-size HELLO of our version (pkt, len) from `from`
  * at now_s (whole seconds of a monotonic clock); `busy`: a session is

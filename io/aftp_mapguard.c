@@ -10,6 +10,7 @@
 static _Thread_local aftp_mapguard *armed;
 static struct sigaction previous; /* never on_sigbus itself */
 static atomic_flag installing = ATOMIC_FLAG_INIT;
+static atomic_int enabled; /* the embedder allowed the handler (aftp_global_init) */
 
 static void on_sigbus(int sig, siginfo_t *si, void *uctx)
 {
@@ -52,12 +53,36 @@ static int install_handler(void)
     return rc;
 }
 
+int aftp_mapguard_enable(void)
+{
+    int rc = install_handler();
+    if (rc == AFTP_OK)
+        atomic_store(&enabled, 1);
+    return rc;
+}
+
+void aftp_mapguard_disable(void)
+{
+    struct sigaction cur;
+    while (atomic_flag_test_and_set(&installing))
+        ;
+    atomic_store(&enabled, 0);
+    if (sigaction(SIGBUS, NULL, &cur) == 0 && cur.sa_sigaction == on_sigbus)
+        sigaction(SIGBUS, &previous, NULL);
+    atomic_flag_clear(&installing);
+}
+
+int aftp_mapguard_enabled(void)
+{
+    return atomic_load(&enabled);
+}
+
 int aftp_mapguard_init(aftp_mapguard *g, const void *base, size_t len)
 {
     memset(g, 0, sizeof *g);
     g->lo = (uintptr_t)base;
     g->hi = g->lo + len;
-    return len > 0 ? install_handler() : AFTP_OK;
+    return len > 0 && atomic_load(&enabled) ? install_handler() : AFTP_OK;
 }
 
 void aftp_mapguard_enter(aftp_mapguard *g)

@@ -3,7 +3,13 @@
  * when another process truncates the sender's source, a read of the
  * mapping past the new end of file raises SIGBUS, which kills the process.
  *
- * Reads made on this thread between aftp_mapguard_enter and
+ * Catching that fault takes a process-wide SIGBUS handler, which a library
+ * may install only when its embedder asked: aftp_global_init with
+ * AFTP_INIT_GUARD_SOURCE calls aftp_mapguard_enable. Until then guards
+ * track nothing but aftp_mapguard_trip, and a fault takes the process's
+ * own SIGBUS disposition (by default, death with a core dump).
+ *
+ * Once enabled, reads made on this thread between aftp_mapguard_enter and
  * aftp_mapguard_leave that fault inside the guarded range jump back to the
  * caller's sigsetjmp(g->env, 1) point instead (it returns non-zero), with
  * the guard tripped. Faults anywhere else keep the effect they had before
@@ -37,8 +43,20 @@ typedef struct aftp_mapguard {
     volatile sig_atomic_t tripped; /* the mapped file is no longer as opened */
 } aftp_mapguard;
 
-/* Guards [base, base + len) and installs the process-wide SIGBUS handler
- * (once). Returns AFTP_OK, or AFTP_ERR_INTERNAL when sigaction fails. */
+/* Installs the process-wide SIGBUS handler and keeps it in place: every
+ * later aftp_mapguard_init puts it back if other code (a test framework,
+ * the application) replaced it. Returns AFTP_OK, or AFTP_ERR_INTERNAL
+ * when sigaction fails. */
+int aftp_mapguard_enable(void);
+/* Gives SIGBUS back to the disposition aftp_mapguard_enable found, if the
+ * handler is still aftp's, and stops putting it back. No guarded read may
+ * run meanwhile. */
+void aftp_mapguard_disable(void);
+/* 1 between aftp_mapguard_enable and aftp_mapguard_disable. */
+int aftp_mapguard_enabled(void);
+
+/* Guards [base, base + len): when enabled, (re)installs the handler.
+ * Returns AFTP_OK, or AFTP_ERR_INTERNAL when sigaction fails. */
 int aftp_mapguard_init(aftp_mapguard *g, const void *base, size_t len);
 
 /* Arms g for this thread; call right after sigsetjmp(g->env, 1) returned 0. */

@@ -39,8 +39,7 @@ static int open_socket(const aftp_push_opts *o, aftp_udp *udp)
     if (rc != AFTP_OK)
         return rc;
     aftp_udp_forbid_fragments(udp);
-    if (udp->drop.threshold)
-        aftp_io_warn(&o->hooks, "test loss shim active (" AFTP_DROP_ENV ")");
+    aftp_io_warn(&o->hooks, aftp_drop_warning(&udp->drop));
     aftp_udp_buffers b = {.want_snd = aftp_udp_buffer_for(peak_rate(o), PUSH_SND_WINDOW_NS),
                           .want_rcv = AFTP_UDP_MIN_BUFFER};
     char advice[256];

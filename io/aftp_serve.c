@@ -376,8 +376,7 @@ static int open_listener(const aftp_serve_opts *o, aftp_udp *udp, aftp_io_result
                  listen_failure(udp->sys_errno, rc));
         return rc;
     }
-    if (udp->drop.threshold)
-        aftp_io_warn(&o->hooks, "test loss shim active (" AFTP_DROP_ENV ")");
+    aftp_io_warn(&o->hooks, aftp_drop_warning(&udp->drop));
     struct sockaddr_storage local;
     if (o->on_listening && aftp_udp_local_addr(udp, &local) == AFTP_OK)
         o->on_listening(o->hooks.app, (struct sockaddr *)&local);
@@ -409,8 +408,7 @@ int aftp_serve_run(const aftp_serve_opts *o, aftp_io_result *res)
         aftp_udp_close(&st.listener);
         return res->error = rc;
     }
-    if (st.gate.force_retry)
-        aftp_io_warn(&o->hooks, "test RETRY shim active (" AFTP_GATE_RETRY_ENV ")");
+    aftp_io_warn(&o->hooks, aftp_gate_warning(&st.gate));
     /* Whatever a session ended with (its client cancelled, vanished or
      * failed verification), only the local stop ends the server. */
     do {

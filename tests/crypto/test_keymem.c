@@ -4,8 +4,11 @@
  * allocations stay plain; a guarded block stays guarded through realloc and
  * can be freed by another thread.
  *
- * Run with the argument "late", the process uses OpenSSL before aftp does:
- * aftp must then say its key schedules are not guarded and still work. */
+ * The allocator is the embedder's to allow: main asks for it with
+ * aftp_global_init(AFTP_INIT_GUARD_KEYS) before anything uses OpenSSL.
+ * Run with the argument "late", the process uses OpenSSL before it asks:
+ * the init must say it could not, and aftp must say its key schedules are
+ * not guarded and still work. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,6 +21,7 @@
 #include <sodium.h>
 #include <string.h>
 
+#include "aftp/aftp_global.h"
 #include "common/aftp_aead.h"
 #include "common/aftp_keymem.h"
 #include "crypto_fixtures.h"
@@ -169,9 +173,13 @@ int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "late") == 0) {
         EVP_CIPHER_free(EVP_CIPHER_fetch(NULL, "AES-256-GCM", NULL));
+        if (aftp_global_init(AFTP_INIT_GUARD_KEYS) != AFTP_ERR_INVALID_STATE)
+            return 1;
         const struct CMUnitTest late[] = {cmocka_unit_test(test_openssl_used_first)};
         return cmocka_run_group_tests_name("keymem_late", late, NULL, NULL);
     }
+    if (aftp_global_init(AFTP_INIT_GUARD_KEYS) != AFTP_OK)
+        return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_key_schedule_is_guarded),
         cmocka_unit_test(test_many_contexts),

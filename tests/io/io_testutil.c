@@ -1,6 +1,12 @@
 #define _GNU_SOURCE
 #include "io_testutil.h"
 
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -74,4 +80,12 @@ struct sockaddr_in io_test_loopback(uint16_t port)
     a.sin_port = htons(port);
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     return a;
+}
+
+void io_test_needs_hooks(void)
+{
+#ifndef AFTP_TEST_HOOKS
+    print_message("SKIP: built without AFTP_TEST_HOOKS\n");
+    skip();
+#endif
 }

@@ -18,6 +18,10 @@ int io_test_exists(int dirfd, const char *name);
 /* Number of entries in dirfd other than . and .. */
 int io_test_count_entries(int dirfd);
 
+/* Skips the calling cmocka test, saying why, in a build without the
+ * test-only hooks (CMake option AFTP_TEST_HOOKS) it needs. */
+void io_test_needs_hooks(void);
+
 /* 127.0.0.1:port. */
 struct sockaddr_in io_test_loopback(uint16_t port);
 

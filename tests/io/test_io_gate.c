@@ -64,10 +64,12 @@ typedef struct fixture {
 static void start(fixture *f, int force, uint32_t conn_id)
 {
     memset(f, 0, sizeof *f);
-    if (force)
+    if (force) {
+        io_test_needs_hooks();
         setenv(AFTP_GATE_RETRY_ENV, "1", 1);
-    else
+    } else {
         unsetenv(AFTP_GATE_RETRY_ENV);
+    }
     assert_int_equal(aftp_gate_init(&f->g, gate_key), AFTP_OK);
     assert_int_equal(f->g.force_retry, force);
     f->len = make_hello(conn_id, NULL, 0, f->hello);

@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "aftp/aftp_global.h"
 #include "aftp_source.h"
 #include "io_testutil.h"
 
@@ -250,6 +251,9 @@ static void test_guard_catches_a_read_past_the_end(void **state)
 
 int main(void)
 {
+    /* The embedder's permission for the SIGBUS guard, as the CLI gives it. */
+    if (aftp_global_init(AFTP_INIT_GUARD_SOURCE) != AFTP_OK)
+        return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_refuses_missing_and_directories),
         cmocka_unit_test(test_refuses_a_fifo_without_blocking),

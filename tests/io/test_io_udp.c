@@ -43,8 +43,10 @@ static void connect_pair(aftp_udp *a, aftp_udp *b)
  * uses GSO nor GRO. */
 static void open_pair(aftp_udp *a, aftp_udp *b, int offload)
 {
-    if (!offload)
+    if (!offload) {
+        io_test_needs_hooks(); /* AFTP_IO_OFFLOAD */
         setenv("AFTP_IO_OFFLOAD", "0", 1);
+    }
     open_loopback(a);
     open_loopback(b);
     unsetenv("AFTP_IO_OFFLOAD");
@@ -132,6 +134,7 @@ static void test_drop_shim_drops_outgoing(void **state)
     aftp_udp a, b;
     static uint8_t heads[NDG * 64], payload[NDG * 1424];
     aftp_datagram dgs[NDG];
+    io_test_needs_hooks();
     setenv(AFTP_DROP_ENV, "0.25,5", 1);
     open_loopback(&a);
     unsetenv(AFTP_DROP_ENV);
