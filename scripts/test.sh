@@ -36,10 +36,10 @@ run_suite() { # name, build dir, cmake args...
 }
 
 stage_release() {
-    run_suite release build/test-release -DCMAKE_BUILD_TYPE=RelWithDebInfo
+    run_suite release build/test-release -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAFTP_TEST_HOOKS=ON
 }
 stage_asan-ubsan() {
-    run_suite asan-ubsan build/test-asan -DCMAKE_BUILD_TYPE=Debug -DAFTP_SANITIZE=ON
+    run_suite asan-ubsan build/test-asan -DCMAKE_BUILD_TYPE=Debug -DAFTP_SANITIZE=ON -DAFTP_TEST_HOOKS=ON
 }
 stage_fuzz() {
     echo "=== [fuzz] libFuzzer build, ${fuzz_seconds}s in total"

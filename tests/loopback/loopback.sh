@@ -7,6 +7,16 @@ set -uo pipefail
 
 AFTP=$1
 CASE=$2
+# The cases that turn on a test-only hook (AFTP_TEST_DROP, AFTP_TEST_RETRY)
+# need a binary built with them (CMake option AFTP_TEST_HOOKS): ctest says
+# whether it was in AFTP_LOOPBACK_TEST_HOOKS (1 or 0; unset: assumed built).
+case $CASE in
+drop_1pct | drop_10pct | retry)
+    if [ "${AFTP_LOOPBACK_TEST_HOOKS-1}" != 1 ]; then
+        echo "SKIP: built without AFTP_TEST_HOOKS"
+        exit 77
+    fi ;;
+esac
 # path_mtu lowers the loopback's MTU: it runs in a network namespace of
 # its own (root).
 if [ "$CASE" = path_mtu ] && [ -z "${AFTP_LOOPBACK_NETNS-}" ]; then
