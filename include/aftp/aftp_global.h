@@ -58,13 +58,14 @@ extern "C" {
 #define AFTP_INIT_GUARD_SOURCE 0x2u
 
 /* Installs the process-wide protections that `flags` (an OR of
- * AFTP_INIT_GUARD_*) names. Call it once, before any other aftp call and
- * before other threads use aftp; for AFTP_INIT_GUARD_KEYS, before the
- * process's first use of OpenSSL.
+ * AFTP_INIT_GUARD_*) names. Call it before any other aftp call and before
+ * other threads use aftp, normally once at start-up; for
+ * AFTP_INIT_GUARD_KEYS, before the process's first use of OpenSSL.
  *
- * Repeated calls add to what earlier ones installed (flags 0 changes
- * nothing); a protection already in place stays, and nothing is
- * installed twice.
+ * Repeated calls are allowed and add to what earlier ones installed
+ * (flags 0 changes nothing): a protection already in place stays, and
+ * nothing is installed twice. Calls are not counted: one
+ * aftp_global_cleanup undoes them all.
  *
  * Returns AFTP_OK when every protection asked for is in place, or:
  *   AFTP_ERR_INVALID_ARGUMENT  flags has a bit aftp does not know: nothing
