@@ -89,3 +89,13 @@ void io_test_needs_hooks(void)
     skip();
 #endif
 }
+
+int io_test_guarded_read(aftp_mapguard *g, const volatile uint8_t *p, uint8_t *out)
+{
+    if (sigsetjmp(g->env, 1) != 0)
+        return 1;
+    aftp_mapguard_enter(g);
+    *out = *p;
+    aftp_mapguard_leave(g);
+    return 0;
+}

@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "aftp_mapguard.h"
+
 /* Creates a fresh directory under $TMPDIR (or /tmp); returns its path
  * (static buffer per call slot) and an open fd in *fd. */
 char *io_test_mkdtemp(int *fd);
@@ -21,6 +23,10 @@ int io_test_count_entries(int dirfd);
 /* Skips the calling cmocka test, saying why, in a build without the
  * test-only hooks (CMake option AFTP_TEST_HOOKS) it needs. */
 void io_test_needs_hooks(void);
+
+/* Reads *p under the guard g, as the sending driver reads a source: 1
+ * when the read faulted and came back, 0 when it read *out. */
+int io_test_guarded_read(aftp_mapguard *g, const volatile uint8_t *p, uint8_t *out);
 
 /* 127.0.0.1:port. */
 struct sockaddr_in io_test_loopback(uint16_t port);

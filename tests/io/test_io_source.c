@@ -216,17 +216,6 @@ static void test_check_sees_a_rewritten_source(void **state)
     aftp_source_fini(&src);
 }
 
-/* Reads *p under the guard: 1 when it faulted (and jumped back). */
-static int guarded_read(aftp_mapguard *g, const volatile uint8_t *p, uint8_t *out)
-{
-    if (sigsetjmp(g->env, 1) != 0)
-        return 1;
-    aftp_mapguard_enter(g);
-    *out = *p;
-    aftp_mapguard_leave(g);
-    return 0;
-}
-
 /* A read of the mapping past the new end of a truncated file raises
  * SIGBUS; under the guard it comes back as a tripped guard instead of
  * killing the process, and a second fault is caught the same way. */
@@ -240,11 +229,11 @@ static void test_guard_catches_a_read_past_the_end(void **state)
     open_new_source(&src, "cut.bin", len, 8);
     assert_int_equal(aftp_source_view(&src, 1, 0, len, &view), AFTP_OK);
     assert_int_equal(truncate(path_of("cut.bin"), 4096), 0);
-    assert_int_equal(guarded_read(&src.guard, view + 100, &byte), 0); /* still in the file */
+    assert_int_equal(io_test_guarded_read(&src.guard, view + 100, &byte), 0); /* still in the file */
     assert_false(aftp_mapguard_tripped(&src.guard));
-    assert_int_equal(guarded_read(&src.guard, view + 2 * 4096, &byte), 1);
+    assert_int_equal(io_test_guarded_read(&src.guard, view + 2 * 4096, &byte), 1);
     assert_true(aftp_mapguard_tripped(&src.guard));
-    assert_int_equal(guarded_read(&src.guard, view + 4096, &byte), 1);
+    assert_int_equal(io_test_guarded_read(&src.guard, view + 4096, &byte), 1);
     assert_int_equal(aftp_source_view(&src, 1, 0, 100, &view), AFTP_ERR_SOURCE_CHANGED);
     aftp_source_fini(&src);
 }

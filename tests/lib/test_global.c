@@ -111,18 +111,6 @@ static void close_source(aftp_source *src, char *dir)
     free(dir);
 }
 
-/* Reads *p under the source's guard, as the sending driver does: 1 when
- * the read faulted and came back. */
-static int guarded_read(aftp_mapguard *g, const volatile uint8_t *p, uint8_t *out)
-{
-    if (sigsetjmp(g->env, 1) != 0)
-        return 1;
-    aftp_mapguard_enter(g);
-    *out = *p;
-    aftp_mapguard_leave(g);
-    return 0;
-}
-
 static void test_nothing_installed(void **state)
 {
     (void)state;
@@ -134,7 +122,7 @@ static void test_nothing_installed(void **state)
     const uint8_t *view;
     open_source(&src, &dir);
     assert_int_equal(aftp_source_view(&src, 1, 0, FILE_LEN, &view), AFTP_OK);
-    assert_int_equal(guarded_read(&src.guard, view + FILE_LEN - 1, &byte), 0);
+    assert_int_equal(io_test_guarded_read(&src.guard, view + FILE_LEN - 1, &byte), 0);
     close_source(&src, dir);
     process_state after = snapshot();
     assert_false(aftp_keymem_guarded());
@@ -170,7 +158,7 @@ static void test_guards_installed(void **state)
     char path[512];
     snprintf(path, sizeof path, "%s/src.bin", dir);
     assert_int_equal(truncate(path, 4096), 0);
-    assert_int_equal(guarded_read(&src.guard, view + FILE_LEN - 1, &byte), 1);
+    assert_int_equal(io_test_guarded_read(&src.guard, view + FILE_LEN - 1, &byte), 1);
     assert_int_equal(aftp_source_view(&src, 1, 0, 100, &view), AFTP_ERR_SOURCE_CHANGED);
     close_source(&src, dir);
 
