@@ -223,12 +223,16 @@ static int run_loop(aftp_drive *d, uint8_t *bufs, aftp_datagram *dgs)
 int aftp_drive_run(aftp_drive *d)
 {
     /* Sub-millisecond pacing needs precise wake-ups: 1 us of timer slack
-     * instead of the default 50 us. */
+     * instead of the default 50 us, on this thread for this run only (the
+     * thread is the caller's). */
+    int slack = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
     prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
     uint8_t *bufs = malloc(AFTP_UDP_TX_MAX * d->max_datagram);
     aftp_datagram *dgs = calloc(AFTP_UDP_TX_MAX, sizeof *dgs);
     int rc = bufs && dgs ? run_loop(d, bufs, dgs) : AFTP_ERR_NO_MEMORY;
     free(bufs);
     free(dgs);
+    if (slack > 0)
+        prctl(PR_SET_TIMERSLACK, (unsigned long)slack, 0, 0, 0);
     return rc;
 }

@@ -40,6 +40,23 @@ static int fail(aftp_store *st, int err, const char *what, const char *detail)
     return aftp_path_report_fail(&st->report, err, what, detail);
 }
 
+/* The process's umask, read without changing it: umask() can only be read
+ * by setting it, which would change it for every thread of an embedding
+ * program meanwhile. Where /proc does not tell (before Linux 4.7, or not
+ * mounted), the most restrictive mask: files are then kept to their owner. */
+static mode_t current_umask(void)
+{
+    FILE *f = fopen("/proc/self/status", "re");
+    char line[128];
+    unsigned mask = 077;
+    while (f != NULL && fgets(line, sizeof line, f) != NULL)
+        if (sscanf(line, "Umask: %o", &mask) == 1)
+            break;
+    if (f != NULL)
+        fclose(f);
+    return (mode_t)(mask & 0777);
+}
+
 void aftp_store_init(aftp_store *st, int dirfd, int allow_overwrite)
 {
     memset(st, 0, sizeof *st);
@@ -47,8 +64,7 @@ void aftp_store_init(aftp_store *st, int dirfd, int allow_overwrite)
     st->allow_overwrite = allow_overwrite;
     st->fd = -1;
     st->parent_fd = -1;
-    st->umask = umask(022);
-    umask(st->umask);
+    st->umask = current_umask();
 }
 
 /* Releases everything of the open file; with `unlink_tmp` the temporary

@@ -375,10 +375,32 @@ static void test_disk_filled_during_transfer_fails_cleanly(void **state)
     assert_int_equal(umount2(f->dir, MNT_DETACH), 0);
 }
 
+/* The store learns the process's umask without changing it, and applies
+ * it to the committed file's mode. */
+static void test_umask_read_and_applied(void **state)
+{
+    fixture *f = *state;
+    mode_t before = umask(027);
+    aftp_store_fini(&f->st);
+    aftp_store_init(&f->st, f->dfd, 0);
+    assert_int_equal(f->st.umask, 027);
+    assert_int_equal(umask(027), 027); /* left as it was */
+    aftp_file_info info = file_info("masked.bin", 10);
+    uint8_t data[10] = {0};
+    assert_int_equal(aftp_store_open(&f->st, &info), AFTP_OK);
+    write_blocks(&f->st, data, sizeof data);
+    assert_int_equal(aftp_store_close(&f->st, info.file_id, 1), AFTP_OK);
+    struct stat sb;
+    assert_int_equal(fstatat(f->dfd, "masked.bin", &sb, 0), 0);
+    assert_int_equal(sb.st_mode & 0777, 0640 & ~027);
+    umask(before);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_commit_makes_final_name_appear, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_umask_read_and_applied, setup, teardown),
         cmocka_unit_test_setup_teardown(test_placed_bytes_commit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_discard_leaves_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fini_discards_open_file, setup, teardown),
