@@ -1,6 +1,6 @@
 #!/bin/sh
 # Installs the build into a temporary prefix (`cmake --install --prefix`),
-# builds the program of consumer/ outside aftp's tree against it and runs
+# checks that the aftp command and its manual are there, builds the program of consumer/ outside aftp's tree against it and runs
 # it, once against the shared libaftp and once against libaftp.a linked
 # whole into a shared object of the program's own (which only links when
 # every object of libaftp.a is position-independent):
@@ -44,6 +44,11 @@ fail() {
 prefix=$work/prefix
 cmake --install "$build" --prefix "$prefix" >"$work/install.log" ||
     { cat "$work/install.log"; fail "cmake --install $build --prefix $prefix"; }
+
+# The command and its manual come with the library.
+"$prefix/bin/aftp" --version | grep -q "^aftp $version " ||
+    fail "$prefix/bin/aftp --version does not say $version"
+[ -n "$(find "$prefix" -path '*/man1/aftp.1')" ] || fail "no man1/aftp.1 under $prefix"
 
 # run PROGRAM: runs it and checks what it printed.
 run() {
