@@ -53,7 +53,9 @@ cmake --install "$build" --prefix "$prefix" >"$work/install.log" ||
 # run PROGRAM: runs it and checks what it printed.
 run() {
     name=$(basename "$1")
-    "$1" >"$work/$name.out" || { cat "$work/$name.out"; fail "$name exited with $?"; }
+    status=0
+    "$1" >"$work/$name.out" || status=$?
+    [ $status -eq 0 ] || { cat "$work/$name.out"; fail "$name exited with $status"; }
     grep -qx "version $version" "$work/$name.out" ||
         { cat "$work/$name.out"; fail "$name did not print 'version $version'"; }
     grep -q '^cancelled .' "$work/$name.out" ||
