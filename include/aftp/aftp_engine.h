@@ -247,7 +247,8 @@ AFTP_EXTERN void aftp_sender_settings_default(aftp_sender_settings *s);
 /* Returns AFTP_OK and *out, or an error (invalid settings; AFTP_ERR_BAD_KEY
  * when protected without identity or peer_key; no memory). The handshake's
  * first message is built here, with security.unix_time_ns. */
-AFTP_EXTERN int aftp_sender_new(const aftp_sender_settings *settings, uint64_t now_ns, aftp_sender **out);
+AFTP_EXTERN int aftp_sender_new(const aftp_sender_settings *settings, uint64_t now_ns,
+                                aftp_sender **out);
 AFTP_EXTERN void aftp_sender_del(aftp_sender *s); /* NULL-safe */
 
 /* Queue a file (sent in queue order). info->block_size 0 picks the largest
@@ -260,7 +261,8 @@ AFTP_EXTERN int aftp_sender_read(aftp_sender *s, uint64_t now_ns, const uint8_t 
 /* Returns 1 and fills *dg when a datagram is due, 0 when nothing may be sent
  * before aftp_sender_expiry() (pacing, waiting for the peer), or an error.
  * buf must hold max_datagram bytes. */
-AFTP_EXTERN int aftp_sender_write(aftp_sender *s, uint64_t now_ns, uint8_t *buf, size_t cap, aftp_datagram *dg);
+AFTP_EXTERN int aftp_sender_write(aftp_sender *s, uint64_t now_ns, uint8_t *buf, size_t cap,
+                                  aftp_datagram *dg);
 AFTP_EXTERN uint64_t aftp_sender_expiry(const aftp_sender *s);
 AFTP_EXTERN int aftp_sender_handle_expiry(aftp_sender *s, uint64_t now_ns);
 AFTP_EXTERN int aftp_sender_state(const aftp_sender *s);
@@ -276,7 +278,8 @@ AFTP_EXTERN void aftp_sender_cancel(aftp_sender *s, uint64_t now_ns);
  * a low max_rate_bps does not go much faster when it is raised (create it
  * without one and lower it at once instead). AFTP_ERR_INVALID_ARGUMENT when
  * max_rate_bps (0: no limit) is below min_rate_bps. */
-AFTP_EXTERN int aftp_sender_set_rate_limits(aftp_sender *s, uint64_t min_rate_bps, uint64_t max_rate_bps);
+AFTP_EXTERN int aftp_sender_set_rate_limits(aftp_sender *s, uint64_t min_rate_bps,
+                                            uint64_t max_rate_bps);
 /* The application or driver found the active file unusable outside the
  * storage callbacks (e.g. AFTP_ERR_SOURCE_CHANGED: the source shrank
  * while a read of it was under way): the file ends with `error` (FILE_END)
@@ -322,13 +325,14 @@ AFTP_EXTERN void aftp_receiver_settings_default(aftp_receiver_settings *s);
  * peers.lookup. One receiver serves one client: a driver makes one per
  * new HELLO source. */
 AFTP_EXTERN int aftp_receiver_new(const aftp_receiver_settings *settings, uint64_t now_ns,
-                      aftp_receiver **out);
+                                  aftp_receiver **out);
 AFTP_EXTERN void aftp_receiver_del(aftp_receiver *r);
 
 /* The first datagram fed must be the client's HELLO. */
-AFTP_EXTERN int aftp_receiver_read(aftp_receiver *r, uint64_t now_ns, const uint8_t *pkt, size_t len);
+AFTP_EXTERN int aftp_receiver_read(aftp_receiver *r, uint64_t now_ns, const uint8_t *pkt,
+                                   size_t len);
 AFTP_EXTERN int aftp_receiver_write(aftp_receiver *r, uint64_t now_ns, uint8_t *buf, size_t cap,
-                        aftp_datagram *dg);
+                                    aftp_datagram *dg);
 AFTP_EXTERN uint64_t aftp_receiver_expiry(const aftp_receiver *r);
 AFTP_EXTERN int aftp_receiver_handle_expiry(aftp_receiver *r, uint64_t now_ns);
 AFTP_EXTERN int aftp_receiver_state(const aftp_receiver *r);
