@@ -77,8 +77,10 @@ pkg-config)
     [ "$(pkg-config --modversion aftp)" = "$version" ] ||
         fail "aftp.pc says version $(pkg-config --modversion aftp), not $version"
     libdir=$(pkg-config --variable=libdir aftp)
+    # The public headers compile clean in a strict C99 user's build.
     # shellcheck disable=SC2046,SC2086 # pkg-config's output is word lists
-    $cc $cflags -o "$work/consumer_shared" "$consumer/main.c" "$consumer/report.c" \
+    $cc $cflags -std=c99 -Wall -Wextra -Wpedantic -Wstrict-prototypes -Werror \
+        -o "$work/consumer_shared" "$consumer/main.c" "$consumer/report.c" \
         $(pkg-config --cflags --libs aftp) -Wl,-rpath,"$libdir"
     needs_libaftp "$work/consumer_shared" yes
     run "$work/consumer_shared"

@@ -27,6 +27,15 @@ int consumer_report(void)
                 (unsigned)AFTP_VERSION_NUM);
         return 1;
     }
+    /* The number encodes the string: (major << 16) | (minor << 8) | patch. */
+    unsigned v = aftp_version();
+    char decoded[32];
+    snprintf(decoded, sizeof decoded, "%u.%u.%u", v >> 16, (v >> 8) & 0xffu, v & 0xffu);
+    if (strcmp(decoded, aftp_version_string()) != 0) {
+        fprintf(stderr, "consumer: aftp_version() 0x%06x decodes to %s, the string says %s\n",
+                v, decoded, aftp_version_string());
+        return 1;
+    }
     if (cancelled[0] == '\0' || strcmp(cancelled, unknown) == 0) {
         fprintf(stderr, "consumer: aftp_strerror(AFTP_ERR_CANCELLED) is '%s', "
                         "as for an unknown code\n", cancelled);
