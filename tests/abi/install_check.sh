@@ -4,7 +4,8 @@
 # it, once against the shared libaftp and once against libaftp.a linked
 # whole into a shared object of the program's own (which only links when
 # every object of libaftp.a is position-independent):
-#   pkg-config  `pkg-config --cflags --libs aftp`; the static case with
+#   pkg-config  `pkg-config --cflags --libs aftp` (also from C++, when a
+#               c++ compiler is there); the static case with
 #               `pkg-config --static --libs aftp` (Requires/Libs.private)
 #   cmake       find_package(aftp COMPONENTS static): aftp::aftp and
 #               aftp::aftp_static (consumer/CMakeLists.txt)
@@ -84,6 +85,15 @@ pkg-config)
         $(pkg-config --cflags --libs aftp) -Wl,-rpath,"$libdir"
     needs_libaftp "$work/consumer_shared" yes
     run "$work/consumer_shared"
+
+    if command -v c++ >/dev/null; then
+        # shellcheck disable=SC2046,SC2086
+        c++ $cflags -Wall -Wextra -Wpedantic -Werror -o "$work/cxx_user" "$consumer/cxx_user.cpp" \
+            $(pkg-config --cflags --libs aftp) -Wl,-rpath,"$libdir"
+        run "$work/cxx_user"
+    else
+        echo "note: no c++ compiler: the headers' C linkage for C++ is not checked"
+    fi
 
     private=
     for flag in $(pkg-config --static --libs aftp); do
