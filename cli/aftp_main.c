@@ -3,11 +3,8 @@
 
 #include "aftp/aftp_error.h"
 #include "aftp/aftp_global.h"
+#include "aftp/aftp_version.h"
 #include "aftp_cli.h"
-
-#ifndef AFTP_VERSION
-#define AFTP_VERSION "unknown"
-#endif
 
 void aftp_cli_usage(FILE *to)
 {
@@ -99,7 +96,7 @@ int main(int argc, char **argv)
         return AFTP_EXIT_OK;
     }
     if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "-V") == 0) {
-        printf("aftp %s (protocol version 1)\n", AFTP_VERSION);
+        printf("aftp %s (protocol version 1)\n", aftp_version_string());
         return AFTP_EXIT_OK;
     }
     aftp_cli_error("unknown command '%s' (aftp --help)", cmd);

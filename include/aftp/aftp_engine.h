@@ -36,6 +36,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "aftp/aftp_export.h"
 #include "aftp/aftp_error.h"
 
 #ifdef __cplusplus
@@ -241,32 +242,34 @@ typedef struct aftp_sender_settings {
                                       * fails with AFTP_ERR_BAD_KEY until keys are set) */
 } aftp_sender_settings;
 
-void aftp_sender_settings_default(aftp_sender_settings *s);
+AFTP_EXTERN void aftp_sender_settings_default(aftp_sender_settings *s);
 
 /* Returns AFTP_OK and *out, or an error (invalid settings; AFTP_ERR_BAD_KEY
  * when protected without identity or peer_key; no memory). The handshake's
  * first message is built here, with security.unix_time_ns. */
-int aftp_sender_new(const aftp_sender_settings *settings, uint64_t now_ns, aftp_sender **out);
-void aftp_sender_del(aftp_sender *s); /* NULL-safe */
+AFTP_EXTERN int aftp_sender_new(const aftp_sender_settings *settings, uint64_t now_ns,
+                                aftp_sender **out);
+AFTP_EXTERN void aftp_sender_del(aftp_sender *s); /* NULL-safe */
 
 /* Queue a file (sent in queue order). info->block_size 0 picks the largest
  * block that max_datagram allows. */
-int aftp_sender_add_file(aftp_sender *s, const aftp_file_info *info);
+AFTP_EXTERN int aftp_sender_add_file(aftp_sender *s, const aftp_file_info *info);
 /* No more files will be added: the session closes after the last one. */
-void aftp_sender_finish(aftp_sender *s);
+AFTP_EXTERN void aftp_sender_finish(aftp_sender *s);
 
-int aftp_sender_read(aftp_sender *s, uint64_t now_ns, const uint8_t *pkt, size_t len);
+AFTP_EXTERN int aftp_sender_read(aftp_sender *s, uint64_t now_ns, const uint8_t *pkt, size_t len);
 /* Returns 1 and fills *dg when a datagram is due, 0 when nothing may be sent
  * before aftp_sender_expiry() (pacing, waiting for the peer), or an error.
  * buf must hold max_datagram bytes. */
-int aftp_sender_write(aftp_sender *s, uint64_t now_ns, uint8_t *buf, size_t cap, aftp_datagram *dg);
-uint64_t aftp_sender_expiry(const aftp_sender *s);
-int aftp_sender_handle_expiry(aftp_sender *s, uint64_t now_ns);
-int aftp_sender_state(const aftp_sender *s);
-int aftp_sender_error(const aftp_sender *s); /* why the session closed */
-void aftp_sender_get_stats(const aftp_sender *s, aftp_stats *out);
+AFTP_EXTERN int aftp_sender_write(aftp_sender *s, uint64_t now_ns, uint8_t *buf, size_t cap,
+                                  aftp_datagram *dg);
+AFTP_EXTERN uint64_t aftp_sender_expiry(const aftp_sender *s);
+AFTP_EXTERN int aftp_sender_handle_expiry(aftp_sender *s, uint64_t now_ns);
+AFTP_EXTERN int aftp_sender_state(const aftp_sender *s);
+AFTP_EXTERN int aftp_sender_error(const aftp_sender *s); /* why the session closed */
+AFTP_EXTERN void aftp_sender_get_stats(const aftp_sender *s, aftp_stats *out);
 /* Ask the engine to close with a CLOSE to the peer (user cancel). */
-void aftp_sender_cancel(aftp_sender *s, uint64_t now_ns);
+AFTP_EXTERN void aftp_sender_cancel(aftp_sender *s, uint64_t now_ns);
 /* Changes max_rate_bps and min_rate_bps of a running session (an operator
  * turns a transfer down for the working day, or up for the night); they
  * hold from the next datagram on, and the controller keeps what it learnt
@@ -275,7 +278,8 @@ void aftp_sender_cancel(aftp_sender *s, uint64_t now_ns);
  * a low max_rate_bps does not go much faster when it is raised (create it
  * without one and lower it at once instead). AFTP_ERR_INVALID_ARGUMENT when
  * max_rate_bps (0: no limit) is below min_rate_bps. */
-int aftp_sender_set_rate_limits(aftp_sender *s, uint64_t min_rate_bps, uint64_t max_rate_bps);
+AFTP_EXTERN int aftp_sender_set_rate_limits(aftp_sender *s, uint64_t min_rate_bps,
+                                            uint64_t max_rate_bps);
 /* The application or driver found the active file unusable outside the
  * storage callbacks (e.g. AFTP_ERR_SOURCE_CHANGED: the source shrank
  * while a read of it was under way): the file ends with `error` (FILE_END)
@@ -283,7 +287,7 @@ int aftp_sender_set_rate_limits(aftp_sender *s, uint64_t min_rate_bps, uint64_t 
  * storage view fails. `reason` (copied, may be NULL) is the CLOSE's
  * reason text. Does nothing once the session is closing. Returns AFTP_OK,
  * or AFTP_ERR_INVALID_ARGUMENT when error is not a negative aftp_error. */
-int aftp_sender_abort(aftp_sender *s, uint64_t now_ns, int error, const char *reason);
+AFTP_EXTERN int aftp_sender_abort(aftp_sender *s, uint64_t now_ns, int error, const char *reason);
 
 /* ---- receiver (server, push) ---- */
 
@@ -316,24 +320,25 @@ typedef struct aftp_receiver_settings {
  * between steps. */
 #define AFTP_RECEIVER_VERIFY_STEP (UINT64_C(8) << 20)
 
-void aftp_receiver_settings_default(aftp_receiver_settings *s);
+AFTP_EXTERN void aftp_receiver_settings_default(aftp_receiver_settings *s);
 /* As aftp_sender_new; AFTP_ERR_BAD_KEY when protected without identity or
  * peers.lookup. One receiver serves one client: a driver makes one per
  * new HELLO source. */
-int aftp_receiver_new(const aftp_receiver_settings *settings, uint64_t now_ns,
-                      aftp_receiver **out);
-void aftp_receiver_del(aftp_receiver *r);
+AFTP_EXTERN int aftp_receiver_new(const aftp_receiver_settings *settings, uint64_t now_ns,
+                                  aftp_receiver **out);
+AFTP_EXTERN void aftp_receiver_del(aftp_receiver *r);
 
 /* The first datagram fed must be the client's HELLO. */
-int aftp_receiver_read(aftp_receiver *r, uint64_t now_ns, const uint8_t *pkt, size_t len);
-int aftp_receiver_write(aftp_receiver *r, uint64_t now_ns, uint8_t *buf, size_t cap,
-                        aftp_datagram *dg);
-uint64_t aftp_receiver_expiry(const aftp_receiver *r);
-int aftp_receiver_handle_expiry(aftp_receiver *r, uint64_t now_ns);
-int aftp_receiver_state(const aftp_receiver *r);
-int aftp_receiver_error(const aftp_receiver *r);
-void aftp_receiver_get_stats(const aftp_receiver *r, aftp_stats *out);
-void aftp_receiver_cancel(aftp_receiver *r, uint64_t now_ns);
+AFTP_EXTERN int aftp_receiver_read(aftp_receiver *r, uint64_t now_ns, const uint8_t *pkt,
+                                   size_t len);
+AFTP_EXTERN int aftp_receiver_write(aftp_receiver *r, uint64_t now_ns, uint8_t *buf, size_t cap,
+                                    aftp_datagram *dg);
+AFTP_EXTERN uint64_t aftp_receiver_expiry(const aftp_receiver *r);
+AFTP_EXTERN int aftp_receiver_handle_expiry(aftp_receiver *r, uint64_t now_ns);
+AFTP_EXTERN int aftp_receiver_state(const aftp_receiver *r);
+AFTP_EXTERN int aftp_receiver_error(const aftp_receiver *r);
+AFTP_EXTERN void aftp_receiver_get_stats(const aftp_receiver *r, aftp_stats *out);
+AFTP_EXTERN void aftp_receiver_cancel(aftp_receiver *r, uint64_t now_ns);
 
 #ifdef __cplusplus
 }

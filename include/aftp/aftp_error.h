@@ -12,6 +12,8 @@
 #ifndef AFTP_ERROR_H
 #define AFTP_ERROR_H
 
+#include "aftp/aftp_export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -57,11 +59,11 @@ enum aftp_error {
 
 /* A short, static, human-readable description of an error code.
  * Never returns NULL; unknown codes get a generic text naming the band. */
-const char *aftp_strerror(int err);
+AFTP_EXTERN const char *aftp_strerror(int err);
 
 /* Non-zero when retrying the same operation later may succeed
  * (network trouble, a dead or busy peer, a transient resource shortage). */
-int aftp_err_is_retryable(int err);
+AFTP_EXTERN int aftp_err_is_retryable(int err);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,6 @@
+#include "report.h"
+
+int main(void)
+{
+    return consumer_report();
+}
