@@ -159,12 +159,6 @@ int aftp_cli_load_peer_key(const aftp_cli_security *sec, const char *host, aftp_
 const char *aftp_cli_known_hosts_path(const aftp_cli_security *sec, char *buf, size_t cap);
 /* How to pin the key of an unknown host (one line on stderr); AFTP_EXIT_AUTH. */
 int aftp_cli_explain_unknown_host(const char *host, const char *known_hosts);
-/* "aftp-x25519 <base64>" of a public key. */
-void aftp_cli_format_key(const uint8_t *key, char *out, size_t cap);
-/* "SHA256:<base64>" (SHA-256 of the 32 key bytes, unpadded base64, as ssh
- * shows host keys): the short form users compare out of band. */
-#define AFTP_CLI_FINGERPRINT_MAX 56u
-void aftp_cli_format_fingerprint(const uint8_t *key, char *out, size_t cap);
 
 /* ---- trust on first use (aftp_cli_tofu.c) ---- */
 
