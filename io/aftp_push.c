@@ -262,7 +262,11 @@ static void queue_turn(push_queue *q, uint64_t now)
     if (rc == AFTP_OK)
         rc = aftp_sender_add_file(q->sender, &info);
     if (rc != AFTP_OK) {
-        aftp_sender_abort(q->sender, now, rc, q->message[0] ? q->message : NULL);
+        /* The peer learns which file, not the local path or its error. */
+        char reason[96];
+        snprintf(reason, sizeof reason, "the sender cannot read its file %zu",
+                 q->current + 1);
+        aftp_sender_abort(q->sender, now, rc, reason);
         return;
     }
     if (q->current + 1 == q->o->file_count)

@@ -330,6 +330,44 @@ static void test_send_two_files(void **state)
     free(src_dir);
 }
 
+/* A later file that cannot be opened ends the send with its local error:
+ * the first file FINISHED, the second FAILED naming it, the third gets no
+ * event and never reaches the server. */
+static void test_later_file_missing(void **state)
+{
+    (void)state;
+    test_server s;
+    test_client t;
+    char hp[64], missing[600];
+    int fd;
+    client_keys(&t);
+    server_start(&s, t.public_key, 1);
+    char *src_dir = strdup(io_test_mkdtemp(&fd));
+    const char *a = make_file(src_dir, "first.bin", 70000, 21);
+    const char *c3 = make_file(src_dir, "third.bin", 1000, 22);
+    snprintf(missing, sizeof missing, "%s/missing.bin", src_dir);
+    aftp_client *c = client_for(&t, &s);
+    host_port(&s, hp, sizeof hp);
+    const char *files[] = {a, missing, c3};
+    assert_int_equal(aftp_client_send(c, hp, files, 3), AFTP_ERR_NOT_FOUND);
+    assert_non_null(strstr(aftp_client_errmsg(c), missing));
+    server_join(&s);
+    assert_int_equal(t.event_count, 3);
+    assert_delivered(&t, 0, 0, a, "first.bin", 70000);
+    assert_int_equal(t.events[2].type, AFTP_FILE_FAILED);
+    assert_int_equal(t.events[2].index, 1);
+    assert_int_equal(t.events[2].error, AFTP_ERR_NOT_FOUND);
+    assert_string_equal(t.events[2].name, "missing.bin");
+    assert_same_file(a, s.dir, "first.bin");
+    assert_false(io_test_exists(s.dirfd, "third.bin"));
+    aftp_client_del(c);
+    server_free(&s);
+    client_free(&t);
+    close(fd);
+    io_test_rmtree(src_dir);
+    free(src_dir);
+}
+
 static uint64_t now_ns(void)
 {
     struct timespec ts;
@@ -636,6 +674,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_send_one_file),
         cmocka_unit_test(test_send_two_files),
+        cmocka_unit_test(test_later_file_missing),
         cmocka_unit_test(test_cancel_from_thread),
         cmocka_unit_test(test_two_clients_in_threads),
         cmocka_unit_test(test_fails_when_refused),
