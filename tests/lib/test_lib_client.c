@@ -92,7 +92,7 @@ static void server_start(test_server *s, const uint8_t *client_key, int once)
     s->authorized.keys = (uint8_t(*)[AFTP_KEYFILE_KEY_LEN])s->client_key;
     s->authorized.count = 1;
     aftp_admit_init(&s->admit, &s->authorized, NULL);
-    s->dir = strdup(io_test_mkdtemp(&s->dirfd));
+    s->dir = io_test_mkdtemp(&s->dirfd);
     s->once = once;
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->cond, NULL);
@@ -182,6 +182,49 @@ static void client_free(test_client *t)
     pthread_cond_destroy(&t->cond);
 }
 
+/* What most tests start from: a client's keys, a protected server that
+ * admits them (unless without_server), a directory for the files to send. */
+typedef struct test_env {
+    test_server s;
+    test_client t;
+    int has_server;
+    char *src_dir;
+    int src_fd;
+    char hp[64]; /* the server's HOST:PORT */
+} test_env;
+
+static void env_start(test_env *e, int has_server)
+{
+    memset(e, 0, sizeof *e);
+    client_keys(&e->t);
+    e->has_server = has_server;
+    if (has_server) {
+        server_start(&e->s, e->t.public_key, 1);
+        host_port(&e->s, e->hp, sizeof e->hp);
+    }
+    e->src_dir = io_test_mkdtemp(&e->src_fd);
+}
+
+static void env_end(test_env *e, aftp_client *c)
+{
+    aftp_client_del(c);
+    if (e->has_server)
+        server_free(&e->s);
+    client_free(&e->t);
+    close(e->src_fd);
+    io_test_rmtree(e->src_dir);
+    free(e->src_dir);
+}
+
+/* A client of e's server at a fixed rate: a transfer that takes a while. */
+static aftp_client *paced_client_for(test_env *e, uint64_t rate_bps)
+{
+    aftp_client *c = client_for(&e->t, &e->s);
+    assert_int_equal(aftp_client_set_policy(c, AFTP_CC_FIXED), AFTP_OK);
+    assert_int_equal(aftp_client_set_rate(c, rate_bps), AFTP_OK);
+    return c;
+}
+
 /* A file of len pattern bytes at dir/name; its path in a static slot. */
 static const char *make_file(const char *dir, const char *name, size_t len, uint32_t seed)
 {
@@ -267,67 +310,43 @@ static void assert_delivered(const test_client *t, size_t at, size_t index, cons
 static void test_send_one_file(void **state)
 {
     (void)state;
-    test_server s;
-    test_client t;
-    char hp[64];
-    int fd;
-    client_keys(&t);
-    server_start(&s, t.public_key, 1);
-    char *src_dir = strdup(io_test_mkdtemp(&fd));
-    const char *path = make_file(src_dir, "one.bin", 1 << 20, 7);
-    aftp_client *c = client_for(&t, &s);
-    assert_int_equal(aftp_client_set_policy(c, AFTP_CC_FIXED), AFTP_OK);
-    assert_int_equal(aftp_client_set_rate(c, 16000000), AFTP_OK);
-    host_port(&s, hp, sizeof hp);
+    test_env e;
+    env_start(&e, 1);
+    const char *path = make_file(e.src_dir, "one.bin", 1 << 20, 7);
+    aftp_client *c = paced_client_for(&e, 16000000);
     const char *files[] = {path};
-    assert_int_equal(aftp_client_send(c, hp, files, 1), AFTP_OK);
+    assert_int_equal(aftp_client_send(c, e.hp, files, 1), AFTP_OK);
     assert_string_equal(aftp_client_errmsg(c), "");
-    server_join(&s);
-    assert_int_equal(s.rc, AFTP_OK);
-    assert_int_equal(t.event_count, 2);
-    assert_delivered(&t, 0, 0, path, "one.bin", 1 << 20);
-    assert_same_file(path, s.dir, "one.bin");
-    assert_true(t.progress_calls >= 1);
-    assert_true(t.last_bytes_done <= 1 << 20);
-    aftp_client_del(c);
-    server_free(&s);
-    client_free(&t);
-    close(fd);
-    io_test_rmtree(src_dir);
-    free(src_dir);
+    server_join(&e.s);
+    assert_int_equal(e.s.rc, AFTP_OK);
+    assert_int_equal(e.t.event_count, 2);
+    assert_delivered(&e.t, 0, 0, path, "one.bin", 1 << 20);
+    assert_same_file(path, e.s.dir, "one.bin");
+    assert_true(e.t.progress_calls >= 1);
+    assert_true(e.t.last_bytes_done <= 1 << 20);
+    env_end(&e, c);
 }
 
 /* Two files in one send: one session, ids in order, both delivered. */
 static void test_send_two_files(void **state)
 {
     (void)state;
-    test_server s;
-    test_client t;
-    char hp[64];
-    int fd;
-    client_keys(&t);
-    server_start(&s, t.public_key, 1);
-    char *src_dir = strdup(io_test_mkdtemp(&fd));
-    const char *a = make_file(src_dir, "a.bin", 300000, 1);
-    const char *b = make_file(src_dir, "b.bin", 123457, 2);
-    aftp_client *c = client_for(&t, &s);
-    host_port(&s, hp, sizeof hp);
+    test_env e;
+    env_start(&e, 1);
+    const char *a = make_file(e.src_dir, "a.bin", 300000, 1);
+    const char *b = make_file(e.src_dir, "b.bin", 123457, 2);
+    aftp_client *c = client_for(&e.t, &e.s);
     const char *files[] = {a, b};
-    assert_int_equal(aftp_client_send(c, hp, files, 2), AFTP_OK);
-    server_join(&s); /* `once`: both files came in the one session */
-    assert_int_equal(s.rc, AFTP_OK);
-    assert_int_equal(s.res.files_ok, 2);
-    assert_int_equal(t.event_count, 4);
-    assert_delivered(&t, 0, 0, a, "a.bin", 300000);
-    assert_delivered(&t, 2, 1, b, "b.bin", 123457);
-    assert_same_file(a, s.dir, "a.bin");
-    assert_same_file(b, s.dir, "b.bin");
-    aftp_client_del(c);
-    server_free(&s);
-    client_free(&t);
-    close(fd);
-    io_test_rmtree(src_dir);
-    free(src_dir);
+    assert_int_equal(aftp_client_send(c, e.hp, files, 2), AFTP_OK);
+    server_join(&e.s); /* `once`: both files came in the one session */
+    assert_int_equal(e.s.rc, AFTP_OK);
+    assert_int_equal(e.s.res.files_ok, 2);
+    assert_int_equal(e.t.event_count, 4);
+    assert_delivered(&e.t, 0, 0, a, "a.bin", 300000);
+    assert_delivered(&e.t, 2, 1, b, "b.bin", 123457);
+    assert_same_file(a, e.s.dir, "a.bin");
+    assert_same_file(b, e.s.dir, "b.bin");
+    env_end(&e, c);
 }
 
 /* A later file that cannot be opened ends the send with its local error:
@@ -336,36 +355,26 @@ static void test_send_two_files(void **state)
 static void test_later_file_missing(void **state)
 {
     (void)state;
-    test_server s;
-    test_client t;
-    char hp[64], missing[600];
-    int fd;
-    client_keys(&t);
-    server_start(&s, t.public_key, 1);
-    char *src_dir = strdup(io_test_mkdtemp(&fd));
-    const char *a = make_file(src_dir, "first.bin", 70000, 21);
-    const char *c3 = make_file(src_dir, "third.bin", 1000, 22);
-    snprintf(missing, sizeof missing, "%s/missing.bin", src_dir);
-    aftp_client *c = client_for(&t, &s);
-    host_port(&s, hp, sizeof hp);
-    const char *files[] = {a, missing, c3};
-    assert_int_equal(aftp_client_send(c, hp, files, 3), AFTP_ERR_NOT_FOUND);
+    test_env e;
+    char missing[600];
+    env_start(&e, 1);
+    const char *a = make_file(e.src_dir, "first.bin", 70000, 21);
+    const char *third = make_file(e.src_dir, "third.bin", 1000, 22);
+    snprintf(missing, sizeof missing, "%s/missing.bin", e.src_dir);
+    aftp_client *c = client_for(&e.t, &e.s);
+    const char *files[] = {a, missing, third};
+    assert_int_equal(aftp_client_send(c, e.hp, files, 3), AFTP_ERR_NOT_FOUND);
     assert_non_null(strstr(aftp_client_errmsg(c), missing));
-    server_join(&s);
-    assert_int_equal(t.event_count, 3);
-    assert_delivered(&t, 0, 0, a, "first.bin", 70000);
-    assert_int_equal(t.events[2].type, AFTP_FILE_FAILED);
-    assert_int_equal(t.events[2].index, 1);
-    assert_int_equal(t.events[2].error, AFTP_ERR_NOT_FOUND);
-    assert_string_equal(t.events[2].name, "missing.bin");
-    assert_same_file(a, s.dir, "first.bin");
-    assert_false(io_test_exists(s.dirfd, "third.bin"));
-    aftp_client_del(c);
-    server_free(&s);
-    client_free(&t);
-    close(fd);
-    io_test_rmtree(src_dir);
-    free(src_dir);
+    server_join(&e.s);
+    assert_int_equal(e.t.event_count, 3);
+    assert_delivered(&e.t, 0, 0, a, "first.bin", 70000);
+    assert_int_equal(e.t.events[2].type, AFTP_FILE_FAILED);
+    assert_int_equal(e.t.events[2].index, 1);
+    assert_int_equal(e.t.events[2].error, AFTP_ERR_NOT_FOUND);
+    assert_string_equal(e.t.events[2].name, "missing.bin");
+    assert_same_file(a, e.s.dir, "first.bin");
+    assert_false(io_test_exists(e.s.dirfd, "third.bin"));
+    env_end(&e, c);
 }
 
 static uint64_t now_ns(void)
@@ -400,44 +409,31 @@ static void *cancel_thread(void *arg)
 static void test_cancel_from_thread(void **state)
 {
     (void)state;
-    test_server s;
-    test_client t;
-    char hp[64];
-    int fd;
+    test_env e;
     pthread_t th;
-    client_keys(&t);
-    server_start(&s, t.public_key, 1);
-    char *src_dir = strdup(io_test_mkdtemp(&fd));
-    const char *path = make_file(src_dir, "big.bin", 8 << 20, 3);
-    aftp_client *c = client_for(&t, &s);
-    assert_int_equal(aftp_client_set_policy(c, AFTP_CC_FIXED), AFTP_OK);
-    assert_int_equal(aftp_client_set_rate(c, 8000000), AFTP_OK);
-    host_port(&s, hp, sizeof hp);
+    env_start(&e, 1);
+    const char *path = make_file(e.src_dir, "big.bin", 8 << 20, 3);
+    aftp_client *c = paced_client_for(&e, 8000000);
     const char *files[] = {path, path};
-    canceller k = {.c = c, .t = &t};
+    canceller k = {.c = c, .t = &e.t};
     assert_int_equal(pthread_create(&th, NULL, cancel_thread, &k), 0);
-    int rc = aftp_client_send(c, hp, files, 2);
+    int rc = aftp_client_send(c, e.hp, files, 2);
     uint64_t returned = now_ns();
     pthread_join(th, NULL);
     assert_int_equal(rc, AFTP_ERR_CANCELLED);
     assert_true(returned - k.at_ns < UINT64_C(1000000000));
     assert_non_null(strstr(aftp_client_errmsg(c), "cancelled here"));
     /* STARTED, then FAILED with the cancel; the second file: nothing */
-    assert_int_equal(t.event_count, 2);
-    assert_int_equal(t.events[0].type, AFTP_FILE_STARTED);
-    assert_int_equal(t.events[1].type, AFTP_FILE_FAILED);
-    assert_int_equal(t.events[1].error, AFTP_ERR_CANCELLED);
-    assert_string_equal(t.events[1].message, aftp_client_errmsg(c));
-    assert_true(t.events[1].bytes < (8u << 20));
-    server_join(&s);
-    assert_false(io_test_exists(s.dirfd, "big.bin"));
-    assert_int_equal(io_test_count_entries(s.dirfd), 0);
-    aftp_client_del(c);
-    server_free(&s);
-    client_free(&t);
-    close(fd);
-    io_test_rmtree(src_dir);
-    free(src_dir);
+    assert_int_equal(e.t.event_count, 2);
+    assert_int_equal(e.t.events[0].type, AFTP_FILE_STARTED);
+    assert_int_equal(e.t.events[1].type, AFTP_FILE_FAILED);
+    assert_int_equal(e.t.events[1].error, AFTP_ERR_CANCELLED);
+    assert_string_equal(e.t.events[1].message, aftp_client_errmsg(c));
+    assert_true(e.t.events[1].bytes < (8u << 20));
+    server_join(&e.s);
+    assert_false(io_test_exists(e.s.dirfd, "big.bin"));
+    assert_int_equal(io_test_count_entries(e.s.dirfd), 0);
+    env_end(&e, c);
 }
 
 typedef struct sender_job {
@@ -467,7 +463,7 @@ static void test_two_clients_in_threads(void **state)
     sender_job j[2];
     pthread_t th[2];
     int fd;
-    char *src_dir = strdup(io_test_mkdtemp(&fd));
+    char *src_dir = io_test_mkdtemp(&fd);
     const char *paths[2] = {make_file(src_dir, "x.bin", 2000000, 11),
                             make_file(src_dir, "y.bin", 1500000, 12)};
     for (int i = 0; i < 2; i++) {
@@ -511,32 +507,26 @@ static uint16_t unused_port(void)
 static void test_fails_when_refused(void **state)
 {
     (void)state;
-    test_client t;
+    test_env e;
     char hp[64];
-    int fd;
     uint8_t server_secret[AFTP_KEY_LEN], server_public[AFTP_KEY_LEN];
-    client_keys(&t);
+    env_start(&e, 0);
     assert_int_equal(aftp_hs_keypair(server_secret, server_public), AFTP_OK);
-    char *src_dir = strdup(io_test_mkdtemp(&fd));
-    const char *path = make_file(src_dir, "lost.bin", 5000, 5);
-    aftp_client *c = client_for(&t, NULL);
+    const char *path = make_file(e.src_dir, "lost.bin", 5000, 5);
+    aftp_client *c = client_for(&e.t, NULL);
     assert_int_equal(aftp_client_set_peer_key(c, server_public), AFTP_OK);
     snprintf(hp, sizeof hp, "127.0.0.1:%u", (unsigned)unused_port());
     const char *files[] = {path};
     assert_int_equal(aftp_client_send(c, hp, files, 1), AFTP_ERR_NETWORK);
     assert_non_null(strstr(aftp_client_errmsg(c), "unreachable: connection refused"));
     assert_non_null(strstr(aftp_client_errmsg(c), hp));
-    assert_int_equal(t.event_count, 1);
-    assert_int_equal(t.events[0].type, AFTP_FILE_FAILED);
-    assert_int_equal(t.events[0].error, AFTP_ERR_NETWORK);
-    assert_int_equal(t.events[0].index, 0);
-    assert_string_equal(t.events[0].name, "lost.bin");
-    assert_string_equal(t.events[0].message, aftp_client_errmsg(c));
-    aftp_client_del(c);
-    client_free(&t);
-    close(fd);
-    io_test_rmtree(src_dir);
-    free(src_dir);
+    assert_int_equal(e.t.event_count, 1);
+    assert_int_equal(e.t.events[0].type, AFTP_FILE_FAILED);
+    assert_int_equal(e.t.events[0].error, AFTP_ERR_NETWORK);
+    assert_int_equal(e.t.events[0].index, 0);
+    assert_string_equal(e.t.events[0].name, "lost.bin");
+    assert_string_equal(e.t.events[0].message, aftp_client_errmsg(c));
+    env_end(&e, c);
 }
 
 /* A server holding another key than the pinned one ignores the HELLO; the
@@ -545,32 +535,21 @@ static void test_fails_when_refused(void **state)
 static void test_fails_on_wrong_pinned_key(void **state)
 {
     (void)state;
-    test_server s;
-    test_client t;
-    char hp[64];
-    int fd;
+    test_env e;
     uint8_t other_secret[AFTP_KEY_LEN], other_public[AFTP_KEY_LEN];
-    client_keys(&t);
-    server_start(&s, t.public_key, 1);
+    env_start(&e, 1);
     assert_int_equal(aftp_hs_keypair(other_secret, other_public), AFTP_OK);
-    char *src_dir = strdup(io_test_mkdtemp(&fd));
-    const char *path = make_file(src_dir, "pinned.bin", 5000, 6);
-    aftp_client *c = client_for(&t, NULL);
+    const char *path = make_file(e.src_dir, "pinned.bin", 5000, 6);
+    aftp_client *c = client_for(&e.t, NULL);
     assert_int_equal(aftp_client_set_peer_key(c, other_public), AFTP_OK);
     assert_int_equal(aftp_client_set_idle_timeout_ms(c, 10000), AFTP_OK);
-    host_port(&s, hp, sizeof hp);
     const char *files[] = {path};
-    assert_int_equal(aftp_client_send(c, hp, files, 1), AFTP_ERR_AUTH);
+    assert_int_equal(aftp_client_send(c, e.hp, files, 1), AFTP_ERR_AUTH);
     assert_non_null(strstr(aftp_client_errmsg(c), "answers with key SHA256:"));
     assert_non_null(strstr(aftp_client_errmsg(c), "this client's settings"));
-    server_stop(&s);
-    assert_int_equal(io_test_count_entries(s.dirfd), 0);
-    aftp_client_del(c);
-    server_free(&s);
-    client_free(&t);
-    close(fd);
-    io_test_rmtree(src_dir);
-    free(src_dir);
+    server_stop(&e.s);
+    assert_int_equal(io_test_count_entries(e.s.dirfd), 0);
+    env_end(&e, c);
 }
 
 /* Errors before the network: the code, and a message naming the figures. */
@@ -636,37 +615,27 @@ static off_t release_fd(int target, int saved, const char *path)
 static void test_silent_on_stdout_stderr(void **state)
 {
     (void)state;
-    test_server s;
-    test_client t;
-    char hp[64], out_path[64], err_path[64];
-    int fd;
-    client_keys(&t);
-    server_start(&s, t.public_key, 1);
-    char *src_dir = strdup(io_test_mkdtemp(&fd));
-    const char *path = make_file(src_dir, "quiet.bin", 400000, 9);
-    aftp_client *c = client_for(&t, &s);
-    host_port(&s, hp, sizeof hp);
+    test_env e;
+    char out_path[64], err_path[64];
+    env_start(&e, 1);
+    const char *path = make_file(e.src_dir, "quiet.bin", 400000, 9);
+    aftp_client *c = client_for(&e.t, &e.s);
     const char *files[] = {path};
     fflush(stdout);
     fflush(stderr);
     int saved_out = capture_fd(STDOUT_FILENO, out_path, sizeof out_path);
     int saved_err = capture_fd(STDERR_FILENO, err_path, sizeof err_path);
-    int rc = aftp_client_send(c, hp, files, 1);
-    server_join(&s);
-    int refused = aftp_client_send(c, hp, files, 1); /* the server is gone */
+    int rc = aftp_client_send(c, e.hp, files, 1);
+    server_join(&e.s);
+    int refused = aftp_client_send(c, e.hp, files, 1); /* the server is gone */
     off_t out_bytes = release_fd(STDOUT_FILENO, saved_out, out_path);
     off_t err_bytes = release_fd(STDERR_FILENO, saved_err, err_path);
     assert_int_equal(rc, AFTP_OK);
     assert_int_equal(refused, AFTP_ERR_NETWORK);
     assert_int_equal(out_bytes, 0);
     assert_int_equal(err_bytes, 0);
-    assert_same_file(path, s.dir, "quiet.bin");
-    aftp_client_del(c);
-    server_free(&s);
-    client_free(&t);
-    close(fd);
-    io_test_rmtree(src_dir);
-    free(src_dir);
+    assert_same_file(path, e.s.dir, "quiet.bin");
+    env_end(&e, c);
 }
 
 int main(void)
