@@ -273,7 +273,7 @@ int aftp_client_set_progress_cb(aftp_client *c, aftp_progress_cb cb, void *user)
         return AFTP_ERR_INVALID_ARGUMENT;
     c->progress_cb = cb;
     c->progress_user = user;
-    return AFTP_OK;
+    return ok(c);
 }
 
 int aftp_client_set_file_cb(aftp_client *c, aftp_file_cb cb, void *user)
@@ -282,7 +282,7 @@ int aftp_client_set_file_cb(aftp_client *c, aftp_file_cb cb, void *user)
         return AFTP_ERR_INVALID_ARGUMENT;
     c->file_cb = cb;
     c->file_user = user;
-    return AFTP_OK;
+    return ok(c);
 }
 
 /* The session's cipher as the API names it. */

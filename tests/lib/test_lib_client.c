@@ -552,6 +552,54 @@ static void test_fails_on_wrong_pinned_key(void **state)
     env_end(&e, c);
 }
 
+/* Keys from files: the identity and a known-hosts entry under HOST:PORT
+ * exactly as given to the send (no pinned key). A key file that others
+ * may read is refused, naming it, and the setting stays as it was. */
+static void test_key_files_and_known_hosts(void **state)
+{
+    (void)state;
+    test_env e;
+    char id_path[600], kh_path[600], pub_path[600], line[256], err[256];
+    env_start(&e, 1);
+    const char *path = make_file(e.src_dir, "keyed.bin", 50000, 31);
+    snprintf(id_path, sizeof id_path, "%s/id", e.src_dir);
+    snprintf(kh_path, sizeof kh_path, "%s/known_hosts", e.src_dir);
+    snprintf(pub_path, sizeof pub_path, "%s/server.pub", e.src_dir);
+    assert_int_equal(aftp_keyfile_write_private(id_path, e.t.secret, err, sizeof err), AFTP_OK);
+    assert_int_equal(aftp_keyfile_write_public(pub_path, e.s.public_key, NULL, err, sizeof err),
+                     AFTP_OK);
+    assert_int_equal(aftp_keyfile_format_public(e.s.public_key, NULL, line, sizeof line),
+                     AFTP_OK);
+    FILE *kh = fopen(kh_path, "w");
+    assert_non_null(kh);
+    fprintf(kh, "%s %s", e.hp, line);
+    fclose(kh);
+    aftp_client *c = NULL;
+    assert_int_equal(aftp_client_new(&c), AFTP_OK);
+    assert_int_equal(aftp_client_set_identity_file(c, id_path), AFTP_OK);
+    assert_int_equal(chmod(id_path, 0644), 0);
+    assert_int_not_equal(aftp_client_set_identity_file(c, id_path), AFTP_OK);
+    assert_non_null(strstr(aftp_client_errmsg(c), "identity key"));
+    assert_int_equal(aftp_client_set_peer_key_file(c, "/nonexistent/server.pub"),
+                     AFTP_ERR_NOT_FOUND);
+    assert_int_equal(aftp_client_set_known_hosts_file(c, kh_path), AFTP_OK);
+    assert_int_equal(aftp_client_set_file_cb(c, on_file, &e.t), AFTP_OK);
+    const char *files[] = {path};
+    assert_int_equal(aftp_client_send(c, e.hp, files, 1), AFTP_OK);
+    server_join(&e.s);
+    assert_delivered(&e.t, 0, 0, path, "keyed.bin", 50000);
+    assert_same_file(path, e.s.dir, "keyed.bin");
+    /* the same server under another spelling is not in the known hosts */
+    char other[64];
+    snprintf(other, sizeof other, "localhost:%u", (unsigned)e.s.port);
+    assert_int_equal(aftp_client_send(c, other, files, 1), AFTP_ERR_UNKNOWN_PEER);
+    assert_non_null(strstr(aftp_client_errmsg(c), "the key of localhost:"));
+    /* a server key file is read at once */
+    assert_int_equal(aftp_client_set_peer_key_file(c, pub_path), AFTP_OK);
+    assert_int_equal(aftp_client_set_cipher(c, 99), AFTP_ERR_INVALID_ARGUMENT);
+    env_end(&e, c);
+}
+
 /* Errors before the network: the code, and a message naming the figures. */
 static void test_fails_before_network(void **state)
 {
@@ -648,6 +696,7 @@ int main(void)
         cmocka_unit_test(test_two_clients_in_threads),
         cmocka_unit_test(test_fails_when_refused),
         cmocka_unit_test(test_fails_on_wrong_pinned_key),
+        cmocka_unit_test(test_key_files_and_known_hosts),
         cmocka_unit_test(test_fails_before_network),
         cmocka_unit_test(test_silent_on_stdout_stderr),
     };
