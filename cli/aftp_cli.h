@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 
 #include "aftp/aftp_engine.h"
+#include "aftp_meter.h"
 #include "aftp_session.h"
 
 #define AFTP_CLI_DEFAULT_RATE UINT64_C(1000000000) /* 1 Gbit/s */
@@ -42,7 +43,7 @@ typedef struct aftp_cli_report {
     uint64_t t_end;           /* clock at the file's end */
     uint8_t digest[AFTP_DIGEST_LEN];
     int have_digest;
-    uint64_t last_tick_ns, last_tick_bytes;
+    aftp_meter meter;         /* the current file's progress figures */
     uint64_t t_start;         /* clock at aftp_cli_report_init */
     FILE *log;                /* --progress-log, or NULL */
     volatile sig_atomic_t interrupt;

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "aftp_explain.h"
+#include "aftp_meter.h"
 #include "aftp_drive.h"
 #include "aftp_parse.h"
 #include "aftp_path.h"
@@ -30,14 +31,13 @@ typedef struct client_keys {
 
 /* What a send tracks of the file under way, for events and progress. */
 typedef struct client_file {
-    int active;               /* between STARTED and its verdict */
-    uint64_t start_ns;        /* the receiver accepted it */
-    uint64_t base_sent;       /* session payload counters when it began */
+    int active;                  /* between STARTED and its verdict */
+    aftp_meter meter;            /* its progress, from the session's counters */
+    uint64_t base_sent_once;     /* session counters when it began */
     uint64_t base_retransmitted;
-    uint64_t last_tick_ns, last_tick_done;
     char name[AFTP_WIRE_MAX_PATH + 1];
     uint64_t size;
-    uint32_t block_size;      /* as offered (known at the verdict) */
+    uint32_t block_size;         /* as offered (known at the verdict) */
 } client_file;
 
 struct aftp_client {
@@ -295,15 +295,6 @@ static int cipher_choice(int wire_cipher)
     }
 }
 
-/* Payload bytes of the current file sent at least once, by the counters. */
-static uint64_t file_bytes_sent(const client_file *f, const aftp_stats *st)
-{
-    uint64_t first = st->payload_bytes_sent - st->payload_bytes_retransmitted;
-    uint64_t base = f->base_sent - f->base_retransmitted;
-    uint64_t done = first > base ? first - base : 0;
-    return done > f->size ? f->size : done;
-}
-
 static void on_engine_event(void *app, const aftp_event *ev)
 {
     aftp_client *c = app;
@@ -311,9 +302,8 @@ static void on_engine_event(void *app, const aftp_event *ev)
         return;
     client_file *f = &c->cur;
     f->active = 1;
-    f->start_ns = f->last_tick_ns = aftp_drive_now_ns();
-    f->last_tick_done = 0;
     f->size = ev->info->size;
+    aftp_meter_start(&f->meter, f->size, f->base_sent_once, aftp_drive_now_ns());
     snprintf(f->name, sizeof f->name, "%s", ev->info->path);
     if (c->file_cb == NULL)
         return;
@@ -333,19 +323,23 @@ static void on_file_end(void *app, const aftp_push_file_end *end)
     aftp_file_event fe = {.type = end->error == AFTP_OK ? AFTP_FILE_FINISHED : AFTP_FILE_FAILED,
                           .index = end->index, .source = c->files[end->index],
                           .name = end->name, .size = end->size,
-                          .seconds = end->started ? (double)(now - f->start_ns) / 1e9 : 0,
+                          .seconds = end->started ? (double)(now - f->meter.start_ns) / 1e9
+                                                  : 0,
                           .retransmitted = end->size ? (double)retransmitted / (double)end->size
                                                      : 0,
                           .cipher = cipher_choice(st->cipher), .error = end->error,
                           .message = end->error == AFTP_OK ? "" : end->message};
-    fe.bytes = end->error == AFTP_OK ? end->size : file_bytes_sent(f, st);
+    if (end->error == AFTP_OK)
+        fe.bytes = end->size;
+    else if (end->started) /* else its meter is not running: nothing was sent */
+        fe.bytes = aftp_meter_done(&f->meter, aftp_meter_sent_once(st));
     if (end->digest != NULL)
         memcpy(fe.digest, end->digest, AFTP_DIGEST_LEN);
     f->active = 0;
     snprintf(f->name, sizeof f->name, "%s", end->name);
     f->size = end->size;
     f->block_size = end->block_size;
-    f->base_sent = st->payload_bytes_sent;
+    f->base_sent_once = aftp_meter_sent_once(st);
     f->base_retransmitted = st->payload_bytes_retransmitted;
     if (fe.type == AFTP_FILE_FAILED) {
         /* The send ends here: the event waits for the explanation, which
@@ -359,21 +353,17 @@ static void on_file_end(void *app, const aftp_push_file_end *end)
         c->file_cb(c->file_user, &fe);
 }
 
-/* The progress line's figures (cli/aftp_cli_report.c prints the same). */
+/* The figures of the CLI's progress line (aftp_meter.h). */
 static void on_tick(void *app, const aftp_stats *st, uint64_t now_ns)
 {
     aftp_client *c = app;
     client_file *f = &c->cur;
-    if (c->progress_cb == NULL || !f->active || now_ns <= f->last_tick_ns)
+    aftp_meter_reading m;
+    if (c->progress_cb == NULL || !f->active ||
+        !aftp_meter_read(&f->meter, aftp_meter_sent_once(st), now_ns, &m))
         return;
-    uint64_t done = file_bytes_sent(f, st);
-    double goodput = (double)(done - f->last_tick_done) * 8 /
-                     ((double)(now_ns - f->last_tick_ns) / 1e9);
-    f->last_tick_done = done;
-    f->last_tick_ns = now_ns;
-    aftp_progress p = {.name = f->name, .size = f->size, .bytes_done = done,
-                       .seconds = (double)(now_ns - f->start_ns) / 1e9, .goodput_bps = goodput,
-                       .eta_seconds = goodput > 0 ? (double)(f->size - done) * 8 / goodput : -1,
+    aftp_progress p = {.name = f->name, .size = f->size, .bytes_done = m.done,
+                       .seconds = m.seconds, .goodput_bps = m.rate_bps, .eta_seconds = m.eta_s,
                        .rate_bps = st->pacing_rate_bps,
                        .loss = (double)st->recent_loss_ppm / 1e6,
                        .rtt_ms = (double)st->srtt_ns / 1e6};
