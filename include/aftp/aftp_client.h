@@ -26,9 +26,12 @@
  * Errors: fallible functions return AFTP_OK or a negative aftp_error
  * (aftp_error.h); aftp_client_errmsg() says what went wrong, in words,
  * with the figures involved.
- * The library never prints, never exits and installs no signal handler
- * for the client (the SIGBUS guard of source mappings aside: see
- * aftp_global.h).
+ * The library never prints and never exits; what it has to say goes to
+ * the callbacks and aftp_client_errmsg(). The client installs no signal
+ * handler of its own: the only process-wide state a send touches is the
+ * SIGBUS guard of its file mappings (a source truncated while it is sent
+ * fails that file instead of the process), which the library's global
+ * initialisation governs.
  */
 #ifndef AFTP_CLIENT_H
 #define AFTP_CLIENT_H

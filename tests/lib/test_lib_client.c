@@ -225,6 +225,16 @@ static aftp_client *paced_client_for(test_env *e, uint64_t rate_bps)
     return c;
 }
 
+/* A client that pins a fresh key, which no server holds. */
+static aftp_client *client_pinned_elsewhere(test_env *e)
+{
+    uint8_t secret[AFTP_KEY_LEN], public_key[AFTP_KEY_LEN];
+    assert_int_equal(aftp_hs_keypair(secret, public_key), AFTP_OK);
+    aftp_client *c = client_for(&e->t, NULL);
+    assert_int_equal(aftp_client_set_peer_key(c, public_key), AFTP_OK);
+    return c;
+}
+
 /* A file of len pattern bytes at dir/name; its path in a static slot. */
 static const char *make_file(const char *dir, const char *name, size_t len, uint32_t seed)
 {
@@ -509,12 +519,9 @@ static void test_fails_when_refused(void **state)
     (void)state;
     test_env e;
     char hp[64];
-    uint8_t server_secret[AFTP_KEY_LEN], server_public[AFTP_KEY_LEN];
     env_start(&e, 0);
-    assert_int_equal(aftp_hs_keypair(server_secret, server_public), AFTP_OK);
     const char *path = make_file(e.src_dir, "lost.bin", 5000, 5);
-    aftp_client *c = client_for(&e.t, NULL);
-    assert_int_equal(aftp_client_set_peer_key(c, server_public), AFTP_OK);
+    aftp_client *c = client_pinned_elsewhere(&e);
     snprintf(hp, sizeof hp, "127.0.0.1:%u", (unsigned)unused_port());
     const char *files[] = {path};
     assert_int_equal(aftp_client_send(c, hp, files, 1), AFTP_ERR_NETWORK);
@@ -536,12 +543,9 @@ static void test_fails_on_wrong_pinned_key(void **state)
 {
     (void)state;
     test_env e;
-    uint8_t other_secret[AFTP_KEY_LEN], other_public[AFTP_KEY_LEN];
     env_start(&e, 1);
-    assert_int_equal(aftp_hs_keypair(other_secret, other_public), AFTP_OK);
     const char *path = make_file(e.src_dir, "pinned.bin", 5000, 6);
-    aftp_client *c = client_for(&e.t, NULL);
-    assert_int_equal(aftp_client_set_peer_key(c, other_public), AFTP_OK);
+    aftp_client *c = client_pinned_elsewhere(&e);
     assert_int_equal(aftp_client_set_idle_timeout_ms(c, 10000), AFTP_OK);
     const char *files[] = {path};
     assert_int_equal(aftp_client_send(c, e.hp, files, 1), AFTP_ERR_AUTH);
