@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -446,6 +447,60 @@ static void test_cancel_from_thread(void **state)
     env_end(&e, c);
 }
 
+static aftp_client *signalled_client;
+
+static void on_sigusr1(int sig)
+{
+    (void)sig;
+    aftp_client_cancel(signalled_client); /* async-signal-safe */
+}
+
+typedef struct signaller {
+    test_client *t;
+    pthread_t target;
+} signaller;
+
+/* Signals the sending thread once the transfer is under way. */
+static void *signal_thread(void *arg)
+{
+    signaller *k = arg;
+    pthread_mutex_lock(&k->t->lock);
+    while (k->t->progress_calls == 0)
+        pthread_cond_wait(&k->t->cond, &k->t->lock);
+    pthread_mutex_unlock(&k->t->lock);
+    pthread_kill(k->target, SIGUSR1);
+    return NULL;
+}
+
+/* Cancel from a signal handler of the application (the library installs
+ * none): the send ends with AFTP_ERR_CANCELLED, the server keeps nothing. */
+static void test_cancel_from_signal_handler(void **state)
+{
+    (void)state;
+    test_env e;
+    pthread_t th;
+    struct sigaction sa, old;
+    env_start(&e, 1);
+    const char *path = make_file(e.src_dir, "signalled.bin", 8 << 20, 4);
+    aftp_client *c = paced_client_for(&e, 8000000);
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigusr1;
+    sigemptyset(&sa.sa_mask);
+    assert_int_equal(sigaction(SIGUSR1, &sa, &old), 0);
+    signalled_client = c;
+    signaller k = {.t = &e.t, .target = pthread_self()};
+    assert_int_equal(pthread_create(&th, NULL, signal_thread, &k), 0);
+    const char *files[] = {path};
+    int rc = aftp_client_send(c, e.hp, files, 1);
+    pthread_join(th, NULL);
+    sigaction(SIGUSR1, &old, NULL);
+    assert_int_equal(rc, AFTP_ERR_CANCELLED);
+    assert_int_equal(e.t.events[e.t.event_count - 1].error, AFTP_ERR_CANCELLED);
+    server_join(&e.s);
+    assert_int_equal(io_test_count_entries(e.s.dirfd), 0);
+    env_end(&e, c);
+}
+
 typedef struct sender_job {
     test_client t;
     test_server *s;
@@ -697,6 +752,7 @@ int main(void)
         cmocka_unit_test(test_send_two_files),
         cmocka_unit_test(test_later_file_missing),
         cmocka_unit_test(test_cancel_from_thread),
+        cmocka_unit_test(test_cancel_from_signal_handler),
         cmocka_unit_test(test_two_clients_in_threads),
         cmocka_unit_test(test_fails_when_refused),
         cmocka_unit_test(test_fails_on_wrong_pinned_key),
