@@ -9,11 +9,12 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "aftp/aftp_client.h"
 #include "aftp/aftp_engine.h"
 #include "aftp_meter.h"
 #include "aftp_session.h"
 
-#define AFTP_CLI_DEFAULT_RATE UINT64_C(1000000000) /* 1 Gbit/s */
+#define AFTP_CLI_DEFAULT_RATE AFTP_CLIENT_DEFAULT_RATE
 
 /* Exit statuses (cli/EXIT_CODES.md). */
 enum aftp_cli_exit {
@@ -82,7 +83,7 @@ typedef struct aftp_cli_common {
     {"idle-timeout", required_argument, NULL, 't'},                                            \
         {"mtu", required_argument, NULL, AFTP_CLI_OPT_MTU}, {"quiet", no_argument, NULL, 'q'}, \
         {"help", no_argument, NULL, 'h'}, { NULL, 0, NULL, 0 }
-#define AFTP_CLI_DEFAULT_IDLE_NS UINT64_C(30000000000)
+#define AFTP_CLI_DEFAULT_IDLE_NS (AFTP_CLIENT_DEFAULT_IDLE_MS * 1000000u)
 /* Handles getopt's answer `c` for a common option: AFTP_EXIT_OK when taken,
  * AFTP_EXIT_USAGE for a bad or unknown option, -1 after --help. */
 int aftp_cli_common_option(int c, const char *arg, aftp_cli_common *co);

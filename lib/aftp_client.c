@@ -20,7 +20,6 @@
 #include "proto/aftp_wire.h"
 
 #define CLIENT_MAX_IDLE_MS UINT64_C(86400000)
-#define CLIENT_DEFAULT_IDLE_NS UINT64_C(30000000000) /* the engine's */
 
 /* The handle's keys, in guarded, locked pages wiped when freed. */
 typedef struct client_keys {
@@ -100,6 +99,7 @@ int aftp_client_new(aftp_client **out)
     c->cipher = AFTP_CIPHER_AUTO;
     c->policy = AFTP_CC_FAIR;
     c->rate_bps = AFTP_CLIENT_DEFAULT_RATE;
+    c->idle_timeout_ns = AFTP_CLIENT_DEFAULT_IDLE_MS * 1000000u;
     *out = c;
     return AFTP_OK;
 }
@@ -447,8 +447,7 @@ static void explain(aftp_client *c, const char *host_port, const aftp_push_resul
         protected = 0;
     aftp_explain_ctx x = {.words = &client_words, .peer = host_port, .file = file,
                           .size = c->cur.size, .block_size = c->cur.block_size,
-                          .idle_s = (double)(c->idle_timeout_ns ? c->idle_timeout_ns
-                                                                : CLIENT_DEFAULT_IDLE_NS) / 1e9,
+                          .idle_s = (double)c->idle_timeout_ns / 1e9,
                           .cipher = c->cipher, .cancelled_here = c->interrupt != 0,
                           .own_key = protected ? own : NULL,
                           .pinned_key = protected ? c->keys->peer_key : NULL,

@@ -51,9 +51,11 @@ typedef struct aftp_client aftp_client;
 
 /* A new handle with the defaults: cipher AFTP_CIPHER_AUTO (keys needed),
  * policy AFTP_CC_FAIR, rate AFTP_CLIENT_DEFAULT_RATE, no rate limits,
- * MTU 1500, idle timeout 30 s, no callbacks. AFTP_OK and *out, or
- * AFTP_ERR_INVALID_ARGUMENT (out is NULL), AFTP_ERR_NO_MEMORY. */
-#define AFTP_CLIENT_DEFAULT_RATE UINT64_C(1000000000)
+ * MTU 1500, idle timeout AFTP_CLIENT_DEFAULT_IDLE_MS, no callbacks.
+ * AFTP_OK and *out, or AFTP_ERR_INVALID_ARGUMENT (out is NULL),
+ * AFTP_ERR_NO_MEMORY. */
+#define AFTP_CLIENT_DEFAULT_RATE UINT64_C(1000000000) /* 1 Gbit/s */
+#define AFTP_CLIENT_DEFAULT_IDLE_MS UINT64_C(30000)
 AFTP_EXTERN int aftp_client_new(aftp_client **out);
 /* Wipes the handle's keys and frees it. NULL-safe. Not during a send. */
 AFTP_EXTERN void aftp_client_del(aftp_client *c);
