@@ -63,7 +63,9 @@ AFTP_EXTERN void aftp_client_del(aftp_client *c);
 /* ---- keys (spec Appendix B gives the file formats) ----
  * Each setter returns AFTP_OK, or AFTP_ERR_INVALID_ARGUMENT for a NULL
  * argument; the file readers also AFTP_ERR_NOT_FOUND, AFTP_ERR_PERMISSION
- * or AFTP_ERR_BAD_KEY with aftp_client_errmsg() saying why. A failed
+ * (unreadable; a private key file that others may read, or a symbolic
+ * link), AFTP_ERR_BAD_KEY (malformed) or AFTP_ERR_IO, with
+ * aftp_client_errmsg() naming the file and what is wrong with it. A failed
  * setter leaves the previous setting in place. */
 
 /* Own X25519 private key, read now from a key file (refused when others

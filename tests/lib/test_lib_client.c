@@ -637,8 +637,9 @@ static void test_key_files_and_known_hosts(void **state)
     assert_int_equal(aftp_client_new(&c), AFTP_OK);
     assert_int_equal(aftp_client_set_identity_file(c, id_path), AFTP_OK);
     assert_int_equal(chmod(id_path, 0644), 0);
-    assert_int_not_equal(aftp_client_set_identity_file(c, id_path), AFTP_OK);
+    assert_int_equal(aftp_client_set_identity_file(c, id_path), AFTP_ERR_PERMISSION);
     assert_non_null(strstr(aftp_client_errmsg(c), "identity key"));
+    assert_non_null(strstr(aftp_client_errmsg(c), id_path));
     assert_int_equal(aftp_client_set_peer_key_file(c, "/nonexistent/server.pub"),
                      AFTP_ERR_NOT_FOUND);
     assert_int_equal(aftp_client_set_known_hosts_file(c, kh_path), AFTP_OK);
