@@ -5,6 +5,7 @@
 #define AFTP_CLI_H
 
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdint.h>
 #include <sys/socket.h>
@@ -47,7 +48,7 @@ typedef struct aftp_cli_report {
     aftp_meter meter;         /* the current file's progress figures */
     uint64_t t_start;         /* clock at aftp_cli_report_init */
     FILE *log;                /* --progress-log, or NULL */
-    volatile sig_atomic_t interrupt;
+    atomic_int interrupt;
 } aftp_cli_report;
 
 void aftp_cli_report_init(aftp_cli_report *r, int sender, int quiet);
@@ -176,7 +177,7 @@ int aftp_cli_interactive(void);
  * (the known hosts cannot be written). */
 int aftp_cli_learn_peer_key(const aftp_cli_security *sec, const char *host,
                             const struct sockaddr *peer, socklen_t peer_len,
-                            volatile sig_atomic_t *interrupt, aftp_cli_secrets *s);
+                            atomic_int *interrupt, aftp_cli_secrets *s);
 
 int aftp_cli_keygen(int argc, char **argv);
 int aftp_cli_send(int argc, char **argv);

@@ -129,7 +129,7 @@ static int parse_send_args(int argc, char **argv, send_args *a)
 /* The server's key: pinned, else (unknown host) learnt from the server
  * with its user's consent when a person is there to give it. */
 static int load_server_key(const send_args *a, aftp_cli_secrets *keys,
-                           volatile sig_atomic_t *interrupt)
+                           atomic_int *interrupt)
 {
     char buf[4096];
     int unknown;
@@ -146,7 +146,7 @@ static int load_server_key(const send_args *a, aftp_cli_secrets *keys,
 /* The keys of a protected run into keys and *sec (none for --cipher none);
  * an exit status. */
 static int load_send_keys(const send_args *a, aftp_cli_secrets *keys,
-                          aftp_security_settings *sec, volatile sig_atomic_t *interrupt)
+                          aftp_security_settings *sec, atomic_int *interrupt)
 {
     int rc = AFTP_EXIT_OK;
     memset(sec, 0, sizeof *sec);

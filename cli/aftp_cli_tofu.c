@@ -96,7 +96,7 @@ static int remember(const aftp_cli_security *sec, const char *host, const uint8_
 
 int aftp_cli_learn_peer_key(const aftp_cli_security *sec, const char *host,
                             const struct sockaddr *peer, socklen_t peer_len,
-                            volatile sig_atomic_t *interrupt, aftp_cli_secrets *s)
+                            atomic_int *interrupt, aftp_cli_secrets *s)
 {
     char buf[4096];
     uint8_t key[AFTP_WIRE_SERVER_KEY_LEN];

@@ -1,7 +1,7 @@
 /* The blocking client (include/aftp/aftp_client.h) over the push driver. */
 #include "aftp/aftp_client.h"
 
-#include <signal.h>
+#include <stdatomic.h>
 #include <sodium.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -20,6 +20,9 @@
 #include "proto/aftp_wire.h"
 
 #define CLIENT_MAX_IDLE_MS UINT64_C(86400000)
+
+/* aftp_client_cancel is async-signal-safe only with lock-free atomics. */
+_Static_assert(ATOMIC_INT_LOCK_FREE == 2, "aftp_client_cancel needs lock-free atomic_int");
 
 /* The handle's keys, in guarded, locked pages wiped when freed. */
 typedef struct client_keys {
@@ -52,8 +55,8 @@ struct aftp_client {
     void *file_user;
     /* Set by aftp_client_cancel (any thread, a signal handler); the
      * datapath loop polls it every turn. */
-    volatile sig_atomic_t interrupt;
-    volatile sig_atomic_t running;
+    atomic_int interrupt;
+    atomic_int running;
     /* During a send: */
     const char *const *files;
     client_file cur;

@@ -38,7 +38,7 @@ typedef struct test_server {
     char *dir;
     int dirfd;
     int once;
-    volatile sig_atomic_t stop;
+    atomic_int stop;
     pthread_mutex_t lock;
     pthread_cond_t cond;
     uint16_t port; /* 0 until listening */
