@@ -395,6 +395,16 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* Returns once t's progress callback has been called: the transfer is
+ * under way. */
+static void wait_for_progress(test_client *t)
+{
+    pthread_mutex_lock(&t->lock);
+    while (t->progress_calls == 0)
+        pthread_cond_wait(&t->cond, &t->lock);
+    pthread_mutex_unlock(&t->lock);
+}
+
 typedef struct canceller {
     aftp_client *c;
     test_client *t;
@@ -405,10 +415,7 @@ typedef struct canceller {
 static void *cancel_thread(void *arg)
 {
     canceller *k = arg;
-    pthread_mutex_lock(&k->t->lock);
-    while (k->t->progress_calls == 0)
-        pthread_cond_wait(&k->t->cond, &k->t->lock);
-    pthread_mutex_unlock(&k->t->lock);
+    wait_for_progress(k->t);
     k->at_ns = now_ns();
     aftp_client_cancel(k->c);
     return NULL;
@@ -464,10 +471,7 @@ typedef struct signaller {
 static void *signal_thread(void *arg)
 {
     signaller *k = arg;
-    pthread_mutex_lock(&k->t->lock);
-    while (k->t->progress_calls == 0)
-        pthread_cond_wait(&k->t->cond, &k->t->lock);
-    pthread_mutex_unlock(&k->t->lock);
+    wait_for_progress(k->t);
     pthread_kill(k->target, SIGUSR1);
     return NULL;
 }
