@@ -183,8 +183,8 @@ AFTP_EXTERN int aftp_client_send(aftp_client *c, const char *host_port,
 /* Cancels a send in progress (the server is told; it keeps nothing of the
  * file under way); aftp_client_send() then returns AFTP_ERR_CANCELLED
  * within about a second. Safe from any thread and from a signal handler
- * (it only sets a flag the send polls); a no-op when no send runs, and
- * NULL-safe. The handle must outlive the call. */
+ * (it only stores to a lock-free atomic the send polls); a no-op when no
+ * send runs, and NULL-safe. The handle must outlive the call. */
 AFTP_EXTERN void aftp_client_cancel(aftp_client *c);
 /* The reason for the last failure of this handle, "" when none (a
  * successful call clears it). Owned by the handle; valid until the next
