@@ -5,14 +5,17 @@
 #define AFTP_CLI_H
 
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "aftp/aftp_client.h"
 #include "aftp/aftp_engine.h"
+#include "aftp_meter.h"
 #include "aftp_session.h"
 
-#define AFTP_CLI_DEFAULT_RATE UINT64_C(1000000000) /* 1 Gbit/s */
+#define AFTP_CLI_DEFAULT_RATE AFTP_CLIENT_DEFAULT_RATE
 
 /* Exit statuses (cli/EXIT_CODES.md). */
 enum aftp_cli_exit {
@@ -42,10 +45,10 @@ typedef struct aftp_cli_report {
     uint64_t t_end;           /* clock at the file's end */
     uint8_t digest[AFTP_DIGEST_LEN];
     int have_digest;
-    uint64_t last_tick_ns, last_tick_bytes;
+    aftp_meter meter;         /* the current file's progress figures */
     uint64_t t_start;         /* clock at aftp_cli_report_init */
     FILE *log;                /* --progress-log, or NULL */
-    volatile sig_atomic_t interrupt;
+    atomic_int interrupt;
 } aftp_cli_report;
 
 void aftp_cli_report_init(aftp_cli_report *r, int sender, int quiet);
@@ -81,7 +84,7 @@ typedef struct aftp_cli_common {
     {"idle-timeout", required_argument, NULL, 't'},                                            \
         {"mtu", required_argument, NULL, AFTP_CLI_OPT_MTU}, {"quiet", no_argument, NULL, 'q'}, \
         {"help", no_argument, NULL, 'h'}, { NULL, 0, NULL, 0 }
-#define AFTP_CLI_DEFAULT_IDLE_NS UINT64_C(30000000000)
+#define AFTP_CLI_DEFAULT_IDLE_NS (AFTP_CLIENT_DEFAULT_IDLE_MS * 1000000u)
 /* Handles getopt's answer `c` for a common option: AFTP_EXIT_OK when taken,
  * AFTP_EXIT_USAGE for a bad or unknown option, -1 after --help. */
 int aftp_cli_common_option(int c, const char *arg, aftp_cli_common *co);
@@ -159,12 +162,6 @@ int aftp_cli_load_peer_key(const aftp_cli_security *sec, const char *host, aftp_
 const char *aftp_cli_known_hosts_path(const aftp_cli_security *sec, char *buf, size_t cap);
 /* How to pin the key of an unknown host (one line on stderr); AFTP_EXIT_AUTH. */
 int aftp_cli_explain_unknown_host(const char *host, const char *known_hosts);
-/* "aftp-x25519 <base64>" of a public key. */
-void aftp_cli_format_key(const uint8_t *key, char *out, size_t cap);
-/* "SHA256:<base64>" (SHA-256 of the 32 key bytes, unpadded base64, as ssh
- * shows host keys): the short form users compare out of band. */
-#define AFTP_CLI_FINGERPRINT_MAX 56u
-void aftp_cli_format_fingerprint(const uint8_t *key, char *out, size_t cap);
 
 /* ---- trust on first use (aftp_cli_tofu.c) ---- */
 
@@ -180,7 +177,7 @@ int aftp_cli_interactive(void);
  * (the known hosts cannot be written). */
 int aftp_cli_learn_peer_key(const aftp_cli_security *sec, const char *host,
                             const struct sockaddr *peer, socklen_t peer_len,
-                            volatile sig_atomic_t *interrupt, aftp_cli_secrets *s);
+                            atomic_int *interrupt, aftp_cli_secrets *s);
 
 int aftp_cli_keygen(int argc, char **argv);
 int aftp_cli_send(int argc, char **argv);

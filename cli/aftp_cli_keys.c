@@ -188,23 +188,3 @@ int aftp_cli_load_peer_key(const aftp_cli_security *sec, const char *host, aftp_
     }
     return rc == AFTP_OK ? AFTP_EXIT_OK : key_problem("known hosts", err);
 }
-
-void aftp_cli_format_fingerprint(const uint8_t *key, char *out, size_t cap)
-{
-    uint8_t hash[crypto_hash_sha256_BYTES];
-    char b64[sodium_base64_ENCODED_LEN(crypto_hash_sha256_BYTES,
-                                       sodium_base64_VARIANT_ORIGINAL_NO_PADDING)];
-    crypto_hash_sha256(hash, key, AFTP_KEY_LEN);
-    sodium_bin2base64(b64, sizeof b64, hash, sizeof hash,
-                      sodium_base64_VARIANT_ORIGINAL_NO_PADDING);
-    snprintf(out, cap, "SHA256:%s", b64);
-}
-
-void aftp_cli_format_key(const uint8_t *key, char *out, size_t cap)
-{
-    if (aftp_keyfile_format_public(key, NULL, out, cap) != AFTP_OK) {
-        snprintf(out, cap, "(unprintable key)");
-        return;
-    }
-    out[strcspn(out, "\n")] = '\0';
-}

@@ -7,6 +7,7 @@
 
 #include "aftp_admit.h"
 #include "aftp_cli.h"
+#include "aftp_explain.h"
 #include "aftp_parse.h"
 #include "aftp_path.h"
 #include "aftp_serve.h"
@@ -124,7 +125,7 @@ static void describe_key(const recv_app *ra, const struct sockaddr *peer, const 
 {
     char who[64], key[128], comment[256];
     aftp_format_addr(peer, who, sizeof who);
-    aftp_cli_format_key(client_key, key, sizeof key);
+    aftp_explain_format_key(client_key, key, sizeof key);
     authorized_comment(ra->keys, client_key, comment, sizeof comment);
     snprintf(out, cap, "from %s key %s%s%s%s", who, key, comment[0] ? " \"" : "", comment,
              comment[0] ? "\"" : "");
@@ -179,7 +180,7 @@ static void on_session_end(void *app, const aftp_io_result *res, const struct so
         return;
     }
     if (res->error == AFTP_ERR_UNKNOWN_PEER && ra->keys->admit.have_rejected) {
-        aftp_cli_format_key(ra->keys->admit.rejected, key, sizeof key);
+        aftp_explain_format_key(ra->keys->admit.rejected, key, sizeof key);
         aftp_cli_error("refused client %s: its key is not authorized (add the line '%s' to %s "
                        "to admit it)", client, key, ra->keys->authorized_path);
     } else if (res->error == AFTP_ERR_IDLE_TIMEOUT) {
@@ -215,7 +216,7 @@ static int load_authorized(const recv_args *a, recv_keys *k)
 static int load_recv_keys(const recv_args *a, const aftp_cli_report *r, recv_keys *k,
                           aftp_security_settings *sec)
 {
-    char line[128], fingerprint[AFTP_CLI_FINGERPRINT_MAX];
+    char line[128], fingerprint[AFTP_EXPLAIN_FINGERPRINT_MAX];
     int rc;
     memset(sec, 0, sizeof *sec);
     sec->cipher = a->sec.cipher;
@@ -231,8 +232,8 @@ static int load_recv_keys(const recv_args *a, const aftp_cli_report *r, recv_key
     aftp_admit_init(&k->admit, &k->authorized, k->secrets->have_psk ? k->secrets->psk : NULL);
     sec->identity = k->secrets->identity;
     sec->peers = aftp_admit_policy(&k->admit);
-    aftp_cli_format_key(k->secrets->public_key, line, sizeof line);
-    aftp_cli_format_fingerprint(k->secrets->public_key, fingerprint, sizeof fingerprint);
+    aftp_explain_format_key(k->secrets->public_key, line, sizeof line);
+    aftp_explain_format_fingerprint(k->secrets->public_key, fingerprint, sizeof fingerprint);
     aftp_cli_notice(r, "server key %s", line);
     /* What a client's user compares before trusting this server (14.9). */
     aftp_cli_notice(r, "server fingerprint %s", fingerprint);

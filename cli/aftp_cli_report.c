@@ -92,8 +92,7 @@ static void on_event(void *app, const aftp_event *ev)
         aftp_path_printable(ev->info->path, r->name, sizeof r->name);
         r->size = ev->info->size;
         r->have_digest = 0;
-        r->last_tick_bytes = 0;
-        r->last_tick_ns = now;
+        aftp_meter_start(&r->meter, r->size, 0, now);
         break;
     case AFTP_EV_FILE_END:
         clear_progress(r);
@@ -111,13 +110,10 @@ static void on_event(void *app, const aftp_event *ev)
     }
 }
 
-/* The bytes of the current file that have gone out (sender) or come in
- * (receiver), for the progress line. */
-static uint64_t bytes_done(const aftp_cli_report *r, const aftp_stats *st)
+/* What counts as done: bytes gone out once (sender) or come in (receiver). */
+static uint64_t done_count(const aftp_cli_report *r, const aftp_stats *st)
 {
-    uint64_t done = r->sender ? st->payload_bytes_sent - st->payload_bytes_retransmitted
-                              : st->payload_bytes_received;
-    return done > r->size ? r->size : done;
+    return r->sender ? aftp_meter_sent_once(st) : st->payload_bytes_received;
 }
 
 /* What the rate controller sees: its pacing rate, the path's loss and
@@ -129,26 +125,26 @@ static void print_path_state(const aftp_stats *st)
             (double)st->path_min_rtt_ns / 1e6, (double)st->queue_delay_ns / 1e6);
 }
 
-static void print_progress(const aftp_cli_report *r, const aftp_stats *st, uint64_t done,
-                           double rate)
+static void print_progress(const aftp_cli_report *r, const aftp_stats *st,
+                           const aftp_meter_reading *m)
 {
     char eta[32] = "--:--";
-    if (rate > 0) {
-        unsigned long left = (unsigned long)((double)(r->size - done) * 8 / rate);
+    if (m->eta_s >= 0) {
+        unsigned long left = (unsigned long)m->eta_s;
         snprintf(eta, sizeof eta, "%lu:%02lu", left / 60, left % 60);
     }
     fprintf(stderr, "\r\033[K%s %5.1f%%  %.1f/%.1f MiB  %.1f Mbit/s  ETA %s", r->name,
-            100.0 * (double)done / (double)r->size, (double)done / 1048576.0,
-            (double)r->size / 1048576.0, rate / 1e6, eta);
+            100.0 * (double)m->done / (double)r->size, (double)m->done / 1048576.0,
+            (double)r->size / 1048576.0, m->rate_bps / 1e6, eta);
     if (r->sender)
         print_path_state(st);
 }
 
-static void log_progress(const aftp_cli_report *r, const aftp_stats *st, uint64_t done,
-                         double rate, uint64_t now_ns)
+static void log_progress(const aftp_cli_report *r, const aftp_stats *st,
+                         const aftp_meter_reading *m, uint64_t now_ns)
 {
     fprintf(r->log, "%.3f\t%llu\t%.0f\t%llu\t%llu\t%llu\t%llu\n",
-            (double)(now_ns - r->t_start) / 1e9, (unsigned long long)done, rate,
+            (double)(now_ns - r->t_start) / 1e9, (unsigned long long)m->done, m->rate_bps,
             (unsigned long long)st->pacing_rate_bps, (unsigned long long)st->recent_loss_ppm,
             (unsigned long long)(st->path_min_rtt_ns / 1000),
             (unsigned long long)(st->queue_delay_ns / 1000));
@@ -157,17 +153,14 @@ static void log_progress(const aftp_cli_report *r, const aftp_stats *st, uint64_
 static void on_tick(void *app, const aftp_stats *st, uint64_t now_ns)
 {
     aftp_cli_report *r = app;
-    if ((!r->progress && r->log == NULL) || r->size == 0 || now_ns <= r->last_tick_ns)
+    aftp_meter_reading m;
+    if ((!r->progress && r->log == NULL) || r->size == 0 ||
+        !aftp_meter_read(&r->meter, done_count(r, st), now_ns, &m))
         return;
-    uint64_t done = bytes_done(r, st);
-    uint64_t since = r->last_tick_ns ? r->last_tick_ns : r->t_start;
-    double rate = (double)(done - r->last_tick_bytes) * 8 / ((double)(now_ns - since) / 1e9);
-    r->last_tick_bytes = done;
-    r->last_tick_ns = now_ns;
     if (r->progress)
-        print_progress(r, st, done, rate);
+        print_progress(r, st, &m);
     if (r->log != NULL)
-        log_progress(r, st, done, rate, now_ns);
+        log_progress(r, st, &m, now_ns);
 }
 
 aftp_io_hooks aftp_cli_report_hooks(aftp_cli_report *r)

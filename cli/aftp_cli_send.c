@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "aftp_cli.h"
+#include "aftp_explain.h"
 #include "aftp_faux.h"
 #include "aftp_parse.h"
 #include "aftp_path.h"
@@ -125,171 +126,10 @@ static int parse_send_args(int argc, char **argv, send_args *a)
     return settle_rates(a);
 }
 
-/* No HELLO_ACK: nobody there, or (protected) a server that cannot open
- * our handshake because it holds another key than the one we pinned: it
- * stays silent by design, so say both. A server that answered our key
- * request with the pinned key is there and holds that key: what else
- * makes it ignore a handshake (spec 14.2.5) is said instead. */
-static void explain_no_answer(const send_args *a, double idle, const aftp_push_result *pr)
-{
-    if (pr->key_answer == AFTP_PUSH_KEY_PINNED)
-        aftp_cli_error("%s answers key requests with the key pinned for it, but ignored our "
-                       "handshake for %.1f s: do both sides use the same --psk-file (or none)? "
-                       "was this host's clock set back since it last connected there? (the "
-                       "server refuses handshakes older than the newest it accepted, less 10 s)",
-                       a->peer_text, idle);
-    else if (a->sec.cipher == AFTP_CIPHER_NONE)
-        aftp_cli_error("no answer from %s within %.1f s (is 'aftp recv' running there? "
-                       "is UDP blocked?)", a->peer_text, idle);
-    else
-        aftp_cli_error("no answer from %s within %.1f s (is 'aftp recv' running there? "
-                       "is UDP blocked? a server whose key is not the one pinned for it "
-                       "(--peer-key or known hosts) ignores us, as does one started with "
-                       "--cipher none)", a->peer_text, idle);
-}
-
-/* The session ended on a refused socket (ICMP port unreachable), or on a
- * path that no longer carries our datagrams (the message says which). */
-static void explain_network(const send_args *a, const aftp_cli_report *r,
-                            const aftp_io_result *res)
-{
-    if (res->message[0]) /* the path, not the peer (its MTU fell) */
-        aftp_cli_error("transfer of %s to %s failed: %s", r->name, a->peer_text, res->message);
-    else if (res->connected)
-        aftp_cli_error("the receiver at %s stopped answering mid-transfer (connection refused: "
-                       "its process is gone)", a->peer_text);
-    else
-        aftp_cli_error("%s is unreachable: connection refused (is 'aftp recv' listening "
-                       "there?)", a->peer_text);
-}
-
-/* What the sender offered, for a receiver's LIMIT refusal (FILE_REPLY
- * carries no reason, so the figures it judged are all there is to show). */
-static void explain_limit(const send_args *a, const aftp_cli_report *r, const aftp_io_result *res)
-{
-    if (!res->connected) {
-        aftp_cli_error("%s refused the session: it is at a limit (%s)", a->peer_text,
-                       res->message[0] ? res->message : "too many sessions?");
-        return;
-    }
-    if (res->stats.payload_bytes_sent > 0) { /* past the offer: the repair bound (spec 9.9) */
-        aftp_cli_error("transfer of %s to %s failed: %s", r->name, a->peer_text,
-                       res->message[0] ? res->message : aftp_strerror(res->error));
-        return;
-    }
-    unsigned long long blocks =
-        r->block_size ? (unsigned long long)aftp_wire_block_count(r->size, r->block_size) : 0;
-    aftp_cli_error("%s refused %s: the offer exceeds a limit of the receiver (offered %llu bytes "
-                   "in %llu blocks of %u bytes, datagrams of %u bytes)", a->peer_text, r->name,
-                   (unsigned long long)r->size, blocks, (unsigned)r->block_size,
-                   (unsigned)res->stats.max_datagram);
-}
-
-/* The receiver's FILE_REPLY (nothing sent yet) or FILE_RESULT refused the
- * file: what each wire code says, and no more. */
-static void explain_refusal(const send_args *a, const aftp_cli_report *r,
-                            const aftp_io_result *res)
-{
-    const char *peer = a->peer_text;
-    int at_offer = res->stats.payload_bytes_sent == 0;
-    switch (res->error) {
-    case AFTP_ERR_FILE_EXISTS:
-        aftp_cli_error("%s refused %s: it exists at the receiver (its operator can allow "
-                       "replacing it with 'aftp recv --overwrite')", peer, r->name);
-        break;
-    case AFTP_ERR_NO_SPACE:
-        if (at_offer)
-            aftp_cli_error("%s refused %s: not enough space on the receiver", peer, r->name);
-        else
-            aftp_cli_error("%s ran out of space for %s during the transfer", peer, r->name);
-        break;
-    case AFTP_ERR_PATH_REJECTED:
-        aftp_cli_error("%s refused %s: the receiver could not place the file there (the name "
-                       "breaks its path rules, or something that is not a file is in the way)",
-                       peer, r->name);
-        break;
-    case AFTP_ERR_PERMISSION:
-        aftp_cli_error("%s refused %s: the receiver could not place the file there (permission "
-                       "denied on its side)", peer, r->name);
-        break;
-    default: /* AFTP_ERR_IO: the receiver's storage failed (its reason, if it gave one) */
-        if (at_offer)
-            aftp_cli_error("%s refused %s: the receiver could not place the file there (its "
-                           "storage failed; its own log says why)", peer, r->name);
-        else
-            aftp_cli_error("transfer of %s to %s failed: the receiver could not write it (%s)",
-                           r->name, peer,
-                           res->message[0] ? res->message
-                                           : "its storage failed; its own log says why");
-        break;
-    }
-}
-
-/* One line that says what went wrong, in the user's terms. */
-static void explain_failure(const send_args *a, const aftp_cli_report *r,
-                            const aftp_push_result *pr, const aftp_cli_secrets *keys)
-{
-    const aftp_io_result *res = &pr->io;
-    const char *peer = a->peer_text;
-    double idle = aftp_cli_idle_seconds(&a->common);
-    const char *detail = res->message[0] ? res->message : aftp_strerror(res->error);
-    char own[128];
-    /* local: the message names the file and says what went wrong with it */
-    if (res->phase == AFTP_IO_PHASE_LOCAL || res->error == AFTP_ERR_SOURCE_CHANGED) {
-        aftp_cli_error("%s", detail);
-        return;
-    }
-    switch (res->error) {
-    case AFTP_ERR_NETWORK:
-        explain_network(a, r, res);
-        break;
-    case AFTP_ERR_IDLE_TIMEOUT:
-        if (res->connected)
-            aftp_cli_error("%s went silent for %.1f s (--idle-timeout)", peer, idle);
-        else
-            explain_no_answer(a, idle, pr);
-        break;
-    case AFTP_ERR_AUTH:
-        aftp_cli_error("%s failed to authenticate: its key is not the one pinned for it "
-                       "(wrong --peer-key or known-hosts entry?)", peer);
-        break;
-    case AFTP_ERR_UNKNOWN_PEER:
-        aftp_cli_format_key(keys->public_key, own, sizeof own);
-        aftp_cli_error("%s refused us: this client's key is not authorized there (add the line "
-                       "'%s' to its authorized keys)", peer, own);
-        break;
-    case AFTP_ERR_FILE_EXISTS:
-    case AFTP_ERR_NO_SPACE:
-    case AFTP_ERR_PATH_REJECTED:
-    case AFTP_ERR_PERMISSION:
-    case AFTP_ERR_IO:
-        explain_refusal(a, r, res);
-        break;
-    case AFTP_ERR_LIMIT:
-        explain_limit(a, r, res);
-        break;
-    case AFTP_ERR_CANCELLED:
-        if (r->interrupt)
-            aftp_cli_error("transfer of %s to %s cancelled here", r->name, peer);
-        else
-            aftp_cli_error("the receiver at %s cancelled the transfer of %s", peer, r->name);
-        break;
-    case AFTP_ERR_DIGEST_MISMATCH:
-        /* The engine's message names both digests when the receiver's
-         * verdict disagrees with what was sent: say it, for the audit. */
-        aftp_cli_error("verification failed: %s arrived at %s with a different digest%s%s", r->name,
-                       peer, res->message[0] ? ": " : "", res->message);
-        break;
-    default:
-        aftp_cli_error("transfer of %s to %s failed: %s", r->name, peer, detail);
-        break;
-    }
-}
-
 /* The server's key: pinned, else (unknown host) learnt from the server
  * with its user's consent when a person is there to give it. */
 static int load_server_key(const send_args *a, aftp_cli_secrets *keys,
-                           volatile sig_atomic_t *interrupt)
+                           atomic_int *interrupt)
 {
     char buf[4096];
     int unknown;
@@ -306,7 +146,7 @@ static int load_server_key(const send_args *a, aftp_cli_secrets *keys,
 /* The keys of a protected run into keys and *sec (none for --cipher none);
  * an exit status. */
 static int load_send_keys(const send_args *a, aftp_cli_secrets *keys,
-                          aftp_security_settings *sec, volatile sig_atomic_t *interrupt)
+                          aftp_security_settings *sec, atomic_int *interrupt)
 {
     int rc = AFTP_EXIT_OK;
     memset(sec, 0, sizeof *sec);
@@ -333,21 +173,28 @@ static void tell_datagram_cap(const aftp_cli_report *r, const aftp_io_result *re
                         (unsigned)res->datagram_asked, mtu, mtu);
 }
 
-/* The server answered our key request with another key than the pinned
- * one (aftp_push.h): say it as ssh says a changed host key, and that the
- * answer proves nothing by itself. */
-static void explain_other_key(const send_args *a, const aftp_push_result *pr,
-                              const aftp_cli_secrets *keys)
+/* How aftp send names what its failure messages point to. */
+static const aftp_explain_words cli_words = {
+    .server_program = "'aftp recv'", .idle_setting = "--idle-timeout",
+    .peer_key_setting = "--peer-key", .psk_setting = "--psk-file",
+    .cipher_none = "--cipher none", .overwrite_setting = "'aftp recv --overwrite'"};
+
+/* One line that says what went wrong, in the user's terms. */
+static void explain_failure(const send_args *a, const aftp_cli_report *r,
+                            const aftp_push_result *pr, const aftp_cli_secrets *keys)
 {
-    char answered[AFTP_CLI_FINGERPRINT_MAX], pinned[AFTP_CLI_FINGERPRINT_MAX], buf[4096];
-    const char *where = a->sec.peer_key ? a->sec.peer_key
-                                        : aftp_cli_known_hosts_path(&a->sec, buf, sizeof buf);
-    aftp_cli_format_fingerprint(pr->server_key, answered, sizeof answered);
-    aftp_cli_format_fingerprint(keys->peer_key, pinned, sizeof pinned);
-    aftp_cli_error("the server at %s answers with key %s but %s is pinned for it in %s: the "
-                   "server's key changed, or this is not the server you expect (that answer is "
-                   "not authenticated: a hint, not proof; check the key with its operator)",
-                   a->peer_text, answered, pinned, where ? where : "the known hosts");
+    char buf[4096], msg[2048];
+    aftp_explain_ctx x = {.words = &cli_words, .peer = a->peer_text, .file = r->name,
+                          .size = r->size, .block_size = r->block_size,
+                          .idle_s = aftp_cli_idle_seconds(&a->common), .cipher = a->sec.cipher,
+                          .cancelled_here = r->interrupt != 0, .own_key = keys->public_key,
+                          .pinned_key = keys->peer_key,
+                          .pinned_where = a->sec.peer_key
+                                              ? a->sec.peer_key
+                                              : aftp_cli_known_hosts_path(&a->sec, buf,
+                                                                          sizeof buf)};
+    aftp_explain_send_failure(&x, pr, msg, sizeof msg);
+    aftp_cli_error("%s", msg);
 }
 
 /* Before the session every failure but the socket's is the local file's;
@@ -371,8 +218,8 @@ static int transfer(const send_args *args, aftp_cli_secrets *keys, aftp_cli_repo
     const char *slash = strrchr(a.file, '/');
     aftp_path_printable(a.faux_name[0] ? a.faux_name : slash ? slash + 1 : a.file, r->name,
                         sizeof r->name);
-    aftp_push_opts o = {.file = a.file, .peer = (struct sockaddr *)&a.peer,
-                        .peer_len = a.peer_len, .rate_bps = a.rate_bps,
+    aftp_push_opts o = {.files = &a.file, .file_count = 1,
+                        .peer = (struct sockaddr *)&a.peer, .peer_len = a.peer_len, .rate_bps = a.rate_bps,
                         .policy = a.policy, .max_rate_bps = a.max_rate_bps,
                         .min_rate_bps = a.min_rate_bps,
                         .idle_timeout_ns = a.common.idle_timeout_ns,
@@ -391,10 +238,7 @@ static int transfer(const send_args *args, aftp_cli_secrets *keys, aftp_cli_repo
      * cancel, whatever the local step it broke made of it. */
     if (res->phase == AFTP_IO_PHASE_LOCAL && r->interrupt)
         return aftp_cli_interrupted_early();
-    if (pr.key_answer == AFTP_PUSH_KEY_OTHER)
-        explain_other_key(&a, &pr, keys);
-    else
-        explain_failure(&a, r, &pr, keys);
+    explain_failure(&a, r, &pr, keys);
     return send_exit_code(res);
 }
 

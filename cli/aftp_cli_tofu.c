@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "aftp_cli.h"
+#include "aftp_explain.h"
 #include "aftp_keyfetch.h"
 #include "common/aftp_keyfile.h"
 
@@ -40,9 +41,9 @@ static int explain_fetch_failure(const char *host, int rc)
 /* The question, then the user's line: non-zero only for exactly "yes". */
 static int user_accepts(const char *host, const uint8_t *key, const char *known_hosts)
 {
-    char line[128], fingerprint[AFTP_CLI_FINGERPRINT_MAX], answer[64];
-    aftp_cli_format_key(key, line, sizeof line);
-    aftp_cli_format_fingerprint(key, fingerprint, sizeof fingerprint);
+    char line[128], fingerprint[AFTP_EXPLAIN_FINGERPRINT_MAX], answer[64];
+    aftp_explain_format_key(key, line, sizeof line);
+    aftp_explain_format_fingerprint(key, fingerprint, sizeof fingerprint);
     fprintf(stderr,
             "The server %s is not known. Its key is %s (fingerprint: %s). Trust it and "
             "remember it in %s? (yes/no) ",
@@ -95,7 +96,7 @@ static int remember(const aftp_cli_security *sec, const char *host, const uint8_
 
 int aftp_cli_learn_peer_key(const aftp_cli_security *sec, const char *host,
                             const struct sockaddr *peer, socklen_t peer_len,
-                            volatile sig_atomic_t *interrupt, aftp_cli_secrets *s)
+                            atomic_int *interrupt, aftp_cli_secrets *s)
 {
     char buf[4096];
     uint8_t key[AFTP_WIRE_SERVER_KEY_LEN];

@@ -14,7 +14,7 @@
 #ifndef AFTP_DRIVE_H
 #define AFTP_DRIVE_H
 
-#include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "aftp/aftp_engine.h"
@@ -29,7 +29,7 @@ typedef struct aftp_drive {
     aftp_receiver *receiver;
     aftp_udp *udp;            /* connected to the peer */
     size_t max_datagram;
-    volatile sig_atomic_t *interrupt; /* non-zero: cancel the session (SIGINT) */
+    atomic_int *interrupt; /* non-zero: cancel the session (SIGINT, another thread) */
     void (*on_tick)(void *app, const aftp_stats *st, uint64_t now_ns);
     void *app;
     /* optional: a batch has been handed to the kernel (payloads read) */

@@ -11,7 +11,7 @@
 #ifndef AFTP_KEYFETCH_H
 #define AFTP_KEYFETCH_H
 
-#include <signal.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
@@ -27,7 +27,7 @@ typedef struct aftp_keyfetch_opts {
     socklen_t peer_len;
     unsigned attempts;                      /* 0: AFTP_KEYFETCH_ATTEMPTS */
     uint64_t interval_ns;                   /* 0: AFTP_KEYFETCH_INTERVAL_NS */
-    volatile sig_atomic_t *interrupt;       /* optional: non-zero cancels */
+    atomic_int *interrupt;       /* optional: non-zero cancels */
 } aftp_keyfetch_opts;
 
 /* The request of conn_id: a HELLO (padded to AFTP_WIRE_HELLO_MIN_LEN bytes,

@@ -7,6 +7,7 @@
 
 #include "aftp_drive.h"
 #include "aftp_keyfetch.h"
+#include "aftp_path.h"
 #include "aftp_source.h"
 #include "aftp_udp.h"
 
@@ -162,10 +163,133 @@ static void key_probe_turn(void *ctx, uint64_t now)
     key_probe_end(kp);
 }
 
-static int run_session(const aftp_push_opts *o, aftp_io_ctx *ctx, aftp_udp *udp,
+/* The files of a run: which one the engine holds and what its FILE_END
+ * said, until on_file_end has been told. */
+typedef struct push_queue {
+    const aftp_push_opts *o;
+    aftp_io_ctx *ctx;
+    aftp_io_hooks hooks; /* ctx->hooks: push_on_event first, then o->hooks.on_event */
+    aftp_sender *sender;
+    size_t current;      /* index in o->files of the file in the engine */
+    int started, ended;  /* its FILE_START, FILE_END came (ended: not yet reported) */
+    int reported;        /* on_file_end was called for it */
+    int error;
+    int have_digest;
+    uint8_t digest[AFTP_DIGEST_LEN];
+    uint64_t size;
+    uint32_t block_size;
+    char name[AFTP_PATH_MAX_COMPONENT + 1];
+    char message[512];
+} push_queue;
+
+static void push_on_event(void *app, const aftp_event *ev)
+{
+    push_queue *q = app;
+    if (ev->type == AFTP_EV_FILE_START) {
+        q->started = 1;
+    } else if (ev->type == AFTP_EV_FILE_END) {
+        q->ended = 1;
+        q->error = ev->error;
+        q->block_size = ev->info->block_size;
+        q->have_digest = ev->error == AFTP_OK && ev->digest != NULL;
+        if (q->have_digest)
+            memcpy(q->digest, ev->digest, AFTP_DIGEST_LEN);
+        snprintf(q->message, sizeof q->message, "%s", ev->message ? ev->message : "");
+    }
+    if (q->o->hooks.on_event)
+        q->o->hooks.on_event(q->o->hooks.app, ev);
+}
+
+/* Tells on_file_end the verdict of the current file. */
+static void report_file(push_queue *q)
+{
+    aftp_stats st = q->ctx->res->stats; /* the session's end, or none */
+    if (q->sender != NULL)
+        aftp_sender_get_stats(q->sender, &st);
+    q->ended = 0;
+    q->reported = 1;
+    if (q->o->on_file_end == NULL)
+        return;
+    aftp_push_file_end fe = {.index = q->current, .name = q->name, .size = q->size,
+                             .block_size = q->block_size, .started = q->started, .error = q->error,
+                             .digest = q->have_digest ? q->digest : NULL,
+                             .message = q->message, .stats = &st};
+    q->o->on_file_end(q->o->hooks.app, &fe);
+}
+
+/* Opens file `index` as the source (file id index + 1) and describes it
+ * in *info. A failure is the file's: reported as its verdict, with the
+ * result's phase LOCAL and the source's message. */
+static int open_file(push_queue *q, size_t index, aftp_file_info *info)
+{
+    aftp_source *src = &q->ctx->storage.src;
+    aftp_io_result *res = q->ctx->res;
+    int rc = aftp_source_open(src, q->o->files[index], (uint32_t)index + 1, info);
+    q->current = index;
+    q->started = q->have_digest = q->reported = 0;
+    q->block_size = 0;
+    if (rc == AFTP_OK) {
+        q->size = info->size;
+        snprintf(q->name, sizeof q->name, "%s", info->path);
+        return AFTP_OK;
+    }
+    const char *slash = strrchr(q->o->files[index], '/');
+    snprintf(q->name, sizeof q->name, "%s", slash ? slash + 1 : q->o->files[index]);
+    q->size = 0;
+    q->error = res->error = rc;
+    res->phase = AFTP_IO_PHASE_LOCAL;
+    snprintf(res->message, sizeof res->message, "%s", src->message);
+    snprintf(q->message, sizeof q->message, "%s", src->message);
+    report_file(q);
+    return rc;
+}
+
+/* Once the engine's file has its verdict: report it and, when it was
+ * verified, queue the next file (the last one with aftp_sender_finish). A
+ * next file that cannot be opened ends the session with its error. */
+static void queue_turn(push_queue *q, uint64_t now)
+{
+    aftp_file_info info;
+    if (!q->ended)
+        return;
+    int failed = q->error != AFTP_OK;
+    report_file(q);
+    if (failed || q->current + 1 >= q->o->file_count)
+        return;
+    aftp_source_fini(&q->ctx->storage.src);
+    int rc = open_file(q, q->current + 1, &info);
+    if (rc == AFTP_OK)
+        rc = aftp_sender_add_file(q->sender, &info);
+    if (rc != AFTP_OK) {
+        /* The peer learns which file, not the local path or its error. */
+        char reason[96];
+        snprintf(reason, sizeof reason, "the sender cannot read its file %zu",
+                 q->current + 1);
+        aftp_sender_abort(q->sender, now, rc, reason);
+        return;
+    }
+    if (q->current + 1 == q->o->file_count)
+        aftp_sender_finish(q->sender);
+}
+
+/* What the datapath loop does each turn besides the engine's work. */
+typedef struct push_turn {
+    push_key_probe kp;
+    push_queue *q;
+} push_turn;
+
+static void on_turn(void *ctx, uint64_t now)
+{
+    push_turn *t = ctx;
+    key_probe_turn(&t->kp, now);
+    queue_turn(t->q, now);
+}
+
+static int run_session(const aftp_push_opts *o, push_queue *q, aftp_udp *udp,
                        const aftp_file_info *info, uint16_t max_datagram,
                        aftp_push_result *res)
 {
+    aftp_io_ctx *ctx = q->ctx;
     aftp_sender_settings set;
     aftp_sender_settings_default(&set);
     set.conn_id = aftp_io_random_conn_id();
@@ -186,50 +310,44 @@ static int run_session(const aftp_push_opts *o, aftp_io_ctx *ctx, aftp_udp *udp,
     if (rc == AFTP_OK)
         rc = aftp_sender_add_file(s, info);
     if (rc == AFTP_OK) {
-        push_key_probe kp;
-        key_probe_init(&kp, o, s, res);
-        aftp_sender_finish(s);
+        push_turn turn = {.q = q};
+        q->sender = s;
+        key_probe_init(&turn.kp, o, s, res);
+        if (o->file_count == 1)
+            aftp_sender_finish(s);
         aftp_drive d = {.sender = s, .udp = udp, .max_datagram = set.max_datagram,
                         .interrupt = o->hooks.interrupt, .on_tick = o->hooks.on_tick,
                         .app = o->hooks.app, .after_send = after_batch,
                         .after_send_ctx = &ctx->storage.src,
                         .source_guard = &ctx->storage.src.guard,
-                        .on_turn = key_probe_turn, .on_turn_ctx = &kp};
+                        .on_turn = on_turn, .on_turn_ctx = &turn};
         rc = aftp_drive_run(&d);
-        key_probe_end(&kp);
+        key_probe_end(&turn.kp);
         aftp_drive_stats(&d, &ctx->res->stats);
+        if (q->ended) /* the session closed in the turn of the verdict */
+            report_file(q);
     }
+    q->sender = NULL;
     aftp_sender_del(s);
     return rc;
 }
 
-int aftp_push_run(const aftp_push_opts *o, aftp_push_result *out)
+/* Opens the socket and runs the session; the result's message says why
+ * either failed. */
+static int connect_and_run(const aftp_push_opts *o, push_queue *q, const aftp_file_info *info,
+                           aftp_push_result *out)
 {
     aftp_io_result *res = &out->io;
-    aftp_io_ctx ctx = {.res = res, .hooks = &o->hooks};
-    aftp_file_info info;
     aftp_udp udp;
-    memset(out, 0, sizeof *out);
-    res->phase = AFTP_IO_PHASE_LOCAL;
-    int rc = aftp_source_open(&ctx.storage.src, o->file, 1, &info);
-    if (rc != AFTP_OK) {
-        snprintf(res->message, sizeof res->message, "%s", ctx.storage.src.message);
-        return res->error = rc;
-    }
-    if (o->hooks.interrupt != NULL && *o->hooks.interrupt) {
-        aftp_source_fini(&ctx.storage.src); /* cancelled before any datagram */
-        snprintf(res->message, sizeof res->message, "interrupted before the transfer started");
-        return res->error = AFTP_ERR_CANCELLED;
-    }
     uint16_t max_datagram = aftp_io_max_datagram(o->max_datagram);
-    rc = open_socket(o, &udp);
+    int rc = open_socket(o, &udp);
     if (rc != AFTP_OK)
         snprintf(res->message, sizeof res->message, "cannot open a UDP socket to the peer");
     else
         rc = fit_route(o, &udp, &max_datagram, res);
     if (rc == AFTP_OK) {
         res->phase = AFTP_IO_PHASE_SESSION;
-        rc = run_session(o, &ctx, &udp, &info, max_datagram, out);
+        rc = run_session(o, q, &udp, info, max_datagram, out);
     }
     res->datagram_asked = max_datagram;
     /* The session may end before its CLOSE event (the receiver gone once
@@ -237,6 +355,46 @@ int aftp_push_run(const aftp_push_opts *o, aftp_push_result *out)
     if (udp.too_big && rc != AFTP_OK && res->message[0] == '\0')
         aftp_udp_explain_too_big(&udp, max_datagram, res->message, sizeof res->message);
     aftp_udp_close(&udp);
+    return rc;
+}
+
+/* A failed run reports the file it was at, if the engine did not (the
+ * session failed before the offer, or the socket before the session). */
+static void report_failure(push_queue *q)
+{
+    aftp_io_result *res = q->ctx->res;
+    if (q->reported || res->error == AFTP_OK)
+        return;
+    q->error = res->error;
+    snprintf(q->message, sizeof q->message, "%s", res->message);
+    report_file(q);
+}
+
+int aftp_push_run(const aftp_push_opts *o, aftp_push_result *out)
+{
+    aftp_io_result *res = &out->io;
+    aftp_io_ctx ctx = {.res = res};
+    push_queue q = {.o = o, .ctx = &ctx};
+    aftp_file_info info;
+    memset(out, 0, sizeof *out);
+    q.hooks.on_event = push_on_event;
+    q.hooks.app = &q;
+    ctx.hooks = &q.hooks;
+    res->phase = AFTP_IO_PHASE_LOCAL;
+    if (o->file_count == 0) {
+        snprintf(res->message, sizeof res->message, "no file to send");
+        return res->error = AFTP_ERR_INVALID_ARGUMENT;
+    }
+    int rc = open_file(&q, 0, &info);
+    if (rc != AFTP_OK)
+        return res->error = rc;
+    if (o->hooks.interrupt != NULL && *o->hooks.interrupt) {
+        /* cancelled before any datagram */
+        snprintf(res->message, sizeof res->message, "interrupted before the transfer started");
+        rc = AFTP_ERR_CANCELLED;
+    } else {
+        rc = connect_and_run(o, &q, &info, out);
+    }
     /* A transfer that failed because its source changed says what changed;
      * otherwise a file's own failure says more than the session's closing
      * error. */
@@ -248,5 +406,6 @@ int aftp_push_run(const aftp_push_opts *o, aftp_push_result *out)
     aftp_source_fini(&ctx.storage.src);
     if (res->error == AFTP_OK)
         res->error = rc;
+    report_failure(&q);
     return res->error;
 }

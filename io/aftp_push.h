@@ -1,6 +1,10 @@
 /*
- * Client side of a push transfer: one local file to one receiver over a
- * real UDP socket (source mapping + sender engine + datapath loop).
+ * Client side of a push transfer: local files to one receiver, in one
+ * session, over a real UDP socket (source mapping + sender engine +
+ * datapath loop). Files are opened one at a time: the next one is opened
+ * and queued (file ids 1, 2, 3 ..., spec 9.6) once the previous one has
+ * its verdict, so a send of many files holds one mapping at a time. The
+ * first file that fails ends the session.
  */
 #ifndef AFTP_PUSH_H
 #define AFTP_PUSH_H
@@ -10,8 +14,24 @@
 
 #include "aftp_session.h"
 
+/* A file's verdict, for aftp_push_opts.on_file_end; valid during the call. */
+typedef struct aftp_push_file_end {
+    size_t index;          /* in aftp_push_opts.files */
+    const char *name;      /* the name offered to the receiver */
+    uint64_t size;
+    uint32_t block_size;   /* as offered; 0 when the file was not offered */
+    int started;           /* the receiver accepted the offer (FILE_START) */
+    int error;             /* AFTP_OK: delivered and verified */
+    const uint8_t *digest; /* XXH3-128 both sides agree on; NULL unless verified */
+    const char *message;   /* why it failed, never NULL ("" when the error says all) */
+    /* The session's counters now. Payload counters cover exactly the
+     * files up to this one: the next file is queued only after this call. */
+    const aftp_stats *stats;
+} aftp_push_file_end;
+
 typedef struct aftp_push_opts {
-    const char *file;
+    const char *const *files;  /* sent in this order, in one session */
+    size_t file_count;         /* at least 1 */
     const struct sockaddr *peer;
     socklen_t peer_len;
     uint64_t rate_bps;         /* FIXED: the rate; adaptive policies: the starting cap */
@@ -24,6 +44,12 @@ typedef struct aftp_push_opts {
      * wall clock when the session starts. */
     aftp_security_settings security;
     aftp_io_hooks hooks;
+    /* optional: a file has its verdict (after the engine's FILE_END went to
+     * hooks.on_event), or could not be opened (its error and message are
+     * the local ones, res->io.phase is LOCAL), or the run failed while at
+     * it (before its offer: the run's error and message). Called once for
+     * each file up to the first failure; the files after it get no call. */
+    void (*on_file_end)(void *app, const aftp_push_file_end *fe);
 } aftp_push_opts;
 
 /* A server that cannot open our HELLO (it holds another key than the one
@@ -50,7 +76,9 @@ typedef struct aftp_push_result {
     uint8_t server_key[AFTP_KEY_LEN];
 } aftp_push_result;
 
-/* Sends o->file and returns res->io.error. */
+/* Sends o->files and returns res->io.error: AFTP_OK when every file was
+ * delivered and verified, else the first failure (its detail in
+ * res->io.message). */
 int aftp_push_run(const aftp_push_opts *o, aftp_push_result *res);
 
 #endif /* AFTP_PUSH_H */

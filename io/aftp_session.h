@@ -5,7 +5,7 @@
 #ifndef AFTP_SESSION_H
 #define AFTP_SESSION_H
 
-#include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "aftp/aftp_engine.h"
@@ -39,7 +39,9 @@ typedef struct aftp_io_hooks {
     void (*on_tick)(void *app, const aftp_stats *st, uint64_t now_ns); /* ~4 per second */
     void (*on_warning)(void *app, const char *text);
     void *app;
-    volatile sig_atomic_t *interrupt; /* incremented by a signal handler: cancel */
+    /* non-zero: cancel. Set by a signal handler or another thread: an
+     * atomic (lock-free, so async-signal-safe) for both. */
+    atomic_int *interrupt;
 } aftp_io_hooks;
 
 typedef struct aftp_io_result {

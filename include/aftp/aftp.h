@@ -12,7 +12,8 @@
 #include "aftp/aftp_export.h"
 #include "aftp/aftp_version.h"
 #include "aftp/aftp_error.h"
-#include "aftp/aftp_engine.h"
 #include "aftp/aftp_global.h"
+#include "aftp/aftp_engine.h"
+#include "aftp/aftp_client.h"
 
 #endif /* AFTP_H */

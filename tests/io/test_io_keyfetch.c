@@ -145,7 +145,7 @@ static void server_finish(server *s)
     close(s->fd);
 }
 
-static int fetch(uint16_t port, unsigned attempts, volatile sig_atomic_t *interrupt, uint8_t *key)
+static int fetch(uint16_t port, unsigned attempts, atomic_int *interrupt, uint8_t *key)
 {
     struct sockaddr_in peer = io_test_loopback(port);
     aftp_keyfetch_opts o = {.peer = (struct sockaddr *)&peer, .peer_len = sizeof peer,
@@ -204,7 +204,7 @@ static void test_fetch_interrupted(void **state)
     (void)state;
     server s;
     uint8_t key[AFTP_WIRE_SERVER_KEY_LEN];
-    volatile sig_atomic_t stop = 1;
+    atomic_int stop = 1;
     server_start(&s, 0, 1);
     assert_int_equal(fetch(s.port, 3, &stop, key), AFTP_ERR_CANCELLED);
     close(s.fd);

@@ -1,0 +1,198 @@
+/*
+ * aftp client, blocking tier: send files to an aftp server, as libcurl's
+ * easy interface fetches a URL.
+ *
+ *   aftp_client *c = NULL;
+ *   if (aftp_client_new(&c) != AFTP_OK) ...;
+ *   aftp_client_set_identity_file(c, "/etc/mft/id_x25519");
+ *   aftp_client_set_known_hosts_file(c, "/etc/mft/known_hosts");
+ *   aftp_client_set_file_cb(c, on_file, app);
+ *   const char *files[] = {"/data/a.bin", "/data/b.bin"};
+ *   int rc = aftp_client_send(c, "partner.example:7400", files, 2);
+ *   if (rc != AFTP_OK)
+ *       log_error(aftp_client_errmsg(c));
+ *   aftp_client_del(c);
+ *
+ * Threads: a handle is used by one thread at a time, except
+ * aftp_client_cancel(), which any thread or a signal handler may call at
+ * any time. Handles are independent: two threads may send at once with
+ * two handles.
+ * Ownership: strings and keys are copied when set (keys into locked memory
+ * that is wiped when the handle is deleted); nothing the caller passes is
+ * kept, except the `user` pointers of callbacks. Callback arguments are
+ * valid only during the callback.
+ * Callbacks run on the thread inside aftp_client_send() and must not call
+ * the handle's functions other than aftp_client_cancel().
+ * Errors: fallible functions return AFTP_OK or a negative aftp_error
+ * (aftp_error.h); aftp_client_errmsg() says what went wrong, in words,
+ * with the figures involved.
+ * The library never prints and never exits; what it has to say goes to
+ * the callbacks and aftp_client_errmsg(). The client installs no signal
+ * handler of its own: the only process-wide state a send touches is the
+ * SIGBUS guard of its file mappings (a source truncated while it is sent
+ * fails that file instead of the process), which the library's global
+ * initialisation governs.
+ */
+#ifndef AFTP_CLIENT_H
+#define AFTP_CLIENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "aftp/aftp_engine.h"
+#include "aftp/aftp_error.h"
+#include "aftp/aftp_export.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct aftp_client aftp_client;
+
+/* A new handle with the defaults: cipher AFTP_CIPHER_AUTO (keys needed),
+ * policy AFTP_CC_FAIR, rate AFTP_CLIENT_DEFAULT_RATE, no rate limits,
+ * MTU 1500, idle timeout AFTP_CLIENT_DEFAULT_IDLE_MS, no callbacks.
+ * AFTP_OK and *out, or AFTP_ERR_INVALID_ARGUMENT (out is NULL),
+ * AFTP_ERR_NO_MEMORY. */
+#define AFTP_CLIENT_DEFAULT_RATE UINT64_C(1000000000) /* 1 Gbit/s */
+#define AFTP_CLIENT_DEFAULT_IDLE_MS UINT64_C(30000)
+AFTP_EXTERN int aftp_client_new(aftp_client **out);
+/* Wipes the handle's keys and frees it. NULL-safe. Not during a send. */
+AFTP_EXTERN void aftp_client_del(aftp_client *c);
+
+/* ---- keys (spec Appendix B gives the file formats) ----
+ * Each setter returns AFTP_OK, or AFTP_ERR_INVALID_ARGUMENT for a NULL
+ * argument; the file readers also AFTP_ERR_NOT_FOUND, AFTP_ERR_PERMISSION
+ * (unreadable; a private key file that others may read, or a symbolic
+ * link), AFTP_ERR_BAD_KEY (malformed) or AFTP_ERR_IO, with
+ * aftp_client_errmsg() naming the file and what is wrong with it. A failed
+ * setter leaves the previous setting in place. */
+
+/* Own X25519 private key, read now from a key file (refused when others
+ * than its owner can read it), or given as its 32 bytes. Needed unless the
+ * cipher is AFTP_CIPHER_NONE. */
+AFTP_EXTERN int aftp_client_set_identity_file(aftp_client *c, const char *path);
+AFTP_EXTERN int aftp_client_set_identity(aftp_client *c, const uint8_t secret[AFTP_KEY_LEN]);
+/* The server's public key: pinned directly, from a public key file (read
+ * now), or looked up at send time in a known-hosts file under HOST:PORT
+ * exactly as given to aftp_client_send(). A pinned key wins over known
+ * hosts. */
+AFTP_EXTERN int aftp_client_set_peer_key(aftp_client *c, const uint8_t key[AFTP_KEY_LEN]);
+AFTP_EXTERN int aftp_client_set_peer_key_file(aftp_client *c, const char *path);
+/* The path is copied; the file is read by each send. */
+AFTP_EXTERN int aftp_client_set_known_hosts_file(aftp_client *c, const char *path);
+/* Optional pre-shared key both sides hold (private key file format). */
+AFTP_EXTERN int aftp_client_set_psk_file(aftp_client *c, const char *path);
+/* enum aftp_cipher_choice. AFTP_ERR_INVALID_ARGUMENT for another value,
+ * and for AFTP_CIPHER_AES256GCM on a CPU without AES instructions
+ * (AFTP_CIPHER_AUTO then picks ChaCha20-Poly1305). */
+AFTP_EXTERN int aftp_client_set_cipher(aftp_client *c, int cipher);
+
+/* ---- rate and path ----
+ * AFTP_OK, or AFTP_ERR_INVALID_ARGUMENT for a value out of range (the
+ * setting is then unchanged). */
+
+/* enum aftp_cc_policy. */
+AFTP_EXTERN int aftp_client_set_policy(aftp_client *c, int policy);
+/* AFTP_CC_FIXED: the pacing rate; adaptive policies: the starting rate's
+ * cap. Bits of UDP payload per second, > 0. */
+AFTP_EXTERN int aftp_client_set_rate(aftp_client *c, uint64_t bits_per_s);
+/* Never pace faster / slower (any policy); 0: no limit. A send refuses a
+ * minimum above the maximum. */
+AFTP_EXTERN int aftp_client_set_max_rate(aftp_client *c, uint64_t bits_per_s);
+AFTP_EXTERN int aftp_client_set_min_rate(aftp_client *c, uint64_t bits_per_s);
+/* Bytes of an IP packet on the path, 1248..9216 (9000: jumbo frames). The
+ * datagrams are mtu - 48 bytes; the receiver may take smaller ones. */
+AFTP_EXTERN int aftp_client_set_mtu(aftp_client *c, unsigned mtu);
+/* Silence from the server that ends the send, 1 ms .. 1 day. */
+AFTP_EXTERN int aftp_client_set_idle_timeout_ms(aftp_client *c, uint64_t ms);
+
+/* ---- callbacks ---- */
+
+/* About 4 times a second while a file is under way: the figures of the
+ * CLI's progress line. Fields are only ever appended. */
+typedef struct aftp_progress {
+    const char *name;    /* the file's name as offered to the receiver */
+    uint64_t size;       /* bytes in the file */
+    uint64_t bytes_done; /* bytes sent at least once (what the receiver is getting) */
+    double seconds;      /* since the receiver accepted the file */
+    double goodput_bps;  /* bits per second of bytes_done since the previous call */
+    double eta_seconds;  /* at goodput_bps; < 0 when unknown */
+    uint64_t rate_bps;   /* the rate controller's current pacing rate */
+    double loss;         /* share of packets lost over the latest rate sample, 0..1 */
+    double rtt_ms;       /* smoothed round-trip time; 0 before the first sample */
+} aftp_progress;
+typedef void (*aftp_progress_cb)(void *user, const aftp_progress *p);
+/* cb NULL: no progress. Always AFTP_OK (AFTP_ERR_INVALID_ARGUMENT for a
+ * NULL handle). */
+AFTP_EXTERN int aftp_client_set_progress_cb(aftp_client *c, aftp_progress_cb cb, void *user);
+
+enum aftp_file_event_type {
+    AFTP_FILE_STARTED = 1, /* the receiver accepted the offer */
+    AFTP_FILE_FINISHED,    /* delivered and verified by the receiver */
+    AFTP_FILE_FAILED       /* error and message say why */
+};
+/* Fields are only ever appended. */
+typedef struct aftp_file_event {
+    int type;           /* enum aftp_file_event_type */
+    size_t index;       /* in the files given to aftp_client_send() */
+    const char *source; /* local path as given */
+    const char *name;   /* the name the receiver was offered (the base name) */
+    uint64_t size;      /* 0 when the file could not be opened */
+    uint64_t bytes;     /* FINISHED: the bytes delivered (size); FAILED: bytes sent at
+                         * least once before the failure */
+    double seconds;     /* FINISHED, FAILED: offer accepted to verdict (0 if never accepted) */
+    uint8_t digest[AFTP_DIGEST_LEN]; /* FINISHED: XXH3-128 verified by both sides; else zeros */
+    double retransmitted; /* FINISHED, FAILED: bytes sent again / size */
+    int cipher;         /* enum aftp_cipher_choice in use (AFTP_CIPHER_NONE: unprotected) */
+    int error;          /* FAILED: aftp_error; else AFTP_OK */
+    const char *message; /* FAILED: the reason in words (aftp_client_errmsg()); else "" */
+} aftp_file_event;
+typedef void (*aftp_file_cb)(void *user, const aftp_file_event *ev);
+/* Each file delivered gets STARTED then FINISHED, in the order of the
+ * files. A send that fails ends with one FAILED event, for the file it was
+ * at (after its STARTED when the receiver had accepted it), just before
+ * aftp_client_send() returns: its error is the send's and its message
+ * aftp_client_errmsg(). The files after it get no event. cb NULL: no
+ * events. */
+AFTP_EXTERN int aftp_client_set_file_cb(aftp_client *c, aftp_file_cb cb, void *user);
+
+/* ---- perform ---- */
+
+/* Sends the files, in order, to the server at host_port ("HOST:PORT",
+ * "[v6addr]:PORT", a numeric address or a name to resolve), in one
+ * session (file ids 1, 2, 3 ..., spec 9.6); blocks until every file has
+ * its verdict or the first failure. Each file's name at the receiver is
+ * its base name. Files are opened one at a time, as their turn comes.
+ * Returns AFTP_OK when every file was delivered and verified; otherwise
+ * the first error, and aftp_client_errmsg() says why:
+ *   AFTP_ERR_INVALID_ARGUMENT  bad host_port, no files, min rate > max rate
+ *   AFTP_ERR_BAD_KEY           protected without identity or server key
+ *   AFTP_ERR_UNKNOWN_PEER      the known hosts do not list host_port, or
+ *                              the server does not admit this client's key
+ *   AFTP_ERR_AUTH              the server's key is not the pinned one
+ *   AFTP_ERR_NETWORK           refused (nothing listens), or the path failed
+ *   AFTP_ERR_IDLE_TIMEOUT      no answer, or the server went silent
+ *   AFTP_ERR_CANCELLED         aftp_client_cancel(), or the server cancelled
+ *   AFTP_ERR_NOT_FOUND, AFTP_ERR_PERMISSION, AFTP_ERR_SOURCE_CHANGED, ...
+ *                              a local file; FILE_EXISTS, NO_SPACE,
+ *                              PATH_REJECTED, LIMIT ...: the receiver refused.
+ * Not reentrant on one handle (AFTP_ERR_INVALID_STATE from a callback). */
+AFTP_EXTERN int aftp_client_send(aftp_client *c, const char *host_port,
+                                 const char *const *files, size_t count);
+/* Cancels a send in progress (the server is told; it keeps nothing of the
+ * file under way); aftp_client_send() then returns AFTP_ERR_CANCELLED
+ * within about a second. Safe from any thread and from a signal handler
+ * (it only stores to a lock-free atomic the send polls); a no-op when no
+ * send runs, and NULL-safe. The handle must outlive the call. */
+AFTP_EXTERN void aftp_client_cancel(aftp_client *c);
+/* The reason for the last failure of this handle, "" when none (a
+ * successful call clears it). Owned by the handle; valid until the next
+ * call on the handle. */
+AFTP_EXTERN const char *aftp_client_errmsg(const aftp_client *c);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* AFTP_CLIENT_H */

@@ -1,0 +1,524 @@
+/* The blocking client (include/aftp/aftp_client.h) over the push driver. */
+#include "aftp/aftp_client.h"
+
+#include <stdatomic.h>
+#include <sodium.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "aftp_explain.h"
+#include "aftp_meter.h"
+#include "aftp_drive.h"
+#include "aftp_parse.h"
+#include "aftp_path.h"
+#include "aftp_push.h"
+#include "common/aftp_aead.h"
+#include "common/aftp_handshake.h"
+#include "common/aftp_keyfile.h"
+#include "proto/aftp_wire.h"
+
+#define CLIENT_MAX_IDLE_MS UINT64_C(86400000)
+
+/* aftp_client_cancel is async-signal-safe only with lock-free atomics. */
+_Static_assert(ATOMIC_INT_LOCK_FREE == 2, "aftp_client_cancel needs lock-free atomic_int");
+
+/* The handle's keys, in guarded, locked pages wiped when freed. */
+typedef struct client_keys {
+    uint8_t identity[AFTP_KEY_LEN];
+    uint8_t peer_key[AFTP_KEY_LEN];
+    uint8_t psk[AFTP_KEY_LEN];
+} client_keys;
+
+/* What a send tracks of the file under way, for events and progress. */
+typedef struct client_file {
+    int active;                  /* between STARTED and its verdict */
+    aftp_meter meter;            /* its progress, from the session's counters */
+    uint64_t base_sent_once;     /* session counters when it began */
+    uint64_t base_retransmitted;
+    char name[AFTP_WIRE_MAX_PATH + 1];
+    uint64_t size;
+    uint32_t block_size;         /* as offered (known at the verdict) */
+} client_file;
+
+struct aftp_client {
+    client_keys *keys;
+    int have_identity, have_peer_key, have_psk;
+    char *known_hosts;
+    int cipher, policy;
+    uint64_t rate_bps, max_rate_bps, min_rate_bps, idle_timeout_ns;
+    unsigned mtu;
+    aftp_progress_cb progress_cb;
+    void *progress_user;
+    aftp_file_cb file_cb;
+    void *file_user;
+    /* Set by aftp_client_cancel (any thread, a signal handler); the
+     * datapath loop polls it every turn. */
+    atomic_int interrupt;
+    atomic_int running;
+    /* During a send: */
+    const char *const *files;
+    client_file cur;
+    aftp_file_event failed; /* the FAILED event, sent once errmsg is known */
+    int have_failed;
+    char errmsg[1024];
+};
+
+static int fail(aftp_client *c, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Records the reason of a failure; returns rc. */
+static int fail(aftp_client *c, int rc, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->errmsg, sizeof c->errmsg, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+static int ok(aftp_client *c)
+{
+    c->errmsg[0] = '\0';
+    return AFTP_OK;
+}
+
+int aftp_client_new(aftp_client **out)
+{
+    if (out == NULL)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    *out = NULL;
+    if (sodium_init() < 0)
+        return AFTP_ERR_INTERNAL;
+    aftp_client *c = calloc(1, sizeof *c);
+    client_keys *keys = sodium_malloc(sizeof *keys);
+    if (c == NULL || keys == NULL) {
+        free(c);
+        sodium_free(keys);
+        return AFTP_ERR_NO_MEMORY;
+    }
+    memset(keys, 0, sizeof *keys);
+    c->keys = keys;
+    c->cipher = AFTP_CIPHER_AUTO;
+    c->policy = AFTP_CC_FAIR;
+    c->rate_bps = AFTP_CLIENT_DEFAULT_RATE;
+    c->idle_timeout_ns = AFTP_CLIENT_DEFAULT_IDLE_MS * 1000000u;
+    *out = c;
+    return AFTP_OK;
+}
+
+void aftp_client_del(aftp_client *c)
+{
+    if (c == NULL)
+        return;
+    sodium_free(c->keys); /* wipes them */
+    free(c->known_hosts);
+    free(c);
+}
+
+/* ---- keys ---- */
+
+/* Reads a key file (private: identity or psk; else public) into dst,
+ * which keeps its value when the file cannot be used. */
+static int read_key_file(aftp_client *c, const char *what, const char *path, int private_key,
+                         uint8_t *dst)
+{
+    uint8_t key[AFTP_KEY_LEN];
+    char err[512] = "";
+    if (c == NULL || path == NULL)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    int rc = private_key ? aftp_keyfile_read_private(path, key, err, sizeof err)
+                         : aftp_keyfile_read_public(path, key, err, sizeof err);
+    if (rc == AFTP_OK) {
+        memcpy(dst, key, AFTP_KEY_LEN);
+        sodium_memzero(key, sizeof key);
+        return ok(c);
+    }
+    sodium_memzero(key, sizeof key);
+    return fail(c, rc, "%s: %s", what, err[0] ? err : aftp_strerror(rc));
+}
+
+int aftp_client_set_identity_file(aftp_client *c, const char *path)
+{
+    int rc = read_key_file(c, "identity key", path, 1, c ? c->keys->identity : NULL);
+    if (rc == AFTP_OK)
+        c->have_identity = 1;
+    return rc;
+}
+
+int aftp_client_set_identity(aftp_client *c, const uint8_t secret[AFTP_KEY_LEN])
+{
+    if (c == NULL || secret == NULL)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    memcpy(c->keys->identity, secret, AFTP_KEY_LEN);
+    c->have_identity = 1;
+    return ok(c);
+}
+
+int aftp_client_set_peer_key(aftp_client *c, const uint8_t key[AFTP_KEY_LEN])
+{
+    if (c == NULL || key == NULL)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    memcpy(c->keys->peer_key, key, AFTP_KEY_LEN);
+    c->have_peer_key = 1;
+    return ok(c);
+}
+
+int aftp_client_set_peer_key_file(aftp_client *c, const char *path)
+{
+    int rc = read_key_file(c, "server key", path, 0, c ? c->keys->peer_key : NULL);
+    if (rc == AFTP_OK)
+        c->have_peer_key = 1;
+    return rc;
+}
+
+int aftp_client_set_known_hosts_file(aftp_client *c, const char *path)
+{
+    if (c == NULL || path == NULL)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    char *copy = strdup(path);
+    if (copy == NULL)
+        return fail(c, AFTP_ERR_NO_MEMORY, "cannot allocate memory for a path");
+    free(c->known_hosts);
+    c->known_hosts = copy;
+    return ok(c);
+}
+
+int aftp_client_set_psk_file(aftp_client *c, const char *path)
+{
+    int rc = read_key_file(c, "pre-shared key", path, 1, c ? c->keys->psk : NULL);
+    if (rc == AFTP_OK)
+        c->have_psk = 1;
+    return rc;
+}
+
+int aftp_client_set_cipher(aftp_client *c, int cipher)
+{
+    if (c == NULL)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    if (cipher < AFTP_CIPHER_AUTO || cipher > AFTP_CIPHER_NONE)
+        return fail(c, AFTP_ERR_INVALID_ARGUMENT, "unknown cipher choice %d", cipher);
+    if (cipher == AFTP_CIPHER_AES256GCM && !aftp_aead_available(AFTP_WIRE_CIPHER_AES256GCM))
+        return fail(c, AFTP_ERR_INVALID_ARGUMENT,
+                    "AES-256-GCM needs a CPU with AES instructions: choose ChaCha20-Poly1305 "
+                    "or AFTP_CIPHER_AUTO");
+    c->cipher = cipher;
+    return ok(c);
+}
+
+/* ---- rate and path ---- */
+
+int aftp_client_set_policy(aftp_client *c, int policy)
+{
+    if (c == NULL)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    if (policy < AFTP_CC_FAIR || policy > AFTP_CC_LOW)
+        return fail(c, AFTP_ERR_INVALID_ARGUMENT, "unknown rate policy %d", policy);
+    c->policy = policy;
+    return ok(c);
+}
+
+int aftp_client_set_rate(aftp_client *c, uint64_t bits_per_s)
+{
+    if (c == NULL)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    if (bits_per_s == 0)
+        return fail(c, AFTP_ERR_INVALID_ARGUMENT, "a rate of 0 bits/s sends nothing");
+    c->rate_bps = bits_per_s;
+    return ok(c);
+}
+
+int aftp_client_set_max_rate(aftp_client *c, uint64_t bits_per_s)
+{
+    if (c == NULL)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    c->max_rate_bps = bits_per_s;
+    return ok(c);
+}
+
+int aftp_client_set_min_rate(aftp_client *c, uint64_t bits_per_s)
+{
+    if (c == NULL)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    c->min_rate_bps = bits_per_s;
+    return ok(c);
+}
+
+int aftp_client_set_mtu(aftp_client *c, unsigned mtu)
+{
+    if (c == NULL)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    if (mtu < AFTP_IO_MIN_MTU || mtu > AFTP_IO_MAX_MTU)
+        return fail(c, AFTP_ERR_INVALID_ARGUMENT,
+                    "MTU %u is out of range (bytes of an IP packet on the path, %u to %u)", mtu,
+                    AFTP_IO_MIN_MTU, AFTP_IO_MAX_MTU);
+    c->mtu = mtu;
+    return ok(c);
+}
+
+int aftp_client_set_idle_timeout_ms(aftp_client *c, uint64_t ms)
+{
+    if (c == NULL)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    if (ms == 0 || ms > CLIENT_MAX_IDLE_MS)
+        return fail(c, AFTP_ERR_INVALID_ARGUMENT,
+                    "idle timeout of %llu ms is out of range (1 ms to one day)",
+                    (unsigned long long)ms);
+    c->idle_timeout_ns = ms * 1000000u;
+    return ok(c);
+}
+
+/* ---- callbacks ---- */
+
+int aftp_client_set_progress_cb(aftp_client *c, aftp_progress_cb cb, void *user)
+{
+    if (c == NULL)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    c->progress_cb = cb;
+    c->progress_user = user;
+    return ok(c);
+}
+
+int aftp_client_set_file_cb(aftp_client *c, aftp_file_cb cb, void *user)
+{
+    if (c == NULL)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    c->file_cb = cb;
+    c->file_user = user;
+    return ok(c);
+}
+
+/* The session's cipher as the API names it. */
+static int cipher_choice(int wire_cipher)
+{
+    switch (wire_cipher) {
+    case AFTP_WIRE_CIPHER_AES256GCM: return AFTP_CIPHER_AES256GCM;
+    case AFTP_WIRE_CIPHER_CHACHA20POLY1305: return AFTP_CIPHER_CHACHA20POLY1305;
+    default: return AFTP_CIPHER_NONE;
+    }
+}
+
+static void on_engine_event(void *app, const aftp_event *ev)
+{
+    aftp_client *c = app;
+    if (ev->type != AFTP_EV_FILE_START)
+        return;
+    client_file *f = &c->cur;
+    f->active = 1;
+    f->size = ev->info->size;
+    aftp_meter_start(&f->meter, f->size, f->base_sent_once, aftp_drive_now_ns());
+    snprintf(f->name, sizeof f->name, "%s", ev->info->path);
+    if (c->file_cb == NULL)
+        return;
+    size_t index = ev->info->file_id - 1; /* ids are 1, 2, 3 ... in files order */
+    aftp_file_event fe = {.type = AFTP_FILE_STARTED, .index = index, .source = c->files[index],
+                          .name = f->name, .size = f->size, .message = ""};
+    c->file_cb(c->file_user, &fe);
+}
+
+static void on_file_end(void *app, const aftp_push_file_end *end)
+{
+    aftp_client *c = app;
+    client_file *f = &c->cur;
+    const aftp_stats *st = end->stats;
+    uint64_t retransmitted = st->payload_bytes_retransmitted - f->base_retransmitted;
+    uint64_t now = aftp_drive_now_ns();
+    aftp_file_event fe = {.type = end->error == AFTP_OK ? AFTP_FILE_FINISHED : AFTP_FILE_FAILED,
+                          .index = end->index, .source = c->files[end->index],
+                          .name = end->name, .size = end->size,
+                          .seconds = end->started ? (double)(now - f->meter.start_ns) / 1e9
+                                                  : 0,
+                          .retransmitted = end->size ? (double)retransmitted / (double)end->size
+                                                     : 0,
+                          .cipher = cipher_choice(st->cipher), .error = end->error,
+                          .message = end->error == AFTP_OK ? "" : end->message};
+    if (end->error == AFTP_OK)
+        fe.bytes = end->size;
+    else if (end->started) /* else its meter is not running: nothing was sent */
+        fe.bytes = aftp_meter_done(&f->meter, aftp_meter_sent_once(st));
+    if (end->digest != NULL)
+        memcpy(fe.digest, end->digest, AFTP_DIGEST_LEN);
+    f->active = 0;
+    snprintf(f->name, sizeof f->name, "%s", end->name);
+    f->size = end->size;
+    f->block_size = end->block_size;
+    f->base_sent_once = aftp_meter_sent_once(st);
+    f->base_retransmitted = st->payload_bytes_retransmitted;
+    if (fe.type == AFTP_FILE_FAILED) {
+        /* The send ends here: the event waits for the explanation, which
+         * becomes its message (the run's detail is in the push result). */
+        fe.name = f->name;
+        c->failed = fe;
+        c->have_failed = 1;
+        return;
+    }
+    if (c->file_cb != NULL)
+        c->file_cb(c->file_user, &fe);
+}
+
+/* The figures of the CLI's progress line (aftp_meter.h). */
+static void on_tick(void *app, const aftp_stats *st, uint64_t now_ns)
+{
+    aftp_client *c = app;
+    client_file *f = &c->cur;
+    aftp_meter_reading m;
+    if (c->progress_cb == NULL || !f->active ||
+        !aftp_meter_read(&f->meter, aftp_meter_sent_once(st), now_ns, &m))
+        return;
+    aftp_progress p = {.name = f->name, .size = f->size, .bytes_done = m.done,
+                       .seconds = m.seconds, .goodput_bps = m.rate_bps, .eta_seconds = m.eta_s,
+                       .rate_bps = st->pacing_rate_bps,
+                       .loss = (double)st->recent_loss_ppm / 1e6,
+                       .rtt_ms = (double)st->srtt_ns / 1e6};
+    c->progress_cb(c->progress_user, &p);
+}
+
+/* ---- perform ---- */
+
+/* The server's key for host: pinned, else its known-hosts entry. */
+static int resolve_peer_key(aftp_client *c, const char *host)
+{
+    char err[512] = "";
+    if (c->have_peer_key)
+        return AFTP_OK;
+    if (c->known_hosts == NULL)
+        return fail(c, AFTP_ERR_BAD_KEY,
+                    "no key for the server at %s: pin it (aftp_client_set_peer_key) or name a "
+                    "known-hosts file that lists it", host);
+    int rc = aftp_keyfile_known_hosts_lookup_file(c->known_hosts, host, c->keys->peer_key, err,
+                                                  sizeof err);
+    if (rc == AFTP_ERR_UNKNOWN_PEER)
+        return fail(c, rc, "the key of %s is unknown (not in %s): add the line "
+                    "'%s aftp-x25519 <base64>' with the key the server prints when it starts",
+                    host, c->known_hosts, host);
+    if (rc != AFTP_OK)
+        return fail(c, rc, "known hosts %s: %s", c->known_hosts,
+                    err[0] ? err : aftp_strerror(rc));
+    return AFTP_OK;
+}
+
+/* The security settings of a send (pointers into c->keys). */
+static int security_for(aftp_client *c, const char *host, aftp_security_settings *sec)
+{
+    memset(sec, 0, sizeof *sec);
+    sec->cipher = c->cipher;
+    if (c->cipher == AFTP_CIPHER_NONE)
+        return AFTP_OK;
+    if (!c->have_identity)
+        return fail(c, AFTP_ERR_BAD_KEY,
+                    "no identity key: a protected send needs one (aftp_client_set_identity_file)"
+                    ", or choose AFTP_CIPHER_NONE on both sides");
+    int rc = resolve_peer_key(c, host);
+    if (rc != AFTP_OK)
+        return rc;
+    sec->identity = c->keys->identity;
+    sec->peer_key = c->keys->peer_key;
+    sec->psk = c->have_psk ? c->keys->psk : NULL;
+    return AFTP_OK;
+}
+
+static int check_send_args(aftp_client *c, const char *host_port, const char *const *files,
+                           size_t count)
+{
+    if (host_port == NULL || files == NULL || count == 0)
+        return fail(c, AFTP_ERR_INVALID_ARGUMENT, "nothing to send: give a HOST:PORT and files");
+    for (size_t i = 0; i < count; i++)
+        if (files[i] == NULL)
+            return fail(c, AFTP_ERR_INVALID_ARGUMENT, "file %zu of %zu is NULL", i + 1, count);
+    if (c->max_rate_bps && c->min_rate_bps > c->max_rate_bps)
+        return fail(c, AFTP_ERR_INVALID_ARGUMENT,
+                    "the minimum rate (%llu bits/s) is above the maximum (%llu bits/s)",
+                    (unsigned long long)c->min_rate_bps, (unsigned long long)c->max_rate_bps);
+    return AFTP_OK;
+}
+
+/* How the library names what its failure messages point to. */
+static const aftp_explain_words client_words = {
+    .server_program = "an aftp server", .idle_setting = "the idle timeout",
+    .peer_key_setting = "aftp_client_set_peer_key", .psk_setting = "pre-shared key",
+    .cipher_none = "no protection (cipher none)",
+    .overwrite_setting = "its overwrite setting"};
+
+/* aftp_client_errmsg() for a failed push. */
+static void explain(aftp_client *c, const char *host_port, const aftp_push_result *pr)
+{
+    int protected = c->cipher != AFTP_CIPHER_NONE;
+    uint8_t own[AFTP_KEY_LEN];
+    char file[sizeof c->cur.name];
+    aftp_path_printable(c->cur.name, file, sizeof file);
+    if (protected && aftp_hs_public_key(c->keys->identity, own) != AFTP_OK)
+        protected = 0;
+    aftp_explain_ctx x = {.words = &client_words, .peer = host_port, .file = file,
+                          .size = c->cur.size, .block_size = c->cur.block_size,
+                          .idle_s = (double)c->idle_timeout_ns / 1e9,
+                          .cipher = c->cipher, .cancelled_here = c->interrupt != 0,
+                          .own_key = protected ? own : NULL,
+                          .pinned_key = protected ? c->keys->peer_key : NULL,
+                          .pinned_where = c->have_peer_key ? "this client's settings"
+                                                           : c->known_hosts};
+    aftp_explain_send_failure(&x, pr, c->errmsg, sizeof c->errmsg);
+}
+
+static int push(aftp_client *c, const char *host_port, const struct sockaddr_storage *peer,
+                socklen_t peer_len, const aftp_security_settings *sec, size_t count)
+{
+    aftp_push_result pr;
+    aftp_push_opts o = {.files = c->files, .file_count = count,
+                        .peer = (const struct sockaddr *)peer, .peer_len = peer_len,
+                        .rate_bps = c->rate_bps, .policy = c->policy,
+                        .max_rate_bps = c->max_rate_bps, .min_rate_bps = c->min_rate_bps,
+                        .idle_timeout_ns = c->idle_timeout_ns,
+                        .max_datagram = (uint16_t)(c->mtu ? AFTP_IO_DATAGRAM_FOR(c->mtu) : 0),
+                        .security = *sec, .on_file_end = on_file_end,
+                        .hooks = {.on_event = on_engine_event, .on_tick = on_tick, .app = c,
+                                  .interrupt = &c->interrupt}};
+    int rc = aftp_push_run(&o, &pr);
+    if (rc == AFTP_OK)
+        return ok(c);
+    explain(c, host_port, &pr);
+    if (c->have_failed && c->file_cb != NULL) {
+        c->failed.message = c->errmsg;
+        c->file_cb(c->file_user, &c->failed);
+    }
+    return rc;
+}
+
+int aftp_client_send(aftp_client *c, const char *host_port, const char *const *files,
+                     size_t count)
+{
+    struct sockaddr_storage peer;
+    socklen_t peer_len;
+    aftp_security_settings sec;
+    if (c == NULL)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    if (c->running)
+        return fail(c, AFTP_ERR_INVALID_STATE, "a send is already running on this handle");
+    int rc = check_send_args(c, host_port, files, count);
+    if (rc != AFTP_OK)
+        return rc;
+    if (aftp_parse_addr(host_port, 0, &peer, &peer_len) != AFTP_OK)
+        return fail(c, AFTP_ERR_INVALID_ARGUMENT,
+                    "bad address '%s' (HOST:PORT or [IPV6]:PORT, port 1-65535)", host_port);
+    if ((rc = security_for(c, host_port, &sec)) != AFTP_OK)
+        return rc;
+    memset(&c->cur, 0, sizeof c->cur);
+    c->have_failed = 0;
+    c->files = files;
+    c->interrupt = 0;
+    c->running = 1;
+    rc = push(c, host_port, &peer, peer_len, &sec, count);
+    c->running = 0;
+    c->files = NULL;
+    return rc;
+}
+
+void aftp_client_cancel(aftp_client *c)
+{
+    if (c != NULL && c->running)
+        c->interrupt = 1;
+}
+
+const char *aftp_client_errmsg(const aftp_client *c)
+{
+    return c != NULL ? c->errmsg : "";
+}

@@ -1,0 +1,769 @@
+/* The blocking client (include/aftp/aftp_client.h) against a real server
+ * (io/aftp_serve_run) in another thread of the same process, over
+ * loopback: what arrives, the events and their figures, progress, several
+ * files in one session, cancel from another thread, two clients at once,
+ * failures and their messages, and silence on stdout and stderr. */
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <cmocka.h>
+
+#include "aftp/aftp_client.h"
+#include "aftp_admit.h"
+#include "aftp_serve.h"
+#include "common/aftp_handshake.h"
+#include "common/aftp_keyfile.h"
+#include "io_testutil.h"
+
+/* A protected server in a thread: its keys, directory, port. */
+typedef struct test_server {
+    uint8_t secret[AFTP_KEY_LEN], public_key[AFTP_KEY_LEN];
+    uint8_t client_key[AFTP_KEY_LEN]; /* the one client key it admits */
+    aftp_keyfile_list authorized;
+    aftp_admit admit;
+    char *dir;
+    int dirfd;
+    int once;
+    atomic_int stop;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    uint16_t port; /* 0 until listening */
+    aftp_io_result res;
+    int rc;
+    pthread_t thread;
+} test_server;
+
+/* A client's keys and the events and progress it saw. */
+#define MAX_EVENTS 8
+typedef struct test_client {
+    uint8_t secret[AFTP_KEY_LEN], public_key[AFTP_KEY_LEN];
+    aftp_file_event events[MAX_EVENTS];
+    uint8_t names[MAX_EVENTS][64];
+    char messages[MAX_EVENTS][1024];
+    size_t event_count;
+    int progress_calls;
+    uint64_t last_bytes_done;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+} test_client;
+
+static void on_listening(void *app, const struct sockaddr *local)
+{
+    test_server *s = app;
+    pthread_mutex_lock(&s->lock);
+    s->port = ntohs(((const struct sockaddr_in *)local)->sin_port);
+    pthread_cond_signal(&s->cond);
+    pthread_mutex_unlock(&s->lock);
+}
+
+static void *serve_thread(void *arg)
+{
+    test_server *s = arg;
+    struct sockaddr_in any = io_test_loopback(0);
+    aftp_serve_opts o = {.listen = (struct sockaddr *)&any, .listen_len = sizeof any,
+                         .dirfd = s->dirfd, .once = s->once,
+                         .security = {.cipher = AFTP_CIPHER_AUTO, .identity = s->secret,
+                                      .peers = aftp_admit_policy(&s->admit)},
+                         .hooks = {.app = s, .interrupt = &s->stop},
+                         .on_listening = on_listening};
+    s->rc = aftp_serve_run(&o, &s->res);
+    return NULL;
+}
+
+/* Starts a server admitting client_key; returns once it listens. */
+static void server_start(test_server *s, const uint8_t *client_key, int once)
+{
+    memset(s, 0, sizeof *s);
+    assert_int_equal(aftp_hs_keypair(s->secret, s->public_key), AFTP_OK);
+    memcpy(s->client_key, client_key, AFTP_KEY_LEN);
+    s->authorized.keys = (uint8_t(*)[AFTP_KEYFILE_KEY_LEN])s->client_key;
+    s->authorized.count = 1;
+    aftp_admit_init(&s->admit, &s->authorized, NULL);
+    s->dir = io_test_mkdtemp(&s->dirfd);
+    s->once = once;
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_cond_init(&s->cond, NULL);
+    assert_int_equal(pthread_create(&s->thread, NULL, serve_thread, s), 0);
+    pthread_mutex_lock(&s->lock);
+    while (s->port == 0)
+        pthread_cond_wait(&s->cond, &s->lock);
+    pthread_mutex_unlock(&s->lock);
+}
+
+static void server_join(test_server *s)
+{
+    pthread_join(s->thread, NULL);
+}
+
+static void server_stop(test_server *s)
+{
+    s->stop = 1;
+    server_join(s);
+}
+
+static void server_free(test_server *s)
+{
+    aftp_admit_fini(&s->admit);
+    close(s->dirfd);
+    io_test_rmtree(s->dir);
+    free(s->dir);
+    pthread_mutex_destroy(&s->lock);
+    pthread_cond_destroy(&s->cond);
+}
+
+static void host_port(const test_server *s, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "127.0.0.1:%u", (unsigned)s->port);
+}
+
+static void on_file(void *user, const aftp_file_event *ev)
+{
+    test_client *t = user;
+    pthread_mutex_lock(&t->lock);
+    if (t->event_count < MAX_EVENTS) {
+        t->events[t->event_count] = *ev;
+        snprintf((char *)t->names[t->event_count], sizeof t->names[0], "%s", ev->name);
+        t->events[t->event_count].name = (const char *)t->names[t->event_count];
+        snprintf(t->messages[t->event_count], sizeof t->messages[0], "%s", ev->message);
+        t->events[t->event_count].message = t->messages[t->event_count];
+        t->events[t->event_count].source = NULL;
+        t->event_count++;
+    }
+    pthread_mutex_unlock(&t->lock);
+}
+
+static void on_progress(void *user, const aftp_progress *p)
+{
+    test_client *t = user;
+    pthread_mutex_lock(&t->lock);
+    t->progress_calls++;
+    t->last_bytes_done = p->bytes_done;
+    pthread_cond_broadcast(&t->cond);
+    pthread_mutex_unlock(&t->lock);
+}
+
+/* A client handle pinned to server s, with callbacks into t. */
+static aftp_client *client_for(test_client *t, const test_server *s)
+{
+    aftp_client *c = NULL;
+    assert_int_equal(aftp_client_new(&c), AFTP_OK);
+    assert_int_equal(aftp_client_set_identity(c, t->secret), AFTP_OK);
+    if (s != NULL)
+        assert_int_equal(aftp_client_set_peer_key(c, s->public_key), AFTP_OK);
+    assert_int_equal(aftp_client_set_file_cb(c, on_file, t), AFTP_OK);
+    assert_int_equal(aftp_client_set_progress_cb(c, on_progress, t), AFTP_OK);
+    return c;
+}
+
+static void client_keys(test_client *t)
+{
+    memset(t, 0, sizeof *t);
+    assert_int_equal(aftp_hs_keypair(t->secret, t->public_key), AFTP_OK);
+    pthread_mutex_init(&t->lock, NULL);
+    pthread_cond_init(&t->cond, NULL);
+}
+
+static void client_free(test_client *t)
+{
+    pthread_mutex_destroy(&t->lock);
+    pthread_cond_destroy(&t->cond);
+}
+
+/* What most tests start from: a client's keys, a protected server that
+ * admits them (unless without_server), a directory for the files to send. */
+typedef struct test_env {
+    test_server s;
+    test_client t;
+    int has_server;
+    char *src_dir;
+    int src_fd;
+    char hp[64]; /* the server's HOST:PORT */
+} test_env;
+
+static void env_start(test_env *e, int has_server)
+{
+    memset(e, 0, sizeof *e);
+    client_keys(&e->t);
+    e->has_server = has_server;
+    if (has_server) {
+        server_start(&e->s, e->t.public_key, 1);
+        host_port(&e->s, e->hp, sizeof e->hp);
+    }
+    e->src_dir = io_test_mkdtemp(&e->src_fd);
+}
+
+static void env_end(test_env *e, aftp_client *c)
+{
+    aftp_client_del(c);
+    if (e->has_server)
+        server_free(&e->s);
+    client_free(&e->t);
+    close(e->src_fd);
+    io_test_rmtree(e->src_dir);
+    free(e->src_dir);
+}
+
+/* A client of e's server at a fixed rate: a transfer that takes a while. */
+static aftp_client *paced_client_for(test_env *e, uint64_t rate_bps)
+{
+    aftp_client *c = client_for(&e->t, &e->s);
+    assert_int_equal(aftp_client_set_policy(c, AFTP_CC_FIXED), AFTP_OK);
+    assert_int_equal(aftp_client_set_rate(c, rate_bps), AFTP_OK);
+    return c;
+}
+
+/* A client that pins a fresh key, which no server holds. */
+static aftp_client *client_pinned_elsewhere(test_env *e)
+{
+    uint8_t secret[AFTP_KEY_LEN], public_key[AFTP_KEY_LEN];
+    assert_int_equal(aftp_hs_keypair(secret, public_key), AFTP_OK);
+    aftp_client *c = client_for(&e->t, NULL);
+    assert_int_equal(aftp_client_set_peer_key(c, public_key), AFTP_OK);
+    return c;
+}
+
+/* A file of len pattern bytes at dir/name; its path in a static slot. */
+static const char *make_file(const char *dir, const char *name, size_t len, uint32_t seed)
+{
+    static char paths[4][512];
+    static int slot;
+    char *path = paths[slot++ % 4];
+    snprintf(path, sizeof paths[0], "%s/%s", dir, name);
+    uint8_t *buf = malloc(len);
+    assert_non_null(buf);
+    io_test_pattern(buf, len, seed);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(buf, 1, len, f), len);
+    fclose(f);
+    free(buf);
+    return path;
+}
+
+static uint8_t *read_all(const char *path, size_t *len)
+{
+    struct stat sb;
+    if (stat(path, &sb) != 0)
+        return NULL;
+    uint8_t *buf = malloc((size_t)sb.st_size + 1);
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    *len = fread(buf, 1, (size_t)sb.st_size, f);
+    fclose(f);
+    return buf;
+}
+
+/* The file at the server is byte for byte the one sent. */
+static void assert_same_file(const char *sent, const char *server_dir, const char *name)
+{
+    char path[512];
+    size_t a_len = 0, b_len = 0;
+    snprintf(path, sizeof path, "%s/%s", server_dir, name);
+    uint8_t *a = read_all(sent, &a_len), *b = read_all(path, &b_len);
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_int_equal(a_len, b_len);
+    assert_memory_equal(a, b, a_len);
+    free(a);
+    free(b);
+}
+
+static void xxh3_128_of(const char *path, uint8_t digest[AFTP_DIGEST_LEN])
+{
+    size_t len = 0;
+    uint8_t *buf = read_all(path, &len);
+    assert_non_null(buf);
+    XXH128_canonical_t canon;
+    XXH128_canonicalFromHash(&canon, XXH3_128bits(buf, len));
+    memcpy(digest, canon.digest, AFTP_DIGEST_LEN);
+    free(buf);
+}
+
+/* STARTED then FINISHED for file `index` at events[at], with its figures. */
+static void assert_delivered(const test_client *t, size_t at, size_t index, const char *path,
+                             const char *name, uint64_t size)
+{
+    uint8_t digest[AFTP_DIGEST_LEN];
+    const aftp_file_event *s = &t->events[at], *f = &t->events[at + 1];
+    assert_true(t->event_count >= at + 2);
+    assert_int_equal(s->type, AFTP_FILE_STARTED);
+    assert_int_equal(s->index, index);
+    assert_string_equal(s->name, name);
+    assert_int_equal(s->size, size);
+    assert_int_equal(f->type, AFTP_FILE_FINISHED);
+    assert_int_equal(f->index, index);
+    assert_string_equal(f->name, name);
+    assert_int_equal(f->error, AFTP_OK);
+    assert_int_equal(f->size, size);
+    assert_int_equal(f->bytes, size);
+    xxh3_128_of(path, digest);
+    assert_memory_equal(f->digest, digest, AFTP_DIGEST_LEN);
+    assert_true(f->cipher == AFTP_CIPHER_AES256GCM || f->cipher == AFTP_CIPHER_CHACHA20POLY1305);
+    assert_true(f->retransmitted >= 0 && f->retransmitted < 1);
+}
+
+/* One file, protected, at a fixed rate slow enough for progress calls
+ * (1 MiB at 16 Mbit/s: over half a second, progress comes every 250 ms). */
+static void test_send_one_file(void **state)
+{
+    (void)state;
+    test_env e;
+    env_start(&e, 1);
+    const char *path = make_file(e.src_dir, "one.bin", 1 << 20, 7);
+    aftp_client *c = paced_client_for(&e, 16000000);
+    const char *files[] = {path};
+    assert_int_equal(aftp_client_send(c, e.hp, files, 1), AFTP_OK);
+    assert_string_equal(aftp_client_errmsg(c), "");
+    server_join(&e.s);
+    assert_int_equal(e.s.rc, AFTP_OK);
+    assert_int_equal(e.t.event_count, 2);
+    assert_delivered(&e.t, 0, 0, path, "one.bin", 1 << 20);
+    assert_same_file(path, e.s.dir, "one.bin");
+    assert_true(e.t.progress_calls >= 1);
+    assert_true(e.t.last_bytes_done <= 1 << 20);
+    env_end(&e, c);
+}
+
+/* Two files in one send: one session, ids in order, both delivered. */
+static void test_send_two_files(void **state)
+{
+    (void)state;
+    test_env e;
+    env_start(&e, 1);
+    const char *a = make_file(e.src_dir, "a.bin", 300000, 1);
+    const char *b = make_file(e.src_dir, "b.bin", 123457, 2);
+    aftp_client *c = client_for(&e.t, &e.s);
+    const char *files[] = {a, b};
+    assert_int_equal(aftp_client_send(c, e.hp, files, 2), AFTP_OK);
+    server_join(&e.s); /* `once`: both files came in the one session */
+    assert_int_equal(e.s.rc, AFTP_OK);
+    assert_int_equal(e.s.res.files_ok, 2);
+    assert_int_equal(e.t.event_count, 4);
+    assert_delivered(&e.t, 0, 0, a, "a.bin", 300000);
+    assert_delivered(&e.t, 2, 1, b, "b.bin", 123457);
+    assert_same_file(a, e.s.dir, "a.bin");
+    assert_same_file(b, e.s.dir, "b.bin");
+    env_end(&e, c);
+}
+
+/* A later file that cannot be opened ends the send with its local error:
+ * the first file FINISHED, the second FAILED naming it, the third gets no
+ * event and never reaches the server. */
+static void test_later_file_missing(void **state)
+{
+    (void)state;
+    test_env e;
+    char missing[600];
+    env_start(&e, 1);
+    const char *a = make_file(e.src_dir, "first.bin", 70000, 21);
+    const char *third = make_file(e.src_dir, "third.bin", 1000, 22);
+    snprintf(missing, sizeof missing, "%s/missing.bin", e.src_dir);
+    aftp_client *c = client_for(&e.t, &e.s);
+    const char *files[] = {a, missing, third};
+    assert_int_equal(aftp_client_send(c, e.hp, files, 3), AFTP_ERR_NOT_FOUND);
+    assert_non_null(strstr(aftp_client_errmsg(c), missing));
+    server_join(&e.s);
+    assert_int_equal(e.t.event_count, 3);
+    assert_delivered(&e.t, 0, 0, a, "first.bin", 70000);
+    assert_int_equal(e.t.events[2].type, AFTP_FILE_FAILED);
+    assert_int_equal(e.t.events[2].index, 1);
+    assert_int_equal(e.t.events[2].error, AFTP_ERR_NOT_FOUND);
+    assert_string_equal(e.t.events[2].name, "missing.bin");
+    assert_same_file(a, e.s.dir, "first.bin");
+    assert_false(io_test_exists(e.s.dirfd, "third.bin"));
+    env_end(&e, c);
+}
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Returns once t's progress callback has been called: the transfer is
+ * under way. */
+static void wait_for_progress(test_client *t)
+{
+    pthread_mutex_lock(&t->lock);
+    while (t->progress_calls == 0)
+        pthread_cond_wait(&t->cond, &t->lock);
+    pthread_mutex_unlock(&t->lock);
+}
+
+typedef struct canceller {
+    aftp_client *c;
+    test_client *t;
+    uint64_t at_ns;
+} canceller;
+
+/* Cancels once the transfer is under way (the first progress call). */
+static void *cancel_thread(void *arg)
+{
+    canceller *k = arg;
+    wait_for_progress(k->t);
+    k->at_ns = now_ns();
+    aftp_client_cancel(k->c);
+    return NULL;
+}
+
+/* Cancel from another thread: the send ends with AFTP_ERR_CANCELLED
+ * within a second, the file FAILED with it, and the server keeps nothing
+ * (8 MiB at 8 Mbit/s would take 8 s). */
+static void test_cancel_from_thread(void **state)
+{
+    (void)state;
+    test_env e;
+    pthread_t th;
+    env_start(&e, 1);
+    const char *path = make_file(e.src_dir, "big.bin", 8 << 20, 3);
+    aftp_client *c = paced_client_for(&e, 8000000);
+    const char *files[] = {path, path};
+    canceller k = {.c = c, .t = &e.t};
+    assert_int_equal(pthread_create(&th, NULL, cancel_thread, &k), 0);
+    int rc = aftp_client_send(c, e.hp, files, 2);
+    uint64_t returned = now_ns();
+    pthread_join(th, NULL);
+    assert_int_equal(rc, AFTP_ERR_CANCELLED);
+    assert_true(returned - k.at_ns < UINT64_C(1000000000));
+    assert_non_null(strstr(aftp_client_errmsg(c), "cancelled here"));
+    /* STARTED, then FAILED with the cancel; the second file: nothing */
+    assert_int_equal(e.t.event_count, 2);
+    assert_int_equal(e.t.events[0].type, AFTP_FILE_STARTED);
+    assert_int_equal(e.t.events[1].type, AFTP_FILE_FAILED);
+    assert_int_equal(e.t.events[1].error, AFTP_ERR_CANCELLED);
+    assert_string_equal(e.t.events[1].message, aftp_client_errmsg(c));
+    assert_true(e.t.events[1].bytes < (8u << 20));
+    server_join(&e.s);
+    assert_false(io_test_exists(e.s.dirfd, "big.bin"));
+    assert_int_equal(io_test_count_entries(e.s.dirfd), 0);
+    env_end(&e, c);
+}
+
+static aftp_client *signalled_client;
+
+static void on_sigusr1(int sig)
+{
+    (void)sig;
+    aftp_client_cancel(signalled_client); /* async-signal-safe */
+}
+
+typedef struct signaller {
+    test_client *t;
+    pthread_t target;
+} signaller;
+
+/* Signals the sending thread once the transfer is under way. */
+static void *signal_thread(void *arg)
+{
+    signaller *k = arg;
+    wait_for_progress(k->t);
+    pthread_kill(k->target, SIGUSR1);
+    return NULL;
+}
+
+/* Cancel from a signal handler of the application (the library installs
+ * none): the send ends with AFTP_ERR_CANCELLED, the server keeps nothing. */
+static void test_cancel_from_signal_handler(void **state)
+{
+    (void)state;
+    test_env e;
+    pthread_t th;
+    struct sigaction sa, old;
+    env_start(&e, 1);
+    const char *path = make_file(e.src_dir, "signalled.bin", 8 << 20, 4);
+    aftp_client *c = paced_client_for(&e, 8000000);
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigusr1;
+    sigemptyset(&sa.sa_mask);
+    assert_int_equal(sigaction(SIGUSR1, &sa, &old), 0);
+    signalled_client = c;
+    signaller k = {.t = &e.t, .target = pthread_self()};
+    assert_int_equal(pthread_create(&th, NULL, signal_thread, &k), 0);
+    const char *files[] = {path};
+    int rc = aftp_client_send(c, e.hp, files, 1);
+    pthread_join(th, NULL);
+    sigaction(SIGUSR1, &old, NULL);
+    assert_int_equal(rc, AFTP_ERR_CANCELLED);
+    assert_int_equal(e.t.events[e.t.event_count - 1].error, AFTP_ERR_CANCELLED);
+    server_join(&e.s);
+    assert_int_equal(io_test_count_entries(e.s.dirfd), 0);
+    env_end(&e, c);
+}
+
+typedef struct sender_job {
+    test_client t;
+    test_server *s;
+    const char *path;
+    int rc;
+} sender_job;
+
+static void *send_thread(void *arg)
+{
+    sender_job *j = arg;
+    char hp[64];
+    aftp_client *c = client_for(&j->t, j->s);
+    host_port(j->s, hp, sizeof hp);
+    const char *files[] = {j->path};
+    j->rc = aftp_client_send(c, hp, files, 1);
+    aftp_client_del(c);
+    return NULL;
+}
+
+/* Two handles in two threads send at once, each to its own server. */
+static void test_two_clients_in_threads(void **state)
+{
+    (void)state;
+    test_server s[2];
+    sender_job j[2];
+    pthread_t th[2];
+    int fd;
+    char *src_dir = io_test_mkdtemp(&fd);
+    const char *paths[2] = {make_file(src_dir, "x.bin", 2000000, 11),
+                            make_file(src_dir, "y.bin", 1500000, 12)};
+    for (int i = 0; i < 2; i++) {
+        memset(&j[i], 0, sizeof j[i]);
+        client_keys(&j[i].t);
+        server_start(&s[i], j[i].t.public_key, 1);
+        j[i].s = &s[i];
+        j[i].path = paths[i];
+    }
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(pthread_create(&th[i], NULL, send_thread, &j[i]), 0);
+    for (int i = 0; i < 2; i++) {
+        pthread_join(th[i], NULL);
+        server_join(&s[i]);
+        assert_int_equal(j[i].rc, AFTP_OK);
+        assert_int_equal(j[i].t.event_count, 2);
+        assert_delivered(&j[i].t, 0, 0, paths[i], i ? "y.bin" : "x.bin", i ? 1500000 : 2000000);
+        assert_same_file(paths[i], s[i].dir, i ? "y.bin" : "x.bin");
+        server_free(&s[i]);
+        client_free(&j[i].t);
+    }
+    close(fd);
+    io_test_rmtree(src_dir);
+    free(src_dir);
+}
+
+/* A port nothing listens on: bound, then closed. */
+static uint16_t unused_port(void)
+{
+    int sock = socket(AF_INET, SOCK_DGRAM, 0);
+    struct sockaddr_in sa = io_test_loopback(0);
+    socklen_t len = sizeof sa;
+    assert_int_equal(bind(sock, (struct sockaddr *)&sa, sizeof sa), 0);
+    assert_int_equal(getsockname(sock, (struct sockaddr *)&sa, &len), 0);
+    close(sock);
+    return ntohs(sa.sin_port);
+}
+
+/* Nobody listening: the ICMP refusal ends the send with
+ * AFTP_ERR_NETWORK, the message says so, and the file FAILED alone. */
+static void test_fails_when_refused(void **state)
+{
+    (void)state;
+    test_env e;
+    char hp[64];
+    env_start(&e, 0);
+    const char *path = make_file(e.src_dir, "lost.bin", 5000, 5);
+    aftp_client *c = client_pinned_elsewhere(&e);
+    snprintf(hp, sizeof hp, "127.0.0.1:%u", (unsigned)unused_port());
+    const char *files[] = {path};
+    assert_int_equal(aftp_client_send(c, hp, files, 1), AFTP_ERR_NETWORK);
+    assert_non_null(strstr(aftp_client_errmsg(c), "unreachable: connection refused"));
+    assert_non_null(strstr(aftp_client_errmsg(c), hp));
+    assert_int_equal(e.t.event_count, 1);
+    assert_int_equal(e.t.events[0].type, AFTP_FILE_FAILED);
+    assert_int_equal(e.t.events[0].error, AFTP_ERR_NETWORK);
+    assert_int_equal(e.t.events[0].index, 0);
+    assert_string_equal(e.t.events[0].name, "lost.bin");
+    assert_string_equal(e.t.events[0].message, aftp_client_errmsg(c));
+    env_end(&e, c);
+}
+
+/* A server holding another key than the pinned one ignores the HELLO; the
+ * client's key request learns the other key: AFTP_ERR_AUTH, said with
+ * both fingerprints, long before the idle timeout. */
+static void test_fails_on_wrong_pinned_key(void **state)
+{
+    (void)state;
+    test_env e;
+    env_start(&e, 1);
+    const char *path = make_file(e.src_dir, "pinned.bin", 5000, 6);
+    aftp_client *c = client_pinned_elsewhere(&e);
+    assert_int_equal(aftp_client_set_idle_timeout_ms(c, 10000), AFTP_OK);
+    const char *files[] = {path};
+    assert_int_equal(aftp_client_send(c, e.hp, files, 1), AFTP_ERR_AUTH);
+    assert_non_null(strstr(aftp_client_errmsg(c), "answers with key SHA256:"));
+    assert_non_null(strstr(aftp_client_errmsg(c), "this client's settings"));
+    server_stop(&e.s);
+    assert_int_equal(io_test_count_entries(e.s.dirfd), 0);
+    env_end(&e, c);
+}
+
+/* Keys from files: the identity and a known-hosts entry under HOST:PORT
+ * exactly as given to the send (no pinned key). A key file that others
+ * may read is refused, naming it, and the setting stays as it was. */
+static void test_key_files_and_known_hosts(void **state)
+{
+    (void)state;
+    test_env e;
+    char id_path[600], kh_path[600], pub_path[600], line[256], err[256];
+    env_start(&e, 1);
+    const char *path = make_file(e.src_dir, "keyed.bin", 50000, 31);
+    snprintf(id_path, sizeof id_path, "%s/id", e.src_dir);
+    snprintf(kh_path, sizeof kh_path, "%s/known_hosts", e.src_dir);
+    snprintf(pub_path, sizeof pub_path, "%s/server.pub", e.src_dir);
+    assert_int_equal(aftp_keyfile_write_private(id_path, e.t.secret, err, sizeof err), AFTP_OK);
+    assert_int_equal(aftp_keyfile_write_public(pub_path, e.s.public_key, NULL, err, sizeof err),
+                     AFTP_OK);
+    assert_int_equal(aftp_keyfile_format_public(e.s.public_key, NULL, line, sizeof line),
+                     AFTP_OK);
+    FILE *kh = fopen(kh_path, "w");
+    assert_non_null(kh);
+    fprintf(kh, "%s %s", e.hp, line);
+    fclose(kh);
+    aftp_client *c = NULL;
+    assert_int_equal(aftp_client_new(&c), AFTP_OK);
+    assert_int_equal(aftp_client_set_identity_file(c, id_path), AFTP_OK);
+    assert_int_equal(chmod(id_path, 0644), 0);
+    assert_int_equal(aftp_client_set_identity_file(c, id_path), AFTP_ERR_PERMISSION);
+    assert_non_null(strstr(aftp_client_errmsg(c), "identity key"));
+    assert_non_null(strstr(aftp_client_errmsg(c), id_path));
+    assert_int_equal(aftp_client_set_peer_key_file(c, "/nonexistent/server.pub"),
+                     AFTP_ERR_NOT_FOUND);
+    assert_int_equal(aftp_client_set_known_hosts_file(c, kh_path), AFTP_OK);
+    assert_int_equal(aftp_client_set_file_cb(c, on_file, &e.t), AFTP_OK);
+    const char *files[] = {path};
+    assert_int_equal(aftp_client_send(c, e.hp, files, 1), AFTP_OK);
+    server_join(&e.s);
+    assert_delivered(&e.t, 0, 0, path, "keyed.bin", 50000);
+    assert_same_file(path, e.s.dir, "keyed.bin");
+    /* the same server under another spelling is not in the known hosts */
+    char other[64];
+    snprintf(other, sizeof other, "localhost:%u", (unsigned)e.s.port);
+    assert_int_equal(aftp_client_send(c, other, files, 1), AFTP_ERR_UNKNOWN_PEER);
+    assert_non_null(strstr(aftp_client_errmsg(c), "the key of localhost:"));
+    /* a server key file is read at once */
+    assert_int_equal(aftp_client_set_peer_key_file(c, pub_path), AFTP_OK);
+    assert_int_equal(aftp_client_set_cipher(c, 99), AFTP_ERR_INVALID_ARGUMENT);
+    env_end(&e, c);
+}
+
+/* Errors before the network: the code, and a message naming the figures. */
+static void test_fails_before_network(void **state)
+{
+    (void)state;
+    test_client t;
+    aftp_client *c = NULL;
+    client_keys(&t);
+    assert_int_equal(aftp_client_new(&c), AFTP_OK);
+    const char *files[] = {"/nonexistent/aftp-lib-test"};
+    /* protected without keys */
+    assert_int_equal(aftp_client_send(c, "127.0.0.1:9", files, 1), AFTP_ERR_BAD_KEY);
+    assert_non_null(strstr(aftp_client_errmsg(c), "no identity key"));
+    assert_int_equal(aftp_client_set_identity(c, t.secret), AFTP_OK);
+    assert_int_equal(aftp_client_set_known_hosts_file(c, "/nonexistent/known_hosts"), AFTP_OK);
+    assert_int_not_equal(aftp_client_send(c, "127.0.0.1:9", files, 1), AFTP_OK);
+    assert_non_null(strstr(aftp_client_errmsg(c), "/nonexistent/known_hosts"));
+    assert_int_equal(aftp_client_set_peer_key(c, t.public_key), AFTP_OK);
+    assert_int_equal(aftp_client_send(c, "nowhere", files, 1), AFTP_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(aftp_client_errmsg(c), "bad address 'nowhere'"));
+    assert_int_equal(aftp_client_send(c, "127.0.0.1:9", files, 1), AFTP_ERR_NOT_FOUND);
+    assert_non_null(strstr(aftp_client_errmsg(c), "/nonexistent/aftp-lib-test"));
+    assert_int_equal(aftp_client_set_mtu(c, 100), AFTP_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(aftp_client_errmsg(c), "MTU 100"));
+    assert_int_equal(aftp_client_set_min_rate(c, 2000), AFTP_OK);
+    assert_int_equal(aftp_client_set_max_rate(c, 1000), AFTP_OK);
+    assert_int_equal(aftp_client_send(c, "127.0.0.1:9", files, 1), AFTP_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(aftp_client_errmsg(c), "(2000 bits/s) is above the maximum (1000"));
+    aftp_client_cancel(NULL);
+    aftp_client_cancel(c); /* no send: no effect on the next */
+    aftp_client_del(c);
+    aftp_client_del(NULL);
+    client_free(&t);
+}
+
+/* Redirects fd to a fresh temporary file; returns the saved fd. */
+static int capture_fd(int target, char *path, size_t cap)
+{
+    snprintf(path, cap, "/tmp/aftp-lib-fd%d-XXXXXX", target);
+    int tmp = mkstemp(path);
+    assert_true(tmp >= 0);
+    int saved = dup(target);
+    assert_true(saved >= 0);
+    assert_int_equal(dup2(tmp, target), target);
+    close(tmp);
+    return saved;
+}
+
+static off_t release_fd(int target, int saved, const char *path)
+{
+    struct stat sb;
+    fflush(stdout);
+    fflush(stderr);
+    assert_int_equal(dup2(saved, target), target);
+    close(saved);
+    assert_int_equal(stat(path, &sb), 0);
+    unlink(path);
+    return sb.st_size;
+}
+
+/* A whole transfer, and a failing one, write nothing to fds 1 and 2. */
+static void test_silent_on_stdout_stderr(void **state)
+{
+    (void)state;
+    test_env e;
+    char out_path[64], err_path[64];
+    env_start(&e, 1);
+    const char *path = make_file(e.src_dir, "quiet.bin", 400000, 9);
+    aftp_client *c = client_for(&e.t, &e.s);
+    const char *files[] = {path};
+    fflush(stdout);
+    fflush(stderr);
+    int saved_out = capture_fd(STDOUT_FILENO, out_path, sizeof out_path);
+    int saved_err = capture_fd(STDERR_FILENO, err_path, sizeof err_path);
+    int rc = aftp_client_send(c, e.hp, files, 1);
+    server_join(&e.s);
+    int refused = aftp_client_send(c, e.hp, files, 1); /* the server is gone */
+    off_t out_bytes = release_fd(STDOUT_FILENO, saved_out, out_path);
+    off_t err_bytes = release_fd(STDERR_FILENO, saved_err, err_path);
+    assert_int_equal(rc, AFTP_OK);
+    assert_int_equal(refused, AFTP_ERR_NETWORK);
+    assert_int_equal(out_bytes, 0);
+    assert_int_equal(err_bytes, 0);
+    assert_same_file(path, e.s.dir, "quiet.bin");
+    env_end(&e, c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_send_one_file),
+        cmocka_unit_test(test_send_two_files),
+        cmocka_unit_test(test_later_file_missing),
+        cmocka_unit_test(test_cancel_from_thread),
+        cmocka_unit_test(test_cancel_from_signal_handler),
+        cmocka_unit_test(test_two_clients_in_threads),
+        cmocka_unit_test(test_fails_when_refused),
+        cmocka_unit_test(test_fails_on_wrong_pinned_key),
+        cmocka_unit_test(test_key_files_and_known_hosts),
+        cmocka_unit_test(test_fails_before_network),
+        cmocka_unit_test(test_silent_on_stdout_stderr),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
