@@ -62,6 +62,9 @@ int aftp_keyfile_read_public(const char *path, uint8_t *key, char *err, size_t e
 typedef struct aftp_keyfile_list {
     uint8_t (*keys)[AFTP_KEYFILE_KEY_LEN];
     size_t count;
+    /* comments[i]: the comment of keys[i]'s line, "" when none (parsed
+     * lists only; NULL in a list built by hand) */
+    char **comments;
 } aftp_keyfile_list;
 
 /* Parses text (len bytes) named `name` in messages; on success *out owns
@@ -73,6 +76,9 @@ int aftp_keyfile_authorized_load(const char *path, aftp_keyfile_list *out, char 
                                  size_t err_len);
 /* Non-zero when key is in the list (constant-time comparison per entry). */
 int aftp_keyfile_list_contains(const aftp_keyfile_list *list, const uint8_t *key);
+/* The comment of key's line (the first that lists it): "" when it has
+ * none, or the list has no comments; NULL when key is not listed. */
+const char *aftp_keyfile_list_comment(const aftp_keyfile_list *list, const uint8_t *key);
 void aftp_keyfile_list_free(aftp_keyfile_list *list);
 
 /* ---- known hosts (client) ---- */

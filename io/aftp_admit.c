@@ -25,7 +25,7 @@ void aftp_admit_fini(aftp_admit *a)
 static int admit_lookup(void *user, const uint8_t *client_key, uint8_t *psk)
 {
     aftp_admit *a = user;
-    if (!aftp_keyfile_list_contains(a->keys, client_key)) {
+    if (a->keys != NULL && !aftp_keyfile_list_contains(a->keys, client_key)) {
         memcpy(a->rejected, client_key, AFTP_KEY_LEN);
         a->have_rejected = 1;
         return AFTP_ERR_UNKNOWN_PEER;

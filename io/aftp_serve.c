@@ -4,6 +4,7 @@
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "aftp_drive.h"
 #include "aftp_gate.h"
@@ -18,7 +19,9 @@
  * unknown here, so the server sizes for the fastest link we target. */
 #define SERVE_RCV_RATE_BPS UINT64_C(10000000000)
 #define SERVE_RCV_WINDOW_NS 50000000u
-#define SERVE_ACCEPT_POLL_NS 1000000000u
+/* An idle server looks at its stop flag this often: a stop from another
+ * thread, unlike a signal, does not interrupt the wait. */
+#define SERVE_ACCEPT_POLL_NS 100000000u
 /* How often a busy server answers other clients waiting on its listener. */
 #define SERVE_BUSY_POLL_NS 5000000u
 
@@ -51,6 +54,7 @@ typedef struct serve_client {
 /* How far the HELLO being started got with the admission policy, so a
  * HELLO that started nothing can be explained (enum aftp_serve_drop). */
 typedef struct serve_probe {
+    const struct sockaddr *from; /* the HELLO's sender */
     int looked_up;  /* message 1 opened as far as the client's key */
     int ts_refused; /* the policy refused its timestamp */
     uint8_t key[AFTP_KEY_LEN];
@@ -64,6 +68,7 @@ typedef struct serve_state {
     serve_client client;  /* of the current session, else of the last one */
     aftp_io_ctx *ctx;     /* the current session's */
     aftp_drive *d;
+    int session_root;      /* the current session's root, chosen by o->admit; -1: none */
     uint64_t next_poll_ns; /* when a session next looks at the listener */
     serve_probe probe;
     serve_client last_drop;      /* the HELLO last reported as dropped */
@@ -82,6 +87,36 @@ static int probe_lookup(void *user, const uint8_t *client_key, uint8_t *psk)
     return policy->lookup(policy->user, client_key, psk);
 }
 
+/* The session's root goes with the session (or the HELLO that was to
+ * start it); the store writes beneath the server's directory again. */
+static void drop_session_root(serve_state *st)
+{
+    if (st->session_root >= 0)
+        close(st->session_root);
+    st->session_root = -1;
+    if (!st->o->faux)
+        st->ctx->storage.store.dirfd = st->o->dirfd;
+}
+
+/* The server's own admission (o->admit): refuse, or admit into a root. */
+static int admit_session(serve_state *st, const uint8_t *client_key)
+{
+    const aftp_serve_opts *o = st->o;
+    int rootfd = -1;
+    if (o->admit == NULL)
+        return AFTP_OK;
+    drop_session_root(st);
+    int rc = o->admit(o->hooks.app, st->probe.from, client_key, &rootfd);
+    if (rc != AFTP_OK || rootfd < 0)
+        return rc;
+    st->session_root = rootfd;
+    if (!o->faux)
+        st->ctx->storage.store.dirfd = rootfd;
+    return AFTP_OK;
+}
+
+/* Message 1 opened in full (the client proved its key) once the timestamp
+ * is there to check: the policy's replay rule, then the admission. */
 static int probe_check_timestamp(void *user, const uint8_t *client_key, const uint8_t *ts)
 {
     serve_state *st = user;
@@ -90,7 +125,7 @@ static int probe_check_timestamp(void *user, const uint8_t *client_key, const ui
                  ? policy->check_timestamp(policy->user, client_key, ts)
                  : AFTP_OK;
     st->probe.ts_refused = rc != AFTP_OK;
-    return rc;
+    return rc == AFTP_OK ? admit_session(st, client_key) : rc;
 }
 
 static int new_receiver(serve_state *st, aftp_receiver **out)
@@ -197,16 +232,21 @@ static int start_session(serve_state *st, const uint8_t *pkt, size_t len,
         return rc;
     uint64_t now = aftp_drive_now_ns();
     memset(&st->probe, 0, sizeof st->probe);
+    st->probe.from = from;
     aftp_drive_feed(st->d, now, pkt, len);
     aftp_receiver_get_stats(st->d->receiver, &stats);
     if (stats.packets_dropped > 0) {
         aftp_receiver_del(st->d->receiver);
         st->d->receiver = NULL;
+        drop_session_root(st);
         report_dropped_hello(st, from, h.conn_id, now);
         return AFTP_OK;
     }
     memcpy(&st->client.addr, from, addr_len(from));
     st->client.conn_id = h.conn_id;
+    /* No key to decide on: the session itself is admitted or cancelled. */
+    if (st->o->security.cipher == AFTP_CIPHER_NONE && admit_session(st, NULL) != AFTP_OK)
+        aftp_receiver_cancel(st->d->receiver, now);
     return AFTP_OK;
 }
 
@@ -347,6 +387,7 @@ static void serve_one(serve_state *st, aftp_io_result *res)
     d.receiver = NULL; /* the listener is not polled for this session any more */
     if (!o->faux)
         aftp_store_fini(&ctx.storage.store);
+    drop_session_root(st);
     aftp_udp_close(&sess);
 }
 
@@ -400,6 +441,7 @@ int aftp_serve_run(const aftp_serve_opts *o, aftp_io_result *res)
     memset(res, 0, sizeof *res);
     memset(&st, 0, sizeof st);
     st.o = o;
+    st.session_root = -1;
     res->phase = AFTP_IO_PHASE_LOCAL;
     int rc = open_gate(o, &st.gate);
     if (rc == AFTP_OK)

@@ -45,6 +45,15 @@ typedef struct aftp_serve_opts {
     aftp_io_hooks hooks;
     /* optional: the socket is bound (tells the port the kernel chose) */
     void (*on_listening)(void *app, const struct sockaddr *local);
+    /* optional: admits a session, once per handshake: `from` its client,
+     * client_key the static key it proved (the policy of security.peers
+     * admitted the key and its timestamp first), NULL in an unprotected
+     * session. AFTP_OK admits it, with *rootfd the directory its files go
+     * beneath (the run closes it at the session's end), or -1 for dirfd;
+     * a negative code refuses it: a protected client is told it is not
+     * authorized (CLOSE(UNAUTHORIZED)), an unprotected session is
+     * cancelled. */
+    int (*admit)(void *app, const struct sockaddr *from, const uint8_t *client_key, int *rootfd);
     /* optional: a session ended with `res` */
     void (*on_session_end)(void *app, const aftp_io_result *res, const struct sockaddr *peer);
     /* optional: a HELLO from `from` started nothing, `why` (enum
