@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "aftp_admit.h"
 #include "aftp_cli.h"
 #include "common/aftp_aead.h"
 #include "common/aftp_handshake.h"
@@ -202,9 +203,5 @@ void aftp_cli_format_fingerprint(const uint8_t *key, char *out, size_t cap)
 
 void aftp_cli_format_key(const uint8_t *key, char *out, size_t cap)
 {
-    if (aftp_keyfile_format_public(key, NULL, out, cap) != AFTP_OK) {
-        snprintf(out, cap, "(unprintable key)");
-        return;
-    }
-    out[strcspn(out, "\n")] = '\0';
+    aftp_admit_format_key(key, out, cap);
 }

@@ -183,3 +183,12 @@ aftp_peer_policy aftp_admit_policy(aftp_admit *a)
                           .user = a};
     return p;
 }
+
+void aftp_admit_format_key(const uint8_t *key, char *out, size_t cap)
+{
+    if (aftp_keyfile_format_public(key, NULL, out, cap) != AFTP_OK) {
+        snprintf(out, cap, "(unprintable key)");
+        return;
+    }
+    out[strcspn(out, "\n")] = '\0';
+}

@@ -6,9 +6,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "aftp_admit.h"
 #include "aftp_drive.h"
 #include "aftp_gate.h"
 #include "aftp_parse.h"
+#include "aftp_path.h"
 #include "aftp_store.h"
 #include "aftp_udp.h"
 #include "common/aftp_handshake.h"
@@ -128,6 +130,25 @@ static int probe_check_timestamp(void *user, const uint8_t *client_key, const ui
     return rc == AFTP_OK ? admit_session(st, client_key) : rc;
 }
 
+/* What the session's engine gets as `user`: the run's context, and the
+ * server it serves (for on_session_event). */
+typedef struct serve_ctx {
+    aftp_io_ctx io; /* first: aftp_io_on_event finds it from &io.storage */
+    serve_state *st;
+} serve_ctx;
+
+static void serve_on_event(void *user, const aftp_event *ev)
+{
+    serve_ctx *sc = (serve_ctx *)((char *)user - offsetof(aftp_io_ctx, storage));
+    const aftp_serve_opts *o = sc->st->o;
+    aftp_stats stats;
+    aftp_io_on_event(user, ev);
+    if (o->on_session_event == NULL)
+        return;
+    aftp_receiver_get_stats(sc->st->d->receiver, &stats);
+    o->on_session_event(o->hooks.app, ev, &stats);
+}
+
 static int new_receiver(serve_state *st, aftp_receiver **out)
 {
     const aftp_serve_opts *o = st->o;
@@ -139,7 +160,7 @@ static int new_receiver(serve_state *st, aftp_receiver **out)
     if (o->idle_timeout_ns)
         set.idle_timeout_ns = o->idle_timeout_ns;
     set.storage = o->faux ? &aftp_faux_sink_ops : &aftp_store_ops;
-    set.on_event = aftp_io_on_event;
+    set.on_event = serve_on_event;
     set.user = &ctx->storage;
     set.security = o->security;
     if (o->security.peers.lookup != NULL) {
@@ -360,7 +381,8 @@ static int handshake_refused(const aftp_io_result *res)
 static void serve_one(serve_state *st, aftp_io_result *res)
 {
     const aftp_serve_opts *o = st->o;
-    aftp_io_ctx ctx = {.res = res, .hooks = &o->hooks};
+    serve_ctx sc = {.io = {.res = res, .hooks = &o->hooks}, .st = st};
+    aftp_io_ctx *ctx = &sc.io;
     aftp_udp sess = {.fd = -1};
     aftp_drive d = {.udp = &sess, .max_datagram = aftp_io_max_datagram(o->max_datagram),
                     .interrupt = o->hooks.interrupt, .on_tick = o->hooks.on_tick,
@@ -368,16 +390,16 @@ static void serve_one(serve_state *st, aftp_io_result *res)
     memset(res, 0, sizeof *res);
     res->phase = AFTP_IO_PHASE_SESSION;
     if (o->faux)
-        memset(&ctx.storage.sink, 0, sizeof ctx.storage.sink);
+        memset(&ctx->storage.sink, 0, sizeof ctx->storage.sink);
     else
-        aftp_store_init(&ctx.storage.store, o->dirfd, o->overwrite);
-    st->ctx = &ctx;
+        aftp_store_init(&ctx->storage.store, o->dirfd, o->overwrite);
+    st->ctx = ctx;
     st->d = &d;
     int rc = accept_session(st);
     if (rc == AFTP_OK) {
         rc = aftp_drive_run(&d);
         aftp_drive_stats(&d, &res->stats);
-        settle_result(o, &ctx, rc);
+        settle_result(o, ctx, rc);
         if (o->on_session_end)
             o->on_session_end(o->hooks.app, res, (struct sockaddr *)&st->client.addr);
     } else {
@@ -386,7 +408,7 @@ static void serve_one(serve_state *st, aftp_io_result *res)
     aftp_receiver_del(d.receiver);
     d.receiver = NULL; /* the listener is not polled for this session any more */
     if (!o->faux)
-        aftp_store_fini(&ctx.storage.store);
+        aftp_store_fini(&ctx->storage.store);
     drop_session_root(st);
     aftp_udp_close(&sess);
 }
@@ -459,4 +481,42 @@ int aftp_serve_run(const aftp_serve_opts *o, aftp_io_result *res)
     aftp_gate_fini(&st.gate);
     aftp_udp_close(&st.listener);
     return o->once ? res->error : AFTP_OK;
+}
+
+void aftp_serve_describe_client(const struct sockaddr *from, const uint8_t *key,
+                                const char *comment, char *out, size_t cap)
+{
+    char who[64], text[128], escaped[256] = "";
+    aftp_format_addr(from, who, sizeof who);
+    if (key == NULL) {
+        snprintf(out, cap, "from %s", who);
+        return;
+    }
+    aftp_admit_format_key(key, text, sizeof text);
+    if (comment != NULL)
+        aftp_path_printable(comment, escaped, sizeof escaped);
+    snprintf(out, cap, "from %s key %s%s%s%s", who, text, escaped[0] ? " \"" : "", escaped,
+             escaped[0] ? "\"" : "");
+}
+
+void aftp_serve_explain_drop(const struct sockaddr *from, int why, const char *client,
+                             const char *psk_advice, const struct aftp_admit *admit,
+                             uint64_t unreported, char *out, size_t cap)
+{
+    char who[64], reason[320], more[96] = "";
+    if (unreported > 0)
+        snprintf(more, sizeof more, " (and %llu more dropped handshakes not reported)",
+                 (unsigned long long)unreported);
+    if (why == AFTP_SERVE_DROP_UNOPENED) {
+        aftp_format_addr(from, who, sizeof who);
+        snprintf(out, cap, "a client at %s sent a handshake this server cannot open (it may have "
+                           "pinned another server key)%s", who, more);
+        return;
+    }
+    if (why == AFTP_SERVE_DROP_TIMESTAMP)
+        aftp_admit_explain(admit, reason, sizeof reason);
+    else
+        snprintf(reason, sizeof reason, "the rest of its handshake does not open with this "
+                                        "server's pre-shared key (%s)", psk_advice);
+    snprintf(out, cap, "ignored a handshake %s: %s%s", client, reason, more);
 }
