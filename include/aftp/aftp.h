@@ -14,5 +14,6 @@
 #include "aftp/aftp_error.h"
 #include "aftp/aftp_engine.h"
 #include "aftp/aftp_global.h"
+#include "aftp/aftp_server.h"
 
 #endif /* AFTP_H */
