@@ -203,13 +203,20 @@ static void configure(fixture *f, const char *listen)
     assert_int_equal(aftp_server_set_receipt_cb(f->s, on_receipt, f), AFTP_OK);
 }
 
+/* Starts the run and waits for its listening line (a guard of 10 s keeps
+ * a server that never says it listens from hanging the test). */
 static unsigned start_server(fixture *f)
 {
+    struct timespec guard;
+    int rc = 0;
     assert_int_equal(pthread_create(&f->thread, NULL, run_server, f), 0);
+    clock_gettime(CLOCK_REALTIME, &guard);
+    guard.tv_sec += 10;
     pthread_mutex_lock(&f->lock);
-    while (!f->is_listening)
-        pthread_cond_wait(&f->listening, &f->lock);
+    while (!f->is_listening && rc == 0)
+        rc = pthread_cond_timedwait(&f->listening, &f->lock, &guard);
     pthread_mutex_unlock(&f->lock);
+    assert_int_equal(rc, 0);
     unsigned port = aftp_server_port(f->s);
     assert_int_not_equal(port, 0);
     return port;
