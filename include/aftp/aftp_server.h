@@ -110,8 +110,9 @@ typedef struct aftp_peer {
 typedef struct aftp_admission aftp_admission;
 /* This client's files land beneath `root` (copied): an existing directory
  * that accepts new files, opened when the callback returns; the path
- * rules of the server's dir apply beneath it (no '..', no absolute path,
- * no symbolic link followed). Only during the admission callback. */
+ * rules that apply beneath the server's dir apply beneath it (a client's
+ * path cannot leave it). Only during the admission callback.
+ * AFTP_ERR_INVALID_ARGUMENT for NULL, "" or a path of 4096 bytes or more. */
 AFTP_EXTERN int aftp_admission_set_root(aftp_admission *a, const char *root);
 
 /* Called once per handshake, on the run's thread, after the client proved
@@ -137,8 +138,8 @@ typedef struct aftp_receipt {      /* fields are only ever appended */
     int64_t end_unix_ns;           /* committed and durable (wall clock) */
     int cipher;                    /* enum aftp_cipher_choice in use (AFTP_CIPHER_NONE: unprotected) */
 } aftp_receipt;
-/* Called on the run's thread once the file is durable under its final
- * name, before the client is told it was delivered. */
+/* Called on the run's thread once the file is verified and durable under
+ * its final name. cb NULL: no receipts. */
 typedef void (*aftp_receipt_cb)(void *user, const aftp_receipt *r);
 AFTP_EXTERN int aftp_server_set_receipt_cb(aftp_server *s, aftp_receipt_cb cb, void *user);
 
@@ -157,6 +158,7 @@ enum aftp_log_kind {
     AFTP_LOG_WARNING
 };
 typedef void (*aftp_log_cb)(void *user, int kind, const char *line);
+/* cb NULL: the lines go nowhere. */
 AFTP_EXTERN int aftp_server_set_log_cb(aftp_server *s, aftp_log_cb cb, void *user);
 
 /* The bound port while a run listens, else 0. Any thread. */

@@ -104,7 +104,7 @@ static int setup(void **state)
     int fd;
     assert_non_null(f);
     assert_true(sodium_init() >= 0);
-    f->top = strdup(io_test_mkdtemp(&fd));
+    f->top = io_test_mkdtemp(&fd); /* ours to free */
     close(fd);
     make_dir(f->server_dir, sizeof f->server_dir, f->top, "incoming");
     make_dir(f->partner[0], sizeof f->partner[0], f->top, "partner-a");
