@@ -10,6 +10,9 @@
  *               a stop from another thread ends the run with AFTP_OK;
  *               nothing is written to fds 1 and 2 during the run;
  *   no callback the authorized keys decide, into the server's dir;
+ *   unprotected a session without keys reaches the callback with no key;
+ *   no start    a run that cannot start says why; failed setters keep
+ *               what was set;
  *   busy port   a second server on a bound port fails with "address in use". */
 #include <fcntl.h>
 #include <pthread.h>
@@ -155,7 +158,7 @@ static void on_receipt(void *user, const aftp_receipt *r)
     fixture *f = user;
     /* No cmocka assertion on the server's thread: what it saw is checked
      * once the run has ended. */
-    if (f->receipt_count == MAX_RECEIPTS || r->client->key == NULL)
+    if (f->receipt_count == MAX_RECEIPTS)
         return;
     seen_receipt *e = &f->receipts[f->receipt_count++];
     snprintf(e->path, sizeof e->path, "%s", r->path);
@@ -163,7 +166,8 @@ static void on_receipt(void *user, const aftp_receipt *r)
     snprintf(e->comment, sizeof e->comment, "%s", r->client->comment);
     e->size = r->size;
     memcpy(e->digest, r->digest, sizeof e->digest);
-    memcpy(e->key, r->client->key, AFTP_KEY_LEN);
+    if (r->client->key != NULL)
+        memcpy(e->key, r->client->key, AFTP_KEY_LEN);
     e->start_ns = r->start_unix_ns;
     e->end_ns = r->end_unix_ns;
     e->cipher = r->cipher;
@@ -244,6 +248,7 @@ static void make_file(const fixture *f, const char *name, uint32_t seed, char *p
     fclose(out);
 }
 
+/* Pushes file as `client` (-1: an unprotected session, AFTP_CIPHER_NONE). */
 static int push(const fixture *f, unsigned port, int client, const char *file)
 {
     struct sockaddr_in to = io_test_loopback((uint16_t)port);
@@ -251,9 +256,11 @@ static int push(const fixture *f, unsigned port, int client, const char *file)
                         .rate_bps = UINT64_C(400000000), .policy = AFTP_CC_FIXED,
                         .idle_timeout_ns = UINT64_C(5000000000)};
     aftp_push_result res;
-    o.security.cipher = AFTP_CIPHER_AUTO;
-    o.security.identity = f->client[client].secret;
-    o.security.peer_key = f->server.public_key;
+    o.security.cipher = client < 0 ? AFTP_CIPHER_NONE : AFTP_CIPHER_AUTO;
+    if (client >= 0) {
+        o.security.identity = f->client[client].secret;
+        o.security.peer_key = f->server.public_key;
+    }
     return aftp_push_run(&o, &res);
 }
 
@@ -431,6 +438,72 @@ static void test_authorized_keys_decide(void **state)
     assert_true(log_has(f, AFTP_LOG_SESSION_FAILED, "its key is not authorized"));
 }
 
+/* An unprotected session has no key: the callback still places it. */
+static int admit_keyless(void *user, const aftp_peer *peer, aftp_admission *decision)
+{
+    fixture *f = user;
+    f->admissions++;
+    return peer->key == NULL ? aftp_admission_set_root(decision, f->partner[1])
+                             : AFTP_ERR_UNKNOWN_PEER;
+}
+
+static void test_unprotected_session(void **state)
+{
+    fixture *f = *state;
+    char a[600];
+    uint8_t digest_a[AFTP_DIGEST_LEN], no_key[AFTP_KEY_LEN] = {0};
+    make_file(f, "a.bin", 5, a, sizeof a);
+    assert_int_equal(aftp_server_set_listen(f->s, "127.0.0.1:0"), AFTP_OK);
+    assert_int_equal(aftp_server_set_dir(f->s, f->server_dir), AFTP_OK);
+    assert_int_equal(aftp_server_set_cipher(f->s, AFTP_CIPHER_NONE), AFTP_OK);
+    assert_int_equal(aftp_server_set_log_cb(f->s, on_log, f), AFTP_OK);
+    assert_int_equal(aftp_server_set_receipt_cb(f->s, on_receipt, f), AFTP_OK);
+    assert_int_equal(aftp_server_set_admit_cb(f->s, admit_keyless, f), AFTP_OK);
+    unsigned port = start_server(f);
+    int rc = push(f, port, -1, a);
+    stop_server(f);
+
+    assert_int_equal(f->run_rc, AFTP_OK);
+    assert_int_equal(rc, AFTP_OK);
+    assert_int_equal(f->admissions, 1);
+    assert_same_file(f->partner[1], "a.bin", a, digest_a);
+    assert_int_equal(f->receipt_count, 1);
+    assert_memory_equal(f->receipts[0].key, no_key, AFTP_KEY_LEN);
+    assert_int_equal(f->receipts[0].cipher, AFTP_CIPHER_NONE);
+    assert_string_equal(f->receipts[0].root, f->partner[1]);
+}
+
+/* A run that cannot start says why, and a failed setter keeps what was set. */
+static void test_refuses_to_start(void **state)
+{
+    fixture *f = *state;
+    char missing[600];
+    snprintf(missing, sizeof missing, "%s/nope", f->top);
+    assert_int_equal(aftp_server_run(f->s), AFTP_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(aftp_server_errmsg(f->s), "no listen address"));
+    assert_int_equal(aftp_server_set_listen(f->s, "127.0.0.1:99999"), AFTP_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(aftp_server_errmsg(f->s), "'127.0.0.1:99999'"));
+    assert_int_equal(aftp_server_set_listen(f->s, "127.0.0.1:0"), AFTP_OK);
+    assert_int_equal(aftp_server_set_dir(f->s, f->server_dir), AFTP_OK);
+    assert_int_equal(aftp_server_run(f->s), AFTP_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(aftp_server_errmsg(f->s), "no identity key"));
+    assert_int_equal(aftp_server_set_identity(f->s, f->server.secret), AFTP_OK);
+    assert_int_equal(aftp_server_run(f->s), AFTP_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(aftp_server_errmsg(f->s), "admits nobody"));
+    assert_int_equal(aftp_server_set_authorized_keys_file(f->s, f->authorized), AFTP_OK);
+    assert_int_equal(aftp_server_set_authorized_keys_file(f->s, missing), AFTP_ERR_NOT_FOUND);
+    assert_non_null(strstr(aftp_server_errmsg(f->s), missing));
+    assert_int_equal(aftp_server_set_dir(f->s, missing), AFTP_OK);
+    assert_true(aftp_server_run(f->s) < 0);
+    assert_non_null(strstr(aftp_server_errmsg(f->s), "cannot use destination directory"));
+    /* The authorized keys set first still hold: with a usable dir it runs. */
+    assert_int_equal(aftp_server_set_dir(f->s, f->server_dir), AFTP_OK);
+    assert_int_equal(aftp_server_set_log_cb(f->s, on_log, f), AFTP_OK);
+    start_server(f);
+    stop_server(f);
+    assert_int_equal(f->run_rc, AFTP_OK);
+}
+
 static void test_busy_port(void **state)
 {
     fixture *f = *state;
@@ -457,6 +530,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_admission_roots_and_receipts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_authorized_keys_decide, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unprotected_session, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_refuses_to_start, setup, teardown),
         cmocka_unit_test_setup_teardown(test_busy_port, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
