@@ -131,23 +131,18 @@ static void on_hello_dropped(void *app, const struct sockaddr *from, int why,
 static void on_session_end(void *app, const aftp_io_result *res, const struct sockaddr *peer)
 {
     recv_app *ra = app;
-    char client[512], key[128];
+    char client[512], refusal[4400], line[5200];
     describe_client(ra, res, peer, client, sizeof client);
     if (res->error == AFTP_OK) {
         if (res->files_ok > 0)
             aftp_cli_print_summary(&ra->report, &res->stats, client);
         return;
     }
-    if (res->error == AFTP_ERR_UNKNOWN_PEER && ra->keys->admit.have_rejected) {
-        aftp_cli_format_key(ra->keys->admit.rejected, key, sizeof key);
-        aftp_cli_error("refused client %s: its key is not authorized (add the line '%s' to %s "
-                       "to admit it)", client, key, ra->keys->authorized_path);
-    } else if (res->error == AFTP_ERR_IDLE_TIMEOUT) {
-        aftp_cli_error("sender %s went silent for %.1f s (--idle-timeout)", client, ra->idle_s);
-    } else {
-        aftp_cli_error("transfer %s failed: %s", client,
-                       res->message[0] ? res->message : aftp_strerror(res->error));
-    }
+    aftp_admit_explain_unknown(&ra->keys->admit, ra->keys->authorized_path, refusal,
+                               sizeof refusal);
+    aftp_serve_explain_failure(res, client, ra->keys->admit.have_rejected ? refusal : NULL,
+                               ra->idle_s, "--idle-timeout", line, sizeof line);
+    aftp_cli_error("%s", line);
 }
 
 /* The authorized keys; a server that admits nobody is a mistake. */

@@ -192,3 +192,12 @@ void aftp_admit_format_key(const uint8_t *key, char *out, size_t cap)
     }
     out[strcspn(out, "\n")] = '\0';
 }
+
+void aftp_admit_explain_unknown(const aftp_admit *a, const char *authorized_path, char *buf,
+                                size_t cap)
+{
+    char key[128];
+    aftp_admit_format_key(a->rejected, key, sizeof key);
+    snprintf(buf, cap, "its key is not authorized (add the line '%s' to %s to admit it)", key,
+             authorized_path);
+}

@@ -99,6 +99,11 @@ aftp_peer_policy aftp_admit_policy(aftp_admit *a);
  * server's clock ...". Empty when none was refused. */
 void aftp_admit_explain(const aftp_admit *a, char *buf, size_t cap);
 
+/* Why the latest key refused was (a->rejected): "its key is not
+ * authorized (add the line 'aftp-x25519 <base64>' to PATH to admit it)",
+ * PATH the authorized keys' file. */
+void aftp_admit_explain_unknown(const aftp_admit *a, const char *authorized_path, char *buf,
+                                size_t cap);
 /* "aftp-x25519 <base64>" of a client's key, as its authorized-keys line
  * starts, for messages. */
 void aftp_admit_format_key(const uint8_t *key, char *out, size_t cap);

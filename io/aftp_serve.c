@@ -499,6 +499,19 @@ void aftp_serve_describe_client(const struct sockaddr *from, const uint8_t *key,
              escaped[0] ? "\"" : "");
 }
 
+void aftp_serve_explain_failure(const aftp_io_result *res, const char *client,
+                                const char *refusal, double idle_s, const char *idle_setting,
+                                char *out, size_t cap)
+{
+    if (res->error == AFTP_ERR_UNKNOWN_PEER && refusal != NULL)
+        snprintf(out, cap, "refused client %s: %s", client, refusal);
+    else if (res->error == AFTP_ERR_IDLE_TIMEOUT)
+        snprintf(out, cap, "sender %s went silent for %.1f s (%s)", client, idle_s, idle_setting);
+    else
+        snprintf(out, cap, "transfer %s failed: %s", client,
+                 res->message[0] ? res->message : aftp_strerror(res->error));
+}
+
 void aftp_serve_explain_drop(const struct sockaddr *from, int why, const char *client,
                              const char *psk_advice, const struct aftp_admit *admit,
                              uint64_t unreported, char *out, size_t cap)

@@ -87,6 +87,13 @@ int aftp_serve_run(const aftp_serve_opts *o, aftp_io_result *res);
  * "comment"" (key NULL: "from ADDR"; comment NULL or "": none; escaped). */
 void aftp_serve_describe_client(const struct sockaddr *from, const uint8_t *key,
                                 const char *comment, char *out, size_t cap);
+/* The operator's line for a session that failed (res): "refused client
+ * CLIENT: REFUSAL" when the handshake refused its key (refusal: why;
+ * NULL when it was not refused), "sender CLIENT went silent for S s
+ * (IDLE_SETTING)", else "transfer CLIENT failed: why". */
+void aftp_serve_explain_failure(const aftp_io_result *res, const char *client,
+                                const char *refusal, double idle_s, const char *idle_setting,
+                                char *out, size_t cap);
 /* The operator's line for a dropped HELLO (on_hello_dropped's arguments;
  * client as aftp_serve_describe_client wrote it; psk_advice: what to
  * check when the pre-shared keys differ; admit: the policy, which knows

@@ -396,17 +396,14 @@ static void on_warning(void *app, const char *text)
     say(app, AFTP_LOG_WARNING, text);
 }
 
-/* Why a client's key was refused, when it was. */
+/* Why a client's key was refused: this server's own reason (the admission
+ * callback, a root that cannot be used), else the authorized keys'. */
 static void refusal_reason(const aftp_server *s, char *out, size_t cap)
 {
-    char key[128];
-    if (s->client.refusal[0] != '\0') {
+    if (s->client.refusal[0] != '\0')
         snprintf(out, cap, "%s", s->client.refusal);
-        return;
-    }
-    aftp_admit_format_key(s->admit.rejected, key, sizeof key);
-    snprintf(out, cap, "its key is not authorized (add the line '%s' to %s to admit it)", key,
-             s->authorized_path);
+    else
+        aftp_admit_explain_unknown(&s->admit, s->authorized_path, out, cap);
 }
 
 /* The key a session's client proved, or NULL (a key the authorized keys
@@ -427,16 +424,9 @@ static void explain_failure(const aftp_server *s, const aftp_io_result *res,
     aftp_serve_describe_client(peer, key,
                                key != NULL ? aftp_keyfile_list_comment(&s->authorized, key) : NULL,
                                client, sizeof client);
-    if (res->error == AFTP_ERR_UNKNOWN_PEER && !res->connected) {
-        refusal_reason(s, reason, sizeof reason);
-        snprintf(line, cap, "refused client %s: %s", client, reason);
-    } else if (res->error == AFTP_ERR_IDLE_TIMEOUT) {
-        snprintf(line, cap, "sender %s went silent for %.1f s (the idle timeout)", client,
-                 (double)s->idle_timeout_ns / 1e9);
-    } else {
-        snprintf(line, cap, "transfer %s failed: %s", client,
-                 res->message[0] ? res->message : aftp_strerror(res->error));
-    }
+    refusal_reason(s, reason, sizeof reason);
+    aftp_serve_explain_failure(res, client, res->connected ? NULL : reason,
+                               (double)s->idle_timeout_ns / 1e9, "the idle timeout", line, cap);
 }
 
 static void on_session_end(void *app, const aftp_io_result *res, const struct sockaddr *peer)
