@@ -177,8 +177,9 @@ AFTP_EXTERN int aftp_server_run(aftp_server *s);
  * idle. A stop before the run starts makes that run return at once. Any
  * thread, or a signal handler (async-signal-safe). */
 AFTP_EXTERN void aftp_server_stop(aftp_server *s);
-/* Why the latest call that failed did (a setter or the run); "" when none
- * did. Valid until the next call on the handle. */
+/* Why the latest setter or run failed, with the figures and names
+ * involved; "" after one that succeeded. Valid until the next call on the
+ * handle. */
 AFTP_EXTERN const char *aftp_server_errmsg(const aftp_server *s);
 
 #ifdef __cplusplus
