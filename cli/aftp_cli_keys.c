@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "aftp_admit.h"
 #include "aftp_cli.h"
 #include "common/aftp_aead.h"
 #include "common/aftp_handshake.h"

@@ -93,42 +93,13 @@ static void on_listening(void *app, const struct sockaddr *local)
     aftp_cli_notice(app, "listening on %s", where);
 }
 
-/* The comment of key's line in the authorized keys (escaped), or "". */
-static void authorized_comment(const recv_keys *k, const uint8_t *key, char *out, size_t cap)
-{
-    FILE *f = fopen(k->authorized_path, "re");
-    char line[AFTP_KEYFILE_MAX_LINE + 2];
-    uint8_t listed[AFTP_KEY_LEN];
-    out[0] = '\0';
-    while (f != NULL && fgets(line, sizeof line, f) != NULL) {
-        size_t n = strcspn(line, "\r\n");
-        line[n] = '\0';
-        if (aftp_keyfile_parse_public(line, n, listed, NULL, 0) != AFTP_OK ||
-            memcmp(listed, key, AFTP_KEY_LEN) != 0)
-            continue;
-        /* tag, key, then the comment */
-        const char *c = line + strspn(line, " \t");
-        for (int field = 0; field < 2; field++) {
-            c += strcspn(c, " \t");
-            c += strspn(c, " \t");
-        }
-        aftp_path_printable(c, out, cap);
-        break;
-    }
-    if (f != NULL)
-        fclose(f);
-}
-
 /* "from ADDR key aftp-x25519 <base64> "comment"": who a client is. */
 static void describe_key(const recv_app *ra, const struct sockaddr *peer, const uint8_t *client_key,
                          char *out, size_t cap)
 {
-    char who[64], key[128], comment[256];
-    aftp_format_addr(peer, who, sizeof who);
-    aftp_explain_format_key(client_key, key, sizeof key);
-    authorized_comment(ra->keys, client_key, comment, sizeof comment);
-    snprintf(out, cap, "from %s key %s%s%s%s", who, key, comment[0] ? " \"" : "", comment,
-             comment[0] ? "\"" : "");
+    aftp_serve_describe_client(peer, client_key,
+                               aftp_keyfile_list_comment(&ra->keys->authorized, client_key), out,
+                               cap);
 }
 
 /* Who a session was with. */
@@ -150,45 +121,29 @@ static void on_hello_dropped(void *app, const struct sockaddr *from, int why,
                              const uint8_t *client_key, uint64_t unreported)
 {
     recv_app *ra = app;
-    char client[512], reason[320], more[96] = "";
-    if (unreported > 0)
-        snprintf(more, sizeof more, " (and %llu more dropped handshakes not reported)",
-                 (unsigned long long)unreported);
-    if (why == AFTP_SERVE_DROP_UNOPENED) {
-        aftp_format_addr(from, client, sizeof client);
-        aftp_cli_error("a client at %s sent a handshake this server cannot open (it may have "
-                       "pinned another server key)%s", client, more);
-        return;
-    }
-    describe_key(ra, from, client_key, client, sizeof client);
-    if (why == AFTP_SERVE_DROP_TIMESTAMP)
-        aftp_admit_explain(&ra->keys->admit, reason, sizeof reason);
-    else
-        snprintf(reason, sizeof reason, "the rest of its handshake does not open with this "
-                                        "server's pre-shared key (--psk-file differs)");
-    aftp_cli_error("ignored a handshake %s: %s%s", client, reason, more);
+    char client[512] = "", line[1200];
+    if (client_key != NULL)
+        describe_key(ra, from, client_key, client, sizeof client);
+    aftp_serve_explain_drop(from, why, client, "--psk-file differs", &ra->keys->admit, unreported,
+                            line, sizeof line);
+    aftp_cli_error("%s", line);
 }
 
 static void on_session_end(void *app, const aftp_io_result *res, const struct sockaddr *peer)
 {
     recv_app *ra = app;
-    char client[512], key[128];
+    char client[512], refusal[4400], line[5200];
     describe_client(ra, res, peer, client, sizeof client);
     if (res->error == AFTP_OK) {
         if (res->files_ok > 0)
             aftp_cli_print_summary(&ra->report, &res->stats, client);
         return;
     }
-    if (res->error == AFTP_ERR_UNKNOWN_PEER && ra->keys->admit.have_rejected) {
-        aftp_explain_format_key(ra->keys->admit.rejected, key, sizeof key);
-        aftp_cli_error("refused client %s: its key is not authorized (add the line '%s' to %s "
-                       "to admit it)", client, key, ra->keys->authorized_path);
-    } else if (res->error == AFTP_ERR_IDLE_TIMEOUT) {
-        aftp_cli_error("sender %s went silent for %.1f s (--idle-timeout)", client, ra->idle_s);
-    } else {
-        aftp_cli_error("transfer %s failed: %s", client,
-                       res->message[0] ? res->message : aftp_strerror(res->error));
-    }
+    aftp_admit_explain_unknown(&ra->keys->admit, ra->keys->authorized_path, refusal,
+                               sizeof refusal);
+    aftp_serve_explain_failure(res, client, ra->keys->admit.have_rejected ? refusal : NULL,
+                               ra->idle_s, "--idle-timeout", line, sizeof line);
+    aftp_cli_error("%s", line);
 }
 
 /* The authorized keys; a server that admits nobody is a mistake. */
@@ -216,7 +171,7 @@ static int load_authorized(const recv_args *a, recv_keys *k)
 static int load_recv_keys(const recv_args *a, const aftp_cli_report *r, recv_keys *k,
                           aftp_security_settings *sec)
 {
-    char line[128], fingerprint[AFTP_EXPLAIN_FINGERPRINT_MAX];
+    char line[128], fingerprint[AFTP_KEYFILE_FINGERPRINT_MAX];
     int rc;
     memset(sec, 0, sizeof *sec);
     sec->cipher = a->sec.cipher;
@@ -232,8 +187,8 @@ static int load_recv_keys(const recv_args *a, const aftp_cli_report *r, recv_key
     aftp_admit_init(&k->admit, &k->authorized, k->secrets->have_psk ? k->secrets->psk : NULL);
     sec->identity = k->secrets->identity;
     sec->peers = aftp_admit_policy(&k->admit);
-    aftp_explain_format_key(k->secrets->public_key, line, sizeof line);
-    aftp_explain_format_fingerprint(k->secrets->public_key, fingerprint, sizeof fingerprint);
+    aftp_keyfile_key_text(k->secrets->public_key, line, sizeof line);
+    aftp_keyfile_fingerprint(k->secrets->public_key, fingerprint, sizeof fingerprint);
     aftp_cli_notice(r, "server key %s", line);
     /* What a client's user compares before trusting this server (14.9). */
     aftp_cli_notice(r, "server fingerprint %s", fingerprint);
@@ -268,18 +223,10 @@ static int serve(const recv_args *a, recv_app *app, int dirfd)
  * starts, not at its first client. */
 static int open_destination(const char *dir, int *dirfd)
 {
-    char why[160];
-    *dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (*dirfd < 0) {
-        aftp_cli_error("cannot use destination directory %s: %s (--dir must name an existing "
-                       "directory)", dir, strerror(errno));
-        return AFTP_EXIT_LOCAL_FILE;
-    }
-    if (aftp_store_check_dir(*dirfd, why, sizeof why) == AFTP_OK)
+    char why[4400];
+    if (aftp_store_open_dir(dir, "--dir", dirfd, why, sizeof why) == AFTP_OK)
         return AFTP_EXIT_OK;
-    aftp_cli_error("cannot use destination directory %s: %s", dir, why);
-    close(*dirfd);
-    *dirfd = -1;
+    aftp_cli_error("%s", why);
     return AFTP_EXIT_LOCAL_FILE;
 }
 

@@ -41,9 +41,9 @@ static int explain_fetch_failure(const char *host, int rc)
 /* The question, then the user's line: non-zero only for exactly "yes". */
 static int user_accepts(const char *host, const uint8_t *key, const char *known_hosts)
 {
-    char line[128], fingerprint[AFTP_EXPLAIN_FINGERPRINT_MAX], answer[64];
-    aftp_explain_format_key(key, line, sizeof line);
-    aftp_explain_format_fingerprint(key, fingerprint, sizeof fingerprint);
+    char line[128], fingerprint[AFTP_KEYFILE_FINGERPRINT_MAX], answer[64];
+    aftp_keyfile_key_text(key, line, sizeof line);
+    aftp_keyfile_fingerprint(key, fingerprint, sizeof fingerprint);
     fprintf(stderr,
             "The server %s is not known. Its key is %s (fingerprint: %s). Trust it and "
             "remember it in %s? (yes/no) ",

@@ -122,12 +122,19 @@ static const char *decode_key(span tok, uint8_t *key)
     return NULL;
 }
 
-/* "aftp-x25519 <base64> [comment]": the comment is the rest of the line. */
-static const char *parse_public_fields(span rest, uint8_t *key)
+/* "aftp-x25519 <base64> [comment]": the comment is the rest of the line
+ * (comment may be NULL when not wanted). */
+static const char *parse_public_fields(span rest, uint8_t *key, span *comment)
 {
     if (!span_is(next_token(&rest), AFTP_KEYFILE_PUBLIC_TAG))
         return "expected '" AFTP_KEYFILE_PUBLIC_TAG " <base64> [comment]'";
-    return decode_key(next_token(&rest), key);
+    const char *why = decode_key(next_token(&rest), key);
+    if (comment != NULL) {
+        *comment = skip_blanks(rest);
+        while (comment->n > 0 && is_blank(comment->p[comment->n - 1]))
+            comment->n--;
+    }
+    return why;
 }
 
 static void encode_key(const uint8_t *key, char *b64)
@@ -154,13 +161,33 @@ int aftp_keyfile_format_public(const uint8_t *key, const char *comment, char *ou
     return (size_t)n - 1 > AFTP_KEYFILE_MAX_LINE ? AFTP_ERR_LIMIT : AFTP_OK;
 }
 
+void aftp_keyfile_key_text(const uint8_t *key, char *out, size_t cap)
+{
+    if (aftp_keyfile_format_public(key, NULL, out, cap) != AFTP_OK) {
+        snprintf(out, cap, "(unprintable key)");
+        return;
+    }
+    out[strcspn(out, "\n")] = '\0';
+}
+
+void aftp_keyfile_fingerprint(const uint8_t *key, char *out, size_t cap)
+{
+    uint8_t hash[crypto_hash_sha256_BYTES];
+    char b64[sodium_base64_ENCODED_LEN(crypto_hash_sha256_BYTES,
+                                       sodium_base64_VARIANT_ORIGINAL_NO_PADDING)];
+    crypto_hash_sha256(hash, key, KEY);
+    sodium_bin2base64(b64, sizeof b64, hash, sizeof hash,
+                      sodium_base64_VARIANT_ORIGINAL_NO_PADDING);
+    snprintf(out, cap, "SHA256:%s", b64);
+}
+
 int aftp_keyfile_parse_public(const char *line, size_t len, uint8_t *key, char *err,
                               size_t err_len)
 {
     span s = {line, len};
     int code;
     const char *why = line_problem(s, &code);
-    if (why == NULL && (why = parse_public_fields(s, key)) != NULL)
+    if (why == NULL && (why = parse_public_fields(s, key, NULL)) != NULL)
         code = AFTP_ERR_BAD_KEY;
     return why != NULL ? fail(code, err, err_len, "public key: %s", why) : AFTP_OK;
 }
@@ -351,7 +378,7 @@ int aftp_keyfile_read_public(const char *path, uint8_t *key, char *err, size_t e
     while (next_line(&it, &line)) {
         if ((why = line_problem(line, &rc)) == NULL && is_skipped(line))
             continue;
-        if (why == NULL && (why = parse_public_fields(line, key)) != NULL)
+        if (why == NULL && (why = parse_public_fields(line, key, NULL)) != NULL)
             rc = AFTP_ERR_BAD_KEY;
         break;
     }
@@ -361,16 +388,24 @@ int aftp_keyfile_read_public(const char *path, uint8_t *key, char *err, size_t e
 
 /* ---- lists ---- */
 
-static int list_push(aftp_keyfile_list *list, size_t *cap, const uint8_t *key)
+static int list_push(aftp_keyfile_list *list, size_t *cap, const uint8_t *key, span comment)
 {
     if (list->count == *cap) {
         size_t grown = *cap ? *cap * 2 : 16;
         void *keys = realloc(list->keys, grown * sizeof *list->keys);
-        if (keys == NULL)
+        if (keys != NULL)
+            list->keys = keys;
+        void *comments = keys != NULL ? realloc(list->comments, grown * sizeof *list->comments)
+                                      : NULL;
+        if (comments == NULL)
             return AFTP_ERR_NO_MEMORY;
-        list->keys = keys;
+        list->comments = comments;
         *cap = grown;
     }
+    char *text = strndup(comment.p, comment.n);
+    if (text == NULL)
+        return AFTP_ERR_NO_MEMORY;
+    list->comments[list->count] = text;
     memcpy(list->keys[list->count++], key, KEY);
     return AFTP_OK;
 }
@@ -379,6 +414,7 @@ static int list_push(aftp_keyfile_list *list, size_t *cap, const uint8_t *key)
 static const char *authorized_line(span line, aftp_keyfile_list *list, size_t *cap, int *code)
 {
     uint8_t key[KEY];
+    span comment;
     const char *why = line_problem(line, code);
     if (why != NULL || is_skipped(line))
         return why;
@@ -386,16 +422,16 @@ static const char *authorized_line(span line, aftp_keyfile_list *list, size_t *c
     if (list->count == AFTP_KEYFILE_MAX_KEYS)
         return "too many keys";
     *code = AFTP_ERR_BAD_KEY;
-    if ((why = parse_public_fields(line, key)) != NULL)
+    if ((why = parse_public_fields(line, key, &comment)) != NULL)
         return why;
-    *code = list_push(list, cap, key);
+    *code = list_push(list, cap, key, comment);
     return *code == AFTP_OK ? NULL : "out of memory";
 }
 
 int aftp_keyfile_authorized_parse(const char *name, const char *text, size_t len,
                                   aftp_keyfile_list *out, char *err, size_t err_len)
 {
-    *out = (aftp_keyfile_list){NULL, 0};
+    *out = (aftp_keyfile_list){NULL, 0, NULL};
     if (len > AFTP_KEYFILE_MAX_SIZE)
         return fail(AFTP_ERR_LIMIT, err, err_len, "%s: larger than 4 MiB", name);
     lines it = {{text, len}, 0};
@@ -417,7 +453,7 @@ int aftp_keyfile_authorized_load(const char *path, aftp_keyfile_list *out, char 
 {
     char *text = NULL;
     size_t len = 0;
-    *out = (aftp_keyfile_list){NULL, 0};
+    *out = (aftp_keyfile_list){NULL, 0, NULL};
     int rc = load_text(path, &text, &len, err, err_len);
     if (rc == AFTP_OK)
         rc = aftp_keyfile_authorized_parse(path, text, len, out, err, err_len);
@@ -433,10 +469,21 @@ int aftp_keyfile_list_contains(const aftp_keyfile_list *list, const uint8_t *key
     return found;
 }
 
+const char *aftp_keyfile_list_comment(const aftp_keyfile_list *list, const uint8_t *key)
+{
+    for (size_t i = 0; i < list->count; i++)
+        if (sodium_memcmp(list->keys[i], key, KEY) == 0)
+            return list->comments != NULL ? list->comments[i] : "";
+    return NULL;
+}
+
 void aftp_keyfile_list_free(aftp_keyfile_list *list)
 {
+    for (size_t i = 0; list->comments != NULL && i < list->count; i++)
+        free(list->comments[i]);
+    free(list->comments);
     free(list->keys);
-    *list = (aftp_keyfile_list){NULL, 0};
+    *list = (aftp_keyfile_list){NULL, 0, NULL};
 }
 
 /* ---- known hosts ---- */
@@ -465,7 +512,7 @@ static const char *known_host_entry(span line, const char *host, uint8_t *listed
     span rest = line;
     int named = span_is(next_token(&rest), host);
     *code = AFTP_ERR_BAD_KEY;
-    if ((why = parse_public_fields(rest, listed)) != NULL)
+    if ((why = parse_public_fields(rest, listed, NULL)) != NULL)
         return why;
     *this_host = named;
     return NULL;

@@ -41,6 +41,14 @@
 /* "aftp-x25519 <base64>[ comment]\n" into out (NUL-terminated). The
  * comment (may be NULL) must be printable, one line. */
 int aftp_keyfile_format_public(const uint8_t *key, const char *comment, char *out, size_t cap);
+/* "aftp-x25519 <base64>" of a key: one line without a newline, for
+ * messages ("(unprintable key)" if it cannot be formatted). */
+void aftp_keyfile_key_text(const uint8_t *key, char *out, size_t cap);
+/* "SHA256:<base64>" (SHA-256 of the 32 key bytes, unpadded base64, as ssh
+ * shows host keys; spec Appendix B.3): the short form users compare out of
+ * band. */
+#define AFTP_KEYFILE_FINGERPRINT_MAX 56u
+void aftp_keyfile_fingerprint(const uint8_t *key, char *out, size_t cap);
 /* One public key line (no newline; len bytes, not NUL-terminated). */
 int aftp_keyfile_parse_public(const char *line, size_t len, uint8_t *key, char *err,
                               size_t err_len);
@@ -62,6 +70,9 @@ int aftp_keyfile_read_public(const char *path, uint8_t *key, char *err, size_t e
 typedef struct aftp_keyfile_list {
     uint8_t (*keys)[AFTP_KEYFILE_KEY_LEN];
     size_t count;
+    /* comments[i]: the comment of keys[i]'s line, "" when none (parsed
+     * lists only; NULL in a list built by hand) */
+    char **comments;
 } aftp_keyfile_list;
 
 /* Parses text (len bytes) named `name` in messages; on success *out owns
@@ -73,6 +84,9 @@ int aftp_keyfile_authorized_load(const char *path, aftp_keyfile_list *out, char 
                                  size_t err_len);
 /* Non-zero when key is in the list (constant-time comparison per entry). */
 int aftp_keyfile_list_contains(const aftp_keyfile_list *list, const uint8_t *key);
+/* The comment of key's line (the first that lists it): "" when it has
+ * none, or the list has no comments; NULL when key is not listed. */
+const char *aftp_keyfile_list_comment(const aftp_keyfile_list *list, const uint8_t *key);
 void aftp_keyfile_list_free(aftp_keyfile_list *list);
 
 /* ---- known hosts (client) ---- */

@@ -25,7 +25,7 @@ void aftp_admit_fini(aftp_admit *a)
 static int admit_lookup(void *user, const uint8_t *client_key, uint8_t *psk)
 {
     aftp_admit *a = user;
-    if (!aftp_keyfile_list_contains(a->keys, client_key)) {
+    if (a->keys != NULL && !aftp_keyfile_list_contains(a->keys, client_key)) {
         memcpy(a->rejected, client_key, AFTP_KEY_LEN);
         a->have_rejected = 1;
         return AFTP_ERR_UNKNOWN_PEER;
@@ -182,4 +182,13 @@ aftp_peer_policy aftp_admit_policy(aftp_admit *a)
     aftp_peer_policy p = {.lookup = admit_lookup, .check_timestamp = admit_check_timestamp,
                           .user = a};
     return p;
+}
+
+void aftp_admit_explain_unknown(const aftp_admit *a, const char *authorized_path, char *buf,
+                                size_t cap)
+{
+    char key[128];
+    aftp_keyfile_key_text(a->rejected, key, sizeof key);
+    snprintf(buf, cap, "its key is not authorized (add the line '%s' to %s to admit it)", key,
+             authorized_path);
 }

@@ -75,7 +75,7 @@ typedef struct aftp_admit_refusal {
 } aftp_admit_refusal;
 
 typedef struct aftp_admit {
-    const aftp_keyfile_list *keys; /* borrowed: the authorized keys */
+    const aftp_keyfile_list *keys; /* borrowed: the authorized keys (NULL: any) */
     uint8_t psk[AFTP_KEY_LEN];     /* zeros: none */
     aftp_admit_seen *seen;
     size_t seen_count, seen_cap;
@@ -86,8 +86,9 @@ typedef struct aftp_admit {
     aftp_admit_refusal refusal; /* the latest timestamp refused */
 } aftp_admit;
 
-/* keys is borrowed for the admit's lifetime; psk (AFTP_KEY_LEN bytes, or
- * NULL) is copied and applies to every client. */
+/* keys is borrowed for the admit's lifetime (NULL: every key is admitted,
+ * for a server whose own admission hook decides, aftp_serve_opts.admit);
+ * psk (AFTP_KEY_LEN bytes, or NULL) is copied and applies to every client. */
 void aftp_admit_init(aftp_admit *a, const aftp_keyfile_list *keys, const uint8_t *psk);
 /* Wipes the psk, frees the table. */
 void aftp_admit_fini(aftp_admit *a);
@@ -97,5 +98,11 @@ aftp_peer_policy aftp_admit_policy(aftp_admit *a);
  * server's log: "its handshake timestamp is 3600.0 s ahead of this
  * server's clock ...". Empty when none was refused. */
 void aftp_admit_explain(const aftp_admit *a, char *buf, size_t cap);
+
+/* Why the latest key refused was (a->rejected): "its key is not
+ * authorized (add the line 'aftp-x25519 <base64>' to PATH to admit it)",
+ * PATH the authorized keys' file. */
+void aftp_admit_explain_unknown(const aftp_admit *a, const char *authorized_path, char *buf,
+                                size_t cap);
 
 #endif /* AFTP_ADMIT_H */

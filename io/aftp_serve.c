@@ -4,10 +4,13 @@
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "aftp_admit.h"
 #include "aftp_drive.h"
 #include "aftp_gate.h"
 #include "aftp_parse.h"
+#include "aftp_path.h"
 #include "aftp_store.h"
 #include "aftp_udp.h"
 #include "common/aftp_handshake.h"
@@ -18,7 +21,9 @@
  * unknown here, so the server sizes for the fastest link we target. */
 #define SERVE_RCV_RATE_BPS UINT64_C(10000000000)
 #define SERVE_RCV_WINDOW_NS 50000000u
-#define SERVE_ACCEPT_POLL_NS 1000000000u
+/* An idle server looks at its stop flag this often: a stop from another
+ * thread, unlike a signal, does not interrupt the wait. */
+#define SERVE_ACCEPT_POLL_NS 100000000u
 /* How often a busy server answers other clients waiting on its listener. */
 #define SERVE_BUSY_POLL_NS 5000000u
 
@@ -51,6 +56,7 @@ typedef struct serve_client {
 /* How far the HELLO being started got with the admission policy, so a
  * HELLO that started nothing can be explained (enum aftp_serve_drop). */
 typedef struct serve_probe {
+    const struct sockaddr *from; /* the HELLO's sender */
     int looked_up;  /* message 1 opened as far as the client's key */
     int ts_refused; /* the policy refused its timestamp */
     uint8_t key[AFTP_KEY_LEN];
@@ -64,6 +70,7 @@ typedef struct serve_state {
     serve_client client;  /* of the current session, else of the last one */
     aftp_io_ctx *ctx;     /* the current session's */
     aftp_drive *d;
+    int session_root;      /* the current session's root, chosen by o->admit; -1: none */
     uint64_t next_poll_ns; /* when a session next looks at the listener */
     serve_probe probe;
     serve_client last_drop;      /* the HELLO last reported as dropped */
@@ -82,6 +89,36 @@ static int probe_lookup(void *user, const uint8_t *client_key, uint8_t *psk)
     return policy->lookup(policy->user, client_key, psk);
 }
 
+/* The session's root goes with the session (or the HELLO that was to
+ * start it); the store writes beneath the server's directory again. */
+static void drop_session_root(serve_state *st)
+{
+    if (st->session_root >= 0)
+        close(st->session_root);
+    st->session_root = -1;
+    if (!st->o->faux)
+        st->ctx->storage.store.dirfd = st->o->dirfd;
+}
+
+/* The server's own admission (o->admit): refuse, or admit into a root. */
+static int admit_session(serve_state *st, const uint8_t *client_key)
+{
+    const aftp_serve_opts *o = st->o;
+    int rootfd = -1;
+    if (o->admit == NULL)
+        return AFTP_OK;
+    drop_session_root(st);
+    int rc = o->admit(o->hooks.app, st->probe.from, client_key, &rootfd);
+    if (rc != AFTP_OK || rootfd < 0)
+        return rc;
+    st->session_root = rootfd;
+    if (!o->faux)
+        st->ctx->storage.store.dirfd = rootfd;
+    return AFTP_OK;
+}
+
+/* Message 1 opened in full (the client proved its key) once the timestamp
+ * is there to check: the policy's replay rule, then the admission. */
 static int probe_check_timestamp(void *user, const uint8_t *client_key, const uint8_t *ts)
 {
     serve_state *st = user;
@@ -90,7 +127,26 @@ static int probe_check_timestamp(void *user, const uint8_t *client_key, const ui
                  ? policy->check_timestamp(policy->user, client_key, ts)
                  : AFTP_OK;
     st->probe.ts_refused = rc != AFTP_OK;
-    return rc;
+    return rc == AFTP_OK ? admit_session(st, client_key) : rc;
+}
+
+/* What the session's engine gets as `user`: the run's context, and the
+ * server it serves (for on_session_event). */
+typedef struct serve_ctx {
+    aftp_io_ctx io; /* first: aftp_io_on_event finds it from &io.storage */
+    serve_state *st;
+} serve_ctx;
+
+static void serve_on_event(void *user, const aftp_event *ev)
+{
+    serve_ctx *sc = (serve_ctx *)((char *)user - offsetof(aftp_io_ctx, storage));
+    const aftp_serve_opts *o = sc->st->o;
+    aftp_stats stats;
+    aftp_io_on_event(user, ev);
+    if (o->on_session_event == NULL)
+        return;
+    aftp_receiver_get_stats(sc->st->d->receiver, &stats);
+    o->on_session_event(o->hooks.app, ev, &stats);
 }
 
 static int new_receiver(serve_state *st, aftp_receiver **out)
@@ -104,7 +160,7 @@ static int new_receiver(serve_state *st, aftp_receiver **out)
     if (o->idle_timeout_ns)
         set.idle_timeout_ns = o->idle_timeout_ns;
     set.storage = o->faux ? &aftp_faux_sink_ops : &aftp_store_ops;
-    set.on_event = aftp_io_on_event;
+    set.on_event = serve_on_event;
     set.user = &ctx->storage;
     set.security = o->security;
     if (o->security.peers.lookup != NULL) {
@@ -197,16 +253,21 @@ static int start_session(serve_state *st, const uint8_t *pkt, size_t len,
         return rc;
     uint64_t now = aftp_drive_now_ns();
     memset(&st->probe, 0, sizeof st->probe);
+    st->probe.from = from;
     aftp_drive_feed(st->d, now, pkt, len);
     aftp_receiver_get_stats(st->d->receiver, &stats);
     if (stats.packets_dropped > 0) {
         aftp_receiver_del(st->d->receiver);
         st->d->receiver = NULL;
+        drop_session_root(st);
         report_dropped_hello(st, from, h.conn_id, now);
         return AFTP_OK;
     }
     memcpy(&st->client.addr, from, addr_len(from));
     st->client.conn_id = h.conn_id;
+    /* No key to decide on: the session itself is admitted or cancelled. */
+    if (st->o->security.cipher == AFTP_CIPHER_NONE && admit_session(st, NULL) != AFTP_OK)
+        aftp_receiver_cancel(st->d->receiver, now);
     return AFTP_OK;
 }
 
@@ -320,7 +381,8 @@ static int handshake_refused(const aftp_io_result *res)
 static void serve_one(serve_state *st, aftp_io_result *res)
 {
     const aftp_serve_opts *o = st->o;
-    aftp_io_ctx ctx = {.res = res, .hooks = &o->hooks};
+    serve_ctx sc = {.io = {.res = res, .hooks = &o->hooks}, .st = st};
+    aftp_io_ctx *ctx = &sc.io;
     aftp_udp sess = {.fd = -1};
     aftp_drive d = {.udp = &sess, .max_datagram = aftp_io_max_datagram(o->max_datagram),
                     .interrupt = o->hooks.interrupt, .on_tick = o->hooks.on_tick,
@@ -328,16 +390,16 @@ static void serve_one(serve_state *st, aftp_io_result *res)
     memset(res, 0, sizeof *res);
     res->phase = AFTP_IO_PHASE_SESSION;
     if (o->faux)
-        memset(&ctx.storage.sink, 0, sizeof ctx.storage.sink);
+        memset(&ctx->storage.sink, 0, sizeof ctx->storage.sink);
     else
-        aftp_store_init(&ctx.storage.store, o->dirfd, o->overwrite);
-    st->ctx = &ctx;
+        aftp_store_init(&ctx->storage.store, o->dirfd, o->overwrite);
+    st->ctx = ctx;
     st->d = &d;
     int rc = accept_session(st);
     if (rc == AFTP_OK) {
         rc = aftp_drive_run(&d);
         aftp_drive_stats(&d, &res->stats);
-        settle_result(o, &ctx, rc);
+        settle_result(o, ctx, rc);
         if (o->on_session_end)
             o->on_session_end(o->hooks.app, res, (struct sockaddr *)&st->client.addr);
     } else {
@@ -346,7 +408,8 @@ static void serve_one(serve_state *st, aftp_io_result *res)
     aftp_receiver_del(d.receiver);
     d.receiver = NULL; /* the listener is not polled for this session any more */
     if (!o->faux)
-        aftp_store_fini(&ctx.storage.store);
+        aftp_store_fini(&ctx->storage.store);
+    drop_session_root(st);
     aftp_udp_close(&sess);
 }
 
@@ -400,6 +463,7 @@ int aftp_serve_run(const aftp_serve_opts *o, aftp_io_result *res)
     memset(res, 0, sizeof *res);
     memset(&st, 0, sizeof st);
     st.o = o;
+    st.session_root = -1;
     res->phase = AFTP_IO_PHASE_LOCAL;
     int rc = open_gate(o, &st.gate);
     if (rc == AFTP_OK)
@@ -417,4 +481,55 @@ int aftp_serve_run(const aftp_serve_opts *o, aftp_io_result *res)
     aftp_gate_fini(&st.gate);
     aftp_udp_close(&st.listener);
     return o->once ? res->error : AFTP_OK;
+}
+
+void aftp_serve_describe_client(const struct sockaddr *from, const uint8_t *key,
+                                const char *comment, char *out, size_t cap)
+{
+    char who[64], text[128], escaped[256] = "";
+    aftp_format_addr(from, who, sizeof who);
+    if (key == NULL) {
+        snprintf(out, cap, "from %s", who);
+        return;
+    }
+    aftp_keyfile_key_text(key, text, sizeof text);
+    if (comment != NULL)
+        aftp_path_printable(comment, escaped, sizeof escaped);
+    snprintf(out, cap, "from %s key %s%s%s%s", who, text, escaped[0] ? " \"" : "", escaped,
+             escaped[0] ? "\"" : "");
+}
+
+void aftp_serve_explain_failure(const aftp_io_result *res, const char *client,
+                                const char *refusal, double idle_s, const char *idle_setting,
+                                char *out, size_t cap)
+{
+    if (res->error == AFTP_ERR_UNKNOWN_PEER && refusal != NULL)
+        snprintf(out, cap, "refused client %s: %s", client, refusal);
+    else if (res->error == AFTP_ERR_IDLE_TIMEOUT)
+        snprintf(out, cap, "sender %s went silent for %.1f s (%s)", client, idle_s, idle_setting);
+    else
+        snprintf(out, cap, "transfer %s failed: %s", client,
+                 res->message[0] ? res->message : aftp_strerror(res->error));
+}
+
+void aftp_serve_explain_drop(const struct sockaddr *from, int why, const char *client,
+                             const char *psk_advice, const struct aftp_admit *admit,
+                             uint64_t unreported, char *out, size_t cap)
+{
+    char who[64], reason[320], more[96] = "";
+    if (unreported > 0)
+        snprintf(more, sizeof more, " (and %llu more dropped handshakes not reported)",
+                 (unsigned long long)unreported);
+    if (why == AFTP_SERVE_DROP_UNOPENED) {
+        aftp_format_addr(from, who, sizeof who);
+        snprintf(out, cap, "a client at %s sent a handshake this server cannot open (it may have "
+                           "pinned another server key)%s", who, more);
+        return;
+    }
+    if (why == AFTP_SERVE_DROP_TIMESTAMP)
+        aftp_admit_explain(admit, reason, sizeof reason);
+    else
+        snprintf(reason, sizeof reason, "the rest of its handshake does not open with this "
+                                        "server's pre-shared key (%s)", psk_advice);
+    snprintf(out, cap, "ignored a handshake %s: %s%s", client, reason, more);
 }

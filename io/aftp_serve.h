@@ -17,6 +17,8 @@
 
 #include "aftp_push.h"
 
+struct aftp_admit;
+
 /* Why a HELLO started nothing. The wire says nothing (spec section
  * 14.2.5: silence); the server's operator is told. */
 enum aftp_serve_drop {
@@ -45,6 +47,18 @@ typedef struct aftp_serve_opts {
     aftp_io_hooks hooks;
     /* optional: the socket is bound (tells the port the kernel chose) */
     void (*on_listening)(void *app, const struct sockaddr *local);
+    /* optional: admits a session, once per handshake: `from` its client,
+     * client_key the static key it proved (the policy of security.peers
+     * admitted the key and its timestamp first), NULL in an unprotected
+     * session. AFTP_OK admits it, with *rootfd the directory its files go
+     * beneath (the run closes it at the session's end), or -1 for dirfd;
+     * a negative code refuses it: a protected client is told it is not
+     * authorized (CLOSE(UNAUTHORIZED)), an unprotected session is
+     * cancelled. */
+    int (*admit)(void *app, const struct sockaddr *from, const uint8_t *client_key, int *rootfd);
+    /* optional: the session engine's events (hooks.on_event sees them
+     * too), with its counters at that moment (the cipher in use, ...) */
+    void (*on_session_event)(void *app, const aftp_event *ev, const aftp_stats *st);
     /* optional: a session ended with `res` */
     void (*on_session_end)(void *app, const aftp_io_result *res, const struct sockaddr *peer);
     /* optional: a HELLO from `from` started nothing, `why` (enum
@@ -68,5 +82,24 @@ typedef struct aftp_serve_opts {
  * listener), its error, with res->phase AFTP_IO_PHASE_LOCAL and the
  * reason in res->message. */
 int aftp_serve_run(const aftp_serve_opts *o, aftp_io_result *res);
+
+/* Who a client is, for the operator: "from ADDR key aftp-x25519 <base64>
+ * "comment"" (key NULL: "from ADDR"; comment NULL or "": none; escaped). */
+void aftp_serve_describe_client(const struct sockaddr *from, const uint8_t *key,
+                                const char *comment, char *out, size_t cap);
+/* The operator's line for a session that failed (res): "refused client
+ * CLIENT: REFUSAL" when the handshake refused its key (refusal: why;
+ * NULL when it was not refused), "sender CLIENT went silent for S s
+ * (IDLE_SETTING)", else "transfer CLIENT failed: why". */
+void aftp_serve_explain_failure(const aftp_io_result *res, const char *client,
+                                const char *refusal, double idle_s, const char *idle_setting,
+                                char *out, size_t cap);
+/* The operator's line for a dropped HELLO (on_hello_dropped's arguments;
+ * client as aftp_serve_describe_client wrote it; psk_advice: what to
+ * check when the pre-shared keys differ; admit: the policy, which knows
+ * why it refused a timestamp). */
+void aftp_serve_explain_drop(const struct sockaddr *from, int why, const char *client,
+                             const char *psk_advice, const struct aftp_admit *admit,
+                             uint64_t unreported, char *out, size_t cap);
 
 #endif /* AFTP_SERVE_H */

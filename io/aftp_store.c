@@ -122,6 +122,25 @@ int aftp_store_check_dir(int dirfd, char *why, size_t cap)
     return AFTP_OK;
 }
 
+int aftp_store_open_dir(const char *path, const char *setting, int *dirfd, char *why, size_t cap)
+{
+    char reason[160];
+    *dirfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (*dirfd < 0) {
+        int e = errno;
+        snprintf(why, cap, "cannot use destination directory %s: %s (%s must name an existing "
+                 "directory)", path, strerror(e), setting);
+        return errno_to_error(e);
+    }
+    int rc = aftp_store_check_dir(*dirfd, reason, sizeof reason);
+    if (rc == AFTP_OK)
+        return AFTP_OK;
+    snprintf(why, cap, "cannot use destination directory %s: %s", path, reason);
+    close(*dirfd);
+    *dirfd = -1;
+    return rc;
+}
+
 static int create_tmp(aftp_store *st)
 {
     st->fd = create_tmp_named(st->parent_fd, st->leaf, st->tmp_name, sizeof st->tmp_name);

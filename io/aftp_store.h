@@ -51,6 +51,11 @@ typedef struct aftp_store {
  * system's reason in `why`. A full disk passes: space is checked per
  * offer, and may be freed by then. */
 int aftp_store_check_dir(int dirfd, char *why, size_t cap);
+/* Opens the directory at path to receive into (*dirfd, O_DIRECTORY) and
+ * checks it (aftp_store_check_dir): AFTP_OK, or the error with *dirfd -1
+ * and "cannot use destination directory PATH: why" in `why`; `setting`
+ * names where the path came from ("--dir") in the advice. */
+int aftp_store_open_dir(const char *path, const char *setting, int *dirfd, char *why, size_t cap);
 
 void aftp_store_init(aftp_store *st, int dirfd, int allow_overwrite);
 /* Discards a file still open. */

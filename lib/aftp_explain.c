@@ -130,9 +130,9 @@ static void explain_refusal(const aftp_explain_ctx *x, const aftp_io_result *res
 static void explain_other_key(const aftp_explain_ctx *x, const aftp_push_result *pr,
                               const explain_out *o)
 {
-    char answered[AFTP_EXPLAIN_FINGERPRINT_MAX], pinned[AFTP_EXPLAIN_FINGERPRINT_MAX];
-    aftp_explain_format_fingerprint(pr->server_key, answered, sizeof answered);
-    aftp_explain_format_fingerprint(x->pinned_key, pinned, sizeof pinned);
+    char answered[AFTP_KEYFILE_FINGERPRINT_MAX], pinned[AFTP_KEYFILE_FINGERPRINT_MAX];
+    aftp_keyfile_fingerprint(pr->server_key, answered, sizeof answered);
+    aftp_keyfile_fingerprint(x->pinned_key, pinned, sizeof pinned);
     say(o, "the server at %s answers with key %s but %s is pinned for it in %s: the server's "
         "key changed, or this is not the server you expect (that answer is not "
         "authenticated: a hint, not proof; check the key with its operator)", x->peer,
@@ -162,7 +162,7 @@ static void explain_session(const aftp_explain_ctx *x, const aftp_push_result *p
         break;
     case AFTP_ERR_UNKNOWN_PEER:
         if (x->own_key != NULL)
-            aftp_explain_format_key(x->own_key, own, sizeof own);
+            aftp_keyfile_key_text(x->own_key, own, sizeof own);
         say(o, "%s refused us: this client's key is not authorized there (add the line '%s' "
             "to its authorized keys)", peer, own);
         break;
@@ -207,24 +207,4 @@ void aftp_explain_send_failure(const aftp_explain_ctx *x, const aftp_push_result
         explain_other_key(x, pr, &o);
     else
         explain_session(x, pr, &o);
-}
-
-void aftp_explain_format_fingerprint(const uint8_t *key, char *out, size_t cap)
-{
-    uint8_t hash[crypto_hash_sha256_BYTES];
-    char b64[sodium_base64_ENCODED_LEN(crypto_hash_sha256_BYTES,
-                                       sodium_base64_VARIANT_ORIGINAL_NO_PADDING)];
-    crypto_hash_sha256(hash, key, AFTP_KEY_LEN);
-    sodium_bin2base64(b64, sizeof b64, hash, sizeof hash,
-                      sodium_base64_VARIANT_ORIGINAL_NO_PADDING);
-    snprintf(out, cap, "SHA256:%s", b64);
-}
-
-void aftp_explain_format_key(const uint8_t *key, char *out, size_t cap)
-{
-    if (aftp_keyfile_format_public(key, NULL, out, cap) != AFTP_OK) {
-        snprintf(out, cap, "(unprintable key)");
-        return;
-    }
-    out[strcspn(out, "\n")] = '\0';
 }

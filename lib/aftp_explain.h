@@ -41,11 +41,4 @@ typedef struct aftp_explain_ctx {
 void aftp_explain_send_failure(const aftp_explain_ctx *x, const aftp_push_result *pr, char *out,
                                size_t cap);
 
-/* "aftp-x25519 <base64>" of a public key. */
-void aftp_explain_format_key(const uint8_t *key, char *out, size_t cap);
-/* "SHA256:<base64>" (SHA-256 of the 32 key bytes, unpadded base64, as ssh
- * shows host keys): the short form users compare out of band. */
-#define AFTP_EXPLAIN_FINGERPRINT_MAX 56u
-void aftp_explain_format_fingerprint(const uint8_t *key, char *out, size_t cap);
-
 #endif /* AFTP_EXPLAIN_H */

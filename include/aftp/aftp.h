@@ -15,5 +15,6 @@
 #include "aftp/aftp_global.h"
 #include "aftp/aftp_engine.h"
 #include "aftp/aftp_client.h"
+#include "aftp/aftp_server.h"
 
 #endif /* AFTP_H */

@@ -7,8 +7,6 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include <sodium.h>
-
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -368,8 +366,8 @@ static void test_private_key_content_rejected(void **state)
 static void test_spec_example(void **state)
 {
     (void)state;
-    char err[256], fp[64];
-    uint8_t secret[KEY], derived[KEY], listed[KEY], hash[crypto_hash_sha256_BYTES];
+    char err[256], fp[AFTP_KEYFILE_FINGERPRINT_MAX], text[128];
+    uint8_t secret[KEY], derived[KEY], listed[KEY];
     write_text(path_in_dir("b6"), B6_PRIVATE, 0600);
     write_text(path_in_dir("b6.pub"), B6_PUBLIC, 0644);
     assert_int_equal(aftp_keyfile_read_private(path_in_dir("b6"), secret, err, sizeof err), AFTP_OK);
@@ -378,11 +376,10 @@ static void test_spec_example(void **state)
     assert_int_equal(aftp_hs_public_key(secret, derived), AFTP_OK);
     assert_memory_equal(derived, listed, KEY);
 
-    crypto_hash_sha256(hash, listed, KEY);
-    memcpy(fp, "SHA256:", 7);
-    sodium_bin2base64(fp + 7, sizeof fp - 7, hash, sizeof hash,
-                      sodium_base64_VARIANT_ORIGINAL_NO_PADDING);
+    aftp_keyfile_fingerprint(listed, fp, sizeof fp);
     assert_string_equal(fp, B6_FINGERPRINT);
+    aftp_keyfile_key_text(listed, text, sizeof text);
+    assert_string_equal(text, "aftp-x25519 dKAzyLHOBO7zH4MBxUrMEf8MWu89+BH06q0FP6xq1H4=");
 
     assert_int_equal(aftp_keyfile_known_hosts_check("b6", B6_KNOWN_HOST, strlen(B6_KNOWN_HOST),
                                                     "server.example:7400", listed, err,

@@ -1,0 +1,189 @@
+/*
+ * aftp server, blocking tier: receives pushed files. One session at a time
+ * for now (serving many at once is a later step; nothing here assumes one).
+ *
+ *   aftp_server *s = NULL;
+ *   aftp_server_new(&s);
+ *   aftp_server_set_listen(s, "0.0.0.0:7400");
+ *   aftp_server_set_dir(s, "/srv/incoming");
+ *   aftp_server_set_identity_file(s, "/etc/mft/server_x25519");
+ *   aftp_server_set_admit_cb(s, admit, app);        // per client key: refuse, or accept into its root
+ *   aftp_server_set_receipt_cb(s, on_receipt, app); // one per committed file: the audit trail
+ *   int rc = aftp_server_run(s);                    // until aftp_server_stop()
+ *   aftp_server_del(s);
+ *
+ * Threads: one thread at a time runs aftp_server_run(). aftp_server_stop()
+ * and aftp_server_port() may be called from any thread, and
+ * aftp_server_stop() from a signal handler. The setters must not be
+ * called while a run is in progress. Callbacks run on the thread inside
+ * aftp_server_run(), one at a time, and must not call the handle's
+ * functions other than aftp_server_stop() and aftp_server_port().
+ *
+ * Ownership: strings, keys and key files are copied or read when set;
+ * the handle owns its copies until aftp_server_del(). Callback arguments
+ * are valid only during the callback.
+ *
+ * Errors: functions return AFTP_OK or a negative aftp_error
+ * (aftp/aftp_error.h); aftp_server_errmsg() then says why, with the
+ * figures and names involved. A failed setter leaves the setting as it was.
+ *
+ * The library never prints, never exits and installs no signal handler:
+ * what an operator's log wants reaches the log callback.
+ */
+#ifndef AFTP_SERVER_H
+#define AFTP_SERVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "aftp/aftp_engine.h"
+#include "aftp/aftp_error.h"
+#include "aftp/aftp_export.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct aftp_server aftp_server;
+
+/* A server with the defaults: no listen address yet (required), files into
+ * the current directory, existing files kept, cipher AFTP_CIPHER_AUTO,
+ * idle timeout 30 s, datagrams up to what a 9216-byte MTU carries (the
+ * client's --mtu decides: the smaller of the two is used).
+ * *out is set to the new handle (NULL on failure). AFTP_ERR_NO_MEMORY, or
+ * AFTP_ERR_INTERNAL when the crypto library cannot start. */
+AFTP_EXTERN int aftp_server_new(aftp_server **out);
+/* Frees the handle and wipes its keys. NULL-safe. Not while a run is in
+ * progress. */
+AFTP_EXTERN void aftp_server_del(aftp_server *s);
+
+/* Where to listen: "[ADDR:]PORT" or "[V6ADDR]:PORT"; ADDR may be a host
+ * name (resolved now); without ADDR, every IPv4 address. Port 0: the
+ * kernel chooses (aftp_server_port, the listening log line).
+ * AFTP_ERR_INVALID_ARGUMENT for text that is none of these. */
+AFTP_EXTERN int aftp_server_set_listen(aftp_server *s, const char *addr_port);
+/* Where files land when no admission callback chose another root (path
+ * copied). It must exist and accept new files: aftp_server_run checks
+ * that before it listens. */
+AFTP_EXTERN int aftp_server_set_dir(aftp_server *s, const char *path);
+/* Non-zero: a client may replace existing files (it must also ask to). */
+AFTP_EXTERN int aftp_server_set_overwrite(aftp_server *s, int allow);
+/* The server's X25519 private key, read now from a key file
+ * ("aftp-private-key <base64>", mode 0600 or stricter, owned by the user):
+ * AFTP_ERR_NOT_FOUND, AFTP_ERR_PERMISSION, AFTP_ERR_BAD_KEY, AFTP_ERR_IO. */
+AFTP_EXTERN int aftp_server_set_identity_file(aftp_server *s, const char *path);
+/* The same from AFTP_KEY_LEN bytes (copied into guarded memory). */
+AFTP_EXTERN int aftp_server_set_identity(aftp_server *s, const uint8_t secret[AFTP_KEY_LEN]);
+/* The clients admitted by key (spec Appendix B.4: "aftp-x25519 <base64>
+ * [comment]" per line), read now; the comment of a key's line reaches
+ * aftp_peer.comment. Without an admission callback, only these clients
+ * are admitted, into the server's dir; with one, a key must be listed here
+ * too (when a file is set) and then the callback decides. Errors as
+ * aftp_server_set_identity_file, and AFTP_ERR_LIMIT for a list past its
+ * bounds. */
+AFTP_EXTERN int aftp_server_set_authorized_keys_file(aftp_server *s, const char *path);
+/* A pre-shared key every client must also hold (a private key file),
+ * read now. */
+AFTP_EXTERN int aftp_server_set_psk_file(aftp_server *s, const char *path);
+/* enum aftp_cipher_choice. AFTP_CIPHER_NONE serves unprotected sessions
+ * only (no keys, no admission by key): clients must choose it too. */
+AFTP_EXTERN int aftp_server_set_cipher(aftp_server *s, int cipher);
+/* The largest path MTU to accept datagrams for, 1248 to 9216 bytes. */
+AFTP_EXTERN int aftp_server_set_mtu(aftp_server *s, unsigned mtu);
+/* Silence from a client that ends its session; 0: the default (30 s). */
+AFTP_EXTERN int aftp_server_set_idle_timeout_ms(aftp_server *s, uint64_t ms);
+
+/* ---- admission: per client key, refuse or accept into a root ---- */
+
+/* A client, as the admission and receipt callbacks see it. */
+typedef struct aftp_peer {
+    const struct sockaddr *addr; /* the client's address */
+    socklen_t addr_len;
+    const uint8_t *key;          /* the static key it proved (AFTP_KEY_LEN bytes);
+                                  * NULL in an unprotected session (AFTP_CIPHER_NONE) */
+    const char *comment;         /* its authorized-keys line's comment, or "" */
+} aftp_peer;
+
+/* The decision being made: opaque, so that later versions can add to it
+ * (a rate cap needs the wire to carry it to the sender: a later step). */
+typedef struct aftp_admission aftp_admission;
+/* This client's files land beneath `root` (copied): an existing directory
+ * that accepts new files, opened when the callback returns; the path
+ * rules that apply beneath the server's dir apply beneath it (a client's
+ * path cannot leave it). Only during the admission callback.
+ * AFTP_ERR_INVALID_ARGUMENT for NULL, "" or a path of 4096 bytes or more. */
+AFTP_EXTERN int aftp_admission_set_root(aftp_admission *a, const char *root);
+
+/* Called once per handshake, on the run's thread, after the client proved
+ * its key (and the authorized keys, when set, listed it), before any file.
+ * Returns AFTP_OK to admit (into the server's dir unless
+ * aftp_admission_set_root chose another), or a negative code to refuse:
+ * the client is told it is not authorized (its error is
+ * AFTP_ERR_UNKNOWN_PEER) and nothing of it lands. A root that cannot be
+ * opened refuses the client too (the log callback says why). */
+typedef int (*aftp_admit_cb)(void *user, const aftp_peer *peer, aftp_admission *decision);
+/* cb NULL: no callback (the authorized keys decide). */
+AFTP_EXTERN int aftp_server_set_admit_cb(aftp_server *s, aftp_admit_cb cb, void *user);
+
+/* ---- receipts: one per file committed under its final name ---- */
+
+typedef struct aftp_receipt {      /* fields are only ever appended */
+    const char *path;              /* where it landed, relative to its root, as the client named it */
+    const char *root;              /* the root it landed beneath (the server's dir or the admission's) */
+    uint64_t size;                 /* bytes */
+    uint8_t digest[AFTP_DIGEST_LEN]; /* XXH3-128 of the content, verified */
+    const aftp_peer *client;
+    int64_t start_unix_ns;         /* the offer accepted (wall clock) */
+    int64_t end_unix_ns;           /* committed and durable (wall clock) */
+    int cipher;                    /* enum aftp_cipher_choice in use (AFTP_CIPHER_NONE: unprotected) */
+} aftp_receipt;
+/* Called on the run's thread once the file is verified and durable under
+ * its final name. cb NULL: no receipts. */
+typedef void (*aftp_receipt_cb)(void *user, const aftp_receipt *r);
+AFTP_EXTERN int aftp_server_set_receipt_cb(aftp_server *s, aftp_receipt_cb cb, void *user);
+
+/* ---- what an operator's log wants: the library prints nothing ---- */
+
+/* Listening (the address, with the port the kernel chose); a session that
+ * failed (its client, its reason: a refused key, a failed file, a client
+ * gone silent); a handshake dropped in silence (why: another server key
+ * pinned, a pre-shared key that differs, a replay; at most 6 a minute); a
+ * warning (socket buffers smaller than asked). One line of text each, no
+ * newline. */
+enum aftp_log_kind {
+    AFTP_LOG_LISTENING = 1,
+    AFTP_LOG_SESSION_FAILED,
+    AFTP_LOG_HELLO_DROPPED,
+    AFTP_LOG_WARNING
+};
+typedef void (*aftp_log_cb)(void *user, int kind, const char *line);
+/* cb NULL: the lines go nowhere. */
+AFTP_EXTERN int aftp_server_set_log_cb(aftp_server *s, aftp_log_cb cb, void *user);
+
+/* The bound port while a run listens, else 0. Any thread. */
+AFTP_EXTERN unsigned aftp_server_port(const aftp_server *s);
+
+/* Serves until aftp_server_stop(), then returns AFTP_OK. Returns an error
+ * at once when it cannot start: no listen address
+ * (AFTP_ERR_INVALID_ARGUMENT), no identity or nobody admitted in a
+ * protected server (AFTP_ERR_INVALID_ARGUMENT), a directory that cannot
+ * take files, a port it cannot bind (AFTP_ERR_NETWORK): errmsg says which.
+ * A session that fails ends that session only (the log callback says why)
+ * and the next client is served. */
+AFTP_EXTERN int aftp_server_run(aftp_server *s);
+/* Ends the run in progress: a session in progress is cancelled (its client
+ * told), and aftp_server_run returns AFTP_OK within about 100 ms when
+ * idle. A stop before the run starts makes that run return at once. Any
+ * thread, or a signal handler (async-signal-safe). */
+AFTP_EXTERN void aftp_server_stop(aftp_server *s);
+/* Why the latest setter or run failed, with the figures and names
+ * involved; "" after one that succeeded. Valid until the next call on the
+ * handle. */
+AFTP_EXTERN const char *aftp_server_errmsg(const aftp_server *s);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* AFTP_SERVER_H */

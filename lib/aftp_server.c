@@ -1,0 +1,517 @@
+/* The server API (include/aftp/aftp_server.h) over the serve driver
+ * (io/aftp_serve.h): settings, keys, admission per client key, receipts
+ * and the operator's log lines. */
+#include "aftp/aftp_server.h"
+
+#include <arpa/inet.h>
+#include <sodium.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "aftp_admit.h"
+#include "aftp_parse.h"
+#include "aftp_serve.h"
+#include "aftp_store.h"
+#include "common/aftp_handshake.h"
+#include "common/aftp_keyfile.h"
+#include "proto/aftp_wire.h"
+
+#define SERVER_DEFAULT_IDLE_NS UINT64_C(30000000000)
+#define SERVER_ERRMSG_MAX 512u
+#define SERVER_PATH_MAX 4096u
+
+/* Secrets live in guarded, locked memory (never swapped, wiped when freed). */
+typedef struct server_secrets {
+    uint8_t identity[AFTP_KEY_LEN];
+    uint8_t psk[AFTP_KEY_LEN];
+    int have_identity, have_psk;
+} server_secrets;
+
+/* The client of the session being served. */
+typedef struct server_client {
+    struct sockaddr_storage addr;
+    uint8_t key[AFTP_KEY_LEN];
+    int have_key;
+    const char *comment;            /* in the authorized list, or "" */
+    char root[SERVER_PATH_MAX];     /* its files land beneath */
+    char refusal[SERVER_ERRMSG_MAX]; /* why this server refused it, or "" */
+    int64_t file_start_ns;          /* the current file's offer accepted */
+} server_client;
+
+struct aftp_admission {
+    char root[SERVER_PATH_MAX];
+    int have_root;
+};
+
+struct aftp_server {
+    struct sockaddr_storage listen;
+    socklen_t listen_len;
+    char dir[SERVER_PATH_MAX];
+    int overwrite;
+    int cipher;
+    unsigned mtu;
+    uint64_t idle_timeout_ns;
+    server_secrets *secrets;
+    char authorized_path[SERVER_PATH_MAX];
+    aftp_keyfile_list authorized;
+    aftp_admit_cb admit_cb;
+    void *admit_user;
+    aftp_receipt_cb receipt_cb;
+    void *receipt_user;
+    aftp_log_cb log_cb;
+    void *log_user;
+    atomic_int stop;            /* any thread, signal handlers (lock-free) */
+    unsigned port;              /* atomically: aftp_server_port from any thread */
+    aftp_admit admit;           /* the run's policy */
+    server_client client;
+    char errmsg[SERVER_ERRMSG_MAX];
+};
+
+__attribute__((format(printf, 3, 4))) static int fail(aftp_server *s, int rc, const char *fmt,
+                                                       ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->errmsg, sizeof s->errmsg, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+static int succeed(aftp_server *s)
+{
+    s->errmsg[0] = '\0';
+    return AFTP_OK;
+}
+
+static void say(const aftp_server *s, int kind, const char *line)
+{
+    if (s->log_cb != NULL)
+        s->log_cb(s->log_user, kind, line);
+}
+
+int aftp_server_new(aftp_server **out)
+{
+    *out = NULL;
+    if (sodium_init() < 0)
+        return AFTP_ERR_INTERNAL;
+    aftp_server *s = calloc(1, sizeof *s);
+    server_secrets *secrets = sodium_malloc(sizeof *secrets);
+    if (s == NULL || secrets == NULL) {
+        free(s);
+        sodium_free(secrets);
+        return AFTP_ERR_NO_MEMORY;
+    }
+    memset(secrets, 0, sizeof *secrets);
+    s->secrets = secrets;
+    s->cipher = AFTP_CIPHER_AUTO;
+    s->mtu = AFTP_IO_MAX_MTU;
+    s->idle_timeout_ns = SERVER_DEFAULT_IDLE_NS;
+    snprintf(s->dir, sizeof s->dir, ".");
+    *out = s;
+    return AFTP_OK;
+}
+
+void aftp_server_del(aftp_server *s)
+{
+    if (s == NULL)
+        return;
+    sodium_free(s->secrets);
+    aftp_keyfile_list_free(&s->authorized);
+    free(s);
+}
+
+int aftp_server_set_listen(aftp_server *s, const char *addr_port)
+{
+    if (addr_port == NULL || aftp_parse_addr(addr_port, 1, &s->listen, &s->listen_len) != AFTP_OK)
+        return fail(s, AFTP_ERR_INVALID_ARGUMENT,
+                    "bad listen address '%s' ([ADDR:]PORT or [V6ADDR]:PORT, port 0-65535)",
+                    addr_port != NULL ? addr_port : "(null)");
+    return succeed(s);
+}
+
+/* A path setting, copied when it fits. */
+static int copy_path(aftp_server *s, const char *what, const char *path, char *to, size_t cap)
+{
+    if (path == NULL || path[0] == '\0' || strlen(path) >= cap)
+        return fail(s, AFTP_ERR_INVALID_ARGUMENT, "%s: a path of 1 to %zu bytes is needed", what,
+                    cap - 1);
+    memcpy(to, path, strlen(path) + 1);
+    return succeed(s);
+}
+
+int aftp_server_set_dir(aftp_server *s, const char *path)
+{
+    return copy_path(s, "directory", path, s->dir, sizeof s->dir);
+}
+
+int aftp_server_set_overwrite(aftp_server *s, int allow)
+{
+    s->overwrite = allow != 0;
+    return succeed(s);
+}
+
+int aftp_server_set_identity_file(aftp_server *s, const char *path)
+{
+    char err[SERVER_ERRMSG_MAX - 32];
+    uint8_t secret[AFTP_KEY_LEN];
+    if (path == NULL)
+        return fail(s, AFTP_ERR_INVALID_ARGUMENT, "identity key: no file given");
+    int rc = aftp_keyfile_read_private(path, secret, err, sizeof err);
+    if (rc == AFTP_OK)
+        rc = aftp_server_set_identity(s, secret);
+    else
+        fail(s, rc, "identity key: %s", err);
+    sodium_memzero(secret, sizeof secret);
+    return rc;
+}
+
+int aftp_server_set_identity(aftp_server *s, const uint8_t secret[AFTP_KEY_LEN])
+{
+    uint8_t public_key[AFTP_KEY_LEN];
+    if (secret == NULL || aftp_hs_public_key(secret, public_key) != AFTP_OK)
+        return fail(s, AFTP_ERR_BAD_KEY, "identity key: not a valid X25519 private key");
+    memcpy(s->secrets->identity, secret, AFTP_KEY_LEN);
+    s->secrets->have_identity = 1;
+    return succeed(s);
+}
+
+int aftp_server_set_authorized_keys_file(aftp_server *s, const char *path)
+{
+    char err[SERVER_ERRMSG_MAX - 32];
+    aftp_keyfile_list list;
+    int rc = copy_path(s, "authorized keys", path, s->authorized_path, sizeof s->authorized_path);
+    if (rc != AFTP_OK)
+        return rc;
+    rc = aftp_keyfile_authorized_load(path, &list, err, sizeof err);
+    if (rc != AFTP_OK)
+        return fail(s, rc, "authorized keys: %s", err);
+    aftp_keyfile_list_free(&s->authorized);
+    s->authorized = list;
+    return succeed(s);
+}
+
+int aftp_server_set_psk_file(aftp_server *s, const char *path)
+{
+    char err[SERVER_ERRMSG_MAX - 32];
+    if (path == NULL)
+        return fail(s, AFTP_ERR_INVALID_ARGUMENT, "pre-shared key: no file given");
+    int rc = aftp_keyfile_read_private(path, s->secrets->psk, err, sizeof err);
+    if (rc != AFTP_OK) {
+        s->secrets->have_psk = 0;
+        sodium_memzero(s->secrets->psk, sizeof s->secrets->psk);
+        return fail(s, rc, "pre-shared key: %s", err);
+    }
+    s->secrets->have_psk = 1;
+    return succeed(s);
+}
+
+int aftp_server_set_cipher(aftp_server *s, int cipher)
+{
+    if (cipher < AFTP_CIPHER_AUTO || cipher > AFTP_CIPHER_NONE)
+        return fail(s, AFTP_ERR_INVALID_ARGUMENT, "cipher %d is none of enum aftp_cipher_choice",
+                    cipher);
+    s->cipher = cipher;
+    return succeed(s);
+}
+
+int aftp_server_set_mtu(aftp_server *s, unsigned mtu)
+{
+    if (mtu < AFTP_IO_MIN_MTU || mtu > AFTP_IO_MAX_MTU)
+        return fail(s, AFTP_ERR_INVALID_ARGUMENT, "MTU %u is outside %u to %u bytes", mtu,
+                    AFTP_IO_MIN_MTU, AFTP_IO_MAX_MTU);
+    s->mtu = mtu;
+    return succeed(s);
+}
+
+int aftp_server_set_idle_timeout_ms(aftp_server *s, uint64_t ms)
+{
+    if (ms > UINT64_MAX / 1000000u)
+        return fail(s, AFTP_ERR_INVALID_ARGUMENT, "idle timeout %llu ms is too long",
+                    (unsigned long long)ms);
+    s->idle_timeout_ns = ms ? ms * 1000000u : SERVER_DEFAULT_IDLE_NS;
+    return succeed(s);
+}
+
+int aftp_server_set_admit_cb(aftp_server *s, aftp_admit_cb cb, void *user)
+{
+    s->admit_cb = cb;
+    s->admit_user = user;
+    return succeed(s);
+}
+
+int aftp_server_set_receipt_cb(aftp_server *s, aftp_receipt_cb cb, void *user)
+{
+    s->receipt_cb = cb;
+    s->receipt_user = user;
+    return succeed(s);
+}
+
+int aftp_server_set_log_cb(aftp_server *s, aftp_log_cb cb, void *user)
+{
+    s->log_cb = cb;
+    s->log_user = user;
+    return succeed(s);
+}
+
+unsigned aftp_server_port(const aftp_server *s)
+{
+    return __atomic_load_n(&s->port, __ATOMIC_ACQUIRE);
+}
+
+void aftp_server_stop(aftp_server *s)
+{
+    /* A lock-free store: safe from another thread and in a signal handler. */
+    atomic_store(&s->stop, 1);
+}
+
+const char *aftp_server_errmsg(const aftp_server *s)
+{
+    return s->errmsg;
+}
+
+int aftp_admission_set_root(aftp_admission *a, const char *root)
+{
+    if (root == NULL || root[0] == '\0' || strlen(root) >= sizeof a->root)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    memcpy(a->root, root, strlen(root) + 1);
+    a->have_root = 1;
+    return AFTP_OK;
+}
+
+/* ---- the run ---- */
+
+static int64_t wall_clock_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+static socklen_t sockaddr_len(const struct sockaddr *sa)
+{
+    return sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+}
+
+static aftp_peer client_peer(const server_client *c)
+{
+    aftp_peer p = {.addr = (const struct sockaddr *)&c->addr,
+                   .addr_len = sockaddr_len((const struct sockaddr *)&c->addr),
+                   .key = c->have_key ? c->key : NULL, .comment = c->comment};
+    return p;
+}
+
+/* A new session's client, into the server's dir until admitted elsewhere. */
+static void begin_client(aftp_server *s, const struct sockaddr *from, const uint8_t *key)
+{
+    server_client *c = &s->client;
+    const char *comment = key != NULL ? aftp_keyfile_list_comment(&s->authorized, key) : NULL;
+    memset(c, 0, sizeof *c);
+    memcpy(&c->addr, from, sockaddr_len(from));
+    c->have_key = key != NULL;
+    if (key != NULL)
+        memcpy(c->key, key, AFTP_KEY_LEN);
+    c->comment = comment != NULL ? comment : "";
+    snprintf(c->root, sizeof c->root, "%s", s->dir);
+}
+
+/* The serve driver's admission hook: the application's callback decides,
+ * and its root is opened for the session. Every refusal is
+ * AFTP_ERR_UNKNOWN_PEER, the one the client is told (not authorized). */
+static int admit_client(void *app, const struct sockaddr *from, const uint8_t *key, int *rootfd)
+{
+    aftp_server *s = app;
+    aftp_admission decision = {.have_root = 0};
+    char why[SERVER_ERRMSG_MAX];
+    begin_client(s, from, key);
+    if (s->admit_cb == NULL)
+        return AFTP_OK;
+    aftp_peer peer = client_peer(&s->client);
+    int rc = s->admit_cb(s->admit_user, &peer, &decision);
+    if (rc != AFTP_OK) {
+        snprintf(s->client.refusal, sizeof s->client.refusal,
+                 "the admission callback refused it (%s)", aftp_strerror(rc));
+        return AFTP_ERR_UNKNOWN_PEER;
+    }
+    if (!decision.have_root)
+        return AFTP_OK;
+    if (aftp_store_open_dir(decision.root, "the admission's root", rootfd, why, sizeof why) !=
+        AFTP_OK) {
+        snprintf(s->client.refusal, sizeof s->client.refusal, "%s", why);
+        return AFTP_ERR_UNKNOWN_PEER;
+    }
+    snprintf(s->client.root, sizeof s->client.root, "%s", decision.root);
+    return AFTP_OK;
+}
+
+/* The wire's cipher code as the API's choice. */
+static int cipher_choice(int wire_cipher)
+{
+    switch (wire_cipher) {
+    case AFTP_WIRE_CIPHER_AES256GCM: return AFTP_CIPHER_AES256GCM;
+    case AFTP_WIRE_CIPHER_CHACHA20POLY1305: return AFTP_CIPHER_CHACHA20POLY1305;
+    default: return AFTP_CIPHER_NONE;
+    }
+}
+
+static void hand_receipt(aftp_server *s, const aftp_event *ev, const aftp_stats *st)
+{
+    aftp_peer peer = client_peer(&s->client);
+    aftp_receipt r = {.path = ev->info->path, .root = s->client.root, .size = ev->info->size,
+                      .client = &peer, .start_unix_ns = s->client.file_start_ns,
+                      .end_unix_ns = wall_clock_ns(), .cipher = cipher_choice(st->cipher)};
+    memcpy(r.digest, ev->digest, AFTP_DIGEST_LEN);
+    s->receipt_cb(s->receipt_user, &r);
+}
+
+static void on_session_event(void *app, const aftp_event *ev, const aftp_stats *st)
+{
+    aftp_server *s = app;
+    if (ev->type == AFTP_EV_FILE_START)
+        s->client.file_start_ns = wall_clock_ns();
+    else if (ev->type == AFTP_EV_FILE_END && ev->error == AFTP_OK && ev->digest != NULL &&
+             s->receipt_cb != NULL)
+        hand_receipt(s, ev, st);
+}
+
+static void on_listening(void *app, const struct sockaddr *local)
+{
+    aftp_server *s = app;
+    char where[64], line[96];
+    const struct sockaddr_in *v4 = (const void *)local;
+    const struct sockaddr_in6 *v6 = (const void *)local;
+    unsigned port = ntohs(local->sa_family == AF_INET6 ? v6->sin6_port : v4->sin_port);
+    __atomic_store_n(&s->port, port, __ATOMIC_RELEASE);
+    aftp_format_addr(local, where, sizeof where);
+    snprintf(line, sizeof line, "listening on %s", where);
+    say(s, AFTP_LOG_LISTENING, line);
+}
+
+static void on_warning(void *app, const char *text)
+{
+    say(app, AFTP_LOG_WARNING, text);
+}
+
+/* Why a client's key was refused: this server's own reason (the admission
+ * callback, a root that cannot be used), else the authorized keys'. */
+static void refusal_reason(const aftp_server *s, char *out, size_t cap)
+{
+    if (s->client.refusal[0] != '\0')
+        snprintf(out, cap, "%s", s->client.refusal);
+    else
+        aftp_admit_explain_unknown(&s->admit, s->authorized_path, out, cap);
+}
+
+/* The key a session's client proved, or NULL (a key the authorized keys
+ * refused is named in the reason instead). */
+static const uint8_t *session_key(const aftp_server *s, const aftp_io_result *res)
+{
+    if (res->have_peer_key)
+        return res->peer_key;
+    return s->client.have_key ? s->client.key : NULL;
+}
+
+/* The operator's line for a session that failed. */
+static void explain_failure(const aftp_server *s, const aftp_io_result *res,
+                            const struct sockaddr *peer, char *line, size_t cap)
+{
+    char client[512], reason[SERVER_PATH_MAX + 256];
+    const uint8_t *key = session_key(s, res);
+    aftp_serve_describe_client(peer, key,
+                               key != NULL ? aftp_keyfile_list_comment(&s->authorized, key) : NULL,
+                               client, sizeof client);
+    refusal_reason(s, reason, sizeof reason);
+    aftp_serve_explain_failure(res, client, res->connected ? NULL : reason,
+                               (double)s->idle_timeout_ns / 1e9, "the idle timeout", line, cap);
+}
+
+static void on_session_end(void *app, const aftp_io_result *res, const struct sockaddr *peer)
+{
+    aftp_server *s = app;
+    char line[SERVER_PATH_MAX + 1024];
+    if (res->error != AFTP_OK) {
+        explain_failure(s, res, peer, line, sizeof line);
+        say(s, AFTP_LOG_SESSION_FAILED, line);
+    }
+    /* The next session's client starts from nothing (one the authorized
+     * keys refuse never reaches admit_client). */
+    memset(&s->client, 0, sizeof s->client);
+}
+
+static void on_hello_dropped(void *app, const struct sockaddr *from, int why,
+                             const uint8_t *client_key, uint64_t unreported)
+{
+    aftp_server *s = app;
+    char client[512] = "", line[1200];
+    if (client_key != NULL)
+        aftp_serve_describe_client(from, client_key,
+                                   aftp_keyfile_list_comment(&s->authorized, client_key), client,
+                                   sizeof client);
+    aftp_serve_explain_drop(from, why, client, "the pre-shared keys differ", &s->admit,
+                            unreported, line, sizeof line);
+    say(s, AFTP_LOG_HELLO_DROPPED, line);
+}
+
+/* Keys and admission of a protected server into sec. */
+static int prepare_security(aftp_server *s, aftp_security_settings *sec)
+{
+    memset(sec, 0, sizeof *sec);
+    sec->cipher = s->cipher;
+    if (s->cipher == AFTP_CIPHER_NONE)
+        return AFTP_OK;
+    if (!s->secrets->have_identity)
+        return fail(s, AFTP_ERR_INVALID_ARGUMENT,
+                    "no identity key: a protected server needs one "
+                    "(aftp_server_set_identity_file), or choose AFTP_CIPHER_NONE");
+    if (s->authorized.count == 0 && s->admit_cb == NULL)
+        return fail(s, AFTP_ERR_INVALID_ARGUMENT,
+                    "this server admits nobody: give authorized keys with at least one key "
+                    "(aftp_server_set_authorized_keys_file) or an admission callback");
+    aftp_admit_init(&s->admit, s->authorized_path[0] ? &s->authorized : NULL,
+                    s->secrets->have_psk ? s->secrets->psk : NULL);
+    sec->identity = s->secrets->identity;
+    sec->peers = aftp_admit_policy(&s->admit);
+    return AFTP_OK;
+}
+
+static int serve(aftp_server *s, int dirfd)
+{
+    aftp_io_result res;
+    aftp_serve_opts o = {
+        .listen = (const struct sockaddr *)&s->listen, .listen_len = s->listen_len,
+        .dirfd = dirfd, .overwrite = s->overwrite, .idle_timeout_ns = s->idle_timeout_ns,
+        .max_datagram = (uint16_t)AFTP_IO_DATAGRAM_FOR(s->mtu),
+        .hooks = {.on_warning = on_warning, .app = s, .interrupt = &s->stop},
+        .on_listening = on_listening, .admit = admit_client, .on_session_event = on_session_event,
+        .on_session_end = on_session_end, .on_hello_dropped = on_hello_dropped};
+    int rc = prepare_security(s, &o.security);
+    if (rc != AFTP_OK)
+        return rc;
+    rc = aftp_serve_run(&o, &res);
+    aftp_admit_fini(&s->admit);
+    if (rc != AFTP_OK)
+        return fail(s, rc, "%s", res.message[0] ? res.message : aftp_strerror(rc));
+    return succeed(s);
+}
+
+int aftp_server_run(aftp_server *s)
+{
+    char why[SERVER_ERRMSG_MAX];
+    int dirfd = -1, rc;
+    if (s->listen_len == 0)
+        rc = fail(s, AFTP_ERR_INVALID_ARGUMENT, "no listen address (aftp_server_set_listen)");
+    else if ((rc = aftp_store_open_dir(s->dir, "the server's directory", &dirfd, why,
+                                       sizeof why)) != AFTP_OK)
+        fail(s, rc, "%s", why);
+    else
+        rc = serve(s, dirfd);
+    if (dirfd >= 0)
+        close(dirfd);
+    __atomic_store_n(&s->port, 0u, __ATOMIC_RELEASE);
+    atomic_store(&s->stop, 0);
+    return rc;
+}

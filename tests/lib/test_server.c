@@ -1,0 +1,539 @@
+/* The server API (include/aftp/aftp_server.h): a server runs in a thread
+ * of this process; clients push to it over 127.0.0.1 through the internal
+ * push driver (io/aftp_push.h), each with its own key.
+ *
+ *   admission   a callback maps each of two client keys to its own
+ *               partner directory (files land there, byte-exact) and
+ *               refuses a third key (its client is told it is not
+ *               authorized; nothing lands); one receipt per committed
+ *               file; the log has the listening line and the refusal;
+ *               a stop from another thread ends the run with AFTP_OK;
+ *               nothing is written to fds 1 and 2 during the run;
+ *   no callback the authorized keys decide, into the server's dir;
+ *   unprotected a session without keys reaches the callback with no key;
+ *   no start    a run that cannot start says why; failed setters keep
+ *               what was set;
+ *   busy port   a second server on a bound port fails with "address in use". */
+#include <fcntl.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include <sodium.h>
+#include <xxhash.h>
+
+#include "aftp/aftp_server.h"
+#include "aftp_push.h"
+#include "common/aftp_handshake.h"
+#include "common/aftp_keyfile.h"
+#include "io_testutil.h"
+
+enum { CLIENTS = 3, MAX_RECEIPTS = 8, MAX_LINES = 32, FILE_LEN = 300000 + 17 };
+
+typedef struct test_key {
+    uint8_t secret[AFTP_KEY_LEN], public_key[AFTP_KEY_LEN];
+    char comment[32];
+} test_key;
+
+typedef struct seen_receipt {
+    char path[256], root[512], comment[64];
+    uint64_t size;
+    uint8_t digest[AFTP_DIGEST_LEN], key[AFTP_KEY_LEN];
+    int64_t start_ns, end_ns;
+    int cipher;
+} seen_receipt;
+
+/* What the server's callbacks saw; the test thread reads it once the run
+ * has ended (pthread_join orders the two). */
+typedef struct fixture {
+    char *top;     /* scratch tree */
+    char server_dir[512], partner[2][512], authorized[512];
+    test_key server, client[CLIENTS];
+    aftp_server *s;
+    pthread_t thread;
+    int run_rc;
+    pthread_mutex_t lock;
+    pthread_cond_t listening;
+    int is_listening;
+    seen_receipt receipts[MAX_RECEIPTS];
+    int receipt_count;
+    int kinds[MAX_LINES];
+    char lines[MAX_LINES][1024];
+    int line_count;
+    int admissions;
+} fixture;
+
+static void make_key(test_key *k, const char *comment)
+{
+    randombytes_buf(k->secret, sizeof k->secret);
+    assert_int_equal(aftp_hs_public_key(k->secret, k->public_key), AFTP_OK);
+    snprintf(k->comment, sizeof k->comment, "%s", comment);
+}
+
+static void make_dir(char *out, size_t cap, const char *top, const char *name)
+{
+    snprintf(out, cap, "%s/%s", top, name);
+    assert_int_equal(mkdir(out, 0700), 0);
+}
+
+/* Every client's key on its line, with its comment. */
+static void write_authorized(fixture *f)
+{
+    char line[256];
+    snprintf(f->authorized, sizeof f->authorized, "%s/authorized_keys", f->top);
+    FILE *out = fopen(f->authorized, "w");
+    assert_non_null(out);
+    for (int i = 0; i < CLIENTS; i++) {
+        assert_int_equal(aftp_keyfile_format_public(f->client[i].public_key, f->client[i].comment,
+                                                    line, sizeof line),
+                         AFTP_OK);
+        fputs(line, out);
+    }
+    fclose(out);
+}
+
+static int setup(void **state)
+{
+    fixture *f = calloc(1, sizeof *f);
+    int fd;
+    assert_non_null(f);
+    assert_true(sodium_init() >= 0);
+    f->top = io_test_mkdtemp(&fd); /* ours to free */
+    close(fd);
+    make_dir(f->server_dir, sizeof f->server_dir, f->top, "incoming");
+    make_dir(f->partner[0], sizeof f->partner[0], f->top, "partner-a");
+    make_dir(f->partner[1], sizeof f->partner[1], f->top, "partner-b");
+    make_key(&f->server, "server");
+    make_key(&f->client[0], "alpha corp");
+    make_key(&f->client[1], "beta ltd");
+    make_key(&f->client[2], "gamma stranger");
+    write_authorized(f);
+    pthread_mutex_init(&f->lock, NULL);
+    pthread_cond_init(&f->listening, NULL);
+    assert_int_equal(aftp_server_new(&f->s), AFTP_OK);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    aftp_server_del(f->s);
+    io_test_rmtree(f->top);
+    free(f->top);
+    pthread_mutex_destroy(&f->lock);
+    pthread_cond_destroy(&f->listening);
+    free(f);
+    return 0;
+}
+
+/* ---- the server's callbacks ---- */
+
+static void on_log(void *user, int kind, const char *line)
+{
+    fixture *f = user;
+    pthread_mutex_lock(&f->lock);
+    if (f->line_count < MAX_LINES) {
+        f->kinds[f->line_count] = kind;
+        snprintf(f->lines[f->line_count++], sizeof f->lines[0], "%s", line);
+    }
+    if (kind == AFTP_LOG_LISTENING) {
+        f->is_listening = 1;
+        pthread_cond_signal(&f->listening);
+    }
+    pthread_mutex_unlock(&f->lock);
+}
+
+static void on_receipt(void *user, const aftp_receipt *r)
+{
+    fixture *f = user;
+    /* No cmocka assertion on the server's thread: what it saw is checked
+     * once the run has ended. */
+    if (f->receipt_count == MAX_RECEIPTS)
+        return;
+    seen_receipt *e = &f->receipts[f->receipt_count++];
+    snprintf(e->path, sizeof e->path, "%s", r->path);
+    snprintf(e->root, sizeof e->root, "%s", r->root);
+    snprintf(e->comment, sizeof e->comment, "%s", r->client->comment);
+    e->size = r->size;
+    memcpy(e->digest, r->digest, sizeof e->digest);
+    if (r->client->key != NULL)
+        memcpy(e->key, r->client->key, AFTP_KEY_LEN);
+    e->start_ns = r->start_unix_ns;
+    e->end_ns = r->end_unix_ns;
+    e->cipher = r->cipher;
+}
+
+/* Client 0 into partner a, client 1 into partner b, anyone else refused. */
+static int admit_partners(void *user, const aftp_peer *peer, aftp_admission *decision)
+{
+    fixture *f = user;
+    f->admissions++;
+    for (int i = 0; i < 2; i++)
+        if (memcmp(peer->key, f->client[i].public_key, AFTP_KEY_LEN) == 0 &&
+            strcmp(peer->comment, f->client[i].comment) == 0)
+            return aftp_admission_set_root(decision, f->partner[i]);
+    return AFTP_ERR_UNKNOWN_PEER;
+}
+
+/* ---- running it ---- */
+
+static void *run_server(void *arg)
+{
+    fixture *f = arg;
+    f->run_rc = aftp_server_run(f->s);
+    /* A run that could not start never said it listens: wake the test. */
+    on_log(f, AFTP_LOG_LISTENING, "(run returned)");
+    return NULL;
+}
+
+static void configure(fixture *f, const char *listen)
+{
+    assert_int_equal(aftp_server_set_listen(f->s, listen), AFTP_OK);
+    assert_int_equal(aftp_server_set_dir(f->s, f->server_dir), AFTP_OK);
+    assert_int_equal(aftp_server_set_identity(f->s, f->server.secret), AFTP_OK);
+    assert_int_equal(aftp_server_set_authorized_keys_file(f->s, f->authorized), AFTP_OK);
+    assert_int_equal(aftp_server_set_idle_timeout_ms(f->s, 5000), AFTP_OK);
+    assert_int_equal(aftp_server_set_log_cb(f->s, on_log, f), AFTP_OK);
+    assert_int_equal(aftp_server_set_receipt_cb(f->s, on_receipt, f), AFTP_OK);
+}
+
+/* Starts the run and waits for its listening line (a guard of 10 s keeps
+ * a server that never says it listens from hanging the test). */
+static unsigned start_server(fixture *f)
+{
+    struct timespec guard;
+    int rc = 0;
+    assert_int_equal(pthread_create(&f->thread, NULL, run_server, f), 0);
+    clock_gettime(CLOCK_REALTIME, &guard);
+    guard.tv_sec += 10;
+    pthread_mutex_lock(&f->lock);
+    while (!f->is_listening && rc == 0)
+        rc = pthread_cond_timedwait(&f->listening, &f->lock, &guard);
+    pthread_mutex_unlock(&f->lock);
+    assert_int_equal(rc, 0);
+    unsigned port = aftp_server_port(f->s);
+    assert_int_not_equal(port, 0);
+    return port;
+}
+
+/* Stops the run from this (another) thread; it must end within a second. */
+static void stop_server(fixture *f)
+{
+    struct timespec deadline;
+    aftp_server_stop(f->s);
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += 1;
+    assert_int_equal(pthread_timedjoin_np(f->thread, NULL, &deadline), 0);
+}
+
+/* A file of FILE_LEN bytes of the pattern `seed`, named name, in the tree. */
+static void make_file(const fixture *f, const char *name, uint32_t seed, char *path, size_t cap)
+{
+    static uint8_t buf[FILE_LEN];
+    snprintf(path, cap, "%s/%s", f->top, name);
+    io_test_pattern(buf, sizeof buf, seed);
+    FILE *out = fopen(path, "w");
+    assert_non_null(out);
+    assert_int_equal(fwrite(buf, 1, sizeof buf, out), sizeof buf);
+    fclose(out);
+}
+
+/* Pushes file as `client` (-1: an unprotected session, AFTP_CIPHER_NONE). */
+static int push(const fixture *f, unsigned port, int client, const char *file)
+{
+    struct sockaddr_in to = io_test_loopback((uint16_t)port);
+    aftp_push_opts o = {.files = &file, .file_count = 1, .peer = (struct sockaddr *)&to,
+                        .peer_len = sizeof to,
+                        .rate_bps = UINT64_C(400000000), .policy = AFTP_CC_FIXED,
+                        .idle_timeout_ns = UINT64_C(5000000000)};
+    aftp_push_result res;
+    o.security.cipher = client < 0 ? AFTP_CIPHER_NONE : AFTP_CIPHER_AUTO;
+    if (client >= 0) {
+        o.security.identity = f->client[client].secret;
+        o.security.peer_key = f->server.public_key;
+    }
+    return aftp_push_run(&o, &res);
+}
+
+static uint8_t *read_whole(const char *path, size_t *len)
+{
+    FILE *in = fopen(path, "r");
+    if (in == NULL)
+        return NULL;
+    uint8_t *buf = malloc(FILE_LEN + 1);
+    assert_non_null(buf);
+    *len = fread(buf, 1, FILE_LEN + 1, in);
+    fclose(in);
+    return buf;
+}
+
+/* The file at dir/name holds exactly what `source` holds; its XXH3-128
+ * (canonical, big-endian) into digest. */
+static void assert_same_file(const char *dir, const char *name, const char *source,
+                             uint8_t digest[AFTP_DIGEST_LEN])
+{
+    char path[1024];
+    size_t got_len = 0, want_len = 0;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    uint8_t *got = read_whole(path, &got_len), *want = read_whole(source, &want_len);
+    assert_non_null(got);
+    assert_int_equal(got_len, want_len);
+    assert_memory_equal(got, want, want_len);
+    XXH128_canonical_t c;
+    XXH128_canonicalFromHash(&c, XXH3_128bits(want, want_len));
+    memcpy(digest, c.digest, AFTP_DIGEST_LEN);
+    free(got);
+    free(want);
+}
+
+static int entries_in(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY);
+    assert_true(fd >= 0);
+    int n = io_test_count_entries(fd);
+    close(fd);
+    return n;
+}
+
+static const seen_receipt *receipt_for(const fixture *f, const char *path)
+{
+    for (int i = 0; i < f->receipt_count; i++)
+        if (strcmp(f->receipts[i].path, path) == 0)
+            return &f->receipts[i];
+    fail_msg("no receipt for %s", path);
+    return NULL;
+}
+
+static void assert_receipt(const fixture *f, const char *name, int client, const char *root,
+                           const uint8_t *digest)
+{
+    const seen_receipt *r = receipt_for(f, name);
+    assert_string_equal(r->root, root);
+    assert_int_equal(r->size, FILE_LEN);
+    assert_memory_equal(r->digest, digest, AFTP_DIGEST_LEN);
+    assert_memory_equal(r->key, f->client[client].public_key, AFTP_KEY_LEN);
+    assert_string_equal(r->comment, f->client[client].comment);
+    assert_true(r->start_ns > 0);
+    assert_true(r->start_ns <= r->end_ns);
+    assert_true(r->cipher == AFTP_CIPHER_AES256GCM || r->cipher == AFTP_CIPHER_CHACHA20POLY1305);
+}
+
+static int log_has(const fixture *f, int kind, const char *text)
+{
+    for (int i = 0; i < f->line_count; i++)
+        if (f->kinds[i] == kind && strstr(f->lines[i], text) != NULL)
+            return 1;
+    return 0;
+}
+
+/* fds 1 and 2 go to a file for the run, so that anything the library
+ * writes there is caught. */
+typedef struct captured {
+    int saved[2];
+    char path[600];
+} captured;
+
+static void capture_std(const fixture *f, captured *c)
+{
+    snprintf(c->path, sizeof c->path, "%s/stdio", f->top);
+    fflush(stdout);
+    fflush(stderr);
+    int fd = open(c->path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    assert_true(fd >= 0);
+    for (int i = 0; i < 2; i++) {
+        c->saved[i] = dup(i + 1);
+        assert_true(dup2(fd, i + 1) >= 0);
+    }
+    close(fd);
+}
+
+/* Gives fds 1 and 2 back; the bytes written to them meanwhile. */
+static long release_std(captured *c)
+{
+    struct stat st;
+    fflush(stdout);
+    fflush(stderr);
+    for (int i = 0; i < 2; i++) {
+        dup2(c->saved[i], i + 1);
+        close(c->saved[i]);
+    }
+    assert_int_equal(stat(c->path, &st), 0);
+    return (long)st.st_size;
+}
+
+static void test_admission_roots_and_receipts(void **state)
+{
+    fixture *f = *state;
+    char a[600], b[600], c[600], listening[64];
+    uint8_t digest_a[AFTP_DIGEST_LEN], digest_b[AFTP_DIGEST_LEN];
+    captured std;
+    make_file(f, "a.bin", 1, a, sizeof a);
+    make_file(f, "b.bin", 2, b, sizeof b);
+    make_file(f, "c.bin", 3, c, sizeof c);
+    configure(f, "127.0.0.1:0");
+    assert_int_equal(aftp_server_set_admit_cb(f->s, admit_partners, f), AFTP_OK);
+    capture_std(f, &std);
+    unsigned port = start_server(f);
+    int rc_a = push(f, port, 0, a), rc_b = push(f, port, 1, b), rc_c = push(f, port, 2, c);
+    stop_server(f);
+    long written = release_std(&std);
+
+    assert_int_equal(f->run_rc, AFTP_OK);
+    assert_int_equal(written, 0);
+    assert_int_equal(rc_a, AFTP_OK);
+    assert_int_equal(rc_b, AFTP_OK);
+    assert_int_equal(rc_c, AFTP_ERR_UNKNOWN_PEER);
+    assert_int_equal(f->admissions, 3);
+    assert_same_file(f->partner[0], "a.bin", a, digest_a);
+    assert_same_file(f->partner[1], "b.bin", b, digest_b);
+    assert_int_equal(entries_in(f->partner[0]), 1);
+    assert_int_equal(entries_in(f->partner[1]), 1);
+    assert_int_equal(entries_in(f->server_dir), 0);
+    assert_int_equal(f->receipt_count, 2);
+    assert_receipt(f, "a.bin", 0, f->partner[0], digest_a);
+    assert_receipt(f, "b.bin", 1, f->partner[1], digest_b);
+    snprintf(listening, sizeof listening, "listening on 127.0.0.1:%u", port);
+    assert_true(log_has(f, AFTP_LOG_LISTENING, listening));
+    assert_true(log_has(f, AFTP_LOG_SESSION_FAILED, "refused client"));
+    assert_true(log_has(f, AFTP_LOG_SESSION_FAILED, "\"gamma stranger\""));
+    assert_int_equal(aftp_server_port(f->s), 0);
+}
+
+/* Without a callback the authorized keys decide, into the server's dir. */
+static void test_authorized_keys_decide(void **state)
+{
+    fixture *f = *state;
+    char a[600], unlisted[600], line[256];
+    uint8_t digest_a[AFTP_DIGEST_LEN];
+    make_file(f, "a.bin", 4, a, sizeof a);
+    /* Only client 0 listed; client 1 is not. */
+    snprintf(unlisted, sizeof unlisted, "%s/one_key", f->top);
+    FILE *out = fopen(unlisted, "w");
+    assert_non_null(out);
+    assert_int_equal(aftp_keyfile_format_public(f->client[0].public_key, f->client[0].comment,
+                                                line, sizeof line), AFTP_OK);
+    fputs(line, out);
+    fclose(out);
+    configure(f, "127.0.0.1:0");
+    assert_int_equal(aftp_server_set_authorized_keys_file(f->s, unlisted), AFTP_OK);
+    unsigned port = start_server(f);
+    int rc_a = push(f, port, 0, a), rc_b = push(f, port, 1, a);
+    stop_server(f);
+
+    assert_int_equal(f->run_rc, AFTP_OK);
+    assert_int_equal(rc_a, AFTP_OK);
+    assert_int_equal(rc_b, AFTP_ERR_UNKNOWN_PEER);
+    assert_same_file(f->server_dir, "a.bin", a, digest_a);
+    assert_int_equal(f->receipt_count, 1);
+    assert_receipt(f, "a.bin", 0, f->server_dir, digest_a);
+    assert_true(log_has(f, AFTP_LOG_SESSION_FAILED, "its key is not authorized"));
+}
+
+/* An unprotected session has no key: the callback still places it. */
+static int admit_keyless(void *user, const aftp_peer *peer, aftp_admission *decision)
+{
+    fixture *f = user;
+    f->admissions++;
+    return peer->key == NULL ? aftp_admission_set_root(decision, f->partner[1])
+                             : AFTP_ERR_UNKNOWN_PEER;
+}
+
+static void test_unprotected_session(void **state)
+{
+    fixture *f = *state;
+    char a[600];
+    uint8_t digest_a[AFTP_DIGEST_LEN], no_key[AFTP_KEY_LEN] = {0};
+    make_file(f, "a.bin", 5, a, sizeof a);
+    assert_int_equal(aftp_server_set_listen(f->s, "127.0.0.1:0"), AFTP_OK);
+    assert_int_equal(aftp_server_set_dir(f->s, f->server_dir), AFTP_OK);
+    assert_int_equal(aftp_server_set_cipher(f->s, AFTP_CIPHER_NONE), AFTP_OK);
+    assert_int_equal(aftp_server_set_log_cb(f->s, on_log, f), AFTP_OK);
+    assert_int_equal(aftp_server_set_receipt_cb(f->s, on_receipt, f), AFTP_OK);
+    assert_int_equal(aftp_server_set_admit_cb(f->s, admit_keyless, f), AFTP_OK);
+    unsigned port = start_server(f);
+    int rc = push(f, port, -1, a);
+    stop_server(f);
+
+    assert_int_equal(f->run_rc, AFTP_OK);
+    assert_int_equal(rc, AFTP_OK);
+    assert_int_equal(f->admissions, 1);
+    assert_same_file(f->partner[1], "a.bin", a, digest_a);
+    assert_int_equal(f->receipt_count, 1);
+    assert_memory_equal(f->receipts[0].key, no_key, AFTP_KEY_LEN);
+    assert_int_equal(f->receipts[0].cipher, AFTP_CIPHER_NONE);
+    assert_string_equal(f->receipts[0].root, f->partner[1]);
+}
+
+/* A run that cannot start says why, and a failed setter keeps what was set. */
+static void test_refuses_to_start(void **state)
+{
+    fixture *f = *state;
+    char missing[600];
+    snprintf(missing, sizeof missing, "%s/nope", f->top);
+    assert_int_equal(aftp_server_run(f->s), AFTP_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(aftp_server_errmsg(f->s), "no listen address"));
+    assert_int_equal(aftp_server_set_listen(f->s, "127.0.0.1:99999"), AFTP_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(aftp_server_errmsg(f->s), "'127.0.0.1:99999'"));
+    assert_int_equal(aftp_server_set_listen(f->s, "127.0.0.1:0"), AFTP_OK);
+    assert_int_equal(aftp_server_set_dir(f->s, f->server_dir), AFTP_OK);
+    assert_int_equal(aftp_server_run(f->s), AFTP_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(aftp_server_errmsg(f->s), "no identity key"));
+    assert_int_equal(aftp_server_set_identity(f->s, f->server.secret), AFTP_OK);
+    assert_int_equal(aftp_server_run(f->s), AFTP_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(aftp_server_errmsg(f->s), "admits nobody"));
+    assert_int_equal(aftp_server_set_authorized_keys_file(f->s, f->authorized), AFTP_OK);
+    assert_int_equal(aftp_server_set_authorized_keys_file(f->s, missing), AFTP_ERR_NOT_FOUND);
+    assert_non_null(strstr(aftp_server_errmsg(f->s), missing));
+    assert_int_equal(aftp_server_set_dir(f->s, missing), AFTP_OK);
+    assert_true(aftp_server_run(f->s) < 0);
+    assert_non_null(strstr(aftp_server_errmsg(f->s), "cannot use destination directory"));
+    /* The authorized keys set first still hold: with a usable dir it runs. */
+    assert_int_equal(aftp_server_set_dir(f->s, f->server_dir), AFTP_OK);
+    assert_int_equal(aftp_server_set_log_cb(f->s, on_log, f), AFTP_OK);
+    start_server(f);
+    stop_server(f);
+    assert_int_equal(f->run_rc, AFTP_OK);
+}
+
+static void test_busy_port(void **state)
+{
+    fixture *f = *state;
+    char taken[32];
+    aftp_server *second = NULL;
+    configure(f, "127.0.0.1:0");
+    unsigned port = start_server(f);
+    snprintf(taken, sizeof taken, "127.0.0.1:%u", port);
+    assert_int_equal(aftp_server_new(&second), AFTP_OK);
+    assert_int_equal(aftp_server_set_listen(second, taken), AFTP_OK);
+    assert_int_equal(aftp_server_set_dir(second, f->server_dir), AFTP_OK);
+    assert_int_equal(aftp_server_set_identity(second, f->server.secret), AFTP_OK);
+    assert_int_equal(aftp_server_set_authorized_keys_file(second, f->authorized), AFTP_OK);
+    int rc = aftp_server_run(second);
+    assert_int_equal(rc, AFTP_ERR_NETWORK);
+    assert_non_null(strstr(aftp_server_errmsg(second), "address in use"));
+    aftp_server_del(second);
+    stop_server(f);
+    assert_int_equal(f->run_rc, AFTP_OK);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_admission_roots_and_receipts, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_authorized_keys_decide, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unprotected_session, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_refuses_to_start, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_busy_port, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
