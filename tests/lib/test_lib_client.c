@@ -750,6 +750,25 @@ static void test_silent_on_stdout_stderr(void **state)
     env_end(&e, c);
 }
 
+/* The stable names a client logs and aftp send --json reports: the
+ * enumerator's spelling for every code, NULL for one the library lacks. */
+static void test_error_names(void **state)
+{
+    (void)state;
+    assert_string_equal(aftp_error_name(AFTP_OK), "AFTP_OK");
+    assert_string_equal(aftp_error_name(AFTP_ERR_CANCELLED), "AFTP_ERR_CANCELLED");
+    assert_string_equal(aftp_error_name(-106), "AFTP_ERR_CANCELLED");
+    assert_string_equal(aftp_error_name(AFTP_ERR_DIGEST_MISMATCH), "AFTP_ERR_DIGEST_MISMATCH");
+    assert_string_equal(aftp_error_name(AFTP_ERR_INTERNAL), "AFTP_ERR_INTERNAL");
+    for (int code = -499; code <= 0; code++) { /* a name exactly for the codes with a text */
+        const char *name = aftp_error_name(code);
+        if (name != NULL)
+            assert_true(strncmp(name, "AFTP_", 5) == 0);
+    }
+    assert_null(aftp_error_name(-199));
+    assert_null(aftp_error_name(1));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -764,6 +783,7 @@ int main(void)
         cmocka_unit_test(test_key_files_and_known_hosts),
         cmocka_unit_test(test_fails_before_network),
         cmocka_unit_test(test_silent_on_stdout_stderr),
+        cmocka_unit_test(test_error_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
