@@ -48,6 +48,8 @@ typedef struct aftp_cli_report {
     aftp_meter meter;         /* the current file's progress figures */
     uint64_t t_start;         /* clock at aftp_cli_report_init */
     FILE *log;                /* --progress-log, or NULL */
+    FILE *json;               /* aftp send --json: its objects go here (stdout), or NULL */
+    const char *source;       /* the file as given on the command line */
     atomic_int interrupt;
 } aftp_cli_report;
 
@@ -65,6 +67,8 @@ aftp_io_hooks aftp_cli_report_hooks(aftp_cli_report *r);
 void aftp_cli_print_summary(const aftp_cli_report *r, const aftp_stats *st, const char *peer);
 /* "aftp: error: ..." on stderr. */
 void aftp_cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The text of the latest aftp_cli_error line, "" before any. */
+const char *aftp_cli_last_error(void);
 void aftp_cli_notice(const aftp_cli_report *r, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* SIGINT/SIGTERM increment r->interrupt (the transfer is cancelled). */
@@ -178,6 +182,24 @@ int aftp_cli_interactive(void);
 int aftp_cli_learn_peer_key(const aftp_cli_security *sec, const char *host,
                             const struct sockaddr *peer, socklen_t peer_len,
                             atomic_int *interrupt, aftp_cli_secrets *s);
+
+/* ---- aftp send --json (aftp_cli_json.c; the schema is cli/JSON.md) ---- */
+
+/* The "v" of every object: raised only for a change that is not an
+ * addition of fields or object types. */
+#define AFTP_CLI_JSON_VERSION 1
+/* Each writes one object and a newline to out and flushes it. */
+void aftp_cli_json_start(FILE *out, const char *const *sources, size_t count, const char *peer);
+void aftp_cli_json_progress(FILE *out, size_t index, const aftp_progress *p);
+void aftp_cli_json_file(FILE *out, const aftp_file_event *ev);
+void aftp_cli_json_error(FILE *out, int error, const char *message, int exit_status);
+void aftp_cli_json_summary(FILE *out, int exit_status, size_t files, size_t delivered,
+                           uint64_t bytes, double seconds);
+/* The aftp_error reported for a failure the library did not report (the
+ * command line, key files, the progress log): its exit status's class. */
+int aftp_cli_error_of_exit(int exit_status);
+/* enum aftp_cipher_choice of a session as the summary line and JSON say it. */
+const char *aftp_cli_cipher_name(int cipher);
 
 int aftp_cli_keygen(int argc, char **argv);
 int aftp_cli_send(int argc, char **argv);
