@@ -1046,8 +1046,8 @@ json_ok)
     make_file src.bin $((3 << 20))
     start_recv --once
     send "$WORK/src.bin" --json --policy fixed --rate 24M
+    expect_rc "aftp send --json" "$SEND_RC" 0 # (before waiting for a receiver left waiting)
     wait_recv
-    expect_rc "aftp send --json" "$SEND_RC" 0
     expect_rc "aftp recv" "$RECV_RC" 0
     cmp -s "$WORK/src.bin" "$WORK/dst/src.bin" || fail "received file differs"
     check_json "$WORK/send.out" 0
@@ -1074,8 +1074,8 @@ json_refused)
     echo "precious" >"$WORK/dst/src.bin"
     start_recv --once
     send "$WORK/src.bin" --json
-    wait_recv
     expect_rc "aftp send --json" "$SEND_RC" 5
+    wait_recv
     check_json "$WORK/send.out" 5 AFTP_ERR_FILE_EXISTS
     expect_fixed "$WORK/send.out" "refused src.bin: it exists at the receiver" ;;
 json_network)
