@@ -1,16 +1,20 @@
 /* The blocking client (include/aftp/aftp_client.h) over the push driver. */
 #include "aftp/aftp_client.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdatomic.h>
 #include <sodium.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "aftp_explain.h"
 #include "aftp_meter.h"
 #include "aftp_drive.h"
+#include "aftp_keyfetch.h"
 #include "aftp_parse.h"
 #include "aftp_path.h"
 #include "aftp_push.h"
@@ -20,6 +24,13 @@
 #include "proto/aftp_wire.h"
 
 #define CLIENT_MAX_IDLE_MS UINT64_C(86400000)
+
+/* The public wait is the key request's schedule. */
+_Static_assert(AFTP_CLIENT_FETCH_KEY_WAIT_MS * 1000000u ==
+                   AFTP_KEYFETCH_ATTEMPTS * (uint64_t)AFTP_KEYFETCH_INTERVAL_NS,
+               "AFTP_CLIENT_FETCH_KEY_WAIT_MS is the key request's schedule");
+_Static_assert(AFTP_CLIENT_FINGERPRINT_MAX <= AFTP_EXPLAIN_FINGERPRINT_MAX,
+               "a fingerprint buffer of the public size fits the library's");
 
 /* aftp_client_cancel is async-signal-safe only with lock-free atomics. */
 _Static_assert(ATOMIC_INT_LOCK_FREE == 2, "aftp_client_cancel needs lock-free atomic_int");
@@ -510,6 +521,121 @@ int aftp_client_send(aftp_client *c, const char *host_port, const char *const *f
     c->running = 0;
     c->files = NULL;
     return rc;
+}
+
+/* ---- learning a server's key ---- */
+
+/* The key fetch failed: why, in the library's terms. */
+static int fetch_failure(aftp_client *c, const char *host_port, int rc)
+{
+    switch (rc) {
+    case AFTP_ERR_IDLE_TIMEOUT:
+        return fail(c, rc, "no answer from %s within %.1f s when asking for its key (is an aftp "
+                    "server running there? is UDP blocked? a server without protection has no "
+                    "key to give)", host_port, (double)AFTP_CLIENT_FETCH_KEY_WAIT_MS / 1e3);
+    case AFTP_ERR_NETWORK:
+        return fail(c, rc, "%s is unreachable: connection refused (is an aftp server listening "
+                    "there?)", host_port);
+    case AFTP_ERR_CANCELLED:
+        return fail(c, rc, "asking %s for its key was cancelled", host_port);
+    default:
+        return fail(c, rc, "cannot ask %s for its key: %s", host_port, aftp_strerror(rc));
+    }
+}
+
+int aftp_client_fetch_server_key(aftp_client *c, const char *host_port,
+                                 uint8_t key_out[AFTP_KEY_LEN])
+{
+    struct sockaddr_storage peer;
+    socklen_t peer_len;
+    uint8_t key[AFTP_WIRE_SERVER_KEY_LEN];
+    if (c == NULL || host_port == NULL || key_out == NULL)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    if (c->running)
+        return fail(c, AFTP_ERR_INVALID_STATE, "a send is already running on this handle");
+    if (aftp_parse_addr(host_port, 0, &peer, &peer_len) != AFTP_OK)
+        return fail(c, AFTP_ERR_INVALID_ARGUMENT,
+                    "bad address '%s' (HOST:PORT or [IPV6]:PORT, port 1-65535)", host_port);
+    aftp_keyfetch_opts o = {.peer = (const struct sockaddr *)&peer, .peer_len = peer_len,
+                            .interrupt = &c->interrupt};
+    c->interrupt = 0;
+    c->running = 1;
+    int rc = aftp_keyfetch_run(&o, key);
+    c->running = 0;
+    if (rc != AFTP_OK)
+        return fetch_failure(c, host_port, rc);
+    memcpy(key_out, key, AFTP_KEY_LEN);
+    return ok(c);
+}
+
+/* The known-hosts file exists (created 0600: it says whom the user talks
+ * to) and ends with a newline, so an appended line stays a line of its own. */
+static int prepare_known_hosts(aftp_client *c)
+{
+    int fd = open(c->known_hosts, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return fail(c, errno == ENOENT ? AFTP_ERR_NOT_FOUND
+                       : errno == EACCES || errno == EPERM ? AFTP_ERR_PERMISSION
+                                                           : AFTP_ERR_IO,
+                    "cannot write %s: %s", c->known_hosts, strerror(errno));
+    char last = '\n';
+    off_t end = lseek(fd, 0, SEEK_END);
+    int rc = AFTP_OK;
+    if (end > 0 && pread(fd, &last, 1, end - 1) != 1)
+        rc = AFTP_ERR_IO;
+    if (rc == AFTP_OK && last != '\n' && write(fd, "\n", 1) != 1)
+        rc = AFTP_ERR_IO;
+    if (rc != AFTP_OK)
+        fail(c, rc, "cannot write %s: %s", c->known_hosts, strerror(errno));
+    if (close(fd) != 0 && rc == AFTP_OK)
+        rc = fail(c, AFTP_ERR_IO, "cannot write %s: %s", c->known_hosts, strerror(errno));
+    return rc;
+}
+
+int aftp_client_add_known_host(aftp_client *c, const char *host_port,
+                               const uint8_t key[AFTP_KEY_LEN])
+{
+    char err[512] = "";
+    if (c == NULL || host_port == NULL || key == NULL)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    if (c->known_hosts == NULL)
+        return fail(c, AFTP_ERR_INVALID_STATE,
+                    "no known-hosts file to pin %s in (aftp_client_set_known_hosts_file)",
+                    host_port);
+    int rc = prepare_known_hosts(c);
+    if (rc != AFTP_OK)
+        return rc;
+    rc = aftp_keyfile_known_hosts_append(c->known_hosts, host_port, key, err, sizeof err);
+    if (rc != AFTP_OK)
+        return fail(c, rc, "cannot pin the key of %s in %s: %s", host_port, c->known_hosts,
+                    err[0] ? err : aftp_strerror(rc));
+    return ok(c);
+}
+
+/* Writes a key's text with `format` when cap holds the longest. */
+static int format_into(void (*format)(const uint8_t *, char *, size_t), size_t max,
+                       const uint8_t *key, char *out, size_t cap)
+{
+    if (key == NULL || out == NULL)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    if (cap < max) {
+        if (cap > 0)
+            out[0] = '\0';
+        return AFTP_ERR_BUFFER_TOO_SMALL;
+    }
+    format(key, out, cap);
+    return AFTP_OK;
+}
+
+int aftp_client_format_key(const uint8_t key[AFTP_KEY_LEN], char *out, size_t cap)
+{
+    return format_into(aftp_explain_format_key, AFTP_CLIENT_KEY_TEXT_MAX, key, out, cap);
+}
+
+int aftp_client_format_fingerprint(const uint8_t key[AFTP_KEY_LEN], char *out, size_t cap)
+{
+    return format_into(aftp_explain_format_fingerprint, AFTP_CLIENT_FINGERPRINT_MAX, key, out,
+                       cap);
 }
 
 void aftp_client_cancel(aftp_client *c)

@@ -191,6 +191,62 @@ AFTP_EXTERN void aftp_client_cancel(aftp_client *c);
  * call on the handle. */
 AFTP_EXTERN const char *aftp_client_errmsg(const aftp_client *c);
 
+/* ---- learning a server's key: trust on first use (spec 14.9) ----
+ *
+ * WARNING: what aftp_client_fetch_server_key() returns is NOT
+ * authenticated and cannot be: whoever answers from the server's address
+ * (an attacker on the path, or one that guesses the request's connection
+ * id and spoofs that address) can give its own key, and a client that
+ * pins it runs every later session with the attacker, undetected. Pin a
+ * fetched key only after a person compared its fingerprint with one
+ * obtained out of band (the server's operator; the reference server
+ * prints it when it starts), as SSH's first-connection prompt does; never
+ * pin it automatically, and never fetch again to replace a pinned key
+ * that no longer matches (a changed key is the attack this guards
+ * against: ask the server's operator). Prefer handing keys over out of
+ * band (aftp_client_set_peer_key, known hosts) altogether. */
+
+/* How long a fetch waits for its answer: the request is sent up to 4
+ * times, 1 s apart (spec 14.9), then the server counts as silent. */
+#define AFTP_CLIENT_FETCH_KEY_WAIT_MS UINT64_C(4000)
+/* Asks the server at host_port (as aftp_client_send() takes it) for its
+ * static public key; blocks up to AFTP_CLIENT_FETCH_KEY_WAIT_MS. No
+ * session starts, nothing is pinned and the handle's keys are unchanged.
+ * AFTP_OK and key_out; otherwise, with aftp_client_errmsg():
+ *   AFTP_ERR_INVALID_ARGUMENT  NULL argument, bad host_port
+ *   AFTP_ERR_IDLE_TIMEOUT      no answer (nothing listens and no ICMP came,
+ *                              UDP is blocked, or the server runs without
+ *                              protection and so has no key to give)
+ *   AFTP_ERR_NETWORK           unreachable (nothing listens: ICMP)
+ *   AFTP_ERR_CANCELLED         aftp_client_cancel() during the wait
+ *   AFTP_ERR_INVALID_STATE     called from a callback of this handle
+ *   another error              no socket could be opened. */
+AFTP_EXTERN int aftp_client_fetch_server_key(aftp_client *c, const char *host_port,
+                                             uint8_t key_out[AFTP_KEY_LEN]);
+/* Pins key for host_port (as given to aftp_client_send()) in the handle's
+ * known-hosts file (aftp_client_set_known_hosts_file): appends the line
+ * "HOST:PORT aftp-x25519 <base64>", creating the file (mode 0600, not its
+ * directory) when missing. Only after the fingerprint was confirmed (see
+ * the warning above). AFTP_OK; AFTP_ERR_INVALID_ARGUMENT for a NULL
+ * argument or a host_port that cannot name a line; AFTP_ERR_INVALID_STATE
+ * without a known-hosts file; the file's error otherwise (AFTP_ERR_IO,
+ * AFTP_ERR_PERMISSION, AFTP_ERR_NOT_FOUND for a missing directory), with
+ * aftp_client_errmsg() naming the file and the system's reason. */
+AFTP_EXTERN int aftp_client_add_known_host(aftp_client *c, const char *host_port,
+                                           const uint8_t key[AFTP_KEY_LEN]);
+
+/* What users compare: a key as its known-hosts and key-file line,
+ * "aftp-x25519 <base64>", and its fingerprint "SHA256:<unpadded base64 of
+ * SHA-256(key)>" (the form the reference server prints). Each writes a
+ * NUL-terminated text into out: AFTP_OK, AFTP_ERR_INVALID_ARGUMENT for a
+ * NULL argument, AFTP_ERR_BUFFER_TOO_SMALL when cap is below the _MAX
+ * (out then holds ""). Thread-safe; no handle needed. */
+#define AFTP_CLIENT_KEY_TEXT_MAX 64u    /* "aftp-x25519 " + 44 base64 + NUL, and room */
+#define AFTP_CLIENT_FINGERPRINT_MAX 51u /* "SHA256:" + 43 base64 + NUL */
+AFTP_EXTERN int aftp_client_format_key(const uint8_t key[AFTP_KEY_LEN], char *out, size_t cap);
+AFTP_EXTERN int aftp_client_format_fingerprint(const uint8_t key[AFTP_KEY_LEN], char *out,
+                                               size_t cap);
+
 #ifdef __cplusplus
 }
 #endif

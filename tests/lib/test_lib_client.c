@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include <sodium.h>
 #include <xxhash.h>
 
 #include <cmocka.h>
@@ -750,6 +751,64 @@ static void test_silent_on_stdout_stderr(void **state)
     env_end(&e, c);
 }
 
+/* Trust on first use through the public API (spec 14.9): the server's key
+ * fetched, shown as its line and fingerprint, pinned in the known hosts
+ * (created 0600), and a send that finds it there; the failures said. */
+static void test_trust_on_first_use(void **state)
+{
+    (void)state;
+    test_env e;
+    char kh_path[600], line[256], err[256], text[AFTP_CLIENT_KEY_TEXT_MAX];
+    char fingerprint[AFTP_CLIENT_FINGERPRINT_MAX], want_fp[AFTP_CLIENT_FINGERPRINT_MAX];
+    uint8_t key[AFTP_KEY_LEN], hash[crypto_hash_sha256_BYTES];
+    struct stat st;
+    env_start(&e, 1);
+    const char *path = make_file(e.src_dir, "tofu.bin", 30000, 41);
+    snprintf(kh_path, sizeof kh_path, "%s/known_hosts", e.src_dir);
+    aftp_client *c = NULL;
+    assert_int_equal(aftp_client_new(&c), AFTP_OK);
+    assert_int_equal(aftp_client_set_identity(c, e.t.secret), AFTP_OK);
+    assert_int_equal(aftp_client_add_known_host(c, e.hp, e.s.public_key), AFTP_ERR_INVALID_STATE);
+    assert_int_equal(aftp_client_set_known_hosts_file(c, kh_path), AFTP_OK);
+    assert_int_equal(aftp_client_fetch_server_key(c, "nowhere", key), AFTP_ERR_INVALID_ARGUMENT);
+    assert_int_equal(aftp_client_fetch_server_key(c, e.hp, key), AFTP_OK);
+    assert_memory_equal(key, e.s.public_key, AFTP_KEY_LEN);
+    /* the texts a person compares */
+    assert_int_equal(aftp_client_format_key(key, text, sizeof text), AFTP_OK);
+    assert_int_equal(aftp_keyfile_format_public(key, NULL, line, sizeof line), AFTP_OK);
+    line[strcspn(line, "\n")] = '\0';
+    assert_string_equal(text, line);
+    assert_int_equal(aftp_client_format_fingerprint(key, fingerprint, sizeof fingerprint), AFTP_OK);
+    crypto_hash_sha256(hash, key, AFTP_KEY_LEN);
+    memcpy(want_fp, "SHA256:", 7);
+    sodium_bin2base64(want_fp + 7, sizeof want_fp - 7, hash, sizeof hash,
+                      sodium_base64_VARIANT_ORIGINAL_NO_PADDING);
+    assert_string_equal(fingerprint, want_fp);
+    assert_int_equal(aftp_client_format_fingerprint(key, fingerprint, sizeof fingerprint - 1),
+                     AFTP_ERR_BUFFER_TOO_SMALL);
+    assert_string_equal(fingerprint, "");
+    /* pinned: a file of its own, private, and the send finds the key there */
+    assert_int_equal(aftp_client_add_known_host(c, e.hp, key), AFTP_OK);
+    assert_int_equal(stat(kh_path, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0600);
+    uint8_t listed[AFTP_KEY_LEN];
+    assert_int_equal(aftp_keyfile_known_hosts_lookup_file(kh_path, e.hp, listed, err, sizeof err),
+                     AFTP_OK);
+    assert_memory_equal(listed, e.s.public_key, AFTP_KEY_LEN);
+    const char *files[] = {path};
+    assert_int_equal(aftp_client_send(c, e.hp, files, 1), AFTP_OK);
+    server_join(&e.s);
+    assert_same_file(path, e.s.dir, "tofu.bin");
+    /* nothing listens any more: refused, said */
+    assert_int_equal(aftp_client_fetch_server_key(c, e.hp, key), AFTP_ERR_NETWORK);
+    assert_non_null(strstr(aftp_client_errmsg(c), "is unreachable"));
+    /* a known-hosts file in a missing directory */
+    assert_int_equal(aftp_client_set_known_hosts_file(c, "/nonexistent/dir/known_hosts"), AFTP_OK);
+    assert_int_equal(aftp_client_add_known_host(c, e.hp, key), AFTP_ERR_NOT_FOUND);
+    assert_non_null(strstr(aftp_client_errmsg(c), "/nonexistent/dir/known_hosts"));
+    env_end(&e, c);
+}
+
 /* The stable names a client logs and aftp send --json reports: the
  * enumerator's spelling for every code, NULL for one the library lacks. */
 static void test_error_names(void **state)
@@ -784,6 +843,7 @@ int main(void)
         cmocka_unit_test(test_fails_before_network),
         cmocka_unit_test(test_silent_on_stdout_stderr),
         cmocka_unit_test(test_error_names),
+        cmocka_unit_test(test_trust_on_first_use),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
