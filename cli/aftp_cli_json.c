@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "aftp/aftp_version.h"
-#include "aftp_cli.h"
+#include "aftp_cli_base.h"
 
 /* The length of the valid UTF-8 sequence at s, 0 when it is not one. */
 static size_t utf8_sequence(const unsigned char *s)

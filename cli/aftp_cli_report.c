@@ -253,11 +253,20 @@ int aftp_cli_interrupted_early(void)
 }
 
 static aftp_cli_report *signal_report;
+/* Lock-free, so the handler may read it whenever the signal comes. */
+static _Atomic(aftp_client *) signal_client;
+_Static_assert(ATOMIC_POINTER_LOCK_FREE == 2, "the signal handler reads signal_client");
 
 static void on_signal(int sig)
 {
     (void)sig;
     signal_report->interrupt++;
+    aftp_client_cancel(signal_client); /* async-signal-safe; NULL-safe */
+}
+
+void aftp_cli_cancel_on_signal(aftp_client *c)
+{
+    signal_client = c;
 }
 
 void aftp_cli_catch_signals(aftp_cli_report *r)

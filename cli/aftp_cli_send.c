@@ -150,8 +150,7 @@ static int load_server_key(const send_args *a, aftp_cli_secrets *keys,
     if (!unknown)
         return rc;
     if (aftp_cli_interactive())
-        return aftp_cli_learn_peer_key(&a->sec, a->peer_text, (const struct sockaddr *)&a->peer,
-                                       a->peer_len, interrupt, keys);
+        return aftp_cli_learn_peer_key(&a->sec, a->peer_text, interrupt, keys);
     return aftp_cli_explain_unknown_host(a->peer_text,
                                          aftp_cli_known_hosts_path(&a->sec, buf, sizeof buf));
 }
