@@ -64,6 +64,8 @@ struct aftp_client {
     void *progress_user;
     aftp_file_cb file_cb;
     void *file_user;
+    aftp_notice_cb notice_cb;
+    void *notice_user;
     /* Set by aftp_client_cancel (any thread, a signal handler); the
      * datapath loop polls it every turn. */
     atomic_int interrupt;
@@ -299,6 +301,44 @@ int aftp_client_set_file_cb(aftp_client *c, aftp_file_cb cb, void *user)
     return ok(c);
 }
 
+int aftp_client_set_notice_cb(aftp_client *c, aftp_notice_cb cb, void *user)
+{
+    if (c == NULL)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    c->notice_cb = cb;
+    c->notice_user = user;
+    return ok(c);
+}
+
+static void notice(aftp_client *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void notice(aftp_client *c, const char *fmt, ...)
+{
+    char text[512];
+    va_list ap;
+    if (c->notice_cb == NULL)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    c->notice_cb(c->notice_user, text);
+}
+
+static void on_warning(void *app, const char *text)
+{
+    notice(app, "%s", text);
+}
+
+/* The receiver takes the smaller of the two datagram sizes (spec 4.1): say
+ * when it held a chosen MTU back, so its operator can raise the receiver's. */
+static void tell_datagram_cap(aftp_client *c, const aftp_io_result *res)
+{
+    if (c->mtu != 0 && res->connected && res->stats.max_datagram < res->datagram_asked)
+        notice(c, "the receiver took datagrams of at most %u bytes, not %u (MTU %u): give it "
+               "an MTU of %u too", (unsigned)res->stats.max_datagram,
+               (unsigned)res->datagram_asked, c->mtu, c->mtu);
+}
+
 /* The session's cipher as the API names it. */
 static int cipher_choice(int wire_cipher)
 {
@@ -481,9 +521,11 @@ static int push(aftp_client *c, const char *host_port, const struct sockaddr_sto
                         .idle_timeout_ns = c->idle_timeout_ns,
                         .max_datagram = (uint16_t)(c->mtu ? AFTP_IO_DATAGRAM_FOR(c->mtu) : 0),
                         .security = *sec, .on_file_end = on_file_end,
-                        .hooks = {.on_event = on_engine_event, .on_tick = on_tick, .app = c,
+                        .hooks = {.on_event = on_engine_event, .on_tick = on_tick,
+                                  .on_warning = on_warning, .app = c,
                                   .interrupt = &c->interrupt}};
     int rc = aftp_push_run(&o, &pr);
+    tell_datagram_cap(c, &pr.io);
     if (rc == AFTP_OK)
         return ok(c);
     explain(c, host_port, &pr);

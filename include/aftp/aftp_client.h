@@ -157,6 +157,17 @@ typedef void (*aftp_file_cb)(void *user, const aftp_file_event *ev);
  * events. */
 AFTP_EXTERN int aftp_client_set_file_cb(aftp_client *c, aftp_file_cb cb, void *user);
 
+/* What the library would tell the operator of a send that goes on
+ * regardless, as one line of text without a newline: a socket buffer
+ * smaller than the rate needs (and the setting that raises it), a route
+ * that carries smaller IP packets than the MTU (the datagrams shrink), a
+ * receiver that takes smaller datagrams than the MTU set
+ * (aftp_client_set_mtu) asks for. Called from aftp_client_send()'s
+ * thread; text is valid during the call. cb NULL: none. Always AFTP_OK
+ * (AFTP_ERR_INVALID_ARGUMENT for a NULL handle). */
+typedef void (*aftp_notice_cb)(void *user, const char *text);
+AFTP_EXTERN int aftp_client_set_notice_cb(aftp_client *c, aftp_notice_cb cb, void *user);
+
 /* ---- perform ---- */
 
 /* Sends the files, in order, to the server at host_port ("HOST:PORT",

@@ -46,6 +46,7 @@ typedef struct test_server {
     aftp_io_result res;
     int rc;
     pthread_t thread;
+    uint16_t max_datagram; /* the largest it takes; 0: the default */
 } test_server;
 
 /* A client's keys and the events and progress it saw. */
@@ -77,6 +78,7 @@ static void *serve_thread(void *arg)
     struct sockaddr_in any = io_test_loopback(0);
     aftp_serve_opts o = {.listen = (struct sockaddr *)&any, .listen_len = sizeof any,
                          .dirfd = s->dirfd, .once = s->once,
+                         .max_datagram = s->max_datagram,
                          .security = {.cipher = AFTP_CIPHER_AUTO, .identity = s->secret,
                                       .peers = aftp_admit_policy(&s->admit)},
                          .hooks = {.app = s, .interrupt = &s->stop},
@@ -85,10 +87,13 @@ static void *serve_thread(void *arg)
     return NULL;
 }
 
-/* Starts a server admitting client_key; returns once it listens. */
-static void server_start(test_server *s, const uint8_t *client_key, int once)
+/* Starts a server admitting client_key that takes datagrams of up to
+ * max_datagram bytes (0: the default); returns once it listens. */
+static void server_start_capped(test_server *s, const uint8_t *client_key, int once,
+                                uint16_t max_datagram)
 {
     memset(s, 0, sizeof *s);
+    s->max_datagram = max_datagram;
     assert_int_equal(aftp_hs_keypair(s->secret, s->public_key), AFTP_OK);
     memcpy(s->client_key, client_key, AFTP_KEY_LEN);
     s->authorized.keys = (uint8_t(*)[AFTP_KEYFILE_KEY_LEN])s->client_key;
@@ -103,6 +108,11 @@ static void server_start(test_server *s, const uint8_t *client_key, int once)
     while (s->port == 0)
         pthread_cond_wait(&s->cond, &s->lock);
     pthread_mutex_unlock(&s->lock);
+}
+
+static void server_start(test_server *s, const uint8_t *client_key, int once)
+{
+    server_start_capped(s, client_key, once, 0);
 }
 
 static void server_join(test_server *s)
@@ -809,6 +819,51 @@ static void test_trust_on_first_use(void **state)
     env_end(&e, c);
 }
 
+/* What the library says instead of printing, collected. */
+typedef struct test_notices {
+    int count;
+    char text[4][512];
+} test_notices;
+
+static void on_notice(void *user, const char *text)
+{
+    test_notices *n = user;
+    if (n->count < 4)
+        snprintf(n->text[n->count], sizeof n->text[0], "%s", text);
+    n->count++;
+}
+
+/* A receiver that takes smaller datagrams than the client's MTU asks for:
+ * the send goes on at the smaller size, and the notice callback says so
+ * with both figures and the MTU to give the receiver. */
+static void test_notice_of_datagram_cap(void **state)
+{
+    (void)state;
+    test_env e;
+    test_notices n = {0};
+    memset(&e, 0, sizeof e);
+    client_keys(&e.t);
+    e.has_server = 1;
+    server_start_capped(&e.s, e.t.public_key, 1, 1452);
+    host_port(&e.s, e.hp, sizeof e.hp);
+    e.src_dir = io_test_mkdtemp(&e.src_fd);
+    const char *path = make_file(e.src_dir, "jumbo.bin", 100000, 51);
+    aftp_client *c = client_for(&e.t, &e.s);
+    assert_int_equal(aftp_client_set_mtu(c, 9000), AFTP_OK);
+    assert_int_equal(aftp_client_set_notice_cb(NULL, on_notice, &n), AFTP_ERR_INVALID_ARGUMENT);
+    assert_int_equal(aftp_client_set_notice_cb(c, on_notice, &n), AFTP_OK);
+    const char *files[] = {path};
+    assert_int_equal(aftp_client_send(c, e.hp, files, 1), AFTP_OK);
+    server_join(&e.s);
+    assert_same_file(path, e.s.dir, "jumbo.bin");
+    int found = 0;
+    for (int i = 0; i < n.count && i < 4; i++)
+        found |= strstr(n.text[i], "the receiver took datagrams of at most 1452 bytes, not "
+                                   "8952 (MTU 9000): give it an MTU of 9000 too") != NULL;
+    assert_true(found);
+    env_end(&e, c);
+}
+
 /* The stable names a client logs and aftp send --json reports: the
  * enumerator's spelling for every code, NULL for one the library lacks. */
 static void test_error_names(void **state)
@@ -844,6 +899,7 @@ int main(void)
         cmocka_unit_test(test_silent_on_stdout_stderr),
         cmocka_unit_test(test_error_names),
         cmocka_unit_test(test_trust_on_first_use),
+        cmocka_unit_test(test_notice_of_datagram_cap),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
