@@ -134,6 +134,8 @@ void aftp_cli_json_progress(FILE *out, size_t index, const aftp_progress *p)
     put_field_u64(out, "rate_bps", p->rate_bps);
     put_field_number(out, "loss", p->loss);
     put_field_number(out, "rtt_ms", p->rtt_ms);
+    put_field_number(out, "min_rtt_ms", p->min_rtt_ms);
+    put_field_number(out, "queue_ms", p->queue_ms);
     end(out);
 }
 

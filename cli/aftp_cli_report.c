@@ -126,7 +126,9 @@ static void json_progress(const aftp_cli_report *r, const aftp_stats *st,
                        .seconds = m->seconds, .goodput_bps = m->rate_bps, .eta_seconds = m->eta_s,
                        .rate_bps = st->pacing_rate_bps,
                        .loss = (double)st->recent_loss_ppm / 1e6,
-                       .rtt_ms = (double)st->srtt_ns / 1e6};
+                       .rtt_ms = (double)st->srtt_ns / 1e6,
+                       .min_rtt_ms = (double)st->path_min_rtt_ns / 1e6,
+                       .queue_ms = (double)st->queue_delay_ns / 1e6};
     aftp_cli_json_progress(r->json, 0, &p);
 }
 

@@ -121,6 +121,10 @@ typedef struct aftp_progress {
     uint64_t rate_bps;   /* the rate controller's current pacing rate */
     double loss;         /* share of packets lost over the latest rate sample, 0..1 */
     double rtt_ms;       /* smoothed round-trip time; 0 before the first sample */
+    double min_rtt_ms;   /* the path's windowed minimum round-trip time, which the rate
+                          * controller takes as the path without queues; 0 before a sample */
+    double queue_ms;     /* the latest round-trip time above that minimum: the queue the
+                          * send is building on the path */
 } aftp_progress;
 typedef void (*aftp_progress_cb)(void *user, const aftp_progress *p);
 /* cb NULL: no progress. Always AFTP_OK (AFTP_ERR_INVALID_ARGUMENT for a

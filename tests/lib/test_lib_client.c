@@ -59,6 +59,7 @@ typedef struct test_client {
     size_t event_count;
     int progress_calls;
     uint64_t last_bytes_done;
+    double last_min_rtt_ms, last_queue_ms; /* the path's state at the last call */
     pthread_mutex_t lock;
     pthread_cond_t cond;
 } test_client;
@@ -163,6 +164,8 @@ static void on_progress(void *user, const aftp_progress *p)
     pthread_mutex_lock(&t->lock);
     t->progress_calls++;
     t->last_bytes_done = p->bytes_done;
+    t->last_min_rtt_ms = p->min_rtt_ms;
+    t->last_queue_ms = p->queue_ms;
     pthread_cond_broadcast(&t->cond);
     pthread_mutex_unlock(&t->lock);
 }
@@ -346,6 +349,9 @@ static void test_send_one_file(void **state)
     assert_same_file(path, e.s.dir, "one.bin");
     assert_true(e.t.progress_calls >= 1);
     assert_true(e.t.last_bytes_done <= 1 << 20);
+    /* the path's state the CLI's progress line shows: sampled by then */
+    assert_true(e.t.last_min_rtt_ms > 0);
+    assert_true(e.t.last_queue_ms >= 0);
     env_end(&e, c);
 }
 
