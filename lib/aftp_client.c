@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <sodium.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -24,6 +25,7 @@
 #include "proto/aftp_wire.h"
 
 #define CLIENT_MAX_IDLE_MS UINT64_C(86400000)
+#define CLIENT_TERMS 6 /* the strings of aftp_client_terms */
 
 /* The public wait is the key request's schedule. */
 _Static_assert(AFTP_CLIENT_FETCH_KEY_WAIT_MS * 1000000u ==
@@ -66,6 +68,7 @@ struct aftp_client {
     void *file_user;
     aftp_notice_cb notice_cb;
     void *notice_user;
+    char *terms[CLIENT_TERMS]; /* aftp_client_set_terms, in its fields' order; NULL: default */
     /* Set by aftp_client_cancel (any thread, a signal handler); the
      * datapath loop polls it every turn. */
     atomic_int interrupt;
@@ -120,10 +123,19 @@ int aftp_client_new(aftp_client **out)
     return AFTP_OK;
 }
 
+static void free_terms(char **terms)
+{
+    for (int i = 0; i < CLIENT_TERMS; i++) {
+        free(terms[i]);
+        terms[i] = NULL;
+    }
+}
+
 void aftp_client_del(aftp_client *c)
 {
     if (c == NULL)
         return;
+    free_terms(c->terms);
     sodium_free(c->keys); /* wipes them */
     free(c->known_hosts);
     free(c);
@@ -485,12 +497,40 @@ static int check_send_args(aftp_client *c, const char *host_port, const char *co
     return AFTP_OK;
 }
 
-/* How the library names what its failure messages point to. */
-static const aftp_explain_words client_words = {
-    .server_program = "an aftp server", .idle_setting = "the idle timeout",
-    .peer_key_setting = "aftp_client_set_peer_key", .psk_setting = "pre-shared key",
-    .cipher_none = "no protection (cipher none)",
-    .overwrite_setting = "its overwrite setting"};
+/* How the library names what its failure messages point to, unless the
+ * application chose its own terms. */
+static const char *const default_terms[CLIENT_TERMS] = {
+    "an aftp server", "the idle timeout", "aftp_client_set_peer_key", "pre-shared key",
+    "no protection (cipher none)", "its overwrite setting"};
+
+static const char *term(const aftp_client *c, int i)
+{
+    return c->terms[i] != NULL ? c->terms[i] : default_terms[i];
+}
+
+/* A field of the caller's terms, NULL when its struct is too old to have it. */
+#define TERM_GIVEN(t, f)                                                                       \
+    ((t) != NULL && (t)->size >= offsetof(aftp_client_terms, f) + sizeof(t)->f ? (t)->f : NULL)
+
+int aftp_client_set_terms(aftp_client *c, const aftp_client_terms *terms)
+{
+    char *copy[CLIENT_TERMS] = {NULL};
+    if (c == NULL || (terms != NULL && terms->size < sizeof terms->size))
+        return AFTP_ERR_INVALID_ARGUMENT;
+    const char *given[CLIENT_TERMS] = {
+        TERM_GIVEN(terms, server_program), TERM_GIVEN(terms, idle_setting),
+        TERM_GIVEN(terms, peer_key_setting), TERM_GIVEN(terms, psk_setting),
+        TERM_GIVEN(terms, cipher_none), TERM_GIVEN(terms, overwrite_setting)};
+    for (int i = 0; i < CLIENT_TERMS; i++) {
+        if (given[i] != NULL && (copy[i] = strdup(given[i])) == NULL) {
+            free_terms(copy);
+            return fail(c, AFTP_ERR_NO_MEMORY, "cannot allocate memory for the terms");
+        }
+    }
+    free_terms(c->terms);
+    memcpy(c->terms, copy, sizeof copy);
+    return ok(c);
+}
 
 /* aftp_client_errmsg() for a failed push. */
 static void explain(aftp_client *c, const char *host_port, const aftp_push_result *pr)
@@ -501,7 +541,10 @@ static void explain(aftp_client *c, const char *host_port, const aftp_push_resul
     aftp_path_printable(c->cur.name, file, sizeof file);
     if (protected && aftp_hs_public_key(c->keys->identity, own) != AFTP_OK)
         protected = 0;
-    aftp_explain_ctx x = {.words = &client_words, .peer = host_port, .file = file,
+    aftp_explain_words words = {.server_program = term(c, 0), .idle_setting = term(c, 1),
+                                .peer_key_setting = term(c, 2), .psk_setting = term(c, 3),
+                                .cipher_none = term(c, 4), .overwrite_setting = term(c, 5)};
+    aftp_explain_ctx x = {.words = &words, .peer = host_port, .file = file,
                           .size = c->cur.size, .block_size = c->cur.block_size,
                           .idle_s = (double)c->idle_timeout_ns / 1e9,
                           .cipher = c->cipher, .cancelled_here = c->interrupt != 0,

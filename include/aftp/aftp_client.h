@@ -172,6 +172,29 @@ AFTP_EXTERN int aftp_client_set_file_cb(aftp_client *c, aftp_file_cb cb, void *u
 typedef void (*aftp_notice_cb)(void *user, const char *text);
 AFTP_EXTERN int aftp_client_set_notice_cb(aftp_client *c, aftp_notice_cb cb, void *user);
 
+/* ---- messages ---- */
+
+/* How aftp_client_errmsg() names, in its advice, what the application's
+ * user can act on: an MFT product names its own settings, the aftp tool
+ * its options. Each field NULL keeps the default (in parentheses). The
+ * caller sets `size` to sizeof(aftp_client_terms): fields are only ever
+ * appended, and a library newer than the caller reads only the fields
+ * within size. */
+typedef struct aftp_client_terms {
+    size_t size;
+    const char *server_program;    /* what runs at the server ("an aftp server") */
+    const char *idle_setting;      /* how the idle timeout is set ("the idle timeout") */
+    const char *peer_key_setting;  /* how a server's key is pinned ("aftp_client_set_peer_key") */
+    const char *psk_setting;       /* the pre-shared key ("pre-shared key") */
+    const char *cipher_none;       /* running without protection ("no protection (cipher none)") */
+    const char *overwrite_setting; /* how a receiver allows replacing a file ("its overwrite
+                                    * setting") */
+} aftp_client_terms;
+/* The strings are copied. terms NULL: the defaults again. AFTP_OK;
+ * AFTP_ERR_INVALID_ARGUMENT for a NULL handle or a size below that of
+ * the first field; AFTP_ERR_NO_MEMORY (the previous terms stay). */
+AFTP_EXTERN int aftp_client_set_terms(aftp_client *c, const aftp_client_terms *terms);
+
 /* ---- perform ---- */
 
 /* Sends the files, in order, to the server at host_port ("HOST:PORT",

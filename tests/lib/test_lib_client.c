@@ -870,6 +870,47 @@ static void test_notice_of_datagram_cap(void **state)
     env_end(&e, c);
 }
 
+/* A send of name refused because the file exists at e's server: the message. */
+static const char *refused_message(test_env *e, aftp_client *c, const char *path)
+{
+    const char *files[] = {path};
+    assert_int_equal(aftp_client_send(c, e->hp, files, 1), AFTP_ERR_FILE_EXISTS);
+    return aftp_client_errmsg(c);
+}
+
+/* The advice of a failure names the application's settings when it chose
+ * its terms; fields beyond the caller's struct size are not read. */
+static void test_terms_of_messages(void **state)
+{
+    (void)state;
+    test_env e;
+    memset(&e, 0, sizeof e);
+    client_keys(&e.t);
+    e.has_server = 1;
+    server_start(&e.s, e.t.public_key, 0); /* serves until stopped */
+    host_port(&e.s, e.hp, sizeof e.hp);
+    e.src_dir = io_test_mkdtemp(&e.src_fd);
+    const char *path = make_file(e.src_dir, "there.bin", 1000, 61);
+    make_file(e.s.dir, "there.bin", 10, 62);
+    aftp_client *c = client_for(&e.t, &e.s);
+    assert_non_null(strstr(refused_message(&e, c, path), "its overwrite setting"));
+    aftp_client_terms terms = {.size = sizeof terms,
+                               .overwrite_setting = "'aftp recv --overwrite'"};
+    assert_int_equal(aftp_client_set_terms(c, &terms), AFTP_OK);
+    assert_non_null(strstr(refused_message(&e, c, path),
+                           "replacing it with 'aftp recv --overwrite'"));
+    /* a caller that knows only the first field */
+    terms.size = offsetof(aftp_client_terms, idle_setting);
+    terms.server_program = "the MFT gateway";
+    assert_int_equal(aftp_client_set_terms(c, &terms), AFTP_OK);
+    assert_non_null(strstr(refused_message(&e, c, path), "its overwrite setting"));
+    assert_int_equal(aftp_client_set_terms(c, NULL), AFTP_OK);
+    terms.size = 1;
+    assert_int_equal(aftp_client_set_terms(c, &terms), AFTP_ERR_INVALID_ARGUMENT);
+    server_stop(&e.s);
+    env_end(&e, c);
+}
+
 /* The stable names a client logs and aftp send --json reports: the
  * enumerator's spelling for every code, NULL for one the library lacks. */
 static void test_error_names(void **state)
@@ -906,6 +947,7 @@ int main(void)
         cmocka_unit_test(test_error_names),
         cmocka_unit_test(test_trust_on_first_use),
         cmocka_unit_test(test_notice_of_datagram_cap),
+        cmocka_unit_test(test_terms_of_messages),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
