@@ -59,6 +59,7 @@ struct aftp_client {
     client_keys *keys;
     int have_identity, have_peer_key, have_psk;
     char *known_hosts;
+    char *peer_key_file; /* where the pinned server key came from; NULL: given directly */
     int cipher, policy;
     uint64_t rate_bps, max_rate_bps, min_rate_bps, idle_timeout_ns;
     unsigned mtu;
@@ -138,6 +139,7 @@ void aftp_client_del(aftp_client *c)
     free_terms(c->terms);
     sodium_free(c->keys); /* wipes them */
     free(c->known_hosts);
+    free(c->peer_key_file);
     free(c);
 }
 
@@ -186,14 +188,24 @@ int aftp_client_set_peer_key(aftp_client *c, const uint8_t key[AFTP_KEY_LEN])
         return AFTP_ERR_INVALID_ARGUMENT;
     memcpy(c->keys->peer_key, key, AFTP_KEY_LEN);
     c->have_peer_key = 1;
+    free(c->peer_key_file);
+    c->peer_key_file = NULL;
     return ok(c);
 }
 
 int aftp_client_set_peer_key_file(aftp_client *c, const char *path)
 {
+    char *copy = path != NULL ? strdup(path) : NULL;
+    if (c != NULL && path != NULL && copy == NULL)
+        return fail(c, AFTP_ERR_NO_MEMORY, "cannot allocate memory for a path");
     int rc = read_key_file(c, "server key", path, 0, c ? c->keys->peer_key : NULL);
-    if (rc == AFTP_OK)
-        c->have_peer_key = 1;
+    if (rc != AFTP_OK) {
+        free(copy);
+        return rc;
+    }
+    c->have_peer_key = 1;
+    free(c->peer_key_file); /* messages name the file a wrong key came from */
+    c->peer_key_file = copy;
     return rc;
 }
 
@@ -550,8 +562,9 @@ static void explain(aftp_client *c, const char *host_port, const aftp_push_resul
                           .cipher = c->cipher, .cancelled_here = c->interrupt != 0,
                           .own_key = protected ? own : NULL,
                           .pinned_key = protected ? c->keys->peer_key : NULL,
-                          .pinned_where = c->have_peer_key ? "this client's settings"
-                                                           : c->known_hosts};
+                          .pinned_where = c->peer_key_file   ? c->peer_key_file
+                                          : c->have_peer_key ? "this client's settings"
+                                                             : c->known_hosts};
     aftp_explain_send_failure(&x, pr, c->errmsg, sizeof c->errmsg);
 }
 

@@ -74,7 +74,8 @@ AFTP_EXTERN void aftp_client_del(aftp_client *c);
 AFTP_EXTERN int aftp_client_set_identity_file(aftp_client *c, const char *path);
 AFTP_EXTERN int aftp_client_set_identity(aftp_client *c, const uint8_t secret[AFTP_KEY_LEN]);
 /* The server's public key: pinned directly, from a public key file (read
- * now), or looked up at send time in a known-hosts file under HOST:PORT
+ * now; a failure message of a server answering with another key names the
+ * file), or looked up at send time in a known-hosts file under HOST:PORT
  * exactly as given to aftp_client_send(). A pinned key wins over known
  * hosts. */
 AFTP_EXTERN int aftp_client_set_peer_key(aftp_client *c, const uint8_t key[AFTP_KEY_LEN]);

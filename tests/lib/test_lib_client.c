@@ -627,6 +627,19 @@ static void test_fails_on_wrong_pinned_key(void **state)
     assert_int_equal(aftp_client_send(c, e.hp, files, 1), AFTP_ERR_AUTH);
     assert_non_null(strstr(aftp_client_errmsg(c), "answers with key SHA256:"));
     assert_non_null(strstr(aftp_client_errmsg(c), "this client's settings"));
+    /* pinned from a key file: the message names the file */
+    uint8_t secret[AFTP_KEY_LEN], other[AFTP_KEY_LEN];
+    char pub_path[600], err[256];
+    assert_int_equal(aftp_hs_keypair(secret, other), AFTP_OK);
+    snprintf(pub_path, sizeof pub_path, "%s/other.pub", e.src_dir);
+    assert_int_equal(aftp_keyfile_write_public(pub_path, other, NULL, err, sizeof err), AFTP_OK);
+    assert_int_equal(aftp_client_set_peer_key_file(c, pub_path), AFTP_OK);
+    assert_int_equal(aftp_client_send(c, e.hp, files, 1), AFTP_ERR_AUTH);
+    assert_non_null(strstr(aftp_client_errmsg(c), pub_path));
+    /* given directly again: the file is no longer where it came from */
+    assert_int_equal(aftp_client_set_peer_key(c, other), AFTP_OK);
+    assert_int_equal(aftp_client_send(c, e.hp, files, 1), AFTP_ERR_AUTH);
+    assert_non_null(strstr(aftp_client_errmsg(c), "this client's settings"));
     server_stop(&e.s);
     assert_int_equal(io_test_count_entries(e.s.dirfd), 0);
     env_end(&e, c);
