@@ -1,5 +1,7 @@
 /*
- * The aftp command-line tool: shared pieces of its subcommands.
+ * The aftp command-line tool: its per-run reporting, still on the
+ * library's internal session hooks (aftp recv, and aftp send until it runs
+ * on the client API's callbacks), over the public-only aftp_cli_base.h.
  */
 #ifndef AFTP_CLI_H
 #define AFTP_CLI_H
@@ -8,30 +10,10 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdint.h>
-#include <sys/socket.h>
 
-#include "aftp/aftp_client.h"
-#include "aftp/aftp_engine.h"
+#include "aftp_cli_base.h"
 #include "aftp_meter.h"
 #include "aftp_session.h"
-
-#define AFTP_CLI_DEFAULT_RATE AFTP_CLIENT_DEFAULT_RATE
-
-/* Exit statuses (cli/EXIT_CODES.md). */
-enum aftp_cli_exit {
-    AFTP_EXIT_OK = 0,
-    AFTP_EXIT_FAILED = 1,
-    AFTP_EXIT_USAGE = 2,
-    AFTP_EXIT_LOCAL_FILE = 3,
-    AFTP_EXIT_NETWORK = 4,
-    AFTP_EXIT_REFUSED = 5,
-    AFTP_EXIT_VERIFY = 6,
-    AFTP_EXIT_CANCELLED = 7,
-    AFTP_EXIT_AUTH = 8
-};
-
-/* The exit status for a transfer that ended with `error` (the one table). */
-int aftp_cli_exit_code(int error);
 
 /* Per-run reporting: progress on a terminal, the summary line, errors. */
 typedef struct aftp_cli_report {
@@ -48,6 +30,8 @@ typedef struct aftp_cli_report {
     aftp_meter meter;         /* the current file's progress figures */
     uint64_t t_start;         /* clock at aftp_cli_report_init */
     FILE *log;                /* --progress-log, or NULL */
+    FILE *json;               /* aftp send --json: its objects go here (stdout), or NULL */
+    const char *source;       /* the file as given on the command line */
     atomic_int interrupt;
 } aftp_cli_report;
 
@@ -63,125 +47,9 @@ aftp_io_hooks aftp_cli_report_hooks(aftp_cli_report *r);
 /* The one-line summary on stdout of a verified file; `peer` (may be NULL)
  * is appended: who sent it. */
 void aftp_cli_print_summary(const aftp_cli_report *r, const aftp_stats *st, const char *peer);
-/* "aftp: error: ..." on stderr. */
-void aftp_cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void aftp_cli_notice(const aftp_cli_report *r, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* SIGINT/SIGTERM increment r->interrupt (the transfer is cancelled). */
 void aftp_cli_catch_signals(aftp_cli_report *r);
-/* A signal broke a step before the network: says so; AFTP_EXIT_CANCELLED. */
-int aftp_cli_interrupted_early(void);
-/* Options both subcommands take: -t/--idle-timeout, --mtu, -q/--quiet,
- * -h/--help. */
-typedef struct aftp_cli_common {
-    uint64_t idle_timeout_ns;
-    unsigned mtu; /* --mtu, 0 when not given */
-    int quiet;
-} aftp_cli_common;
-#define AFTP_CLI_OPT_MTU 400
-#define AFTP_CLI_COMMON_SHORT "t:qh"
-#define AFTP_CLI_COMMON_LONG                                                                   \
-    {"idle-timeout", required_argument, NULL, 't'},                                            \
-        {"mtu", required_argument, NULL, AFTP_CLI_OPT_MTU}, {"quiet", no_argument, NULL, 'q'}, \
-        {"help", no_argument, NULL, 'h'}, { NULL, 0, NULL, 0 }
-#define AFTP_CLI_DEFAULT_IDLE_NS (AFTP_CLIENT_DEFAULT_IDLE_MS * 1000000u)
-/* Handles getopt's answer `c` for a common option: AFTP_EXIT_OK when taken,
- * AFTP_EXIT_USAGE for a bad or unknown option, -1 after --help. */
-int aftp_cli_common_option(int c, const char *arg, aftp_cli_common *co);
-/* The idle timeout in force, in seconds, for messages. */
-double aftp_cli_idle_seconds(const aftp_cli_common *co);
-/* The largest datagram of a path of --mtu bytes, else of default_mtu. */
-uint16_t aftp_cli_max_datagram(const aftp_cli_common *co, unsigned default_mtu);
-
-/* ---- security options and key files (aftp_cli_keys.c) ---- */
-
-/* Key files live in $HOME/AFTP_CLI_KEY_DIR unless options name them. */
-#define AFTP_CLI_KEY_DIR ".aftp"
-#define AFTP_CLI_IDENTITY_NAME "id_x25519"
-#define AFTP_CLI_AUTHORIZED_NAME "authorized_keys"
-#define AFTP_CLI_KNOWN_HOSTS_NAME "known_hosts"
-
-enum aftp_cli_security_opt {
-    AFTP_CLI_OPT_IDENTITY = 300,
-    AFTP_CLI_OPT_PEER_KEY,
-    AFTP_CLI_OPT_KNOWN_HOSTS,
-    AFTP_CLI_OPT_AUTHORIZED_KEYS,
-    AFTP_CLI_OPT_PSK_FILE,
-    AFTP_CLI_OPT_CIPHER
-};
-/* Options both subcommands take (each adds its own key options). */
-#define AFTP_CLI_SECURITY_LONG                                                                 \
-    {"identity", required_argument, NULL, AFTP_CLI_OPT_IDENTITY},                              \
-        {"psk-file", required_argument, NULL, AFTP_CLI_OPT_PSK_FILE},                          \
-        {"cipher", required_argument, NULL, AFTP_CLI_OPT_CIPHER}
-
-/* What the security options named: files (NULL: the default) and the
- * cipher choice (enum aftp_cipher_choice). */
-typedef struct aftp_cli_security {
-    const char *identity, *peer_key, *known_hosts, *authorized_keys, *psk_file;
-    int cipher;
-} aftp_cli_security;
-
-/* Handles a security option, else a common one (aftp_cli_common_option). */
-int aftp_cli_security_option(int c, const char *arg, aftp_cli_security *sec,
-                             aftp_cli_common *co);
-/* $HOME/.aftp in buf; NULL without HOME. */
-const char *aftp_cli_key_dir(char *buf, size_t cap);
-/* $HOME/.aftp in buf, created 0700 when missing: AFTP_EXIT_OK,
- * AFTP_EXIT_USAGE without HOME (nothing printed: the caller says what to
- * give instead), AFTP_EXIT_LOCAL_FILE when it cannot be created (said). */
-int aftp_cli_make_key_dir(char *buf, size_t cap);
-/* `given`, or $HOME/.aftp/name in buf; NULL without HOME. */
-const char *aftp_cli_key_path(const char *given, const char *name, char *buf, size_t cap);
-
-/* The secrets of a run, in locked memory that is wiped when freed. */
-typedef struct aftp_cli_secrets {
-    uint8_t identity[AFTP_KEY_LEN];
-    uint8_t public_key[AFTP_KEY_LEN]; /* of identity */
-    uint8_t peer_key[AFTP_KEY_LEN];   /* send: the server's */
-    uint8_t psk[AFTP_KEY_LEN];
-    int have_psk;
-} aftp_cli_secrets;
-aftp_cli_secrets *aftp_cli_secrets_new(void);
-void aftp_cli_secrets_free(aftp_cli_secrets *s);
-/* Each loads one thing into s and returns an exit status: AFTP_EXIT_OK,
- * AFTP_EXIT_AUTH for a missing, unreadable, unsafe or malformed key file
- * and for a server key that is unknown or changed (after one clear line
- * on stderr), AFTP_EXIT_USAGE when HOME is needed and not set. */
-int aftp_cli_load_identity(const aftp_cli_security *sec, aftp_cli_secrets *s);
-int aftp_cli_load_psk(const aftp_cli_security *sec, aftp_cli_secrets *s);
-/* The server's key: --peer-key, else the known-hosts entry of host
- * ("HOST:PORT" as typed). A host the known hosts do not list gives
- * AFTP_EXIT_AUTH with *unknown set and nothing printed: the caller
- * explains (aftp_cli_explain_unknown_host) or asks its user
- * (aftp_cli_learn_peer_key). */
-int aftp_cli_load_peer_key(const aftp_cli_security *sec, const char *host, aftp_cli_secrets *s,
-                           int *unknown);
-/* The known-hosts file in force: --known-hosts, else ~/.aftp/known_hosts
- * in buf; NULL without HOME. */
-const char *aftp_cli_known_hosts_path(const aftp_cli_security *sec, char *buf, size_t cap);
-/* How to pin the key of an unknown host (one line on stderr); AFTP_EXIT_AUTH. */
-int aftp_cli_explain_unknown_host(const char *host, const char *known_hosts);
-
-/* ---- trust on first use (aftp_cli_tofu.c) ---- */
-
-/* Non-zero when stdin and stderr are terminals: a person can be asked. */
-int aftp_cli_interactive(void);
-/* For an unknown host: asks the server at peer for its key (spec section
- * 14.9), shows it with its fingerprint on stderr and reads the answer from
- * stdin. Only "yes" appends "host aftp-x25519 <base64>" to the known hosts
- * (creating ~/.aftp 0700 and the file 0600 when missing) and puts the key
- * in s->peer_key: AFTP_EXIT_OK. Otherwise an exit status after one line
- * on stderr: AFTP_EXIT_AUTH (not accepted), AFTP_EXIT_NETWORK (no answer,
- * unreachable), AFTP_EXIT_CANCELLED (*interrupt), AFTP_EXIT_LOCAL_FILE
- * (the known hosts cannot be written). */
-int aftp_cli_learn_peer_key(const aftp_cli_security *sec, const char *host,
-                            const struct sockaddr *peer, socklen_t peer_len,
-                            atomic_int *interrupt, aftp_cli_secrets *s);
-
-int aftp_cli_keygen(int argc, char **argv);
-int aftp_cli_send(int argc, char **argv);
-int aftp_cli_recv(int argc, char **argv);
-void aftp_cli_usage(FILE *to);
 
 #endif /* AFTP_CLI_H */

@@ -10,14 +10,21 @@
 #include "aftp_path.h"
 #include "proto/aftp_wire.h"
 
+/* The latest error line, which aftp send --json repeats in its error object. */
+static char last_error[2048];
+
 void aftp_cli_error(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fputs("aftp: error: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    vsnprintf(last_error, sizeof last_error, fmt, ap);
     va_end(ap);
+    fprintf(stderr, "aftp: error: %s\n", last_error);
+}
+
+const char *aftp_cli_last_error(void)
+{
+    return last_error;
 }
 
 void aftp_cli_notice(const aftp_cli_report *r, const char *fmt, ...)
@@ -80,6 +87,51 @@ static void on_warning(void *app, const char *text)
     aftp_cli_notice(r, "warning: %s", text);
 }
 
+/* The session's cipher as the client API names it. */
+static int cipher_choice(int wire_cipher)
+{
+    switch (wire_cipher) {
+    case AFTP_WIRE_CIPHER_AES256GCM: return AFTP_CIPHER_AES256GCM;
+    case AFTP_WIRE_CIPHER_CHACHA20POLY1305: return AFTP_CIPHER_CHACHA20POLY1305;
+    default: return AFTP_CIPHER_NONE;
+    }
+}
+
+/* The client API's events, as aftp send --json renders them. */
+static void json_file_started(const aftp_cli_report *r)
+{
+    aftp_file_event fe = {.type = AFTP_FILE_STARTED, .source = r->source, .name = r->name,
+                          .size = r->size, .message = ""};
+    if (r->json != NULL)
+        aftp_cli_json_file(r->json, &fe);
+}
+
+static void json_file_done(const aftp_cli_report *r, const aftp_stats *st)
+{
+    aftp_file_event fe = {.type = AFTP_FILE_FINISHED, .source = r->source, .name = r->name,
+                          .size = r->size, .bytes = r->size,
+                          .seconds = (double)(r->t_end - r->meter.start_ns) / 1e9,
+                          .retransmitted = r->size ? (double)st->payload_bytes_retransmitted /
+                                                         (double)r->size
+                                                   : 0,
+                          .cipher = cipher_choice(st->cipher), .message = ""};
+    memcpy(fe.digest, r->digest, AFTP_DIGEST_LEN);
+    aftp_cli_json_file(r->json, &fe);
+}
+
+static void json_progress(const aftp_cli_report *r, const aftp_stats *st,
+                          const aftp_meter_reading *m)
+{
+    aftp_progress p = {.name = r->name, .size = r->size, .bytes_done = m->done,
+                       .seconds = m->seconds, .goodput_bps = m->rate_bps, .eta_seconds = m->eta_s,
+                       .rate_bps = st->pacing_rate_bps,
+                       .loss = (double)st->recent_loss_ppm / 1e6,
+                       .rtt_ms = (double)st->srtt_ns / 1e6,
+                       .min_rtt_ms = (double)st->path_min_rtt_ns / 1e6,
+                       .queue_ms = (double)st->queue_delay_ns / 1e6};
+    aftp_cli_json_progress(r->json, 0, &p);
+}
+
 static void on_event(void *app, const aftp_event *ev)
 {
     aftp_cli_report *r = app;
@@ -93,6 +145,7 @@ static void on_event(void *app, const aftp_event *ev)
         r->size = ev->info->size;
         r->have_digest = 0;
         aftp_meter_start(&r->meter, r->size, 0, now);
+        json_file_started(r);
         break;
     case AFTP_EV_FILE_END:
         clear_progress(r);
@@ -154,13 +207,15 @@ static void on_tick(void *app, const aftp_stats *st, uint64_t now_ns)
 {
     aftp_cli_report *r = app;
     aftp_meter_reading m;
-    if ((!r->progress && r->log == NULL) || r->size == 0 ||
+    if ((!r->progress && r->log == NULL && r->json == NULL) || r->size == 0 ||
         !aftp_meter_read(&r->meter, done_count(r, st), now_ns, &m))
         return;
     if (r->progress)
         print_progress(r, st, &m);
     if (r->log != NULL)
         log_progress(r, st, &m, now_ns);
+    if (r->json != NULL)
+        json_progress(r, st, &m);
 }
 
 aftp_io_hooks aftp_cli_report_hooks(aftp_cli_report *r)
@@ -170,18 +225,12 @@ aftp_io_hooks aftp_cli_report_hooks(aftp_cli_report *r)
     return h;
 }
 
-/* How the session was protected, for the summary line. */
-static const char *cipher_name(int cipher)
-{
-    switch (cipher) {
-    case AFTP_WIRE_CIPHER_AES256GCM: return "aes-256-gcm";
-    case AFTP_WIRE_CIPHER_CHACHA20POLY1305: return "chacha20-poly1305";
-    default: return "unencrypted";
-    }
-}
-
 void aftp_cli_print_summary(const aftp_cli_report *r, const aftp_stats *st, const char *peer)
 {
+    if (r->json != NULL) { /* the line's figures are the "done" object's */
+        json_file_done(r, st);
+        return;
+    }
     double secs = r->t_end > r->t_connected ? (double)(r->t_end - r->t_connected) / 1e9 : 0;
     double mbit = secs > 0 ? (double)r->size * 8 / secs / 1e6 : 0;
     char hex[2 * AFTP_DIGEST_LEN + 1];
@@ -194,7 +243,7 @@ void aftp_cli_print_summary(const aftp_cli_report *r, const aftp_stats *st, cons
                               (double)(st->packets_received ? st->packets_received : 1);
     printf("%s %s: %llu bytes in %.3f s, %.1f Mbit/s goodput, %.2f%% %s, xxh3-128 %s, %s%s%s\n",
            r->sender ? "sent" : "received", r->name, (unsigned long long)r->size, secs, mbit,
-           pct, r->sender ? "retransmitted" : "duplicate", hex, cipher_name(st->cipher),
+           pct, r->sender ? "retransmitted" : "duplicate", hex, aftp_cli_cipher_name(cipher_choice(st->cipher)),
            peer ? ", " : "", peer ? peer : "");
     fflush(stdout);
 }
@@ -206,11 +255,20 @@ int aftp_cli_interrupted_early(void)
 }
 
 static aftp_cli_report *signal_report;
+/* Lock-free, so the handler may read it whenever the signal comes. */
+static _Atomic(aftp_client *) signal_client;
+_Static_assert(ATOMIC_POINTER_LOCK_FREE == 2, "the signal handler reads signal_client");
 
 static void on_signal(int sig)
 {
     (void)sig;
     signal_report->interrupt++;
+    aftp_client_cancel(signal_client); /* async-signal-safe; NULL-safe */
+}
+
+void aftp_cli_cancel_on_signal(aftp_client *c)
+{
+    signal_client = c;
 }
 
 void aftp_cli_catch_signals(aftp_cli_report *r)

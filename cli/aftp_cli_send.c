@@ -1,6 +1,7 @@
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "aftp_cli.h"
 #include "aftp_explain.h"
@@ -16,6 +17,7 @@ typedef struct send_args {
     int policy; /* enum aftp_cc_policy */
     uint64_t max_rate_bps, min_rate_bps;
     const char *progress_log; /* --progress-log FILE, or NULL */
+    int json;                 /* --json: NDJSON objects on stdout */
     aftp_cli_common common;
     aftp_cli_security sec;
     const char *file;
@@ -24,6 +26,13 @@ typedef struct send_args {
     struct sockaddr_storage peer;
     socklen_t peer_len;
 } send_args;
+
+/* How a run ended, for --json's last objects. */
+typedef struct send_outcome {
+    int error;          /* the library's aftp_error; AFTP_OK when none was reported */
+    size_t delivered;   /* files delivered and verified */
+    uint64_t bytes;     /* their bytes */
+} send_outcome;
 
 static const char *const policy_names[] = {
     [AFTP_CC_FAIR] = "fair", [AFTP_CC_FIXED] = "fixed", [AFTP_CC_HIGH] = "high", [AFTP_CC_LOW] = "low"};
@@ -66,6 +75,9 @@ static int send_option(int c, const char *arg, send_args *a)
     case 'L':
         a->progress_log = arg;
         return AFTP_EXIT_OK;
+    case 'J':
+        a->json = 1;
+        return AFTP_EXIT_OK;
     default:
         return aftp_cli_security_option(c, arg, &a->sec, &a->common);
     }
@@ -91,6 +103,7 @@ static int parse_send_args(int argc, char **argv, send_args *a)
                                          {"max-rate", required_argument, NULL, 'M'},
                                          {"min-rate", required_argument, NULL, 'm'},
                                          {"progress-log", required_argument, NULL, 'L'},
+                                         {"json", no_argument, NULL, 'J'},
                                          {"peer-key", required_argument, NULL,
                                           AFTP_CLI_OPT_PEER_KEY},
                                          {"known-hosts", required_argument, NULL,
@@ -137,8 +150,7 @@ static int load_server_key(const send_args *a, aftp_cli_secrets *keys,
     if (!unknown)
         return rc;
     if (aftp_cli_interactive())
-        return aftp_cli_learn_peer_key(&a->sec, a->peer_text, (const struct sockaddr *)&a->peer,
-                                       a->peer_len, interrupt, keys);
+        return aftp_cli_learn_peer_key(&a->sec, a->peer_text, interrupt, keys);
     return aftp_cli_explain_unknown_host(a->peer_text,
                                          aftp_cli_known_hosts_path(&a->sec, buf, sizeof buf));
 }
@@ -210,7 +222,8 @@ static int send_exit_code(const aftp_io_result *res)
 }
 
 /* The transfer itself, reporting through r. */
-static int transfer(const send_args *args, aftp_cli_secrets *keys, aftp_cli_report *r)
+static int transfer(const send_args *args, aftp_cli_secrets *keys, aftp_cli_report *r,
+                    send_outcome *out)
 {
     const send_args a = *args;
     aftp_push_result pr;
@@ -232,8 +245,11 @@ static int transfer(const send_args *args, aftp_cli_secrets *keys, aftp_cli_repo
     tell_datagram_cap(r, res, a.common.mtu);
     if (pushed == AFTP_OK) {
         aftp_cli_print_summary(r, &res->stats, NULL);
+        out->delivered = 1;
+        out->bytes = r->size;
         return AFTP_EXIT_OK;
     }
+    out->error = res->error;
     /* Ctrl-C before any datagram (a slow open of the source, say) is a
      * cancel, whatever the local step it broke made of it. */
     if (res->phase == AFTP_IO_PHASE_LOCAL && r->interrupt)
@@ -242,33 +258,80 @@ static int transfer(const send_args *args, aftp_cli_secrets *keys, aftp_cli_repo
     return send_exit_code(res);
 }
 
-static int run_send(const send_args *a, aftp_cli_secrets *keys)
+static int run_send(const send_args *a, aftp_cli_secrets *keys, send_outcome *out)
 {
     aftp_cli_report r;
     aftp_cli_report_init(&r, 1, a->common.quiet);
+    r.source = a->file;
+    if (a->json) {
+        r.json = stdout;
+        aftp_cli_json_start(r.json, &a->file, 1, a->peer_text);
+    }
     /* From here on SIGINT/SIGTERM cancel (exit 7), whatever step they break. */
     aftp_cli_catch_signals(&r);
     int rc = a->progress_log != NULL ? aftp_cli_report_log_to(&r, a->progress_log) : AFTP_EXIT_OK;
     if (rc != AFTP_EXIT_OK)
         return rc;
-    rc = transfer(a, keys, &r);
+    rc = transfer(a, keys, &r, out);
     aftp_cli_report_close(&r);
+    return rc;
+}
+
+/* --json anywhere before "--": known before the options are parsed, so
+ * that a usage error is reported as an object too. */
+static int wants_json(int argc, char **argv)
+{
+    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+        if (strcmp(argv[i], "--json") == 0)
+            return 1;
+    return 0;
+}
+
+static double seconds_since(const struct timespec *t0)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)(t.tv_sec - t0->tv_sec) + (double)(t.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+/* --json's last objects: the error (its line on stderr has been said),
+ * then the summary. */
+static void json_end(const send_outcome *out, int rc, const struct timespec *t0)
+{
+    if (rc != AFTP_EXIT_OK) {
+        int error = out->error != AFTP_OK ? out->error : aftp_cli_error_of_exit(rc);
+        const char *message = aftp_cli_last_error();
+        aftp_cli_json_error(stdout, error, message[0] ? message : aftp_strerror(error), rc);
+    }
+    aftp_cli_json_summary(stdout, rc, 1, out->delivered, out->bytes, seconds_since(t0));
+}
+
+static int send_parsed(const send_args *a, send_outcome *out)
+{
+    aftp_cli_secrets *keys = aftp_cli_secrets_new();
+    if (keys == NULL) {
+        aftp_cli_error("cannot allocate memory for keys");
+        return AFTP_EXIT_FAILED;
+    }
+    int rc = run_send(a, keys, out);
+    aftp_cli_secrets_free(keys); /* wiped: the engine made its own copies */
     return rc;
 }
 
 int aftp_cli_send(int argc, char **argv)
 {
     send_args a;
+    send_outcome out = {.error = AFTP_OK};
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     memset(&a, 0, sizeof a);
+    a.json = wants_json(argc, argv);
     int rc = parse_send_args(argc, argv, &a);
-    if (rc != AFTP_EXIT_OK)
-        return rc < 0 ? AFTP_EXIT_OK : rc;
-    aftp_cli_secrets *keys = aftp_cli_secrets_new();
-    if (keys == NULL) {
-        aftp_cli_error("cannot allocate memory for keys");
-        return AFTP_EXIT_FAILED;
-    }
-    rc = run_send(&a, keys);
-    aftp_cli_secrets_free(keys); /* wiped: the engine made its own copies */
+    if (rc < 0)
+        return AFTP_EXIT_OK; /* --help */
+    if (rc == AFTP_EXIT_OK)
+        rc = send_parsed(&a, &out);
+    if (a.json)
+        json_end(&out, rc, &t0);
     return rc;
 }

@@ -1,16 +1,21 @@
 /* The blocking client (include/aftp/aftp_client.h) over the push driver. */
 #include "aftp/aftp_client.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <sodium.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "aftp_explain.h"
 #include "aftp_meter.h"
 #include "aftp_drive.h"
+#include "aftp_keyfetch.h"
 #include "aftp_parse.h"
 #include "aftp_path.h"
 #include "aftp_push.h"
@@ -20,6 +25,14 @@
 #include "proto/aftp_wire.h"
 
 #define CLIENT_MAX_IDLE_MS UINT64_C(86400000)
+#define CLIENT_TERMS 6 /* the strings of aftp_client_terms */
+
+/* The public wait is the key request's schedule. */
+_Static_assert(AFTP_CLIENT_FETCH_KEY_WAIT_MS * 1000000u ==
+                   AFTP_KEYFETCH_ATTEMPTS * (uint64_t)AFTP_KEYFETCH_INTERVAL_NS,
+               "AFTP_CLIENT_FETCH_KEY_WAIT_MS is the key request's schedule");
+_Static_assert(AFTP_CLIENT_FINGERPRINT_MAX <= AFTP_KEYFILE_FINGERPRINT_MAX,
+               "a fingerprint buffer of the public size fits the library's");
 
 /* aftp_client_cancel is async-signal-safe only with lock-free atomics. */
 _Static_assert(ATOMIC_INT_LOCK_FREE == 2, "aftp_client_cancel needs lock-free atomic_int");
@@ -46,6 +59,7 @@ struct aftp_client {
     client_keys *keys;
     int have_identity, have_peer_key, have_psk;
     char *known_hosts;
+    char *peer_key_file; /* where the pinned server key came from; NULL: given directly */
     int cipher, policy;
     uint64_t rate_bps, max_rate_bps, min_rate_bps, idle_timeout_ns;
     unsigned mtu;
@@ -53,6 +67,9 @@ struct aftp_client {
     void *progress_user;
     aftp_file_cb file_cb;
     void *file_user;
+    aftp_notice_cb notice_cb;
+    void *notice_user;
+    char *terms[CLIENT_TERMS]; /* aftp_client_set_terms, in its fields' order; NULL: default */
     /* Set by aftp_client_cancel (any thread, a signal handler); the
      * datapath loop polls it every turn. */
     atomic_int interrupt;
@@ -107,12 +124,22 @@ int aftp_client_new(aftp_client **out)
     return AFTP_OK;
 }
 
+static void free_terms(char **terms)
+{
+    for (int i = 0; i < CLIENT_TERMS; i++) {
+        free(terms[i]);
+        terms[i] = NULL;
+    }
+}
+
 void aftp_client_del(aftp_client *c)
 {
     if (c == NULL)
         return;
+    free_terms(c->terms);
     sodium_free(c->keys); /* wipes them */
     free(c->known_hosts);
+    free(c->peer_key_file);
     free(c);
 }
 
@@ -161,14 +188,24 @@ int aftp_client_set_peer_key(aftp_client *c, const uint8_t key[AFTP_KEY_LEN])
         return AFTP_ERR_INVALID_ARGUMENT;
     memcpy(c->keys->peer_key, key, AFTP_KEY_LEN);
     c->have_peer_key = 1;
+    free(c->peer_key_file);
+    c->peer_key_file = NULL;
     return ok(c);
 }
 
 int aftp_client_set_peer_key_file(aftp_client *c, const char *path)
 {
+    char *copy = path != NULL ? strdup(path) : NULL;
+    if (c != NULL && path != NULL && copy == NULL)
+        return fail(c, AFTP_ERR_NO_MEMORY, "cannot allocate memory for a path");
     int rc = read_key_file(c, "server key", path, 0, c ? c->keys->peer_key : NULL);
-    if (rc == AFTP_OK)
-        c->have_peer_key = 1;
+    if (rc != AFTP_OK) {
+        free(copy);
+        return rc;
+    }
+    c->have_peer_key = 1;
+    free(c->peer_key_file); /* messages name the file a wrong key came from */
+    c->peer_key_file = copy;
     return rc;
 }
 
@@ -288,6 +325,44 @@ int aftp_client_set_file_cb(aftp_client *c, aftp_file_cb cb, void *user)
     return ok(c);
 }
 
+int aftp_client_set_notice_cb(aftp_client *c, aftp_notice_cb cb, void *user)
+{
+    if (c == NULL)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    c->notice_cb = cb;
+    c->notice_user = user;
+    return ok(c);
+}
+
+static void notice(aftp_client *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void notice(aftp_client *c, const char *fmt, ...)
+{
+    char text[512];
+    va_list ap;
+    if (c->notice_cb == NULL)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    c->notice_cb(c->notice_user, text);
+}
+
+static void on_warning(void *app, const char *text)
+{
+    notice(app, "%s", text);
+}
+
+/* The receiver takes the smaller of the two datagram sizes (spec 4.1): say
+ * when it held a chosen MTU back, so its operator can raise the receiver's. */
+static void tell_datagram_cap(aftp_client *c, const aftp_io_result *res)
+{
+    if (c->mtu != 0 && res->connected && res->stats.max_datagram < res->datagram_asked)
+        notice(c, "the receiver took datagrams of at most %u bytes, not %u (MTU %u): give it "
+               "an MTU of %u too", (unsigned)res->stats.max_datagram,
+               (unsigned)res->datagram_asked, c->mtu, c->mtu);
+}
+
 /* The session's cipher as the API names it. */
 static int cipher_choice(int wire_cipher)
 {
@@ -369,7 +444,9 @@ static void on_tick(void *app, const aftp_stats *st, uint64_t now_ns)
                        .seconds = m.seconds, .goodput_bps = m.rate_bps, .eta_seconds = m.eta_s,
                        .rate_bps = st->pacing_rate_bps,
                        .loss = (double)st->recent_loss_ppm / 1e6,
-                       .rtt_ms = (double)st->srtt_ns / 1e6};
+                       .rtt_ms = (double)st->srtt_ns / 1e6,
+                       .min_rtt_ms = (double)st->path_min_rtt_ns / 1e6,
+                       .queue_ms = (double)st->queue_delay_ns / 1e6};
     c->progress_cb(c->progress_user, &p);
 }
 
@@ -432,12 +509,40 @@ static int check_send_args(aftp_client *c, const char *host_port, const char *co
     return AFTP_OK;
 }
 
-/* How the library names what its failure messages point to. */
-static const aftp_explain_words client_words = {
-    .server_program = "an aftp server", .idle_setting = "the idle timeout",
-    .peer_key_setting = "aftp_client_set_peer_key", .psk_setting = "pre-shared key",
-    .cipher_none = "no protection (cipher none)",
-    .overwrite_setting = "its overwrite setting"};
+/* How the library names what its failure messages point to, unless the
+ * application chose its own terms. */
+static const char *const default_terms[CLIENT_TERMS] = {
+    "an aftp server", "the idle timeout", "aftp_client_set_peer_key", "pre-shared key",
+    "no protection (cipher none)", "its overwrite setting"};
+
+static const char *term(const aftp_client *c, int i)
+{
+    return c->terms[i] != NULL ? c->terms[i] : default_terms[i];
+}
+
+/* A field of the caller's terms, NULL when its struct is too old to have it. */
+#define TERM_GIVEN(t, f)                                                                       \
+    ((t) != NULL && (t)->size >= offsetof(aftp_client_terms, f) + sizeof(t)->f ? (t)->f : NULL)
+
+int aftp_client_set_terms(aftp_client *c, const aftp_client_terms *terms)
+{
+    char *copy[CLIENT_TERMS] = {NULL};
+    if (c == NULL || (terms != NULL && terms->size < sizeof terms->size))
+        return AFTP_ERR_INVALID_ARGUMENT;
+    const char *given[CLIENT_TERMS] = {
+        TERM_GIVEN(terms, server_program), TERM_GIVEN(terms, idle_setting),
+        TERM_GIVEN(terms, peer_key_setting), TERM_GIVEN(terms, psk_setting),
+        TERM_GIVEN(terms, cipher_none), TERM_GIVEN(terms, overwrite_setting)};
+    for (int i = 0; i < CLIENT_TERMS; i++) {
+        if (given[i] != NULL && (copy[i] = strdup(given[i])) == NULL) {
+            free_terms(copy);
+            return fail(c, AFTP_ERR_NO_MEMORY, "cannot allocate memory for the terms");
+        }
+    }
+    free_terms(c->terms);
+    memcpy(c->terms, copy, sizeof copy);
+    return ok(c);
+}
 
 /* aftp_client_errmsg() for a failed push. */
 static void explain(aftp_client *c, const char *host_port, const aftp_push_result *pr)
@@ -448,14 +553,18 @@ static void explain(aftp_client *c, const char *host_port, const aftp_push_resul
     aftp_path_printable(c->cur.name, file, sizeof file);
     if (protected && aftp_hs_public_key(c->keys->identity, own) != AFTP_OK)
         protected = 0;
-    aftp_explain_ctx x = {.words = &client_words, .peer = host_port, .file = file,
+    aftp_explain_words words = {.server_program = term(c, 0), .idle_setting = term(c, 1),
+                                .peer_key_setting = term(c, 2), .psk_setting = term(c, 3),
+                                .cipher_none = term(c, 4), .overwrite_setting = term(c, 5)};
+    aftp_explain_ctx x = {.words = &words, .peer = host_port, .file = file,
                           .size = c->cur.size, .block_size = c->cur.block_size,
                           .idle_s = (double)c->idle_timeout_ns / 1e9,
                           .cipher = c->cipher, .cancelled_here = c->interrupt != 0,
                           .own_key = protected ? own : NULL,
                           .pinned_key = protected ? c->keys->peer_key : NULL,
-                          .pinned_where = c->have_peer_key ? "this client's settings"
-                                                           : c->known_hosts};
+                          .pinned_where = c->peer_key_file   ? c->peer_key_file
+                                          : c->have_peer_key ? "this client's settings"
+                                                             : c->known_hosts};
     aftp_explain_send_failure(&x, pr, c->errmsg, sizeof c->errmsg);
 }
 
@@ -470,9 +579,11 @@ static int push(aftp_client *c, const char *host_port, const struct sockaddr_sto
                         .idle_timeout_ns = c->idle_timeout_ns,
                         .max_datagram = (uint16_t)(c->mtu ? AFTP_IO_DATAGRAM_FOR(c->mtu) : 0),
                         .security = *sec, .on_file_end = on_file_end,
-                        .hooks = {.on_event = on_engine_event, .on_tick = on_tick, .app = c,
+                        .hooks = {.on_event = on_engine_event, .on_tick = on_tick,
+                                  .on_warning = on_warning, .app = c,
                                   .interrupt = &c->interrupt}};
     int rc = aftp_push_run(&o, &pr);
+    tell_datagram_cap(c, &pr.io);
     if (rc == AFTP_OK)
         return ok(c);
     explain(c, host_port, &pr);
@@ -510,6 +621,121 @@ int aftp_client_send(aftp_client *c, const char *host_port, const char *const *f
     c->running = 0;
     c->files = NULL;
     return rc;
+}
+
+/* ---- learning a server's key ---- */
+
+/* The key fetch failed: why, in the library's terms. */
+static int fetch_failure(aftp_client *c, const char *host_port, int rc)
+{
+    switch (rc) {
+    case AFTP_ERR_IDLE_TIMEOUT:
+        return fail(c, rc, "no answer from %s within %.1f s when asking for its key (is an aftp "
+                    "server running there? is UDP blocked? a server without protection has no "
+                    "key to give)", host_port, (double)AFTP_CLIENT_FETCH_KEY_WAIT_MS / 1e3);
+    case AFTP_ERR_NETWORK:
+        return fail(c, rc, "%s is unreachable: connection refused (is an aftp server listening "
+                    "there?)", host_port);
+    case AFTP_ERR_CANCELLED:
+        return fail(c, rc, "asking %s for its key was cancelled", host_port);
+    default:
+        return fail(c, rc, "cannot ask %s for its key: %s", host_port, aftp_strerror(rc));
+    }
+}
+
+int aftp_client_fetch_server_key(aftp_client *c, const char *host_port,
+                                 uint8_t key_out[AFTP_KEY_LEN])
+{
+    struct sockaddr_storage peer;
+    socklen_t peer_len;
+    uint8_t key[AFTP_WIRE_SERVER_KEY_LEN];
+    if (c == NULL || host_port == NULL || key_out == NULL)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    if (c->running)
+        return fail(c, AFTP_ERR_INVALID_STATE, "a send is already running on this handle");
+    if (aftp_parse_addr(host_port, 0, &peer, &peer_len) != AFTP_OK)
+        return fail(c, AFTP_ERR_INVALID_ARGUMENT,
+                    "bad address '%s' (HOST:PORT or [IPV6]:PORT, port 1-65535)", host_port);
+    aftp_keyfetch_opts o = {.peer = (const struct sockaddr *)&peer, .peer_len = peer_len,
+                            .interrupt = &c->interrupt};
+    c->interrupt = 0;
+    c->running = 1;
+    int rc = aftp_keyfetch_run(&o, key);
+    c->running = 0;
+    if (rc != AFTP_OK)
+        return fetch_failure(c, host_port, rc);
+    memcpy(key_out, key, AFTP_KEY_LEN);
+    return ok(c);
+}
+
+/* The known-hosts file exists (created 0600: it says whom the user talks
+ * to) and ends with a newline, so an appended line stays a line of its own. */
+static int prepare_known_hosts(aftp_client *c)
+{
+    int fd = open(c->known_hosts, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return fail(c, errno == ENOENT ? AFTP_ERR_NOT_FOUND
+                       : errno == EACCES || errno == EPERM ? AFTP_ERR_PERMISSION
+                                                           : AFTP_ERR_IO,
+                    "cannot write %s: %s", c->known_hosts, strerror(errno));
+    char last = '\n';
+    off_t end = lseek(fd, 0, SEEK_END);
+    int rc = AFTP_OK;
+    if (end > 0 && pread(fd, &last, 1, end - 1) != 1)
+        rc = AFTP_ERR_IO;
+    if (rc == AFTP_OK && last != '\n' && write(fd, "\n", 1) != 1)
+        rc = AFTP_ERR_IO;
+    if (rc != AFTP_OK)
+        fail(c, rc, "cannot write %s: %s", c->known_hosts, strerror(errno));
+    if (close(fd) != 0 && rc == AFTP_OK)
+        rc = fail(c, AFTP_ERR_IO, "cannot write %s: %s", c->known_hosts, strerror(errno));
+    return rc;
+}
+
+int aftp_client_add_known_host(aftp_client *c, const char *host_port,
+                               const uint8_t key[AFTP_KEY_LEN])
+{
+    char err[512] = "";
+    if (c == NULL || host_port == NULL || key == NULL)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    if (c->known_hosts == NULL)
+        return fail(c, AFTP_ERR_INVALID_STATE,
+                    "no known-hosts file to pin %s in (aftp_client_set_known_hosts_file)",
+                    host_port);
+    int rc = prepare_known_hosts(c);
+    if (rc != AFTP_OK)
+        return rc;
+    rc = aftp_keyfile_known_hosts_append(c->known_hosts, host_port, key, err, sizeof err);
+    if (rc != AFTP_OK)
+        return fail(c, rc, "cannot pin the key of %s in %s: %s", host_port, c->known_hosts,
+                    err[0] ? err : aftp_strerror(rc));
+    return ok(c);
+}
+
+/* Writes a key's text with `format` when cap holds the longest. */
+static int format_into(void (*format)(const uint8_t *, char *, size_t), size_t max,
+                       const uint8_t *key, char *out, size_t cap)
+{
+    if (key == NULL || out == NULL)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    if (cap < max) {
+        if (cap > 0)
+            out[0] = '\0';
+        return AFTP_ERR_BUFFER_TOO_SMALL;
+    }
+    format(key, out, cap);
+    return AFTP_OK;
+}
+
+int aftp_client_format_key(const uint8_t key[AFTP_KEY_LEN], char *out, size_t cap)
+{
+    return format_into(aftp_keyfile_key_text, AFTP_CLIENT_KEY_TEXT_MAX, key, out, cap);
+}
+
+int aftp_client_format_fingerprint(const uint8_t key[AFTP_KEY_LEN], char *out, size_t cap)
+{
+    return format_into(aftp_keyfile_fingerprint, AFTP_CLIENT_FINGERPRINT_MAX, key, out,
+                       cap);
 }
 
 void aftp_client_cancel(aftp_client *c)

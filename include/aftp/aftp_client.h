@@ -74,7 +74,8 @@ AFTP_EXTERN void aftp_client_del(aftp_client *c);
 AFTP_EXTERN int aftp_client_set_identity_file(aftp_client *c, const char *path);
 AFTP_EXTERN int aftp_client_set_identity(aftp_client *c, const uint8_t secret[AFTP_KEY_LEN]);
 /* The server's public key: pinned directly, from a public key file (read
- * now), or looked up at send time in a known-hosts file under HOST:PORT
+ * now; a failure message of a server answering with another key names the
+ * file), or looked up at send time in a known-hosts file under HOST:PORT
  * exactly as given to aftp_client_send(). A pinned key wins over known
  * hosts. */
 AFTP_EXTERN int aftp_client_set_peer_key(aftp_client *c, const uint8_t key[AFTP_KEY_LEN]);
@@ -121,6 +122,10 @@ typedef struct aftp_progress {
     uint64_t rate_bps;   /* the rate controller's current pacing rate */
     double loss;         /* share of packets lost over the latest rate sample, 0..1 */
     double rtt_ms;       /* smoothed round-trip time; 0 before the first sample */
+    double min_rtt_ms;   /* the path's windowed minimum round-trip time, which the rate
+                          * controller takes as the path without queues; 0 before a sample */
+    double queue_ms;     /* the latest round-trip time above that minimum: the queue the
+                          * send is building on the path */
 } aftp_progress;
 typedef void (*aftp_progress_cb)(void *user, const aftp_progress *p);
 /* cb NULL: no progress. Always AFTP_OK (AFTP_ERR_INVALID_ARGUMENT for a
@@ -157,6 +162,40 @@ typedef void (*aftp_file_cb)(void *user, const aftp_file_event *ev);
  * events. */
 AFTP_EXTERN int aftp_client_set_file_cb(aftp_client *c, aftp_file_cb cb, void *user);
 
+/* What the library would tell the operator of a send that goes on
+ * regardless, as one line of text without a newline: a socket buffer
+ * smaller than the rate needs (and the setting that raises it), a route
+ * that carries smaller IP packets than the MTU (the datagrams shrink), a
+ * receiver that takes smaller datagrams than the MTU set
+ * (aftp_client_set_mtu) asks for. Called from aftp_client_send()'s
+ * thread; text is valid during the call. cb NULL: none. Always AFTP_OK
+ * (AFTP_ERR_INVALID_ARGUMENT for a NULL handle). */
+typedef void (*aftp_notice_cb)(void *user, const char *text);
+AFTP_EXTERN int aftp_client_set_notice_cb(aftp_client *c, aftp_notice_cb cb, void *user);
+
+/* ---- messages ---- */
+
+/* How aftp_client_errmsg() names, in its advice, what the application's
+ * user can act on: an MFT product names its own settings, the aftp tool
+ * its options. Each field NULL keeps the default (in parentheses). The
+ * caller sets `size` to sizeof(aftp_client_terms): fields are only ever
+ * appended, and a library newer than the caller reads only the fields
+ * within size. */
+typedef struct aftp_client_terms {
+    size_t size;
+    const char *server_program;    /* what runs at the server ("an aftp server") */
+    const char *idle_setting;      /* how the idle timeout is set ("the idle timeout") */
+    const char *peer_key_setting;  /* how a server's key is pinned ("aftp_client_set_peer_key") */
+    const char *psk_setting;       /* the pre-shared key ("pre-shared key") */
+    const char *cipher_none;       /* running without protection ("no protection (cipher none)") */
+    const char *overwrite_setting; /* how a receiver allows replacing a file ("its overwrite
+                                    * setting") */
+} aftp_client_terms;
+/* The strings are copied. terms NULL: the defaults again. AFTP_OK;
+ * AFTP_ERR_INVALID_ARGUMENT for a NULL handle or a size below that of
+ * the first field; AFTP_ERR_NO_MEMORY (the previous terms stay). */
+AFTP_EXTERN int aftp_client_set_terms(aftp_client *c, const aftp_client_terms *terms);
+
 /* ---- perform ---- */
 
 /* Sends the files, in order, to the server at host_port ("HOST:PORT",
@@ -190,6 +229,62 @@ AFTP_EXTERN void aftp_client_cancel(aftp_client *c);
  * successful call clears it). Owned by the handle; valid until the next
  * call on the handle. */
 AFTP_EXTERN const char *aftp_client_errmsg(const aftp_client *c);
+
+/* ---- learning a server's key: trust on first use (spec 14.9) ----
+ *
+ * WARNING: what aftp_client_fetch_server_key() returns is NOT
+ * authenticated and cannot be: whoever answers from the server's address
+ * (an attacker on the path, or one that guesses the request's connection
+ * id and spoofs that address) can give its own key, and a client that
+ * pins it runs every later session with the attacker, undetected. Pin a
+ * fetched key only after a person compared its fingerprint with one
+ * obtained out of band (the server's operator; the reference server
+ * prints it when it starts), as SSH's first-connection prompt does; never
+ * pin it automatically, and never fetch again to replace a pinned key
+ * that no longer matches (a changed key is the attack this guards
+ * against: ask the server's operator). Prefer handing keys over out of
+ * band (aftp_client_set_peer_key, known hosts) altogether. */
+
+/* How long a fetch waits for its answer: the request is sent up to 4
+ * times, 1 s apart (spec 14.9), then the server counts as silent. */
+#define AFTP_CLIENT_FETCH_KEY_WAIT_MS UINT64_C(4000)
+/* Asks the server at host_port (as aftp_client_send() takes it) for its
+ * static public key; blocks up to AFTP_CLIENT_FETCH_KEY_WAIT_MS. No
+ * session starts, nothing is pinned and the handle's keys are unchanged.
+ * AFTP_OK and key_out; otherwise, with aftp_client_errmsg():
+ *   AFTP_ERR_INVALID_ARGUMENT  NULL argument, bad host_port
+ *   AFTP_ERR_IDLE_TIMEOUT      no answer (nothing listens and no ICMP came,
+ *                              UDP is blocked, or the server runs without
+ *                              protection and so has no key to give)
+ *   AFTP_ERR_NETWORK           unreachable (nothing listens: ICMP)
+ *   AFTP_ERR_CANCELLED         aftp_client_cancel() during the wait
+ *   AFTP_ERR_INVALID_STATE     called from a callback of this handle
+ *   another error              no socket could be opened. */
+AFTP_EXTERN int aftp_client_fetch_server_key(aftp_client *c, const char *host_port,
+                                             uint8_t key_out[AFTP_KEY_LEN]);
+/* Pins key for host_port (as given to aftp_client_send()) in the handle's
+ * known-hosts file (aftp_client_set_known_hosts_file): appends the line
+ * "HOST:PORT aftp-x25519 <base64>", creating the file (mode 0600, not its
+ * directory) when missing. Only after the fingerprint was confirmed (see
+ * the warning above). AFTP_OK; AFTP_ERR_INVALID_ARGUMENT for a NULL
+ * argument or a host_port that cannot name a line; AFTP_ERR_INVALID_STATE
+ * without a known-hosts file; the file's error otherwise (AFTP_ERR_IO,
+ * AFTP_ERR_PERMISSION, AFTP_ERR_NOT_FOUND for a missing directory), with
+ * aftp_client_errmsg() naming the file and the system's reason. */
+AFTP_EXTERN int aftp_client_add_known_host(aftp_client *c, const char *host_port,
+                                           const uint8_t key[AFTP_KEY_LEN]);
+
+/* What users compare: a key as its known-hosts and key-file line,
+ * "aftp-x25519 <base64>", and its fingerprint "SHA256:<unpadded base64 of
+ * SHA-256(key)>" (the form the reference server prints). Each writes a
+ * NUL-terminated text into out: AFTP_OK, AFTP_ERR_INVALID_ARGUMENT for a
+ * NULL argument, AFTP_ERR_BUFFER_TOO_SMALL when cap is below the _MAX
+ * (out then holds ""). Thread-safe; no handle needed. */
+#define AFTP_CLIENT_KEY_TEXT_MAX 64u    /* "aftp-x25519 " + 44 base64 + NUL, and room */
+#define AFTP_CLIENT_FINGERPRINT_MAX 51u /* "SHA256:" + 43 base64 + NUL */
+AFTP_EXTERN int aftp_client_format_key(const uint8_t key[AFTP_KEY_LEN], char *out, size_t cap);
+AFTP_EXTERN int aftp_client_format_fingerprint(const uint8_t key[AFTP_KEY_LEN], char *out,
+                                               size_t cap);
 
 #ifdef __cplusplus
 }

@@ -61,6 +61,12 @@ enum aftp_error {
  * Never returns NULL; unknown codes get a generic text naming the band. */
 AFTP_EXTERN const char *aftp_strerror(int err);
 
+/* The code's stable name, the enumerator's spelling ("AFTP_ERR_CANCELLED"
+ * for -106, "AFTP_OK" for 0): for logs and machine-readable output, where
+ * a name outlives a number's meaning to a reader. Static storage; NULL for
+ * a code this version of the library does not know. Thread-safe. */
+AFTP_EXTERN const char *aftp_error_name(int err);
+
 /* Non-zero when retrying the same operation later may succeed
  * (network trouble, a dead or busy peer, a transient resource shortage). */
 AFTP_EXTERN int aftp_err_is_retryable(int err);

@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include <sodium.h>
 #include <xxhash.h>
 
 #include <cmocka.h>
@@ -45,6 +46,7 @@ typedef struct test_server {
     aftp_io_result res;
     int rc;
     pthread_t thread;
+    uint16_t max_datagram; /* the largest it takes; 0: the default */
 } test_server;
 
 /* A client's keys and the events and progress it saw. */
@@ -57,6 +59,7 @@ typedef struct test_client {
     size_t event_count;
     int progress_calls;
     uint64_t last_bytes_done;
+    double last_min_rtt_ms, last_queue_ms; /* the path's state at the last call */
     pthread_mutex_t lock;
     pthread_cond_t cond;
 } test_client;
@@ -76,6 +79,7 @@ static void *serve_thread(void *arg)
     struct sockaddr_in any = io_test_loopback(0);
     aftp_serve_opts o = {.listen = (struct sockaddr *)&any, .listen_len = sizeof any,
                          .dirfd = s->dirfd, .once = s->once,
+                         .max_datagram = s->max_datagram,
                          .security = {.cipher = AFTP_CIPHER_AUTO, .identity = s->secret,
                                       .peers = aftp_admit_policy(&s->admit)},
                          .hooks = {.app = s, .interrupt = &s->stop},
@@ -84,10 +88,13 @@ static void *serve_thread(void *arg)
     return NULL;
 }
 
-/* Starts a server admitting client_key; returns once it listens. */
-static void server_start(test_server *s, const uint8_t *client_key, int once)
+/* Starts a server admitting client_key that takes datagrams of up to
+ * max_datagram bytes (0: the default); returns once it listens. */
+static void server_start_capped(test_server *s, const uint8_t *client_key, int once,
+                                uint16_t max_datagram)
 {
     memset(s, 0, sizeof *s);
+    s->max_datagram = max_datagram;
     assert_int_equal(aftp_hs_keypair(s->secret, s->public_key), AFTP_OK);
     memcpy(s->client_key, client_key, AFTP_KEY_LEN);
     s->authorized.keys = (uint8_t(*)[AFTP_KEYFILE_KEY_LEN])s->client_key;
@@ -102,6 +109,11 @@ static void server_start(test_server *s, const uint8_t *client_key, int once)
     while (s->port == 0)
         pthread_cond_wait(&s->cond, &s->lock);
     pthread_mutex_unlock(&s->lock);
+}
+
+static void server_start(test_server *s, const uint8_t *client_key, int once)
+{
+    server_start_capped(s, client_key, once, 0);
 }
 
 static void server_join(test_server *s)
@@ -152,6 +164,8 @@ static void on_progress(void *user, const aftp_progress *p)
     pthread_mutex_lock(&t->lock);
     t->progress_calls++;
     t->last_bytes_done = p->bytes_done;
+    t->last_min_rtt_ms = p->min_rtt_ms;
+    t->last_queue_ms = p->queue_ms;
     pthread_cond_broadcast(&t->cond);
     pthread_mutex_unlock(&t->lock);
 }
@@ -335,6 +349,9 @@ static void test_send_one_file(void **state)
     assert_same_file(path, e.s.dir, "one.bin");
     assert_true(e.t.progress_calls >= 1);
     assert_true(e.t.last_bytes_done <= 1 << 20);
+    /* the path's state the CLI's progress line shows: sampled by then */
+    assert_true(e.t.last_min_rtt_ms > 0);
+    assert_true(e.t.last_queue_ms >= 0);
     env_end(&e, c);
 }
 
@@ -610,6 +627,19 @@ static void test_fails_on_wrong_pinned_key(void **state)
     assert_int_equal(aftp_client_send(c, e.hp, files, 1), AFTP_ERR_AUTH);
     assert_non_null(strstr(aftp_client_errmsg(c), "answers with key SHA256:"));
     assert_non_null(strstr(aftp_client_errmsg(c), "this client's settings"));
+    /* pinned from a key file: the message names the file */
+    uint8_t secret[AFTP_KEY_LEN], other[AFTP_KEY_LEN];
+    char pub_path[600], err[256];
+    assert_int_equal(aftp_hs_keypair(secret, other), AFTP_OK);
+    snprintf(pub_path, sizeof pub_path, "%s/other.pub", e.src_dir);
+    assert_int_equal(aftp_keyfile_write_public(pub_path, other, NULL, err, sizeof err), AFTP_OK);
+    assert_int_equal(aftp_client_set_peer_key_file(c, pub_path), AFTP_OK);
+    assert_int_equal(aftp_client_send(c, e.hp, files, 1), AFTP_ERR_AUTH);
+    assert_non_null(strstr(aftp_client_errmsg(c), pub_path));
+    /* given directly again: the file is no longer where it came from */
+    assert_int_equal(aftp_client_set_peer_key(c, other), AFTP_OK);
+    assert_int_equal(aftp_client_send(c, e.hp, files, 1), AFTP_ERR_AUTH);
+    assert_non_null(strstr(aftp_client_errmsg(c), "this client's settings"));
     server_stop(&e.s);
     assert_int_equal(io_test_count_entries(e.s.dirfd), 0);
     env_end(&e, c);
@@ -750,6 +780,169 @@ static void test_silent_on_stdout_stderr(void **state)
     env_end(&e, c);
 }
 
+/* Trust on first use through the public API (spec 14.9): the server's key
+ * fetched, shown as its line and fingerprint, pinned in the known hosts
+ * (created 0600), and a send that finds it there; the failures said. */
+static void test_trust_on_first_use(void **state)
+{
+    (void)state;
+    test_env e;
+    char kh_path[600], line[256], err[256], text[AFTP_CLIENT_KEY_TEXT_MAX];
+    char fingerprint[AFTP_CLIENT_FINGERPRINT_MAX], want_fp[AFTP_CLIENT_FINGERPRINT_MAX];
+    uint8_t key[AFTP_KEY_LEN], hash[crypto_hash_sha256_BYTES];
+    struct stat st;
+    env_start(&e, 1);
+    const char *path = make_file(e.src_dir, "tofu.bin", 30000, 41);
+    snprintf(kh_path, sizeof kh_path, "%s/known_hosts", e.src_dir);
+    aftp_client *c = NULL;
+    assert_int_equal(aftp_client_new(&c), AFTP_OK);
+    assert_int_equal(aftp_client_set_identity(c, e.t.secret), AFTP_OK);
+    assert_int_equal(aftp_client_add_known_host(c, e.hp, e.s.public_key), AFTP_ERR_INVALID_STATE);
+    assert_int_equal(aftp_client_set_known_hosts_file(c, kh_path), AFTP_OK);
+    assert_int_equal(aftp_client_fetch_server_key(c, "nowhere", key), AFTP_ERR_INVALID_ARGUMENT);
+    assert_int_equal(aftp_client_fetch_server_key(c, e.hp, key), AFTP_OK);
+    assert_memory_equal(key, e.s.public_key, AFTP_KEY_LEN);
+    /* the texts a person compares */
+    assert_int_equal(aftp_client_format_key(key, text, sizeof text), AFTP_OK);
+    assert_int_equal(aftp_keyfile_format_public(key, NULL, line, sizeof line), AFTP_OK);
+    line[strcspn(line, "\n")] = '\0';
+    assert_string_equal(text, line);
+    assert_int_equal(aftp_client_format_fingerprint(key, fingerprint, sizeof fingerprint), AFTP_OK);
+    crypto_hash_sha256(hash, key, AFTP_KEY_LEN);
+    memcpy(want_fp, "SHA256:", 7);
+    sodium_bin2base64(want_fp + 7, sizeof want_fp - 7, hash, sizeof hash,
+                      sodium_base64_VARIANT_ORIGINAL_NO_PADDING);
+    assert_string_equal(fingerprint, want_fp);
+    assert_int_equal(aftp_client_format_fingerprint(key, fingerprint, sizeof fingerprint - 1),
+                     AFTP_ERR_BUFFER_TOO_SMALL);
+    assert_string_equal(fingerprint, "");
+    /* pinned: a file of its own, private, and the send finds the key there */
+    assert_int_equal(aftp_client_add_known_host(c, e.hp, key), AFTP_OK);
+    assert_int_equal(stat(kh_path, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0600);
+    uint8_t listed[AFTP_KEY_LEN];
+    assert_int_equal(aftp_keyfile_known_hosts_lookup_file(kh_path, e.hp, listed, err, sizeof err),
+                     AFTP_OK);
+    assert_memory_equal(listed, e.s.public_key, AFTP_KEY_LEN);
+    const char *files[] = {path};
+    assert_int_equal(aftp_client_send(c, e.hp, files, 1), AFTP_OK);
+    server_join(&e.s);
+    assert_same_file(path, e.s.dir, "tofu.bin");
+    /* nothing listens any more: refused, said */
+    assert_int_equal(aftp_client_fetch_server_key(c, e.hp, key), AFTP_ERR_NETWORK);
+    assert_non_null(strstr(aftp_client_errmsg(c), "is unreachable"));
+    /* a known-hosts file in a missing directory */
+    assert_int_equal(aftp_client_set_known_hosts_file(c, "/nonexistent/dir/known_hosts"), AFTP_OK);
+    assert_int_equal(aftp_client_add_known_host(c, e.hp, key), AFTP_ERR_NOT_FOUND);
+    assert_non_null(strstr(aftp_client_errmsg(c), "/nonexistent/dir/known_hosts"));
+    env_end(&e, c);
+}
+
+/* What the library says instead of printing, collected. */
+typedef struct test_notices {
+    int count;
+    char text[4][512];
+} test_notices;
+
+static void on_notice(void *user, const char *text)
+{
+    test_notices *n = user;
+    if (n->count < 4)
+        snprintf(n->text[n->count], sizeof n->text[0], "%s", text);
+    n->count++;
+}
+
+/* A receiver that takes smaller datagrams than the client's MTU asks for:
+ * the send goes on at the smaller size, and the notice callback says so
+ * with both figures and the MTU to give the receiver. */
+static void test_notice_of_datagram_cap(void **state)
+{
+    (void)state;
+    test_env e;
+    test_notices n = {0};
+    memset(&e, 0, sizeof e);
+    client_keys(&e.t);
+    e.has_server = 1;
+    server_start_capped(&e.s, e.t.public_key, 1, 1452);
+    host_port(&e.s, e.hp, sizeof e.hp);
+    e.src_dir = io_test_mkdtemp(&e.src_fd);
+    const char *path = make_file(e.src_dir, "jumbo.bin", 100000, 51);
+    aftp_client *c = client_for(&e.t, &e.s);
+    assert_int_equal(aftp_client_set_mtu(c, 9000), AFTP_OK);
+    assert_int_equal(aftp_client_set_notice_cb(NULL, on_notice, &n), AFTP_ERR_INVALID_ARGUMENT);
+    assert_int_equal(aftp_client_set_notice_cb(c, on_notice, &n), AFTP_OK);
+    const char *files[] = {path};
+    assert_int_equal(aftp_client_send(c, e.hp, files, 1), AFTP_OK);
+    server_join(&e.s);
+    assert_same_file(path, e.s.dir, "jumbo.bin");
+    int found = 0;
+    for (int i = 0; i < n.count && i < 4; i++)
+        found |= strstr(n.text[i], "the receiver took datagrams of at most 1452 bytes, not "
+                                   "8952 (MTU 9000): give it an MTU of 9000 too") != NULL;
+    assert_true(found);
+    env_end(&e, c);
+}
+
+/* A send of name refused because the file exists at e's server: the message. */
+static const char *refused_message(test_env *e, aftp_client *c, const char *path)
+{
+    const char *files[] = {path};
+    assert_int_equal(aftp_client_send(c, e->hp, files, 1), AFTP_ERR_FILE_EXISTS);
+    return aftp_client_errmsg(c);
+}
+
+/* The advice of a failure names the application's settings when it chose
+ * its terms; fields beyond the caller's struct size are not read. */
+static void test_terms_of_messages(void **state)
+{
+    (void)state;
+    test_env e;
+    memset(&e, 0, sizeof e);
+    client_keys(&e.t);
+    e.has_server = 1;
+    server_start(&e.s, e.t.public_key, 0); /* serves until stopped */
+    host_port(&e.s, e.hp, sizeof e.hp);
+    e.src_dir = io_test_mkdtemp(&e.src_fd);
+    const char *path = make_file(e.src_dir, "there.bin", 1000, 61);
+    make_file(e.s.dir, "there.bin", 10, 62);
+    aftp_client *c = client_for(&e.t, &e.s);
+    assert_non_null(strstr(refused_message(&e, c, path), "its overwrite setting"));
+    aftp_client_terms terms = {.size = sizeof terms,
+                               .overwrite_setting = "'aftp recv --overwrite'"};
+    assert_int_equal(aftp_client_set_terms(c, &terms), AFTP_OK);
+    assert_non_null(strstr(refused_message(&e, c, path),
+                           "replacing it with 'aftp recv --overwrite'"));
+    /* a caller that knows only the first field */
+    terms.size = offsetof(aftp_client_terms, idle_setting);
+    terms.server_program = "the MFT gateway";
+    assert_int_equal(aftp_client_set_terms(c, &terms), AFTP_OK);
+    assert_non_null(strstr(refused_message(&e, c, path), "its overwrite setting"));
+    assert_int_equal(aftp_client_set_terms(c, NULL), AFTP_OK);
+    terms.size = 1;
+    assert_int_equal(aftp_client_set_terms(c, &terms), AFTP_ERR_INVALID_ARGUMENT);
+    server_stop(&e.s);
+    env_end(&e, c);
+}
+
+/* The stable names a client logs and aftp send --json reports: the
+ * enumerator's spelling for every code, NULL for one the library lacks. */
+static void test_error_names(void **state)
+{
+    (void)state;
+    assert_string_equal(aftp_error_name(AFTP_OK), "AFTP_OK");
+    assert_string_equal(aftp_error_name(AFTP_ERR_CANCELLED), "AFTP_ERR_CANCELLED");
+    assert_string_equal(aftp_error_name(-106), "AFTP_ERR_CANCELLED");
+    assert_string_equal(aftp_error_name(AFTP_ERR_DIGEST_MISMATCH), "AFTP_ERR_DIGEST_MISMATCH");
+    assert_string_equal(aftp_error_name(AFTP_ERR_INTERNAL), "AFTP_ERR_INTERNAL");
+    for (int code = -499; code <= 0; code++) { /* a name exactly for the codes with a text */
+        const char *name = aftp_error_name(code);
+        if (name != NULL)
+            assert_true(strncmp(name, "AFTP_", 5) == 0);
+    }
+    assert_null(aftp_error_name(-199));
+    assert_null(aftp_error_name(1));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -764,6 +957,10 @@ int main(void)
         cmocka_unit_test(test_key_files_and_known_hosts),
         cmocka_unit_test(test_fails_before_network),
         cmocka_unit_test(test_silent_on_stdout_stderr),
+        cmocka_unit_test(test_error_names),
+        cmocka_unit_test(test_trust_on_first_use),
+        cmocka_unit_test(test_notice_of_datagram_cap),
+        cmocka_unit_test(test_terms_of_messages),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

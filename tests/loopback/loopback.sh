@@ -131,6 +131,38 @@ start_liar() {
     [ -n "$PORT" ] || fail "hostile receiver did not start"
 }
 
+# start_silent: a UDP socket on 127.0.0.1 that never answers; sets SILENT
+# (its pid) and PORT.
+start_silent() {
+    command -v python3 >/dev/null || { echo "SKIP: python3 needed for a silent UDP peer"; exit 77; }
+    python3 -c 'import socket,sys,time
+s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM); s.bind(("127.0.0.1",0))
+print(s.getsockname()[1], flush=True); time.sleep(60)' >"$WORK/silent.port" &
+    SILENT=$!
+    for _ in $(seq 100); do [ -s "$WORK/silent.port" ] && break; sleep 0.05; done
+    PORT=$(cat "$WORK/silent.port")
+}
+
+# check_json FILE STATUS [ERROR_NAME]: FILE holds what aftp send --json wrote
+# on stdout, which json_check.py holds to the schema of cli/JSON.md for a
+# run that exited with STATUS (and failed with ERROR_NAME).
+check_json() {
+    local out=$1
+    shift
+    command -v python3 >/dev/null || { echo "SKIP: python3 needed to parse JSON"; exit 77; }
+    python3 "$(dirname "$0")/json_check.py" "$out" "$@" >"$WORK/json_check.out" ||
+        fail "aftp send --json: $(cat "$WORK/json_check.out")"
+}
+
+# The value of a field of the first object of a type in aftp send --json's output.
+json_field() { # file, type, field
+    python3 -c 'import json,sys
+for line in open(sys.argv[1]):
+    o = json.loads(line)
+    if o["type"] == sys.argv[2]:
+        print(o[sys.argv[3]]); break' "$@"
+}
+
 need_script() {
     script --version 2>/dev/null | grep -q util-linux ||
         { echo "SKIP: util-linux script needed to run aftp send on a pseudo-terminal"; exit 77; }
@@ -282,13 +314,7 @@ nobody_listening)
     expect_rc "aftp send" "$SEND_RC" 4
     expect_text "$WORK/send.err" "^aftp: error: 127\.0\.0\.1:$PORT is unreachable: connection refused" ;;
 silent_peer)
-    command -v python3 >/dev/null || { echo "SKIP: python3 needed for a silent UDP peer"; exit 77; }
-    python3 -c 'import socket,sys,time
-s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM); s.bind(("127.0.0.1",0))
-print(s.getsockname()[1], flush=True); time.sleep(60)' >"$WORK/silent.port" &
-    SILENT=$!
-    for _ in $(seq 100); do [ -s "$WORK/silent.port" ] && break; sleep 0.05; done
-    PORT=$(cat "$WORK/silent.port")
+    start_silent
     make_file src.bin 1000
     send "$WORK/src.bin" --idle-timeout 1
     kill $SILENT
@@ -1014,6 +1040,96 @@ usage)
     "$AFTP" --version >"$WORK/version.out"
     expect_rc "--version" $? 0
     expect_text "$WORK/version.out" "^aftp [0-9]+\.[0-9]+\.[0-9]+" ;;
+# ---- aftp send --json: every line an object of cli/JSON.md's schema ----
+json_ok)
+    # 3 MiB at a fixed 24 Mbit/s: about a second, several progress objects
+    make_file src.bin $((3 << 20))
+    start_recv --once
+    send "$WORK/src.bin" --json --policy fixed --rate 24M
+    expect_rc "aftp send --json" "$SEND_RC" 0 # (before waiting for a receiver left waiting)
+    wait_recv
+    expect_rc "aftp recv" "$RECV_RC" 0
+    cmp -s "$WORK/src.bin" "$WORK/dst/src.bin" || fail "received file differs"
+    check_json "$WORK/send.out" 0
+    [ "$(grep -c '"type":"progress"' "$WORK/send.out")" -ge 2 ] || fail "fewer than 2 progress objects"
+    ! grep -q '^sent ' "$WORK/send.out" || fail "the human summary line is on stdout with --json"
+    digest=$(json_field "$WORK/send.out" done digest)
+    expect_text "$WORK/recv.out" "xxh3-128 $digest, $(auto_cipher),"
+    [ "$(json_field "$WORK/send.out" done cipher)" = "$(auto_cipher)" ] || fail "done names another cipher" ;;
+json_usage)
+    "$AFTP" send --json --rate 12X f 127.0.0.1:1 >"$WORK/send.out" 2>"$WORK/send.err"
+    expect_rc "aftp send --json --rate 12X" $? 2
+    check_json "$WORK/send.out" 2 AFTP_ERR_INVALID_ARGUMENT
+    expect_text "$WORK/send.out" '"message":"bad rate .12X.'
+    expect_text "$WORK/send.err" "^aftp: error: bad rate '12X'" ;;
+json_local_file)
+    PORT=9
+    send "$WORK/no-such-file" --json
+    expect_rc "aftp send --json" "$SEND_RC" 3
+    check_json "$WORK/send.out" 3 AFTP_ERR_NOT_FOUND
+    expect_text "$WORK/send.out" '"message":"cannot send .*no-such-file: No such file or directory"'
+    expect_text "$WORK/send.err" "^aftp: error: cannot send .*no-such-file: No such file or directory$" ;;
+json_refused)
+    make_file src.bin 5000
+    echo "precious" >"$WORK/dst/src.bin"
+    start_recv --once
+    send "$WORK/src.bin" --json
+    expect_rc "aftp send --json" "$SEND_RC" 5
+    wait_recv
+    check_json "$WORK/send.out" 5 AFTP_ERR_FILE_EXISTS
+    expect_fixed "$WORK/send.out" "refused src.bin: it exists at the receiver" ;;
+json_network)
+    # Nobody listens (refused), then nobody answers (silence): both exit 4.
+    start_recv
+    kill "$RECV_PID"
+    wait_recv
+    make_file src.bin 1000
+    send "$WORK/src.bin" --json --idle-timeout 20
+    expect_rc "aftp send --json to nobody" "$SEND_RC" 4
+    check_json "$WORK/send.out" 4 AFTP_ERR_NETWORK
+    expect_fixed "$WORK/send.out" "is unreachable: connection refused"
+    start_silent
+    send "$WORK/src.bin" --json --idle-timeout 1
+    kill "$SILENT"
+    expect_rc "aftp send --json to a silent peer" "$SEND_RC" 4
+    check_json "$WORK/send.out" 4 AFTP_ERR_IDLE_TIMEOUT ;;
+json_auth)
+    # The server holds another key than the pinned one.
+    make_file src.bin 5000
+    start_recv --once
+    SEND_KEYS=(--identity "$KEYS/send" --peer-key "$KEYS/send.pub")
+    send "$WORK/src.bin" --json --idle-timeout 20
+    expect_rc "aftp send --json" "$SEND_RC" 8
+    check_json "$WORK/send.out" 8 AFTP_ERR_AUTH
+    stop_recv
+    # A key file that is not there: before the library, the class's code.
+    "$AFTP" send --json --identity "$KEYS/nope" --peer-key "$KEYS/recv.pub" f 127.0.0.1:9 \
+        >"$WORK/send2.out" 2>"$WORK/send2.err"
+    expect_rc "aftp send --json without an identity" $? 8
+    check_json "$WORK/send2.out" 8 AFTP_ERR_AUTH
+    expect_text "$WORK/send2.out" '"message":"identity key: .*nope: no such file' ;;
+json_cancelled)
+    make_file src.bin $((32 << 20))
+    start_recv
+    "$AFTP" send "${SEND_KEYS[@]}" --json --policy fixed --rate 50M "$WORK/src.bin" "127.0.0.1:$PORT" \
+        >"$WORK/send.out" 2>"$WORK/send.err" &
+    pid=$!
+    for _ in $(seq 100); do grep -q '"type":"progress"' "$WORK/send.out" && break; sleep 0.05; done
+    kill -TERM "$pid"
+    wait "$pid"
+    expect_rc "aftp send --json cancelled" $? 7
+    stop_recv
+    check_json "$WORK/send.out" 7 AFTP_ERR_CANCELLED
+    expect_fixed "$WORK/send.out" "transfer of src.bin to 127.0.0.1:$PORT cancelled here"
+    expect_fixed "$WORK/send.out" '"type":"progress"' ;;
+json_digest_lie)
+    start_liar digest-lie
+    make_file src.bin 100000
+    send "$WORK/src.bin" --json --cipher none --idle-timeout 5
+    wait "$LIAR"
+    expect_rc "aftp send --json" "$SEND_RC" 6
+    check_json "$WORK/send.out" 6 AFTP_ERR_DIGEST_MISMATCH
+    ! grep -q '"type":"done"' "$WORK/send.out" || fail "a done object for an unverified file" ;;
 # ---- the serving receiver: its clients, its port, its destination ----
 serve_outlives_clients)
     # A receiver serving without --once outlives a client that cancels

@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""Checks the output of `aftp send --json` against its schema (cli/JSON.md).
+
+Usage: json_check.py OUTPUT EXIT_STATUS [ERROR_NAME]
+Every line must be one JSON object of schema version 1 with the fields its
+type requires, of their types; the objects must come in the documented
+order (start, then per file file_start, progress..., done; an error object
+exactly when the run failed; the summary last), and the exit status in the
+error and summary objects must be the process's. With ERROR_NAME, the
+error object must carry that aftp_error name. Prints what is wrong and
+exits 1, else exits 0.
+"""
+import json
+import sys
+
+NUMBER = (int, float)
+NULLABLE_NUMBER = (int, float, type(None))
+# The fields each object type must have, and their types (cli/JSON.md).
+SCHEMA = {
+    "start": {"program": str, "version": str, "peer": str, "files": list},
+    "file_start": {"index": int, "source": str, "name": str, "size": int},
+    "progress": {"index": int, "name": str, "size": int, "bytes_done": int,
+                 "seconds": NUMBER, "goodput_bps": NUMBER, "eta_seconds": NULLABLE_NUMBER,
+                 "rate_bps": int, "loss": NUMBER, "rtt_ms": NUMBER, "min_rtt_ms": NUMBER,
+                 "queue_ms": NUMBER},
+    "done": {"index": int, "source": str, "name": str, "size": int, "bytes": int,
+             "seconds": NUMBER, "goodput_bps": NUMBER, "digest_algorithm": str,
+             "digest": str, "retransmitted": NUMBER, "cipher": str},
+    "error": {"code": int, "name": (str, type(None)), "message": str, "exit": int},
+    "summary": {"ok": bool, "exit": int, "files": int, "delivered": int, "bytes": int,
+                "seconds": NUMBER},
+}
+CIPHERS = {"aes-256-gcm", "chacha20-poly1305", "unencrypted"}
+
+
+class Bad(Exception):
+    pass
+
+
+def check_fields(n, obj):
+    kind = obj.get("type")
+    if obj.get("v") != 1 or kind not in SCHEMA:
+        raise Bad(f"line {n}: not a version 1 object of a known type: {obj}")
+    for field, types in SCHEMA[kind].items():
+        if field not in obj:
+            raise Bad(f"line {n}: {kind} lacks '{field}'")
+        value = obj[field]
+        # bool is an int in Python: a count must not be true or false
+        if not isinstance(value, types) or (types is not bool and isinstance(value, bool)):
+            raise Bad(f"line {n}: {kind}.{field} is {value!r}, not {types}")
+
+
+def check_values(n, obj):
+    kind = obj["type"]
+    if kind == "progress" and not 0 <= obj["bytes_done"] <= obj["size"]:
+        raise Bad(f"line {n}: bytes_done {obj['bytes_done']} outside 0..{obj['size']}")
+    if kind == "progress" and not 0 <= obj["loss"] <= 1:
+        raise Bad(f"line {n}: loss {obj['loss']} outside 0..1")
+    if kind == "done":
+        digest = obj["digest"]
+        if len(digest) != 32 or any(c not in "0123456789abcdef" for c in digest):
+            raise Bad(f"line {n}: digest {digest!r} is not 32 hex digits")
+        if obj["cipher"] not in CIPHERS or obj["bytes"] != obj["size"]:
+            raise Bad(f"line {n}: done with cipher {obj['cipher']!r}, bytes {obj['bytes']}")
+    if kind == "error":
+        if obj["code"] >= 0 or not obj["message"] or not obj["name"].startswith("AFTP_ERR_"):
+            raise Bad(f"line {n}: error object without a failure: {obj}")
+
+
+def check_order(objs, exit_status, error_name):
+    kinds = [o["type"] for o in objs]
+    if not kinds or kinds[-1] != "summary" or kinds.count("summary") != 1:
+        raise Bad(f"the summary must be the one last object: {kinds}")
+    summary = objs[-1]
+    if summary["exit"] != exit_status or summary["ok"] != (exit_status == 0):
+        raise Bad(f"summary says exit {summary['exit']} ok {summary['ok']}, status {exit_status}")
+    errors = [o for o in objs if o["type"] == "error"]
+    if (exit_status != 0) != (len(errors) == 1) or len(errors) > 1:
+        raise Bad(f"{len(errors)} error objects for exit status {exit_status}")
+    if errors and (kinds[-2] != "error" or errors[0]["exit"] != exit_status):
+        raise Bad(f"the error object must precede the summary, exit {exit_status}: {errors[0]}")
+    if error_name is not None and (not errors or errors[0]["name"] != error_name):
+        raise Bad(f"expected error {error_name}, got {errors}")
+    if "start" in kinds and kinds[0] != "start":
+        raise Bad(f"start is not first: {kinds}")
+    done = sum(k == "done" for k in kinds)
+    if done != summary["delivered"] or (exit_status == 0 and done != summary["files"]):
+        raise Bad(f"{done} done objects, summary says {summary['delivered']} delivered")
+    last = -1
+    for o in objs:  # a file's progress never goes back
+        if o["type"] == "file_start":
+            last = -1
+        elif o["type"] == "progress":
+            if o["bytes_done"] < last:
+                raise Bad(f"progress goes back: {o['bytes_done']} after {last}")
+            last = o["bytes_done"]
+
+
+def main():
+    path, exit_status = sys.argv[1], int(sys.argv[2])
+    error_name = sys.argv[3] if len(sys.argv) > 3 else None
+    objs = []
+    try:
+        with open(path, encoding="utf-8") as f:
+            for n, line in enumerate(f, 1):
+                try:
+                    obj = json.loads(line)
+                except ValueError as e:
+                    raise Bad(f"line {n} is not JSON ({e}): {line!r}")
+                if not isinstance(obj, dict):
+                    raise Bad(f"line {n} is not an object: {line!r}")
+                check_fields(n, obj)
+                check_values(n, obj)
+                objs.append(obj)
+        check_order(objs, exit_status, error_name)
+    except (Bad, UnicodeDecodeError) as e:
+        print(f"{path}: {e}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
