@@ -8,6 +8,7 @@
 #include "aftp_cli.h"
 #include "aftp_drive.h"
 #include "aftp_path.h"
+#include "common/aftp_session.h"
 #include "proto/aftp_wire.h"
 
 /* The latest error line, which aftp send --json repeats in its error object. */
@@ -87,16 +88,6 @@ static void on_warning(void *app, const char *text)
     aftp_cli_notice(r, "warning: %s", text);
 }
 
-/* The session's cipher as the client API names it. */
-static int cipher_choice(int wire_cipher)
-{
-    switch (wire_cipher) {
-    case AFTP_WIRE_CIPHER_AES256GCM: return AFTP_CIPHER_AES256GCM;
-    case AFTP_WIRE_CIPHER_CHACHA20POLY1305: return AFTP_CIPHER_CHACHA20POLY1305;
-    default: return AFTP_CIPHER_NONE;
-    }
-}
-
 /* The client API's events, as aftp send --json renders them. */
 static void json_file_started(const aftp_cli_report *r)
 {
@@ -114,7 +105,7 @@ static void json_file_done(const aftp_cli_report *r, const aftp_stats *st)
                           .retransmitted = r->size ? (double)st->payload_bytes_retransmitted /
                                                          (double)r->size
                                                    : 0,
-                          .cipher = cipher_choice(st->cipher), .message = ""};
+                          .cipher = aftp_session_cipher_choice(st->cipher), .message = ""};
     memcpy(fe.digest, r->digest, AFTP_DIGEST_LEN);
     aftp_cli_json_file(r->json, &fe);
 }
@@ -243,7 +234,8 @@ void aftp_cli_print_summary(const aftp_cli_report *r, const aftp_stats *st, cons
                               (double)(st->packets_received ? st->packets_received : 1);
     printf("%s %s: %llu bytes in %.3f s, %.1f Mbit/s goodput, %.2f%% %s, xxh3-128 %s, %s%s%s\n",
            r->sender ? "sent" : "received", r->name, (unsigned long long)r->size, secs, mbit,
-           pct, r->sender ? "retransmitted" : "duplicate", hex, aftp_cli_cipher_name(cipher_choice(st->cipher)),
+           pct, r->sender ? "retransmitted" : "duplicate", hex,
+           aftp_cli_cipher_name(aftp_session_cipher_choice(st->cipher)),
            peer ? ", " : "", peer ? peer : "");
     fflush(stdout);
 }

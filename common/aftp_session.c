@@ -68,6 +68,15 @@ int aftp_session_cipher_allowed(int choice, uint8_t cipher)
            aftp_aead_available(cipher);
 }
 
+int aftp_session_cipher_choice(uint8_t cipher)
+{
+    switch (cipher) {
+    case AFTP_WIRE_CIPHER_AES256GCM: return AFTP_CIPHER_AES256GCM;
+    case AFTP_WIRE_CIPHER_CHACHA20POLY1305: return AFTP_CIPHER_CHACHA20POLY1305;
+    default: return AFTP_CIPHER_NONE;
+    }
+}
+
 int aftp_session_check_security(const aftp_security_settings *sec, int client)
 {
     switch (sec->cipher) {

@@ -90,6 +90,9 @@ int aftp_session_check_security(const aftp_security_settings *sec, int client);
 /* Non-zero when `choice` (enum aftp_cipher_choice) allows the protected
  * wire cipher `cipher` and this host runs it. */
 int aftp_session_cipher_allowed(int choice, uint8_t cipher);
+/* The wire's cipher code (a session's stats.cipher) as the API names it:
+ * enum aftp_cipher_choice (AFTP_CIPHER_NONE for an unprotected session). */
+int aftp_session_cipher_choice(uint8_t cipher);
 /* What message 2 of the handshake authenticates of a HELLO_ACK (spec
  * section 14.3): server_conn_id u32 || cipher u8 || max_datagram u16. */
 #define AFTP_SESSION_ACK_BINDING_LEN 7u

@@ -22,6 +22,7 @@
 #include "common/aftp_aead.h"
 #include "common/aftp_handshake.h"
 #include "common/aftp_keyfile.h"
+#include "common/aftp_session.h"
 #include "proto/aftp_wire.h"
 
 #define CLIENT_MAX_IDLE_MS UINT64_C(86400000)
@@ -363,16 +364,6 @@ static void tell_datagram_cap(aftp_client *c, const aftp_io_result *res)
                (unsigned)res->datagram_asked, c->mtu, c->mtu);
 }
 
-/* The session's cipher as the API names it. */
-static int cipher_choice(int wire_cipher)
-{
-    switch (wire_cipher) {
-    case AFTP_WIRE_CIPHER_AES256GCM: return AFTP_CIPHER_AES256GCM;
-    case AFTP_WIRE_CIPHER_CHACHA20POLY1305: return AFTP_CIPHER_CHACHA20POLY1305;
-    default: return AFTP_CIPHER_NONE;
-    }
-}
-
 static void on_engine_event(void *app, const aftp_event *ev)
 {
     aftp_client *c = app;
@@ -405,7 +396,7 @@ static void on_file_end(void *app, const aftp_push_file_end *end)
                                                   : 0,
                           .retransmitted = end->size ? (double)retransmitted / (double)end->size
                                                      : 0,
-                          .cipher = cipher_choice(st->cipher), .error = end->error,
+                          .cipher = aftp_session_cipher_choice(st->cipher), .error = end->error,
                           .message = end->error == AFTP_OK ? "" : end->message};
     if (end->error == AFTP_OK)
         fe.bytes = end->size;

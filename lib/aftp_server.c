@@ -19,6 +19,7 @@
 #include "aftp_store.h"
 #include "common/aftp_handshake.h"
 #include "common/aftp_keyfile.h"
+#include "common/aftp_session.h"
 #include "proto/aftp_wire.h"
 
 #define SERVER_DEFAULT_IDLE_NS UINT64_C(30000000000)
@@ -348,22 +349,13 @@ static int admit_client(void *app, const struct sockaddr *from, const uint8_t *k
     return AFTP_OK;
 }
 
-/* The wire's cipher code as the API's choice. */
-static int cipher_choice(int wire_cipher)
-{
-    switch (wire_cipher) {
-    case AFTP_WIRE_CIPHER_AES256GCM: return AFTP_CIPHER_AES256GCM;
-    case AFTP_WIRE_CIPHER_CHACHA20POLY1305: return AFTP_CIPHER_CHACHA20POLY1305;
-    default: return AFTP_CIPHER_NONE;
-    }
-}
-
 static void hand_receipt(aftp_server *s, const aftp_event *ev, const aftp_stats *st)
 {
     aftp_peer peer = client_peer(&s->client);
     aftp_receipt r = {.path = ev->info->path, .root = s->client.root, .size = ev->info->size,
                       .client = &peer, .start_unix_ns = s->client.file_start_ns,
-                      .end_unix_ns = wall_clock_ns(), .cipher = cipher_choice(st->cipher)};
+                      .end_unix_ns = wall_clock_ns(),
+                      .cipher = aftp_session_cipher_choice(st->cipher)};
     memcpy(r.digest, ev->digest, AFTP_DIGEST_LEN);
     s->receipt_cb(s->receipt_user, &r);
 }
