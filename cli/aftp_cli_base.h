@@ -139,8 +139,8 @@ int aftp_cli_explain_unknown_host(const char *host, const char *known_hosts);
 /* Non-zero when stdin and stderr are terminals: a person can be asked. */
 int aftp_cli_interactive(void);
 /* For an unknown host ("HOST:PORT" as typed): asks the server for its key
- * (aftp_client_fetch_server_key, spec section 14.9), shows it with its fingerprint on stderr and reads the answer from
- * stdin. Only "yes" appends "host aftp-x25519 <base64>" to the known hosts
+ * (aftp_client_fetch_server_key, spec section 14.9), shows it with its
+ * fingerprint on stderr and reads the answer from stdin. Only "yes" appends "host aftp-x25519 <base64>" to the known hosts
  * (creating ~/.aftp 0700 and the file 0600 when missing) and puts the key
  * in s->peer_key: AFTP_EXIT_OK. Otherwise an exit status after one line
  * on stderr: AFTP_EXIT_AUTH (not accepted), AFTP_EXIT_NETWORK (no answer,

@@ -199,7 +199,8 @@ static int serve(const recv_args *a, recv_app *app, int dirfd)
 {
     aftp_io_result res;
     aftp_serve_opts o = {.listen = (struct sockaddr *)&a->listen, .listen_len = a->listen_len,
-                         .dirfd = dirfd, .faux = dirfd < 0, .overwrite = a->overwrite, .once = a->once,
+                         .dirfd = dirfd, .faux = dirfd < 0, .overwrite = a->overwrite,
+                         .once = a->once,
                          .idle_timeout_ns = a->common.idle_timeout_ns,
                          /* Accept what a jumbo-frame path carries: the sender's
                           * --mtu decides (the smaller of the two is used). */

@@ -232,7 +232,8 @@ static int transfer(const send_args *args, aftp_cli_secrets *keys, aftp_cli_repo
     aftp_path_printable(a.faux_name[0] ? a.faux_name : slash ? slash + 1 : a.file, r->name,
                         sizeof r->name);
     aftp_push_opts o = {.files = &a.file, .file_count = 1,
-                        .peer = (struct sockaddr *)&a.peer, .peer_len = a.peer_len, .rate_bps = a.rate_bps,
+                        .peer = (struct sockaddr *)&a.peer, .peer_len = a.peer_len,
+                        .rate_bps = a.rate_bps,
                         .policy = a.policy, .max_rate_bps = a.max_rate_bps,
                         .min_rate_bps = a.min_rate_bps,
                         .idle_timeout_ns = a.common.idle_timeout_ns,

@@ -78,7 +78,8 @@ static int seen_before(const aftp_admit_seen *e, uint64_t ts_ns)
  * (with what ts_ns had to exceed in *bound). */
 static int replay_check(const aftp_admit_seen *e, uint64_t ts_ns, uint64_t *bound)
 {
-    uint64_t window_start = e->latest_ns > AFTP_ADMIT_WINDOW_NS ? e->latest_ns - AFTP_ADMIT_WINDOW_NS : 0;
+    uint64_t window_start =
+        e->latest_ns > AFTP_ADMIT_WINDOW_NS ? e->latest_ns - AFTP_ADMIT_WINDOW_NS : 0;
     *bound = e->floor_ns > window_start ? e->floor_ns : window_start;
     if (seen_before(e, ts_ns))
         return AFTP_ADMIT_REPEATED;
@@ -165,9 +166,9 @@ void aftp_admit_explain(const aftp_admit *a, char *buf, size_t cap)
         break;
     case AFTP_ADMIT_OLD:
         snprintf(buf, cap,
-                 "its handshake timestamp is %.1f s behind the earliest this key may use now: a replayed "
-                 "HELLO, or the client's clock went back (it is admitted again once its clock "
-                 "passes that point)",
+                 "its handshake timestamp is %.1f s behind the earliest this key may use now: "
+                 "a replayed HELLO, or the client's clock went back (it is admitted again once "
+                 "its clock passes that point)",
                  seconds(r->bound_ns - r->ts_ns));
         break;
     default:

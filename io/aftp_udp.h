@@ -58,8 +58,8 @@ enum aftp_udp_port {
 /* Opens a socket bound to `local` (the wildcard of the peer's family for a
  * client, the listen address for a server), enables GSO/GRO where the
  * kernel has them (in a build with the test hooks, AFTP_IO_OFFLOAD=0 in the
- * environment turns both off, to measure them, and AFTP_TEST_DROP is read). `max_datagram` bounds what is
- * received; `port` is an enum aftp_udp_port. On failure u->sys_errno
+ * environment turns both off, to measure them, and AFTP_TEST_DROP is read).
+ * `max_datagram` bounds what is received; `port` is an enum aftp_udp_port. On failure u->sys_errno
  * holds the system's reason (0 when it was not a system call's). */
 int aftp_udp_open(aftp_udp *u, const struct sockaddr *local, socklen_t local_len,
                   size_t max_datagram, int port);

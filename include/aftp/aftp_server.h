@@ -7,7 +7,7 @@
  *   aftp_server_set_listen(s, "0.0.0.0:7400");
  *   aftp_server_set_dir(s, "/srv/incoming");
  *   aftp_server_set_identity_file(s, "/etc/mft/server_x25519");
- *   aftp_server_set_admit_cb(s, admit, app);        // per client key: refuse, or accept into its root
+ *   aftp_server_set_admit_cb(s, admit, app);        // per client key: refuse, or its root
  *   aftp_server_set_receipt_cb(s, on_receipt, app); // one per committed file: the audit trail
  *   int rc = aftp_server_run(s);                    // until aftp_server_stop()
  *   aftp_server_del(s);
@@ -129,14 +129,17 @@ AFTP_EXTERN int aftp_server_set_admit_cb(aftp_server *s, aftp_admit_cb cb, void 
 /* ---- receipts: one per file committed under its final name ---- */
 
 typedef struct aftp_receipt {      /* fields are only ever appended */
-    const char *path;              /* where it landed, relative to its root, as the client named it */
-    const char *root;              /* the root it landed beneath (the server's dir or the admission's) */
+    const char *path;              /* where it landed, relative to its root, as the client
+                                    * named it */
+    const char *root;              /* the root it landed beneath (the server's dir or the
+                                    * admission's) */
     uint64_t size;                 /* bytes */
     uint8_t digest[AFTP_DIGEST_LEN]; /* XXH3-128 of the content, verified */
     const aftp_peer *client;
     int64_t start_unix_ns;         /* the offer accepted (wall clock) */
     int64_t end_unix_ns;           /* committed and durable (wall clock) */
-    int cipher;                    /* enum aftp_cipher_choice in use (AFTP_CIPHER_NONE: unprotected) */
+    int cipher;                    /* enum aftp_cipher_choice in use (AFTP_CIPHER_NONE:
+                                    * unprotected) */
 } aftp_receipt;
 /* Called on the run's thread once the file is verified and durable under
  * its final name. cb NULL: no receipts. */
