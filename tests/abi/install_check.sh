@@ -9,9 +9,8 @@
 #               `pkg-config --static --libs aftp` (Requires/Libs.private)
 #   cmake       find_package(aftp COMPONENTS static): aftp::aftp and
 #               aftp::aftp_static (consumer/CMakeLists.txt)
-# Everything is written under one temporary directory, removed at the end;
-# the manifest that CMake's install writes into the build tree is put back
-# as it was.
+# Everything is written under one temporary directory, removed at the end
+# (install_prefix.sh).
 # Usage: install_check.sh pkg-config|cmake BUILD_DIR CONSUMER_DIR VERSION CC [CFLAGS]
 #   CFLAGS: the build's sanitizer flags, which a program linking an
 #   instrumented libaftp needs as well.
@@ -24,27 +23,9 @@ version=$4
 cc=$5
 cflags=${6:-}
 
-work=$(mktemp -d)
-manifest=$build/install_manifest.txt
-restore_manifest() {
-    if [ -f "$work/install_manifest.txt" ]; then
-        cp "$work/install_manifest.txt" "$manifest"
-    else
-        rm -f "$manifest"
-    fi
-    rm -rf "$work"
-}
-[ ! -f "$manifest" ] || cp "$manifest" "$work/install_manifest.txt"
-trap restore_manifest EXIT
-
-fail() {
-    echo "FAIL: $*"
-    exit 1
-}
-
-prefix=$work/prefix
-cmake --install "$build" --prefix "$prefix" >"$work/install.log" ||
-    { cat "$work/install.log"; fail "cmake --install $build --prefix $prefix"; }
+# shellcheck source=tests/abi/install_prefix.sh
+. "$(dirname "$0")/install_prefix.sh"
+install_prefix "$build"
 
 # The command and its manual come with the library.
 "$prefix/bin/aftp" --version | grep -q "^aftp $version " ||
