@@ -48,7 +48,9 @@ done
 for name in server acme globex stranger; do
     "$prefix/bin/aftp" keygen -f "$name" -C "$name" >/dev/null
 done
-mkdir -p in/acme in/globex
+# The server runs in srv/ (its own directory, where a client admitted
+# without a partner directory would land), the clients send from out/.
+mkdir -p in/acme in/globex srv out
 {
     echo "# NAME DIRECTORY KEY"
     echo "acme $work/in/acme $(cat acme.pub)"
@@ -56,7 +58,7 @@ mkdir -p in/acme in/globex
     echo "globex $work/in/globex $(cut -d' ' -f2 globex.pub)"
 } >partners
 
-./mft_server 127.0.0.1:0 server partners audit.log >server.out 2>server.err &
+(cd srv && exec ../mft_server 127.0.0.1:0 ../server ../partners ../audit.log) >server.out 2>server.err &
 server_pid=$!
 port=
 tries=0
@@ -83,19 +85,23 @@ print("%016x%016x" % (h.high64, h.low64))
 PY
 }
 
-# send_as PARTNER FILE: PARTNER sends FILE; it must land in PARTNER's
+# landed FILE: where the server put FILE (a base name), one path a line.
+landed() {
+    find in srv -name "$1"
+}
+
+# send_as PARTNER FILE: PARTNER sends out/FILE; it must land in PARTNER's
 # directory alone, with one audit line that has the client's digest.
 send_as() {
     partner=$1
     file=$2
-    ./mft_client "$partner" server.pub "127.0.0.1:$port" "$file" >"$partner.out" 2>"$partner.err" ||
+    ./mft_client "$partner" server.pub "127.0.0.1:$port" "out/$file" >"$partner.out" \
+        2>"$partner.err" ||
         { cat "$partner.out" "$partner.err" server.err; fail "mft_client as $partner failed"; }
-    cmp "$file" "in/$partner/$file" || fail "in/$partner/$file is not what $partner sent"
-    for other in acme globex; do
-        [ "$other" = "$partner" ] || [ ! -e "in/$other/$file" ] ||
-            fail "$partner's $file landed in $other's directory too"
-    done
-    size=$(wc -c <"$file")
+    [ "$(landed "$file")" = "in/$partner/$file" ] ||
+        fail "$partner's $file landed at '$(landed "$file")', not in/$partner/ alone"
+    cmp "out/$file" "in/$partner/$file" || fail "in/$partner/$file is not what $partner sent"
+    size=$(wc -c <"out/$file")
     digest=$(sed -n "s/^sent $file $size bytes .* xxh3=\([0-9a-f]\{32\}\)$/\1/p" \
         "$partner.out")
     [ -n "$digest" ] || { cat "$partner.out"; fail "mft_client printed no 'sent $file' line"; }
@@ -110,7 +116,7 @@ send_as() {
     *" size=$size xxh3=$digest path=$work/in/$partner/$file") ;;
     *) fail "the audit line for $partner is not size=$size xxh3=$digest path=$work/in/$partner/$file: $line" ;;
     esac
-    independent=$(xxh3_128 "$file")
+    independent=$(xxh3_128 "out/$file")
     if [ -n "$independent" ]; then
         [ "$independent" = "$digest" ] ||
             fail "$file: libxxhash's XXH3-128 is $independent, the audit line says $digest"
@@ -120,18 +126,19 @@ send_as() {
     echo "ok: $partner: $(tail -n 1 "$partner.out")"
 }
 
-head -c 3000000 /dev/urandom >acme.dat
-head -c 777777 /dev/urandom >"globex report.csv"
+head -c 3000000 /dev/urandom >out/acme.dat
+head -c 777777 /dev/urandom >"out/globex report.csv"
 send_as acme acme.dat
 send_as globex "globex report.csv"
 [ "$(wc -l <audit.log)" = 2 ] || { cat audit.log; fail "the audit log has $(wc -l <audit.log) lines, expected 2"; }
 
-head -c 1000 /dev/urandom >stranger.dat
+head -c 1000 /dev/urandom >out/stranger.dat
 status=0
-./mft_client stranger server.pub "127.0.0.1:$port" stranger.dat >stranger.out 2>stranger.err || status=$?
+./mft_client stranger server.pub "127.0.0.1:$port" out/stranger.dat >stranger.out 2>stranger.err ||
+    status=$?
 [ $status -ne 0 ] || fail "mft_client with a key the partners file does not list exited 0"
 [ -s stranger.err ] || fail "the refused mft_client said nothing on stderr"
-[ -z "$(find in -name stranger.dat)" ] || fail "a refused client's file landed"
+[ -z "$(landed stranger.dat)" ] || fail "a refused client's file landed at $(landed stranger.dat)"
 [ "$(wc -l <audit.log)" = 2 ] || { cat audit.log; fail "a refused client got an audit line"; }
 echo "ok: stranger refused: $(cat stranger.err)"
 
