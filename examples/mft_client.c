@@ -79,11 +79,13 @@ int main(int argc, char **argv)
      * handler, so that a file truncated by someone else while it is sent
      * fails that file (AFTP_ERR_SOURCE_CHANGED) instead of killing the
      * process. Optional: without it aftp installs nothing process-wide. */
-    if (aftp_global_init(AFTP_INIT_GUARD_KEYS | AFTP_INIT_GUARD_SOURCE) != AFTP_OK)
-        fprintf(stderr, "mft_client: not every process-wide protection is in place\n");
+    int rc = aftp_global_init(AFTP_INIT_GUARD_KEYS | AFTP_INIT_GUARD_SOURCE);
+    if (rc != AFTP_OK)
+        fprintf(stderr, "mft_client: aftp_global_init: %s (aftp works on without it)\n",
+                aftp_strerror(rc));
 
     aftp_client *c = NULL;
-    int rc = aftp_client_new(&c);
+    rc = aftp_client_new(&c);
     if (rc != AFTP_OK) {
         fprintf(stderr, "mft_client: %s\n", aftp_strerror(rc));
         return 1;

@@ -217,6 +217,9 @@ static void on_log(void *user, int kind, const char *line)
 
 /* ---- main ---- */
 
+/* Files land only in partners' directories (on_admit always chooses one),
+ * but the server's own directory, left at its default ".", must still
+ * exist and accept files: aftp_server_run checks it before it listens. */
 static int configure(mft_app *app, char **argv)
 {
     aftp_server *s = app->server;
@@ -258,8 +261,10 @@ int main(int argc, char **argv)
      * unswappable memory. A receiver maps no source file, so it does not
      * need AFTP_INIT_GUARD_SOURCE's SIGBUS handler. Optional: without it
      * aftp works and installs nothing process-wide. */
-    if (aftp_global_init(AFTP_INIT_GUARD_KEYS) != AFTP_OK)
-        fprintf(stderr, "mft_server: key schedules stay in OpenSSL's heap\n");
+    int rc = aftp_global_init(AFTP_INIT_GUARD_KEYS);
+    if (rc != AFTP_OK)
+        fprintf(stderr, "mft_server: aftp_global_init: %s (aftp works on without it)\n",
+                aftp_strerror(rc));
 
     static mft_app app; /* static: the partner table is large for a stack */
     if (load_partners(&app, argv[3]) != 0)
@@ -269,7 +274,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "mft_server: %s: %s\n", argv[4], strerror(errno));
         return 1;
     }
-    int rc = aftp_server_new(&app.server);
+    rc = aftp_server_new(&app.server);
     if (rc != AFTP_OK)
         fprintf(stderr, "mft_server: %s\n", aftp_strerror(rc));
     else if (configure(&app, argv) == 0)

@@ -53,8 +53,6 @@ needs_libaftp() {
 
 case $mode in
 pkg-config)
-    export PKG_CONFIG_PATH
-    PKG_CONFIG_PATH=$(dirname "$(find "$prefix" -name aftp.pc)")
     pkg-config --exists --print-errors aftp || fail "pkg-config finds no aftp in $PKG_CONFIG_PATH"
     [ "$(pkg-config --modversion aftp)" = "$version" ] ||
         fail "aftp.pc says version $(pkg-config --modversion aftp), not $version"

@@ -4,7 +4,8 @@
 # and sets
 #   work    a temporary directory for everything the test writes, removed
 #           when the shell exits,
-#   prefix  $work/prefix, the installed tree.
+#   prefix  $work/prefix, the installed tree,
+#   PKG_CONFIG_PATH  (exported) the directory of its aftp.pc.
 # The manifest that CMake's install writes into the build tree is put back
 # as it was when the shell exits (so tests that install lock it: ctest's
 # RESOURCE_LOCK aftp_install_manifest).
@@ -24,6 +25,8 @@ install_prefix() {
     prefix=$work/prefix
     cmake --install "$1" --prefix "$prefix" >"$work/install.log" ||
         { cat "$work/install.log"; fail "cmake --install $1 --prefix $prefix"; }
+    export PKG_CONFIG_PATH
+    PKG_CONFIG_PATH=$(dirname "$(find "$prefix" -name aftp.pc)")
 }
 
 install_prefix_restore() {

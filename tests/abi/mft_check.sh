@@ -32,8 +32,6 @@ stop_and_clean() {
 }
 trap stop_and_clean EXIT
 
-export PKG_CONFIG_PATH
-PKG_CONFIG_PATH=$(dirname "$(find "$prefix" -name aftp.pc)")
 # The programs find the temporary prefix's libaftp.so at run time this way,
 # so that they are built with pkg-config's flags and nothing else.
 LD_LIBRARY_PATH=$(pkg-config --variable=libdir aftp)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
