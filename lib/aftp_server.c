@@ -54,6 +54,7 @@ struct aftp_server {
     socklen_t listen_len;
     char dir[SERVER_PATH_MAX];
     int overwrite;
+    int once;
     int cipher;
     unsigned mtu;
     uint64_t idle_timeout_ns;
@@ -154,6 +155,18 @@ int aftp_server_set_overwrite(aftp_server *s, int allow)
 {
     s->overwrite = allow != 0;
     return succeed(s);
+}
+
+int aftp_server_set_once(aftp_server *s, int once)
+{
+    s->once = once != 0;
+    return succeed(s);
+}
+
+/* The dir keeps nothing (AFTP_SERVER_FAUX_DIR). */
+static int keeps_nothing(const aftp_server *s)
+{
+    return strcmp(s->dir, AFTP_SERVER_FAUX_DIR) == 0;
 }
 
 int aftp_server_set_identity_file(aftp_server *s, const char *path)
@@ -345,7 +358,8 @@ static int admit_client(void *app, const struct sockaddr *from, const uint8_t *k
         snprintf(s->client.refusal, sizeof s->client.refusal, "%s", why);
         return AFTP_ERR_UNKNOWN_PEER;
     }
-    snprintf(s->client.root, sizeof s->client.root, "%s", decision.root);
+    if (!keeps_nothing(s)) /* the receipt names where the file really is */
+        snprintf(s->client.root, sizeof s->client.root, "%s", decision.root);
     return AFTP_OK;
 }
 
@@ -475,7 +489,8 @@ static int serve(aftp_server *s, int dirfd)
     aftp_io_result res;
     aftp_serve_opts o = {
         .listen = (const struct sockaddr *)&s->listen, .listen_len = s->listen_len,
-        .dirfd = dirfd, .overwrite = s->overwrite, .idle_timeout_ns = s->idle_timeout_ns,
+        .dirfd = dirfd, .faux = keeps_nothing(s), .overwrite = s->overwrite, .once = s->once,
+        .idle_timeout_ns = s->idle_timeout_ns,
         .max_datagram = (uint16_t)AFTP_IO_DATAGRAM_FOR(s->mtu),
         .hooks = {.on_warning = on_warning, .app = s, .interrupt = &s->stop},
         .on_listening = on_listening, .admit = admit_client, .on_session_event = on_session_event,
@@ -496,8 +511,8 @@ int aftp_server_run(aftp_server *s)
     int dirfd = -1, rc;
     if (s->listen_len == 0)
         rc = fail(s, AFTP_ERR_INVALID_ARGUMENT, "no listen address (aftp_server_set_listen)");
-    else if ((rc = aftp_store_open_dir(s->dir, "the server's directory", &dirfd, why,
-                                       sizeof why)) != AFTP_OK)
+    else if (!keeps_nothing(s) && (rc = aftp_store_open_dir(s->dir, "the server's directory",
+                                                            &dirfd, why, sizeof why)) != AFTP_OK)
         fail(s, rc, "%s", why);
     else
         rc = serve(s, dirfd);

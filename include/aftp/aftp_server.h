@@ -65,10 +65,28 @@ AFTP_EXTERN void aftp_server_del(aftp_server *s);
 AFTP_EXTERN int aftp_server_set_listen(aftp_server *s, const char *addr_port);
 /* Where files land when no admission callback chose another root (path
  * copied). It must exist and accept new files: aftp_server_run checks
- * that before it listens. */
+ * that before it listens. Exactly "faux://" (AFTP_SERVER_FAUX_DIR): a
+ * destination that keeps nothing, to measure the network and the
+ * protocol without a disk: every file's payload must be zero bytes (any
+ * other byte fails that file with AFTP_ERR_IO) and its digest is
+ * verified as for a real file; receipts still come (root "faux://"); an
+ * admission callback still decides who is served, and a root it chooses
+ * must still open, but nothing lands there. */
+#define AFTP_SERVER_FAUX_DIR "faux://"
+
 AFTP_EXTERN int aftp_server_set_dir(aftp_server *s, const char *path);
 /* Non-zero: a client may replace existing files (it must also ask to). */
 AFTP_EXTERN int aftp_server_set_overwrite(aftp_server *s, int allow);
+/* Non-zero: aftp_server_run serves one session and returns its result
+ * instead of serving until aftp_server_stop(). The session counted is the
+ * first one past the handshake: a handshake this server refused (a key
+ * not admitted) or dropped in silence is logged and the run goes on
+ * waiting. The run then returns AFTP_OK when the session ended with every
+ * file of it committed, else that session's error (its client's, a
+ * file's, AFTP_ERR_IDLE_TIMEOUT for a client gone silent,
+ * AFTP_ERR_CANCELLED for aftp_server_stop() before it ended), with
+ * aftp_server_errmsg() saying why. Default 0. */
+AFTP_EXTERN int aftp_server_set_once(aftp_server *s, int once);
 /* The server's X25519 private key, read now from a key file
  * ("aftp-private-key <base64>", mode 0600 or stricter, owned by the user):
  * AFTP_ERR_NOT_FOUND, AFTP_ERR_PERMISSION, AFTP_ERR_BAD_KEY, AFTP_ERR_IO. */
@@ -142,7 +160,8 @@ typedef struct aftp_receipt {      /* fields are only ever appended */
                                     * unprotected) */
 } aftp_receipt;
 /* Called on the run's thread once the file is verified and durable under
- * its final name. cb NULL: no receipts. */
+ * its final name (with a faux:// dir: once verified; nothing is kept).
+ * cb NULL: no receipts. */
 typedef void (*aftp_receipt_cb)(void *user, const aftp_receipt *r);
 AFTP_EXTERN int aftp_server_set_receipt_cb(aftp_server *s, aftp_receipt_cb cb, void *user);
 
@@ -167,7 +186,9 @@ AFTP_EXTERN int aftp_server_set_log_cb(aftp_server *s, aftp_log_cb cb, void *use
 /* The bound port while a run listens, else 0. Any thread. */
 AFTP_EXTERN unsigned aftp_server_port(const aftp_server *s);
 
-/* Serves until aftp_server_stop(), then returns AFTP_OK. Returns an error
+/* Serves until aftp_server_stop(), then returns AFTP_OK (with
+ * aftp_server_set_once: until the end of one session, and returns its
+ * result). Returns an error
  * at once when it cannot start: no listen address
  * (AFTP_ERR_INVALID_ARGUMENT), no identity or nobody admitted in a
  * protected server (AFTP_ERR_INVALID_ARGUMENT), a directory that cannot

@@ -13,7 +13,11 @@
  *   unprotected a session without keys reaches the callback with no key;
  *   no start    a run that cannot start says why; failed setters keep
  *               what was set;
- *   busy port   a second server on a bound port fails with "address in use". */
+ *   busy port   a second server on a bound port fails with "address in use";
+ *   once        a refused handshake does not count; the first admitted
+ *               session ends the run with its result;
+ *   faux://     zeros verified, nothing kept, a receipt; another byte fails
+ *               the file and the --once run with AFTP_ERR_IO. */
 #include <fcntl.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -526,6 +530,81 @@ static void test_busy_port(void **state)
     assert_int_equal(f->run_rc, AFTP_OK);
 }
 
+/* A run that ends by itself (aftp_server_set_once): joined, with a guard
+ * of 10 s against one that never ends. */
+static void wait_run_end(fixture *f)
+{
+    struct timespec guard;
+    clock_gettime(CLOCK_REALTIME, &guard);
+    guard.tv_sec += 10;
+    assert_int_equal(pthread_timedjoin_np(f->thread, NULL, &guard), 0);
+}
+
+/* --once: a refused handshake does not count; the first session admitted
+ * ends the run with its result. */
+static void test_once_serves_one_session(void **state)
+{
+    fixture *f = *state;
+    char a[600];
+    uint8_t digest_a[AFTP_DIGEST_LEN];
+    make_file(f, "a.bin", 6, a, sizeof a);
+    configure(f, "127.0.0.1:0");
+    assert_int_equal(aftp_server_set_admit_cb(f->s, admit_partners, f), AFTP_OK);
+    assert_int_equal(aftp_server_set_once(f->s, 1), AFTP_OK);
+    unsigned port = start_server(f);
+    int rc_refused = push(f, port, 2, a), rc_a = push(f, port, 0, a);
+    wait_run_end(f);
+
+    assert_int_equal(rc_refused, AFTP_ERR_UNKNOWN_PEER);
+    assert_int_equal(rc_a, AFTP_OK);
+    assert_int_equal(f->run_rc, AFTP_OK);
+    assert_string_equal(aftp_server_errmsg(f->s), "");
+    assert_same_file(f->partner[0], "a.bin", a, digest_a);
+    assert_true(log_has(f, AFTP_LOG_SESSION_FAILED, "\"gamma stranger\""));
+    assert_int_equal(aftp_server_port(f->s), 0);
+}
+
+/* A file of FILE_LEN zero bytes, named name, in the tree. */
+static void make_zeros(const fixture *f, const char *name, char *path, size_t cap)
+{
+    snprintf(path, cap, "%s/%s", f->top, name);
+    FILE *out = fopen(path, "w");
+    assert_non_null(out);
+    for (int i = 0; i < FILE_LEN; i++)
+        fputc(0, out);
+    fclose(out);
+}
+
+/* faux://: zeros are verified and kept nowhere; another byte fails the
+ * file, and a --once run returns that failure. */
+static void test_faux_dir_keeps_nothing(void **state)
+{
+    fixture *f = *state;
+    char zeros[600], pattern[600];
+    uint8_t digest[AFTP_DIGEST_LEN];
+    make_zeros(f, "zeros.bin", zeros, sizeof zeros);
+    make_file(f, "pattern.bin", 7, pattern, sizeof pattern);
+    configure(f, "127.0.0.1:0");
+    assert_int_equal(aftp_server_set_dir(f->s, AFTP_SERVER_FAUX_DIR), AFTP_OK);
+    assert_int_equal(aftp_server_set_once(f->s, 1), AFTP_OK);
+    int rc = push(f, start_server(f), 0, zeros);
+    wait_run_end(f);
+    assert_int_equal(rc, AFTP_OK);
+    assert_int_equal(f->run_rc, AFTP_OK);
+    assert_int_equal(f->receipt_count, 1);
+    assert_same_file(f->top, "zeros.bin", zeros, digest);
+    assert_receipt(f, "zeros.bin", 0, AFTP_SERVER_FAUX_DIR, digest);
+
+    f->is_listening = 0;
+    rc = push(f, start_server(f), 0, pattern);
+    wait_run_end(f);
+    assert_int_not_equal(rc, AFTP_OK);
+    assert_int_equal(f->run_rc, AFTP_ERR_IO);
+    assert_non_null(strstr(aftp_server_errmsg(f->s), "bytes other than zeros"));
+    assert_int_equal(f->receipt_count, 1);
+    assert_int_equal(entries_in(f->server_dir), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -534,6 +613,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_unprotected_session, setup, teardown),
         cmocka_unit_test_setup_teardown(test_refuses_to_start, setup, teardown),
         cmocka_unit_test_setup_teardown(test_busy_port, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_once_serves_one_session, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_faux_dir_keeps_nothing, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
