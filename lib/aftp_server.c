@@ -42,6 +42,7 @@ typedef struct server_client {
     char root[SERVER_PATH_MAX];     /* its files land beneath */
     char refusal[SERVER_ERRMSG_MAX]; /* why this server refused it, or "" */
     int64_t file_start_ns;          /* the current file's offer accepted */
+    int64_t connected_ns;           /* the handshake completed */
 } server_client;
 
 struct aftp_admission {
@@ -288,6 +289,14 @@ const char *aftp_server_errmsg(const aftp_server *s)
     return s->errmsg;
 }
 
+int aftp_server_format_peer(const aftp_peer *peer, char *out, size_t cap)
+{
+    if (peer == NULL || peer->addr == NULL || out == NULL || cap == 0)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    aftp_serve_describe_client(peer->addr, peer->key, peer->comment, out, cap);
+    return AFTP_OK;
+}
+
 int aftp_admission_set_root(aftp_admission *a, const char *root)
 {
     if (root == NULL || root[0] == '\0' || strlen(root) >= sizeof a->root)
@@ -369,7 +378,10 @@ static void hand_receipt(aftp_server *s, const aftp_event *ev, const aftp_stats 
     aftp_receipt r = {.path = ev->info->path, .root = s->client.root, .size = ev->info->size,
                       .client = &peer, .start_unix_ns = s->client.file_start_ns,
                       .end_unix_ns = wall_clock_ns(),
-                      .cipher = aftp_session_cipher_choice(st->cipher)};
+                      .cipher = aftp_session_cipher_choice(st->cipher),
+                      .connected_unix_ns = s->client.connected_ns,
+                      .packets_received = st->packets_received,
+                      .duplicate_packets = st->duplicate_packets};
     memcpy(r.digest, ev->digest, AFTP_DIGEST_LEN);
     s->receipt_cb(s->receipt_user, &r);
 }
@@ -377,7 +389,9 @@ static void hand_receipt(aftp_server *s, const aftp_event *ev, const aftp_stats 
 static void on_session_event(void *app, const aftp_event *ev, const aftp_stats *st)
 {
     aftp_server *s = app;
-    if (ev->type == AFTP_EV_FILE_START)
+    if (ev->type == AFTP_EV_CONNECTED)
+        s->client.connected_ns = wall_clock_ns();
+    else if (ev->type == AFTP_EV_FILE_START)
         s->client.file_start_ns = wall_clock_ns();
     else if (ev->type == AFTP_EV_FILE_END && ev->error == AFTP_OK && ev->digest != NULL &&
              s->receipt_cb != NULL)

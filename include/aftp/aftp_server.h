@@ -158,6 +158,12 @@ typedef struct aftp_receipt {      /* fields are only ever appended */
     int64_t end_unix_ns;           /* committed and durable (wall clock) */
     int cipher;                    /* enum aftp_cipher_choice in use (AFTP_CIPHER_NONE:
                                     * unprotected) */
+    /* The session's figures when the file was committed, as aftp recv's
+     * summary line shows them: */
+    int64_t connected_unix_ns;     /* its handshake completed (wall clock) */
+    uint64_t packets_received;     /* data packets received in the session so far */
+    uint64_t duplicate_packets;    /* of those, ones for blocks already held: what the
+                                    * sender repeated without need */
 } aftp_receipt;
 /* Called on the run's thread once the file is verified and durable under
  * its final name (with a faux:// dir: once verified; nothing is kept).
@@ -182,6 +188,14 @@ enum aftp_log_kind {
 typedef void (*aftp_log_cb)(void *user, int kind, const char *line);
 /* cb NULL: the lines go nowhere. */
 AFTP_EXTERN int aftp_server_set_log_cb(aftp_server *s, aftp_log_cb cb, void *user);
+
+/* A client as the log lines name it, into out (cap bytes, NUL-terminated,
+ * cut to fit): "from ADDR:PORT", and for a client with a key
+ * " key aftp-x25519 <base64>" and its comment, quoted, with bytes that are
+ * not printable escaped ("\\xHH"). AFTP_SERVER_PEER_TEXT_MAX bytes hold
+ * any. Any thread; AFTP_ERR_INVALID_ARGUMENT for a NULL argument or cap 0. */
+#define AFTP_SERVER_PEER_TEXT_MAX 512u
+AFTP_EXTERN int aftp_server_format_peer(const aftp_peer *peer, char *out, size_t cap);
 
 /* The bound port while a run listens, else 0. Any thread. */
 AFTP_EXTERN unsigned aftp_server_port(const aftp_server *s);

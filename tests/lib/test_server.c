@@ -16,6 +16,8 @@
  *   busy port   a second server on a bound port fails with "address in use";
  *   once        a refused handshake does not count; the first admitted
  *               session ends the run with its result;
+ *   receipts    carry the session's figures (handshake time, packets, duplicates)
+ *               and aftp_server_format_peer names the client as the log does;
  *   faux://     zeros verified, nothing kept, a receipt; another byte fails
  *               the file and the --once run with AFTP_ERR_IO. */
 #include <fcntl.h>
@@ -49,10 +51,10 @@ typedef struct test_key {
 } test_key;
 
 typedef struct seen_receipt {
-    char path[256], root[512], comment[64];
-    uint64_t size;
+    char path[256], root[512], comment[64], peer_text[AFTP_SERVER_PEER_TEXT_MAX];
+    uint64_t size, packets_received, duplicate_packets;
     uint8_t digest[AFTP_DIGEST_LEN], key[AFTP_KEY_LEN];
-    int64_t start_ns, end_ns;
+    int64_t connected_ns, start_ns, end_ns;
     int cipher;
 } seen_receipt;
 
@@ -175,6 +177,10 @@ static void on_receipt(void *user, const aftp_receipt *r)
     e->start_ns = r->start_unix_ns;
     e->end_ns = r->end_unix_ns;
     e->cipher = r->cipher;
+    e->connected_ns = r->connected_unix_ns;
+    e->packets_received = r->packets_received;
+    e->duplicate_packets = r->duplicate_packets;
+    aftp_server_format_peer(r->client, e->peer_text, sizeof e->peer_text);
 }
 
 /* Client 0 into partner a, client 1 into partner b, anyone else refused. */
@@ -327,8 +333,17 @@ static void assert_receipt(const fixture *f, const char *name, int client, const
     assert_memory_equal(r->digest, digest, AFTP_DIGEST_LEN);
     assert_memory_equal(r->key, f->client[client].public_key, AFTP_KEY_LEN);
     assert_string_equal(r->comment, f->client[client].comment);
-    assert_true(r->start_ns > 0);
+    char key_text[128], peer_end[256];
+    assert_true(r->connected_ns > 0);
+    assert_true(r->connected_ns <= r->start_ns);
     assert_true(r->start_ns <= r->end_ns);
+    /* at least one data packet per 1452-byte payload of the file */
+    assert_true(r->packets_received >= FILE_LEN / 1452);
+    assert_true(r->duplicate_packets < r->packets_received);
+    aftp_keyfile_key_text(f->client[client].public_key, key_text, sizeof key_text);
+    snprintf(peer_end, sizeof peer_end, " key %s \"%s\"", key_text, f->client[client].comment);
+    assert_true(strncmp(r->peer_text, "from 127.0.0.1:", 15) == 0);
+    assert_string_equal(r->peer_text + strlen(r->peer_text) - strlen(peer_end), peer_end);
     assert_true(r->cipher == AFTP_CIPHER_AES256GCM || r->cipher == AFTP_CIPHER_CHACHA20POLY1305);
 }
 
@@ -476,6 +491,8 @@ static void test_unprotected_session(void **state)
     assert_memory_equal(f->receipts[0].key, no_key, AFTP_KEY_LEN);
     assert_int_equal(f->receipts[0].cipher, AFTP_CIPHER_NONE);
     assert_string_equal(f->receipts[0].root, f->partner[1]);
+    assert_true(strncmp(f->receipts[0].peer_text, "from 127.0.0.1:", 15) == 0);
+    assert_null(strstr(f->receipts[0].peer_text, " key "));
 }
 
 /* A run that cannot start says why, and a failed setter keeps what was set. */
