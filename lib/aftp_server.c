@@ -7,6 +7,7 @@
 #include <sodium.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,13 @@
 #define SERVER_DEFAULT_IDLE_NS UINT64_C(30000000000)
 #define SERVER_ERRMSG_MAX 512u
 #define SERVER_PATH_MAX 4096u
+#define SERVER_TERMS 3 /* the strings of aftp_server_terms */
+
+/* How the library names what its messages point to, unless the
+ * application chose its own terms. */
+enum { TERM_DIR, TERM_IDLE, TERM_PSK_DIFFERS };
+static const char *const default_terms[SERVER_TERMS] = {
+    "the server's directory", "the idle timeout", "the pre-shared keys differ"};
 
 /* Secrets live in guarded, locked memory (never swapped, wiped when freed). */
 typedef struct server_secrets {
@@ -68,6 +76,8 @@ struct aftp_server {
     void *receipt_user;
     aftp_log_cb log_cb;
     void *log_user;
+    char terms[SERVER_TERMS][AFTP_SERVER_TERM_MAX]; /* aftp_server_set_terms, in its
+                                                     * fields' order */
     atomic_int stop;            /* any thread, signal handlers (lock-free) */
     unsigned port;              /* atomically: aftp_server_port from any thread */
     aftp_admit admit;           /* the run's policy */
@@ -115,6 +125,7 @@ int aftp_server_new(aftp_server **out)
     s->mtu = AFTP_IO_MAX_MTU;
     s->idle_timeout_ns = SERVER_DEFAULT_IDLE_NS;
     snprintf(s->dir, sizeof s->dir, ".");
+    aftp_server_set_terms(s, NULL);
     *out = s;
     return AFTP_OK;
 }
@@ -270,6 +281,33 @@ int aftp_server_set_log_cb(aftp_server *s, aftp_log_cb cb, void *user)
 {
     s->log_cb = cb;
     s->log_user = user;
+    return succeed(s);
+}
+
+/* A field of the caller's terms, else the default: a struct too old to
+ * have the field has not set it. */
+static const char *term_given(const aftp_server_terms *t, size_t end, const char *field, int i)
+{
+    return t != NULL && t->size >= end && field != NULL ? field : default_terms[i];
+}
+#define TERM_END(f) (offsetof(aftp_server_terms, f) + sizeof(const char *))
+
+int aftp_server_set_terms(aftp_server *s, const aftp_server_terms *terms)
+{
+    if (terms != NULL && terms->size < sizeof terms->size)
+        return fail(s, AFTP_ERR_INVALID_ARGUMENT, "terms: size %zu is below that of its first "
+                    "field", terms->size);
+    const char *given[SERVER_TERMS] = {
+        term_given(terms, TERM_END(dir_setting), terms ? terms->dir_setting : NULL, TERM_DIR),
+        term_given(terms, TERM_END(idle_setting), terms ? terms->idle_setting : NULL, TERM_IDLE),
+        term_given(terms, TERM_END(psk_differs), terms ? terms->psk_differs : NULL,
+                   TERM_PSK_DIFFERS)};
+    for (int i = 0; i < SERVER_TERMS; i++)
+        if (strlen(given[i]) >= AFTP_SERVER_TERM_MAX)
+            return fail(s, AFTP_ERR_INVALID_ARGUMENT, "terms: '%s' is longer than %u bytes",
+                        given[i], AFTP_SERVER_TERM_MAX - 1);
+    for (int i = 0; i < SERVER_TERMS; i++)
+        memcpy(s->terms[i], given[i], strlen(given[i]) + 1);
     return succeed(s);
 }
 
@@ -446,7 +484,7 @@ static void explain_failure(const aftp_server *s, const aftp_io_result *res,
                                client, sizeof client);
     refusal_reason(s, reason, sizeof reason);
     aftp_serve_explain_failure(res, client, res->connected ? NULL : reason,
-                               (double)s->idle_timeout_ns / 1e9, "the idle timeout", line, cap);
+                               (double)s->idle_timeout_ns / 1e9, s->terms[TERM_IDLE], line, cap);
 }
 
 static void on_session_end(void *app, const aftp_io_result *res, const struct sockaddr *peer)
@@ -471,7 +509,7 @@ static void on_hello_dropped(void *app, const struct sockaddr *from, int why,
         aftp_serve_describe_client(from, client_key,
                                    aftp_keyfile_list_comment(&s->authorized, client_key), client,
                                    sizeof client);
-    aftp_serve_explain_drop(from, why, client, "the pre-shared keys differ", &s->admit,
+    aftp_serve_explain_drop(from, why, client, s->terms[TERM_PSK_DIFFERS], &s->admit,
                             unreported, line, sizeof line);
     say(s, AFTP_LOG_HELLO_DROPPED, line);
 }
@@ -525,8 +563,8 @@ int aftp_server_run(aftp_server *s)
     int dirfd = -1, rc;
     if (s->listen_len == 0)
         rc = fail(s, AFTP_ERR_INVALID_ARGUMENT, "no listen address (aftp_server_set_listen)");
-    else if (!keeps_nothing(s) && (rc = aftp_store_open_dir(s->dir, "the server's directory",
-                                                            &dirfd, why, sizeof why)) != AFTP_OK)
+    else if (!keeps_nothing(s) && (rc = aftp_store_open_dir(s->dir, s->terms[TERM_DIR], &dirfd,
+                                                            why, sizeof why)) != AFTP_OK)
         fail(s, rc, "%s", why);
     else
         rc = serve(s, dirfd);

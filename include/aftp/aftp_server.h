@@ -197,6 +197,29 @@ AFTP_EXTERN int aftp_server_set_log_cb(aftp_server *s, aftp_log_cb cb, void *use
 #define AFTP_SERVER_PEER_TEXT_MAX 512u
 AFTP_EXTERN int aftp_server_format_peer(const aftp_peer *peer, char *out, size_t cap);
 
+/* How the log lines and aftp_server_errmsg() name, in their advice, what
+ * the operator can act on: an MFT product names its own settings, the
+ * aftp tool its options. Each field NULL keeps the default (in
+ * parentheses). The caller sets `size` to sizeof(aftp_server_terms):
+ * fields are only ever appended, and a library newer than the caller
+ * reads only the fields within size. */
+typedef struct aftp_server_terms {
+    size_t size;
+    const char *dir_setting;  /* what names the server's dir, in "cannot use destination
+                               * directory D: ... (SETTING must name an existing
+                               * directory)" ("the server's directory") */
+    const char *idle_setting; /* how the idle timeout is set, after a client gone silent
+                               * ("the idle timeout") */
+    const char *psk_differs;  /* the advice for a handshake that does not open with this
+                               * server's pre-shared key ("the pre-shared keys differ") */
+} aftp_server_terms;
+/* Each string of up to AFTP_SERVER_TERM_MAX - 1 bytes, copied. terms
+ * NULL: the defaults again. AFTP_OK; AFTP_ERR_INVALID_ARGUMENT for a size
+ * below that of the first field or a longer string (the previous terms
+ * stay). */
+#define AFTP_SERVER_TERM_MAX 64u
+AFTP_EXTERN int aftp_server_set_terms(aftp_server *s, const aftp_server_terms *terms);
+
 /* The bound port while a run listens, else 0. Any thread. */
 AFTP_EXTERN unsigned aftp_server_port(const aftp_server *s);
 

@@ -19,7 +19,9 @@
  *   receipts    carry the session's figures (handshake time, packets, duplicates)
  *               and aftp_server_format_peer names the client as the log does;
  *   faux://     zeros verified, nothing kept, a receipt; another byte fails
- *               the file and the --once run with AFTP_ERR_IO. */
+ *               the file and the --once run with AFTP_ERR_IO;
+ *   terms       the operator's names of the dir and pre-shared key settings
+ *               appear in the advice; a term too long is refused. */
 #include <fcntl.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -622,6 +624,52 @@ static void test_faux_dir_keeps_nothing(void **state)
     assert_int_equal(entries_in(f->server_dir), 0);
 }
 
+/* The operator's terms name the settings to act on: the dir that cannot
+ * be used, the pre-shared key that differs (a handshake dropped). */
+static void test_terms_name_the_settings(void **state)
+{
+    fixture *f = *state;
+    char a[600], psk_path[600], missing[600], err[256];
+    uint8_t psk[AFTP_KEY_LEN], other_psk[AFTP_KEY_LEN];
+    char too_long[AFTP_SERVER_TERM_MAX + 1];
+    aftp_server_terms terms = {.size = sizeof terms, .dir_setting = "--dir",
+                               .idle_setting = "--idle-timeout",
+                               .psk_differs = "--psk-file differs"};
+    memset(too_long, 'x', sizeof too_long - 1);
+    too_long[sizeof too_long - 1] = '\0';
+    aftp_server_terms bad = {.size = sizeof bad, .dir_setting = too_long};
+    make_file(f, "a.bin", 8, a, sizeof a);
+    randombytes_buf(psk, sizeof psk);
+    randombytes_buf(other_psk, sizeof other_psk);
+    snprintf(psk_path, sizeof psk_path, "%s/psk", f->top);
+    assert_int_equal(aftp_keyfile_write_private(psk_path, psk, err, sizeof err), AFTP_OK);
+    snprintf(missing, sizeof missing, "%s/nope", f->top);
+    configure(f, "127.0.0.1:0");
+    assert_int_equal(aftp_server_set_psk_file(f->s, psk_path), AFTP_OK);
+    assert_int_equal(aftp_server_set_terms(f->s, &terms), AFTP_OK);
+    assert_int_equal(aftp_server_set_terms(f->s, &bad), AFTP_ERR_INVALID_ARGUMENT);
+    assert_int_equal(aftp_server_set_dir(f->s, missing), AFTP_OK);
+    assert_true(aftp_server_run(f->s) < 0);
+    assert_non_null(strstr(aftp_server_errmsg(f->s), "(--dir must name an existing directory)"));
+
+    assert_int_equal(aftp_server_set_dir(f->s, f->server_dir), AFTP_OK);
+    struct sockaddr_in to = io_test_loopback((uint16_t)start_server(f));
+    aftp_push_opts o = {.files = (const char *const[]){a}, .file_count = 1,
+                        .peer = (struct sockaddr *)&to, .peer_len = sizeof to,
+                        .rate_bps = UINT64_C(400000000), .policy = AFTP_CC_FIXED,
+                        .idle_timeout_ns = UINT64_C(1000000000)};
+    aftp_push_result res;
+    o.security.cipher = AFTP_CIPHER_AUTO;
+    o.security.identity = f->client[0].secret;
+    o.security.peer_key = f->server.public_key;
+    o.security.psk = other_psk;
+    int rc = aftp_push_run(&o, &res);
+    stop_server(f);
+    assert_int_not_equal(rc, AFTP_OK);
+    assert_true(log_has(f, AFTP_LOG_HELLO_DROPPED, "(--psk-file differs)"));
+    assert_int_equal(entries_in(f->server_dir), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -632,6 +680,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_busy_port, setup, teardown),
         cmocka_unit_test_setup_teardown(test_once_serves_one_session, setup, teardown),
         cmocka_unit_test_setup_teardown(test_faux_dir_keeps_nothing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_terms_name_the_settings, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
