@@ -15,7 +15,8 @@
  *               what was set;
  *   busy port   a second server on a bound port fails with "address in use";
  *   once        a refused handshake does not count; the first admitted
- *               session ends the run with its result;
+ *               session ends the run with its result; a stop before any
+ *               session gives AFTP_ERR_CANCELLED;
  *   receipts    carry the session's figures (handshake time, packets, duplicates)
  *               and aftp_server_format_peer names the client as the log does;
  *   faux://     zeros verified, nothing kept, a receipt; another byte fails
@@ -581,6 +582,13 @@ static void test_once_serves_one_session(void **state)
     assert_same_file(f->partner[0], "a.bin", a, digest_a);
     assert_true(log_has(f, AFTP_LOG_SESSION_FAILED, "\"gamma stranger\""));
     assert_int_equal(aftp_server_port(f->s), 0);
+
+    /* Stopped before any session: the session it waited for was cancelled. */
+    f->is_listening = 0;
+    start_server(f);
+    stop_server(f);
+    assert_int_equal(f->run_rc, AFTP_ERR_CANCELLED);
+    assert_true(aftp_server_errmsg(f->s)[0] != '\0');
 }
 
 /* A file of FILE_LEN zero bytes, named name, in the tree. */
