@@ -113,13 +113,8 @@ static void json_file_done(const aftp_cli_report *r, const aftp_stats *st)
 static void json_progress(const aftp_cli_report *r, const aftp_stats *st,
                           const aftp_meter_reading *m)
 {
-    aftp_progress p = {.name = r->name, .size = r->size, .bytes_done = m->done,
-                       .seconds = m->seconds, .goodput_bps = m->rate_bps, .eta_seconds = m->eta_s,
-                       .rate_bps = st->pacing_rate_bps,
-                       .loss = (double)st->recent_loss_ppm / 1e6,
-                       .rtt_ms = (double)st->srtt_ns / 1e6,
-                       .min_rtt_ms = (double)st->path_min_rtt_ns / 1e6,
-                       .queue_ms = (double)st->queue_delay_ns / 1e6};
+    aftp_progress p;
+    aftp_meter_progress(&r->meter, m, st, r->name, &p);
     aftp_cli_json_progress(r->json, 0, &p);
 }
 

@@ -15,6 +15,8 @@
 #include <unistd.h>
 
 #include "aftp_admit.h"
+#include "aftp_drive.h"
+#include "aftp_meter.h"
 #include "aftp_parse.h"
 #include "aftp_serve.h"
 #include "aftp_store.h"
@@ -51,6 +53,9 @@ typedef struct server_client {
     char refusal[SERVER_ERRMSG_MAX]; /* why this server refused it, or "" */
     int64_t file_start_ns;          /* the current file's offer accepted */
     int64_t connected_ns;           /* the handshake completed */
+    char file[SERVER_PATH_MAX];     /* the file under way, as the client named it */
+    int receiving;                  /* a file is under way: its meter runs */
+    aftp_meter meter;
 } server_client;
 
 struct aftp_admission {
@@ -74,6 +79,8 @@ struct aftp_server {
     void *admit_user;
     aftp_receipt_cb receipt_cb;
     void *receipt_user;
+    aftp_progress_cb progress_cb;
+    void *progress_user;
     aftp_log_cb log_cb;
     void *log_user;
     char terms[SERVER_TERMS][AFTP_SERVER_TERM_MAX]; /* aftp_server_set_terms, in its
@@ -277,6 +284,13 @@ int aftp_server_set_receipt_cb(aftp_server *s, aftp_receipt_cb cb, void *user)
     return succeed(s);
 }
 
+int aftp_server_set_progress_cb(aftp_server *s, aftp_progress_cb cb, void *user)
+{
+    s->progress_cb = cb;
+    s->progress_user = user;
+    return succeed(s);
+}
+
 int aftp_server_set_log_cb(aftp_server *s, aftp_log_cb cb, void *user)
 {
     s->log_cb = cb;
@@ -424,16 +438,39 @@ static void hand_receipt(aftp_server *s, const aftp_event *ev, const aftp_stats 
     s->receipt_cb(s->receipt_user, &r);
 }
 
+static void start_file(server_client *c, const aftp_event *ev, const aftp_stats *st)
+{
+    c->file_start_ns = wall_clock_ns();
+    snprintf(c->file, sizeof c->file, "%s", ev->info->path);
+    aftp_meter_start(&c->meter, ev->info->size, st->payload_bytes_received, aftp_drive_now_ns());
+    c->receiving = 1;
+}
+
 static void on_session_event(void *app, const aftp_event *ev, const aftp_stats *st)
 {
     aftp_server *s = app;
     if (ev->type == AFTP_EV_CONNECTED)
         s->client.connected_ns = wall_clock_ns();
     else if (ev->type == AFTP_EV_FILE_START)
-        s->client.file_start_ns = wall_clock_ns();
-    else if (ev->type == AFTP_EV_FILE_END && ev->error == AFTP_OK && ev->digest != NULL &&
-             s->receipt_cb != NULL)
+        start_file(&s->client, ev, st);
+    else if (ev->type == AFTP_EV_FILE_END)
+        s->client.receiving = 0;
+    if (ev->type == AFTP_EV_FILE_END && ev->error == AFTP_OK && ev->digest != NULL &&
+        s->receipt_cb != NULL)
         hand_receipt(s, ev, st);
+}
+
+/* The progress figures of the file under way (aftp_meter.h). */
+static void on_tick(void *app, const aftp_stats *st, uint64_t now_ns)
+{
+    aftp_server *s = app;
+    aftp_meter_reading m;
+    aftp_progress p;
+    if (s->progress_cb == NULL || !s->client.receiving ||
+        !aftp_meter_read(&s->client.meter, st->payload_bytes_received, now_ns, &m))
+        return;
+    aftp_meter_progress(&s->client.meter, &m, st, s->client.file, &p);
+    s->progress_cb(s->progress_user, &p);
 }
 
 static void on_listening(void *app, const struct sockaddr *local)
@@ -544,7 +581,8 @@ static int serve(aftp_server *s, int dirfd)
         .dirfd = dirfd, .faux = keeps_nothing(s), .overwrite = s->overwrite, .once = s->once,
         .idle_timeout_ns = s->idle_timeout_ns,
         .max_datagram = (uint16_t)AFTP_IO_DATAGRAM_FOR(s->mtu),
-        .hooks = {.on_warning = on_warning, .app = s, .interrupt = &s->stop},
+        .hooks = {.on_warning = on_warning, .on_tick = on_tick, .app = s,
+                  .interrupt = &s->stop},
         .on_listening = on_listening, .admit = admit_client, .on_session_event = on_session_event,
         .on_session_end = on_session_end, .on_hello_dropped = on_hello_dropped};
     int rc = prepare_security(s, &o.security);

@@ -37,6 +37,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "aftp/aftp_client.h"
 #include "aftp/aftp_engine.h"
 #include "aftp/aftp_error.h"
 #include "aftp/aftp_export.h"
@@ -170,6 +171,15 @@ typedef struct aftp_receipt {      /* fields are only ever appended */
  * cb NULL: no receipts. */
 typedef void (*aftp_receipt_cb)(void *user, const aftp_receipt *r);
 AFTP_EXTERN int aftp_server_set_receipt_cb(aftp_server *s, aftp_receipt_cb cb, void *user);
+
+/* ---- progress: the file being received ---- */
+
+/* About 4 times a second while a file is under way (aftp_progress,
+ * aftp/aftp_client.h): name is the path as the client named it,
+ * bytes_done the bytes received, goodput and ETA from them; the path's
+ * figures (rate_bps, loss, RTTs) are the receiving engine's, mostly 0: the
+ * sender controls the rate. On the run's thread. cb NULL: no progress. */
+AFTP_EXTERN int aftp_server_set_progress_cb(aftp_server *s, aftp_progress_cb cb, void *user);
 
 /* ---- what an operator's log wants: the library prints nothing ---- */
 

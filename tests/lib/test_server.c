@@ -22,7 +22,9 @@
  *   faux://     zeros verified, nothing kept, a receipt; another byte fails
  *               the file and the --once run with AFTP_ERR_IO;
  *   terms       the operator's names of the dir and pre-shared key settings
- *               appear in the advice; a term too long is refused. */
+ *               appear in the advice; a term too long is refused;
+ *   progress    a slow file's progress calls name it, its size, and bytes
+ *               that only grow. */
 #include <fcntl.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -79,6 +81,8 @@ typedef struct fixture {
     char lines[MAX_LINES][1024];
     int line_count;
     int admissions;
+    int progress_calls, progress_wrong; /* progress seen; calls with figures off */
+    uint64_t progress_last;             /* bytes_done of the latest call */
 } fixture;
 
 static void make_key(test_key *k, const char *comment)
@@ -186,6 +190,18 @@ static void on_receipt(void *user, const aftp_receipt *r)
     aftp_server_format_peer(r->client, e->peer_text, sizeof e->peer_text);
 }
 
+/* Every call names the file under way with its size, and bytes_done only
+ * grows, within the size. */
+static void on_progress(void *user, const aftp_progress *p)
+{
+    fixture *f = user;
+    if (strcmp(p->name, "slow.bin") != 0 || p->size != FILE_LEN || p->bytes_done > p->size ||
+        p->bytes_done < f->progress_last || p->seconds < 0)
+        f->progress_wrong++;
+    f->progress_last = p->bytes_done;
+    f->progress_calls++;
+}
+
 /* Client 0 into partner a, client 1 into partner b, anyone else refused. */
 static int admit_partners(void *user, const aftp_peer *peer, aftp_admission *decision)
 {
@@ -275,6 +291,23 @@ static int push(const fixture *f, unsigned port, int client, const char *file)
         o.security.identity = f->client[client].secret;
         o.security.peer_key = f->server.public_key;
     }
+    return aftp_push_run(&o, &res);
+}
+
+/* Pushes file as client 0 at rate_bps, silent for idle_s at most, with a
+ * pre-shared key (NULL: none). */
+static int push_paced(const fixture *f, unsigned port, const char *file, uint64_t rate_bps,
+                      unsigned idle_s, const uint8_t *psk)
+{
+    struct sockaddr_in to = io_test_loopback((uint16_t)port);
+    aftp_push_opts o = {.files = &file, .file_count = 1, .peer = (struct sockaddr *)&to,
+                        .peer_len = sizeof to, .rate_bps = rate_bps, .policy = AFTP_CC_FIXED,
+                        .idle_timeout_ns = idle_s * UINT64_C(1000000000)};
+    aftp_push_result res;
+    o.security.cipher = AFTP_CIPHER_AUTO;
+    o.security.identity = f->client[0].secret;
+    o.security.peer_key = f->server.public_key;
+    o.security.psk = psk;
     return aftp_push_run(&o, &res);
 }
 
@@ -661,21 +694,30 @@ static void test_terms_name_the_settings(void **state)
     assert_non_null(strstr(aftp_server_errmsg(f->s), "(--dir must name an existing directory)"));
 
     assert_int_equal(aftp_server_set_dir(f->s, f->server_dir), AFTP_OK);
-    struct sockaddr_in to = io_test_loopback((uint16_t)start_server(f));
-    aftp_push_opts o = {.files = (const char *const[]){a}, .file_count = 1,
-                        .peer = (struct sockaddr *)&to, .peer_len = sizeof to,
-                        .rate_bps = UINT64_C(400000000), .policy = AFTP_CC_FIXED,
-                        .idle_timeout_ns = UINT64_C(1000000000)};
-    aftp_push_result res;
-    o.security.cipher = AFTP_CIPHER_AUTO;
-    o.security.identity = f->client[0].secret;
-    o.security.peer_key = f->server.public_key;
-    o.security.psk = other_psk;
-    int rc = aftp_push_run(&o, &res);
+    int rc = push_paced(f, start_server(f), a, UINT64_C(400000000), 1, other_psk);
     stop_server(f);
     assert_int_not_equal(rc, AFTP_OK);
     assert_true(log_has(f, AFTP_LOG_HELLO_DROPPED, "(--psk-file differs)"));
     assert_int_equal(entries_in(f->server_dir), 0);
+}
+
+/* Progress while a file comes in: a push paced at 1 Mbit/s takes about
+ * 2.4 s, long enough for the ~4 calls a second. */
+static void test_progress_while_receiving(void **state)
+{
+    fixture *f = *state;
+    char slow[600];
+    uint8_t digest[AFTP_DIGEST_LEN];
+    make_file(f, "slow.bin", 9, slow, sizeof slow);
+    configure(f, "127.0.0.1:0");
+    assert_int_equal(aftp_server_set_progress_cb(f->s, on_progress, f), AFTP_OK);
+    int rc = push_paced(f, start_server(f), slow, UINT64_C(1000000), 5, NULL);
+    stop_server(f);
+    assert_int_equal(rc, AFTP_OK);
+    assert_same_file(f->server_dir, "slow.bin", slow, digest);
+    assert_true(f->progress_calls > 0);
+    assert_int_equal(f->progress_wrong, 0);
+    assert_true(f->progress_last > 0);
 }
 
 int main(void)
@@ -689,6 +731,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_once_serves_one_session, setup, teardown),
         cmocka_unit_test_setup_teardown(test_faux_dir_keeps_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_terms_name_the_settings, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_progress_while_receiving, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
