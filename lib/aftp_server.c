@@ -18,6 +18,7 @@
 #include "aftp_drive.h"
 #include "aftp_meter.h"
 #include "aftp_parse.h"
+#include "aftp_path.h"
 #include "aftp_serve.h"
 #include "aftp_store.h"
 #include "common/aftp_handshake.h"
@@ -165,9 +166,27 @@ static int copy_path(aftp_server *s, const char *what, const char *path, char *t
     return succeed(s);
 }
 
+/* A directory files can be created in, else why not, with the path, the
+ * reason and the setting that names it. */
+static int check_dir(aftp_server *s, const char *path)
+{
+    char why[SERVER_ERRMSG_MAX];
+    int dirfd = -1;
+    if (strcmp(path, AFTP_SERVER_FAUX_DIR) == 0)
+        return succeed(s);
+    int rc = aftp_store_open_dir(path, s->terms[TERM_DIR], &dirfd, why, sizeof why);
+    if (dirfd >= 0)
+        close(dirfd);
+    return rc == AFTP_OK ? succeed(s) : fail(s, rc, "%s", why);
+}
+
 int aftp_server_set_dir(aftp_server *s, const char *path)
 {
-    return copy_path(s, "directory", path, s->dir, sizeof s->dir);
+    char copy[SERVER_PATH_MAX];
+    int rc = copy_path(s, "directory", path, copy, sizeof copy);
+    if (rc == AFTP_OK && (rc = check_dir(s, copy)) == AFTP_OK)
+        memcpy(s->dir, copy, sizeof copy);
+    return rc;
 }
 
 int aftp_server_set_overwrite(aftp_server *s, int allow)
@@ -223,6 +242,10 @@ int aftp_server_set_authorized_keys_file(aftp_server *s, const char *path)
     rc = aftp_keyfile_authorized_load(path, &list, err, sizeof err);
     if (rc != AFTP_OK)
         return fail(s, rc, "authorized keys: %s", err);
+    if (list.count == 0) {
+        aftp_keyfile_list_free(&list);
+        return fail(s, AFTP_ERR_BAD_KEY, "authorized keys: no key in the file: it admits nobody");
+    }
     aftp_keyfile_list_free(&s->authorized);
     s->authorized = list;
     return succeed(s);
@@ -427,7 +450,9 @@ static int admit_client(void *app, const struct sockaddr *from, const uint8_t *k
 static void hand_receipt(aftp_server *s, const aftp_event *ev, const aftp_stats *st)
 {
     aftp_peer peer = client_peer(&s->client);
-    aftp_receipt r = {.path = ev->info->path, .root = s->client.root, .size = ev->info->size,
+    char printable[SERVER_PATH_MAX * 4];
+    aftp_path_printable(ev->info->path, printable, sizeof printable);
+    aftp_receipt r = {.path = ev->info->path, .printable_path = printable, .root = s->client.root, .size = ev->info->size,
                       .client = &peer, .start_unix_ns = s->client.file_start_ns,
                       .end_unix_ns = wall_clock_ns(),
                       .cipher = aftp_session_cipher_choice(st->cipher),

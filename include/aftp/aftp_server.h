@@ -65,8 +65,11 @@ AFTP_EXTERN void aftp_server_del(aftp_server *s);
  * AFTP_ERR_INVALID_ARGUMENT for text that is none of these. */
 AFTP_EXTERN int aftp_server_set_listen(aftp_server *s, const char *addr_port);
 /* Where files land when no admission callback chose another root (path
- * copied). It must exist and accept new files: aftp_server_run checks
- * that before it listens. Exactly "faux://" (AFTP_SERVER_FAUX_DIR): a
+ * copied). It must exist and accept new files: checked now (an error
+ * names the path, the reason and the terms' dir_setting, so set the terms
+ * first) and again when aftp_server_run starts; an error (AFTP_ERR_IO,
+ * AFTP_ERR_PERMISSION ...) for one that cannot take files.
+ * Exactly "faux://" (AFTP_SERVER_FAUX_DIR): a
  * destination that keeps nothing, to measure the network and the
  * protocol without a disk: every file's payload must be zero bytes (any
  * other byte fails that file with AFTP_ERR_IO) and its digest is
@@ -95,7 +98,8 @@ AFTP_EXTERN int aftp_server_set_identity_file(aftp_server *s, const char *path);
 /* The same from AFTP_KEY_LEN bytes (copied into guarded memory). */
 AFTP_EXTERN int aftp_server_set_identity(aftp_server *s, const uint8_t secret[AFTP_KEY_LEN]);
 /* The clients admitted by key (spec Appendix B.4: "aftp-x25519 <base64>
- * [comment]" per line), read now; the comment of a key's line reaches
+ * [comment]" per line), read now; a file without a key admits nobody:
+ * AFTP_ERR_BAD_KEY; the comment of a key's line reaches
  * aftp_peer.comment. Without an admission callback, only these clients
  * are admitted, into the server's dir; with one, a key must be listed here
  * too (when a file is set) and then the callback decides. Errors as
@@ -149,7 +153,7 @@ AFTP_EXTERN int aftp_server_set_admit_cb(aftp_server *s, aftp_admit_cb cb, void 
 
 typedef struct aftp_receipt {      /* fields are only ever appended */
     const char *path;              /* where it landed, relative to its root, as the client
-                                    * named it */
+                                    * named it (any bytes) */
     const char *root;              /* the root it landed beneath (the server's dir or the
                                     * admission's) */
     uint64_t size;                 /* bytes */
@@ -165,6 +169,8 @@ typedef struct aftp_receipt {      /* fields are only ever appended */
     uint64_t packets_received;     /* data packets received in the session so far */
     uint64_t duplicate_packets;    /* of those, ones for blocks already held: what the
                                     * sender repeated without need */
+    const char *printable_path;    /* path for a log line: bytes that are not printable
+                                    * escaped ("\\xHH") */
 } aftp_receipt;
 /* Called on the run's thread once the file is verified and durable under
  * its final name (with a faux:// dir: once verified; nothing is kept).

@@ -12,7 +12,8 @@
  *   no callback the authorized keys decide, into the server's dir;
  *   unprotected a session without keys reaches the callback with no key;
  *   no start    a run that cannot start says why; failed setters keep
- *               what was set;
+ *               what was set; a dir that cannot be used and a key file
+ *               without a key are refused when set;
  *   busy port   a second server on a bound port fails with "address in use";
  *   once        a refused handshake does not count; the first admitted
  *               session ends the run with its result; a stop before any
@@ -56,7 +57,7 @@ typedef struct test_key {
 } test_key;
 
 typedef struct seen_receipt {
-    char path[256], root[512], comment[64], peer_text[AFTP_SERVER_PEER_TEXT_MAX];
+    char path[256], printable[256], root[512], comment[64], peer_text[AFTP_SERVER_PEER_TEXT_MAX];
     uint64_t size, packets_received, duplicate_packets;
     uint8_t digest[AFTP_DIGEST_LEN], key[AFTP_KEY_LEN];
     int64_t connected_ns, start_ns, end_ns;
@@ -176,6 +177,7 @@ static void on_receipt(void *user, const aftp_receipt *r)
     seen_receipt *e = &f->receipts[f->receipt_count++];
     snprintf(e->path, sizeof e->path, "%s", r->path);
     snprintf(e->root, sizeof e->root, "%s", r->root);
+    snprintf(e->printable, sizeof e->printable, "%s", r->printable_path);
     snprintf(e->comment, sizeof e->comment, "%s", r->client->comment);
     e->size = r->size;
     memcpy(e->digest, r->digest, sizeof e->digest);
@@ -365,6 +367,7 @@ static void assert_receipt(const fixture *f, const char *name, int client, const
 {
     const seen_receipt *r = receipt_for(f, name);
     assert_string_equal(r->root, root);
+    assert_string_equal(r->printable, name);
     assert_int_equal(r->size, FILE_LEN);
     assert_memory_equal(r->digest, digest, AFTP_DIGEST_LEN);
     assert_memory_equal(r->key, f->client[client].public_key, AFTP_KEY_LEN);
@@ -551,11 +554,16 @@ static void test_refuses_to_start(void **state)
     assert_int_equal(aftp_server_set_authorized_keys_file(f->s, f->authorized), AFTP_OK);
     assert_int_equal(aftp_server_set_authorized_keys_file(f->s, missing), AFTP_ERR_NOT_FOUND);
     assert_non_null(strstr(aftp_server_errmsg(f->s), missing));
-    assert_int_equal(aftp_server_set_dir(f->s, missing), AFTP_OK);
-    assert_true(aftp_server_run(f->s) < 0);
+    assert_true(aftp_server_set_dir(f->s, missing) < 0);
     assert_non_null(strstr(aftp_server_errmsg(f->s), "cannot use destination directory"));
-    /* The authorized keys set first still hold: with a usable dir it runs. */
-    assert_int_equal(aftp_server_set_dir(f->s, f->server_dir), AFTP_OK);
+    assert_non_null(strstr(aftp_server_errmsg(f->s), missing));
+    /* A key file without a key admits nobody: refused when set. */
+    FILE *empty = fopen(missing, "w");
+    assert_non_null(empty);
+    fclose(empty);
+    assert_int_equal(aftp_server_set_authorized_keys_file(f->s, missing), AFTP_ERR_BAD_KEY);
+    assert_non_null(strstr(aftp_server_errmsg(f->s), "no key in the file: it admits nobody"));
+    /* The authorized keys and the dir set first still hold: it runs. */
     assert_int_equal(aftp_server_set_log_cb(f->s, on_log, f), AFTP_OK);
     start_server(f);
     stop_server(f);
@@ -689,11 +697,9 @@ static void test_terms_name_the_settings(void **state)
     assert_int_equal(aftp_server_set_psk_file(f->s, psk_path), AFTP_OK);
     assert_int_equal(aftp_server_set_terms(f->s, &terms), AFTP_OK);
     assert_int_equal(aftp_server_set_terms(f->s, &bad), AFTP_ERR_INVALID_ARGUMENT);
-    assert_int_equal(aftp_server_set_dir(f->s, missing), AFTP_OK);
-    assert_true(aftp_server_run(f->s) < 0);
+    assert_true(aftp_server_set_dir(f->s, missing) < 0);
     assert_non_null(strstr(aftp_server_errmsg(f->s), "(--dir must name an existing directory)"));
 
-    assert_int_equal(aftp_server_set_dir(f->s, f->server_dir), AFTP_OK);
     int rc = push_paced(f, start_server(f), a, UINT64_C(400000000), 1, other_psk);
     stop_server(f);
     assert_int_not_equal(rc, AFTP_OK);
