@@ -54,7 +54,7 @@ typedef struct server_client {
     char refusal[SERVER_ERRMSG_MAX]; /* why this server refused it, or "" */
     int64_t file_start_ns;          /* the current file's offer accepted */
     int64_t connected_ns;           /* the handshake completed */
-    char file[SERVER_PATH_MAX];     /* the file under way, as the client named it */
+    char file[SERVER_PATH_MAX * 4]; /* the file under way, printable */
     int receiving;                  /* a file is under way: its meter runs */
     aftp_meter meter;
 } server_client;
@@ -466,7 +466,7 @@ static void hand_receipt(aftp_server *s, const aftp_event *ev, const aftp_stats 
 static void start_file(server_client *c, const aftp_event *ev, const aftp_stats *st)
 {
     c->file_start_ns = wall_clock_ns();
-    snprintf(c->file, sizeof c->file, "%s", ev->info->path);
+    aftp_path_printable(ev->info->path, c->file, sizeof c->file);
     aftp_meter_start(&c->meter, ev->info->size, st->payload_bytes_received, aftp_drive_now_ns());
     c->receiving = 1;
 }
@@ -544,6 +544,8 @@ static void explain_failure(const aftp_server *s, const aftp_io_result *res,
     aftp_serve_describe_client(peer, key,
                                key != NULL ? aftp_keyfile_list_comment(&s->authorized, key) : NULL,
                                client, sizeof client);
+    if (key == NULL && res->connected) /* a session without keys: anyone could be it */
+        snprintf(client + strlen(client), sizeof client - strlen(client), " (unauthenticated)");
     refusal_reason(s, reason, sizeof reason);
     aftp_serve_explain_failure(res, client, res->connected ? NULL : reason,
                                (double)s->idle_timeout_ns / 1e9, s->terms[TERM_IDLE], line, cap);

@@ -181,7 +181,8 @@ AFTP_EXTERN int aftp_server_set_receipt_cb(aftp_server *s, aftp_receipt_cb cb, v
 /* ---- progress: the file being received ---- */
 
 /* About 4 times a second while a file is under way (aftp_progress,
- * aftp/aftp_client.h): name is the path as the client named it,
+ * aftp/aftp_client.h): name is the path as the client named it, with
+ * bytes that are not printable escaped ("\\xHH"),
  * bytes_done the bytes received, goodput and ETA from them; the path's
  * figures (rate_bps, loss, RTTs) are the receiving engine's, mostly 0: the
  * sender controls the rate. On the run's thread. cb NULL: no progress. */

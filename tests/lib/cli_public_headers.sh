@@ -11,7 +11,7 @@
 # directories PRIVATE.
 set -u
 SRC=$1
-PORTED="cli/aftp_cli_base.h cli/aftp_cli_json.c cli/aftp_cli_tofu.c"
+PORTED="cli/aftp_cli_base.h cli/aftp_cli_json.c cli/aftp_cli_recv.c cli/aftp_cli_tofu.c"
 bad=0
 
 say() {
