@@ -1,7 +1,8 @@
 /*
- * The aftp command-line tool: its per-run reporting, still on the
- * library's internal session hooks (aftp recv, and aftp send until it runs
- * on the client API's callbacks), over the public-only aftp_cli_base.h.
+ * The aftp command-line tool: aftp send's per-run reporting, still on the
+ * library's internal session hooks until it runs on the client API's
+ * callbacks, over the public-only aftp_cli_base.h (aftp recv runs on the
+ * server API and needs only that).
  */
 #ifndef AFTP_CLI_H
 #define AFTP_CLI_H

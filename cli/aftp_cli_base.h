@@ -7,6 +7,7 @@
 #ifndef AFTP_CLI_BASE_H
 #define AFTP_CLI_BASE_H
 
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -35,6 +36,26 @@ int aftp_cli_exit_code(int error);
 
 /* "aftp: error: ..." on stderr. */
 void aftp_cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* "aftp: ..." on stderr, unless quiet. */
+void aftp_cli_vnotice(int quiet, const char *fmt, va_list ap);
+/* The progress line on a terminal: drawn over the previous one, and
+ * cleared before another line is written. */
+void aftp_cli_progress_print(const aftp_progress *p);
+void aftp_cli_progress_clear(void);
+/* The one-line summary on stdout of a verified file. */
+typedef struct aftp_cli_summary {
+    int sender;          /* 1: "sent ... retransmitted", 0: "received ... duplicate" */
+    const char *name;    /* printable */
+    uint64_t size;
+    double seconds;      /* since the handshake */
+    double repeated_pct; /* retransmitted bytes (sender) or duplicate packets (receiver) */
+    const uint8_t *digest;
+    int cipher;          /* enum aftp_cipher_choice */
+    const char *peer;    /* appended after ", ", or NULL */
+} aftp_cli_summary;
+void aftp_cli_summary_print(const aftp_cli_summary *s);
+/* The share of duplicate packets among those received, in percent. */
+double aftp_cli_duplicate_pct(uint64_t duplicates, uint64_t received);
 /* The text of the latest aftp_cli_error line, "" before any. */
 const char *aftp_cli_last_error(void);
 /* SIGINT/SIGTERM also cancel c (aftp_client_cancel) until called with

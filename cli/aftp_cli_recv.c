@@ -1,18 +1,17 @@
-#include <errno.h>
-#include <fcntl.h>
+/* aftp recv: a server on the public server API (aftp/aftp_server.h), the
+ * CLI as libaftp's first embedder. The operator's lines are the log
+ * callback's, named in the CLI's terms (--dir, --idle-timeout,
+ * --psk-file); the summary line of each file is its receipt's. */
 #include <getopt.h>
+#include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "aftp_admit.h"
-#include "aftp_cli.h"
-#include "aftp_explain.h"
-#include "aftp_parse.h"
-#include "aftp_path.h"
-#include "aftp_serve.h"
-#include "aftp_store.h"
-#include "common/aftp_keyfile.h"
+#include "aftp/aftp_client.h"
+#include "aftp/aftp_server.h"
+#include "aftp_cli_base.h"
 
 typedef struct recv_args {
     const char *listen_text;
@@ -21,8 +20,6 @@ typedef struct recv_args {
     int overwrite;
     aftp_cli_common common;
     aftp_cli_security sec;
-    struct sockaddr_storage listen;
-    socklen_t listen_len;
 } recv_args;
 
 enum { OPT_ONCE = 256, OPT_OVERWRITE };
@@ -61,207 +58,214 @@ static int parse_recv_args(int argc, char **argv, recv_args *a)
         aftp_cli_error("recv needs --listen [ADDR:]PORT and --dir DIR (aftp --help)");
         return AFTP_EXIT_USAGE;
     }
-    if (aftp_faux_is(a->dir) && strcmp(a->dir, AFTP_FAUX_PREFIX) != 0) {
+    if (strncmp(a->dir, AFTP_SERVER_FAUX_DIR, strlen(AFTP_SERVER_FAUX_DIR)) == 0 &&
+        strcmp(a->dir, AFTP_SERVER_FAUX_DIR) != 0) {
         aftp_cli_error("a faux:// destination takes no path: --dir faux://");
-        return AFTP_EXIT_USAGE;
-    }
-    if (aftp_parse_addr(a->listen_text, 1, &a->listen, &a->listen_len) != AFTP_OK) {
-        aftp_cli_error("bad listen address '%s' ([ADDR:]PORT, port 0-65535)", a->listen_text);
         return AFTP_EXIT_USAGE;
     }
     return AFTP_EXIT_OK;
 }
 
-/* The server's keys: its identity, the clients it admits, the policy. */
-typedef struct recv_keys {
-    aftp_cli_secrets *secrets;
-    char authorized_path[4096];
-    aftp_keyfile_list authorized;
-    aftp_admit admit;
-} recv_keys;
-
+/* What the server's callbacks need. */
 typedef struct recv_app {
-    aftp_cli_report report;   /* first: the io hooks' `app` is the report */
-    double idle_s;
-    recv_keys *keys;
+    int quiet;
+    int progress; /* stderr is a terminal and not quiet */
+    int drawn;    /* a progress line is on the terminal */
+    int listening;
 } recv_app;
 
-static void on_listening(void *app, const struct sockaddr *local)
+static void notice(const recv_app *ra, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void notice(const recv_app *ra, const char *fmt, ...)
 {
-    char where[64];
-    aftp_format_addr(local, where, sizeof where);
-    aftp_cli_notice(app, "listening on %s", where);
+    va_list ap;
+    va_start(ap, fmt);
+    aftp_cli_vnotice(ra->quiet, fmt, ap);
+    va_end(ap);
 }
 
-/* "from ADDR key aftp-x25519 <base64> "comment"": who a client is. */
-static void describe_key(const recv_app *ra, const struct sockaddr *peer, const uint8_t *client_key,
-                         char *out, size_t cap)
+/* Another line goes to the terminal: the progress line makes way. */
+static void clear_progress(recv_app *ra)
 {
-    aftp_serve_describe_client(peer, client_key,
-                               aftp_keyfile_list_comment(&ra->keys->authorized, client_key), out,
-                               cap);
+    if (ra->drawn)
+        aftp_cli_progress_clear();
+    ra->drawn = 0;
 }
 
-/* Who a session was with. */
-static void describe_client(const recv_app *ra, const aftp_io_result *res,
-                            const struct sockaddr *peer, char *out, size_t cap)
+static void on_log(void *user, int kind, const char *line)
 {
-    char who[64];
-    if (res->have_peer_key) {
-        describe_key(ra, peer, res->peer_key, out, cap);
-        return;
+    recv_app *ra = user;
+    clear_progress(ra);
+    if (kind == AFTP_LOG_LISTENING) {
+        ra->listening = 1;
+        notice(ra, "%s", line);
+    } else if (kind == AFTP_LOG_WARNING) {
+        notice(ra, "warning: %s", line);
+    } else {
+        aftp_cli_error("%s", line);
     }
-    aftp_format_addr(peer, who, sizeof who);
-    snprintf(out, cap, "from %s%s", who, res->connected ? " (unauthenticated)" : "");
 }
 
-/* A HELLO that started nothing: the client was told nothing (spec 14.2.5),
- * its operator is, at most AFTP_SERVE_DROP_REPORTS times a minute. */
-static void on_hello_dropped(void *app, const struct sockaddr *from, int why,
-                             const uint8_t *client_key, uint64_t unreported)
+static void on_progress(void *user, const aftp_progress *p)
 {
-    recv_app *ra = app;
-    char client[512] = "", line[1200];
-    if (client_key != NULL)
-        describe_key(ra, from, client_key, client, sizeof client);
-    aftp_serve_explain_drop(from, why, client, "--psk-file differs", &ra->keys->admit, unreported,
-                            line, sizeof line);
-    aftp_cli_error("%s", line);
-}
-
-static void on_session_end(void *app, const aftp_io_result *res, const struct sockaddr *peer)
-{
-    recv_app *ra = app;
-    char client[512], refusal[4400], line[5200];
-    describe_client(ra, res, peer, client, sizeof client);
-    if (res->error == AFTP_OK) {
-        if (res->files_ok > 0)
-            aftp_cli_print_summary(&ra->report, &res->stats, client);
+    recv_app *ra = user;
+    if (!ra->progress || p->size == 0)
         return;
-    }
-    aftp_admit_explain_unknown(&ra->keys->admit, ra->keys->authorized_path, refusal,
-                               sizeof refusal);
-    aftp_serve_explain_failure(res, client, ra->keys->admit.have_rejected ? refusal : NULL,
-                               ra->idle_s, "--idle-timeout", line, sizeof line);
-    aftp_cli_error("%s", line);
+    aftp_cli_progress_print(p);
+    ra->drawn = 1;
 }
 
-/* The authorized keys; a server that admits nobody is a mistake. */
-static int load_authorized(const recv_args *a, recv_keys *k)
+/* "received NAME: ... from ADDR key aftp-x25519 <base64> "comment"". */
+static void on_receipt(void *user, const aftp_receipt *r)
 {
-    char err[512];
-    const char *path = aftp_cli_key_path(a->sec.authorized_keys, AFTP_CLI_AUTHORIZED_NAME,
-                                         k->authorized_path, sizeof k->authorized_path);
+    char name[160], peer[AFTP_SERVER_PEER_TEXT_MAX + 32];
+    clear_progress(user);
+    snprintf(name, sizeof name, "%s", r->printable_path);
+    aftp_server_format_peer(r->client, peer, sizeof peer);
+    if (r->client->key == NULL) /* a session without keys: anyone could be it */
+        snprintf(peer + strlen(peer), sizeof peer - strlen(peer), " (unauthenticated)");
+    aftp_cli_summary s = {
+        .sender = 0, .name = name, .size = r->size,
+        .seconds = r->end_unix_ns > r->connected_unix_ns
+                       ? (double)(r->end_unix_ns - r->connected_unix_ns) / 1e9
+                       : 0,
+        .repeated_pct = aftp_cli_duplicate_pct(r->duplicate_packets, r->packets_received),
+        .digest = r->digest, .cipher = r->cipher, .peer = peer};
+    aftp_cli_summary_print(&s);
+}
+
+/* The operator's Ctrl-C (SIGINT, SIGTERM) stops the server. */
+static aftp_server *signal_server;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    aftp_server_stop(signal_server); /* async-signal-safe */
+}
+
+static void stop_on_signals(aftp_server *s)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    signal_server = s;
+    sa.sa_handler = on_signal; /* no SA_RESTART: the wait wakes up at once */
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+/* The clients' keys; a server that admits nobody is a mistake. */
+static int load_authorized(const recv_args *a, aftp_server *s)
+{
+    char buf[4096];
+    const char *path =
+        aftp_cli_key_path(a->sec.authorized_keys, AFTP_CLI_AUTHORIZED_NAME, buf, sizeof buf);
     if (path == NULL) {
         aftp_cli_error("HOME is not set: give the clients' keys with --authorized-keys FILE");
         return AFTP_EXIT_USAGE;
     }
-    if (path != k->authorized_path)
-        snprintf(k->authorized_path, sizeof k->authorized_path, "%s", path);
-    int rc = aftp_keyfile_authorized_load(k->authorized_path, &k->authorized, err, sizeof err);
-    if (rc == AFTP_OK && k->authorized.count > 0)
+    if (aftp_server_set_authorized_keys_file(s, path) == AFTP_OK)
         return AFTP_EXIT_OK;
-    aftp_cli_error("authorized keys: %s (put each client's public key line, its "
-                   "~/.aftp/id_x25519.pub, in that file)",
-                   rc == AFTP_OK ? "no key in the file: it admits nobody" : err);
+    aftp_cli_error("%s (put each client's public key line, its ~/.aftp/id_x25519.pub, in that "
+                   "file)", aftp_server_errmsg(s));
     return AFTP_EXIT_AUTH;
 }
 
-/* Identity, pre-shared key and admitted clients into k and *sec. */
-static int load_recv_keys(const recv_args *a, const aftp_cli_report *r, recv_keys *k,
-                          aftp_security_settings *sec)
+/* The server's key as a client's user pins it, and its fingerprint, which
+ * that user compares before trusting this server (spec 14.9). */
+static void show_server_key(const recv_app *ra, const uint8_t *public_key)
 {
-    char line[128], fingerprint[AFTP_KEYFILE_FINGERPRINT_MAX];
-    int rc;
-    memset(sec, 0, sizeof *sec);
-    sec->cipher = a->sec.cipher;
-    if (a->sec.cipher == AFTP_CIPHER_NONE) {
-        aftp_cli_notice(r, "warning: --cipher none: transfers are neither encrypted nor "
-                           "authenticated");
-        return AFTP_EXIT_OK;
-    }
-    if ((rc = aftp_cli_load_identity(&a->sec, k->secrets)) != AFTP_EXIT_OK ||
-        (rc = aftp_cli_load_psk(&a->sec, k->secrets)) != AFTP_EXIT_OK ||
-        (rc = load_authorized(a, k)) != AFTP_EXIT_OK)
-        return rc;
-    aftp_admit_init(&k->admit, &k->authorized, k->secrets->have_psk ? k->secrets->psk : NULL);
-    sec->identity = k->secrets->identity;
-    sec->peers = aftp_admit_policy(&k->admit);
-    aftp_keyfile_key_text(k->secrets->public_key, line, sizeof line);
-    aftp_keyfile_fingerprint(k->secrets->public_key, fingerprint, sizeof fingerprint);
-    aftp_cli_notice(r, "server key %s", line);
-    /* What a client's user compares before trusting this server (14.9). */
-    aftp_cli_notice(r, "server fingerprint %s", fingerprint);
-    return AFTP_EXIT_OK;
+    char line[AFTP_CLIENT_KEY_TEXT_MAX], fingerprint[AFTP_CLIENT_FINGERPRINT_MAX];
+    aftp_client_format_key(public_key, line, sizeof line);
+    aftp_client_format_fingerprint(public_key, fingerprint, sizeof fingerprint);
+    notice(ra, "server key %s", line);
+    notice(ra, "server fingerprint %s", fingerprint);
 }
 
-static int serve(const recv_args *a, recv_app *app, int dirfd)
+/* Identity, pre-shared key and admitted clients into the server. */
+static int load_recv_keys(const recv_args *a, const recv_app *ra, aftp_server *s)
 {
-    aftp_io_result res;
-    aftp_serve_opts o = {.listen = (struct sockaddr *)&a->listen, .listen_len = a->listen_len,
-                         .dirfd = dirfd, .faux = dirfd < 0, .overwrite = a->overwrite,
-                         .once = a->once,
-                         .idle_timeout_ns = a->common.idle_timeout_ns,
-                         /* Accept what a jumbo-frame path carries: the sender's
-                          * --mtu decides (the smaller of the two is used). */
-                         .max_datagram = aftp_cli_max_datagram(&a->common, AFTP_IO_MAX_MTU),
-                         .hooks = aftp_cli_report_hooks(&app->report),
-                         .on_listening = on_listening, .on_session_end = on_session_end,
-                         .on_hello_dropped = on_hello_dropped};
-    int rc = load_recv_keys(a, &app->report, app->keys, &o.security);
+    aftp_cli_secrets *secrets;
+    int rc;
+    if (a->sec.cipher == AFTP_CIPHER_NONE) {
+        notice(ra, "warning: --cipher none: transfers are neither encrypted nor authenticated");
+        return AFTP_EXIT_OK;
+    }
+    if ((secrets = aftp_cli_secrets_new()) == NULL)
+        return AFTP_EXIT_FAILED;
+    if ((rc = aftp_cli_load_identity(&a->sec, secrets)) == AFTP_EXIT_OK &&
+        (rc = aftp_cli_load_psk(&a->sec, secrets)) == AFTP_EXIT_OK &&
+        (rc = load_authorized(a, s)) == AFTP_EXIT_OK) {
+        aftp_server_set_identity(s, secrets->identity);
+        /* read again by the server: the CLI's reading said what was wrong */
+        if (secrets->have_psk && aftp_server_set_psk_file(s, a->sec.psk_file) != AFTP_OK) {
+            aftp_cli_error("%s", aftp_server_errmsg(s));
+            rc = AFTP_EXIT_AUTH;
+        } else {
+            show_server_key(ra, secrets->public_key);
+        }
+    }
+    aftp_cli_secrets_free(secrets);
+    return rc;
+}
+
+/* The settings of the command line; the destination is checked now: a
+ * server that cannot store anything says so when it starts. */
+static int configure(const recv_args *a, recv_app *ra, aftp_server *s)
+{
+    static const aftp_server_terms terms = {.size = sizeof terms, .dir_setting = "--dir",
+                                            .idle_setting = "--idle-timeout",
+                                            .psk_differs = "--psk-file differs"};
+    if (aftp_server_set_listen(s, a->listen_text) != AFTP_OK) {
+        aftp_cli_error("bad listen address '%s' ([ADDR:]PORT, port 0-65535)", a->listen_text);
+        return AFTP_EXIT_USAGE;
+    }
+    aftp_server_set_terms(s, &terms);
+    if (aftp_server_set_dir(s, a->dir) != AFTP_OK) {
+        aftp_cli_error("%s", aftp_server_errmsg(s));
+        return AFTP_EXIT_LOCAL_FILE;
+    }
+    aftp_server_set_overwrite(s, a->overwrite);
+    aftp_server_set_once(s, a->once);
+    aftp_server_set_cipher(s, a->sec.cipher);
+    /* milliseconds, rounded up: -t 0.0001 is not the default */
+    aftp_server_set_idle_timeout_ms(s, (a->common.idle_timeout_ns + 999999) / 1000000);
+    if (a->common.mtu != 0)
+        aftp_server_set_mtu(s, a->common.mtu);
+    aftp_server_set_log_cb(s, on_log, ra);
+    aftp_server_set_receipt_cb(s, on_receipt, ra);
+    aftp_server_set_progress_cb(s, on_progress, ra);
+    return load_recv_keys(a, ra, s);
+}
+
+static int serve(const recv_args *a, aftp_server *s)
+{
+    recv_app ra = {.quiet = a->common.quiet,
+                   .progress = !a->common.quiet && isatty(STDERR_FILENO)};
+    stop_on_signals(s);
+    int rc = configure(a, &ra, s);
     if (rc != AFTP_EXIT_OK)
         return rc;
-    rc = aftp_serve_run(&o, &res);
-    if (res.phase == AFTP_IO_PHASE_LOCAL) {
-        aftp_cli_error("%s", res.message[0] ? res.message : aftp_strerror(rc));
+    rc = aftp_server_run(s);
+    clear_progress(&ra);
+    if (!ra.listening) { /* it could not start: the port, most likely */
+        aftp_cli_error("%s", aftp_server_errmsg(s));
         return AFTP_EXIT_NETWORK;
     }
     return aftp_cli_exit_code(rc);
 }
 
-/* The destination directory, open, once it is known that files can be
- * created in it: a server that cannot store anything says so when it
- * starts, not at its first client. */
-static int open_destination(const char *dir, int *dirfd)
-{
-    char why[4400];
-    if (aftp_store_open_dir(dir, "--dir", dirfd, why, sizeof why) == AFTP_OK)
-        return AFTP_EXIT_OK;
-    aftp_cli_error("%s", why);
-    return AFTP_EXIT_LOCAL_FILE;
-}
-
-static int run_recv(const recv_args *args)
-{
-    const recv_args a = *args;
-    recv_app app;
-    recv_keys keys;
-    /* --dir faux:// keeps nothing (aftp_faux.h) */
-    int dirfd = -1;
-    if (strcmp(a.dir, AFTP_FAUX_PREFIX) != 0) {
-        int rc = open_destination(a.dir, &dirfd);
-        if (rc != AFTP_EXIT_OK)
-            return rc;
-    }
-    memset(&keys, 0, sizeof keys);
-    aftp_cli_report_init(&app.report, 0, a.common.quiet);
-    app.idle_s = aftp_cli_idle_seconds(&a.common);
-    app.keys = &keys;
-    aftp_cli_catch_signals(&app.report);
-    keys.secrets = aftp_cli_secrets_new();
-    int rc = keys.secrets ? serve(&a, &app, dirfd) : AFTP_EXIT_FAILED;
-    if (dirfd >= 0)
-        close(dirfd);
-    aftp_admit_fini(&keys.admit);
-    aftp_keyfile_list_free(&keys.authorized);
-    aftp_cli_secrets_free(keys.secrets);
-    return rc;
-}
-
 int aftp_cli_recv(int argc, char **argv)
 {
     recv_args a;
+    aftp_server *s = NULL;
     memset(&a, 0, sizeof a);
     int rc = parse_recv_args(argc, argv, &a);
-    return rc == AFTP_EXIT_OK ? run_recv(&a) : rc < 0 ? AFTP_EXIT_OK : rc;
+    if (rc != AFTP_EXIT_OK)
+        return rc < 0 ? AFTP_EXIT_OK : rc;
+    if (aftp_server_new(&s) != AFTP_OK)
+        return AFTP_EXIT_FAILED;
+    rc = serve(&a, s);
+    signal_server = NULL;
+    aftp_server_del(s);
+    return rc;
 }

@@ -28,15 +28,20 @@ const char *aftp_cli_last_error(void)
     return last_error;
 }
 
-void aftp_cli_notice(const aftp_cli_report *r, const char *fmt, ...)
+void aftp_cli_vnotice(int quiet, const char *fmt, va_list ap)
 {
-    va_list ap;
-    if (r->quiet)
+    if (quiet)
         return;
-    va_start(ap, fmt);
     fputs("aftp: ", stderr);
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
+}
+
+void aftp_cli_notice(const aftp_cli_report *r, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    aftp_cli_vnotice(r->quiet, fmt, ap);
     va_end(ap);
 }
 
@@ -75,10 +80,15 @@ void aftp_cli_report_close(aftp_cli_report *r)
     r->log = NULL;
 }
 
+void aftp_cli_progress_clear(void)
+{
+    fputs("\r\033[K", stderr);
+}
+
 static void clear_progress(const aftp_cli_report *r)
 {
     if (r->progress)
-        fputs("\r\033[K", stderr);
+        aftp_cli_progress_clear();
 }
 
 static void on_warning(void *app, const char *text)
@@ -113,13 +123,8 @@ static void json_file_done(const aftp_cli_report *r, const aftp_stats *st)
 static void json_progress(const aftp_cli_report *r, const aftp_stats *st,
                           const aftp_meter_reading *m)
 {
-    aftp_progress p = {.name = r->name, .size = r->size, .bytes_done = m->done,
-                       .seconds = m->seconds, .goodput_bps = m->rate_bps, .eta_seconds = m->eta_s,
-                       .rate_bps = st->pacing_rate_bps,
-                       .loss = (double)st->recent_loss_ppm / 1e6,
-                       .rtt_ms = (double)st->srtt_ns / 1e6,
-                       .min_rtt_ms = (double)st->path_min_rtt_ns / 1e6,
-                       .queue_ms = (double)st->queue_delay_ns / 1e6};
+    aftp_progress p;
+    aftp_meter_progress(&r->meter, m, st, r->name, &p);
     aftp_cli_json_progress(r->json, 0, &p);
 }
 
@@ -169,17 +174,24 @@ static void print_path_state(const aftp_stats *st)
             (double)st->path_min_rtt_ns / 1e6, (double)st->queue_delay_ns / 1e6);
 }
 
+void aftp_cli_progress_print(const aftp_progress *p)
+{
+    char eta[32] = "--:--";
+    if (p->eta_seconds >= 0) {
+        unsigned long left = (unsigned long)p->eta_seconds;
+        snprintf(eta, sizeof eta, "%lu:%02lu", left / 60, left % 60);
+    }
+    fprintf(stderr, "\r\033[K%s %5.1f%%  %.1f/%.1f MiB  %.1f Mbit/s  ETA %s", p->name,
+            100.0 * (double)p->bytes_done / (double)p->size, (double)p->bytes_done / 1048576.0,
+            (double)p->size / 1048576.0, p->goodput_bps / 1e6, eta);
+}
+
 static void print_progress(const aftp_cli_report *r, const aftp_stats *st,
                            const aftp_meter_reading *m)
 {
-    char eta[32] = "--:--";
-    if (m->eta_s >= 0) {
-        unsigned long left = (unsigned long)m->eta_s;
-        snprintf(eta, sizeof eta, "%lu:%02lu", left / 60, left % 60);
-    }
-    fprintf(stderr, "\r\033[K%s %5.1f%%  %.1f/%.1f MiB  %.1f Mbit/s  ETA %s", r->name,
-            100.0 * (double)m->done / (double)r->size, (double)m->done / 1048576.0,
-            (double)r->size / 1048576.0, m->rate_bps / 1e6, eta);
+    aftp_progress p;
+    aftp_meter_progress(&r->meter, m, st, r->name, &p);
+    aftp_cli_progress_print(&p);
     if (r->sender)
         print_path_state(st);
 }
@@ -222,21 +234,33 @@ void aftp_cli_print_summary(const aftp_cli_report *r, const aftp_stats *st, cons
         json_file_done(r, st);
         return;
     }
-    double secs = r->t_end > r->t_connected ? (double)(r->t_end - r->t_connected) / 1e9 : 0;
-    double mbit = secs > 0 ? (double)r->size * 8 / secs / 1e6 : 0;
+    /* The sender knows what it repeated; the receiver only sees duplicates. */
+    aftp_cli_summary s = {
+        .sender = r->sender, .name = r->name, .size = r->size,
+        .seconds = r->t_end > r->t_connected ? (double)(r->t_end - r->t_connected) / 1e9 : 0,
+        .repeated_pct = r->sender ? 100.0 * (double)st->payload_bytes_retransmitted /
+                                        (double)(r->size ? r->size : 1)
+                                  : aftp_cli_duplicate_pct(st->duplicate_packets,
+                                                           st->packets_received),
+        .digest = r->digest, .cipher = aftp_session_cipher_choice(st->cipher), .peer = peer};
+    aftp_cli_summary_print(&s);
+}
+
+double aftp_cli_duplicate_pct(uint64_t duplicates, uint64_t received)
+{
+    return 100.0 * (double)duplicates / (double)(received ? received : 1);
+}
+
+void aftp_cli_summary_print(const aftp_cli_summary *s)
+{
+    double mbit = s->seconds > 0 ? (double)s->size * 8 / s->seconds / 1e6 : 0;
     char hex[2 * AFTP_DIGEST_LEN + 1];
     for (int i = 0; i < AFTP_DIGEST_LEN; i++)
-        snprintf(hex + 2 * i, 3, "%02x", r->digest[i]);
-    /* The sender knows what it repeated; the receiver only sees duplicates. */
-    double pct = r->sender ? 100.0 * (double)st->payload_bytes_retransmitted /
-                              (double)(r->size ? r->size : 1)
-                        : 100.0 * (double)st->duplicate_packets /
-                              (double)(st->packets_received ? st->packets_received : 1);
+        snprintf(hex + 2 * i, 3, "%02x", s->digest[i]);
     printf("%s %s: %llu bytes in %.3f s, %.1f Mbit/s goodput, %.2f%% %s, xxh3-128 %s, %s%s%s\n",
-           r->sender ? "sent" : "received", r->name, (unsigned long long)r->size, secs, mbit,
-           pct, r->sender ? "retransmitted" : "duplicate", hex,
-           aftp_cli_cipher_name(aftp_session_cipher_choice(st->cipher)),
-           peer ? ", " : "", peer ? peer : "");
+           s->sender ? "sent" : "received", s->name, (unsigned long long)s->size, s->seconds,
+           mbit, s->repeated_pct, s->sender ? "retransmitted" : "duplicate", hex,
+           aftp_cli_cipher_name(s->cipher), s->peer ? ", " : "", s->peer ? s->peer : "");
     fflush(stdout);
 }
 

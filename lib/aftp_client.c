@@ -431,13 +431,8 @@ static void on_tick(void *app, const aftp_stats *st, uint64_t now_ns)
     if (c->progress_cb == NULL || !f->active ||
         !aftp_meter_read(&f->meter, aftp_meter_sent_once(st), now_ns, &m))
         return;
-    aftp_progress p = {.name = f->name, .size = f->size, .bytes_done = m.done,
-                       .seconds = m.seconds, .goodput_bps = m.rate_bps, .eta_seconds = m.eta_s,
-                       .rate_bps = st->pacing_rate_bps,
-                       .loss = (double)st->recent_loss_ppm / 1e6,
-                       .rtt_ms = (double)st->srtt_ns / 1e6,
-                       .min_rtt_ms = (double)st->path_min_rtt_ns / 1e6,
-                       .queue_ms = (double)st->queue_delay_ns / 1e6};
+    aftp_progress p;
+    aftp_meter_progress(&f->meter, &m, st, f->name, &p);
     c->progress_cb(c->progress_user, &p);
 }
 

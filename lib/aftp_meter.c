@@ -1,5 +1,20 @@
 #include "aftp_meter.h"
 
+#include "aftp/aftp_client.h"
+
+void aftp_meter_progress(const aftp_meter *m, const aftp_meter_reading *r, const aftp_stats *st,
+                         const char *name, aftp_progress *out)
+{
+    aftp_progress p = {.name = name, .size = m->size, .bytes_done = r->done,
+                       .seconds = r->seconds, .goodput_bps = r->rate_bps, .eta_seconds = r->eta_s,
+                       .rate_bps = st->pacing_rate_bps,
+                       .loss = (double)st->recent_loss_ppm / 1e6,
+                       .rtt_ms = (double)st->srtt_ns / 1e6,
+                       .min_rtt_ms = (double)st->path_min_rtt_ns / 1e6,
+                       .queue_ms = (double)st->queue_delay_ns / 1e6};
+    *out = p;
+}
+
 void aftp_meter_start(aftp_meter *m, uint64_t size, uint64_t base, uint64_t now_ns)
 {
     m->size = size;

@@ -35,6 +35,12 @@ uint64_t aftp_meter_done(const aftp_meter *m, uint64_t count);
  * (nothing read) when now_ns is not past the previous reading. */
 int aftp_meter_read(aftp_meter *m, uint64_t count, uint64_t now_ns, aftp_meter_reading *out);
 
+/* The progress callbacks' figures (aftp_progress, aftp/aftp_client.h) of
+ * file `name` from a reading and the engine's counters. */
+struct aftp_progress;
+void aftp_meter_progress(const aftp_meter *m, const aftp_meter_reading *r, const aftp_stats *st,
+                         const char *name, struct aftp_progress *out);
+
 /* The count of a sender: payload bytes sent at least once. The receiver
  * counts stats.payload_bytes_received. */
 static inline uint64_t aftp_meter_sent_once(const aftp_stats *st)

@@ -7,6 +7,7 @@
 #include <sodium.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,7 +15,10 @@
 #include <unistd.h>
 
 #include "aftp_admit.h"
+#include "aftp_drive.h"
+#include "aftp_meter.h"
 #include "aftp_parse.h"
+#include "aftp_path.h"
 #include "aftp_serve.h"
 #include "aftp_store.h"
 #include "common/aftp_handshake.h"
@@ -25,6 +29,13 @@
 #define SERVER_DEFAULT_IDLE_NS UINT64_C(30000000000)
 #define SERVER_ERRMSG_MAX 512u
 #define SERVER_PATH_MAX 4096u
+#define SERVER_TERMS 3 /* the strings of aftp_server_terms */
+
+/* How the library names what its messages point to, unless the
+ * application chose its own terms. */
+enum { TERM_DIR, TERM_IDLE, TERM_PSK_DIFFERS };
+static const char *const default_terms[SERVER_TERMS] = {
+    "the server's directory", "the idle timeout", "the pre-shared keys differ"};
 
 /* Secrets live in guarded, locked memory (never swapped, wiped when freed). */
 typedef struct server_secrets {
@@ -42,6 +53,10 @@ typedef struct server_client {
     char root[SERVER_PATH_MAX];     /* its files land beneath */
     char refusal[SERVER_ERRMSG_MAX]; /* why this server refused it, or "" */
     int64_t file_start_ns;          /* the current file's offer accepted */
+    int64_t connected_ns;           /* the handshake completed */
+    char file[SERVER_PATH_MAX * 4]; /* the file under way, printable */
+    int receiving;                  /* a file is under way: its meter runs */
+    aftp_meter meter;
 } server_client;
 
 struct aftp_admission {
@@ -54,6 +69,7 @@ struct aftp_server {
     socklen_t listen_len;
     char dir[SERVER_PATH_MAX];
     int overwrite;
+    int once;
     int cipher;
     unsigned mtu;
     uint64_t idle_timeout_ns;
@@ -64,8 +80,12 @@ struct aftp_server {
     void *admit_user;
     aftp_receipt_cb receipt_cb;
     void *receipt_user;
+    aftp_progress_cb progress_cb;
+    void *progress_user;
     aftp_log_cb log_cb;
     void *log_user;
+    char terms[SERVER_TERMS][AFTP_SERVER_TERM_MAX]; /* aftp_server_set_terms, in its
+                                                     * fields' order */
     atomic_int stop;            /* any thread, signal handlers (lock-free) */
     unsigned port;              /* atomically: aftp_server_port from any thread */
     aftp_admit admit;           /* the run's policy */
@@ -113,6 +133,7 @@ int aftp_server_new(aftp_server **out)
     s->mtu = AFTP_IO_MAX_MTU;
     s->idle_timeout_ns = SERVER_DEFAULT_IDLE_NS;
     snprintf(s->dir, sizeof s->dir, ".");
+    aftp_server_set_terms(s, NULL);
     *out = s;
     return AFTP_OK;
 }
@@ -145,15 +166,45 @@ static int copy_path(aftp_server *s, const char *what, const char *path, char *t
     return succeed(s);
 }
 
+/* A directory files can be created in, else why not, with the path, the
+ * reason and the setting that names it. */
+static int check_dir(aftp_server *s, const char *path)
+{
+    char why[SERVER_ERRMSG_MAX];
+    int dirfd = -1;
+    if (strcmp(path, AFTP_SERVER_FAUX_DIR) == 0)
+        return succeed(s);
+    int rc = aftp_store_open_dir(path, s->terms[TERM_DIR], &dirfd, why, sizeof why);
+    if (dirfd >= 0)
+        close(dirfd);
+    return rc == AFTP_OK ? succeed(s) : fail(s, rc, "%s", why);
+}
+
 int aftp_server_set_dir(aftp_server *s, const char *path)
 {
-    return copy_path(s, "directory", path, s->dir, sizeof s->dir);
+    char copy[SERVER_PATH_MAX];
+    int rc = copy_path(s, "directory", path, copy, sizeof copy);
+    if (rc == AFTP_OK && (rc = check_dir(s, copy)) == AFTP_OK)
+        memcpy(s->dir, copy, sizeof copy);
+    return rc;
 }
 
 int aftp_server_set_overwrite(aftp_server *s, int allow)
 {
     s->overwrite = allow != 0;
     return succeed(s);
+}
+
+int aftp_server_set_once(aftp_server *s, int once)
+{
+    s->once = once != 0;
+    return succeed(s);
+}
+
+/* The dir keeps nothing (AFTP_SERVER_FAUX_DIR). */
+static int keeps_nothing(const aftp_server *s)
+{
+    return strcmp(s->dir, AFTP_SERVER_FAUX_DIR) == 0;
 }
 
 int aftp_server_set_identity_file(aftp_server *s, const char *path)
@@ -191,6 +242,10 @@ int aftp_server_set_authorized_keys_file(aftp_server *s, const char *path)
     rc = aftp_keyfile_authorized_load(path, &list, err, sizeof err);
     if (rc != AFTP_OK)
         return fail(s, rc, "authorized keys: %s", err);
+    if (list.count == 0) {
+        aftp_keyfile_list_free(&list);
+        return fail(s, AFTP_ERR_BAD_KEY, "authorized keys: no key in the file: it admits nobody");
+    }
     aftp_keyfile_list_free(&s->authorized);
     s->authorized = list;
     return succeed(s);
@@ -252,10 +307,44 @@ int aftp_server_set_receipt_cb(aftp_server *s, aftp_receipt_cb cb, void *user)
     return succeed(s);
 }
 
+int aftp_server_set_progress_cb(aftp_server *s, aftp_progress_cb cb, void *user)
+{
+    s->progress_cb = cb;
+    s->progress_user = user;
+    return succeed(s);
+}
+
 int aftp_server_set_log_cb(aftp_server *s, aftp_log_cb cb, void *user)
 {
     s->log_cb = cb;
     s->log_user = user;
+    return succeed(s);
+}
+
+/* A field of the caller's terms, else the default: a struct too old to
+ * have the field has not set it. */
+static const char *term_given(const aftp_server_terms *t, size_t end, const char *field, int i)
+{
+    return t != NULL && t->size >= end && field != NULL ? field : default_terms[i];
+}
+#define TERM_END(f) (offsetof(aftp_server_terms, f) + sizeof(const char *))
+
+int aftp_server_set_terms(aftp_server *s, const aftp_server_terms *terms)
+{
+    if (terms != NULL && terms->size < sizeof terms->size)
+        return fail(s, AFTP_ERR_INVALID_ARGUMENT, "terms: size %zu is below that of its first "
+                    "field", terms->size);
+    const char *given[SERVER_TERMS] = {
+        term_given(terms, TERM_END(dir_setting), terms ? terms->dir_setting : NULL, TERM_DIR),
+        term_given(terms, TERM_END(idle_setting), terms ? terms->idle_setting : NULL, TERM_IDLE),
+        term_given(terms, TERM_END(psk_differs), terms ? terms->psk_differs : NULL,
+                   TERM_PSK_DIFFERS)};
+    for (int i = 0; i < SERVER_TERMS; i++)
+        if (strlen(given[i]) >= AFTP_SERVER_TERM_MAX)
+            return fail(s, AFTP_ERR_INVALID_ARGUMENT, "terms: '%s' is longer than %u bytes",
+                        given[i], AFTP_SERVER_TERM_MAX - 1);
+    for (int i = 0; i < SERVER_TERMS; i++)
+        memcpy(s->terms[i], given[i], strlen(given[i]) + 1);
     return succeed(s);
 }
 
@@ -273,6 +362,14 @@ void aftp_server_stop(aftp_server *s)
 const char *aftp_server_errmsg(const aftp_server *s)
 {
     return s->errmsg;
+}
+
+int aftp_server_format_peer(const aftp_peer *peer, char *out, size_t cap)
+{
+    if (peer == NULL || peer->addr == NULL || out == NULL || cap == 0)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    aftp_serve_describe_client(peer->addr, peer->key, peer->comment, out, cap);
+    return AFTP_OK;
 }
 
 int aftp_admission_set_root(aftp_admission *a, const char *root)
@@ -345,29 +442,60 @@ static int admit_client(void *app, const struct sockaddr *from, const uint8_t *k
         snprintf(s->client.refusal, sizeof s->client.refusal, "%s", why);
         return AFTP_ERR_UNKNOWN_PEER;
     }
-    snprintf(s->client.root, sizeof s->client.root, "%s", decision.root);
+    if (!keeps_nothing(s)) /* the receipt names where the file really is */
+        snprintf(s->client.root, sizeof s->client.root, "%s", decision.root);
     return AFTP_OK;
 }
 
 static void hand_receipt(aftp_server *s, const aftp_event *ev, const aftp_stats *st)
 {
     aftp_peer peer = client_peer(&s->client);
-    aftp_receipt r = {.path = ev->info->path, .root = s->client.root, .size = ev->info->size,
+    char printable[SERVER_PATH_MAX * 4];
+    aftp_path_printable(ev->info->path, printable, sizeof printable);
+    aftp_receipt r = {.path = ev->info->path, .printable_path = printable, .root = s->client.root, .size = ev->info->size,
                       .client = &peer, .start_unix_ns = s->client.file_start_ns,
                       .end_unix_ns = wall_clock_ns(),
-                      .cipher = aftp_session_cipher_choice(st->cipher)};
+                      .cipher = aftp_session_cipher_choice(st->cipher),
+                      .connected_unix_ns = s->client.connected_ns,
+                      .packets_received = st->packets_received,
+                      .duplicate_packets = st->duplicate_packets};
     memcpy(r.digest, ev->digest, AFTP_DIGEST_LEN);
     s->receipt_cb(s->receipt_user, &r);
+}
+
+static void start_file(server_client *c, const aftp_event *ev, const aftp_stats *st)
+{
+    c->file_start_ns = wall_clock_ns();
+    aftp_path_printable(ev->info->path, c->file, sizeof c->file);
+    aftp_meter_start(&c->meter, ev->info->size, st->payload_bytes_received, aftp_drive_now_ns());
+    c->receiving = 1;
 }
 
 static void on_session_event(void *app, const aftp_event *ev, const aftp_stats *st)
 {
     aftp_server *s = app;
-    if (ev->type == AFTP_EV_FILE_START)
-        s->client.file_start_ns = wall_clock_ns();
-    else if (ev->type == AFTP_EV_FILE_END && ev->error == AFTP_OK && ev->digest != NULL &&
-             s->receipt_cb != NULL)
+    if (ev->type == AFTP_EV_CONNECTED)
+        s->client.connected_ns = wall_clock_ns();
+    else if (ev->type == AFTP_EV_FILE_START)
+        start_file(&s->client, ev, st);
+    else if (ev->type == AFTP_EV_FILE_END)
+        s->client.receiving = 0;
+    if (ev->type == AFTP_EV_FILE_END && ev->error == AFTP_OK && ev->digest != NULL &&
+        s->receipt_cb != NULL)
         hand_receipt(s, ev, st);
+}
+
+/* The progress figures of the file under way (aftp_meter.h). */
+static void on_tick(void *app, const aftp_stats *st, uint64_t now_ns)
+{
+    aftp_server *s = app;
+    aftp_meter_reading m;
+    aftp_progress p;
+    if (s->progress_cb == NULL || !s->client.receiving ||
+        !aftp_meter_read(&s->client.meter, st->payload_bytes_received, now_ns, &m))
+        return;
+    aftp_meter_progress(&s->client.meter, &m, st, s->client.file, &p);
+    s->progress_cb(s->progress_user, &p);
 }
 
 static void on_listening(void *app, const struct sockaddr *local)
@@ -416,9 +544,11 @@ static void explain_failure(const aftp_server *s, const aftp_io_result *res,
     aftp_serve_describe_client(peer, key,
                                key != NULL ? aftp_keyfile_list_comment(&s->authorized, key) : NULL,
                                client, sizeof client);
+    if (key == NULL && res->connected) /* a session without keys: anyone could be it */
+        snprintf(client + strlen(client), sizeof client - strlen(client), " (unauthenticated)");
     refusal_reason(s, reason, sizeof reason);
     aftp_serve_explain_failure(res, client, res->connected ? NULL : reason,
-                               (double)s->idle_timeout_ns / 1e9, "the idle timeout", line, cap);
+                               (double)s->idle_timeout_ns / 1e9, s->terms[TERM_IDLE], line, cap);
 }
 
 static void on_session_end(void *app, const aftp_io_result *res, const struct sockaddr *peer)
@@ -443,7 +573,7 @@ static void on_hello_dropped(void *app, const struct sockaddr *from, int why,
         aftp_serve_describe_client(from, client_key,
                                    aftp_keyfile_list_comment(&s->authorized, client_key), client,
                                    sizeof client);
-    aftp_serve_explain_drop(from, why, client, "the pre-shared keys differ", &s->admit,
+    aftp_serve_explain_drop(from, why, client, s->terms[TERM_PSK_DIFFERS], &s->admit,
                             unreported, line, sizeof line);
     say(s, AFTP_LOG_HELLO_DROPPED, line);
 }
@@ -475,9 +605,11 @@ static int serve(aftp_server *s, int dirfd)
     aftp_io_result res;
     aftp_serve_opts o = {
         .listen = (const struct sockaddr *)&s->listen, .listen_len = s->listen_len,
-        .dirfd = dirfd, .overwrite = s->overwrite, .idle_timeout_ns = s->idle_timeout_ns,
+        .dirfd = dirfd, .faux = keeps_nothing(s), .overwrite = s->overwrite, .once = s->once,
+        .idle_timeout_ns = s->idle_timeout_ns,
         .max_datagram = (uint16_t)AFTP_IO_DATAGRAM_FOR(s->mtu),
-        .hooks = {.on_warning = on_warning, .app = s, .interrupt = &s->stop},
+        .hooks = {.on_warning = on_warning, .on_tick = on_tick, .app = s,
+                  .interrupt = &s->stop},
         .on_listening = on_listening, .admit = admit_client, .on_session_event = on_session_event,
         .on_session_end = on_session_end, .on_hello_dropped = on_hello_dropped};
     int rc = prepare_security(s, &o.security);
@@ -496,8 +628,8 @@ int aftp_server_run(aftp_server *s)
     int dirfd = -1, rc;
     if (s->listen_len == 0)
         rc = fail(s, AFTP_ERR_INVALID_ARGUMENT, "no listen address (aftp_server_set_listen)");
-    else if ((rc = aftp_store_open_dir(s->dir, "the server's directory", &dirfd, why,
-                                       sizeof why)) != AFTP_OK)
+    else if (!keeps_nothing(s) && (rc = aftp_store_open_dir(s->dir, s->terms[TERM_DIR], &dirfd,
+                                                            why, sizeof why)) != AFTP_OK)
         fail(s, rc, "%s", why);
     else
         rc = serve(s, dirfd);

@@ -37,6 +37,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "aftp/aftp_client.h"
 #include "aftp/aftp_engine.h"
 #include "aftp/aftp_error.h"
 #include "aftp/aftp_export.h"
@@ -64,11 +65,32 @@ AFTP_EXTERN void aftp_server_del(aftp_server *s);
  * AFTP_ERR_INVALID_ARGUMENT for text that is none of these. */
 AFTP_EXTERN int aftp_server_set_listen(aftp_server *s, const char *addr_port);
 /* Where files land when no admission callback chose another root (path
- * copied). It must exist and accept new files: aftp_server_run checks
- * that before it listens. */
+ * copied). It must exist and accept new files: checked now (an error
+ * names the path, the reason and the terms' dir_setting, so set the terms
+ * first) and again when aftp_server_run starts; an error (AFTP_ERR_IO,
+ * AFTP_ERR_PERMISSION ...) for one that cannot take files.
+ * Exactly "faux://" (AFTP_SERVER_FAUX_DIR): a
+ * destination that keeps nothing, to measure the network and the
+ * protocol without a disk: every file's payload must be zero bytes (any
+ * other byte fails that file with AFTP_ERR_IO) and its digest is
+ * verified as for a real file; receipts still come (root "faux://"); an
+ * admission callback still decides who is served, and a root it chooses
+ * must still open, but nothing lands there. */
+#define AFTP_SERVER_FAUX_DIR "faux://"
+
 AFTP_EXTERN int aftp_server_set_dir(aftp_server *s, const char *path);
 /* Non-zero: a client may replace existing files (it must also ask to). */
 AFTP_EXTERN int aftp_server_set_overwrite(aftp_server *s, int allow);
+/* Non-zero: aftp_server_run serves one session and returns its result
+ * instead of serving until aftp_server_stop(). The session counted is the
+ * first one past the handshake: a handshake this server refused (a key
+ * not admitted) or dropped in silence is logged and the run goes on
+ * waiting. The run then returns AFTP_OK when the session ended with every
+ * file of it committed, else that session's error (its client's, a
+ * file's, AFTP_ERR_IDLE_TIMEOUT for a client gone silent,
+ * AFTP_ERR_CANCELLED for aftp_server_stop() before it ended), with
+ * aftp_server_errmsg() saying why. Default 0. */
+AFTP_EXTERN int aftp_server_set_once(aftp_server *s, int once);
 /* The server's X25519 private key, read now from a key file
  * ("aftp-private-key <base64>", mode 0600 or stricter, owned by the user):
  * AFTP_ERR_NOT_FOUND, AFTP_ERR_PERMISSION, AFTP_ERR_BAD_KEY, AFTP_ERR_IO. */
@@ -76,7 +98,8 @@ AFTP_EXTERN int aftp_server_set_identity_file(aftp_server *s, const char *path);
 /* The same from AFTP_KEY_LEN bytes (copied into guarded memory). */
 AFTP_EXTERN int aftp_server_set_identity(aftp_server *s, const uint8_t secret[AFTP_KEY_LEN]);
 /* The clients admitted by key (spec Appendix B.4: "aftp-x25519 <base64>
- * [comment]" per line), read now; the comment of a key's line reaches
+ * [comment]" per line), read now; a file without a key admits nobody:
+ * AFTP_ERR_BAD_KEY; the comment of a key's line reaches
  * aftp_peer.comment. Without an admission callback, only these clients
  * are admitted, into the server's dir; with one, a key must be listed here
  * too (when a file is set) and then the callback decides. Errors as
@@ -130,7 +153,7 @@ AFTP_EXTERN int aftp_server_set_admit_cb(aftp_server *s, aftp_admit_cb cb, void 
 
 typedef struct aftp_receipt {      /* fields are only ever appended */
     const char *path;              /* where it landed, relative to its root, as the client
-                                    * named it */
+                                    * named it (any bytes) */
     const char *root;              /* the root it landed beneath (the server's dir or the
                                     * admission's) */
     uint64_t size;                 /* bytes */
@@ -140,11 +163,30 @@ typedef struct aftp_receipt {      /* fields are only ever appended */
     int64_t end_unix_ns;           /* committed and durable (wall clock) */
     int cipher;                    /* enum aftp_cipher_choice in use (AFTP_CIPHER_NONE:
                                     * unprotected) */
+    /* The session's figures when the file was committed, as aftp recv's
+     * summary line shows them: */
+    int64_t connected_unix_ns;     /* its handshake completed (wall clock) */
+    uint64_t packets_received;     /* data packets received in the session so far */
+    uint64_t duplicate_packets;    /* of those, ones for blocks already held: what the
+                                    * sender repeated without need */
+    const char *printable_path;    /* path for a log line: bytes that are not printable
+                                    * escaped ("\\xHH") */
 } aftp_receipt;
 /* Called on the run's thread once the file is verified and durable under
- * its final name. cb NULL: no receipts. */
+ * its final name (with a faux:// dir: once verified; nothing is kept).
+ * cb NULL: no receipts. */
 typedef void (*aftp_receipt_cb)(void *user, const aftp_receipt *r);
 AFTP_EXTERN int aftp_server_set_receipt_cb(aftp_server *s, aftp_receipt_cb cb, void *user);
+
+/* ---- progress: the file being received ---- */
+
+/* About 4 times a second while a file is under way (aftp_progress,
+ * aftp/aftp_client.h): name is the path as the client named it, with
+ * bytes that are not printable escaped ("\\xHH"),
+ * bytes_done the bytes received, goodput and ETA from them; the path's
+ * figures (rate_bps, loss, RTTs) are the receiving engine's, mostly 0: the
+ * sender controls the rate. On the run's thread. cb NULL: no progress. */
+AFTP_EXTERN int aftp_server_set_progress_cb(aftp_server *s, aftp_progress_cb cb, void *user);
 
 /* ---- what an operator's log wants: the library prints nothing ---- */
 
@@ -164,10 +206,43 @@ typedef void (*aftp_log_cb)(void *user, int kind, const char *line);
 /* cb NULL: the lines go nowhere. */
 AFTP_EXTERN int aftp_server_set_log_cb(aftp_server *s, aftp_log_cb cb, void *user);
 
+/* A client as the log lines name it, into out (cap bytes, NUL-terminated,
+ * cut to fit): "from ADDR:PORT", and for a client with a key
+ * " key aftp-x25519 <base64>" and its comment, quoted, with bytes that are
+ * not printable escaped ("\\xHH"). AFTP_SERVER_PEER_TEXT_MAX bytes hold
+ * any. Any thread; AFTP_ERR_INVALID_ARGUMENT for a NULL argument or cap 0. */
+#define AFTP_SERVER_PEER_TEXT_MAX 512u
+AFTP_EXTERN int aftp_server_format_peer(const aftp_peer *peer, char *out, size_t cap);
+
+/* How the log lines and aftp_server_errmsg() name, in their advice, what
+ * the operator can act on: an MFT product names its own settings, the
+ * aftp tool its options. Each field NULL keeps the default (in
+ * parentheses). The caller sets `size` to sizeof(aftp_server_terms):
+ * fields are only ever appended, and a library newer than the caller
+ * reads only the fields within size. */
+typedef struct aftp_server_terms {
+    size_t size;
+    const char *dir_setting;  /* what names the server's dir, in "cannot use destination
+                               * directory D: ... (SETTING must name an existing
+                               * directory)" ("the server's directory") */
+    const char *idle_setting; /* how the idle timeout is set, after a client gone silent
+                               * ("the idle timeout") */
+    const char *psk_differs;  /* the advice for a handshake that does not open with this
+                               * server's pre-shared key ("the pre-shared keys differ") */
+} aftp_server_terms;
+/* Each string of up to AFTP_SERVER_TERM_MAX - 1 bytes, copied. terms
+ * NULL: the defaults again. AFTP_OK; AFTP_ERR_INVALID_ARGUMENT for a size
+ * below that of the first field or a longer string (the previous terms
+ * stay). */
+#define AFTP_SERVER_TERM_MAX 64u
+AFTP_EXTERN int aftp_server_set_terms(aftp_server *s, const aftp_server_terms *terms);
+
 /* The bound port while a run listens, else 0. Any thread. */
 AFTP_EXTERN unsigned aftp_server_port(const aftp_server *s);
 
-/* Serves until aftp_server_stop(), then returns AFTP_OK. Returns an error
+/* Serves until aftp_server_stop(), then returns AFTP_OK (with
+ * aftp_server_set_once: until the end of one session, and returns its
+ * result). Returns an error
  * at once when it cannot start: no listen address
  * (AFTP_ERR_INVALID_ARGUMENT), no identity or nobody admitted in a
  * protected server (AFTP_ERR_INVALID_ARGUMENT), a directory that cannot

@@ -6,12 +6,12 @@
 #
 # PORTED grows as the CLI moves onto the public API: aftp_cli_send.c, the
 # send side of aftp_cli_report.c and aftp_cli_keys.c join it when aftp send
-# runs on the client API's callbacks; aftp_cli_recv.c when aftp recv runs
-# on the server API. Then cli/ can link libaftp with its internal include
-# directories PRIVATE.
+# runs on the client API's callbacks (aftp_cli_recv.c runs on the server
+# API). Then cli/ can link libaftp with its internal include directories
+# PRIVATE.
 set -u
 SRC=$1
-PORTED="cli/aftp_cli_base.h cli/aftp_cli_json.c cli/aftp_cli_tofu.c"
+PORTED="cli/aftp_cli_base.h cli/aftp_cli_json.c cli/aftp_cli_recv.c cli/aftp_cli_tofu.c"
 bad=0
 
 say() {

@@ -12,8 +12,20 @@
  *   no callback the authorized keys decide, into the server's dir;
  *   unprotected a session without keys reaches the callback with no key;
  *   no start    a run that cannot start says why; failed setters keep
- *               what was set;
- *   busy port   a second server on a bound port fails with "address in use". */
+ *               what was set; a dir that cannot be used and a key file
+ *               without a key are refused when set;
+ *   busy port   a second server on a bound port fails with "address in use";
+ *   once        a refused handshake does not count; the first admitted
+ *               session ends the run with its result; a stop before any
+ *               session gives AFTP_ERR_CANCELLED;
+ *   receipts    carry the session's figures (handshake time, packets, duplicates)
+ *               and aftp_server_format_peer names the client as the log does;
+ *   faux://     zeros verified, nothing kept, a receipt; another byte fails
+ *               the file and the --once run with AFTP_ERR_IO;
+ *   terms       the operator's names of the dir and pre-shared key settings
+ *               appear in the advice; a term too long is refused;
+ *   progress    a slow file's progress calls name it, its size, and bytes
+ *               that only grow. */
 #include <fcntl.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -45,10 +57,10 @@ typedef struct test_key {
 } test_key;
 
 typedef struct seen_receipt {
-    char path[256], root[512], comment[64];
-    uint64_t size;
+    char path[256], printable[256], root[512], comment[64], peer_text[AFTP_SERVER_PEER_TEXT_MAX];
+    uint64_t size, packets_received, duplicate_packets;
     uint8_t digest[AFTP_DIGEST_LEN], key[AFTP_KEY_LEN];
-    int64_t start_ns, end_ns;
+    int64_t connected_ns, start_ns, end_ns;
     int cipher;
 } seen_receipt;
 
@@ -70,6 +82,8 @@ typedef struct fixture {
     char lines[MAX_LINES][1024];
     int line_count;
     int admissions;
+    int progress_calls, progress_wrong; /* progress seen; calls with figures off */
+    uint64_t progress_last;             /* bytes_done of the latest call */
 } fixture;
 
 static void make_key(test_key *k, const char *comment)
@@ -163,6 +177,7 @@ static void on_receipt(void *user, const aftp_receipt *r)
     seen_receipt *e = &f->receipts[f->receipt_count++];
     snprintf(e->path, sizeof e->path, "%s", r->path);
     snprintf(e->root, sizeof e->root, "%s", r->root);
+    snprintf(e->printable, sizeof e->printable, "%s", r->printable_path);
     snprintf(e->comment, sizeof e->comment, "%s", r->client->comment);
     e->size = r->size;
     memcpy(e->digest, r->digest, sizeof e->digest);
@@ -171,6 +186,22 @@ static void on_receipt(void *user, const aftp_receipt *r)
     e->start_ns = r->start_unix_ns;
     e->end_ns = r->end_unix_ns;
     e->cipher = r->cipher;
+    e->connected_ns = r->connected_unix_ns;
+    e->packets_received = r->packets_received;
+    e->duplicate_packets = r->duplicate_packets;
+    aftp_server_format_peer(r->client, e->peer_text, sizeof e->peer_text);
+}
+
+/* Every call names the file under way with its size, and bytes_done only
+ * grows, within the size. */
+static void on_progress(void *user, const aftp_progress *p)
+{
+    fixture *f = user;
+    if (strcmp(p->name, "slow.bin") != 0 || p->size != FILE_LEN || p->bytes_done > p->size ||
+        p->bytes_done < f->progress_last || p->seconds < 0)
+        f->progress_wrong++;
+    f->progress_last = p->bytes_done;
+    f->progress_calls++;
 }
 
 /* Client 0 into partner a, client 1 into partner b, anyone else refused. */
@@ -265,6 +296,23 @@ static int push(const fixture *f, unsigned port, int client, const char *file)
     return aftp_push_run(&o, &res);
 }
 
+/* Pushes file as client 0 at rate_bps, silent for idle_s at most, with a
+ * pre-shared key (NULL: none). */
+static int push_paced(const fixture *f, unsigned port, const char *file, uint64_t rate_bps,
+                      unsigned idle_s, const uint8_t *psk)
+{
+    struct sockaddr_in to = io_test_loopback((uint16_t)port);
+    aftp_push_opts o = {.files = &file, .file_count = 1, .peer = (struct sockaddr *)&to,
+                        .peer_len = sizeof to, .rate_bps = rate_bps, .policy = AFTP_CC_FIXED,
+                        .idle_timeout_ns = idle_s * UINT64_C(1000000000)};
+    aftp_push_result res;
+    o.security.cipher = AFTP_CIPHER_AUTO;
+    o.security.identity = f->client[0].secret;
+    o.security.peer_key = f->server.public_key;
+    o.security.psk = psk;
+    return aftp_push_run(&o, &res);
+}
+
 static uint8_t *read_whole(const char *path, size_t *len)
 {
     FILE *in = fopen(path, "r");
@@ -319,12 +367,22 @@ static void assert_receipt(const fixture *f, const char *name, int client, const
 {
     const seen_receipt *r = receipt_for(f, name);
     assert_string_equal(r->root, root);
+    assert_string_equal(r->printable, name);
     assert_int_equal(r->size, FILE_LEN);
     assert_memory_equal(r->digest, digest, AFTP_DIGEST_LEN);
     assert_memory_equal(r->key, f->client[client].public_key, AFTP_KEY_LEN);
     assert_string_equal(r->comment, f->client[client].comment);
-    assert_true(r->start_ns > 0);
+    char key_text[128], peer_end[256];
+    assert_true(r->connected_ns > 0);
+    assert_true(r->connected_ns <= r->start_ns);
     assert_true(r->start_ns <= r->end_ns);
+    /* at least one data packet per 1452-byte payload of the file */
+    assert_true(r->packets_received >= FILE_LEN / 1452);
+    assert_true(r->duplicate_packets < r->packets_received);
+    aftp_keyfile_key_text(f->client[client].public_key, key_text, sizeof key_text);
+    snprintf(peer_end, sizeof peer_end, " key %s \"%s\"", key_text, f->client[client].comment);
+    assert_true(strncmp(r->peer_text, "from 127.0.0.1:", 15) == 0);
+    assert_string_equal(r->peer_text + strlen(r->peer_text) - strlen(peer_end), peer_end);
     assert_true(r->cipher == AFTP_CIPHER_AES256GCM || r->cipher == AFTP_CIPHER_CHACHA20POLY1305);
 }
 
@@ -472,6 +530,8 @@ static void test_unprotected_session(void **state)
     assert_memory_equal(f->receipts[0].key, no_key, AFTP_KEY_LEN);
     assert_int_equal(f->receipts[0].cipher, AFTP_CIPHER_NONE);
     assert_string_equal(f->receipts[0].root, f->partner[1]);
+    assert_true(strncmp(f->receipts[0].peer_text, "from 127.0.0.1:", 15) == 0);
+    assert_null(strstr(f->receipts[0].peer_text, " key "));
 }
 
 /* A run that cannot start says why, and a failed setter keeps what was set. */
@@ -494,11 +554,16 @@ static void test_refuses_to_start(void **state)
     assert_int_equal(aftp_server_set_authorized_keys_file(f->s, f->authorized), AFTP_OK);
     assert_int_equal(aftp_server_set_authorized_keys_file(f->s, missing), AFTP_ERR_NOT_FOUND);
     assert_non_null(strstr(aftp_server_errmsg(f->s), missing));
-    assert_int_equal(aftp_server_set_dir(f->s, missing), AFTP_OK);
-    assert_true(aftp_server_run(f->s) < 0);
+    assert_true(aftp_server_set_dir(f->s, missing) < 0);
     assert_non_null(strstr(aftp_server_errmsg(f->s), "cannot use destination directory"));
-    /* The authorized keys set first still hold: with a usable dir it runs. */
-    assert_int_equal(aftp_server_set_dir(f->s, f->server_dir), AFTP_OK);
+    assert_non_null(strstr(aftp_server_errmsg(f->s), missing));
+    /* A key file without a key admits nobody: refused when set. */
+    FILE *empty = fopen(missing, "w");
+    assert_non_null(empty);
+    fclose(empty);
+    assert_int_equal(aftp_server_set_authorized_keys_file(f->s, missing), AFTP_ERR_BAD_KEY);
+    assert_non_null(strstr(aftp_server_errmsg(f->s), "no key in the file: it admits nobody"));
+    /* The authorized keys and the dir set first still hold: it runs. */
     assert_int_equal(aftp_server_set_log_cb(f->s, on_log, f), AFTP_OK);
     start_server(f);
     stop_server(f);
@@ -526,6 +591,141 @@ static void test_busy_port(void **state)
     assert_int_equal(f->run_rc, AFTP_OK);
 }
 
+/* A run that ends by itself (aftp_server_set_once): joined, with a guard
+ * of 10 s against one that never ends. */
+static void wait_run_end(fixture *f)
+{
+    struct timespec guard;
+    clock_gettime(CLOCK_REALTIME, &guard);
+    guard.tv_sec += 10;
+    assert_int_equal(pthread_timedjoin_np(f->thread, NULL, &guard), 0);
+}
+
+/* --once: a refused handshake does not count; the first session admitted
+ * ends the run with its result. */
+static void test_once_serves_one_session(void **state)
+{
+    fixture *f = *state;
+    char a[600];
+    uint8_t digest_a[AFTP_DIGEST_LEN];
+    make_file(f, "a.bin", 6, a, sizeof a);
+    configure(f, "127.0.0.1:0");
+    assert_int_equal(aftp_server_set_admit_cb(f->s, admit_partners, f), AFTP_OK);
+    assert_int_equal(aftp_server_set_once(f->s, 1), AFTP_OK);
+    unsigned port = start_server(f);
+    int rc_refused = push(f, port, 2, a), rc_a = push(f, port, 0, a);
+    wait_run_end(f);
+
+    assert_int_equal(rc_refused, AFTP_ERR_UNKNOWN_PEER);
+    assert_int_equal(rc_a, AFTP_OK);
+    assert_int_equal(f->run_rc, AFTP_OK);
+    assert_string_equal(aftp_server_errmsg(f->s), "");
+    assert_same_file(f->partner[0], "a.bin", a, digest_a);
+    assert_true(log_has(f, AFTP_LOG_SESSION_FAILED, "\"gamma stranger\""));
+    assert_int_equal(aftp_server_port(f->s), 0);
+
+    /* Stopped before any session: the session it waited for was cancelled. */
+    f->is_listening = 0;
+    start_server(f);
+    stop_server(f);
+    assert_int_equal(f->run_rc, AFTP_ERR_CANCELLED);
+    assert_true(aftp_server_errmsg(f->s)[0] != '\0');
+}
+
+/* A file of FILE_LEN zero bytes, named name, in the tree. */
+static void make_zeros(const fixture *f, const char *name, char *path, size_t cap)
+{
+    snprintf(path, cap, "%s/%s", f->top, name);
+    FILE *out = fopen(path, "w");
+    assert_non_null(out);
+    for (int i = 0; i < FILE_LEN; i++)
+        fputc(0, out);
+    fclose(out);
+}
+
+/* faux://: zeros are verified and kept nowhere; another byte fails the
+ * file, and a --once run returns that failure. */
+static void test_faux_dir_keeps_nothing(void **state)
+{
+    fixture *f = *state;
+    char zeros[600], pattern[600];
+    uint8_t digest[AFTP_DIGEST_LEN];
+    make_zeros(f, "zeros.bin", zeros, sizeof zeros);
+    make_file(f, "pattern.bin", 7, pattern, sizeof pattern);
+    configure(f, "127.0.0.1:0");
+    assert_int_equal(aftp_server_set_dir(f->s, AFTP_SERVER_FAUX_DIR), AFTP_OK);
+    assert_int_equal(aftp_server_set_once(f->s, 1), AFTP_OK);
+    int rc = push(f, start_server(f), 0, zeros);
+    wait_run_end(f);
+    assert_int_equal(rc, AFTP_OK);
+    assert_int_equal(f->run_rc, AFTP_OK);
+    assert_int_equal(f->receipt_count, 1);
+    assert_same_file(f->top, "zeros.bin", zeros, digest);
+    assert_receipt(f, "zeros.bin", 0, AFTP_SERVER_FAUX_DIR, digest);
+
+    f->is_listening = 0;
+    rc = push(f, start_server(f), 0, pattern);
+    wait_run_end(f);
+    assert_int_not_equal(rc, AFTP_OK);
+    assert_int_equal(f->run_rc, AFTP_ERR_IO);
+    assert_non_null(strstr(aftp_server_errmsg(f->s), "bytes other than zeros"));
+    assert_int_equal(f->receipt_count, 1);
+    assert_int_equal(entries_in(f->server_dir), 0);
+}
+
+/* The operator's terms name the settings to act on: the dir that cannot
+ * be used, the pre-shared key that differs (a handshake dropped). */
+static void test_terms_name_the_settings(void **state)
+{
+    fixture *f = *state;
+    char a[600], psk_path[600], missing[600], err[256];
+    uint8_t psk[AFTP_KEY_LEN], other_psk[AFTP_KEY_LEN];
+    char too_long[AFTP_SERVER_TERM_MAX + 1];
+    aftp_server_terms terms = {.size = sizeof terms, .dir_setting = "--dir",
+                               .idle_setting = "--idle-timeout",
+                               .psk_differs = "--psk-file differs"};
+    memset(too_long, 'x', sizeof too_long - 1);
+    too_long[sizeof too_long - 1] = '\0';
+    aftp_server_terms bad = {.size = sizeof bad, .dir_setting = too_long};
+    make_file(f, "a.bin", 8, a, sizeof a);
+    randombytes_buf(psk, sizeof psk);
+    randombytes_buf(other_psk, sizeof other_psk);
+    snprintf(psk_path, sizeof psk_path, "%s/psk", f->top);
+    assert_int_equal(aftp_keyfile_write_private(psk_path, psk, err, sizeof err), AFTP_OK);
+    snprintf(missing, sizeof missing, "%s/nope", f->top);
+    configure(f, "127.0.0.1:0");
+    assert_int_equal(aftp_server_set_psk_file(f->s, psk_path), AFTP_OK);
+    assert_int_equal(aftp_server_set_terms(f->s, &terms), AFTP_OK);
+    assert_int_equal(aftp_server_set_terms(f->s, &bad), AFTP_ERR_INVALID_ARGUMENT);
+    assert_true(aftp_server_set_dir(f->s, missing) < 0);
+    assert_non_null(strstr(aftp_server_errmsg(f->s), "(--dir must name an existing directory)"));
+
+    int rc = push_paced(f, start_server(f), a, UINT64_C(400000000), 1, other_psk);
+    stop_server(f);
+    assert_int_not_equal(rc, AFTP_OK);
+    assert_true(log_has(f, AFTP_LOG_HELLO_DROPPED, "(--psk-file differs)"));
+    assert_int_equal(entries_in(f->server_dir), 0);
+}
+
+/* Progress while a file comes in: a push paced at 1 Mbit/s takes about
+ * 2.4 s, long enough for the ~4 calls a second. */
+static void test_progress_while_receiving(void **state)
+{
+    fixture *f = *state;
+    char slow[600];
+    uint8_t digest[AFTP_DIGEST_LEN];
+    make_file(f, "slow.bin", 9, slow, sizeof slow);
+    configure(f, "127.0.0.1:0");
+    assert_int_equal(aftp_server_set_progress_cb(f->s, on_progress, f), AFTP_OK);
+    int rc = push_paced(f, start_server(f), slow, UINT64_C(1000000), 5, NULL);
+    stop_server(f);
+    assert_int_equal(rc, AFTP_OK);
+    assert_same_file(f->server_dir, "slow.bin", slow, digest);
+    assert_true(f->progress_calls > 0);
+    assert_int_equal(f->progress_wrong, 0);
+    assert_true(f->progress_last > 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -534,6 +734,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_unprotected_session, setup, teardown),
         cmocka_unit_test_setup_teardown(test_refuses_to_start, setup, teardown),
         cmocka_unit_test_setup_teardown(test_busy_port, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_once_serves_one_session, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_faux_dir_keeps_nothing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_terms_name_the_settings, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_progress_while_receiving, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
