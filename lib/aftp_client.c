@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "aftp_explain.h"
+#include "aftp_handle.h"
 #include "aftp_meter.h"
 #include "aftp_drive.h"
 #include "aftp_keyfetch.h"
@@ -105,18 +106,13 @@ int aftp_client_new(aftp_client **out)
 {
     if (out == NULL)
         return AFTP_ERR_INVALID_ARGUMENT;
+    void *handle, *secrets;
+    int rc = aftp_handle_alloc(sizeof(aftp_client), &handle, sizeof(client_keys), &secrets);
     *out = NULL;
-    if (sodium_init() < 0)
-        return AFTP_ERR_INTERNAL;
-    aftp_client *c = calloc(1, sizeof *c);
-    client_keys *keys = sodium_malloc(sizeof *keys);
-    if (c == NULL || keys == NULL) {
-        free(c);
-        sodium_free(keys);
-        return AFTP_ERR_NO_MEMORY;
-    }
-    memset(keys, 0, sizeof *keys);
-    c->keys = keys;
+    if (rc != AFTP_OK)
+        return rc;
+    aftp_client *c = handle;
+    c->keys = secrets;
     c->cipher = AFTP_CIPHER_AUTO;
     c->policy = AFTP_CC_FAIR;
     c->rate_bps = AFTP_CLIENT_DEFAULT_RATE;

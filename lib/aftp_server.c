@@ -16,6 +16,7 @@
 
 #include "aftp_admit.h"
 #include "aftp_drive.h"
+#include "aftp_handle.h"
 #include "aftp_meter.h"
 #include "aftp_parse.h"
 #include "aftp_path.h"
@@ -117,17 +118,14 @@ static void say(const aftp_server *s, int kind, const char *line)
 
 int aftp_server_new(aftp_server **out)
 {
+    if (out == NULL)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    void *handle, *secrets;
+    int rc = aftp_handle_alloc(sizeof(aftp_server), &handle, sizeof(server_secrets), &secrets);
     *out = NULL;
-    if (sodium_init() < 0)
-        return AFTP_ERR_INTERNAL;
-    aftp_server *s = calloc(1, sizeof *s);
-    server_secrets *secrets = sodium_malloc(sizeof *secrets);
-    if (s == NULL || secrets == NULL) {
-        free(s);
-        sodium_free(secrets);
-        return AFTP_ERR_NO_MEMORY;
-    }
-    memset(secrets, 0, sizeof *secrets);
+    if (rc != AFTP_OK)
+        return rc;
+    aftp_server *s = handle;
     s->secrets = secrets;
     s->cipher = AFTP_CIPHER_AUTO;
     s->mtu = AFTP_IO_MAX_MTU;
