@@ -37,7 +37,8 @@ int aftp_cli_exit_code(int error);
 /* "aftp: error: ..." on stderr. */
 void aftp_cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* "aftp: ..." on stderr, unless quiet. */
-void aftp_cli_vnotice(int quiet, const char *fmt, va_list ap);
+void aftp_cli_vnotice(int quiet, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
 /* The progress line on a terminal: drawn over the previous one, and
  * cleared before another line is written. */
 void aftp_cli_progress_print(const aftp_progress *p);

@@ -48,13 +48,17 @@ stage_fuzz() {
     scripts/fuzz.sh build/test-fuzz "$fuzz_seconds" | tee build/test-fuzz.log
 }
 
-# The figures a stage left behind: ctest's count, or the fuzz pass's last line.
+# The figures a stage left behind: ctest's count, or the fuzz pass's last
+# line; nothing when it failed before them (never a failure itself: the
+# summary must always be printed).
 stage_figures() { # name
+    local log pattern
     case $1 in
-    release) grep -hE 'tests passed|tests failed' build/test-release.ctest.log 2>/dev/null | tail -n 1 ;;
-    asan-ubsan) grep -hE 'tests passed|tests failed' build/test-asan.ctest.log 2>/dev/null | tail -n 1 ;;
-    fuzz) grep -h '^fuzz:' build/test-fuzz.log 2>/dev/null | tail -n 1 ;;
+    release) log=build/test-release.ctest.log pattern='tests passed|tests failed' ;;
+    asan-ubsan) log=build/test-asan.ctest.log pattern='tests passed|tests failed' ;;
+    fuzz) log=build/test-fuzz.log pattern='^fuzz:' ;;
     esac
+    grep -hE "$pattern" "$log" 2>/dev/null | tail -n 1 || true
 }
 
 summary=()
