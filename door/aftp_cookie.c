@@ -1,5 +1,5 @@
 /* Stateless RETRY cookies (aftp_cookie.h). */
-#include "common/aftp_cookie.h"
+#include "door/aftp_cookie.h"
 
 #include <sodium.h>
 #include <string.h>

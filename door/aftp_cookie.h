@@ -1,5 +1,6 @@
 /*
- * The server's stateless address-validation cookie (spec section 14, RETRY).
+ * The server's stateless address-validation cookie (spec section 14.3,
+ * RETRY), made and checked by the front door (aftp_door.h).
  *
  * A server under load answers a HELLO without a valid cookie with a RETRY
  * carrying a token; the client repeats its HELLO with the token in a

@@ -1,54 +1,93 @@
-#include "aftp_gate.h"
+/* The server's front door (aftp_door.h). */
+#include "door/aftp_door.h"
 
 #include <netinet/in.h>
 #include <sodium.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "aftp/aftp_error.h"
-#include "proto/aftp_wire.h"
 
-#ifdef AFTP_TEST_HOOKS
-static int retry_forced(void)
+#define NS_PER_S 1000000000u
+
+static void sodium_random(void *user, uint8_t *buf, size_t len)
 {
-    const char *force = getenv(AFTP_GATE_RETRY_ENV);
-    return force != NULL && strcmp(force, "1") == 0;
+    (void)user;
+    randombytes_buf(buf, len);
 }
 
-const char *aftp_gate_warning(const aftp_gate *g)
+int aftp_door_init(aftp_door *d, const aftp_door_settings *s, uint64_t now_ns)
 {
-    return g->force_retry ? "test RETRY shim active (" AFTP_GATE_RETRY_ENV ")" : "";
-}
-#else
-static int retry_forced(void)
-{
-    return 0;
-}
-
-const char *aftp_gate_warning(const aftp_gate *g)
-{
-    (void)g; /* never forced: nothing could have forced it */
-    return "";
-}
-#endif
-
-int aftp_gate_init(aftp_gate *g, const uint8_t *server_key)
-{
-    memset(g, 0, sizeof *g);
+    memset(d, 0, sizeof *d);
     if (sodium_init() < 0)
         return AFTP_ERR_INTERNAL;
-    if (server_key != NULL) {
-        memcpy(g->server_key, server_key, sizeof g->server_key);
-        g->have_server_key = 1;
+    if (s->server_key != NULL) {
+        memcpy(d->server_key, s->server_key, sizeof d->server_key);
+        d->have_server_key = 1;
     }
-    randombytes_buf(g->secret, sizeof g->secret);
-    g->force_retry = retry_forced();
+    d->force_retry = s->force_retry;
+    d->random = s->random != NULL ? s->random : sodium_random;
+    d->random_user = s->random_user;
+    d->random(d->random_user, d->previous, sizeof d->previous);
+    d->random(d->random_user, d->secret, sizeof d->secret);
+    d->secret_since_s = (uint32_t)(now_ns / NS_PER_S);
+    d->second = d->secret_since_s;
     return AFTP_OK;
 }
 
-void aftp_gate_fini(aftp_gate *g)
+void aftp_door_fini(aftp_door *d)
 {
-    sodium_memzero(g->secret, sizeof g->secret);
+    sodium_memzero(d->secret, sizeof d->secret);
+    sodium_memzero(d->previous, sizeof d->previous);
+}
+
+int aftp_door_same_addr(const struct sockaddr *a, const struct sockaddr *b)
+{
+    if (a->sa_family != b->sa_family)
+        return 0;
+    if (a->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *x = (const void *)a, *y = (const void *)b;
+        return x->sin6_port == y->sin6_port &&
+               memcmp(&x->sin6_addr, &y->sin6_addr, sizeof x->sin6_addr) == 0;
+    }
+    const struct sockaddr_in *x = (const void *)a, *y = (const void *)b;
+    return a->sa_family == AF_INET && x->sin_port == y->sin_port &&
+           x->sin_addr.s_addr == y->sin_addr.s_addr;
+}
+
+static void peer_note(aftp_door_peer *p, const struct sockaddr *from, uint32_t conn_id)
+{
+    size_t len = from->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+                                             : sizeof(struct sockaddr_in);
+    memset(&p->addr, 0, sizeof p->addr);
+    memcpy(&p->addr, from, len);
+    p->conn_id = conn_id;
+    p->set = 1;
+}
+
+static int peer_is(const aftp_door_peer *p, const struct sockaddr *from, uint32_t conn_id)
+{
+    return p->set && p->conn_id == conn_id &&
+           aftp_door_same_addr(from, (const struct sockaddr *)&p->addr);
+}
+
+/* A new secret every AFTP_DOOR_SECRET_PERIOD_S; the one it replaces still
+ * checks the tokens it made (they live AFTP_COOKIE_MAX_AGE_S at most). */
+static void rotate_secret(aftp_door *d, uint32_t now_s)
+{
+    if (now_s - d->secret_since_s < AFTP_DOOR_SECRET_PERIOD_S)
+        return;
+    memcpy(d->previous, d->secret, sizeof d->previous);
+    d->random(d->random_user, d->secret, sizeof d->secret);
+    d->secret_since_s = now_s;
+}
+
+static void count_second(aftp_door *d, uint32_t now_s)
+{
+    if (now_s != d->second) {
+        d->second = now_s;
+        d->unvalidated = 0;
+        d->replies = 0;
+    }
 }
 
 /* What a cookie binds: the source's address, port and the HELLO's id. */
@@ -72,47 +111,15 @@ static int cookie_peer(const struct sockaddr *from, uint32_t conn_id, aftp_cooki
     return AFTP_ERR_INVALID_ARGUMENT;
 }
 
-static int has_valid_cookie(const aftp_gate *g, const aftp_wire_hello *hello,
+static int has_valid_cookie(const aftp_door *d, const aftp_wire_hello *hello,
                             const aftp_cookie_peer *peer, uint32_t now_s)
 {
     const uint8_t *token;
     uint16_t token_len;
-    return aftp_wire_ext_find(hello->ext, hello->ext_len, AFTP_WIRE_EXT_COOKIE, &token,
-                              &token_len) &&
-           aftp_cookie_verify(g->secret, peer, now_s, token, token_len) == AFTP_OK;
-}
-
-/* A stateless reply's header: our version, the client's own id echoed,
- * packet number 0, no flags. */
-static void stateless_reply(uint8_t type, uint32_t client_id, aftp_wire_packet *p)
-{
-    memset(p, 0, sizeof *p);
-    p->hdr.version = AFTP_WIRE_VERSION;
-    p->hdr.type = type;
-    p->hdr.conn_id = client_id;
-}
-
-/* RETRY: our cookie for this source and id. */
-static int encode_retry(const aftp_gate *g, const aftp_cookie_peer *peer, uint32_t now_s,
-                        uint8_t *reply, size_t *reply_len)
-{
-    uint8_t token[AFTP_COOKIE_LEN];
-    aftp_wire_packet p;
-    stateless_reply(AFTP_WIRE_RETRY, peer->conn_id, &p);
-    p.u.retry.token_len = AFTP_COOKIE_LEN;
-    p.u.retry.token = token;
-    int rc = aftp_cookie_make(g->secret, peer, now_s, token);
-    return rc == AFTP_OK ? aftp_wire_encode(&p, reply, AFTP_GATE_REPLY_MAX, reply_len) : rc;
-}
-
-/* SERVER_KEY: our static public key, nothing else. */
-static int encode_server_key(const aftp_gate *g, uint32_t client_id, uint8_t *reply,
-                             size_t *reply_len)
-{
-    aftp_wire_packet p;
-    stateless_reply(AFTP_WIRE_SERVER_KEY, client_id, &p);
-    memcpy(p.u.server_key.key, g->server_key, sizeof p.u.server_key.key);
-    return aftp_wire_encode(&p, reply, AFTP_GATE_REPLY_MAX, reply_len);
+    if (!aftp_wire_ext_find(hello->ext, hello->ext_len, AFTP_WIRE_EXT_COOKIE, &token, &token_len))
+        return 0;
+    return aftp_cookie_verify(d->secret, peer, now_s, token, token_len) == AFTP_OK ||
+           aftp_cookie_verify(d->previous, peer, now_s, token, token_len) == AFTP_OK;
 }
 
 static int asks_for_key(const aftp_wire_hello *hello)
@@ -123,73 +130,133 @@ static int asks_for_key(const aftp_wire_hello *hello)
                               &value_len);
 }
 
-static void count_second(aftp_gate *g, uint32_t now_s)
+/* A stateless reply: our version, the client's own id echoed, packet
+ * number 0, no flags, within the per-second budget. */
+static int reply(aftp_door *d, aftp_wire_packet *p, uint32_t client_id, aftp_door_verdict *v)
 {
-    if (now_s != g->second) {
-        g->second = now_s;
-        g->unvalidated = 0;
-        g->replies = 0;
-    }
+    if (d->replies == AFTP_DOOR_MAX_REPLIES)
+        return AFTP_DOOR_DROP;
+    p->hdr = (aftp_wire_header){.version = AFTP_WIRE_VERSION, .type = p->hdr.type,
+                                .conn_id = client_id};
+    if (aftp_wire_encode(p, v->reply, sizeof v->reply, &v->reply_len) != AFTP_OK)
+        return AFTP_DOOR_DROP;
+    d->replies++;
+    v->reply_type = p->hdr.type;
+    return AFTP_DOOR_REPLY;
 }
 
-/* A key request: answered while the reply budget lasts, never a session. */
-static int key_verdict(aftp_gate *g, uint32_t client_id, uint8_t *reply, size_t *reply_len)
+/* RETRY: our cookie for this source and id. */
+static int retry(aftp_door *d, const aftp_cookie_peer *peer, uint32_t now_s,
+                 aftp_door_verdict *v)
 {
-    if (g->have_server_key && g->replies < AFTP_GATE_MAX_REPLIES &&
-        encode_server_key(g, client_id, reply, reply_len) == AFTP_OK)
-        return AFTP_GATE_SERVER_KEY;
-    return AFTP_GATE_DROP;
+    uint8_t token[AFTP_COOKIE_LEN];
+    aftp_wire_packet p = {.hdr.type = AFTP_WIRE_RETRY};
+    if (aftp_cookie_make(d->secret, peer, now_s, token) != AFTP_OK)
+        return AFTP_DOOR_DROP;
+    p.u.retry.token_len = AFTP_COOKIE_LEN;
+    p.u.retry.token = token;
+    int action = reply(d, &p, peer->conn_id, v);
+    d->retries_sent += action == AFTP_DOOR_REPLY;
+    return action;
+}
+
+/* SERVER_KEY: our static public key, nothing else; never a session. */
+static int server_key(aftp_door *d, uint32_t client_id, aftp_door_verdict *v)
+{
+    aftp_wire_packet p = {.hdr.type = AFTP_WIRE_SERVER_KEY};
+    if (!d->have_server_key)
+        return AFTP_DOOR_DROP;
+    memcpy(p.u.server_key.key, d->server_key, sizeof p.u.server_key.key);
+    int action = reply(d, &p, client_id, v);
+    d->keys_sent += action == AFTP_DOOR_REPLY;
+    return action;
 }
 
 /* A HELLO for a session: started, asked to prove its address, or dropped. */
-static int session_verdict(aftp_gate *g, const aftp_wire_hello *hello,
-                           const aftp_cookie_peer *peer, int busy, uint32_t now_s,
-                           uint8_t *reply, size_t *reply_len)
+static int session_verdict(aftp_door *d, const aftp_cookie_peer *peer, int busy,
+                           uint32_t now_s, aftp_door_verdict *v)
 {
-    if (has_valid_cookie(g, hello, peer, now_s))
-        return busy ? AFTP_GATE_DROP : AFTP_GATE_START;
-    if (++g->unvalidated <= AFTP_GATE_MAX_UNVALIDATED && !busy && !g->force_retry)
-        return AFTP_GATE_START;
-    if (g->replies < AFTP_GATE_MAX_REPLIES &&
-        encode_retry(g, peer, now_s, reply, reply_len) == AFTP_OK)
-        return AFTP_GATE_RETRY;
-    return AFTP_GATE_DROP;
-}
-
-_Static_assert(AFTP_WIRE_VERSION_NEG_REPLY_LEN <= AFTP_GATE_REPLY_MAX, "VERSION_NEG fits a reply");
-
-int aftp_gate_version_neg(aftp_gate *g, const uint8_t *pkt, size_t len, uint32_t now_s,
-                          uint8_t *reply, size_t *reply_len)
-{
-    count_second(g, now_s);
-    if (aftp_wire_version_neg_reply(pkt, len, reply, AFTP_GATE_REPLY_MAX, reply_len) != 1)
-        return 0;
-    if (g->replies == AFTP_GATE_MAX_REPLIES) {
-        g->dropped++;
-        return 0;
+    if (has_valid_cookie(d, &v->hello.u.hello, peer, now_s)) {
+        v->validated = 1;
+        return busy ? AFTP_DOOR_DROP : AFTP_DOOR_START;
     }
-    g->replies++;
-    g->version_negs_sent++;
-    return 1;
+    if (++d->unvalidated <= AFTP_DOOR_MAX_UNVALIDATED && !busy && !d->force_retry)
+        return AFTP_DOOR_START;
+    return retry(d, peer, now_s, v);
 }
 
-int aftp_gate_hello(aftp_gate *g, const uint8_t *pkt, size_t len, const struct sockaddr *from,
-                    int busy, uint32_t now_s, uint8_t *reply, size_t *reply_len)
+/* Spec section 12.2: a long datagram in a version we do not speak. */
+static int version_neg(aftp_door *d, const uint8_t *pkt, size_t len, aftp_door_verdict *v)
 {
-    aftp_wire_packet p;
+    _Static_assert(AFTP_WIRE_VERSION_NEG_REPLY_LEN <= AFTP_DOOR_REPLY_MAX, "VERSION_NEG fits");
+    if (d->replies == AFTP_DOOR_MAX_REPLIES ||
+        aftp_wire_version_neg_reply(pkt, len, v->reply, sizeof v->reply, &v->reply_len) != 1)
+        return AFTP_DOOR_DROP;
+    d->replies++;
+    d->version_negs_sent++;
+    v->reply_type = AFTP_WIRE_VERSION_NEG;
+    return AFTP_DOOR_REPLY;
+}
+
+/* A full-size HELLO of our version that decodes, from an address a cookie
+ * can bind, and no late copy of the latest session's HELLO. */
+static int door_hello(aftp_door *d, const uint8_t *pkt, size_t len, const struct sockaddr *from,
+                      aftp_door_verdict *v, aftp_cookie_peer *peer)
+{
+    aftp_wire_header h;
+    if (len < AFTP_WIRE_HELLO_MIN_LEN || aftp_wire_header_decode(pkt, len, &h) != AFTP_OK ||
+        h.version != AFTP_WIRE_VERSION || h.type != AFTP_WIRE_HELLO)
+        return 0;
+    return !peer_is(&d->started, from, h.conn_id) &&
+           aftp_wire_decode(pkt, len, &v->hello) == AFTP_OK &&
+           cookie_peer(from, h.conn_id, peer) == AFTP_OK;
+}
+
+static int decide(aftp_door *d, const uint8_t *pkt, size_t len, const struct sockaddr *from,
+                  int busy, uint32_t now_s, aftp_door_verdict *v)
+{
     aftp_cookie_peer peer;
-    if (aftp_wire_decode(pkt, len, &p) != AFTP_OK || p.hdr.type != AFTP_WIRE_HELLO ||
-        cookie_peer(from, p.hdr.conn_id, &peer) != AFTP_OK) {
-        g->dropped++;
-        return AFTP_GATE_DROP;
+    if (!door_hello(d, pkt, len, from, v, &peer))
+        return version_neg(d, pkt, len, v);
+    if (asks_for_key(&v->hello.u.hello))
+        return server_key(d, peer.conn_id, v);
+    return session_verdict(d, &peer, busy, now_s, v);
+}
+
+int aftp_door_input(aftp_door *d, const uint8_t *pkt, size_t len, const struct sockaddr *from,
+                    int busy, uint64_t now_ns, aftp_door_verdict *v)
+{
+    uint32_t now_s = (uint32_t)(now_ns / NS_PER_S);
+    memset(v, 0, sizeof *v);
+    rotate_secret(d, now_s);
+    count_second(d, now_s);
+    v->action = decide(d, pkt, len, from, busy, now_s, v);
+    d->started_count += v->action == AFTP_DOOR_START;
+    d->dropped += v->action == AFTP_DOOR_DROP;
+    return v->action;
+}
+
+void aftp_door_session_started(aftp_door *d, const struct sockaddr *from, uint32_t conn_id)
+{
+    peer_note(&d->started, from, conn_id);
+}
+
+int aftp_door_report_drop(aftp_door *d, const struct sockaddr *from, uint32_t conn_id,
+                          uint64_t now_ns, uint64_t *unreported)
+{
+    if (peer_is(&d->reported, from, conn_id))
+        return 0; /* a resent copy of a handshake already counted */
+    peer_note(&d->reported, from, conn_id);
+    if (now_ns - d->report_period_ns >= AFTP_DOOR_DROP_PERIOD_NS) {
+        d->report_period_ns = now_ns;
+        d->reports = 0;
     }
-    count_second(g, now_s);
-    int verdict = asks_for_key(&p.u.hello)
-                      ? key_verdict(g, peer.conn_id, reply, reply_len)
-                      : session_verdict(g, &p.u.hello, &peer, busy, now_s, reply, reply_len);
-    g->replies += verdict == AFTP_GATE_RETRY || verdict == AFTP_GATE_SERVER_KEY;
-    g->retries_sent += verdict == AFTP_GATE_RETRY;
-    g->keys_sent += verdict == AFTP_GATE_SERVER_KEY;
-    g->dropped += verdict == AFTP_GATE_DROP;
-    return verdict;
+    if (d->reports == AFTP_DOOR_DROP_REPORTS) {
+        d->unreported++;
+        return 0;
+    }
+    d->reports++;
+    *unreported = d->unreported;
+    d->unreported = 0;
+    return 1;
 }

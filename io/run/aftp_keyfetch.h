@@ -1,8 +1,8 @@
 /*
- * Client side of the key request (spec section 14.9): asks a server for
- * its static public key with a HELLO carrying a KEY_REQUEST extension and
- * waits for the SERVER_KEY that answers it, from the server's address and
- * with the request's connection id. The answer is not authenticated: the
+ * Client side of the key request (spec section 14.9) over a socket: asks a
+ * server for its static public key with the request of door/aftp_keyreq.h
+ * and waits for the SERVER_KEY that answers it, from the server's address
+ * and with the request's connection id. The answer is not authenticated: the
  * caller shows its fingerprint to a user, who decides whether to trust it
  * (trust on first use), or only compares it with the key it pins to
  * explain a server that ignores its HELLO (aftp_push.h). No session is
@@ -17,7 +17,7 @@
 #include <sys/socket.h>
 
 #include "aftp_udp.h"
-#include "proto/aftp_wire.h"
+#include "door/aftp_keyreq.h"
 
 #define AFTP_KEYFETCH_ATTEMPTS 4u                /* the request, then up to 3 resends */
 #define AFTP_KEYFETCH_INTERVAL_NS 1000000000u    /* between two sends */
@@ -30,27 +30,13 @@ typedef struct aftp_keyfetch_opts {
     atomic_int *interrupt;       /* optional: non-zero cancels */
 } aftp_keyfetch_opts;
 
-/* The request of conn_id: a HELLO (padded to AFTP_WIRE_HELLO_MIN_LEN bytes,
- * so the server may answer it) with KEY_REQUEST and no HANDSHAKE, into
- * buf[0..cap); *len its length. */
-int aftp_keyfetch_request(uint32_t conn_id, uint8_t *buf, size_t cap, size_t *len);
-
-/* 1 and key (AFTP_WIRE_SERVER_KEY_LEN bytes) when pkt is a SERVER_KEY for
- * conn_id; 0 (key untouched) for anything else. */
-int aftp_keyfetch_answer(uint32_t conn_id, const uint8_t *pkt, size_t len, uint8_t *key);
-
 /* A key request run step by step, alongside other work (the push driver
  * asks a server that does not answer its HELLO): its own socket and
  * connection id, the request resent every interval_ns up to `attempts`
  * times. */
 typedef struct aftp_keyprobe {
     aftp_udp udp;
-    uint32_t conn_id;
-    uint8_t req[AFTP_WIRE_HELLO_MIN_LEN];
-    size_t req_len;
-    unsigned attempts, sent;
-    uint64_t interval_ns;
-    uint64_t next_send_ns; /* when the next (re)send is due */
+    aftp_keyreq req; /* the request and its schedule */
 } aftp_keyprobe;
 
 /* Opens the probe's socket and builds its request (nothing sent yet);

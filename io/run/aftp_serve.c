@@ -3,17 +3,18 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "aftp_admit.h"
 #include "aftp_drive.h"
-#include "aftp_gate.h"
 #include "aftp_parse.h"
 #include "aftp_path.h"
 #include "aftp_store.h"
 #include "aftp_udp.h"
 #include "common/aftp_handshake.h"
+#include "door/aftp_door.h"
 #include "proto/aftp_wire.h"
 
 /* The receive buffer absorbs what arrives while the loop is busy (page
@@ -31,19 +32,6 @@
 static socklen_t addr_len(const struct sockaddr *sa)
 {
     return sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
-}
-
-static int same_addr(const struct sockaddr *a, const struct sockaddr_storage *b)
-{
-    if (a->sa_family != b->ss_family)
-        return 0;
-    if (a->sa_family == AF_INET6) {
-        const struct sockaddr_in6 *x = (const void *)a, *y = (const void *)b;
-        return x->sin6_port == y->sin6_port &&
-               memcmp(&x->sin6_addr, &y->sin6_addr, sizeof x->sin6_addr) == 0;
-    }
-    const struct sockaddr_in *x = (const void *)a, *y = (const void *)b;
-    return x->sin_port == y->sin_port && x->sin_addr.s_addr == y->sin_addr.s_addr;
 }
 
 /* The client a session is for: its address and its connection id (the
@@ -66,17 +54,13 @@ typedef struct serve_probe {
 typedef struct serve_state {
     const aftp_serve_opts *o;
     aftp_udp listener;
-    aftp_gate gate;
+    aftp_door door;
     serve_client client;  /* of the current session, else of the last one */
     aftp_io_ctx *ctx;     /* the current session's */
     aftp_drive *d;
     int session_root;      /* the current session's root, chosen by o->admit; -1: none */
     uint64_t next_poll_ns; /* when a session next looks at the listener */
     serve_probe probe;
-    serve_client last_drop;      /* the HELLO last reported as dropped */
-    uint64_t drop_period_ns;     /* start of the current report period */
-    unsigned drop_reports;       /* dropped HELLOs reported in it */
-    uint64_t drops_unreported;   /* kept back since the last report */
 } serve_state;
 
 /* The admission policy, as the receiver calls it, noting what it saw. */
@@ -171,18 +155,6 @@ static int new_receiver(serve_state *st, aftp_receiver **out)
     return aftp_receiver_new(&set, aftp_drive_now_ns(), out);
 }
 
-/* A session starts only with a full-size HELLO of our version, and not
- * with a late copy of the HELLO of the session just served. */
-static int is_new_hello(const uint8_t *pkt, size_t len, const struct sockaddr *from,
-                        const serve_client *last)
-{
-    aftp_wire_header h;
-    if (len < AFTP_WIRE_HELLO_MIN_LEN || aftp_wire_header_decode(pkt, len, &h) != AFTP_OK ||
-        h.version != AFTP_WIRE_VERSION || h.type != AFTP_WIRE_HELLO)
-        return 0;
-    return !(h.conn_id == last->conn_id && same_addr(from, &last->addr));
-}
-
 /* The session's own socket: bound to the listening address, connected to
  * the client, sized for bulk data. */
 static int open_session_socket(const aftp_serve_opts *o, aftp_udp *listener, aftp_udp *sess,
@@ -207,35 +179,21 @@ static int open_session_socket(const aftp_serve_opts *o, aftp_udp *listener, aft
     return rc;
 }
 
-/* Tells the operator why a HELLO from `from` started nothing, within
- * the rate limit (AFTP_SERVE_DROP_REPORTS per period), once per client
- * attempt: the copies a client resends (same address, same id) are the
- * same handshake. */
+/* Tells the operator why a HELLO from `from` started nothing, when the
+ * door's report limit lets it. */
 static void report_dropped_hello(serve_state *st, const struct sockaddr *from, uint32_t conn_id,
                                  uint64_t now)
 {
     const aftp_serve_opts *o = st->o;
+    uint64_t unreported;
     if (o->on_hello_dropped == NULL ||
-        (conn_id == st->last_drop.conn_id && same_addr(from, &st->last_drop.addr)))
+        !aftp_door_report_drop(&st->door, from, conn_id, now, &unreported))
         return;
-    memcpy(&st->last_drop.addr, from, addr_len(from));
-    st->last_drop.conn_id = conn_id;
-    if (now - st->drop_period_ns >= AFTP_SERVE_DROP_PERIOD_NS) {
-        st->drop_period_ns = now;
-        st->drop_reports = 0;
-    }
-    if (st->drop_reports == AFTP_SERVE_DROP_REPORTS) {
-        st->drops_unreported++;
-        return;
-    }
-    st->drop_reports++;
     int why = st->probe.ts_refused  ? AFTP_SERVE_DROP_TIMESTAMP
               : st->probe.looked_up ? AFTP_SERVE_DROP_PSK
                                     : AFTP_SERVE_DROP_UNOPENED;
     o->on_hello_dropped(o->hooks.app, from, why,
-                        why == AFTP_SERVE_DROP_UNOPENED ? NULL : st->probe.key,
-                        st->drops_unreported);
-    st->drops_unreported = 0;
+                        why == AFTP_SERVE_DROP_UNOPENED ? NULL : st->probe.key, unreported);
 }
 
 /* A new receiver for this HELLO. The engine drops, in silence, a HELLO it
@@ -243,11 +201,9 @@ static void report_dropped_hello(serve_state *st, const struct sockaddr *from, u
  * receiver is then discarded at once, so such a datagram never holds the
  * server for an idle timeout, and the operator is told why. */
 static int start_session(serve_state *st, const uint8_t *pkt, size_t len,
-                         const struct sockaddr *from)
+                         const struct sockaddr *from, uint32_t conn_id)
 {
-    aftp_wire_header h;
     aftp_stats stats;
-    aftp_wire_header_decode(pkt, len, &h);
     int rc = new_receiver(st, &st->d->receiver);
     if (rc != AFTP_OK)
         return rc;
@@ -260,11 +216,12 @@ static int start_session(serve_state *st, const uint8_t *pkt, size_t len,
         aftp_receiver_del(st->d->receiver);
         st->d->receiver = NULL;
         drop_session_root(st);
-        report_dropped_hello(st, from, h.conn_id, now);
+        report_dropped_hello(st, from, conn_id, now);
         return AFTP_OK;
     }
     memcpy(&st->client.addr, from, addr_len(from));
-    st->client.conn_id = h.conn_id;
+    st->client.conn_id = conn_id;
+    aftp_door_session_started(&st->door, from, conn_id);
     /* No key to decide on: the session itself is admitted or cancelled. */
     if (st->o->security.cipher == AFTP_CIPHER_NONE && admit_session(st, NULL) != AFTP_OK)
         aftp_receiver_cancel(st->d->receiver, now);
@@ -272,30 +229,20 @@ static int start_session(serve_state *st, const uint8_t *pkt, size_t len,
 }
 
 /* One datagram that reached the listener: the session's client's (queued
- * before its socket was connected) goes to the session; a new HELLO passes
- * the gate; unknown versions are answered. */
+ * before its socket was connected) goes to the session; the door decides
+ * on the others. */
 static int on_listener_datagram(serve_state *st, const uint8_t *pkt, size_t len,
                                 const struct sockaddr *from, uint64_t now)
 {
-    uint8_t reply[AFTP_GATE_REPLY_MAX];
-    size_t reply_len = 0;
+    aftp_door_verdict v;
     int busy = st->d->receiver != NULL;
-    if (busy && same_addr(from, &st->client.addr)) {
+    if (busy && aftp_door_same_addr(from, (const struct sockaddr *)&st->client.addr)) {
         aftp_drive_feed(st->d, now, pkt, len);
         return AFTP_OK;
     }
-    uint32_t now_s = (uint32_t)(now / 1000000000u);
-    if (!is_new_hello(pkt, len, from, &st->client)) {
-        /* Spec section 12.2: a long datagram in a version we do not speak
-         * gets a VERSION_NEG, without any session or state. */
-        if (aftp_gate_version_neg(&st->gate, pkt, len, now_s, reply, &reply_len))
-            aftp_udp_send_to(&st->listener, reply, reply_len, from);
-        return AFTP_OK;
-    }
-    switch (aftp_gate_hello(&st->gate, pkt, len, from, busy, now_s, reply, &reply_len)) {
-    case AFTP_GATE_START: return start_session(st, pkt, len, from);
-    case AFTP_GATE_RETRY:
-    case AFTP_GATE_SERVER_KEY: aftp_udp_send_to(&st->listener, reply, reply_len, from); break;
+    switch (aftp_door_input(&st->door, pkt, len, from, busy, now, &v)) {
+    case AFTP_DOOR_START: return start_session(st, pkt, len, from, v.hello.hdr.conn_id);
+    case AFTP_DOOR_REPLY: aftp_udp_send_to(&st->listener, v.reply, v.reply_len, from); break;
     default: break;
     }
     return AFTP_OK;
@@ -446,15 +393,38 @@ static int open_listener(const aftp_serve_opts *o, aftp_udp *udp, aftp_io_result
     return AFTP_OK;
 }
 
-/* The gate, with the public key that answers key requests (a protected
+#ifdef AFTP_TEST_HOOKS
+/* TEST-ONLY (builds with the test hooks, never a release):
+ * AFTP_SERVE_RETRY_ENV=1 makes every HELLO without a valid cookie get a
+ * RETRY, so tests exercise the exchange; the operator is warned. */
+static int retry_forced(const aftp_io_hooks *hooks)
+{
+    const char *force = getenv(AFTP_SERVE_RETRY_ENV);
+    int forced = force != NULL && strcmp(force, "1") == 0;
+    if (forced)
+        aftp_io_warn(hooks, "test RETRY shim active (" AFTP_SERVE_RETRY_ENV ")");
+    return forced;
+}
+#else
+static int retry_forced(const aftp_io_hooks *hooks)
+{
+    (void)hooks; /* a release build has no code that reads the variable */
+    return 0;
+}
+#endif
+
+/* The door, with the public key that answers key requests (a protected
  * server's; an unprotected one has none to give). */
-static int open_gate(const aftp_serve_opts *o, aftp_gate *gate)
+static int open_door(const aftp_serve_opts *o, aftp_door *door)
 {
     uint8_t public_key[AFTP_KEY_LEN];
-    if (o->security.cipher == AFTP_CIPHER_NONE || o->security.identity == NULL)
-        return aftp_gate_init(gate, NULL);
-    int rc = aftp_hs_public_key(o->security.identity, public_key);
-    return rc == AFTP_OK ? aftp_gate_init(gate, public_key) : rc;
+    aftp_door_settings set = {.force_retry = retry_forced(&o->hooks)};
+    int protected = o->security.cipher != AFTP_CIPHER_NONE && o->security.identity != NULL;
+    int rc = protected ? aftp_hs_public_key(o->security.identity, public_key) : AFTP_OK;
+    if (rc != AFTP_OK)
+        return rc;
+    set.server_key = protected ? public_key : NULL;
+    return aftp_door_init(door, &set, aftp_drive_now_ns());
 }
 
 int aftp_serve_run(const aftp_serve_opts *o, aftp_io_result *res)
@@ -465,20 +435,19 @@ int aftp_serve_run(const aftp_serve_opts *o, aftp_io_result *res)
     st.o = o;
     st.session_root = -1;
     res->phase = AFTP_IO_PHASE_LOCAL;
-    int rc = open_gate(o, &st.gate);
+    int rc = open_door(o, &st.door);
     if (rc == AFTP_OK)
         rc = open_listener(o, &st.listener, res);
     if (rc != AFTP_OK) {
         aftp_udp_close(&st.listener);
         return res->error = rc;
     }
-    aftp_io_warn(&o->hooks, aftp_gate_warning(&st.gate));
     /* Whatever a session ended with (its client cancelled, vanished or
      * failed verification), only the local stop ends the server. */
     do {
         serve_one(&st, res);
     } while ((!o->once || handshake_refused(res)) && !stopped_locally(o));
-    aftp_gate_fini(&st.gate);
+    aftp_door_fini(&st.door);
     aftp_udp_close(&st.listener);
     return o->once ? res->error : AFTP_OK;
 }

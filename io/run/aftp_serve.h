@@ -3,7 +3,7 @@
  * destination directory, one session at a time (receiver engine +
  * destination storage + datapath loop). Each session gets its own socket,
  * bound to the listening port and connected to its client. Other clients'
- * HELLOs meanwhile get a RETRY (io/aftp_gate.h) and are served when they
+ * HELLOs meanwhile get a RETRY (the front door, door/aftp_door.h) and are served when they
  * come again after the session; a HELLO that does not authenticate
  * starts nothing (the operator learns why: on_hello_dropped), and one that
  * asks for the server's key (KEY_REQUEST) is answered with SERVER_KEY,
@@ -29,10 +29,10 @@ enum aftp_serve_drop {
     AFTP_SERVE_DROP_TIMESTAMP     /* the admission policy refused its timestamp (a
                                    * replay, a clock far off) */
 };
-/* At most this many dropped HELLOs are reported per period: a flood of
- * them cannot fill the log. */
-#define AFTP_SERVE_DROP_REPORTS 6u
-#define AFTP_SERVE_DROP_PERIOD_NS UINT64_C(60000000000)
+/* TEST-ONLY: the variable that, in a build with the test hooks (CMake
+ * option AFTP_TEST_HOOKS, never a release), makes the door answer every
+ * HELLO without a valid cookie with a RETRY. */
+#define AFTP_SERVE_RETRY_ENV "AFTP_TEST_RETRY"
 
 typedef struct aftp_serve_opts {
     const struct sockaddr *listen;
@@ -64,7 +64,7 @@ typedef struct aftp_serve_opts {
     /* optional: a HELLO from `from` started nothing, `why` (enum
      * aftp_serve_drop); client_key: the client's static key (PSK,
      * TIMESTAMP), else NULL; `unreported`: drops since the last call that
-     * the rate limit (AFTP_SERVE_DROP_REPORTS per period) kept back. For
+     * the rate limit (AFTP_DOOR_DROP_REPORTS per period) kept back. For
      * TIMESTAMP the policy itself knows why (aftp_admit_explain). */
     void (*on_hello_dropped)(void *app, const struct sockaddr *from, int why,
                              const uint8_t *client_key, uint64_t unreported);

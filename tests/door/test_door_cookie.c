@@ -1,4 +1,4 @@
-/* Stateless RETRY cookies (common/aftp_cookie.h): a token verifies only
+/* Stateless RETRY cookies (door/aftp_cookie.h): a token verifies only
  * for the secret, address, port and connection id it was made for, and
  * only within its lifetime. */
 #include <setjmp.h>
@@ -10,7 +10,7 @@
 #include <cmocka.h>
 
 #include "aftp/aftp_error.h"
-#include "common/aftp_cookie.h"
+#include "door/aftp_cookie.h"
 
 static const uint8_t v4[4] = {192, 0, 2, 7};
 static const uint8_t v6[16] = {0x20, 0x01, 0x0d, 0xb8, [15] = 7};

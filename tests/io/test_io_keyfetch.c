@@ -1,7 +1,8 @@
-/* The client's key request (io/aftp_keyfetch.h): the request's form, which
- * answers it takes, and whole exchanges over loopback with a server that
- * answers through the real gate (io/aftp_gate.h), loses a request, stays
- * silent, or is not there. */
+/* The client's key request over a socket (io/run/aftp_keyfetch.h): whole
+ * exchanges over loopback with a server that answers through the real
+ * front door (door/aftp_door.h), loses a request, stays silent, or is not
+ * there. The request's form and the answers it takes are the sans-I/O
+ * part's (tests/door/test_door_keyreq.c). */
 #include <netinet/in.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -15,7 +16,7 @@
 
 #include <cmocka.h>
 
-#include "aftp_gate.h"
+#include "door/aftp_door.h"
 #include "aftp_keyfetch.h"
 #include "io_testutil.h"
 
@@ -23,67 +24,8 @@ static const uint8_t server_key[AFTP_WIRE_SERVER_KEY_LEN] = {
     0x8f, 0x40, 0xc5, 0xad, 0xb6, 0x8f, 0x25, 0x62, 0x4a, 0xe5, 0xb2, 0x14, 0xea, 0x76, 0x7a, 0x6e,
     0xc9, 0x4d, 0x82, 0x9d, 0x3d, 0x7b, 0x5e, 0x1a, 0xd1, 0xba, 0x6f, 0x3e, 0x21, 0x38, 0x28, 0x5f};
 
-/* The request is a full-size HELLO with an empty KEY_REQUEST and no
- * HANDSHAKE: nothing a server could start a session with. */
-static void test_request_form(void **state)
-{
-    (void)state;
-    uint8_t buf[AFTP_WIRE_MAX_DATAGRAM];
-    size_t len = 0;
-    assert_int_equal(aftp_keyfetch_request(0x1234abcdu, buf, sizeof buf, &len), AFTP_OK);
-    assert_int_equal(len, AFTP_WIRE_HELLO_MIN_LEN);
-    aftp_wire_packet p;
-    assert_int_equal(aftp_wire_decode(buf, len, &p), AFTP_OK);
-    assert_int_equal(p.hdr.type, AFTP_WIRE_HELLO);
-    assert_int_equal(p.hdr.conn_id, 0x1234abcdu);
-    const uint8_t *value;
-    uint16_t value_len = 99;
-    assert_int_equal(aftp_wire_ext_find(p.u.hello.ext, p.u.hello.ext_len,
-                                        AFTP_WIRE_EXT_KEY_REQUEST, &value, &value_len),
-                     1);
-    assert_int_equal(value_len, 0);
-    assert_int_equal(aftp_wire_ext_find(p.u.hello.ext, p.u.hello.ext_len, AFTP_WIRE_EXT_HANDSHAKE,
-                                        &value, &value_len),
-                     0);
-    /* a buffer one byte short is refused */
-    assert_int_not_equal(aftp_keyfetch_request(1, buf, AFTP_WIRE_HELLO_MIN_LEN - 1, &len),
-                         AFTP_OK);
-}
-
-/* The gate's answer to our request is taken, for our id only; other
- * packets are not answers. */
-static void test_answer_matching(void **state)
-{
-    (void)state;
-    uint8_t req[AFTP_WIRE_HELLO_MIN_LEN], reply[AFTP_GATE_REPLY_MAX], key[AFTP_WIRE_SERVER_KEY_LEN];
-    size_t req_len, reply_len;
-    aftp_gate g;
-    struct sockaddr_in from = io_test_loopback(4000);
-    assert_int_equal(aftp_gate_init(&g, server_key), AFTP_OK);
-    assert_int_equal(aftp_keyfetch_request(77, req, sizeof req, &req_len), AFTP_OK);
-    assert_int_equal(aftp_gate_hello(&g, req, req_len, (struct sockaddr *)&from, 0, 1, reply,
-                                     &reply_len),
-                     AFTP_GATE_SERVER_KEY);
-    memset(key, 0xee, sizeof key);
-    assert_int_equal(aftp_keyfetch_answer(78, reply, reply_len, key), 0);
-    assert_int_equal(aftp_keyfetch_answer(77, reply, reply_len - 1, key), 0);
-    assert_int_equal(aftp_keyfetch_answer(77, req, req_len, key), 0); /* a HELLO */
-    for (size_t i = 0; i < sizeof key; i++)
-        assert_int_equal(key[i], 0xee);
-    assert_int_equal(aftp_keyfetch_answer(77, reply, reply_len, key), 1);
-    assert_memory_equal(key, server_key, sizeof key);
-    /* a RETRY for our id is no key */
-    aftp_wire_packet retry;
-    memset(&retry, 0, sizeof retry);
-    retry.hdr = (aftp_wire_header){AFTP_WIRE_VERSION, AFTP_WIRE_RETRY, 0, 77, 0};
-    retry.u.retry = (aftp_wire_retry){1, key};
-    assert_int_equal(aftp_wire_encode(&retry, reply, sizeof reply, &reply_len), AFTP_OK);
-    assert_int_equal(aftp_keyfetch_answer(77, reply, reply_len, key), 0);
-    aftp_gate_fini(&g);
-}
-
 /* A loopback server: counts requests, ignores the first `lose` of them,
- * answers the others through a gate (or never, when silent). */
+ * answers the others through a door (or never, when silent). */
 typedef struct server {
     int fd;
     uint16_t port;
@@ -113,10 +55,11 @@ static void server_start(server *s, unsigned lose, int silent)
 static void *server_loop(void *arg)
 {
     server *s = arg;
-    aftp_gate g;
-    uint8_t buf[AFTP_WIRE_MAX_DATAGRAM], reply[AFTP_GATE_REPLY_MAX];
-    size_t reply_len;
-    if (aftp_gate_init(&g, server_key) != AFTP_OK)
+    aftp_door d;
+    aftp_door_verdict v;
+    uint8_t buf[AFTP_WIRE_MAX_DATAGRAM];
+    aftp_door_settings set = {.server_key = server_key};
+    if (aftp_door_init(&d, &set, 0) != AFTP_OK)
         return NULL;
     for (;;) {
         struct sockaddr_storage from;
@@ -131,11 +74,11 @@ static void *server_loop(void *arg)
         }
         if (++s->requests <= s->lose || s->silent)
             continue;
-        if (aftp_gate_hello(&g, buf, (size_t)n, (struct sockaddr *)&from, 1, 1, reply,
-                            &reply_len) == AFTP_GATE_SERVER_KEY)
-            sendto(s->fd, reply, reply_len, 0, (struct sockaddr *)&from, flen);
+        if (aftp_door_input(&d, buf, (size_t)n, (struct sockaddr *)&from, 1, 0, &v) ==
+            AFTP_DOOR_REPLY)
+            sendto(s->fd, v.reply, v.reply_len, 0, (struct sockaddr *)&from, flen);
     }
-    aftp_gate_fini(&g);
+    aftp_door_fini(&d);
     return NULL;
 }
 
@@ -234,8 +177,7 @@ static void test_probe_steps_on_the_callers_clock(void **state)
     server s;
     struct sockaddr_storage from;
     socklen_t flen;
-    uint8_t key[AFTP_WIRE_SERVER_KEY_LEN], reply[AFTP_GATE_REPLY_MAX], req[AFTP_WIRE_MAX_DATAGRAM];
-    size_t reply_len;
+    uint8_t key[AFTP_WIRE_SERVER_KEY_LEN], req[AFTP_WIRE_MAX_DATAGRAM];
     server_start(&s, 0, 1);
     struct sockaddr_in peer = io_test_loopback(s.port);
     aftp_keyfetch_opts o = {.peer = (struct sockaddr *)&peer, .peer_len = sizeof peer,
@@ -253,30 +195,30 @@ static void test_probe_steps_on_the_callers_clock(void **state)
     aftp_keyprobe_close(&p);
 
     /* answered: the key, at once */
-    aftp_gate g;
-    assert_int_equal(aftp_gate_init(&g, server_key), AFTP_OK);
+    aftp_door d;
+    aftp_door_verdict v;
+    aftp_door_settings set = {.server_key = server_key};
+    assert_int_equal(aftp_door_init(&d, &set, 0), AFTP_OK);
     assert_int_equal(aftp_keyprobe_open(&p, &o), AFTP_OK);
     assert_int_equal(aftp_keyprobe_step(&p, 0, key), AFTP_OK);
     flen = sizeof from;
     ssize_t n = recvfrom(s.fd, req, sizeof req, MSG_DONTWAIT, (struct sockaddr *)&from, &flen);
     assert_true(n > 0);
-    assert_int_equal(aftp_gate_hello(&g, req, (size_t)n, (struct sockaddr *)&from, 1, 1, reply,
-                                     &reply_len),
-                     AFTP_GATE_SERVER_KEY);
-    assert_int_equal(sendto(s.fd, reply, reply_len, 0, (struct sockaddr *)&from, flen),
-                     (ssize_t)reply_len);
+    assert_int_equal(aftp_door_input(&d, req, (size_t)n, (struct sockaddr *)&from, 1, 0, &v),
+                     AFTP_DOOR_REPLY);
+    assert_int_equal(v.reply_type, AFTP_WIRE_SERVER_KEY);
+    assert_int_equal(sendto(s.fd, v.reply, v.reply_len, 0, (struct sockaddr *)&from, flen),
+                     (ssize_t)v.reply_len);
     assert_int_equal(aftp_keyprobe_step(&p, 0, key), 1);
     assert_memory_equal(key, server_key, sizeof key);
     aftp_keyprobe_close(&p);
-    aftp_gate_fini(&g);
+    aftp_door_fini(&d);
     close(s.fd);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_request_form),
-        cmocka_unit_test(test_answer_matching),
         cmocka_unit_test(test_fetch_after_a_lost_request),
         cmocka_unit_test(test_fetch_silence),
         cmocka_unit_test(test_fetch_unreachable),
