@@ -47,7 +47,7 @@
 #define VERIFY_CHUNK (UINT64_C(1) << 20)    /* one storage view while verifying */
 #define FEEDBACK_HEAD (AFTP_WIRE_HEADER_LEN + AFTP_WIRE_FEEDBACK_FIXED)
 /* Largest datagram sent before the handshake completes (a CLOSE with the
- * longest reason); HELLO_ACK and VERSION_NEG are smaller. */
+ * longest reason); HELLO_ACK is smaller. */
 #define PRECONFIRM_MAX_LEN (AFTP_WIRE_HEADER_LEN + AFTP_WIRE_CLOSE_FIXED + AFTP_WIRE_MAX_REASON)
 /* A HELLO_ACK: header, fixed fields, extension length, one TLV. */
 #define HELLO_ACK_MAX (AFTP_WIRE_HEADER_LEN + 9u + 4u + AFTP_HS_MAX_RESPONSE)
@@ -68,9 +68,6 @@ struct aftp_receiver {
     int confirmed;          /* the client spoke after HELLO_ACK (section 14.3) */
     uint64_t hello_ack_sent_ns;
     int hello_ack_due;
-    int version_neg_due;
-    uint8_t version_neg[AFTP_WIRE_VERSION_NEG_REPLY_LEN];
-    size_t version_neg_len;
 
     /* Handshake (section 14). */
     uint8_t *identity;      /* own private key (sodium_malloc) until the handshake */
@@ -724,19 +721,6 @@ static void dispatch(aftp_receiver *r, const aftp_wire_packet *p)
     }
 }
 
-/* Section 12.2: a long enough first datagram in a version we do not speak gets
- * VERSION_NEG; shorter ones are ignored (amplification). */
-static int wants_version_neg(aftp_receiver *r, const uint8_t *pkt, size_t len)
-{
-    if (r->hello_seen || aftp_wire_version_neg_reply(pkt, len, r->version_neg,
-                                                     sizeof r->version_neg,
-                                                     &r->version_neg_len) != 1)
-        return 0;
-    r->version_neg_due = 1;
-    aftp_session_heard(&r->ss, r->ss.now_ns, len); /* the reply's budget */
-    return 1;
-}
-
 /* Section 9.2 step 3: the types a server receives; the others only a
  * server sends, so they are no input for it, and dropped before they can
  * count as the client's (idle timer, address validation). */
@@ -839,8 +823,6 @@ int aftp_receiver_read(aftp_receiver *r, uint64_t now_ns, const uint8_t *pkt, si
     aftp_session_tick(&r->ss, now_ns);
     if (r->ss.state == AFTP_STATE_CLOSED)
         return AFTP_OK;
-    if (pkt != NULL && len <= r->ss.own_max_datagram && wants_version_neg(r, pkt, len))
-        return AFTP_OK;
     if (!admit(r, pkt, len, &p))
         return AFTP_OK;
     aftp_session_heard(&r->ss, r->ss.now_ns, len);
@@ -887,19 +869,6 @@ static int encode_hello_ack(aftp_receiver *r, uint8_t *buf, size_t cap, aftp_dat
     r->hello_ack_due = 0;
     r->hello_ack_sent_ns = r->ss.now_ns;
     return aftp_session_encode(&r->ss, &p, buf, cap, dg);
-}
-
-/* The answer was built when the datagram arrived (wants_version_neg). */
-static int send_version_neg(aftp_receiver *r, uint8_t *buf, aftp_datagram *dg)
-{
-    memcpy(buf, r->version_neg, r->version_neg_len);
-    *dg = (aftp_datagram){.head = buf, .head_len = r->version_neg_len};
-    aftp_session_sent(&r->ss, dg);
-    r->version_neg_due = 0;
-    /* Nothing else can happen on this session. */
-    aftp_session_set_text(&r->ss, "the client speaks an unsupported version");
-    aftp_session_set_closed(&r->ss, AFTP_ERR_VERSION);
-    return AFTP_OK;
 }
 
 static int encode_reply(aftp_receiver *r, uint8_t *buf, size_t cap, aftp_datagram *dg)
@@ -991,7 +960,7 @@ static int encode_feedback(aftp_receiver *r, uint8_t *buf, size_t cap, aftp_data
     return aftp_session_encode(&r->ss, &p, buf, cap, dg);
 }
 
-enum output_kind { OUT_NONE, OUT_VERSION_NEG, OUT_CLOSE, OUT_HELLO_ACK, OUT_REPLY, OUT_RESULT, OUT_FEEDBACK };
+enum output_kind { OUT_NONE, OUT_CLOSE, OUT_HELLO_ACK, OUT_REPLY, OUT_RESULT, OUT_FEEDBACK };
 
 /* Section 14.3: before the client proved its address, at most 3x its bytes. */
 static int within_amplification_limit(const aftp_receiver *r)
@@ -1006,8 +975,6 @@ static int next_output(const aftp_receiver *r)
         return r->ss.close_due ? OUT_CLOSE : OUT_NONE; /* answering the peer's CLOSE */
     if (!within_amplification_limit(r))
         return OUT_NONE;
-    if (r->version_neg_due)
-        return OUT_VERSION_NEG;
     if (r->ss.close_due)
         return OUT_CLOSE;
     if (r->ss.state == AFTP_STATE_CLOSING)
@@ -1026,7 +993,6 @@ static int next_output(const aftp_receiver *r)
 static int emit(aftp_receiver *r, int kind, uint8_t *buf, size_t cap, aftp_datagram *dg)
 {
     switch (kind) {
-    case OUT_VERSION_NEG: return send_version_neg(r, buf, dg);
     case OUT_CLOSE: return aftp_session_encode_close(&r->ss, buf, cap, dg);
     case OUT_HELLO_ACK: return encode_hello_ack(r, buf, cap, dg);
     case OUT_REPLY: return encode_reply(r, buf, cap, dg);
