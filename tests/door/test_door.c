@@ -648,26 +648,6 @@ static void test_unprotected_offer_refused(void **state)
     assert_int_equal(close.u.close.error, AFTP_WIRE_ERR_PROTOCOL);
 }
 
-/* One VERSION_NEG answerer: the door. A receiver engine fed a long
- * datagram in a version we do not speak stays silent (the driver never
- * hands it one; the door answered it). */
-static void test_engine_leaves_version_neg_to_the_door(void **state)
-{
-    (void)state;
-    uint8_t unknown[1200] = {7, 1, 0, 0, 0xab, 0xcd, 0, 1}, buf[AFTP_WIRE_MAX_DATAGRAM];
-    aftp_sender_settings ss;
-    aftp_receiver_settings rs;
-    sim_side snd_side, rcv_side;
-    aftp_receiver *r;
-    aftp_datagram dg;
-    memset(&rcv_side, 0, sizeof rcv_side);
-    sim_engine_settings(&ss, &snd_side, &rs, &rcv_side);
-    assert_int_equal(aftp_receiver_new(&rs, S, &r), AFTP_OK);
-    aftp_receiver_read(r, S, unknown, sizeof unknown);
-    assert_int_equal(aftp_receiver_write(r, S, buf, sizeof buf, &dg), 0);
-    aftp_receiver_del(r);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -690,7 +670,6 @@ int main(void)
         cmocka_unit_test(test_drop_reports_limited),
         cmocka_unit_test(test_unauthorized_key_refused),
         cmocka_unit_test(test_unprotected_offer_refused),
-        cmocka_unit_test(test_engine_leaves_version_neg_to_the_door),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -123,7 +123,10 @@ static void test_first_packet_must_be_hello(void **state)
     rig_free(&g);
 }
 
-static void test_version_negotiation(void **state)
+/* One VERSION_NEG answerer: the server's front door (door/aftp_door.h,
+ * tests/door). The engine, fed a long datagram in a version we do not
+ * speak, stays silent and open for the HELLO. */
+static void test_version_negotiation_left_to_the_door(void **state)
 {
     (void)state;
     rig g;
@@ -135,19 +138,11 @@ static void test_version_negotiation(void **state)
     d[4] = 0xAB;        /* conn id 0xAB000001 */
     d[7] = 0x01;
     d[15] = 42;         /* pn 42 */
-    /* Too short: never answered (amplification). */
     assert_int_equal(aftp_receiver_read(g.r, 0, d, 100), AFTP_OK);
     assert_false(next_out(&g));
     assert_int_equal(aftp_receiver_read(g.r, 0, d, sizeof d), AFTP_OK);
-    assert_true(next_out(&g));
-    assert_int_equal(g.out.hdr.version, AFTP_WIRE_VERSION_NEGOTIATION);
-    assert_int_equal(g.out.hdr.type, AFTP_WIRE_VERSION_NEG);
-    assert_int_equal(g.out.hdr.conn_id, 0xAB000001u);
-    assert_int_equal(g.out.hdr.pn, 42);
-    assert_int_equal(g.out.u.version_neg.count, 1);
-    assert_int_equal(g.out.u.version_neg.versions[0], AFTP_WIRE_VERSION);
-    assert_int_equal(aftp_receiver_state(g.r), AFTP_STATE_CLOSED);
-    assert_int_equal(aftp_receiver_error(g.r), AFTP_ERR_VERSION);
+    assert_false(next_out(&g));
+    assert_int_not_equal(aftp_receiver_state(g.r), AFTP_STATE_CLOSED);
     rig_free(&g);
 }
 
@@ -638,7 +633,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_garbage_is_dropped),
         cmocka_unit_test(test_first_packet_must_be_hello),
-        cmocka_unit_test(test_version_negotiation),
+        cmocka_unit_test(test_version_negotiation_left_to_the_door),
         cmocka_unit_test(test_pull_refused),
         cmocka_unit_test(test_cipher_refused),
         cmocka_unit_test(test_repeated_hello_and_amplification),
