@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 
 #include "fuzz_harness.h"
+#include "door/aftp_keyreq.h"
 #include "proto/aftp_wire.h"
 
 /* Room for the largest seed: a FEEDBACK just over the datagram limit. */
@@ -564,6 +565,43 @@ static void emit_framed_seeds(const char *dir)
     write_seed(dir, "wire_framed", "file-offer", in.buf, in.len);
 }
 
+/* Appends a door record ([flags][length u16][bytes], fuzz_door.c). */
+static size_t door_record(uint8_t *out, size_t at, uint8_t flags, const uint8_t *pkt, size_t len)
+{
+    out[at] = flags;
+    out[at + 1] = (uint8_t)(len >> 8);
+    out[at + 2] = (uint8_t)len;
+    memcpy(out + at + 3, pkt, len);
+    return at + 3 + len;
+}
+
+/* The front door's seeds: a key request; a datagram in an unknown
+ * version; a HELLO while busy (a RETRY), echoed with its cookie a second
+ * later while busy (dropped) and once idle (started). */
+static void emit_door_seeds(const char *dir)
+{
+    static uint8_t out[4 * (3 + AFTP_WIRE_MAX_DATAGRAM)];
+    uint8_t hello[AFTP_WIRE_MAX_DATAGRAM], unknown[AFTP_WIRE_HELLO_MIN_LEN] = {7, 1, 0, 0, 1};
+    size_t len = 0, n;
+    if (aftp_keyreq_encode(0x5150, 1452, hello, sizeof hello, &len) != AFTP_OK) {
+        fprintf(stderr, "gen_fuzz_seeds: no key request\n");
+        exit(1);
+    }
+    write_seed(dir, "door", "key-request", out, door_record(out, 0, 0, hello, len));
+    write_seed(dir, "door", "unknown-version", out,
+               door_record(out, 0, 0, unknown, sizeof unknown));
+    aftp_wire_packet p = packet(AFTP_WIRE_HELLO);
+    p.u.hello.role = AFTP_WIRE_ROLE_PUSH;
+    p.u.hello.cipher_count = 1;
+    p.u.hello.ciphers[0] = AFTP_WIRE_CIPHER_CHACHA20POLY1305;
+    p.u.hello.max_datagram = 1452;
+    len = encode(&p);
+    n = door_record(out, 0, 1, seed, len);               /* busy: RETRY */
+    n = door_record(out, n, 1 | 2 | 1 << 3, seed, len);  /* echoed, busy: dropped */
+    n = door_record(out, n, 2 | 1 << 3, seed, len);      /* echoed, idle: started */
+    write_seed(dir, "door", "retry-echo", out, n);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -579,6 +617,7 @@ int main(int argc, char **argv)
     emit_close_and_headers(argv[1]);
     emit_ranges_seeds(argv[1]);
     emit_framed_seeds(argv[1]);
+    emit_door_seeds(argv[1]);
     if (failures > 0)
         return 1;
     printf("gen_fuzz_seeds: seeds written to %s\n", argv[1]);
