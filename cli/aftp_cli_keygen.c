@@ -8,7 +8,7 @@
 
 #include "aftp_cli.h"
 #include "common/aftp_handshake.h"
-#include "common/aftp_keyfile.h"
+#include "aftp_keyfile.h"
 
 typedef struct keygen_args {
     const char *file; /* NULL: $HOME/.aftp/id_x25519 */

@@ -10,7 +10,7 @@
 #include "aftp_cli.h"
 #include "common/aftp_aead.h"
 #include "common/aftp_handshake.h"
-#include "common/aftp_keyfile.h"
+#include "aftp_keyfile.h"
 #include "proto/aftp_wire.h"
 
 static const char *const cipher_names[] = {[AFTP_CIPHER_AUTO] = "auto",

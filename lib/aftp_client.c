@@ -22,7 +22,7 @@
 #include "aftp_push.h"
 #include "common/aftp_aead.h"
 #include "common/aftp_handshake.h"
-#include "common/aftp_keyfile.h"
+#include "aftp_keyfile.h"
 #include "common/aftp_session.h"
 #include "proto/aftp_wire.h"
 

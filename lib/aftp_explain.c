@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "common/aftp_keyfile.h"
+#include "aftp_keyfile.h"
 #include "proto/aftp_wire.h"
 
 /* The message buffer of one explanation. */

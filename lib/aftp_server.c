@@ -23,7 +23,7 @@
 #include "aftp_serve.h"
 #include "aftp_store.h"
 #include "common/aftp_handshake.h"
-#include "common/aftp_keyfile.h"
+#include "aftp_keyfile.h"
 #include "common/aftp_session.h"
 #include "proto/aftp_wire.h"
 

@@ -1,5 +1,5 @@
 /* Key files, authorized keys and known hosts (aftp_keyfile.h). */
-#include "common/aftp_keyfile.h"
+#include "aftp_keyfile.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -36,7 +36,7 @@
 
 #include "aftp/aftp_engine.h"
 #include "common/aftp_handshake.h"
-#include "common/aftp_keyfile.h"
+#include "aftp_keyfile.h"
 
 #define AFTP_ADMIT_MAX_CLIENTS 4096u
 #define AFTP_ADMIT_RECENT 16u                         /* timestamps kept per client */

@@ -1,4 +1,4 @@
-/* Key files, authorized keys and known hosts (common/aftp_keyfile.h):
+/* Key files, authorized keys and known hosts (io/keys/aftp_keyfile.h):
  * accept/reject tables, file round trips and the private-key permission
  * refusal. Files live in a fresh temporary directory. */
 #include <setjmp.h>
@@ -15,7 +15,7 @@
 
 #include "aftp/aftp_error.h"
 #include "common/aftp_handshake.h"
-#include "common/aftp_keyfile.h"
+#include "aftp_keyfile.h"
 
 enum { KEY = AFTP_KEYFILE_KEY_LEN };
 

@@ -27,7 +27,7 @@
 #include "aftp_admit.h"
 #include "aftp_serve.h"
 #include "common/aftp_handshake.h"
-#include "common/aftp_keyfile.h"
+#include "aftp_keyfile.h"
 #include "io_testutil.h"
 
 /* A protected server in a thread: its keys, directory, port. */

@@ -46,7 +46,7 @@
 #include "aftp/aftp_server.h"
 #include "aftp_push.h"
 #include "common/aftp_handshake.h"
-#include "common/aftp_keyfile.h"
+#include "aftp_keyfile.h"
 #include "io_testutil.h"
 
 enum { CLIENTS = 3, MAX_RECEIPTS = 8, MAX_LINES = 32, FILE_LEN = 300000 + 17 };
