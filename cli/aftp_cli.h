@@ -14,7 +14,7 @@
 
 #include "aftp_cli_base.h"
 #include "aftp_meter.h"
-#include "aftp_session.h"
+#include "aftp_io.h"
 
 /* Per-run reporting: progress on a terminal, the summary line, errors. */
 typedef struct aftp_cli_report {

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "aftp_drive.h"
-#include "aftp_session.h"
+#include "aftp_io.h"
 #include "aftp_udp.h"
 
 /* A socket of the peer's family on any port, connected to the peer: the

@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-#include "aftp_session.h"
+#include "aftp_io.h"
 
 /* A file's verdict, for aftp_push_opts.on_file_end; valid during the call. */
 typedef struct aftp_push_file_end {

@@ -1,4 +1,4 @@
-#include "aftp_session.h"
+#include "aftp_io.h"
 
 #include <stddef.h>
 #include <stdio.h>

@@ -2,8 +2,8 @@
  * What client and server runs share: their callbacks, their result, and
  * the bookkeeping of engine events into that result.
  */
-#ifndef AFTP_IO_SESSION_H
-#define AFTP_IO_SESSION_H
+#ifndef AFTP_IO_H
+#define AFTP_IO_H
 
 #include <stdatomic.h>
 #include <stdint.h>
@@ -75,4 +75,4 @@ typedef struct aftp_io_ctx {
  * on to hooks->on_event. */
 void aftp_io_on_event(void *user, const aftp_event *ev);
 
-#endif /* AFTP_IO_SESSION_H */
+#endif /* AFTP_IO_H */
