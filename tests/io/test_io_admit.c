@@ -1,4 +1,4 @@
-/* The server's admission policy (io/aftp_admit.h): authorized keys, the
+/* The server's admission policy (io/run/aftp_admit.h): authorized keys, the
  * pre-shared key, and the per-client handshake timestamps that reject
  * replayed HELLOs, with a bounded table. */
 #include <setjmp.h>

@@ -1,5 +1,5 @@
 /* A hostile sender offers paths that try to escape the destination: the
- * receiver engine, wired to the real store (io/aftp_store) beneath a
+ * receiver engine, wired to the real store (io/store/aftp_store) beneath a
  * directory, refuses each one through the protocol (the sender's file ends
  * with PATH_REJECTED or FILE_EXISTS) and nothing outside the destination
  * changes. The sender is the real engine: it sends whatever path it is
