@@ -554,24 +554,48 @@ static void test_drop_reports_limited(void **state)
 
 /* ---- with the receiver engine a started HELLO goes to ---- */
 
+/* A client and a server engine, as the sims make them (their events go
+ * to the two sides). */
+typedef struct engines {
+    aftp_sender_settings ss;
+    aftp_receiver_settings rs;
+    sim_side snd_side, rcv_side;
+} engines;
+
+static void engines_settings(engines *e, int client_cipher)
+{
+    memset(e, 0, sizeof *e);
+    sim_engine_settings(&e->ss, &e->snd_side, &e->rs, &e->rcv_side);
+    e->ss.security.cipher = client_cipher;
+}
+
+/* The datagram an engine wrote (dg) as one run of bytes in out; its length. */
+static size_t flat(const aftp_datagram *dg, uint8_t *out)
+{
+    memmove(out, dg->head, dg->head_len);
+    if (dg->payload_len > 0)
+        memcpy(out + dg->head_len, dg->payload, dg->payload_len);
+    return dg->head_len + dg->payload_len;
+}
+
+/* The client's next datagram at now into buf: its length. */
+static size_t client_next(aftp_sender *s, uint64_t now, uint8_t *buf)
+{
+    aftp_datagram dg;
+    assert_int_equal(aftp_sender_write(s, now, buf, AFTP_WIRE_MAX_DATAGRAM, &dg), 1);
+    return flat(&dg, buf);
+}
+
 /* The sim client's first datagram: its protected HELLO (or, with cipher
  * NONE, its unprotected one). */
 static size_t client_hello(int cipher, uint8_t *buf)
 {
-    aftp_sender_settings ss;
-    aftp_receiver_settings rs;
-    sim_side snd_side, rcv_side;
+    engines e;
     aftp_sender *s;
-    aftp_datagram dg;
-    memset(&snd_side, 0, sizeof snd_side);
-    memset(&rcv_side, 0, sizeof rcv_side);
-    sim_engine_settings(&ss, &snd_side, &rs, &rcv_side);
-    ss.security.cipher = cipher;
-    assert_int_equal(aftp_sender_new(&ss, 0, &s), AFTP_OK);
+    engines_settings(&e, cipher);
+    assert_int_equal(aftp_sender_new(&e.ss, 0, &s), AFTP_OK);
     aftp_sender_finish(s);
-    assert_int_equal(aftp_sender_write(s, 0, buf, AFTP_WIRE_MAX_DATAGRAM, &dg), 1);
-    assert_ptr_equal(dg.head, buf);
-    size_t len = dg.head_len;
+    size_t len = client_next(s, 0, buf);
     aftp_sender_del(s);
     return len;
 }
@@ -599,26 +623,20 @@ static void refused_at_hello(int client_cipher, lookup_fn lookup, int refusal,
     struct sockaddr_in from = addr4(6000);
     assert_int_equal(aftp_door_input(&f.d, hello, len, (struct sockaddr *)&from, 0, 5 * S, &f.v),
                      AFTP_DOOR_START);
-    aftp_sender_settings ss;
-    aftp_receiver_settings rs;
-    sim_side snd_side, rcv_side;
+    engines e;
     aftp_receiver *r;
     aftp_datagram dg;
-    memset(&rcv_side, 0, sizeof rcv_side);
-    sim_engine_settings(&ss, &snd_side, &rs, &rcv_side);
+    engines_settings(&e, client_cipher);
     if (lookup != NULL)
-        rs.security.peers.lookup = lookup;
-    assert_int_equal(aftp_receiver_new(&rs, 5 * S, &r), AFTP_OK);
+        e.rs.security.peers.lookup = lookup;
+    assert_int_equal(aftp_receiver_new(&e.rs, 5 * S, &r), AFTP_OK);
     assert_int_equal(aftp_receiver_read(r, 5 * S, hello, len), refusal);
     assert_int_equal(aftp_receiver_write(r, 5 * S, buf, AFTP_WIRE_MAX_DATAGRAM, &dg), 1);
-    size_t out_len = dg.head_len + dg.payload_len;
+    size_t out_len = flat(&dg, buf);
     assert_true(out_len <= 3 * len);
-    memmove(buf, dg.head, dg.head_len);
-    if (dg.payload_len > 0)
-        memcpy(buf + dg.head_len, dg.payload, dg.payload_len);
     assert_int_equal(aftp_wire_decode(buf, out_len, close), AFTP_OK);
     assert_int_equal(close->hdr.type, AFTP_WIRE_CLOSE);
-    assert_int_equal(close->hdr.conn_id, ss.conn_id);
+    assert_int_equal(close->hdr.conn_id, e.ss.conn_id);
     assert_int_equal(close->hdr.pn, 0);
     aftp_receiver_del(r);
     finish(&f);
@@ -648,6 +666,51 @@ static void test_unprotected_offer_refused(void **state)
     assert_int_equal(close.u.close.error, AFTP_WIRE_ERR_PROTOCOL);
 }
 
+/* The whole RETRY exchange with the engines on a virtual clock: a busy
+ * server's door answers the client's HELLO with a RETRY; the client
+ * resends it at once with the cookie, which the door takes (dropped while
+ * busy, started once idle, validated); the receiver's HELLO_ACK then
+ * connects the client (the handshake ran on the echoed copy). */
+static void test_retry_exchange_with_the_engines(void **state)
+{
+    (void)state;
+    uint8_t hello[AFTP_WIRE_MAX_DATAGRAM], ack[AFTP_WIRE_MAX_DATAGRAM];
+    engines e;
+    aftp_sender *s;
+    aftp_receiver *r;
+    aftp_datagram dg;
+    fixture f;
+    const uint8_t *cookie;
+    uint16_t cookie_len;
+    struct sockaddr_in from = addr4(6000);
+    start(&f, 0, 1);
+    engines_settings(&e, AFTP_CIPHER_AUTO);
+    assert_int_equal(aftp_sender_new(&e.ss, S, &s), AFTP_OK);
+    aftp_sender_finish(s);
+    size_t len = client_next(s, S, hello);
+    assert_int_equal(aftp_door_input(&f.d, hello, len, (struct sockaddr *)&from, 1, S, &f.v),
+                     AFTP_DOOR_REPLY);
+    assert_int_equal(f.v.reply_type, AFTP_WIRE_RETRY);
+    assert_int_equal(aftp_sender_read(s, S, f.v.reply, f.v.reply_len), AFTP_OK);
+    len = client_next(s, S, hello);
+    assert_int_equal(aftp_door_input(&f.d, hello, len, (struct sockaddr *)&from, 1, S, &f.v),
+                     AFTP_DOOR_DROP);
+    assert_int_equal(aftp_door_input(&f.d, hello, len, (struct sockaddr *)&from, 0, 2 * S, &f.v),
+                     AFTP_DOOR_START);
+    assert_int_equal(f.v.validated, 1);
+    assert_true(aftp_wire_ext_find(f.v.hello.u.hello.ext, f.v.hello.u.hello.ext_len,
+                                   AFTP_WIRE_EXT_COOKIE, &cookie, &cookie_len));
+    assert_int_equal(aftp_receiver_new(&e.rs, 2 * S, &r), AFTP_OK);
+    assert_int_equal(aftp_receiver_read(r, 2 * S, hello, len), AFTP_OK);
+    assert_int_equal(aftp_receiver_write(r, 2 * S, ack, sizeof ack, &dg), 1);
+    size_t ack_len = flat(&dg, ack);
+    assert_int_equal(aftp_sender_read(s, 2 * S, ack, ack_len), AFTP_OK);
+    assert_int_equal(e.snd_side.ev.connected, 1); /* (no files: it then closes) */
+    aftp_receiver_del(r);
+    aftp_sender_del(s);
+    finish(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -670,6 +733,7 @@ int main(void)
         cmocka_unit_test(test_drop_reports_limited),
         cmocka_unit_test(test_unauthorized_key_refused),
         cmocka_unit_test(test_unprotected_offer_refused),
+        cmocka_unit_test(test_retry_exchange_with_the_engines),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
