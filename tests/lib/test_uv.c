@@ -206,9 +206,9 @@ static void env_init(uv_env *e)
 {
     memset(e, 0, sizeof *e);
     int fd;
-    e->src_dir = strdup(io_test_mkdtemp(&fd));
+    e->src_dir = io_test_mkdtemp(&fd);
     close(fd);
-    e->dst_dir = strdup(io_test_mkdtemp(&e->dst_fd));
+    e->dst_dir = io_test_mkdtemp(&e->dst_fd);
     assert_int_equal(aftp_hs_keypair(e->server_secret, e->server_public), AFTP_OK);
     assert_int_equal(aftp_hs_keypair(e->client_secret, e->client_public), AFTP_OK);
     assert_int_equal(uv_loop_init(&e->loop), 0);
