@@ -33,7 +33,8 @@
 # Environment: BENCH_DIR (default /dev/shm) holds the source and received
 # files (2 x size): tmpfs measures the transfer without a disk's speed.
 # Exit status: 0; 1 when a run failed or delivered a different copy; 2 for
-# a usage error.
+# a usage error; under a profile 3 when the link emulator was overloaded
+# (the figures are INVALID) and 77 without network namespaces.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
@@ -180,7 +181,15 @@ echo "tiers: $size MiB x $repeat, ${profile:-loopback 127.0.0.1}, in $(stat -f -
 if [ -n "$profile" ]; then
     args=(--build "$build" --size "$size" --repeat "$repeat" --base-aftp "$base"
           --time-cap "$cap" --inner "$work" "${send_opts[@]}")
-    "$root/netem/wan.sh" --profile "$profile" -- "$0" "${args[@]}"
+    # The link's emulator from the same build (netem/wan.sh otherwise looks
+    # for build*/netem/aftp-linkemu). Exit status 3: the emulator reported
+    # overload, the figures are INVALID.
+    wan=(--profile "$profile")
+    [ -x "$build/netem/aftp-linkemu" ] && wan+=(--linkemu "$build/netem/aftp-linkemu")
+    status=0
+    "$root/netem/wan.sh" "${wan[@]}" -- "$0" "${args[@]}" || status=$?
+    [ "$status" -ne 3 ] || echo "tiers: INVALID: the link emulator reported overload (netem/wan.sh)"
+    exit "$status"
 else
     RCV='' SND='' ADDR=127.0.0.1
     runs
