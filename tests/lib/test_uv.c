@@ -46,6 +46,7 @@ typedef struct uv_env {
     uint64_t admit_wait_ms;
     /* what came */
     int listening, warnings, admissions, receipts, progress_calls, file_events;
+    int server_progress_calls;
     int send_status, send_done, server_status, server_stopped;
     aftp_receipt receipt;
     char receipt_path[256];
@@ -174,6 +175,14 @@ static void server_receipt(void *user, const aftp_receipt *r)
     assert_memory_equal(r->client->key, e->client_public, AFTP_KEY_LEN);
 }
 
+static void server_progress(void *user, const aftp_progress *p)
+{
+    uv_env *e = user;
+    on_loop(e);
+    assert_non_null(p->name);
+    e->server_progress_calls++;
+}
+
 static void server_log(void *user, int kind, const char *line)
 {
     uv_env *e = user;
@@ -230,7 +239,8 @@ static void env_run(uv_env *e)
         assert_int_equal(aftp_client_set_rate(e->client, e->rate), AFTP_OK);
     }
     aftp_uv_server_cbs cbs = {.size = sizeof cbs, .admit = server_admit,
-                              .receipt = server_receipt, .log = server_log,
+                              .receipt = server_receipt, .progress = server_progress,
+                              .log = server_log,
                               .stopped = server_stopped, .user = e,
                               .admit_wait_ms = e->admit_wait_ms};
     assert_int_equal(aftp_uv_server_start(&e->loop, e->server, &cbs, &e->run), AFTP_OK);
@@ -254,14 +264,18 @@ static void env_end(uv_env *e)
 /* ---- tests ---- */
 
 /* A file moves byte-exact between a server and a client on one loop; every
- * callback ran on the loop's thread, each of them at least once. */
+ * callback ran on the loop's thread, each of them at least once (4 MiB at
+ * 40 Mbit/s take 0.8 s: progress comes every quarter second). */
 static void test_transfer_on_one_loop(void **state)
 {
     (void)state;
     uv_env e;
     env_init(&e);
-    e.file = make_file(&e, "data.bin", 3u << 20);
+    e.file = make_file(&e, "data.bin", 4u << 20);
+    e.rate = 40000000;
     env_run(&e);
+    assert_true(e.progress_calls > 0);
+    assert_true(e.server_progress_calls > 0);
     assert_int_equal(e.send_status, AFTP_OK);
     assert_int_equal(e.send_done, 1);
     assert_int_equal(e.server_status, AFTP_OK);
