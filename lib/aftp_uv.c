@@ -57,20 +57,22 @@ typedef struct admit_request {
 /* What a send and a server share: the thread, the queue to the loop, and
  * the embedder's callbacks. */
 typedef struct uv_bridge {
-    uv_loop_t *loop;
     uv_async_t wake;
     uv_thread_t thread;
-    uv_mutex_t lock; /* guards what follows up to `finished` and the requests' state */
+    /* lock guards the queue, the admission question (and its state), and
+     * the end: finished, status, errmsg. */
+    uv_mutex_t lock;
     uv_cond_t answered;
     bridge_event *head, **tail;
-    admit_request *admit;
+    admit_request *admit; /* the blocking server asks one question at a time */
     int finished;
     int status;
     char *errmsg;
-    int open_handles;
+    int open_handles; /* on the loop thread only */
     /* The tier's own part of the end, on the loop after the thread ended:
      * the handle's callbacks back to none, its own uv handles closed. */
     void (*finish)(struct uv_bridge *b);
+    /* Frees the send or server around the bridge. */
     void (*release)(struct uv_bridge *b);
     aftp_progress_cb progress;
     aftp_file_cb file;
@@ -246,6 +248,20 @@ static void admission_wait(uv_bridge *b, admit_request *req)
     }
 }
 
+/* The warning for a client refused because the loop did not take its
+ * admission in time: who, how long, what to do. */
+static void admission_timeout_log(uv_bridge *b, const aftp_peer *peer)
+{
+    char who[AFTP_SERVER_PEER_TEXT_MAX], line[AFTP_SERVER_PEER_TEXT_MAX + 200];
+    if (aftp_server_format_peer(peer, who, sizeof who) != AFTP_OK)
+        who[0] = '\0';
+    snprintf(line, sizeof line,
+             "client %s refused: its admission waited %llu ms for the event loop, which did not "
+             "take it (keep the loop's callbacks short, or raise admit_wait_ms)",
+             who, (unsigned long long)(b->admit_wait_ns / 1000000u));
+    log_on_thread(b, AFTP_LOG_WARNING, line);
+}
+
 static int admit_on_thread(void *user, const aftp_peer *peer, aftp_admission *decision)
 {
     uv_bridge *b = user;
@@ -258,14 +274,8 @@ static int admit_on_thread(void *user, const aftp_peer *peer, aftp_admission *de
     uv_mutex_lock(&b->lock);
     admission_wait(b, &req);
     uv_mutex_unlock(&b->lock);
-    if (req.state != ADMIT_ANSWERED && b->log != NULL) {
-        char line[200];
-        snprintf(line, sizeof line,
-                 "a client was refused: its admission waited %llu ms for the event loop, which "
-                 "did not take it (keep the loop's callbacks short, or raise admit_wait_ms)",
-                 (unsigned long long)(b->admit_wait_ns / 1000000u));
-        log_on_thread(b, AFTP_LOG_WARNING, line);
-    }
+    if (req.state != ADMIT_ANSWERED && b->log != NULL)
+        admission_timeout_log(b, peer);
     return req.result;
 }
 
@@ -370,7 +380,6 @@ static void bridge_wake(uv_async_t *h)
  * AFTP_ERR_INTERNAL (then nothing is left to undo). */
 static int bridge_init(uv_bridge *b, uv_loop_t *loop)
 {
-    b->loop = loop;
     b->tail = &b->head;
     if (uv_mutex_init(&b->lock) != 0)
         return AFTP_ERR_INTERNAL;

@@ -41,9 +41,11 @@
  * only after the done callbacks). The tier frees its state itself, after
  * the done callback returns, never while its thread runs.
  *
- * <uv.h> is not needed to include this header: the loop is the forward
- * declared struct uv_loop_s (libuv's uv_loop_t). libaftp links libuv; the
- * embedder, calling uv_* itself, links it too (pkg-config: aftp libuv).
+ * <aftp/aftp.h> does not include this header (a program without a uv loop
+ * has no use for it): include it next to <uv.h>. It does not need <uv.h>
+ * itself: the loop is the forward-declared struct uv_loop_s (libuv's
+ * uv_loop_t). libaftp links libuv; the embedder, calling uv_* itself,
+ * links it too (pkg-config --cflags --libs aftp libuv).
  */
 #ifndef AFTP_UV_H
 #define AFTP_UV_H

@@ -50,6 +50,7 @@ typedef struct uv_env {
     int send_status, send_done, server_status, server_stopped;
     aftp_receipt receipt;
     char receipt_path[256];
+    char warning[1024];
     uint64_t cancel_ns, done_ns;
 } uv_env;
 
@@ -188,8 +189,10 @@ static void server_log(void *user, int kind, const char *line)
     uv_env *e = user;
     on_loop(e);
     assert_non_null(line);
-    if (kind == AFTP_LOG_WARNING && strstr(line, "admission waited") != NULL)
+    if (kind == AFTP_LOG_WARNING && strstr(line, "admission waited") != NULL) {
         e->warnings++;
+        snprintf(e->warning, sizeof e->warning, "%s", line);
+    }
     if (kind != AFTP_LOG_LISTENING)
         return;
     e->listening++;
@@ -339,6 +342,8 @@ static void test_admission_bounded(void **state)
     assert_int_equal(e.send_status, AFTP_ERR_UNKNOWN_PEER);
     assert_int_equal(e.admissions, 0);
     assert_int_equal(e.warnings, 1);
+    assert_non_null(strstr(e.warning, "client from 127.0.0.1:"));
+    assert_non_null(strstr(e.warning, "waited 50 ms"));
     assert_false(io_test_exists(e.dst_fd, "small.bin"));
     env_end(&e);
 }
