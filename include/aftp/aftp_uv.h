@@ -24,7 +24,9 @@
  * (progress, file events, receipts, log lines, the end) is copied and
  * handed to the loop through a uv_async_t; the loop thread calls the
  * callbacks. A server's admission question travels the same way and the
- * datapath waits, bounded, for the loop's answer.
+ * datapath waits, bounded, for the loop's answer. (An event the tier
+ * cannot copy for want of memory is lost; the transfer goes on, and the
+ * done callback, which needs no memory, always comes.)
  *
  * Threads: every function here, and every callback, is on the loop's
  * thread. The aftp_client or aftp_server handle belongs to the uv tier

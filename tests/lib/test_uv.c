@@ -46,7 +46,7 @@ typedef struct uv_env {
     uint64_t admit_wait_ms;
     /* what came */
     int listening, warnings, admissions, receipts, progress_calls, file_events;
-    int server_progress_calls;
+    int server_progress_calls, notices;
     int send_status, send_done, server_status, server_stopped;
     aftp_receipt receipt;
     char receipt_path[256];
@@ -123,6 +123,14 @@ static void client_file(void *user, const aftp_file_event *ev)
     e->file_events++;
 }
 
+static void client_notice(void *user, const char *text)
+{
+    uv_env *e = user;
+    on_loop(e);
+    assert_non_null(text);
+    e->notices++;
+}
+
 static void client_done(void *user, int status, const char *errmsg)
 {
     uv_env *e = user;
@@ -140,7 +148,8 @@ static void start_send(uv_env *e)
     char hp[64];
     snprintf(hp, sizeof hp, "127.0.0.1:%u", aftp_server_port(e->server));
     aftp_uv_send_cbs cbs = {.size = sizeof cbs, .progress = client_progress,
-                            .file = client_file, .done = client_done, .user = e};
+                            .file = client_file, .notice = client_notice,
+                            .done = client_done, .user = e};
     const char *files[] = {e->file};
     assert_int_equal(aftp_uv_client_send(&e->loop, e->client, hp, files, 1, &cbs, &e->send),
                      AFTP_OK);
@@ -276,9 +285,13 @@ static void test_transfer_on_one_loop(void **state)
     env_init(&e);
     e.file = make_file(&e, "data.bin", 4u << 20);
     e.rate = 40000000;
+    /* a server that takes smaller datagrams than the client asks for: a notice */
+    assert_int_equal(aftp_server_set_mtu(e.server, 1500), AFTP_OK);
+    assert_int_equal(aftp_client_set_mtu(e.client, 9000), AFTP_OK);
     env_run(&e);
     assert_true(e.progress_calls > 0);
     assert_true(e.server_progress_calls > 0);
+    assert_true(e.notices > 0);
     assert_int_equal(e.send_status, AFTP_OK);
     assert_int_equal(e.send_done, 1);
     assert_int_equal(e.server_status, AFTP_OK);
