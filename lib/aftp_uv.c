@@ -624,5 +624,11 @@ void aftp_uv_server_stop(aftp_uv_server *u)
     if (u == NULL || u->stopping)
         return;
     u->stopping = 1;
-    aftp_server_stop(u->server);
+    /* A stop given to a handle whose run has returned would stop its next
+     * run at once (aftp_server_stop() before a run): only a run that has
+     * not reported its end is stopped. */
+    uv_mutex_lock(&u->b.lock);
+    if (!u->b.finished)
+        aftp_server_stop(u->server);
+    uv_mutex_unlock(&u->b.lock);
 }

@@ -101,7 +101,8 @@ typedef struct aftp_uv_send_cbs {
  * Returns AFTP_OK, or without starting anything: AFTP_ERR_INVALID_ARGUMENT
  * (loop, c, host_port, files, cbs or cbs->done NULL, count 0, cbs->size
  * too small), AFTP_ERR_NO_MEMORY, AFTP_ERR_INTERNAL (libuv refused a
- * handle or a thread). Errors of the send itself (a bad address, a missing
+ * handle or a thread: what was opened closes when the loop runs next, and
+ * no done callback comes). Errors of the send itself (a bad address, a missing
  * key, the network ...) come to cbs->done. */
 AFTP_EXTERN int aftp_uv_client_send(struct uv_loop_s *loop, aftp_client *c,
                                     const char *host_port, const char *const *files,
@@ -154,7 +155,7 @@ typedef struct aftp_uv_server_cbs {
  * Returns AFTP_OK, or without starting anything: AFTP_ERR_INVALID_ARGUMENT
  * (loop, s, cbs or cbs->stopped NULL, cbs->size too small),
  * AFTP_ERR_NO_MEMORY, AFTP_ERR_INTERNAL (libuv refused a handle or a
- * thread). */
+ * thread: as for aftp_uv_client_send()). */
 AFTP_EXTERN int aftp_uv_server_start(struct uv_loop_s *loop, aftp_server *s,
                                      const aftp_uv_server_cbs *cbs, aftp_uv_server **out);
 /* Ends the run: a session in progress is cancelled (its client told); the

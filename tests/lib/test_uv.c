@@ -250,6 +250,7 @@ static void env_run(uv_env *e)
         assert_int_equal(aftp_client_set_policy(e->client, AFTP_CC_FIXED), AFTP_OK);
         assert_int_equal(aftp_client_set_rate(e->client, e->rate), AFTP_OK);
     }
+    int stopped_before = e->server_stopped;
     aftp_uv_server_cbs cbs = {.size = sizeof cbs, .admit = server_admit,
                               .receipt = server_receipt, .progress = server_progress,
                               .log = server_log,
@@ -258,7 +259,7 @@ static void env_run(uv_env *e)
     assert_int_equal(aftp_uv_server_start(&e->loop, e->server, &cbs, &e->run), AFTP_OK);
     assert_int_equal(uv_run(&e->loop, UV_RUN_DEFAULT), 0);
     assert_int_equal(uv_loop_close(&e->loop), 0);
-    assert_int_equal(e->server_stopped, 1);
+    assert_int_equal(e->server_stopped, stopped_before + 1);
     assert_int_equal(e->off_loop_calls, 0);
 }
 
@@ -389,6 +390,33 @@ static void test_server_cannot_start(void **state)
     env_end(&e);
 }
 
+/* A stop that comes after the run ended by itself (here: it could not
+ * start) but before its stopped callback does not carry over: the next
+ * run of the handle serves a client instead of returning at once. */
+static void test_stop_after_end_not_sticky(void **state)
+{
+    (void)state;
+    uv_env e;
+    env_init(&e);
+    aftp_server_del(e.server);
+    assert_int_equal(aftp_server_new(&e.server), AFTP_OK); /* no listen address yet */
+    assert_int_equal(aftp_server_set_identity(e.server, e.server_secret), AFTP_OK);
+    aftp_uv_server_cbs cbs = {.size = sizeof cbs, .admit = server_admit, .log = server_log,
+                              .stopped = server_stopped, .user = &e};
+    assert_int_equal(aftp_uv_server_start(&e.loop, e.server, &cbs, &e.run), AFTP_OK);
+    usleep(200000); /* the run fails meanwhile, before the loop hears of it */
+    aftp_uv_server_stop(e.run);
+    assert_int_equal(uv_run(&e.loop, UV_RUN_DEFAULT), 0);
+    assert_int_equal(e.server_status, AFTP_ERR_INVALID_ARGUMENT);
+    assert_int_equal(aftp_server_set_listen(e.server, "127.0.0.1:0"), AFTP_OK);
+    e.file = make_file(&e, "after.bin", 4096);
+    env_run(&e);
+    assert_int_equal(e.send_status, AFTP_OK);
+    assert_int_equal(e.receipts, 1);
+    assert_int_equal(e.server_stopped, 2);
+    env_end(&e);
+}
+
 static void done_unused(void *user, int status, const char *errmsg)
 {
     (void)user;
@@ -440,6 +468,7 @@ int main(void)
         cmocka_unit_test(test_admission_bounded),
         cmocka_unit_test(test_server_stop_idle),
         cmocka_unit_test(test_server_cannot_start),
+        cmocka_unit_test(test_stop_after_end_not_sticky),
         cmocka_unit_test(test_bad_arguments),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
