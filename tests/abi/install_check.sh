@@ -50,6 +50,16 @@ run() {
     echo "ok: $mode: $name: $(tr '\n' ' ' <"$work/$name.out")"
 }
 
+# run_uv_user PROGRAM: runs consumer/uv_user.c's program and checks that
+# the stopped callback said why the server could not run.
+run_uv_user() {
+    "$1" >"$work/uv_user.out" ||
+        { cat "$work/uv_user.out"; fail "uv_user (the libuv tier from outside) failed"; }
+    grep -q '^stopped AFTP_ERR_INVALID_ARGUMENT: .' "$work/uv_user.out" ||
+        { cat "$work/uv_user.out"; fail "uv_user: the stopped callback did not say why"; }
+    echo "ok: $mode: uv_user: $(tr '\n' ' ' <"$work/uv_user.out")"
+}
+
 # needs_libaftp FILE yes|no: whether FILE is dynamically linked to libaftp.
 needs_libaftp() {
     if readelf -d "$1" | grep -q 'NEEDED.*\[libaftp\.so\.'; then found=yes; else found=no; fi
@@ -76,11 +86,7 @@ pkg-config)
     $cc $cflags -std=c99 -Wall -Wextra -Wpedantic -Wstrict-prototypes -Werror \
         -o "$work/uv_user" "$consumer/uv_user.c" \
         $(pkg-config --cflags --libs aftp libuv) -Wl,-rpath,"$libdir"
-    "$work/uv_user" >"$work/uv_user.out" ||
-        { cat "$work/uv_user.out"; fail "uv_user (the libuv tier from outside) failed"; }
-    grep -q '^stopped AFTP_ERR_INVALID_ARGUMENT: .' "$work/uv_user.out" ||
-        { cat "$work/uv_user.out"; fail "uv_user: the stopped callback did not say why"; }
-    echo "ok: $mode: uv_user: $(tr '\n' ' ' <"$work/uv_user.out")"
+    run_uv_user "$work/uv_user"
 
     if command -v c++ >/dev/null; then
         # shellcheck disable=SC2046,SC2086
@@ -115,6 +121,7 @@ cmake)
     needs_libaftp "$work/build/libreport_embedded.so" no
     run "$work/build/consumer_shared"
     run "$work/build/consumer_static"
+    run_uv_user "$work/build/uv_user"
     ;;
 *)
     fail "unknown mode '$mode' (pkg-config or cmake)"
