@@ -32,6 +32,11 @@ install_prefix "$build"
     fail "$prefix/bin/aftp --version does not say $version"
 [ -n "$(find "$prefix" -path '*/man1/aftp.1')" ] || fail "no man1/aftp.1 under $prefix"
 
+# The public headers, each of them (installed_headers.txt, sorted).
+(cd "$prefix/include/aftp" && ls) | LC_ALL=C sort >"$work/headers"
+LC_ALL=C sort "$(dirname "$0")/installed_headers.txt" | diff - "$work/headers" >"$work/headers.diff" ||
+    { cat "$work/headers.diff"; fail "headers under $prefix/include/aftp differ from installed_headers.txt (<: missing, >: extra)"; }
+
 # run PROGRAM: runs it and checks what it printed.
 run() {
     name=$(basename "$1")
@@ -43,6 +48,16 @@ run() {
     grep -q '^cancelled .' "$work/$name.out" ||
         { cat "$work/$name.out"; fail "$name printed no text for AFTP_ERR_CANCELLED"; }
     echo "ok: $mode: $name: $(tr '\n' ' ' <"$work/$name.out")"
+}
+
+# run_uv_user PROGRAM: runs consumer/uv_user.c's program and checks that
+# the stopped callback said why the server could not run.
+run_uv_user() {
+    "$1" >"$work/uv_user.out" ||
+        { cat "$work/uv_user.out"; fail "uv_user (the libuv tier from outside) failed"; }
+    grep -q '^stopped AFTP_ERR_INVALID_ARGUMENT: .' "$work/uv_user.out" ||
+        { cat "$work/uv_user.out"; fail "uv_user: the stopped callback did not say why"; }
+    echo "ok: $mode: uv_user: $(tr '\n' ' ' <"$work/uv_user.out")"
 }
 
 # needs_libaftp FILE yes|no: whether FILE is dynamically linked to libaftp.
@@ -64,6 +79,14 @@ pkg-config)
         $(pkg-config --cflags --libs aftp) -Wl,-rpath,"$libdir"
     needs_libaftp "$work/consumer_shared" yes
     run "$work/consumer_shared"
+
+    # The libuv tier, as an embedder that runs its own loop builds it:
+    # aftp.pc lists libuv in Requires.private, so the embedder names it.
+    # shellcheck disable=SC2046,SC2086
+    $cc $cflags -std=c99 -Wall -Wextra -Wpedantic -Wstrict-prototypes -Werror \
+        -o "$work/uv_user" "$consumer/uv_user.c" \
+        $(pkg-config --cflags --libs aftp libuv) -Wl,-rpath,"$libdir"
+    run_uv_user "$work/uv_user"
 
     if command -v c++ >/dev/null; then
         # shellcheck disable=SC2046,SC2086
@@ -98,6 +121,7 @@ cmake)
     needs_libaftp "$work/build/libreport_embedded.so" no
     run "$work/build/consumer_shared"
     run "$work/build/consumer_static"
+    run_uv_user "$work/build/uv_user"
     ;;
 *)
     fail "unknown mode '$mode' (pkg-config or cmake)"
