@@ -36,7 +36,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -47,9 +49,11 @@
 #include "aftp/aftp_client.h"
 #include "aftp/aftp_server.h"
 #include "aftp_push.h"
+#include "aftp_source.h"
 #include "common/aftp_handshake.h"
 #include "common/aftp_keyfile.h"
 #include "io_testutil.h"
+#include "proto/aftp_wire.h"
 
 enum { CLIENTS = 3, MAX_RECEIPTS = 8, MAX_LINES = 32, FILE_LEN = 300000 + 17 };
 
@@ -674,6 +678,97 @@ static void test_admission_rate_cap_unprotected(void **state)
     assert_int_equal(f->receipts[0].rate_cap_bps, CAPPED_BPS);
 }
 
+/* The HELLO of a client written before RATE_CAP, as client 0: the engine's
+ * own HELLO without its RATE_CAP announcement (message 1 does not cover
+ * extensions, so it still opens). */
+static size_t hello_without_rate_cap(const fixture *f, uint8_t *out, size_t cap)
+{
+    aftp_sender_settings ss;
+    aftp_sender *snd = NULL;
+    aftp_datagram dg;
+    aftp_wire_packet p;
+    static uint8_t hello[AFTP_WIRE_MAX_DATAGRAM];
+    uint8_t ext[AFTP_WIRE_HELLO_MIN_LEN];
+    aftp_wire_writer w;
+    struct timespec now;
+    size_t len = 0;
+    aftp_source unused_source = {0}; /* no file is added: storage is never read */
+    clock_gettime(CLOCK_REALTIME, &now);
+    aftp_sender_settings_default(&ss);
+    ss.conn_id = 0x5eed0001u;
+    ss.storage = &aftp_source_ops;
+    ss.user = &unused_source;
+    ss.security.cipher = AFTP_CIPHER_AUTO;
+    ss.security.identity = f->client[0].secret;
+    ss.security.peer_key = f->server.public_key;
+    ss.security.unix_time_ns = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+    assert_int_equal(aftp_sender_new(&ss, 0, &snd), AFTP_OK);
+    assert_int_equal(aftp_sender_write(snd, 0, hello, sizeof hello, &dg), 1);
+    assert_int_equal(aftp_wire_decode(dg.head, dg.head_len, &p), AFTP_OK);
+    aftp_wire_writer_init(&w, ext, sizeof ext);
+    assert_int_equal(aftp_wire_ext_put_except(&w, p.u.hello.ext, p.u.hello.ext_len,
+                                              AFTP_WIRE_EXT_RATE_CAP),
+                     AFTP_OK);
+    assert_true(w.pos < p.u.hello.ext_len); /* the announcement was there */
+    p.u.hello.ext = ext;
+    p.u.hello.ext_len = (uint16_t)w.pos;
+    assert_int_equal(aftp_wire_encode(&p, out, cap, &len), AFTP_OK);
+    aftp_sender_del(snd);
+    return len;
+}
+
+/* Waits (a guard of 10 s, no timing asserted) for a log line of `kind`
+ * holding `text`; 1 when it came. */
+static int await_log(fixture *f, int kind, const char *text)
+{
+    for (int tries = 0; tries < 1000; tries++) {
+        pthread_mutex_lock(&f->lock);
+        int seen = log_has(f, kind, text);
+        pthread_mutex_unlock(&f->lock);
+        if (seen)
+            return 1;
+        usleep(10000);
+    }
+    return 0;
+}
+
+/* A client that cannot honour the cap its admission sets is refused with
+ * CLOSE(LIMIT) in clear, naming the cap; the operator's log says why, and
+ * nothing of it lands. */
+static void test_rate_cap_refused_to_old_client(void **state)
+{
+    fixture *f = *state;
+    uint8_t hello[AFTP_WIRE_HELLO_MIN_LEN], reply[AFTP_WIRE_MAX_DATAGRAM];
+    char reason[AFTP_WIRE_MAX_REASON + 1], expect[64];
+    aftp_wire_packet p;
+    size_t len = hello_without_rate_cap(f, hello, sizeof hello);
+    configure(f, "127.0.0.1:0");
+    assert_int_equal(aftp_server_set_admit_cb(f->s, admit_capped, f), AFTP_OK);
+    struct sockaddr_in to = io_test_loopback((uint16_t)start_server(f));
+    int fd = socket(AF_INET, SOCK_DGRAM, 0);
+    struct timeval guard = {.tv_sec = 10};
+    assert_true(fd >= 0);
+    assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &guard, sizeof guard), 0);
+    assert_int_equal(sendto(fd, hello, len, 0, (struct sockaddr *)&to, sizeof to), (ssize_t)len);
+    ssize_t got = recv(fd, reply, sizeof reply, 0);
+    close(fd);
+    snprintf(expect, sizeof expect, "rate cap of %" PRIu64 " bit/s", CAPPED_BPS);
+    int logged = await_log(f, AFTP_LOG_SESSION_FAILED, expect);
+    stop_server(f);
+
+    assert_true(got > 0);
+    assert_int_equal(aftp_wire_decode(reply, (size_t)got, &p), AFTP_OK);
+    assert_int_equal(p.hdr.type, AFTP_WIRE_CLOSE);
+    assert_int_equal(p.u.close.error, AFTP_WIRE_ERR_LIMIT);
+    memcpy(reason, p.u.close.reason, p.u.close.reason_len);
+    reason[p.u.close.reason_len] = '\0';
+    assert_non_null(strstr(reason, expect));
+    assert_true(logged);
+    assert_int_equal(f->admissions, 1);
+    assert_int_equal(f->receipt_count, 0);
+    assert_int_equal(entries_in(f->partner[0]), 0);
+}
+
 /* A run that cannot start says why, and a failed setter keeps what was set. */
 static void test_refuses_to_start(void **state)
 {
@@ -874,6 +969,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_unprotected_session, setup, teardown),
         cmocka_unit_test_setup_teardown(test_admission_rate_cap, setup, teardown),
         cmocka_unit_test_setup_teardown(test_admission_rate_cap_unprotected, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_rate_cap_refused_to_old_client, setup, teardown),
         cmocka_unit_test_setup_teardown(test_refuses_to_start, setup, teardown),
         cmocka_unit_test_setup_teardown(test_busy_port, setup, teardown),
         cmocka_unit_test_setup_teardown(test_once_serves_one_session, setup, teardown),
