@@ -94,14 +94,20 @@ int aftp_session_check_security(const aftp_security_settings *sec, int client)
     return has_keys ? AFTP_OK : AFTP_ERR_BAD_KEY;
 }
 
-void aftp_session_ack_binding(const aftp_wire_hello_ack *a, uint8_t *out)
+int aftp_session_ack_payload(const aftp_wire_hello_ack *a, uint8_t *out, size_t cap,
+                             size_t *out_len)
 {
     aftp_wire_writer w;
-    aftp_wire_writer_init(&w, out, AFTP_SESSION_ACK_BINDING_LEN);
-    /* Cannot fail: exactly AFTP_SESSION_ACK_BINDING_LEN bytes. */
-    (void)aftp_wire_write_u32(&w, a->server_conn_id);
-    (void)aftp_wire_write_u8(&w, a->cipher);
-    (void)aftp_wire_write_u16(&w, a->max_datagram);
+    aftp_wire_writer_init(&w, out, cap);
+    int rc = aftp_wire_write_u32(&w, a->server_conn_id);
+    if (rc == AFTP_OK)
+        rc = aftp_wire_write_u8(&w, a->cipher);
+    if (rc == AFTP_OK)
+        rc = aftp_wire_write_u16(&w, a->max_datagram);
+    if (rc == AFTP_OK)
+        rc = aftp_wire_ext_put_except(&w, a->ext, a->ext_len, AFTP_WIRE_EXT_HANDSHAKE);
+    *out_len = w.pos;
+    return rc;
 }
 
 void aftp_session_tick(aftp_session *ss, uint64_t now_ns)

@@ -94,9 +94,13 @@ int aftp_session_cipher_allowed(int choice, uint8_t cipher);
  * enum aftp_cipher_choice (AFTP_CIPHER_NONE for an unprotected session). */
 int aftp_session_cipher_choice(uint8_t cipher);
 /* What message 2 of the handshake authenticates of a HELLO_ACK (spec
- * section 14.3): server_conn_id u32 || cipher u8 || max_datagram u16. */
-#define AFTP_SESSION_ACK_BINDING_LEN 7u
-void aftp_session_ack_binding(const aftp_wire_hello_ack *a, uint8_t *out);
+ * section 14.2.3): server_conn_id u32 || cipher u8 || max_datagram u16,
+ * then the HELLO_ACK's extension TLVs other than HANDSHAKE, as they stand
+ * in it (RATE_CAP). So the server builds it before it adds message 2, and
+ * the client from the packet it got. AFTP_ERR_BUFFER_TOO_SMALL past cap
+ * bytes. */
+int aftp_session_ack_payload(const aftp_wire_hello_ack *a, uint8_t *out, size_t cap,
+                             size_t *out_len);
 
 /* Remember the latest clock reading (entry points call this first). */
 void aftp_session_tick(aftp_session *ss, uint64_t now_ns);

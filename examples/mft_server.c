@@ -10,14 +10,17 @@
  * PARTNERS_FILE  who may send, and where their files land. One partner a
  *                line, fields separated by spaces or tabs:
  *
- *                  # NAME  DIRECTORY          KEY (the partner's FILE.pub line)
+ *                  # NAME  DIRECTORY          KEY (the partner's FILE.pub line) [cap=BITS/S]
  *                  acme    /srv/mft/in/acme   aftp-x25519 +TkOlVUnAn3G...tS8= acme-prod
- *                  globex  /srv/mft/in/globex 3FxpP0ye6LUK8rMXs...ob7Sq=
+ *                  globex  /srv/mft/in/globex 3FxpP0ye6LUK8rMXs...ob7Sq= cap=200000000
  *
  *                KEY is the base64 of the partner's public key, with or
- *                without the "aftp-x25519" word before it; anything after it
- *                is ignored. DIRECTORY must exist (no spaces in it). Blank
- *                lines and lines starting with '#' are ignored.
+ *                without the "aftp-x25519" word before it. After it, a word
+ *                "cap=N" caps that partner's senders at N bits/s (its
+ *                share of the link: libaftp tells the sender, which paces
+ *                under it); other words are ignored. DIRECTORY must exist
+ *                (no spaces in it). Blank lines and lines starting with '#'
+ *                are ignored.
  * AUDIT_LOG      appended to, one line per file received:
  *
  *   2026-11-26T09:30:12.345Z partner=acme client=127.0.0.1:40512 cipher=aes-256-gcm
@@ -46,6 +49,7 @@ typedef struct partner {
     char name[64];
     char dir[1024];
     char key[AFTP_CLIENT_KEY_TEXT_MAX]; /* "aftp-x25519 <base64>", as aftp_client_format_key */
+    unsigned long long cap_bps;         /* 0: no rate cap */
 } partner;
 
 /* Everything the callbacks need reaches them through their `void *user`:
@@ -68,7 +72,25 @@ static void on_signal(int sig)
 
 /* ---- the partners file ---- */
 
-/* One line "NAME DIRECTORY [aftp-x25519] BASE64 [...]" into p. */
+/* The "cap=N" among the words after the key (0: none); -1 for a cap that
+ * is not a positive number. */
+static int parse_cap(char **save, unsigned long long *cap_bps)
+{
+    const char *word;
+    *cap_bps = 0;
+    while ((word = strtok_r(NULL, " \t\r\n", save)) != NULL) {
+        if (strncmp(word, "cap=", 4) != 0)
+            continue;
+        char *end = NULL;
+        errno = 0;
+        *cap_bps = strtoull(word + 4, &end, 10);
+        if (errno != 0 || end == word + 4 || *end != '\0' || *cap_bps == 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* One line "NAME DIRECTORY [aftp-x25519] BASE64 [... cap=N ...]" into p. */
 static int parse_partner(char *line, partner *p, const char **why)
 {
     char *save = NULL;
@@ -86,6 +108,8 @@ static int parse_partner(char *line, partner *p, const char **why)
         *why = "the key is not 44 characters of base64 (a FILE.pub line of aftp keygen)";
     else if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
         *why = "the directory does not exist";
+    else if (parse_cap(&save, &p->cap_bps) != 0)
+        *why = "cap= wants a positive number of bits per second (cap=200000000: 200 Mbit/s)";
     else {
         snprintf(p->name, sizeof p->name, "%s", name);
         snprintf(p->dir, sizeof p->dir, "%s", dir);
@@ -145,6 +169,10 @@ static int on_admit(void *user, const aftp_peer *peer, aftp_admission *decision)
     const partner *p = find_partner(user, peer->key);
     if (p == NULL)
         return AFTP_ERR_UNKNOWN_PEER;
+    /* The partner's share of the link, if it has one: its sender is told
+     * and never paces faster. */
+    if (p->cap_bps != 0 && aftp_admission_set_rate_cap(decision, p->cap_bps) != AFTP_OK)
+        return AFTP_ERR_INTERNAL;
     /* The client's paths stay beneath this root: libaftp refuses any that
      * would leave it ("..", absolute paths, symbolic links). */
     return aftp_admission_set_root(decision, p->dir);

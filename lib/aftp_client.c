@@ -393,7 +393,8 @@ static void on_file_end(void *app, const aftp_push_file_end *end)
                           .retransmitted = end->size ? (double)retransmitted / (double)end->size
                                                      : 0,
                           .cipher = aftp_session_cipher_choice(st->cipher), .error = end->error,
-                          .message = end->error == AFTP_OK ? "" : end->message};
+                          .message = end->error == AFTP_OK ? "" : end->message,
+                          .rate_cap_bps = st->rate_cap_bps};
     if (end->error == AFTP_OK)
         fe.bytes = end->size;
     else if (end->started) /* else its meter is not running: nothing was sent */

@@ -4,6 +4,7 @@
 #include "aftp/aftp_server.h"
 
 #include <arpa/inet.h>
+#include <inttypes.h>
 #include <sodium.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -63,6 +64,7 @@ typedef struct server_client {
 struct aftp_admission {
     char root[SERVER_PATH_MAX];
     int have_root;
+    uint64_t rate_cap_bps; /* 0: none */
 };
 
 struct aftp_server {
@@ -379,6 +381,14 @@ int aftp_admission_set_root(aftp_admission *a, const char *root)
     return AFTP_OK;
 }
 
+int aftp_admission_set_rate_cap(aftp_admission *a, uint64_t bits_per_s)
+{
+    if (a == NULL)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    a->rate_cap_bps = bits_per_s;
+    return AFTP_OK;
+}
+
 /* ---- the run ---- */
 
 static int64_t wall_clock_ns(void)
@@ -418,7 +428,8 @@ static void begin_client(aftp_server *s, const struct sockaddr *from, const uint
 /* The serve driver's admission hook: the application's callback decides,
  * and its root is opened for the session. Every refusal is
  * AFTP_ERR_UNKNOWN_PEER, the one the client is told (not authorized). */
-static int admit_client(void *app, const struct sockaddr *from, const uint8_t *key, int *rootfd)
+static int admit_client(void *app, const struct sockaddr *from, const uint8_t *key, int *rootfd,
+                        uint64_t *rate_cap_bps)
 {
     aftp_server *s = app;
     aftp_admission decision = {.have_root = 0};
@@ -433,6 +444,7 @@ static int admit_client(void *app, const struct sockaddr *from, const uint8_t *k
                  "the admission callback refused it (%s)", aftp_strerror(rc));
         return AFTP_ERR_UNKNOWN_PEER;
     }
+    *rate_cap_bps = decision.rate_cap_bps;
     if (!decision.have_root)
         return AFTP_OK;
     if (aftp_store_open_dir(decision.root, "the admission's root", rootfd, why, sizeof why) !=
@@ -456,7 +468,8 @@ static void hand_receipt(aftp_server *s, const aftp_event *ev, const aftp_stats 
                       .cipher = aftp_session_cipher_choice(st->cipher),
                       .connected_unix_ns = s->client.connected_ns,
                       .packets_received = st->packets_received,
-                      .duplicate_packets = st->duplicate_packets};
+                      .duplicate_packets = st->duplicate_packets,
+                      .rate_cap_bps = st->rate_cap_bps};
     memcpy(r.digest, ev->digest, AFTP_DIGEST_LEN);
     s->receipt_cb(s->receipt_user, &r);
 }
@@ -469,9 +482,24 @@ static void start_file(server_client *c, const aftp_event *ev, const aftp_stats 
     c->receiving = 1;
 }
 
+/* The operator sees which client is served under a cap, and which. */
+static void say_rate_cap(const aftp_server *s, uint64_t rate_cap_bps)
+{
+    char client[AFTP_SERVER_PEER_TEXT_MAX], line[AFTP_SERVER_PEER_TEXT_MAX + 128];
+    aftp_peer peer = client_peer(&s->client);
+    aftp_serve_describe_client(peer.addr, peer.key, peer.comment, client, sizeof client);
+    snprintf(line, sizeof line,
+             "client %s is served with a rate cap of %" PRIu64 " bit/s (%.1f Mbit/s): its "
+             "sender paces under it",
+             client, rate_cap_bps, (double)rate_cap_bps / 1e6);
+    say(s, AFTP_LOG_RATE_CAP, line);
+}
+
 static void on_session_event(void *app, const aftp_event *ev, const aftp_stats *st)
 {
     aftp_server *s = app;
+    if (ev->type == AFTP_EV_CONNECTED && st->rate_cap_bps != 0)
+        say_rate_cap(s, st->rate_cap_bps);
     if (ev->type == AFTP_EV_CONNECTED)
         s->client.connected_ns = wall_clock_ns();
     else if (ev->type == AFTP_EV_FILE_START)

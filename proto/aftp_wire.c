@@ -344,25 +344,30 @@ static int write_extensions(aftp_wire_writer *w, uint16_t ext_len, const uint8_t
     return aftp_wire_write_bytes(w, ext, ext_len);
 }
 
+/* Walks a validated block: the next TLV, 1; the end (or a block that was
+ * not validated after all), 0. */
+static int ext_next(aftp_wire_reader *r, uint16_t *type, const uint8_t **value, uint16_t *len)
+{
+    return r->pos < r->len && aftp_wire_read_u16(r, type) == AFTP_OK &&
+           aftp_wire_read_u16(r, len) == AFTP_OK &&
+           aftp_wire_read_bytes(r, *len, value) == AFTP_OK;
+}
+
 int aftp_wire_ext_find(const uint8_t *ext, size_t ext_len, uint16_t type, const uint8_t **value,
                        uint16_t *value_len)
 {
     aftp_wire_reader r;
+    uint16_t t, vlen;
+    const uint8_t *v;
     aftp_wire_reader_init(&r, ext, ext_len);
-    while (r.pos < ext_len) {
-        uint16_t t, vlen;
-        const uint8_t *v;
-        /* The block was validated; a short read means it was not, and the
-         * safe answer is "not there". */
-        if (aftp_wire_read_u16(&r, &t) != AFTP_OK || aftp_wire_read_u16(&r, &vlen) != AFTP_OK ||
-            aftp_wire_read_bytes(&r, vlen, &v) != AFTP_OK)
-            return 0;
+    /* The block was validated; a short read means it was not, and the
+     * safe answer is "not there". */
+    while (ext_next(&r, &t, &v, &vlen))
         if (t == type) {
             *value = v;
             *value_len = vlen;
             return 1;
         }
-    }
     return 0;
 }
 
@@ -374,6 +379,43 @@ int aftp_wire_ext_put(aftp_wire_writer *w, uint16_t type, const uint8_t *value, 
     TRY(aftp_wire_write_u16(w, type));
     TRY(aftp_wire_write_u16(w, value_len));
     return aftp_wire_write_bytes(w, value, value_len);
+}
+
+int aftp_wire_ext_put_except(aftp_wire_writer *w, const uint8_t *ext, size_t ext_len,
+                             uint16_t type)
+{
+    aftp_wire_reader r;
+    uint16_t t, vlen;
+    const uint8_t *v;
+    aftp_wire_reader_init(&r, ext, ext_len);
+    while (ext_next(&r, &t, &v, &vlen))
+        if (t != type)
+            TRY(aftp_wire_ext_put(w, t, v, vlen));
+    return AFTP_OK;
+}
+
+int aftp_wire_ext_rate_cap(const uint8_t *ext, size_t ext_len, uint64_t *bps)
+{
+    const uint8_t *v;
+    uint16_t vlen;
+    aftp_wire_reader r;
+    if (!aftp_wire_ext_find(ext, ext_len, AFTP_WIRE_EXT_RATE_CAP, &v, &vlen))
+        return 0;
+    aftp_wire_reader_init(&r, v, vlen);
+    if (vlen != AFTP_WIRE_RATE_CAP_LEN || aftp_wire_read_u64(&r, bps) != AFTP_OK || *bps == 0)
+        return -1;
+    return 1;
+}
+
+int aftp_wire_ext_put_rate_cap(aftp_wire_writer *w, uint64_t bps)
+{
+    uint8_t value[AFTP_WIRE_RATE_CAP_LEN];
+    aftp_wire_writer vw;
+    aftp_wire_writer_init(&vw, value, sizeof value);
+    if (bps == 0)
+        return aftp_wire_ext_put(w, AFTP_WIRE_EXT_RATE_CAP, NULL, 0);
+    TRY(aftp_wire_write_u64(&vw, bps));
+    return aftp_wire_ext_put(w, AFTP_WIRE_EXT_RATE_CAP, value, sizeof value);
 }
 
 static int valid_max_datagram(uint16_t v)

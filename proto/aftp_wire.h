@@ -115,6 +115,10 @@ enum aftp_wire_error {
 #define AFTP_WIRE_EXT_HANDSHAKE 0x0001u /* HELLO: Noise message 1; HELLO_ACK: message 2 */
 #define AFTP_WIRE_EXT_COOKIE 0x0002u    /* HELLO: the token of the server's RETRY */
 #define AFTP_WIRE_EXT_KEY_REQUEST 0x0003u /* HELLO (empty value): answer with SERVER_KEY */
+/* HELLO (empty value): the client can honour a rate cap; HELLO_ACK (u64):
+ * the cap, bits of UDP payload per second, that the sender must obey. */
+#define AFTP_WIRE_EXT_RATE_CAP 0x0004u
+#define AFTP_WIRE_RATE_CAP_LEN 8u       /* a HELLO_ACK's RATE_CAP value */
 
 /* Fixed body sizes (bytes after the common header). */
 #define AFTP_WIRE_DATA_FIXED 12u             /* file id + block index */
@@ -369,6 +373,19 @@ int aftp_wire_ext_find(const uint8_t *ext, size_t ext_len, uint16_t type, const 
 /* Appends one TLV (type, length, value) to w; AFTP_ERR_BUFFER_TOO_SMALL
  * when it does not fit (w unchanged). */
 int aftp_wire_ext_put(aftp_wire_writer *w, uint16_t type, const uint8_t *value, uint16_t value_len);
+/* Appends to w every TLV of a validated extension block but those of
+ * `type`, byte for byte in their order (what message 2 authenticates of a
+ * HELLO_ACK: its TLVs other than HANDSHAKE, spec section 14.2.3).
+ * AFTP_ERR_BUFFER_TOO_SMALL when they do not fit. */
+int aftp_wire_ext_put_except(aftp_wire_writer *w, const uint8_t *ext, size_t ext_len,
+                             uint16_t type);
+/* The RATE_CAP of a validated HELLO_ACK extension block (spec section
+ * 12.3): 0 when there is none; 1 and *bps for a well-formed one (8 bytes,
+ * non-zero); -1 for one of another length or 0 bits/s. */
+int aftp_wire_ext_rate_cap(const uint8_t *ext, size_t ext_len, uint64_t *bps);
+/* Appends a RATE_CAP TLV: empty (a HELLO's announcement) when bps is 0,
+ * else its u64 value (a HELLO_ACK's cap). */
+int aftp_wire_ext_put_rate_cap(aftp_wire_writer *w, uint64_t bps);
 
 /* The handshake prologue of a HELLO (spec section 14.2.2): the bytes both
  * sides mix into the Noise transcript so that changing the offer (role,

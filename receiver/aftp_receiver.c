@@ -25,6 +25,7 @@
  */
 #include "aftp/aftp_engine.h"
 
+#include <inttypes.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,8 +50,10 @@
 /* Largest datagram sent before the handshake completes (a CLOSE with the
  * longest reason); HELLO_ACK is smaller. */
 #define PRECONFIRM_MAX_LEN (AFTP_WIRE_HEADER_LEN + AFTP_WIRE_CLOSE_FIXED + AFTP_WIRE_MAX_REASON)
-/* A HELLO_ACK: header, fixed fields, extension length, one TLV. */
-#define HELLO_ACK_MAX (AFTP_WIRE_HEADER_LEN + 9u + 4u + AFTP_HS_MAX_RESPONSE)
+/* A HELLO_ACK's extensions: RATE_CAP, then HANDSHAKE. */
+#define HELLO_ACK_EXT_MAX (4u + AFTP_WIRE_RATE_CAP_LEN + 4u + AFTP_HS_MAX_RESPONSE)
+/* A HELLO_ACK: header, fixed fields, extension length, its TLVs. */
+#define HELLO_ACK_MAX (AFTP_WIRE_HEADER_LEN + 9u + HELLO_ACK_EXT_MAX)
 
 enum file_phase {
     FILE_NONE,  /* no file offered yet */
@@ -75,6 +78,7 @@ struct aftp_receiver {
     size_t msg1_len;
     uint8_t hello_ack[HELLO_ACK_MAX]; /* protected: the answer, resent as is */
     size_t hello_ack_len;
+    uint64_t rate_cap_bps;  /* the cap granted to the client (RATE_CAP), 0: none */
 
     /* The current (latest offered) file. */
     int phase;
@@ -592,21 +596,55 @@ static int read_message1(aftp_receiver *r, const aftp_wire_packet *p, const uint
     return rc;
 }
 
-/* Message 2 authenticates the HELLO_ACK's fields; the whole datagram is
- * built now (its packet number taken) and kept for repeated HELLOs. */
+/* Section 12.3: the policy's cap for this client (client_key NULL in an
+ * unprotected session). A client that cannot honour a cap (its HELLO has
+ * no RATE_CAP) is refused with CLOSE(LIMIT) rather than served faster
+ * than its server allows: AFTP_ERR_LIMIT, the session closing. */
+static int decide_rate_cap(aftp_receiver *r, const aftp_wire_hello *h, const uint8_t *client_key)
+{
+    const aftp_peer_policy *pol = &r->set.security.peers;
+    const uint8_t *value;
+    uint16_t value_len;
+    char why[256];
+    r->rate_cap_bps = pol->rate_cap != NULL ? pol->rate_cap(pol->user, client_key) : 0;
+    if (r->rate_cap_bps == 0 ||
+        aftp_wire_ext_find(h->ext, h->ext_len, AFTP_WIRE_EXT_RATE_CAP, &value, &value_len))
+        return AFTP_OK;
+    snprintf(why, sizeof why,
+             "this server serves this client only with a rate cap of %" PRIu64 " bit/s, and "
+             "the client cannot honour a cap (its HELLO has no RATE_CAP): use a client that "
+             "supports RATE_CAP",
+             r->rate_cap_bps);
+    aftp_session_set_text(&r->ss, why);
+    aftp_session_start_closing(&r->ss, AFTP_ERR_LIMIT, AFTP_WIRE_ERR_LIMIT, drain_time(r));
+    return AFTP_ERR_LIMIT;
+}
+
+/* The HELLO_ACK's extensions before message 2: the cap granted, if any. */
+static int put_rate_cap(const aftp_receiver *r, aftp_wire_writer *w)
+{
+    return r->rate_cap_bps != 0 ? aftp_wire_ext_put_rate_cap(w, r->rate_cap_bps) : AFTP_OK;
+}
+
+/* Message 2 authenticates the HELLO_ACK's fields and its other extensions
+ * (section 14.2.3), so it is added last; the whole datagram is built now
+ * (its packet number taken) and kept for repeated HELLOs. */
 static int build_hello_ack(aftp_receiver *r, aftp_handshake *hs, uint8_t cipher)
 {
     aftp_wire_packet p;
-    uint8_t binding[AFTP_SESSION_ACK_BINDING_LEN], msg2[AFTP_HS_MAX_RESPONSE];
-    uint8_t ext[4u + AFTP_HS_MAX_RESPONSE];
-    size_t msg2_len;
+    uint8_t payload[AFTP_HS_MAX_PAYLOAD], msg2[AFTP_HS_MAX_RESPONSE], ext[HELLO_ACK_EXT_MAX];
+    size_t payload_len, msg2_len;
     aftp_wire_writer w;
     aftp_session_packet(&r->ss, AFTP_WIRE_HELLO_ACK, &p);
     p.u.hello_ack = (aftp_wire_hello_ack){.server_conn_id = r->ss.local_id, .cipher = cipher,
                                           .max_datagram = r->ss.max_datagram, .ext = ext};
-    aftp_session_ack_binding(&p.u.hello_ack, binding);
     aftp_wire_writer_init(&w, ext, sizeof ext);
-    int rc = aftp_handshake_write_response(hs, binding, sizeof binding, msg2, sizeof msg2,
+    int rc = put_rate_cap(r, &w);
+    p.u.hello_ack.ext_len = (uint16_t)w.pos;
+    if (rc == AFTP_OK)
+        rc = aftp_session_ack_payload(&p.u.hello_ack, payload, sizeof payload, &payload_len);
+    if (rc == AFTP_OK)
+        rc = aftp_handshake_write_response(hs, payload, payload_len, msg2, sizeof msg2,
                                            &msg2_len);
     if (rc == AFTP_OK)
         rc = aftp_wire_ext_put(&w, AFTP_WIRE_EXT_HANDSHAKE, msg2, (uint16_t)msg2_len);
@@ -616,6 +654,28 @@ static int build_hello_ack(aftp_receiver *r, aftp_handshake *hs, uint8_t cipher)
     if (rc == AFTP_OK)
         r->ss.next_pn++;
     return rc;
+}
+
+/* A client admitted by its key: its cap decided, then the HELLO_ACK and
+ * the traffic keys. */
+static void on_admitted_hello(aftp_receiver *r, const aftp_wire_packet *p, aftp_handshake *hs,
+                              uint8_t cipher)
+{
+    uint8_t client_key[AFTP_HS_KEY_LEN];
+    int rc = aftp_handshake_peer_key(hs, client_key);
+    if (rc == AFTP_OK && decide_rate_cap(r, &p->u.hello, client_key) != AFTP_OK) {
+        wipe_identity(r);
+        return;
+    }
+    if (rc == AFTP_OK)
+        rc = build_hello_ack(r, hs, cipher);
+    if (rc == AFTP_OK)
+        rc = aftp_session_protect(&r->ss, hs, cipher, r->set.security.key_update_packets);
+    wipe_identity(r);
+    if (rc == AFTP_OK)
+        r->hello_ack_due = 1;
+    else
+        aftp_session_set_closed(&r->ss, rc);
 }
 
 /* Section 14.3: a protected offer. Message 1 that does not authenticate
@@ -638,14 +698,7 @@ static void on_protected_hello(aftp_receiver *r, const aftp_wire_packet *p, uint
         take_hello(r, p);
         memcpy(r->msg1, msg, msg_len);
         r->msg1_len = msg_len;
-        rc = build_hello_ack(r, hs, cipher);
-        if (rc == AFTP_OK)
-            rc = aftp_session_protect(&r->ss, hs, cipher, r->set.security.key_update_packets);
-        wipe_identity(r);
-        if (rc == AFTP_OK)
-            r->hello_ack_due = 1;
-        else
-            aftp_session_set_closed(&r->ss, rc);
+        on_admitted_hello(r, p, hs, cipher);
     } else {
         aftp_session_drop(&r->ss);
     }
@@ -695,7 +748,7 @@ static void on_hello(aftp_receiver *r, const aftp_wire_packet *p)
         close_protocol(r, "unprotected transfers are not enabled on this server");
     else if (!server_none)
         close_protocol(r, "no common cipher");
-    else
+    else if (decide_rate_cap(r, h, NULL) == AFTP_OK)
         r->hello_ack_due = 1;
 }
 
@@ -862,10 +915,18 @@ static int encode_hello_ack(aftp_receiver *r, uint8_t *buf, size_t cap, aftp_dat
         return AFTP_OK;
     }
     aftp_wire_packet p;
+    uint8_t ext[HELLO_ACK_EXT_MAX];
+    aftp_wire_writer w;
+    aftp_wire_writer_init(&w, ext, sizeof ext);
+    int rc = put_rate_cap(r, &w); /* unprotected: unauthenticated, as all else */
+    if (rc != AFTP_OK)
+        return rc;
     aftp_session_packet(&r->ss, AFTP_WIRE_HELLO_ACK, &p);
     p.u.hello_ack.server_conn_id = r->ss.local_id;
     p.u.hello_ack.cipher = AFTP_WIRE_CIPHER_NONE;
     p.u.hello_ack.max_datagram = r->ss.max_datagram;
+    p.u.hello_ack.ext = ext;
+    p.u.hello_ack.ext_len = (uint16_t)w.pos;
     r->hello_ack_due = 0;
     r->hello_ack_sent_ns = r->ss.now_ns;
     return aftp_session_encode(&r->ss, &p, buf, cap, dg);
@@ -1076,6 +1137,7 @@ void aftp_receiver_get_stats(const aftp_receiver *r, aftp_stats *out)
     if (r == NULL || out == NULL)
         return;
     aftp_session_stats(&r->ss, &r->rtt, out);
+    out->rate_cap_bps = r->rate_cap_bps;
 }
 
 void aftp_receiver_cancel(aftp_receiver *r, uint64_t now_ns)

@@ -104,6 +104,7 @@ struct aftp_sender {
     int retried;           /* a RETRY was followed (at most one) */
     uint8_t token[AFTP_WIRE_MAX_TOKEN];
     uint16_t token_len;
+    uint64_t rate_cap_bps;  /* the receiver's cap (RATE_CAP), 0: none */
 };
 
 /* ---- settings and lifetime ---- */
@@ -463,11 +464,14 @@ static void on_version_neg(aftp_sender *s, const aftp_wire_version_neg *v)
 static int finish_handshake(aftp_sender *s, const aftp_wire_hello_ack *a, const uint8_t *msg2,
                             uint16_t msg2_len)
 {
-    uint8_t expected[AFTP_SESSION_ACK_BINDING_LEN], got[AFTP_HS_MAX_PAYLOAD];
-    size_t got_len = 0;
-    aftp_session_ack_binding(a, expected);
+    uint8_t expected[AFTP_HS_MAX_PAYLOAD], got[AFTP_HS_MAX_PAYLOAD];
+    size_t expected_len = 0, got_len = 0;
     int rc = aftp_handshake_read_response(s->hs, msg2, msg2_len, got, sizeof got, &got_len);
-    if (rc != AFTP_OK || got_len != sizeof expected || memcmp(got, expected, got_len) != 0)
+    /* A HELLO_ACK whose other extensions do not fit a payload cannot have
+     * been authenticated either. */
+    if (rc == AFTP_OK)
+        rc = aftp_session_ack_payload(a, expected, sizeof expected, &expected_len);
+    if (rc != AFTP_OK || got_len != expected_len || memcmp(got, expected, got_len) != 0)
         rc = AFTP_ERR_AUTH;
     if (rc == AFTP_OK)
         rc = aftp_session_protect(&s->ss, s->hs, a->cipher, s->set.security.key_update_packets);
@@ -516,7 +520,33 @@ static int ack_fields_broken(const aftp_sender *s, const aftp_wire_hello_ack *a,
                  (unsigned)s->ss.own_max_datagram);
         return 1;
     }
+    uint64_t bps = 0;
+    if (aftp_wire_ext_rate_cap(a->ext, a->ext_len, &bps) < 0) {
+        snprintf(why, cap, "the receiver's HELLO_ACK carries a RATE_CAP that is not a non-zero "
+                 "u64 (spec 12.3)");
+        return 1;
+    }
     return 0;
+}
+
+/* The fastest this sender may pace: its user's maximum, lowered to the
+ * receiver's cap (0: no limit). */
+static uint64_t effective_max_rate(const aftp_sender *s)
+{
+    uint64_t own = s->set.max_rate_bps, cap = s->rate_cap_bps;
+    if (cap == 0 || (own != 0 && own < cap))
+        return own;
+    return cap;
+}
+
+/* Section 13.2: the receiver's cap binds every policy, fixed rates and
+ * minimum rates included (the controller's maximum wins over both). */
+static void obey_rate_cap(aftp_sender *s, const aftp_wire_hello_ack *a)
+{
+    if (aftp_wire_ext_rate_cap(a->ext, a->ext_len, &s->rate_cap_bps) <= 0)
+        s->rate_cap_bps = 0;
+    aftp_cc_set_limits(&s->cc, s->set.min_rate_bps, effective_max_rate(s));
+    sync_pacer(s);
 }
 
 /* Section 9.3 step 4. Protected: what cannot be the server's answer is
@@ -549,6 +579,7 @@ static void on_hello_ack(aftp_sender *s, const aftp_wire_hello_ack *a)
         return;
     }
     s->ss.max_datagram = a->max_datagram;
+    obey_rate_cap(s, a);
     s->ss.state = AFTP_STATE_TRANSFER;
     aftp_session_event(&s->ss, AFTP_EV_CONNECTED, AFTP_OK, NULL, NULL);
     start_next_file(s);
@@ -882,8 +913,9 @@ static int next_output(const aftp_sender *s)
     return OUT_NONE;
 }
 
-/* The HELLO's extensions: message 1, and the RETRY token once there is one. */
-#define HELLO_EXT_MAX (2u * 4u + AFTP_HS_MAX_INIT + AFTP_WIRE_MAX_TOKEN)
+/* The HELLO's extensions: message 1, the RETRY token once there is one,
+ * and RATE_CAP: this sender honours a receiver's cap (section 12.3). */
+#define HELLO_EXT_MAX (3u * 4u + AFTP_HS_MAX_INIT + AFTP_WIRE_MAX_TOKEN)
 
 static int hello_extensions(const aftp_sender *s, uint8_t *ext, uint16_t *ext_len)
 {
@@ -894,6 +926,8 @@ static int hello_extensions(const aftp_sender *s, uint8_t *ext, uint16_t *ext_le
         rc = aftp_wire_ext_put(&w, AFTP_WIRE_EXT_HANDSHAKE, s->msg1, (uint16_t)s->msg1_len);
     if (rc == AFTP_OK && s->token_len > 0)
         rc = aftp_wire_ext_put(&w, AFTP_WIRE_EXT_COOKIE, s->token, s->token_len);
+    if (rc == AFTP_OK)
+        rc = aftp_wire_ext_put_rate_cap(&w, 0);
     *ext_len = (uint16_t)w.pos;
     return rc;
 }
@@ -1142,6 +1176,7 @@ void aftp_sender_get_stats(const aftp_sender *s, aftp_stats *out)
         return;
     aftp_session_stats(&s->ss, &s->rtt, out);
     aftp_cc_stats(&s->cc, out);
+    out->rate_cap_bps = s->rate_cap_bps;
 }
 
 int aftp_sender_abort(aftp_sender *s, uint64_t now_ns, int error, const char *reason)
@@ -1163,7 +1198,7 @@ int aftp_sender_set_rate_limits(aftp_sender *s, uint64_t min_rate_bps, uint64_t 
         return AFTP_ERR_INVALID_ARGUMENT;
     s->set.min_rate_bps = min_rate_bps;
     s->set.max_rate_bps = max_rate_bps;
-    aftp_cc_set_limits(&s->cc, min_rate_bps, max_rate_bps);
+    aftp_cc_set_limits(&s->cc, min_rate_bps, effective_max_rate(s));
     sync_pacer(s);
     return AFTP_OK;
 }

@@ -152,6 +152,9 @@ typedef struct aftp_file_event {
     int cipher;         /* enum aftp_cipher_choice in use (AFTP_CIPHER_NONE: unprotected) */
     int error;          /* FAILED: aftp_error; else AFTP_OK */
     const char *message; /* FAILED: the reason in words (aftp_client_errmsg()); else "" */
+    uint64_t rate_cap_bps; /* FINISHED, FAILED: the receiver's rate cap the send obeyed,
+                            * bits/s, on top of aftp_client_set_max_rate (spec 12.3
+                            * RATE_CAP); 0: none */
 } aftp_file_event;
 typedef void (*aftp_file_cb)(void *user, const aftp_file_event *ev);
 /* Each file delivered gets STARTED then FINISHED, in the order of the

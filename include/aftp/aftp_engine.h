@@ -155,6 +155,10 @@ typedef struct aftp_stats {
     /* Receiver's block map (spec 14.7): */
     uint64_t map_bytes;                   /* largest block map held this session, bytes */
     uint64_t beyond_window_packets;       /* DATA dropped beyond the map's window */
+    /* The receiver's rate cap (spec 12.3, RATE_CAP), bits/s, 0: none: the
+     * one the sender obeys on top of its own limits / the one the
+     * receiver granted. */
+    uint64_t rate_cap_bps;
 } aftp_stats;
 
 /* One outgoing datagram: `head` (in the caller's buffer) then `payload`
@@ -198,6 +202,14 @@ typedef struct aftp_peer_policy {
      * its own session). */
     int (*check_timestamp)(void *user, const uint8_t *client_key, const uint8_t *ts);
     void *user;
+    /* Optional: the rate this client's sender must not exceed, in bits of
+     * UDP payload per second (0: none), asked once per session when the
+     * HELLO is accepted: after lookup and check_timestamp admitted
+     * client_key, or with client_key NULL in an unprotected session. It
+     * reaches the sender in the HELLO_ACK's RATE_CAP (spec section 12.3);
+     * a client that did not announce it can honour one is refused with
+     * CLOSE(LIMIT). NULL: no cap. */
+    uint64_t (*rate_cap)(void *user, const uint8_t *client_key);
 } aftp_peer_policy;
 
 /* Fills buf with len random bytes (tests make handshakes deterministic). */

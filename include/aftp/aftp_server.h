@@ -128,8 +128,7 @@ typedef struct aftp_peer {
     const char *comment;         /* its authorized-keys line's comment, or "" */
 } aftp_peer;
 
-/* The decision being made: opaque, so that later versions can add to it
- * (a rate cap needs the wire to carry it to the sender: a later step). */
+/* The decision being made: opaque, so that later versions can add to it. */
 typedef struct aftp_admission aftp_admission;
 /* This client's files land beneath `root` (copied): an existing directory
  * that accepts new files, opened when the callback returns; the path
@@ -137,6 +136,17 @@ typedef struct aftp_admission aftp_admission;
  * path cannot leave it). Only during the admission callback.
  * AFTP_ERR_INVALID_ARGUMENT for NULL, "" or a path of 4096 bytes or more. */
 AFTP_EXTERN int aftp_admission_set_root(aftp_admission *a, const char *root);
+/* This client's sender must never pace faster than bits_per_s (bits of
+ * UDP payload per second, whatever its own settings and rate policy);
+ * 0: no cap (the default). The cap travels to the client in the
+ * HELLO_ACK (spec section 12.3, RATE_CAP), authenticated by the handshake
+ * in a protected session (in an unprotected one nothing is). A client
+ * that cannot honour a cap (one built before RATE_CAP) is refused: it is
+ * told why (CLOSE(LIMIT): its error is AFTP_ERR_LIMIT) and the session
+ * failure reaches the log callback. An admitted capped client gets an
+ * AFTP_LOG_RATE_CAP line and its receipts carry the cap. Only during the
+ * admission callback. AFTP_ERR_INVALID_ARGUMENT for a NULL decision. */
+AFTP_EXTERN int aftp_admission_set_rate_cap(aftp_admission *a, uint64_t bits_per_s);
 
 /* Called once per handshake, on the run's thread, after the client proved
  * its key (and the authorized keys, when set, listed it), before any file.
@@ -171,6 +181,8 @@ typedef struct aftp_receipt {      /* fields are only ever appended */
                                     * sender repeated without need */
     const char *printable_path;    /* path for a log line: bytes that are not printable
                                     * escaped ("\\xHH") */
+    uint64_t rate_cap_bps;         /* the rate cap its sender obeyed, bits/s
+                                    * (aftp_admission_set_rate_cap); 0: none */
 } aftp_receipt;
 /* Called on the run's thread once the file is verified and durable under
  * its final name (with a faux:// dir: once verified; nothing is kept).
@@ -194,13 +206,16 @@ AFTP_EXTERN int aftp_server_set_progress_cb(aftp_server *s, aftp_progress_cb cb,
  * failed (its client, its reason: a refused key, a failed file, a client
  * gone silent); a handshake dropped in silence (why: another server key
  * pinned, a pre-shared key that differs, a replay; at most 6 a minute); a
- * warning (socket buffers smaller than asked). One line of text each, no
- * newline. */
+ * warning (socket buffers smaller than asked); a client served under a
+ * rate cap (aftp_admission_set_rate_cap: the client and the cap). One line
+ * of text each, no newline. Kinds may be added: treat an unknown one as
+ * information. */
 enum aftp_log_kind {
     AFTP_LOG_LISTENING = 1,
     AFTP_LOG_SESSION_FAILED,
     AFTP_LOG_HELLO_DROPPED,
-    AFTP_LOG_WARNING
+    AFTP_LOG_WARNING,
+    AFTP_LOG_RATE_CAP       /* a client admitted with a rate cap: its client and the cap */
 };
 typedef void (*aftp_log_cb)(void *user, int kind, const char *line);
 /* cb NULL: the lines go nowhere. */

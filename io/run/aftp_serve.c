@@ -47,6 +47,7 @@ typedef struct serve_probe {
     const struct sockaddr *from; /* the HELLO's sender */
     int looked_up;  /* message 1 opened as far as the client's key */
     int ts_refused; /* the policy refused its timestamp */
+    int refused;    /* unprotected: the admission refused the session */
     uint8_t key[AFTP_KEY_LEN];
 } serve_probe;
 
@@ -59,6 +60,7 @@ typedef struct serve_state {
     aftp_io_ctx *ctx;     /* the current session's */
     aftp_drive *d;
     int session_root;      /* the current session's root, chosen by o->admit; -1: none */
+    uint64_t session_rate_cap; /* its sender's cap, chosen by o->admit; 0: none */
     uint64_t next_poll_ns; /* when a session next looks at the listener */
     serve_probe probe;
 } serve_state;
@@ -89,10 +91,11 @@ static int admit_session(serve_state *st, const uint8_t *client_key)
 {
     const aftp_serve_opts *o = st->o;
     int rootfd = -1;
+    st->session_rate_cap = 0;
     if (o->admit == NULL)
         return AFTP_OK;
     drop_session_root(st);
-    int rc = o->admit(o->hooks.app, st->probe.from, client_key, &rootfd);
+    int rc = o->admit(o->hooks.app, st->probe.from, client_key, &rootfd, &st->session_rate_cap);
     if (rc != AFTP_OK || rootfd < 0)
         return rc;
     st->session_root = rootfd;
@@ -112,6 +115,17 @@ static int probe_check_timestamp(void *user, const uint8_t *client_key, const ui
                  : AFTP_OK;
     st->probe.ts_refused = rc != AFTP_OK;
     return rc == AFTP_OK ? admit_session(st, client_key) : rc;
+}
+
+/* The engine accepted the HELLO and asks for its sender's cap. An
+ * unprotected session has no key to admit earlier: its admission runs
+ * now, before the HELLO_ACK is built. */
+static uint64_t probe_rate_cap(void *user, const uint8_t *client_key)
+{
+    serve_state *st = user;
+    if (client_key == NULL)
+        st->probe.refused = admit_session(st, NULL) != AFTP_OK;
+    return st->probe.refused ? 0 : st->session_rate_cap;
 }
 
 /* What the session's engine gets as `user`: the run's context, and the
@@ -147,11 +161,12 @@ static int new_receiver(serve_state *st, aftp_receiver **out)
     set.on_event = serve_on_event;
     set.user = &ctx->storage;
     set.security = o->security;
+    aftp_peer_policy probe = {.rate_cap = probe_rate_cap, .user = st};
     if (o->security.peers.lookup != NULL) {
-        aftp_peer_policy probe = {.lookup = probe_lookup,
-                                  .check_timestamp = probe_check_timestamp, .user = st};
-        set.security.peers = probe;
+        probe.lookup = probe_lookup;
+        probe.check_timestamp = probe_check_timestamp;
     }
+    set.security.peers = probe;
     return aftp_receiver_new(&set, aftp_drive_now_ns(), out);
 }
 
@@ -222,8 +237,9 @@ static int start_session(serve_state *st, const uint8_t *pkt, size_t len,
     memcpy(&st->client.addr, from, addr_len(from));
     st->client.conn_id = conn_id;
     aftp_door_session_started(&st->door, from, conn_id);
-    /* No key to decide on: the session itself is admitted or cancelled. */
-    if (st->o->security.cipher == AFTP_CIPHER_NONE && admit_session(st, NULL) != AFTP_OK)
+    /* No key to decide on: the session itself was admitted or is
+     * cancelled (probe_rate_cap). */
+    if (st->probe.refused)
         aftp_receiver_cancel(st->d->receiver, now);
     return AFTP_OK;
 }

@@ -51,11 +51,13 @@ typedef struct aftp_serve_opts {
      * client_key the static key it proved (the policy of security.peers
      * admitted the key and its timestamp first), NULL in an unprotected
      * session. AFTP_OK admits it, with *rootfd the directory its files go
-     * beneath (the run closes it at the session's end), or -1 for dirfd;
-     * a negative code refuses it: a protected client is told it is not
-     * authorized (CLOSE(UNAUTHORIZED)), an unprotected session is
-     * cancelled. */
-    int (*admit)(void *app, const struct sockaddr *from, const uint8_t *client_key, int *rootfd);
+     * beneath (the run closes it at the session's end), or -1 for dirfd,
+     * and *rate_cap_bps the rate its sender must stay under (0: none,
+     * spec section 12.3 RATE_CAP); a negative code refuses it: a
+     * protected client is told it is not authorized (CLOSE(UNAUTHORIZED)),
+     * an unprotected session is cancelled. */
+    int (*admit)(void *app, const struct sockaddr *from, const uint8_t *client_key, int *rootfd,
+                 uint64_t *rate_cap_bps);
     /* optional: the session engine's events (hooks.on_event sees them
      * too), with its counters at that moment (the cipher in use, ...) */
     void (*on_session_event)(void *app, const aftp_event *ev, const aftp_stats *st);

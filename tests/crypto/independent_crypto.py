@@ -143,9 +143,12 @@ def hello_prologue(v):
 
 
 def ack_payload(v):
-    """Message 2's payload: the HELLO_ACK fields it authenticates."""
+    """Message 2's payload: the HELLO_ACK fields it authenticates, then the
+    HELLO_ACK's extension TLVs other than HANDSHAKE, as they stand in it
+    (ack_ext, spec section 14.2.3)."""
     return (integer(v['ack_server_conn_id']).to_bytes(4, 'big') +
-            bytes([CIPHERS[v['ack_cipher']]]) + integer(v['ack_max_datagram']).to_bytes(2, 'big'))
+            bytes([CIPHERS[v['ack_cipher']]]) + integer(v['ack_max_datagram']).to_bytes(2, 'big') +
+            v.get('ack_ext', b''))
 
 
 def handshake(v):
@@ -221,6 +224,8 @@ def outputs(record):
     compute, byte_keys, int_keys = KINDS[record['kind']]
     inputs = {k: byte_string(record[k]) for k in byte_keys}
     inputs.update({k: integer(record[k]) for k in int_keys})
+    if 'ack_ext' in record:  # optional: the HELLO_ACK's other extensions
+        inputs['ack_ext'] = byte_string(record['ack_ext'])
     # Names and lists are read by the kind that uses them.
     for key in ('cipher', 'hello_role', 'hello_ciphers', 'hello_max_datagram', 'client_conn_id',
                 'ack_server_conn_id', 'ack_cipher', 'ack_max_datagram'):

@@ -13,6 +13,7 @@
 
 #include "common/aftp_aead.h"
 #include "common/aftp_handshake.h"
+#include "common/aftp_session.h"
 #include "crypto_fixtures.h"
 #include "vec_parse.h"
 
@@ -104,7 +105,8 @@ static void expect_bytes(ctx *c, const char *key, const uint8_t *got, size_t got
 
 typedef struct hs_inputs {
     uint8_t prologue[AFTP_WIRE_PROLOGUE_MAX];
-    uint8_t p2[7]; /* message 2's payload: server_conn_id, cipher, max_datagram */
+    uint8_t p2[AFTP_HS_MAX_PAYLOAD]; /* message 2's payload: server_conn_id, cipher,
+                                      * max_datagram, the HELLO_ACK's other TLVs */
     const uint8_t *i_static, *r_static, *i_eph, *r_eph, *psk, *p1;
     size_t prologue_len, p1_len, p2_len;
     uint64_t now;
@@ -133,17 +135,19 @@ static void hello_prologue(ctx *c, hs_inputs *in)
     expect_bytes(c, "prologue", in->prologue, in->prologue_len);
 }
 
-/* Message 2's payload: the HELLO_ACK fields it authenticates (spec 14.2.3). */
+/* Message 2's payload: the HELLO_ACK fields it authenticates and its
+ * extensions other than HANDSHAKE, ack_ext (optional; spec 14.2.3), as
+ * the engines build it. */
 static void ack_payload(ctx *c, hs_inputs *in)
 {
-    aftp_wire_writer w;
-    aftp_wire_writer_init(&w, in->p2, sizeof in->p2);
-    assert_int_equal(aftp_wire_write_u32(&w, (uint32_t)need_u64(c, "ack_server_conn_id")),
-                     AFTP_OK);
-    assert_int_equal(aftp_wire_write_u8(&w, need_protected_cipher(c, "ack_cipher")), AFTP_OK);
-    assert_int_equal(aftp_wire_write_u16(&w, (uint16_t)need_u64(c, "ack_max_datagram")),
-                     AFTP_OK);
-    in->p2_len = w.pos;
+    size_t ext_len = 0;
+    aftp_wire_hello_ack a = {.server_conn_id = (uint32_t)need_u64(c, "ack_server_conn_id"),
+                             .cipher = need_protected_cipher(c, "ack_cipher"),
+                             .max_datagram = (uint16_t)need_u64(c, "ack_max_datagram")};
+    if (vec_get(c->rec, "ack_ext") != NULL)
+        a.ext = need_bytes(c, "ack_ext", 0, &ext_len);
+    a.ext_len = (uint16_t)ext_len;
+    assert_int_equal(aftp_session_ack_payload(&a, in->p2, sizeof in->p2, &in->p2_len), AFTP_OK);
     expect_bytes(c, "response_payload", in->p2, in->p2_len);
 }
 

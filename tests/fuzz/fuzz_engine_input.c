@@ -9,6 +9,10 @@
  * with the one the target expects (so the fuzzer reaches past that check);
  * bits 2-7: milliseconds the clock advances first.
  *
+ * The session runs under a receiver's rate cap (RATE_CAP, spec 12.3) equal
+ * to the sender's own fixed rate, so the cap's paths run on both sides
+ * without changing what the sender emits.
+ *
  * Properties: nothing crashes; the receiver writes only inside the file and
  * never writes a block twice; every datagram produced fits max_datagram;
  * read returns AFTP_OK or, only once the session is ending, an error.
@@ -25,6 +29,7 @@
 #define SENDER_ID 0x0A0A0A0Au
 #define RECEIVER_ID 0x0B0B0B0Bu
 #define MAX_DGRAM 1452u
+#define RATE_BPS 10000000u
 
 typedef struct harness {
     uint8_t src[FILE_SIZE];
@@ -114,6 +119,13 @@ static void feed_packet(harness *h, aftp_wire_packet *p, int to_sender)
     drain(h);
 }
 
+static uint64_t cap_at_rate(void *user, const uint8_t *client_key)
+{
+    (void)user;
+    (void)client_key;
+    return RATE_BPS;
+}
+
 /* Both engines past the handshake and the file offer. */
 static void setup(harness *h)
 {
@@ -125,7 +137,7 @@ static void setup(harness *h)
     /* A fixed 10 Mbit/s: the sent log is sized for that rate's flight,
      * small, so each input sets up fast. */
     ss.policy = AFTP_CC_FIXED;
-    ss.rate_bps = 10000000;
+    ss.rate_bps = RATE_BPS;
     ss.storage = &sender_ops;
     ss.user = h;
     rs.conn_id = RECEIVER_ID;
@@ -136,6 +148,7 @@ static void setup(harness *h)
      * AEAD parsers. */
     ss.security.cipher = AFTP_CIPHER_NONE;
     rs.security.cipher = AFTP_CIPHER_NONE;
+    rs.security.peers.rate_cap = cap_at_rate;
     FUZZ_CHECK(aftp_sender_new(&ss, 0, &h->snd) == AFTP_OK);
     FUZZ_CHECK(aftp_receiver_new(&rs, 0, &h->rcv) == AFTP_OK);
     aftp_file_info info = {.file_id = 1, .size = FILE_SIZE, .block_size = BLOCK, .path = "f"};
@@ -144,11 +157,16 @@ static void setup(harness *h)
     drain(h); /* the sender's HELLO */
 
     aftp_wire_packet p;
+    uint8_t announce[4], cap[4 + AFTP_WIRE_RATE_CAP_LEN];
+    aftp_wire_writer w;
+    aftp_wire_writer_init(&w, announce, sizeof announce);
+    FUZZ_CHECK(aftp_wire_ext_put_rate_cap(&w, 0) == AFTP_OK);
     memset(&p, 0, sizeof p);
     p.hdr.type = AFTP_WIRE_HELLO;
     p.hdr.conn_id = SENDER_ID;
     p.u.hello = (aftp_wire_hello){.role = AFTP_WIRE_ROLE_PUSH, .cipher_count = 1,
-                                  .max_datagram = MAX_DGRAM};
+                                  .max_datagram = MAX_DGRAM, .ext = announce,
+                                  .ext_len = sizeof announce};
     feed_packet(h, &p, 0);
     memset(&p, 0, sizeof p);
     p.hdr.type = AFTP_WIRE_FILE_OFFER;
@@ -160,8 +178,11 @@ static void setup(harness *h)
     memset(&p, 0, sizeof p);
     p.hdr.type = AFTP_WIRE_HELLO_ACK;
     p.hdr.conn_id = SENDER_ID;
+    aftp_wire_writer_init(&w, cap, sizeof cap);
+    FUZZ_CHECK(aftp_wire_ext_put_rate_cap(&w, RATE_BPS) == AFTP_OK);
     p.u.hello_ack = (aftp_wire_hello_ack){.server_conn_id = RECEIVER_ID,
-                                          .max_datagram = MAX_DGRAM};
+                                          .max_datagram = MAX_DGRAM, .ext = cap,
+                                          .ext_len = sizeof cap};
     feed_packet(h, &p, 1);
     memset(&p, 0, sizeof p);
     p.hdr.type = AFTP_WIRE_FILE_REPLY;
@@ -170,6 +191,10 @@ static void setup(harness *h)
     feed_packet(h, &p, 1);
     FUZZ_CHECK(aftp_sender_state(h->snd) == AFTP_STATE_TRANSFER);
     FUZZ_CHECK(aftp_receiver_state(h->rcv) == AFTP_STATE_TRANSFER);
+    aftp_stats snd, rcv;
+    aftp_sender_get_stats(h->snd, &snd);
+    aftp_receiver_get_stats(h->rcv, &rcv);
+    FUZZ_CHECK(snd.rate_cap_bps == RATE_BPS && rcv.rate_cap_bps == RATE_BPS);
 }
 
 static void feed_fuzzed(harness *h, uint8_t flags, uint8_t *d, size_t len)

@@ -176,8 +176,9 @@ static void emit_key_request(const char *dir)
 }
 
 /* The secure handshake's packets: a HELLO with a message-1-sized HANDSHAKE
- * extension and a cookie, a HELLO_ACK with a message-2-sized one, RETRY,
- * and the key request: a HELLO with KEY_REQUEST, SERVER_KEY. */
+ * extension and a cookie, then with the RATE_CAP announcement; a
+ * HELLO_ACK with a message-2-sized one, then with a RATE_CAP before it;
+ * RETRY, and the key request: a HELLO with KEY_REQUEST, SERVER_KEY. */
 static void emit_secure_handshake(const char *dir)
 {
     static uint8_t msg[108], token[AFTP_WIRE_MAX_TOKEN], ext[256];
@@ -199,6 +200,10 @@ static void emit_secure_handshake(const char *dir)
     p.u.hello.ext = ext;
     p.u.hello.ext_len = (uint16_t)w.pos;
     emit_valid(dir, "hello-handshake-cookie", &p);
+    if (aftp_wire_ext_put_rate_cap(&w, 0) != AFTP_OK)
+        exit(1);
+    p.u.hello.ext_len = (uint16_t)w.pos;
+    emit_valid(dir, "hello-handshake-rate-cap", &p);
 
     aftp_wire_writer_init(&w, ext, sizeof ext);
     if (aftp_wire_ext_put(&w, AFTP_WIRE_EXT_HANDSHAKE, msg, 55) != AFTP_OK)
@@ -210,6 +215,12 @@ static void emit_secure_handshake(const char *dir)
     p.u.hello_ack.ext = ext;
     p.u.hello_ack.ext_len = (uint16_t)w.pos;
     emit_valid(dir, "hello-ack-handshake", &p);
+    aftp_wire_writer_init(&w, ext, sizeof ext);
+    if (aftp_wire_ext_put_rate_cap(&w, UINT64_C(100000000)) != AFTP_OK ||
+        aftp_wire_ext_put(&w, AFTP_WIRE_EXT_HANDSHAKE, msg, 67) != AFTP_OK)
+        exit(1);
+    p.u.hello_ack.ext_len = (uint16_t)w.pos;
+    emit_valid(dir, "hello-ack-handshake-rate-cap", &p);
 
     p = packet(AFTP_WIRE_RETRY);
     p.hdr.pn = 0;

@@ -16,6 +16,11 @@
  *    HELLO is the one exception: the encoder canonicalises its zero padding
  *    (to AFTP_WIRE_HELLO_MIN_LEN, or none when the body is longer), so there
  *    the re-encoding must be a prefix of the input followed only by zeros.
+ *  - a HELLO's or HELLO_ACK's extension block: RATE_CAP reads as the
+ *    first TLV of its type says (well-formed only with 8 bytes, non-zero),
+ *    and the TLVs but HANDSHAKE (what message 2 authenticates of a
+ *    HELLO_ACK) copy out whole, in order, without a HANDSHAKE, and keep
+ *    the block's RATE_CAP verdict.
  */
 #include <string.h>
 
@@ -126,6 +131,49 @@ static void check_reencode(const uint8_t *data, size_t size, const aftp_wire_pac
     FUZZ_CHECK(short_by_one == SIZE_MAX);
 }
 
+/* Big-endian u64 of 8 bytes, written here apart from the wire reader. */
+static uint64_t be64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = v << 8 | p[i];
+    return v;
+}
+
+static void check_rate_cap(const uint8_t *ext, size_t ext_len)
+{
+    const uint8_t *v = NULL;
+    uint16_t v_len = 0;
+    uint64_t bps = 0;
+    int found = aftp_wire_ext_find(ext, ext_len, AFTP_WIRE_EXT_RATE_CAP, &v, &v_len);
+    int verdict = aftp_wire_ext_rate_cap(ext, ext_len, &bps);
+    if (!found)
+        FUZZ_CHECK(verdict == 0);
+    else if (v_len == AFTP_WIRE_RATE_CAP_LEN && be64(v) != 0)
+        FUZZ_CHECK(verdict == 1 && bps == be64(v));
+    else
+        FUZZ_CHECK(verdict == -1);
+}
+
+static void check_extensions(const uint8_t *ext, size_t ext_len)
+{
+    static uint8_t others[AFTP_WIRE_MAX_DATAGRAM];
+    const uint8_t *v;
+    uint16_t v_len;
+    uint64_t a = 0, b = 0;
+    aftp_wire_writer w;
+    check_rate_cap(ext, ext_len);
+    aftp_wire_writer_init(&w, others, sizeof others);
+    FUZZ_CHECK(aftp_wire_ext_put_except(&w, ext, ext_len, AFTP_WIRE_EXT_HANDSHAKE) == AFTP_OK);
+    FUZZ_CHECK(w.pos <= ext_len);
+    FUZZ_CHECK((w.pos == ext_len) ==
+               !aftp_wire_ext_find(ext, ext_len, AFTP_WIRE_EXT_HANDSHAKE, &v, &v_len));
+    FUZZ_CHECK(!aftp_wire_ext_find(others, w.pos, AFTP_WIRE_EXT_HANDSHAKE, &v, &v_len));
+    FUZZ_CHECK(aftp_wire_ext_rate_cap(others, w.pos, &a) == aftp_wire_ext_rate_cap(ext, ext_len, &b));
+    FUZZ_CHECK(a == b);
+    check_rate_cap(others, w.pos);
+}
+
 void fuzz_check_datagram(const uint8_t *data, size_t size)
 {
     aftp_wire_packet pkt, untouched;
@@ -142,6 +190,10 @@ void fuzz_check_datagram(const uint8_t *data, size_t size)
     FUZZ_CHECK(pkt.hdr.type <= AFTP_WIRE_TYPE_MAX);
     check_borrowed(data, size, &pkt);
     check_reencode(data, size, &pkt);
+    if (pkt.hdr.type == AFTP_WIRE_HELLO)
+        check_extensions(pkt.u.hello.ext, pkt.u.hello.ext_len);
+    if (pkt.hdr.type == AFTP_WIRE_HELLO_ACK)
+        check_extensions(pkt.u.hello_ack.ext, pkt.u.hello_ack.ext_len);
     if (pkt.hdr.type == AFTP_WIRE_FEEDBACK) {
         /* The list walked into an array must encode to the same bytes as
          * the borrowed encoded list just did. */

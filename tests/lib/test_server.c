@@ -27,6 +27,7 @@
  *   progress    a slow file's progress calls name it, its size, and bytes
  *               that only grow. */
 #include <fcntl.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -35,7 +36,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -43,11 +46,14 @@
 #include <sodium.h>
 #include <xxhash.h>
 
+#include "aftp/aftp_client.h"
 #include "aftp/aftp_server.h"
 #include "aftp_push.h"
+#include "aftp_source.h"
 #include "common/aftp_handshake.h"
 #include "aftp_keyfile.h"
 #include "io_testutil.h"
+#include "proto/aftp_wire.h"
 
 enum { CLIENTS = 3, MAX_RECEIPTS = 8, MAX_LINES = 32, FILE_LEN = 300000 + 17 };
 
@@ -62,6 +68,7 @@ typedef struct seen_receipt {
     uint8_t digest[AFTP_DIGEST_LEN], key[AFTP_KEY_LEN];
     int64_t connected_ns, start_ns, end_ns;
     int cipher;
+    uint64_t rate_cap_bps;
 } seen_receipt;
 
 /* What the server's callbacks saw; the test thread reads it once the run
@@ -189,6 +196,7 @@ static void on_receipt(void *user, const aftp_receipt *r)
     e->connected_ns = r->connected_unix_ns;
     e->packets_received = r->packets_received;
     e->duplicate_packets = r->duplicate_packets;
+    e->rate_cap_bps = r->rate_cap_bps;
     aftp_server_format_peer(r->client, e->peer_text, sizeof e->peer_text);
 }
 
@@ -279,21 +287,31 @@ static void make_file(const fixture *f, const char *name, uint32_t seed, char *p
     fclose(out);
 }
 
-/* Pushes file as `client` (-1: an unprotected session, AFTP_CIPHER_NONE). */
-static int push(const fixture *f, unsigned port, int client, const char *file)
+#define CAPPED_BPS UINT64_C(8000000)     /* the partner's cap: 8 Mbit/s */
+#define OWN_RATE_BPS UINT64_C(400000000) /* the client's own fixed rate, 50 times that */
+
+/* Pushes file as `client` (-1: an unprotected session, AFTP_CIPHER_NONE)
+ * at 400 Mbit/s fixed; what the sender reported into *res. */
+static int push_reporting(const fixture *f, unsigned port, int client, const char *file,
+                          aftp_push_result *res)
 {
     struct sockaddr_in to = io_test_loopback((uint16_t)port);
     aftp_push_opts o = {.files = &file, .file_count = 1, .peer = (struct sockaddr *)&to,
                         .peer_len = sizeof to,
-                        .rate_bps = UINT64_C(400000000), .policy = AFTP_CC_FIXED,
+                        .rate_bps = OWN_RATE_BPS, .policy = AFTP_CC_FIXED,
                         .idle_timeout_ns = UINT64_C(5000000000)};
-    aftp_push_result res;
     o.security.cipher = client < 0 ? AFTP_CIPHER_NONE : AFTP_CIPHER_AUTO;
     if (client >= 0) {
         o.security.identity = f->client[client].secret;
         o.security.peer_key = f->server.public_key;
     }
-    return aftp_push_run(&o, &res);
+    return aftp_push_run(&o, res);
+}
+
+static int push(const fixture *f, unsigned port, int client, const char *file)
+{
+    aftp_push_result res;
+    return push_reporting(f, port, client, file, &res);
 }
 
 /* Pushes file as client 0 at rate_bps, silent for idle_s at most, with a
@@ -506,18 +524,24 @@ static int admit_keyless(void *user, const aftp_peer *peer, aftp_admission *deci
                              : AFTP_ERR_UNKNOWN_PEER;
 }
 
+/* An unprotected server (AFTP_CIPHER_NONE) whose callback admits. */
+static void configure_unprotected(fixture *f, aftp_admit_cb admit)
+{
+    assert_int_equal(aftp_server_set_listen(f->s, "127.0.0.1:0"), AFTP_OK);
+    assert_int_equal(aftp_server_set_dir(f->s, f->server_dir), AFTP_OK);
+    assert_int_equal(aftp_server_set_cipher(f->s, AFTP_CIPHER_NONE), AFTP_OK);
+    assert_int_equal(aftp_server_set_log_cb(f->s, on_log, f), AFTP_OK);
+    assert_int_equal(aftp_server_set_receipt_cb(f->s, on_receipt, f), AFTP_OK);
+    assert_int_equal(aftp_server_set_admit_cb(f->s, admit, f), AFTP_OK);
+}
+
 static void test_unprotected_session(void **state)
 {
     fixture *f = *state;
     char a[600];
     uint8_t digest_a[AFTP_DIGEST_LEN], no_key[AFTP_KEY_LEN] = {0};
     make_file(f, "a.bin", 5, a, sizeof a);
-    assert_int_equal(aftp_server_set_listen(f->s, "127.0.0.1:0"), AFTP_OK);
-    assert_int_equal(aftp_server_set_dir(f->s, f->server_dir), AFTP_OK);
-    assert_int_equal(aftp_server_set_cipher(f->s, AFTP_CIPHER_NONE), AFTP_OK);
-    assert_int_equal(aftp_server_set_log_cb(f->s, on_log, f), AFTP_OK);
-    assert_int_equal(aftp_server_set_receipt_cb(f->s, on_receipt, f), AFTP_OK);
-    assert_int_equal(aftp_server_set_admit_cb(f->s, admit_keyless, f), AFTP_OK);
+    configure_unprotected(f, admit_keyless);
     unsigned port = start_server(f);
     int rc = push(f, port, -1, a);
     stop_server(f);
@@ -532,6 +556,217 @@ static void test_unprotected_session(void **state)
     assert_string_equal(f->receipts[0].root, f->partner[1]);
     assert_true(strncmp(f->receipts[0].peer_text, "from 127.0.0.1:", 15) == 0);
     assert_null(strstr(f->receipts[0].peer_text, " key "));
+}
+
+/* ---- a rate cap per client ---- */
+
+
+/* Client 0 into partner a under CAPPED_BPS, an unprotected client into
+ * partner b under the same cap, anyone else refused. */
+static int admit_capped(void *user, const aftp_peer *peer, aftp_admission *decision)
+{
+    fixture *f = user;
+    f->admissions++;
+    if (peer->key != NULL && memcmp(peer->key, f->client[0].public_key, AFTP_KEY_LEN) != 0)
+        return AFTP_ERR_UNKNOWN_PEER;
+    int rc = aftp_admission_set_rate_cap(decision, CAPPED_BPS);
+    return rc == AFTP_OK ? aftp_admission_set_root(decision, f->partner[peer->key == NULL])
+                         : rc;
+}
+
+/* What the sending side reported: the cap its files obeyed, and the
+ * fastest pacing rate any progress call showed. */
+typedef struct capped_send {
+    uint64_t cap_seen, max_rate_seen;
+    int finished;
+} capped_send;
+
+static void on_capped_file(void *user, const aftp_file_event *ev)
+{
+    capped_send *cs = user;
+    if (ev->type == AFTP_FILE_FINISHED) {
+        cs->finished++;
+        cs->cap_seen = ev->rate_cap_bps;
+    }
+}
+
+static void on_capped_progress(void *user, const aftp_progress *p)
+{
+    capped_send *cs = user;
+    if (p->rate_bps > cs->max_rate_seen)
+        cs->max_rate_seen = p->rate_bps;
+}
+
+/* Sends file through the public client API at OWN_RATE_BPS, fixed, as
+ * client `client` (-1: unprotected). */
+static int send_capped(const fixture *f, unsigned port, int client, const char *file,
+                       capped_send *cs)
+{
+    aftp_client *c = NULL;
+    char to[32];
+    snprintf(to, sizeof to, "127.0.0.1:%u", port);
+    assert_int_equal(aftp_client_new(&c), AFTP_OK);
+    if (client >= 0) {
+        assert_int_equal(aftp_client_set_identity(c, f->client[client].secret), AFTP_OK);
+        assert_int_equal(aftp_client_set_peer_key(c, f->server.public_key), AFTP_OK);
+    } else {
+        assert_int_equal(aftp_client_set_cipher(c, AFTP_CIPHER_NONE), AFTP_OK);
+    }
+    assert_int_equal(aftp_client_set_policy(c, AFTP_CC_FIXED), AFTP_OK);
+    assert_int_equal(aftp_client_set_rate(c, OWN_RATE_BPS), AFTP_OK);
+    assert_int_equal(aftp_client_set_idle_timeout_ms(c, 5000), AFTP_OK);
+    assert_int_equal(aftp_client_set_file_cb(c, on_capped_file, cs), AFTP_OK);
+    assert_int_equal(aftp_client_set_progress_cb(c, on_capped_progress, cs), AFTP_OK);
+    int rc = aftp_client_send(c, to, &file, 1);
+    aftp_client_del(c);
+    return rc;
+}
+
+/* The cap the admission chose reaches the client's sender, which reports
+ * it and paces under it although its own fixed rate is 50 times higher
+ * (the engine's pacing rate, the public client's file event and progress
+ * say so); the server names the cap in its log and in the receipt. */
+static void test_admission_rate_cap(void **state)
+{
+    fixture *f = *state;
+    char a[600], b[600], expect[96];
+    uint8_t digest[AFTP_DIGEST_LEN];
+    capped_send cs = {0};
+    aftp_push_result res;
+    make_file(f, "a.bin", 11, a, sizeof a);
+    make_file(f, "b.bin", 13, b, sizeof b);
+    configure(f, "127.0.0.1:0");
+    assert_int_equal(aftp_server_set_admit_cb(f->s, admit_capped, f), AFTP_OK);
+    unsigned port = start_server(f);
+    int rc = send_capped(f, port, 0, a, &cs);
+    int rc_push = push_reporting(f, port, 0, b, &res);
+    stop_server(f);
+
+    assert_int_equal(rc, AFTP_OK);
+    assert_int_equal(rc_push, AFTP_OK);
+    assert_int_equal(res.io.stats.rate_cap_bps, CAPPED_BPS);
+    assert_int_equal(res.io.stats.pacing_rate_bps, CAPPED_BPS);
+    assert_same_file(f->partner[0], "a.bin", a, digest);
+    assert_same_file(f->partner[0], "b.bin", b, digest);
+    assert_int_equal(cs.finished, 1);
+    assert_int_equal(cs.cap_seen, CAPPED_BPS);
+    assert_true(cs.max_rate_seen <= CAPPED_BPS);
+    assert_int_equal(receipt_for(f, "a.bin")->rate_cap_bps, CAPPED_BPS);
+    snprintf(expect, sizeof expect, "rate cap of %" PRIu64 " bit/s", CAPPED_BPS);
+    assert_true(log_has(f, AFTP_LOG_RATE_CAP, expect));
+    assert_int_equal(aftp_admission_set_rate_cap(NULL, 1), AFTP_ERR_INVALID_ARGUMENT);
+}
+
+/* Unprotected, the cap travels too (unauthenticated, as everything
+ * there), and the admission still places the client. */
+static void test_admission_rate_cap_unprotected(void **state)
+{
+    fixture *f = *state;
+    char a[600];
+    uint8_t digest[AFTP_DIGEST_LEN];
+    aftp_push_result res;
+    make_file(f, "a.bin", 12, a, sizeof a);
+    configure_unprotected(f, admit_capped);
+    int rc = push_reporting(f, start_server(f), -1, a, &res);
+    stop_server(f);
+
+    assert_int_equal(rc, AFTP_OK);
+    assert_int_equal(f->admissions, 1);
+    assert_same_file(f->partner[1], "a.bin", a, digest);
+    assert_int_equal(res.io.stats.rate_cap_bps, CAPPED_BPS);
+    assert_int_equal(res.io.stats.pacing_rate_bps, CAPPED_BPS);
+    assert_int_equal(f->receipts[0].rate_cap_bps, CAPPED_BPS);
+}
+
+/* The HELLO of a client written before RATE_CAP, as client 0: the engine's
+ * own HELLO without its RATE_CAP announcement (message 1 does not cover
+ * extensions, so it still opens). */
+static size_t hello_without_rate_cap(const fixture *f, uint8_t *out, size_t cap)
+{
+    aftp_sender_settings ss;
+    aftp_sender *snd = NULL;
+    aftp_datagram dg;
+    aftp_wire_packet p;
+    static uint8_t hello[AFTP_WIRE_MAX_DATAGRAM];
+    uint8_t ext[AFTP_WIRE_HELLO_MIN_LEN];
+    aftp_wire_writer w;
+    struct timespec now;
+    size_t len = 0;
+    aftp_source unused_source = {0}; /* no file is added: storage is never read */
+    clock_gettime(CLOCK_REALTIME, &now);
+    aftp_sender_settings_default(&ss);
+    ss.conn_id = 0x5eed0001u;
+    ss.storage = &aftp_source_ops;
+    ss.user = &unused_source;
+    ss.security.cipher = AFTP_CIPHER_AUTO;
+    ss.security.identity = f->client[0].secret;
+    ss.security.peer_key = f->server.public_key;
+    ss.security.unix_time_ns = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+    assert_int_equal(aftp_sender_new(&ss, 0, &snd), AFTP_OK);
+    assert_int_equal(aftp_sender_write(snd, 0, hello, sizeof hello, &dg), 1);
+    assert_int_equal(aftp_wire_decode(dg.head, dg.head_len, &p), AFTP_OK);
+    aftp_wire_writer_init(&w, ext, sizeof ext);
+    assert_int_equal(aftp_wire_ext_put_except(&w, p.u.hello.ext, p.u.hello.ext_len,
+                                              AFTP_WIRE_EXT_RATE_CAP),
+                     AFTP_OK);
+    assert_true(w.pos < p.u.hello.ext_len); /* the announcement was there */
+    p.u.hello.ext = ext;
+    p.u.hello.ext_len = (uint16_t)w.pos;
+    assert_int_equal(aftp_wire_encode(&p, out, cap, &len), AFTP_OK);
+    aftp_sender_del(snd);
+    return len;
+}
+
+/* Waits (a guard of 10 s, no timing asserted) for a log line of `kind`
+ * holding `text`; 1 when it came. */
+static int await_log(fixture *f, int kind, const char *text)
+{
+    for (int tries = 0; tries < 1000; tries++) {
+        pthread_mutex_lock(&f->lock);
+        int seen = log_has(f, kind, text);
+        pthread_mutex_unlock(&f->lock);
+        if (seen)
+            return 1;
+        usleep(10000);
+    }
+    return 0;
+}
+
+/* A client that cannot honour the cap its admission sets is refused with
+ * CLOSE(LIMIT) in clear, naming the cap; the operator's log says why, and
+ * nothing of it lands. */
+static void test_rate_cap_refused_to_old_client(void **state)
+{
+    fixture *f = *state;
+    uint8_t hello[AFTP_WIRE_HELLO_MIN_LEN], reply[AFTP_WIRE_MAX_DATAGRAM];
+    char reason[AFTP_WIRE_MAX_REASON + 1], expect[64];
+    aftp_wire_packet p;
+    size_t len = hello_without_rate_cap(f, hello, sizeof hello);
+    configure(f, "127.0.0.1:0");
+    assert_int_equal(aftp_server_set_admit_cb(f->s, admit_capped, f), AFTP_OK);
+    struct sockaddr_in to = io_test_loopback((uint16_t)start_server(f));
+    int fd = socket(AF_INET, SOCK_DGRAM, 0);
+    struct timeval guard = {.tv_sec = 10};
+    assert_true(fd >= 0);
+    assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &guard, sizeof guard), 0);
+    assert_int_equal(sendto(fd, hello, len, 0, (struct sockaddr *)&to, sizeof to), (ssize_t)len);
+    ssize_t got = recv(fd, reply, sizeof reply, 0);
+    close(fd);
+    snprintf(expect, sizeof expect, "rate cap of %" PRIu64 " bit/s", CAPPED_BPS);
+    int logged = await_log(f, AFTP_LOG_SESSION_FAILED, expect);
+    stop_server(f);
+
+    assert_true(got > 0);
+    assert_int_equal(aftp_wire_decode(reply, (size_t)got, &p), AFTP_OK);
+    assert_int_equal(p.hdr.type, AFTP_WIRE_CLOSE);
+    assert_int_equal(p.u.close.error, AFTP_WIRE_ERR_LIMIT);
+    memcpy(reason, p.u.close.reason, p.u.close.reason_len);
+    reason[p.u.close.reason_len] = '\0';
+    assert_non_null(strstr(reason, expect));
+    assert_true(logged);
+    assert_int_equal(f->admissions, 1);
+    assert_int_equal(f->receipt_count, 0);
+    assert_int_equal(entries_in(f->partner[0]), 0);
 }
 
 /* A run that cannot start says why, and a failed setter keeps what was set. */
@@ -732,6 +967,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_admission_roots_and_receipts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_authorized_keys_decide, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unprotected_session, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_admission_rate_cap, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_admission_rate_cap_unprotected, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_rate_cap_refused_to_old_client, setup, teardown),
         cmocka_unit_test_setup_teardown(test_refuses_to_start, setup, teardown),
         cmocka_unit_test_setup_teardown(test_busy_port, setup, teardown),
         cmocka_unit_test_setup_teardown(test_once_serves_one_session, setup, teardown),

@@ -82,8 +82,11 @@ static void run_timers_and_output(sim_world *w, uint64_t now)
             aftp_sender_cancel(w->snd, now);
         if (now >= aftp_sender_expiry(w->snd))
             aftp_sender_handle_expiry(w->snd, now);
-        while (aftp_sender_write(w->snd, now, w->sbuf, w->cfg->max_datagram, &dg) == 1)
+        while (aftp_sender_write(w->snd, now, w->sbuf, w->cfg->max_datagram, &dg) == 1) {
+            if (w->cfg->fwd_tap != NULL)
+                w->cfg->fwd_tap(w->cfg->fwd_tap_ctx, now, &dg);
             sim_link_send(&w->fwd, now, &dg);
+        }
     }
     if (alive(now, w->cfg->receiver_dies_at)) {
         uint64_t before = w->res->st.receiver_view_bytes;

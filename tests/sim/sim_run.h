@@ -40,6 +40,10 @@ typedef struct sim_cfg {
      * none). */
     int (*rev_tap)(void *ctx, uint64_t now, const uint8_t *pkt, size_t len);
     void *rev_tap_ctx;
+    /* Sees every datagram a live sender writes, when it writes it (NULL:
+     * none): what the sender emits, before the link shapes it. */
+    void (*fwd_tap)(void *ctx, uint64_t now, const aftp_datagram *dg);
+    void *fwd_tap_ctx;
     int cipher;                /* enum aftp_cipher_choice of both sides: AUTO (the
                                 * default, protected) or NONE for a plain run */
     uint64_t key_update_packets; /* both sides; 0: the engine's default */

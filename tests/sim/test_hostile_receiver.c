@@ -462,7 +462,8 @@ static int any_timestamp(void *user, const uint8_t *client_key, const uint8_t *t
 }
 
 /* A server's side of a protected handshake, scripted: message 2 over
- * whatever fields the test chooses, so they are authenticated. */
+ * whatever fields and extensions (fields->ext) the test chooses, so they
+ * are authenticated; HANDSHAKE follows those extensions. */
 static size_t protected_ack(const uint8_t *hello, size_t hello_len,
                             const aftp_wire_hello_ack *fields, uint8_t *out)
 {
@@ -470,9 +471,9 @@ static size_t protected_ack(const uint8_t *hello, size_t hello_len,
     const uint8_t *msg1;
     uint16_t msg1_len;
     uint8_t prologue[AFTP_WIRE_PROLOGUE_MAX], payload[AFTP_HS_MAX_PAYLOAD];
-    uint8_t binding[AFTP_SESSION_ACK_BINDING_LEN], msg2[AFTP_HS_MAX_RESPONSE];
-    uint8_t ext[4u + AFTP_HS_MAX_RESPONSE];
-    size_t prologue_len, payload_len, msg2_len, len;
+    uint8_t binding[AFTP_HS_MAX_PAYLOAD], msg2[AFTP_HS_MAX_RESPONSE];
+    uint8_t ext[MAX_DGRAM];
+    size_t prologue_len, payload_len, binding_len, msg2_len, len;
     aftp_handshake *hs;
     assert_int_equal(aftp_wire_decode(hello, hello_len, &h), AFTP_OK);
     assert_true(aftp_wire_ext_find(h.u.hello.ext, h.u.hello.ext_len, AFTP_WIRE_EXT_HANDSHAKE,
@@ -492,13 +493,16 @@ static size_t protected_ack(const uint8_t *hello, size_t hello_len,
     p.hdr = (aftp_wire_header){.version = AFTP_WIRE_VERSION, .type = AFTP_WIRE_HELLO_ACK,
                                .conn_id = h.hdr.conn_id};
     p.u.hello_ack = *fields;
-    aftp_session_ack_binding(&p.u.hello_ack, binding);
-    assert_int_equal(aftp_handshake_write_response(hs, binding, sizeof binding, msg2,
-                                                   sizeof msg2, &msg2_len),
+    assert_int_equal(
+        aftp_session_ack_payload(&p.u.hello_ack, binding, sizeof binding, &binding_len), AFTP_OK);
+    assert_int_equal(aftp_handshake_write_response(hs, binding, binding_len, msg2, sizeof msg2,
+                                                   &msg2_len),
                      AFTP_OK);
     aftp_handshake_del(hs);
     aftp_wire_writer w;
     aftp_wire_writer_init(&w, ext, sizeof ext);
+    if (fields->ext_len > 0)
+        assert_int_equal(aftp_wire_write_bytes(&w, fields->ext, fields->ext_len), AFTP_OK);
     assert_int_equal(aftp_wire_ext_put(&w, AFTP_WIRE_EXT_HANDSHAKE, msg2, (uint16_t)msg2_len),
                      AFTP_OK);
     p.u.hello_ack.ext = ext;
@@ -600,6 +604,45 @@ static void test_protected_ack_larger_datagram(void **state)
     bad_ack(1, LIAR_ID, MAX_DGRAM + 100);
 }
 
+/* An authenticated HELLO_ACK whose RATE_CAP is not a non-zero u64 (spec
+ * 12.3): the server broke the protocol; CLOSE(PROTOCOL), sealed, and
+ * MALFORMED before CONNECTED, rather than a guess at the cap. */
+static void bad_rate_cap(const uint8_t *value, uint16_t value_len)
+{
+    liar l;
+    uint8_t hello[MAX_DGRAM], ack[MAX_DGRAM], ext[64];
+    size_t hello_len;
+    aftp_wire_writer w;
+    liar_open(&l, LIE_NONE, 1000, 1);
+    first_hello(&l, hello, &hello_len);
+    aftp_wire_writer_init(&w, ext, sizeof ext);
+    assert_int_equal(aftp_wire_ext_put(&w, AFTP_WIRE_EXT_RATE_CAP, value, value_len), AFTP_OK);
+    aftp_wire_hello_ack fields = {.server_conn_id = LIAR_ID,
+                                  .cipher = offered_cipher(hello, hello_len),
+                                  .max_datagram = MAX_DGRAM, .ext = ext,
+                                  .ext_len = (uint16_t)w.pos};
+    size_t len = protected_ack(hello, hello_len, &fields, ack);
+    assert_int_equal(aftp_sender_read(l.s, 0, ack, len), AFTP_ERR_MALFORMED);
+    assert_int_equal(l.side.ev.connected, 0);
+    assert_int_equal(aftp_sender_state(l.s), AFTP_STATE_CLOSING);
+    expect_close(&l, 1, AFTP_WIRE_ERR_PROTOCOL);
+    liar_close(&l);
+}
+
+static void test_rate_cap_of_zero(void **state)
+{
+    (void)state;
+    static const uint8_t zero[8] = {0};
+    bad_rate_cap(zero, sizeof zero);
+}
+
+static void test_rate_cap_of_four_bytes(void **state)
+{
+    (void)state;
+    static const uint8_t four[4] = {0, 0x98, 0x96, 0x80};
+    bad_rate_cap(four, sizeof four);
+}
+
 /* A block size the negotiated datagram cannot carry: the file ends with
  * LIMIT, and the message names the figures (not "limit exceeded"). */
 static void test_block_too_large_names_figures(void **state)
@@ -669,6 +712,8 @@ int main(void)
         cmocka_unit_test(test_protected_ack_none_without_msg2_dropped),
         cmocka_unit_test(test_protected_ack_server_id_zero),
         cmocka_unit_test(test_protected_ack_larger_datagram),
+        cmocka_unit_test(test_rate_cap_of_zero),
+        cmocka_unit_test(test_rate_cap_of_four_bytes),
         cmocka_unit_test(test_client_only_types_dropped),
         cmocka_unit_test(test_block_too_large_names_figures),
     };

@@ -753,6 +753,212 @@ static void test_altered_hello_ack_fails_auth(void **state)
     hs_rig_close(&g);
 }
 
+/* ---- the receiver's rate cap (RATE_CAP, spec sections 12.3, 14.2.3) ---- */
+
+#define CAP_BPS UINT64_C(30000000)
+
+static uint64_t grant_cap(void *user, const uint8_t *client_key)
+{
+    (void)user;
+    assert_non_null(client_key); /* protected: asked with the proved key */
+    return CAP_BPS;
+}
+
+/* The HELLO_ACK of a receiver that caps this client: RATE_CAP with the
+ * cap, and message 2 over the fields and that TLV (55 + 12 bytes). */
+static void capped_ack(hs_rig *g, aftp_receiver **r, aftp_wire_packet *ack)
+{
+    const uint8_t *v;
+    uint16_t v_len;
+    uint64_t bps = 0;
+    g->rs.security.peers.rate_cap = grant_cap;
+    *r = hs_receiver(g);
+    assert_true(ask(g, *r, g->hello, g->hello_len));
+    assert_int_equal(aftp_wire_decode(g->out, g->out_len, ack), AFTP_OK);
+    assert_int_equal(ack->hdr.type, AFTP_WIRE_HELLO_ACK);
+    assert_int_equal(aftp_wire_ext_rate_cap(ack->u.hello_ack.ext, ack->u.hello_ack.ext_len, &bps),
+                     1);
+    assert_int_equal(bps, CAP_BPS);
+    assert_true(aftp_wire_ext_find(ack->u.hello_ack.ext, ack->u.hello_ack.ext_len,
+                                   AFTP_WIRE_EXT_HANDSHAKE, &v, &v_len));
+    assert_int_equal(v_len, 55 + 4 + AFTP_WIRE_RATE_CAP_LEN);
+}
+
+/* The genuine capped answer: the sender connects and obeys the cap. */
+static void test_capped_ack_is_obeyed(void **state)
+{
+    (void)state;
+    hs_rig g;
+    aftp_receiver *r;
+    aftp_wire_packet ack;
+    aftp_stats st;
+    hs_rig_open(&g);
+    capped_ack(&g, &r, &ack);
+    assert_int_equal(aftp_sender_read(g.s, 0, g.out, g.out_len), AFTP_OK);
+    assert_int_equal(aftp_sender_state(g.s), AFTP_STATE_TRANSFER);
+    aftp_sender_get_stats(g.s, &st);
+    assert_int_equal(st.rate_cap_bps, CAP_BPS);
+    assert_true(st.pacing_rate_bps <= CAP_BPS);
+    aftp_receiver_get_stats(r, &st);
+    assert_int_equal(st.rate_cap_bps, CAP_BPS);
+    aftp_receiver_del(r);
+    hs_rig_close(&g);
+}
+
+/* The HELLO_ACK re-encoded with other extensions than the server sent:
+ * message 2 no longer matches, the session ends with AFTP_ERR_AUTH. */
+static void assert_forged_ack_fails(hs_rig *g, aftp_wire_packet *ack, const uint8_t *ext,
+                                    uint16_t ext_len)
+{
+    uint8_t forged[MAX_DGRAM];
+    size_t forged_len = 0;
+    ack->u.hello_ack.ext = ext;
+    ack->u.hello_ack.ext_len = ext_len;
+    assert_int_equal(aftp_wire_encode(ack, forged, sizeof forged, &forged_len), AFTP_OK);
+    assert_int_equal(aftp_sender_read(g->s, 0, forged, forged_len), AFTP_ERR_AUTH);
+    assert_int_equal(aftp_sender_state(g->s), AFTP_STATE_CLOSED);
+    assert_int_equal(g->side.ev.connected, 0);
+}
+
+/* The HELLO_ACK's HANDSHAKE TLV after an optional RATE_CAP of `bps`. */
+static uint16_t ext_with_cap(const aftp_wire_packet *ack, uint64_t bps, uint8_t *ext, size_t cap)
+{
+    const uint8_t *msg2;
+    uint16_t msg2_len;
+    aftp_wire_writer w;
+    aftp_wire_writer_init(&w, ext, cap);
+    if (bps != 0)
+        assert_int_equal(aftp_wire_ext_put_rate_cap(&w, bps), AFTP_OK);
+    assert_true(aftp_wire_ext_find(ack->u.hello_ack.ext, ack->u.hello_ack.ext_len,
+                                   AFTP_WIRE_EXT_HANDSHAKE, &msg2, &msg2_len));
+    assert_int_equal(aftp_wire_ext_put(&w, AFTP_WIRE_EXT_HANDSHAKE, msg2, msg2_len), AFTP_OK);
+    return (uint16_t)w.pos;
+}
+
+/* A capped HELLO_ACK whose cap an attacker replaced by forged_bps (0:
+ * removed): AUTH, never a session under another cap or none. */
+static void forge_capped_ack(uint64_t forged_bps)
+{
+    hs_rig g;
+    aftp_receiver *r;
+    aftp_wire_packet ack;
+    uint8_t ext[MAX_DGRAM];
+    hs_rig_open(&g);
+    capped_ack(&g, &r, &ack);
+    assert_forged_ack_fails(&g, &ack, ext, ext_with_cap(&ack, forged_bps, ext, sizeof ext));
+    aftp_receiver_del(r);
+    hs_rig_close(&g);
+}
+
+static void test_raised_cap_fails_auth(void **state)
+{
+    (void)state;
+    forge_capped_ack(100 * CAP_BPS);
+}
+
+static void test_stripped_cap_fails_auth(void **state)
+{
+    (void)state;
+    forge_capped_ack(0);
+}
+
+/* An attacker adds a cap to an uncapped HELLO_ACK: AUTH (a slower
+ * session would be a denial of service message 2 does not let through). */
+static void test_added_cap_fails_auth(void **state)
+{
+    (void)state;
+    hs_rig g;
+    aftp_wire_packet ack;
+    uint8_t ext[MAX_DGRAM];
+    hs_rig_open(&g);
+    aftp_receiver *r = hs_receiver(&g);
+    assert_true(ask(&g, r, g.hello, g.hello_len));
+    assert_int_equal(aftp_wire_decode(g.out, g.out_len, &ack), AFTP_OK);
+    assert_forged_ack_fails(&g, &ack, ext, ext_with_cap(&ack, CAP_BPS / 10, ext, sizeof ext));
+    aftp_receiver_del(r);
+    hs_rig_close(&g);
+}
+
+/* The sender's HELLO re-encoded without its RATE_CAP announcement: a
+ * client written before RATE_CAP. Its message 1 still opens (the prologue
+ * does not cover extensions). */
+static size_t hello_without_rate_cap(const hs_rig *g, uint8_t *out)
+{
+    aftp_wire_packet p;
+    uint8_t ext[MAX_DGRAM];
+    size_t len;
+    aftp_wire_writer w;
+    assert_int_equal(aftp_wire_decode(g->hello, g->hello_len, &p), AFTP_OK);
+    const uint8_t *v;
+    uint16_t v_len;
+    assert_true(aftp_wire_ext_find(p.u.hello.ext, p.u.hello.ext_len, AFTP_WIRE_EXT_RATE_CAP, &v,
+                                   &v_len));
+    assert_int_equal(v_len, 0); /* the announcement is empty */
+    aftp_wire_writer_init(&w, ext, sizeof ext);
+    assert_int_equal(aftp_wire_ext_put_except(&w, p.u.hello.ext, p.u.hello.ext_len,
+                                              AFTP_WIRE_EXT_RATE_CAP),
+                     AFTP_OK);
+    p.u.hello.ext = ext;
+    p.u.hello.ext_len = (uint16_t)w.pos;
+    assert_int_equal(aftp_wire_encode(&p, out, MAX_DGRAM, &len), AFTP_OK);
+    return len;
+}
+
+/* A client that cannot honour a cap, at a server that requires one for
+ * it: CLOSE(LIMIT) in clear, its reason naming the cap. */
+static void test_cap_refused_to_client_without_rate_cap(void **state)
+{
+    (void)state;
+    hs_rig g;
+    uint8_t old_hello[MAX_DGRAM];
+    aftp_wire_packet p;
+    hs_rig_open(&g);
+    size_t len = hello_without_rate_cap(&g, old_hello);
+    g.rs.security.peers.rate_cap = grant_cap;
+    aftp_receiver *r = hs_receiver(&g);
+    aftp_datagram dg;
+    assert_int_equal(aftp_receiver_read(r, 0, old_hello, len), AFTP_ERR_LIMIT);
+    assert_int_equal(aftp_receiver_write(r, 0, g.out, MAX_DGRAM, &dg), 1);
+    assert_int_equal(aftp_wire_decode(dg.head, dg.head_len, &p), AFTP_OK);
+    assert_int_equal(p.hdr.type, AFTP_WIRE_CLOSE);
+    assert_int_equal(p.u.close.error, AFTP_WIRE_ERR_LIMIT);
+    char reason[AFTP_WIRE_MAX_REASON + 1];
+    memcpy(reason, p.u.close.reason, p.u.close.reason_len);
+    reason[p.u.close.reason_len] = '\0';
+    assert_non_null(strstr(reason, "rate cap of 30000000 bit/s"));
+    assert_non_null(strstr(reason, "no RATE_CAP"));
+    assert_int_equal(aftp_receiver_error(r), AFTP_ERR_LIMIT);
+    aftp_receiver_del(r);
+    hs_rig_close(&g);
+}
+
+/* Interop with clients written before RATE_CAP: a server without a cap
+ * for them answers as before, with no extension but message 2 over the
+ * three fields alone (55 bytes). */
+static void test_client_without_rate_cap_gets_todays_ack(void **state)
+{
+    (void)state;
+    hs_rig g;
+    uint8_t old_hello[MAX_DGRAM];
+    aftp_wire_packet p;
+    const uint8_t *v;
+    uint16_t v_len;
+    hs_rig_open(&g);
+    size_t len = hello_without_rate_cap(&g, old_hello);
+    aftp_receiver *r = hs_receiver(&g);
+    assert_true(ask(&g, r, old_hello, len));
+    assert_int_equal(aftp_wire_decode(g.out, g.out_len, &p), AFTP_OK);
+    assert_int_equal(p.hdr.type, AFTP_WIRE_HELLO_ACK);
+    assert_true(aftp_wire_ext_find(p.u.hello_ack.ext, p.u.hello_ack.ext_len,
+                                   AFTP_WIRE_EXT_HANDSHAKE, &v, &v_len));
+    assert_int_equal(v_len, 55);
+    assert_int_equal(p.u.hello_ack.ext_len, 4 + 55);
+    assert_int_equal(aftp_sender_read(g.s, 0, g.out, g.out_len), AFTP_OK);
+    assert_int_equal(aftp_sender_state(g.s), AFTP_STATE_TRANSFER);
+    aftp_receiver_del(r);
+    hs_rig_close(&g);
+}
+
 static void hello_tlv(const uint8_t *hello, size_t len, uint16_t type, const uint8_t **v,
                       uint16_t *v_len, int expect)
 {
@@ -838,6 +1044,12 @@ int main(void)
         cmocka_unit_test(test_replayed_hello_gets_silence),
         cmocka_unit_test(test_altered_hello_ack_fails_auth),
         cmocka_unit_test(test_retry_echoes_cookie),
+        cmocka_unit_test(test_capped_ack_is_obeyed),
+        cmocka_unit_test(test_raised_cap_fails_auth),
+        cmocka_unit_test(test_stripped_cap_fails_auth),
+        cmocka_unit_test(test_added_cap_fails_auth),
+        cmocka_unit_test(test_cap_refused_to_client_without_rate_cap),
+        cmocka_unit_test(test_client_without_rate_cap_gets_todays_ack),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
