@@ -181,31 +181,48 @@ static void show_server_key(const recv_app *ra, const uint8_t *public_key)
     notice(ra, "server fingerprint %s", fingerprint);
 }
 
+/* The identity's public key, which clients pin, read through the client
+ * API (the server reads the file again: this reading said what was wrong). */
+static int read_identity(const recv_args *a, char *buf, size_t cap, const char **path,
+                         uint8_t public_key[AFTP_KEY_LEN])
+{
+    aftp_client *reader = NULL;
+    if (aftp_client_new(&reader) != AFTP_OK)
+        return AFTP_EXIT_FAILED;
+    int rc = aftp_cli_load_identity(&a->sec, reader, buf, cap, path);
+    if (rc == AFTP_EXIT_OK)
+        aftp_client_public_key(reader, public_key);
+    aftp_client_del(reader); /* wipes the key */
+    return rc;
+}
+
+/* A key file the server refused: its message; AFTP_EXIT_AUTH. */
+static int server_key_problem(const aftp_server *s)
+{
+    aftp_cli_error("%s", aftp_server_errmsg(s));
+    return AFTP_EXIT_AUTH;
+}
+
 /* Identity, pre-shared key and admitted clients into the server. */
 static int load_recv_keys(const recv_args *a, const recv_app *ra, aftp_server *s)
 {
-    aftp_cli_secrets *secrets;
+    char buf[4096];
+    const char *path;
+    uint8_t public_key[AFTP_KEY_LEN];
     int rc;
     if (a->sec.cipher == AFTP_CIPHER_NONE) {
         notice(ra, "warning: --cipher none: transfers are neither encrypted nor authenticated");
         return AFTP_EXIT_OK;
     }
-    if ((secrets = aftp_cli_secrets_new()) == NULL)
-        return AFTP_EXIT_FAILED;
-    if ((rc = aftp_cli_load_identity(&a->sec, secrets)) == AFTP_EXIT_OK &&
-        (rc = aftp_cli_load_psk(&a->sec, secrets)) == AFTP_EXIT_OK &&
-        (rc = load_authorized(a, s)) == AFTP_EXIT_OK) {
-        aftp_server_set_identity(s, secrets->identity);
-        /* read again by the server: the CLI's reading said what was wrong */
-        if (secrets->have_psk && aftp_server_set_psk_file(s, a->sec.psk_file) != AFTP_OK) {
-            aftp_cli_error("%s", aftp_server_errmsg(s));
-            rc = AFTP_EXIT_AUTH;
-        } else {
-            show_server_key(ra, secrets->public_key);
-        }
-    }
-    aftp_cli_secrets_free(secrets);
-    return rc;
+    if ((rc = read_identity(a, buf, sizeof buf, &path, public_key)) != AFTP_EXIT_OK)
+        return rc;
+    if (aftp_server_set_identity_file(s, path) != AFTP_OK ||
+        (a->sec.psk_file != NULL && aftp_server_set_psk_file(s, a->sec.psk_file) != AFTP_OK))
+        return server_key_problem(s);
+    if ((rc = load_authorized(a, s)) != AFTP_EXIT_OK)
+        return rc;
+    show_server_key(ra, public_key);
+    return AFTP_EXIT_OK;
 }
 
 /* The settings of the command line; the destination is checked now: a
@@ -227,8 +244,7 @@ static int configure(const recv_args *a, recv_app *ra, aftp_server *s)
     aftp_server_set_overwrite(s, a->overwrite);
     aftp_server_set_once(s, a->once);
     aftp_server_set_cipher(s, a->sec.cipher);
-    /* milliseconds, rounded up: -t 0.0001 is not the default */
-    aftp_server_set_idle_timeout_ms(s, (a->common.idle_timeout_ns + 999999) / 1000000);
+    aftp_server_set_idle_timeout_ms(s, aftp_cli_idle_ms(&a->common));
     if (a->common.mtu != 0)
         aftp_server_set_mtu(s, a->common.mtu);
     aftp_server_set_log_cb(s, on_log, ra);

@@ -4,7 +4,7 @@
 #include "aftp/aftp_error.h"
 #include "aftp/aftp_global.h"
 #include "aftp/aftp_version.h"
-#include "aftp_cli.h"
+#include "aftp_cli_base.h"
 
 void aftp_cli_usage(FILE *to)
 {

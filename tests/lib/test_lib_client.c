@@ -878,7 +878,7 @@ static void test_notice_of_datagram_cap(void **state)
     int found = 0;
     for (int i = 0; i < n.count && i < 4; i++)
         found |= strstr(n.text[i], "the receiver took datagrams of at most 1452 bytes, not "
-                                   "8952 (MTU 9000): give it an MTU of 9000 too") != NULL;
+                                   "8952 (MTU 9000): give it MTU 9000 too") != NULL;
     assert_true(found);
     env_end(&e, c);
 }
