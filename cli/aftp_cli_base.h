@@ -13,8 +13,11 @@
 #include <stdio.h>
 #include <stdint.h>
 
+#include <time.h>
+
 #include "aftp/aftp_client.h"
 #include "aftp/aftp_engine.h"
+#include "aftp/aftp_server.h"
 
 #define AFTP_CLI_DEFAULT_RATE AFTP_CLIENT_DEFAULT_RATE
 
@@ -64,6 +67,8 @@ const char *aftp_cli_last_error(void);
 void aftp_cli_catch_signals(void);
 /* The signals caught so far. */
 int aftp_cli_interrupted(void);
+/* Seconds on the monotonic clock since t0. */
+double aftp_cli_seconds_since(const struct timespec *t0);
 /* SIGINT/SIGTERM also cancel c (aftp_client_cancel) until called with
  * NULL: a blocking call of the client API ends at Ctrl-C. */
 void aftp_cli_cancel_on_signal(aftp_client *c);
@@ -183,6 +188,36 @@ void aftp_cli_json_file(FILE *out, const aftp_file_event *ev);
 void aftp_cli_json_error(FILE *out, int error, const char *message, int exit_status);
 void aftp_cli_json_summary(FILE *out, int exit_status, size_t files, size_t delivered,
                            uint64_t bytes, double seconds);
+/* The last objects of a run: the error (its line on stderr has been said:
+ * the object repeats it), when the exit status is not 0, then the summary. */
+typedef struct aftp_cli_json_run_end {
+    int error;       /* the library's aftp_error; AFTP_OK when it reported none (the
+                      * exit status's class then names it) */
+    int exit_status;
+    size_t files, delivered;
+    uint64_t bytes;
+    double seconds;
+} aftp_cli_json_run_end;
+void aftp_cli_json_end(FILE *out, const aftp_cli_json_run_end *e);
+/* --json anywhere before "--": known before the options are parsed, so
+ * that a usage error is reported as an object too. */
+int aftp_cli_wants_json(int argc, char **argv);
+/* aftp recv's objects: "start" once it listens (the address bound; the
+ * key line and fingerprint clients pin, NULL for --cipher none), "done"
+ * per receipt, "session_error" per failed session, "notice" per warning
+ * or dropped handshake. */
+void aftp_cli_json_recv_start(FILE *out, const char *listen, const char *server_key,
+                              const char *fingerprint);
+typedef struct aftp_cli_json_recv_file {
+    size_t index;               /* files received before it in this run */
+    const aftp_receipt *receipt;
+    const char *client_address; /* "ADDR:PORT" */
+    const char *client_key;     /* its key line, NULL in an unprotected session */
+    double duplicate;           /* share of the session's packets that were duplicates */
+} aftp_cli_json_recv_file;
+void aftp_cli_json_receipt(FILE *out, const aftp_cli_json_recv_file *f);
+void aftp_cli_json_session_error(FILE *out, int error, const char *message);
+void aftp_cli_json_notice(FILE *out, const char *kind, const char *message);
 /* The aftp_error reported for a failure the library did not report (the
  * command line, key files, the progress log): its exit status's class. */
 int aftp_cli_error_of_exit(int exit_status);

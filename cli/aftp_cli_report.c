@@ -108,6 +108,13 @@ int aftp_cli_interrupted(void)
     return signal_count;
 }
 
+double aftp_cli_seconds_since(const struct timespec *t0)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)(t.tv_sec - t0->tv_sec) + (double)(t.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
 void aftp_cli_catch_signals(void)
 {
     struct sigaction sa;

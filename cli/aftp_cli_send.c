@@ -150,13 +150,6 @@ static int parse_send_args(int argc, char **argv, send_args *a)
     return settle_rates(a);
 }
 
-static double seconds_since(const struct timespec *t0)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)(t.tv_sec - t0->tv_sec) + (double)(t.tv_nsec - t0->tv_nsec) / 1e9;
-}
-
 /* Another line goes to the terminal: the progress line makes way. */
 static void clear_progress(send_run *run)
 {
@@ -194,7 +187,7 @@ static void on_file(void *user, const aftp_file_event *ev)
 
 static void log_progress(const send_run *run, const aftp_progress *p)
 {
-    fprintf(run->log, "%.3f\t%llu\t%.0f\t%llu\t%.0f\t%.0f\t%.0f\n", seconds_since(&run->t0),
+    fprintf(run->log, "%.3f\t%llu\t%.0f\t%llu\t%.0f\t%.0f\t%.0f\n", aftp_cli_seconds_since(&run->t0),
             (unsigned long long)p->bytes_done, p->goodput_bps, (unsigned long long)p->rate_bps,
             p->loss * 1e6, p->min_rtt_ms * 1e3, p->queue_ms * 1e3);
 }
@@ -359,28 +352,6 @@ static int run_send(const send_args *a, send_run *run, aftp_client *c)
     return rc;
 }
 
-/* --json anywhere before "--": known before the options are parsed, so
- * that a usage error is reported as an object too. */
-static int wants_json(int argc, char **argv)
-{
-    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
-        if (strcmp(argv[i], "--json") == 0)
-            return 1;
-    return 0;
-}
-
-/* --json's last objects: the error (its line on stderr has been said),
- * then the summary. */
-static void json_end(const send_run *run, int rc)
-{
-    if (rc != AFTP_EXIT_OK) {
-        int error = run->error != AFTP_OK ? run->error : aftp_cli_error_of_exit(rc);
-        const char *message = aftp_cli_last_error();
-        aftp_cli_json_error(stdout, error, message[0] ? message : aftp_strerror(error), rc);
-    }
-    aftp_cli_json_summary(stdout, rc, 1, run->delivered, run->bytes, seconds_since(&run->t0));
-}
-
 static int send_parsed(const send_args *a, send_run *run)
 {
     aftp_client *c = NULL;
@@ -401,7 +372,7 @@ int aftp_cli_send(int argc, char **argv)
     memset(&run, 0, sizeof run);
     clock_gettime(CLOCK_MONOTONIC, &run.t0);
     run.error = AFTP_OK;
-    a.json = wants_json(argc, argv);
+    a.json = aftp_cli_wants_json(argc, argv);
     int rc = parse_send_args(argc, argv, &a);
     if (rc < 0)
         return AFTP_EXIT_OK; /* --help */
@@ -409,7 +380,11 @@ int aftp_cli_send(int argc, char **argv)
     run.progress = !a.common.quiet && isatty(STDERR_FILENO);
     if (rc == AFTP_EXIT_OK)
         rc = send_parsed(&a, &run);
-    if (a.json)
-        json_end(&run, rc);
+    if (a.json) {
+        aftp_cli_json_run_end json = {.error = run.error, .exit_status = rc, .files = 1,
+                                      .delivered = run.delivered, .bytes = run.bytes,
+                                      .seconds = aftp_cli_seconds_since(&run.t0)};
+        aftp_cli_json_end(stdout, &json);
+    }
     return rc;
 }
