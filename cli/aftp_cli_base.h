@@ -95,6 +95,33 @@ int aftp_cli_common_option(int c, const char *arg, aftp_cli_common *co);
  * not the default. */
 uint64_t aftp_cli_idle_ms(const aftp_cli_common *co);
 
+/* What a run of aftp send or aftp recv shows, and its tally for the
+ * summary: the terminal's progress line, and the --json objects. */
+typedef struct aftp_cli_output {
+    int quiet;
+    int progress;       /* stderr is a terminal and not quiet */
+    int drawn;          /* a progress line is on the terminal */
+    FILE *json;         /* --json: the objects go here (stdout), or NULL */
+    struct timespec t0; /* the start of the run */
+    int error;          /* the library's aftp_error of the failure; AFTP_OK when it
+                         * reported none */
+    size_t delivered;   /* files delivered (send) or received (recv) */
+    uint64_t bytes;     /* their bytes */
+} aftp_cli_output;
+/* Starts the clock; --json anywhere before "--" (known before the options
+ * are parsed, so that a usage error is reported as objects too). */
+void aftp_cli_output_begin(aftp_cli_output *o, int argc, char **argv);
+/* After parsing: -q, --json (as getopt took it), the terminal. */
+void aftp_cli_output_options(aftp_cli_output *o, const aftp_cli_common *co, int json);
+/* Another line goes to the terminal: the progress line makes way. */
+void aftp_cli_output_clear(aftp_cli_output *o);
+/* The progress line, on a terminal. */
+void aftp_cli_output_progress(aftp_cli_output *o, const aftp_progress *p);
+/* With --json, the last objects: the error when the exit status is not 0
+ * (its line on stderr has been said: the object repeats it), then the
+ * summary of `files` files. */
+void aftp_cli_output_end(const aftp_cli_output *o, int exit_status, size_t files);
+
 /* ---- security options and key files (aftp_cli_keys.c) ---- */
 
 /* Key files live in $HOME/AFTP_CLI_KEY_DIR unless options name them. */
@@ -188,20 +215,6 @@ void aftp_cli_json_file(FILE *out, const aftp_file_event *ev);
 void aftp_cli_json_error(FILE *out, int error, const char *message, int exit_status);
 void aftp_cli_json_summary(FILE *out, int exit_status, size_t files, size_t delivered,
                            uint64_t bytes, double seconds);
-/* The last objects of a run: the error (its line on stderr has been said:
- * the object repeats it), when the exit status is not 0, then the summary. */
-typedef struct aftp_cli_json_run_end {
-    int error;       /* the library's aftp_error; AFTP_OK when it reported none (the
-                      * exit status's class then names it) */
-    int exit_status;
-    size_t files, delivered;
-    uint64_t bytes;
-    double seconds;
-} aftp_cli_json_run_end;
-void aftp_cli_json_end(FILE *out, const aftp_cli_json_run_end *e);
-/* --json anywhere before "--": known before the options are parsed, so
- * that a usage error is reported as an object too. */
-int aftp_cli_wants_json(int argc, char **argv);
 /* aftp recv's objects: "start" once it listens (the address bound; the
  * key line and fingerprint clients pin, NULL for --cipher none), "done"
  * per receipt, "session_error" per failed session, "notice" per warning

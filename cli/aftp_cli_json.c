@@ -200,25 +200,6 @@ void aftp_cli_json_error(FILE *out, int error, const char *message, int exit_sta
     end(out);
 }
 
-void aftp_cli_json_end(FILE *out, const aftp_cli_json_run_end *e)
-{
-    if (e->exit_status != AFTP_EXIT_OK) {
-        int error = e->error != AFTP_OK ? e->error : aftp_cli_error_of_exit(e->exit_status);
-        const char *message = aftp_cli_last_error();
-        aftp_cli_json_error(out, error, message[0] ? message : aftp_strerror(error),
-                            e->exit_status);
-    }
-    aftp_cli_json_summary(out, e->exit_status, e->files, e->delivered, e->bytes, e->seconds);
-}
-
-int aftp_cli_wants_json(int argc, char **argv)
-{
-    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
-        if (strcmp(argv[i], "--json") == 0)
-            return 1;
-    return 0;
-}
-
 /* ---- aftp recv ---- */
 
 void aftp_cli_json_recv_start(FILE *out, const char *listen, const char *server_key,

@@ -10,8 +10,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "aftp/aftp_client.h"
 #include "aftp/aftp_server.h"
@@ -76,17 +74,11 @@ static int parse_recv_args(int argc, char **argv, recv_args *a)
 
 /* What the server's callbacks need, and what the run did. */
 typedef struct recv_app {
-    int quiet;
-    int progress; /* stderr is a terminal and not quiet */
-    int drawn;    /* a progress line is on the terminal */
+    aftp_cli_output out; /* out.delivered: the files received (receipts) */
     int listening;
     const aftp_server *server;
-    int have_key;                       /* a protected server: its key is shown */
+    int have_key;        /* a protected server: its key is shown */
     uint8_t public_key[AFTP_KEY_LEN];
-    FILE *json;                         /* --json: its objects go here (stdout), or NULL */
-    struct timespec t0;                 /* the start of aftp recv */
-    size_t received;                    /* files received (receipts) */
-    uint64_t bytes;                     /* their bytes */
 } recv_app;
 
 static void notice(const recv_app *ra, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -94,16 +86,8 @@ static void notice(const recv_app *ra, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    aftp_cli_vnotice(ra->quiet, fmt, ap);
+    aftp_cli_vnotice(ra->out.quiet, fmt, ap);
     va_end(ap);
-}
-
-/* Another line goes to the terminal: the progress line makes way. */
-static void clear_progress(recv_app *ra)
-{
-    if (ra->drawn)
-        aftp_cli_progress_clear();
-    ra->drawn = 0;
 }
 
 /* The server's key as a client's user pins it, and its fingerprint, which
@@ -119,18 +103,18 @@ static void show_server_key(const recv_app *ra, const char *listening)
         notice(ra, "server key %s", line);
         notice(ra, "server fingerprint %s", fingerprint);
     }
-    if (ra->json == NULL)
+    if (ra->out.json == NULL)
         return;
     if (strncmp(listening, prefix, strlen(prefix)) == 0)
         listening += strlen(prefix);
-    aftp_cli_json_recv_start(ra->json, listening, ra->have_key ? line : NULL,
+    aftp_cli_json_recv_start(ra->out.json, listening, ra->have_key ? line : NULL,
                              ra->have_key ? fingerprint : NULL);
 }
 
 static void on_log(void *user, int kind, const char *line)
 {
     recv_app *ra = user;
-    clear_progress(ra);
+    aftp_cli_output_clear(&ra->out);
     if (kind == AFTP_LOG_LISTENING) {
         ra->listening = 1;
         show_server_key(ra, line);
@@ -141,12 +125,12 @@ static void on_log(void *user, int kind, const char *line)
         notice(ra, "warning: %s", line);
     else
         aftp_cli_error("%s", line);
-    if (ra->json == NULL)
+    if (ra->out.json == NULL)
         return;
     if (kind == AFTP_LOG_SESSION_FAILED)
-        aftp_cli_json_session_error(ra->json, aftp_server_session_error(ra->server), line);
+        aftp_cli_json_session_error(ra->out.json, aftp_server_session_error(ra->server), line);
     else
-        aftp_cli_json_notice(ra->json, kind == AFTP_LOG_WARNING ? "warning" : "hello_dropped",
+        aftp_cli_json_notice(ra->out.json, kind == AFTP_LOG_WARNING ? "warning" : "hello_dropped",
                              line);
 }
 
@@ -155,12 +139,9 @@ static void on_progress(void *user, const aftp_progress *p)
     recv_app *ra = user;
     if (p->size == 0)
         return;
-    if (ra->json != NULL)
-        aftp_cli_json_progress(ra->json, ra->received, p);
-    if (!ra->progress)
-        return;
-    aftp_cli_progress_print(p);
-    ra->drawn = 1;
+    if (ra->out.json != NULL)
+        aftp_cli_json_progress(ra->out.json, ra->out.delivered, p);
+    aftp_cli_output_progress(&ra->out, p);
 }
 
 /* "ADDR:PORT" of a client (brackets around IPv6). */
@@ -184,10 +165,10 @@ static void json_receipt(const recv_app *ra, const aftp_receipt *r)
     if (r->client->key != NULL)
         aftp_client_format_key(r->client->key, key, sizeof key);
     aftp_cli_json_recv_file json = {
-        .index = ra->received, .receipt = r, .client_address = address,
+        .index = ra->out.delivered, .receipt = r, .client_address = address,
         .client_key = r->client->key != NULL ? key : NULL,
         .duplicate = aftp_cli_duplicate_pct(r->duplicate_packets, r->packets_received) / 100};
-    aftp_cli_json_receipt(ra->json, &json);
+    aftp_cli_json_receipt(ra->out.json, &json);
 }
 
 /* "received NAME: ... from ADDR key aftp-x25519 <base64> "comment"". */
@@ -195,12 +176,12 @@ static void on_receipt(void *user, const aftp_receipt *r)
 {
     char name[160], peer[AFTP_SERVER_PEER_TEXT_MAX + 32];
     recv_app *ra = user;
-    clear_progress(ra);
-    if (ra->json != NULL) /* the line's figures are the "done" object's */
+    aftp_cli_output_clear(&ra->out);
+    if (ra->out.json != NULL) /* the line's figures are the "done" object's */
         json_receipt(ra, r);
-    ra->received++;
-    ra->bytes += r->size;
-    if (ra->json != NULL)
+    ra->out.delivered++;
+    ra->out.bytes += r->size;
+    if (ra->out.json != NULL)
         return;
     snprintf(name, sizeof name, "%s", r->printable_path);
     aftp_server_format_peer(r->client, peer, sizeof peer);
@@ -325,17 +306,16 @@ static int configure(const recv_args *a, recv_app *ra, aftp_server *s)
     return load_recv_keys(a, ra, s);
 }
 
-/* The run; *error: the library's aftp_error of a failure, AFTP_OK when
- * none was reported. */
-static int serve(const recv_args *a, recv_app *ra, aftp_server *s, int *error)
+/* The run; ra->out.error: the library's aftp_error of a failure. */
+static int serve(const recv_args *a, recv_app *ra, aftp_server *s)
 {
     stop_on_signals(s);
     int rc = configure(a, ra, s);
     if (rc != AFTP_EXIT_OK)
         return rc;
     rc = aftp_server_run(s);
-    clear_progress(ra);
-    *error = rc;
+    aftp_cli_output_clear(&ra->out);
+    ra->out.error = rc;
     if (!ra->listening) { /* it could not start: the port, most likely */
         aftp_cli_error("%s", aftp_server_errmsg(s));
         return AFTP_EXIT_NETWORK;
@@ -343,7 +323,7 @@ static int serve(const recv_args *a, recv_app *ra, aftp_server *s, int *error)
     return aftp_cli_exit_code(rc);
 }
 
-static int recv_parsed(const recv_args *a, recv_app *ra, int *error)
+static int recv_parsed(const recv_args *a, recv_app *ra)
 {
     aftp_server *s = NULL;
     if (aftp_server_new(&s) != AFTP_OK) {
@@ -351,7 +331,7 @@ static int recv_parsed(const recv_args *a, recv_app *ra, int *error)
         return AFTP_EXIT_FAILED;
     }
     ra->server = s;
-    int rc = serve(a, ra, s, error);
+    int rc = serve(a, ra, s);
     signal_server = NULL;
     aftp_server_del(s);
     return rc;
@@ -360,25 +340,15 @@ static int recv_parsed(const recv_args *a, recv_app *ra, int *error)
 int aftp_cli_recv(int argc, char **argv)
 {
     recv_args a;
-    recv_app ra;
-    int error = AFTP_OK;
+    recv_app ra = {.listening = 0};
     memset(&a, 0, sizeof a);
-    memset(&ra, 0, sizeof ra);
-    clock_gettime(CLOCK_MONOTONIC, &ra.t0);
-    a.json = aftp_cli_wants_json(argc, argv);
+    aftp_cli_output_begin(&ra.out, argc, argv);
     int rc = parse_recv_args(argc, argv, &a);
     if (rc < 0)
         return AFTP_EXIT_OK; /* --help */
-    ra.quiet = a.common.quiet;
-    ra.progress = !a.common.quiet && isatty(STDERR_FILENO);
-    ra.json = a.json ? stdout : NULL;
+    aftp_cli_output_options(&ra.out, &a.common, a.json);
     if (rc == AFTP_EXIT_OK)
-        rc = recv_parsed(&a, &ra, &error);
-    if (a.json) {
-        aftp_cli_json_run_end json = {.error = error, .exit_status = rc, .files = ra.received,
-                                      .delivered = ra.received, .bytes = ra.bytes,
-                                      .seconds = aftp_cli_seconds_since(&ra.t0)};
-        aftp_cli_json_end(stdout, &json);
-    }
+        rc = recv_parsed(&a, &ra);
+    aftp_cli_output_end(&ra.out, rc, ra.out.delivered);
     return rc;
 }

@@ -1,12 +1,14 @@
+/* What aftp send and aftp recv share: their lines on stderr and stdout,
+ * the progress line, the run's output, signals and the common options. */
 #include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
-
-#include <signal.h>
-#include <stdatomic.h>
 
 #include "aftp_cli_base.h"
 
@@ -59,6 +61,53 @@ void aftp_cli_progress_print(const aftp_progress *p)
     fprintf(stderr, "\r\033[K%s %5.1f%%  %.1f/%.1f MiB  %.1f Mbit/s  ETA %s", p->name,
             100.0 * (double)p->bytes_done / (double)p->size, (double)p->bytes_done / 1048576.0,
             (double)p->size / 1048576.0, p->goodput_bps / 1e6, eta);
+}
+
+void aftp_cli_output_begin(aftp_cli_output *o, int argc, char **argv)
+{
+    memset(o, 0, sizeof *o);
+    clock_gettime(CLOCK_MONOTONIC, &o->t0);
+    o->error = AFTP_OK;
+    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+        if (strcmp(argv[i], "--json") == 0)
+            o->json = stdout;
+}
+
+void aftp_cli_output_options(aftp_cli_output *o, const aftp_cli_common *co, int json)
+{
+    o->quiet = co->quiet;
+    o->progress = !co->quiet && isatty(STDERR_FILENO);
+    if (json)
+        o->json = stdout;
+}
+
+void aftp_cli_output_clear(aftp_cli_output *o)
+{
+    if (o->drawn)
+        aftp_cli_progress_clear();
+    o->drawn = 0;
+}
+
+void aftp_cli_output_progress(aftp_cli_output *o, const aftp_progress *p)
+{
+    if (!o->progress)
+        return;
+    aftp_cli_progress_print(p);
+    o->drawn = 1;
+}
+
+void aftp_cli_output_end(const aftp_cli_output *o, int exit_status, size_t files)
+{
+    if (o->json == NULL)
+        return;
+    if (exit_status != AFTP_EXIT_OK) {
+        int error = o->error != AFTP_OK ? o->error : aftp_cli_error_of_exit(exit_status);
+        const char *message = aftp_cli_last_error();
+        aftp_cli_json_error(o->json, error, message[0] ? message : aftp_strerror(error),
+                            exit_status);
+    }
+    aftp_cli_json_summary(o->json, exit_status, files, o->delivered, o->bytes,
+                          aftp_cli_seconds_since(&o->t0));
 }
 
 double aftp_cli_duplicate_pct(uint64_t duplicates, uint64_t received)

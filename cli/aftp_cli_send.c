@@ -7,8 +7,6 @@
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "aftp/aftp_client.h"
 #include "aftp_cli_base.h"
@@ -28,15 +26,8 @@ typedef struct send_args {
 
 /* What the client's callbacks need, and how the run ended. */
 typedef struct send_run {
-    int quiet;
-    int progress;      /* stderr is a terminal and not quiet */
-    int drawn;         /* a progress line is on the terminal */
-    FILE *log;         /* --progress-log, or NULL */
-    FILE *json;        /* --json: its objects go here (stdout), or NULL */
-    struct timespec t0; /* the start of aftp send */
-    int error;         /* the library's aftp_error; AFTP_OK when none was reported */
-    size_t delivered;  /* files delivered and verified */
-    uint64_t bytes;    /* their bytes */
+    aftp_cli_output out;
+    FILE *log; /* --progress-log, or NULL */
 } send_run;
 
 static const char *const policy_names[] = {
@@ -150,28 +141,20 @@ static int parse_send_args(int argc, char **argv, send_args *a)
     return settle_rates(a);
 }
 
-/* Another line goes to the terminal: the progress line makes way. */
-static void clear_progress(send_run *run)
-{
-    if (run->drawn)
-        aftp_cli_progress_clear();
-    run->drawn = 0;
-}
-
 /* The summary line of a delivered file (or its "done" object). */
 static void on_file(void *user, const aftp_file_event *ev)
 {
-    send_run *run = user;
+    aftp_cli_output *out = &((send_run *)user)->out;
     if (ev->type == AFTP_FILE_FAILED) /* the error line and object come at the end */
         return;
-    if (run->json != NULL)
-        aftp_cli_json_file(run->json, ev);
+    if (out->json != NULL)
+        aftp_cli_json_file(out->json, ev);
     if (ev->type != AFTP_FILE_FINISHED)
         return;
-    run->delivered++;
-    run->bytes += ev->size;
-    clear_progress(run);
-    if (run->json != NULL) /* the line's figures are the "done" object's */
+    out->delivered++;
+    out->bytes += ev->size;
+    aftp_cli_output_clear(out);
+    if (out->json != NULL) /* the line's figures are the "done" object's */
         return;
     aftp_cli_summary s = {.sender = 1, .name = ev->printable_name, .size = ev->size,
                           .seconds = ev->session_seconds,
@@ -187,7 +170,7 @@ static void on_file(void *user, const aftp_file_event *ev)
 
 static void log_progress(const send_run *run, const aftp_progress *p)
 {
-    fprintf(run->log, "%.3f\t%llu\t%.0f\t%llu\t%.0f\t%.0f\t%.0f\n", aftp_cli_seconds_since(&run->t0),
+    fprintf(run->log, "%.3f\t%llu\t%.0f\t%llu\t%.0f\t%.0f\t%.0f\n", aftp_cli_seconds_since(&run->out.t0),
             (unsigned long long)p->bytes_done, p->goodput_bps, (unsigned long long)p->rate_bps,
             p->loss * 1e6, p->min_rtt_ms * 1e3, p->queue_ms * 1e3);
 }
@@ -205,22 +188,20 @@ static void on_progress(void *user, const aftp_progress *p)
     send_run *run = user;
     if (p->size == 0)
         return;
-    if (run->progress) {
-        aftp_cli_progress_print(p);
+    aftp_cli_output_progress(&run->out, p);
+    if (run->out.progress)
         print_path_state(p);
-        run->drawn = 1;
-    }
     if (run->log != NULL)
         log_progress(run, p);
-    if (run->json != NULL)
-        aftp_cli_json_progress(run->json, 0, p);
+    if (run->out.json != NULL)
+        aftp_cli_json_progress(run->out.json, 0, p);
 }
 
 static void on_notice(void *user, const char *text)
 {
     send_run *run = user;
-    clear_progress(run);
-    aftp_cli_notice(run->quiet, "warning: %s", text);
+    aftp_cli_output_clear(&run->out);
+    aftp_cli_notice(run->out.quiet, "warning: %s", text);
 }
 
 /* Every progress tick also appends a line to the --progress-log file
@@ -327,17 +308,15 @@ static int transfer(const send_args *a, send_run *run, aftp_client *c)
         return AFTP_EXIT_OK;
     if (rc == AFTP_ERR_CANCELLED && local) /* Ctrl-C before any datagram */
         return aftp_cli_interrupted_early();
-    run->error = rc;
+    run->out.error = rc;
     aftp_cli_error("%s", aftp_client_errmsg(c));
     return send_exit_code(c, rc);
 }
 
 static int run_send(const send_args *a, send_run *run, aftp_client *c)
 {
-    if (a->json) {
-        run->json = stdout;
-        aftp_cli_json_start(run->json, &a->file, 1, a->peer_text);
-    }
+    if (run->out.json != NULL)
+        aftp_cli_json_start(run->out.json, &a->file, 1, a->peer_text);
     /* From here on SIGINT/SIGTERM cancel (exit 7), whatever step they break. */
     aftp_cli_catch_signals();
     aftp_cli_cancel_on_signal(c);
@@ -345,7 +324,7 @@ static int run_send(const send_args *a, send_run *run, aftp_client *c)
     if (rc == AFTP_EXIT_OK && (rc = configure(a, run, c)) == AFTP_EXIT_OK &&
         (rc = load_send_keys(a, c)) == AFTP_EXIT_OK)
         rc = transfer(a, run, c);
-    clear_progress(run);
+    aftp_cli_output_clear(&run->out);
     aftp_cli_cancel_on_signal(NULL);
     if (run->log != NULL)
         fclose(run->log);
@@ -367,24 +346,15 @@ static int send_parsed(const send_args *a, send_run *run)
 int aftp_cli_send(int argc, char **argv)
 {
     send_args a;
-    send_run run;
+    send_run run = {.log = NULL};
     memset(&a, 0, sizeof a);
-    memset(&run, 0, sizeof run);
-    clock_gettime(CLOCK_MONOTONIC, &run.t0);
-    run.error = AFTP_OK;
-    a.json = aftp_cli_wants_json(argc, argv);
+    aftp_cli_output_begin(&run.out, argc, argv);
     int rc = parse_send_args(argc, argv, &a);
     if (rc < 0)
         return AFTP_EXIT_OK; /* --help */
-    run.quiet = a.common.quiet;
-    run.progress = !a.common.quiet && isatty(STDERR_FILENO);
+    aftp_cli_output_options(&run.out, &a.common, a.json);
     if (rc == AFTP_EXIT_OK)
         rc = send_parsed(&a, &run);
-    if (a.json) {
-        aftp_cli_json_run_end json = {.error = run.error, .exit_status = rc, .files = 1,
-                                      .delivered = run.delivered, .bytes = run.bytes,
-                                      .seconds = aftp_cli_seconds_since(&run.t0)};
-        aftp_cli_json_end(stdout, &json);
-    }
+    aftp_cli_output_end(&run.out, rc, 1);
     return rc;
 }

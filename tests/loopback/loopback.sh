@@ -143,6 +143,21 @@ print(s.getsockname()[1], flush=True); time.sleep(60)' >"$WORK/silent.port" &
     PORT=$(cat "$WORK/silent.port")
 }
 
+# send_as_stranger LOG: a client with a key of its own (src.bin, 5000
+# bytes), which the receiver does not authorize: aftp send exits 8, and the
+# receiver's LOG says "refused client" (waited for); sets SEND_KEYS to it.
+send_as_stranger() {
+    "$AFTP" keygen -f "$KEYS/stranger" -C stranger >/dev/null
+    make_file src.bin 5000
+    SEND_KEYS=(--identity "$KEYS/stranger" --peer-key "$KEYS/recv.pub")
+    send "$WORK/src.bin"
+    expect_rc "aftp send as a stranger" "$SEND_RC" 8
+    for _ in $(seq 200); do
+        grep -qF "refused client from 127.0.0.1:" "$1" && break
+        sleep 0.05
+    done
+}
+
 # check_json [--recv] FILE STATUS [ERROR_NAME]: FILE holds what aftp send
 # --json (aftp recv --json) wrote on stdout, which json_check.py holds to
 # the schema of cli/JSON.md for a run that exited with STATUS (and failed
@@ -588,20 +603,12 @@ wrong_peer_key)
     stop_recv
     expect_nothing_delivered ;;
 unauthorized_client)
-    "$AFTP" keygen -f "$KEYS/stranger" -C stranger >/dev/null
-    make_file src.bin 5000
     start_recv --once
-    SEND_KEYS=(--identity "$KEYS/stranger" --peer-key "$KEYS/recv.pub")
-    send "$WORK/src.bin"
-    expect_rc "aftp send" "$SEND_RC" 8
+    send_as_stranger "$WORK/recv.err"
     grep -qF "not authorized there (add the line '$(key_of "$KEYS/stranger.pub")' to its authorized keys)" \
         "$WORK/send.err" || fail "the sender's error does not name its key"
     # The refusal is logged with the key and does not end a --once server:
     # the authorized client is still served.
-    for _ in $(seq 200); do
-        grep -qF "refused client from 127.0.0.1:" "$WORK/recv.err" && break
-        sleep 0.05
-    done
     grep -qF "its key is not authorized (add the line '$(key_of "$KEYS/stranger.pub")'" "$WORK/recv.err" ||
         fail "receiver did not log the refused key"
     expect_nothing_delivered
@@ -1170,16 +1177,8 @@ json_recv_refused)
 json_recv_unauthorized)
     # A client whose key is not authorized: said as it happens, and the
     # server goes on serving until SIGTERM ends it (exit 0).
-    "$AFTP" keygen -f "$KEYS/stranger" -C stranger >/dev/null
-    make_file src.bin 5000
     start_recv --json
-    SEND_KEYS=(--identity "$KEYS/stranger" --peer-key "$KEYS/recv.pub")
-    send "$WORK/src.bin"
-    expect_rc "aftp send" "$SEND_RC" 8
-    for _ in $(seq 200); do
-        grep -qF "refused client from 127.0.0.1:" "$WORK/recv.out" && break
-        sleep 0.05
-    done
+    send_as_stranger "$WORK/recv.out"
     stop_recv
     expect_rc "aftp recv --json stopped" "$RECV_RC" 0
     check_json --recv "$WORK/recv.out" 0
