@@ -262,16 +262,18 @@ static int load_send_keys(const send_args *a, aftp_client *c)
     return aftp_cli_load_peer_key(&a->sec, c);
 }
 
-/* Before the session, a failure of the local file is exit 3, whatever its
- * code (a source we may not read is ours, not the receiver's refusal); in
- * it, AFTP_ERR_IO is the receiver's storage (a failing read of ours ends
- * as AFTP_ERR_SOURCE_CHANGED): the receiver refused the file. */
+/* A failure at the keys (the known hosts too) is exit 8, whatever its
+ * code, as for the key files. Before the session, a failure of the local
+ * file is exit 3, whatever its code (a source we may not read is ours, not
+ * the receiver's refusal; the socket's is the network's); in it,
+ * AFTP_ERR_IO is the receiver's storage (a failing read of ours ends as
+ * AFTP_ERR_SOURCE_CHANGED): the receiver refused the file. */
 static int send_exit_code(const aftp_client *c, int error)
 {
     int place = aftp_client_failure_place(c);
-    int key_or_path = error == AFTP_ERR_NETWORK || error == AFTP_ERR_AUTH ||
-                      error == AFTP_ERR_UNKNOWN_PEER || error == AFTP_ERR_BAD_KEY;
-    if (place == AFTP_CLIENT_FAILED_LOCALLY && !key_or_path)
+    if (place == AFTP_CLIENT_FAILED_KEYS)
+        return AFTP_EXIT_AUTH;
+    if (place == AFTP_CLIENT_FAILED_LOCALLY && error != AFTP_ERR_NETWORK)
         return AFTP_EXIT_LOCAL_FILE;
     if (place == AFTP_CLIENT_FAILED_IN_SESSION && error == AFTP_ERR_IO)
         return AFTP_EXIT_REFUSED;
@@ -296,17 +298,16 @@ static int unknown_host(const send_args *a, aftp_client *c)
 static int transfer(const send_args *a, send_run *run, aftp_client *c)
 {
     int rc = aftp_client_send(c, a->peer_text, &a->file, 1);
-    int local = aftp_client_failure_place(c) == AFTP_CLIENT_FAILED_LOCALLY;
-    if (rc == AFTP_ERR_UNKNOWN_PEER && local) {
+    if (rc == AFTP_ERR_UNKNOWN_PEER && aftp_client_failure_place(c) == AFTP_CLIENT_FAILED_KEYS) {
         int learnt = unknown_host(a, c);
         if (learnt != AFTP_EXIT_OK)
             return learnt;
         rc = aftp_client_send(c, a->peer_text, &a->file, 1);
-        local = aftp_client_failure_place(c) == AFTP_CLIENT_FAILED_LOCALLY;
     }
     if (rc == AFTP_OK)
         return AFTP_EXIT_OK;
-    if (rc == AFTP_ERR_CANCELLED && local) /* Ctrl-C before any datagram */
+    if (rc == AFTP_ERR_CANCELLED &&
+        aftp_client_failure_place(c) == AFTP_CLIENT_FAILED_LOCALLY) /* Ctrl-C before any datagram */
         return aftp_cli_interrupted_early();
     run->out.error = rc;
     aftp_cli_error("%s", aftp_client_errmsg(c));

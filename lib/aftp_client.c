@@ -496,9 +496,10 @@ static int resolve_peer_key(aftp_client *c, const char *host)
                     host, c->known_hosts, host);
     if (rc == AFTP_ERR_AUTH) /* listed with different keys: one is stale */
         return fail(c, rc, "WARNING: %s", err);
+    if (rc != AFTP_OK && err[0]) /* the reason names the file */
+        return fail(c, rc, "known hosts: %s", err);
     if (rc != AFTP_OK)
-        return fail(c, rc, "known hosts %s: %s", c->known_hosts,
-                    err[0] ? err : aftp_strerror(rc));
+        return fail(c, rc, "known hosts %s: %s", c->known_hosts, aftp_strerror(rc));
     return AFTP_OK;
 }
 
@@ -670,8 +671,12 @@ int aftp_client_send(aftp_client *c, const char *host_port, const char *const *f
         return fail(c, AFTP_ERR_INVALID_STATE, "a send is already running on this handle");
     c->failure_place = AFTP_CLIENT_FAILED_LOCALLY; /* until the push says otherwise */
     int rc = check_target(c, host_port, files, count, &peer, &peer_len);
-    if (rc != AFTP_OK || (rc = security_for(c, host_port, &sec)) != AFTP_OK)
+    if (rc != AFTP_OK)
         return rc;
+    if ((rc = security_for(c, host_port, &sec)) != AFTP_OK) {
+        c->failure_place = AFTP_CLIENT_FAILED_KEYS;
+        return rc;
+    }
     memset(&c->cur, 0, sizeof c->cur);
     c->have_failed = 0;
     c->connected_ns = 0;

@@ -253,12 +253,18 @@ AFTP_EXTERN int aftp_client_check_send(aftp_client *c, const char *host_port,
 
 /* Where the last aftp_client_send() failed, so that an application can
  * tell its user's own mistakes from the server's verdicts:
+ *   AFTP_CLIENT_FAILED_KEYS        before any datagram, at the keys: no
+ *                                  identity, the server's key unknown
+ *                                  (AFTP_ERR_UNKNOWN_PEER: trust on first
+ *                                  use may help) or contradicted, a
+ *                                  known-hosts file that cannot be read
+ *                                  (its own error: AFTP_ERR_IO, ...);
  *   AFTP_CLIENT_FAILED_LOCALLY     before the session carried a file: the
- *                                  arguments, keys and known hosts, a local
- *                                  file that cannot be sent, the socket,
- *                                  or a cancel before the first datagram
- *                                  (then AFTP_ERR_CANCELLED, whatever the
- *                                  step it broke made of it);
+ *                                  arguments, a local file that cannot be
+ *                                  sent, the socket, or a cancel before
+ *                                  the first datagram (then
+ *                                  AFTP_ERR_CANCELLED, whatever the step
+ *                                  it broke made of it);
  *   AFTP_CLIENT_FAILED_IN_SESSION  in the session: the network, the
  *                                  server's refusal or failure (there
  *                                  AFTP_ERR_IO is the server's storage: a
@@ -268,7 +274,8 @@ AFTP_EXTERN int aftp_client_check_send(aftp_client *c, const char *host_port,
  * Valid until the next send on the handle. */
 enum aftp_client_failure_place {
     AFTP_CLIENT_FAILED_LOCALLY = 1,
-    AFTP_CLIENT_FAILED_IN_SESSION
+    AFTP_CLIENT_FAILED_IN_SESSION,
+    AFTP_CLIENT_FAILED_KEYS
 };
 AFTP_EXTERN int aftp_client_failure_place(const aftp_client *c);
 

@@ -695,6 +695,14 @@ static void test_key_files_and_known_hosts(void **state)
     snprintf(other, sizeof other, "localhost:%u", (unsigned)e.s.port);
     assert_int_equal(aftp_client_send(c, other, files, 1), AFTP_ERR_UNKNOWN_PEER);
     assert_non_null(strstr(aftp_client_errmsg(c), "the key of localhost:"));
+    assert_int_equal(aftp_client_failure_place(c), AFTP_CLIENT_FAILED_KEYS);
+    /* known hosts that cannot be read: at the keys, the reason names the file once */
+    assert_int_equal(aftp_client_set_known_hosts_file(c, e.src_dir), AFTP_OK);
+    int rc = aftp_client_send(c, e.hp, files, 1);
+    assert_true(rc != AFTP_OK && rc != AFTP_ERR_UNKNOWN_PEER);
+    assert_int_equal(aftp_client_failure_place(c), AFTP_CLIENT_FAILED_KEYS);
+    assert_int_equal(strncmp(aftp_client_errmsg(c), "known hosts: ", 13), 0);
+    assert_non_null(strstr(aftp_client_errmsg(c), e.src_dir));
     /* a server key file is read at once */
     assert_int_equal(aftp_client_set_peer_key_file(c, pub_path), AFTP_OK);
     assert_int_equal(aftp_client_set_cipher(c, 99), AFTP_ERR_INVALID_ARGUMENT);
@@ -975,7 +983,7 @@ static void test_pinned_key_checked_against_known_hosts(void **state)
     assert_int_equal(aftp_client_send(c, e.hp, files, 1), AFTP_ERR_AUTH);
     assert_int_equal(strncmp(aftp_client_errmsg(c), "WARNING: the key given with "
                              "aftp_client_set_peer_key is not the one pinned for ", 75), 0);
-    assert_int_equal(aftp_client_failure_place(c), AFTP_CLIENT_FAILED_LOCALLY);
+    assert_int_equal(aftp_client_failure_place(c), AFTP_CLIENT_FAILED_KEYS);
     assert_int_equal(e.t.event_count, 0); /* no file was offered */
     /* the server's key listed too: two keys for one server */
     assert_int_equal(aftp_keyfile_known_hosts_append(kh_path, e.hp, e.s.public_key, err,

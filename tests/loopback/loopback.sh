@@ -793,7 +793,12 @@ known_hosts)
     wait_recv
     expect_rc "aftp send" "$SEND_RC" 0
     expect_rc "aftp recv" "$RECV_RC" 0
-    cmp -s "$WORK/src.bin" "$WORK/dst/src.bin" || fail "received file differs" ;;
+    cmp -s "$WORK/src.bin" "$WORK/dst/src.bin" || fail "received file differs"
+    # known hosts that cannot be read are a key problem (exit 8), named once
+    SEND_KEYS=(--identity "$KEYS/send" --known-hosts "$WORK/dst")
+    send "$WORK/src.bin"
+    expect_rc "aftp send with a directory for known hosts" "$SEND_RC" 8
+    expect_text "$WORK/send.err" "^aftp: error: known hosts: $WORK/dst: not a regular file" ;;
 known_hosts_changed)
     # The pinned key and the one given disagree, or the known hosts list two
     # keys for the host: a loud refusal, nothing sent.
