@@ -1,8 +1,8 @@
 /*
- * The aftp command-line tool: shared pieces of its subcommands that stand
- * on the public API alone (include/aftp/). The CLI is libaftp's first
- * embedder: what is ported onto the public API includes this header, not
- * aftp_cli.h (tests/lib/cli_public_headers.sh checks it).
+ * The aftp command-line tool: shared pieces of its subcommands, on the
+ * public API alone (include/aftp/). The CLI is libaftp's first embedder:
+ * it compiles with include/ as its only include path and links the
+ * library alone (tests/lib/cli_public_headers.sh checks its includes).
  */
 #ifndef AFTP_CLI_BASE_H
 #define AFTP_CLI_BASE_H
@@ -13,8 +13,11 @@
 #include <stdio.h>
 #include <stdint.h>
 
+#include <time.h>
+
 #include "aftp/aftp_client.h"
 #include "aftp/aftp_engine.h"
+#include "aftp/aftp_server.h"
 
 #define AFTP_CLI_DEFAULT_RATE AFTP_CLIENT_DEFAULT_RATE
 
@@ -59,6 +62,13 @@ void aftp_cli_summary_print(const aftp_cli_summary *s);
 double aftp_cli_duplicate_pct(uint64_t duplicates, uint64_t received);
 /* The text of the latest aftp_cli_error line, "" before any. */
 const char *aftp_cli_last_error(void);
+/* From now on SIGINT/SIGTERM are counted (aftp_cli_interrupted) and
+ * cancel the client of aftp_cli_cancel_on_signal: aftp send's Ctrl-C. */
+void aftp_cli_catch_signals(void);
+/* The signals caught so far. */
+int aftp_cli_interrupted(void);
+/* Seconds on the monotonic clock since t0. */
+double aftp_cli_seconds_since(const struct timespec *t0);
 /* SIGINT/SIGTERM also cancel c (aftp_client_cancel) until called with
  * NULL: a blocking call of the client API ends at Ctrl-C. */
 void aftp_cli_cancel_on_signal(aftp_client *c);
@@ -81,10 +91,36 @@ typedef struct aftp_cli_common {
 /* Handles getopt's answer `c` for a common option: AFTP_EXIT_OK when taken,
  * AFTP_EXIT_USAGE for a bad or unknown option, -1 after --help. */
 int aftp_cli_common_option(int c, const char *arg, aftp_cli_common *co);
-/* The idle timeout in force, in seconds, for messages. */
-double aftp_cli_idle_seconds(const aftp_cli_common *co);
-/* The largest datagram of a path of --mtu bytes, else of default_mtu. */
-uint16_t aftp_cli_max_datagram(const aftp_cli_common *co, unsigned default_mtu);
+/* The idle timeout in force, in milliseconds, rounded up: -t 0.0001 is
+ * not the default. */
+uint64_t aftp_cli_idle_ms(const aftp_cli_common *co);
+
+/* What a run of aftp send or aftp recv shows, and its tally for the
+ * summary: the terminal's progress line, and the --json objects. */
+typedef struct aftp_cli_output {
+    int quiet;
+    int progress;       /* stderr is a terminal and not quiet */
+    int drawn;          /* a progress line is on the terminal */
+    FILE *json;         /* --json: the objects go here (stdout), or NULL */
+    struct timespec t0; /* the start of the run */
+    int error;          /* the library's aftp_error of the failure; AFTP_OK when it
+                         * reported none */
+    size_t delivered;   /* files delivered (send) or received (recv) */
+    uint64_t bytes;     /* their bytes */
+} aftp_cli_output;
+/* Starts the clock; --json anywhere before "--" (known before the options
+ * are parsed, so that a usage error is reported as objects too). */
+void aftp_cli_output_begin(aftp_cli_output *o, int argc, char **argv);
+/* After parsing: -q, --json (as getopt took it), the terminal. */
+void aftp_cli_output_options(aftp_cli_output *o, const aftp_cli_common *co, int json);
+/* Another line goes to the terminal: the progress line makes way. */
+void aftp_cli_output_clear(aftp_cli_output *o);
+/* The progress line, on a terminal. */
+void aftp_cli_output_progress(aftp_cli_output *o, const aftp_progress *p);
+/* With --json, the last objects: the error when the exit status is not 0
+ * (its line on stderr has been said: the object repeats it), then the
+ * summary of `files` files. */
+void aftp_cli_output_end(const aftp_cli_output *o, int exit_status, size_t files);
 
 /* ---- security options and key files (aftp_cli_keys.c) ---- */
 
@@ -127,29 +163,22 @@ int aftp_cli_make_key_dir(char *buf, size_t cap);
 /* `given`, or $HOME/.aftp/name in buf; NULL without HOME. */
 const char *aftp_cli_key_path(const char *given, const char *name, char *buf, size_t cap);
 
-/* The secrets of a run, in locked memory that is wiped when freed. */
-typedef struct aftp_cli_secrets {
-    uint8_t identity[AFTP_KEY_LEN];
-    uint8_t public_key[AFTP_KEY_LEN]; /* of identity */
-    uint8_t peer_key[AFTP_KEY_LEN];   /* send: the server's */
-    uint8_t psk[AFTP_KEY_LEN];
-    int have_psk;
-} aftp_cli_secrets;
-aftp_cli_secrets *aftp_cli_secrets_new(void);
-void aftp_cli_secrets_free(aftp_cli_secrets *s);
-/* Each loads one thing into s and returns an exit status: AFTP_EXIT_OK,
- * AFTP_EXIT_AUTH for a missing, unreadable, unsafe or malformed key file
- * and for a server key that is unknown or changed (after one clear line
- * on stderr), AFTP_EXIT_USAGE when HOME is needed and not set. */
-int aftp_cli_load_identity(const aftp_cli_security *sec, aftp_cli_secrets *s);
-int aftp_cli_load_psk(const aftp_cli_security *sec, aftp_cli_secrets *s);
-/* The server's key: --peer-key, else the known-hosts entry of host
- * ("HOST:PORT" as typed). A host the known hosts do not list gives
- * AFTP_EXIT_AUTH with *unknown set and nothing printed: the caller
- * explains (aftp_cli_explain_unknown_host) or asks its user
+/* Each reads key files into the client c (the library keeps them in
+ * locked memory) and returns an exit status: AFTP_EXIT_OK, AFTP_EXIT_AUTH
+ * for a missing, unreadable, unsafe or malformed key file (after one
+ * clear line on stderr), AFTP_EXIT_USAGE when HOME is needed and not set.
+ * The identity: --identity, else ~/.aftp/id_x25519 (made in buf); *path
+ * names the file read. */
+int aftp_cli_load_identity(const aftp_cli_security *sec, aftp_client *c, char *buf, size_t cap,
+                           const char **path);
+/* --psk-file, when given. */
+int aftp_cli_load_psk(const aftp_cli_security *sec, aftp_client *c);
+/* The server's key: --peer-key, and the known hosts (--known-hosts, else
+ * ~/.aftp/known_hosts), which the send reads: an unknown host is the
+ * send's AFTP_ERR_UNKNOWN_PEER, which the caller explains
+ * (aftp_cli_explain_unknown_host) or asks its user about
  * (aftp_cli_learn_peer_key). */
-int aftp_cli_load_peer_key(const aftp_cli_security *sec, const char *host, aftp_cli_secrets *s,
-                           int *unknown);
+int aftp_cli_load_peer_key(const aftp_cli_security *sec, aftp_client *c);
 /* The known-hosts file in force: --known-hosts, else ~/.aftp/known_hosts
  * in buf; NULL without HOME. */
 const char *aftp_cli_known_hosts_path(const aftp_cli_security *sec, char *buf, size_t cap);
@@ -162,16 +191,19 @@ int aftp_cli_explain_unknown_host(const char *host, const char *known_hosts);
 int aftp_cli_interactive(void);
 /* For an unknown host ("HOST:PORT" as typed): asks the server for its key
  * (aftp_client_fetch_server_key, spec section 14.9), shows it with its
- * fingerprint on stderr and reads the answer from stdin. Only "yes" appends "host aftp-x25519 <base64>" to the known hosts
- * (creating ~/.aftp 0700 and the file 0600 when missing) and puts the key
- * in s->peer_key: AFTP_EXIT_OK. Otherwise an exit status after one line
- * on stderr: AFTP_EXIT_AUTH (not accepted), AFTP_EXIT_NETWORK (no answer,
- * unreachable), AFTP_EXIT_CANCELLED (*interrupt), AFTP_EXIT_LOCAL_FILE
- * (the known hosts cannot be written). */
-int aftp_cli_learn_peer_key(const aftp_cli_security *sec, const char *host,
-                            const atomic_int *interrupt, aftp_cli_secrets *s);
+ * fingerprint on stderr and reads the answer from stdin. Only "yes"
+ * appends "host aftp-x25519 <base64>" to the known hosts (creating ~/.aftp
+ * 0700 and the file 0600 when missing), where the next send finds it:
+ * AFTP_EXIT_OK. Otherwise an exit status after one line on stderr:
+ * AFTP_EXIT_AUTH (not accepted), AFTP_EXIT_NETWORK (no answer,
+ * unreachable), AFTP_EXIT_CANCELLED (a signal), AFTP_EXIT_LOCAL_FILE (the
+ * known hosts cannot be written). */
+int aftp_cli_learn_peer_key(const aftp_cli_security *sec, const char *host);
 
-/* ---- aftp send --json (aftp_cli_json.c; the schema is cli/JSON.md) ---- */
+/* "aftp: ..." on stderr, unless quiet. */
+void aftp_cli_notice(int quiet, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---- --json (aftp_cli_json.c; the schema is cli/JSON.md) ---- */
 
 /* The "v" of every object: raised only for a change that is not an
  * addition of fields or object types. */
@@ -183,6 +215,22 @@ void aftp_cli_json_file(FILE *out, const aftp_file_event *ev);
 void aftp_cli_json_error(FILE *out, int error, const char *message, int exit_status);
 void aftp_cli_json_summary(FILE *out, int exit_status, size_t files, size_t delivered,
                            uint64_t bytes, double seconds);
+/* aftp recv's objects: "start" once it listens (the address bound; the
+ * key line and fingerprint clients pin, NULL for --cipher none), "done"
+ * per receipt, "session_error" per failed session, "notice" per warning
+ * or dropped handshake. */
+void aftp_cli_json_recv_start(FILE *out, const char *listen, const char *server_key,
+                              const char *fingerprint);
+typedef struct aftp_cli_json_recv_file {
+    size_t index;               /* files received before it in this run */
+    const aftp_receipt *receipt;
+    const char *client_address; /* "ADDR:PORT" */
+    const char *client_key;     /* its key line, NULL in an unprotected session */
+    double duplicate;           /* share of the session's packets that were duplicates */
+} aftp_cli_json_recv_file;
+void aftp_cli_json_receipt(FILE *out, const aftp_cli_json_recv_file *f);
+void aftp_cli_json_session_error(FILE *out, int error, const char *message);
+void aftp_cli_json_notice(FILE *out, const char *kind, const char *message);
 /* The aftp_error reported for a failure the library did not report (the
  * command line, key files, the progress log): its exit status's class. */
 int aftp_cli_error_of_exit(int exit_status);

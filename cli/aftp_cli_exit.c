@@ -1,4 +1,4 @@
-#include "aftp_cli.h"
+#include "aftp_cli_base.h"
 
 /* Every error a transfer can end with, and what the shell sees. Errors
  * not listed end with AFTP_EXIT_FAILED. Keep cli/EXIT_CODES.md in step. */

@@ -1,10 +1,12 @@
-/* aftp send --json: one JSON object per line on stdout (NDJSON), rendered
- * from the client API's progress and file events. The schema, version 1,
- * is cli/JSON.md; fields are only ever added. */
+/* aftp send --json and aftp recv --json: one JSON object per line on
+ * stdout (NDJSON), rendered from the client API's progress and file
+ * events and the server API's log, progress and receipt callbacks. The
+ * schema, version 1, is cli/JSON.md; fields are only ever added. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "aftp/aftp_server.h"
 #include "aftp/aftp_version.h"
 #include "aftp_cli_base.h"
 
@@ -83,6 +85,16 @@ static void put_field_number(FILE *out, const char *key, double value)
 {
     put_key(out, key);
     put_number(out, value);
+}
+
+/* A string, or null when there is none. */
+static void put_field_string_or_null(FILE *out, const char *key, const char *value)
+{
+    put_key(out, key);
+    if (value != NULL)
+        put_string(out, value);
+    else
+        fputs("null", out);
 }
 
 static void begin(FILE *out, const char *type)
@@ -172,18 +184,80 @@ void aftp_cli_json_file(FILE *out, const aftp_file_event *ev)
     end(out);
 }
 
+/* "code" and its stable "name" (null for a code this aftp does not know). */
+static void put_error_code(FILE *out, int error)
+{
+    put_field_int(out, "code", error);
+    put_field_string_or_null(out, "name", aftp_error_name(error));
+}
+
 void aftp_cli_json_error(FILE *out, int error, const char *message, int exit_status)
 {
-    const char *name = aftp_error_name(error);
     begin(out, "error");
-    put_field_int(out, "code", error);
-    put_key(out, "name");
-    if (name != NULL)
-        put_string(out, name);
-    else
-        fputs("null", out);
+    put_error_code(out, error);
     put_field_string(out, "message", message);
     put_field_int(out, "exit", exit_status);
+    end(out);
+}
+
+/* ---- aftp recv ---- */
+
+void aftp_cli_json_recv_start(FILE *out, const char *listen, const char *server_key,
+                              const char *fingerprint)
+{
+    begin(out, "start");
+    put_field_string(out, "program", "aftp recv");
+    put_field_string(out, "version", aftp_version_string());
+    put_field_string(out, "listen", listen);
+    put_field_string_or_null(out, "server_key", server_key);
+    put_field_string_or_null(out, "fingerprint", fingerprint);
+    end(out);
+}
+
+/* Seconds between two wall-clock instants, 0 when they are not in order. */
+static double seconds_between(int64_t from_ns, int64_t to_ns)
+{
+    return to_ns > from_ns ? (double)(to_ns - from_ns) / 1e9 : 0;
+}
+
+void aftp_cli_json_receipt(FILE *out, const aftp_cli_json_recv_file *f)
+{
+    const aftp_receipt *r = f->receipt;
+    double seconds = seconds_between(r->start_unix_ns, r->end_unix_ns);
+    begin(out, "done");
+    put_field_int(out, "index", (long long)f->index);
+    put_field_string(out, "name", r->printable_path);
+    put_field_string(out, "path", r->path);
+    put_field_string(out, "root", r->root);
+    put_field_u64(out, "size", r->size);
+    put_field_u64(out, "bytes", r->size);
+    put_field_number(out, "seconds", seconds);
+    put_field_number(out, "session_seconds",
+                     seconds_between(r->connected_unix_ns, r->end_unix_ns));
+    put_field_number(out, "goodput_bps", seconds > 0 ? (double)r->size * 8 / seconds : 0);
+    put_field_string(out, "digest_algorithm", "xxh3-128");
+    put_digest(out, r->digest);
+    put_field_number(out, "duplicate", f->duplicate);
+    put_field_string(out, "cipher", aftp_cli_cipher_name(r->cipher));
+    put_field_string(out, "client", f->client_address);
+    put_field_string_or_null(out, "client_key", f->client_key);
+    put_field_string(out, "client_comment", r->client->comment);
+    end(out);
+}
+
+void aftp_cli_json_session_error(FILE *out, int error, const char *message)
+{
+    begin(out, "session_error");
+    put_error_code(out, error);
+    put_field_string(out, "message", message);
+    end(out);
+}
+
+void aftp_cli_json_notice(FILE *out, const char *kind, const char *message)
+{
+    begin(out, "notice");
+    put_field_string(out, "kind", kind);
+    put_field_string(out, "message", message);
     end(out);
 }
 

@@ -6,9 +6,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "aftp_cli.h"
-#include "common/aftp_handshake.h"
-#include "aftp_keyfile.h"
+#include "aftp/aftp_client.h"
+#include "aftp_cli_base.h"
 
 typedef struct keygen_args {
     const char *file; /* NULL: $HOME/.aftp/id_x25519 */
@@ -72,34 +71,28 @@ static int refuse_existing(const char *path)
     return AFTP_EXIT_LOCAL_FILE;
 }
 
-/* Writes both files; a failure leaves neither behind. */
-static int write_pair(const char *file, const char *pub_file, const char *comment)
+/* Writes both files (the client API's key pair writer: a failure leaves
+ * neither behind) and prints the public key line. */
+static int write_pair(const char *file, const char *comment)
 {
-    char err[512], line[AFTP_KEYFILE_MAX_LINE];
-    aftp_cli_secrets *s = aftp_cli_secrets_new();
-    int rc = s ? aftp_hs_keypair(s->identity, s->public_key) : AFTP_ERR_NO_MEMORY;
+    char line[AFTP_CLIENT_KEY_LINE_MAX];
+    aftp_client *c = NULL;
+    int rc = aftp_client_new(&c);
     if (rc != AFTP_OK) {
-        aftp_cli_secrets_free(s);
         aftp_cli_error("cannot make a key pair: %s", aftp_strerror(rc));
         return AFTP_EXIT_FAILED;
     }
-    if (aftp_keyfile_format_public(s->public_key, comment, line, sizeof line) != AFTP_OK) {
-        aftp_cli_secrets_free(s);
+    rc = aftp_client_keygen(c, file, comment, line, sizeof line);
+    if (rc == AFTP_ERR_INVALID_ARGUMENT)
         aftp_cli_error("the comment must be one line of printable text");
-        return AFTP_EXIT_USAGE;
-    }
-    rc = aftp_keyfile_write_private(file, s->identity, err, sizeof err);
-    if (rc == AFTP_OK &&
-        (rc = aftp_keyfile_write_public(pub_file, s->public_key, comment, err, sizeof err)) !=
-            AFTP_OK)
-        unlink(file);
-    aftp_cli_secrets_free(s);
-    if (rc != AFTP_OK) {
-        aftp_cli_error("%s", err);
-        return AFTP_EXIT_LOCAL_FILE;
-    }
-    fputs(line, stdout);
-    return AFTP_EXIT_OK;
+    else if (rc != AFTP_OK)
+        aftp_cli_error("%s", aftp_client_errmsg(c));
+    aftp_client_del(c);
+    if (rc == AFTP_OK)
+        fputs(line, stdout);
+    return rc == AFTP_OK                      ? AFTP_EXIT_OK
+           : rc == AFTP_ERR_INVALID_ARGUMENT ? AFTP_EXIT_USAGE
+                                              : AFTP_EXIT_LOCAL_FILE;
 }
 
 int aftp_cli_keygen(int argc, char **argv)
@@ -128,5 +121,5 @@ int aftp_cli_keygen(int argc, char **argv)
     if ((rc = refuse_existing(a.file)) != AFTP_EXIT_OK ||
         (rc = refuse_existing(pub_file)) != AFTP_EXIT_OK)
         return rc;
-    return write_pair(a.file, pub_file, a.comment);
+    return write_pair(a.file, a.comment);
 }

@@ -1,17 +1,13 @@
 /* Security options and key files of `aftp send` and `aftp recv`. */
 #include <errno.h>
-#include <sodium.h>
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
-#include "aftp_admit.h"
-#include "aftp_cli.h"
-#include "common/aftp_aead.h"
-#include "common/aftp_handshake.h"
-#include "aftp_keyfile.h"
-#include "proto/aftp_wire.h"
+#include "aftp/aftp_client.h"
+#include "aftp_cli_base.h"
 
 static const char *const cipher_names[] = {[AFTP_CIPHER_AUTO] = "auto",
                                            [AFTP_CIPHER_AES256GCM] = "aes",
@@ -29,6 +25,16 @@ static int parse_cipher(const char *text, int *cipher)
     return AFTP_ERR_INVALID_ARGUMENT;
 }
 
+/* Whether this machine can run the cipher: the client API knows (AES-256-GCM
+ * needs AES instructions). */
+static int cipher_available(int cipher)
+{
+    aftp_client *c = NULL;
+    int ok = aftp_client_new(&c) == AFTP_OK && aftp_client_set_cipher(c, cipher) == AFTP_OK;
+    aftp_client_del(c);
+    return ok;
+}
+
 int aftp_cli_security_option(int c, const char *arg, aftp_cli_security *sec,
                              aftp_cli_common *co)
 {
@@ -43,8 +49,7 @@ int aftp_cli_security_option(int c, const char *arg, aftp_cli_security *sec,
             aftp_cli_error("bad cipher '%s' (auto, aes, chacha or none)", arg);
             return AFTP_EXIT_USAGE;
         }
-        if (sec->cipher == AFTP_CIPHER_AES256GCM &&
-            !aftp_aead_available(AFTP_WIRE_CIPHER_AES256GCM)) {
+        if (!cipher_available(sec->cipher)) {
             aftp_cli_error("AES-256-GCM needs a CPU with AES-NI; use --cipher chacha or auto");
             return AFTP_EXIT_USAGE;
         }
@@ -85,58 +90,36 @@ const char *aftp_cli_key_path(const char *given, const char *name, char *buf, si
     return n > 0 && (size_t)n < cap - used ? buf : NULL;
 }
 
-aftp_cli_secrets *aftp_cli_secrets_new(void)
+/* A key file the client refused: its message; AFTP_EXIT_AUTH. */
+static int key_problem(const aftp_client *c)
 {
-    if (sodium_init() < 0)
-        return NULL;
-    /* Guarded, locked pages (never swapped), zeroed again by sodium_free. */
-    aftp_cli_secrets *s = sodium_malloc(sizeof *s);
-    if (s != NULL)
-        memset(s, 0, sizeof *s);
-    return s;
-}
-
-void aftp_cli_secrets_free(aftp_cli_secrets *s)
-{
-    if (s != NULL)
-        sodium_free(s);
-}
-
-/* The exit status and message of a key file that could not be used. */
-static int key_problem(const char *what, const char *err)
-{
-    aftp_cli_error("%s: %s", what, err);
+    aftp_cli_error("%s", aftp_client_errmsg(c));
     return AFTP_EXIT_AUTH;
 }
 
-int aftp_cli_load_identity(const aftp_cli_security *sec, aftp_cli_secrets *s)
+int aftp_cli_load_identity(const aftp_cli_security *sec, aftp_client *c, char *buf, size_t cap,
+                           const char **path_out)
 {
-    char buf[4096], err[512] = "not a valid X25519 private key";
-    const char *path = aftp_cli_key_path(sec->identity, AFTP_CLI_IDENTITY_NAME, buf, sizeof buf);
+    const char *path = aftp_cli_key_path(sec->identity, AFTP_CLI_IDENTITY_NAME, buf, cap);
+    *path_out = path;
     if (path == NULL) {
         aftp_cli_error("HOME is not set: give the identity key with --identity FILE");
         return AFTP_EXIT_USAGE;
     }
-    int rc = aftp_keyfile_read_private(path, s->identity, err, sizeof err);
+    int rc = aftp_client_set_identity_file(c, path);
     if (rc == AFTP_ERR_NOT_FOUND && sec->identity == NULL) {
         aftp_cli_error("no identity key at %s: create one with 'aftp keygen' "
                        "(or give --identity FILE)", path);
         return AFTP_EXIT_AUTH;
     }
-    if (rc == AFTP_OK)
-        rc = aftp_hs_public_key(s->identity, s->public_key);
-    return rc == AFTP_OK ? AFTP_EXIT_OK : key_problem("identity key", err);
+    return rc == AFTP_OK ? AFTP_EXIT_OK : key_problem(c);
 }
 
-int aftp_cli_load_psk(const aftp_cli_security *sec, aftp_cli_secrets *s)
+int aftp_cli_load_psk(const aftp_cli_security *sec, aftp_client *c)
 {
-    char err[512];
-    if (sec->psk_file == NULL)
+    if (sec->psk_file == NULL || aftp_client_set_psk_file(c, sec->psk_file) == AFTP_OK)
         return AFTP_EXIT_OK;
-    if (aftp_keyfile_read_private(sec->psk_file, s->psk, err, sizeof err) != AFTP_OK)
-        return key_problem("pre-shared key", err);
-    s->have_psk = 1;
-    return AFTP_EXIT_OK;
+    return key_problem(c);
 }
 
 int aftp_cli_explain_unknown_host(const char *host, const char *known_hosts)
@@ -155,37 +138,20 @@ const char *aftp_cli_known_hosts_path(const aftp_cli_security *sec, char *buf, s
     return aftp_cli_key_path(sec->known_hosts, AFTP_CLI_KNOWN_HOSTS_NAME, buf, cap);
 }
 
-int aftp_cli_load_peer_key(const aftp_cli_security *sec, const char *host, aftp_cli_secrets *s,
-                           int *unknown)
+int aftp_cli_load_peer_key(const aftp_cli_security *sec, aftp_client *c)
 {
-    char buf[4096], err[512];
+    char buf[4096];
     const char *known = aftp_cli_known_hosts_path(sec, buf, sizeof buf);
-    *unknown = 0;
-    if (sec->peer_key != NULL) {
-        if (aftp_keyfile_read_public(sec->peer_key, s->peer_key, err, sizeof err) != AFTP_OK)
-            return key_problem("server key (--peer-key)", err);
-        /* A pinned entry that disagrees means the server's key changed. */
-        if (known != NULL &&
-            aftp_keyfile_known_hosts_check_file(known, host, s->peer_key, err, sizeof err) ==
-                AFTP_ERR_AUTH) {
-            aftp_cli_error("WARNING: the key given with --peer-key is not the one pinned for "
-                           "%s: %s", host, err);
-            return AFTP_EXIT_AUTH;
-        }
-        return AFTP_EXIT_OK;
-    }
-    if (known == NULL) {
+    if (sec->peer_key != NULL && aftp_client_set_peer_key_file(c, sec->peer_key) != AFTP_OK)
+        return key_problem(c);
+    if (known == NULL && sec->peer_key == NULL) {
         aftp_cli_error("HOME is not set: give the server's key with --peer-key FILE");
         return AFTP_EXIT_USAGE;
     }
-    int rc = aftp_keyfile_known_hosts_lookup_file(known, host, s->peer_key, err, sizeof err);
-    if (rc == AFTP_ERR_UNKNOWN_PEER) {
-        *unknown = 1; /* the caller explains, or asks its user */
-        return AFTP_EXIT_AUTH;
+    /* also with --peer-key: an entry that disagrees means the key changed */
+    if (known != NULL && aftp_client_set_known_hosts_file(c, known) != AFTP_OK) {
+        aftp_cli_error("%s", aftp_client_errmsg(c));
+        return AFTP_EXIT_FAILED;
     }
-    if (rc == AFTP_ERR_AUTH) {
-        aftp_cli_error("WARNING: %s", err);
-        return AFTP_EXIT_AUTH;
-    }
-    return rc == AFTP_OK ? AFTP_EXIT_OK : key_problem("known hosts", err);
+    return AFTP_EXIT_OK;
 }

@@ -1,13 +1,15 @@
 /* aftp recv: a server on the public server API (aftp/aftp_server.h), the
  * CLI as libaftp's first embedder. The operator's lines are the log
  * callback's, named in the CLI's terms (--dir, --idle-timeout,
- * --psk-file); the summary line of each file is its receipt's. */
+ * --psk-file); the summary line of each file is its receipt's. With
+ * --json, stdout carries the same callbacks as NDJSON (cli/JSON.md). */
 #include <getopt.h>
+#include <netdb.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
+#include <sys/socket.h>
 
 #include "aftp/aftp_client.h"
 #include "aftp/aftp_server.h"
@@ -18,17 +20,19 @@ typedef struct recv_args {
     const char *dir;
     int once;
     int overwrite;
+    int json; /* --json: NDJSON objects on stdout */
     aftp_cli_common common;
     aftp_cli_security sec;
 } recv_args;
 
-enum { OPT_ONCE = 256, OPT_OVERWRITE };
+enum { OPT_ONCE = 256, OPT_OVERWRITE, OPT_JSON };
 
 static int parse_recv_options(int argc, char **argv, recv_args *a)
 {
     static const struct option opts[] = {
         {"listen", required_argument, NULL, 'l'}, {"dir", required_argument, NULL, 'd'},
         {"once", no_argument, NULL, OPT_ONCE}, {"overwrite", no_argument, NULL, OPT_OVERWRITE},
+        {"json", no_argument, NULL, OPT_JSON},
         {"authorized-keys", required_argument, NULL, AFTP_CLI_OPT_AUTHORIZED_KEYS},
         AFTP_CLI_SECURITY_LONG, AFTP_CLI_COMMON_LONG};
     int c, rc;
@@ -42,6 +46,8 @@ static int parse_recv_options(int argc, char **argv, recv_args *a)
             a->once = 1;
         else if (c == OPT_OVERWRITE)
             a->overwrite = 1;
+        else if (c == OPT_JSON)
+            a->json = 1;
         else if ((rc = aftp_cli_security_option(c, optarg, &a->sec, &a->common)) !=
                  AFTP_EXIT_OK)
             return rc;
@@ -66,12 +72,13 @@ static int parse_recv_args(int argc, char **argv, recv_args *a)
     return AFTP_EXIT_OK;
 }
 
-/* What the server's callbacks need. */
+/* What the server's callbacks need, and what the run did. */
 typedef struct recv_app {
-    int quiet;
-    int progress; /* stderr is a terminal and not quiet */
-    int drawn;    /* a progress line is on the terminal */
+    aftp_cli_output out; /* out.delivered: the files received (receipts) */
     int listening;
+    const aftp_server *server;
+    int have_key;        /* a protected server: its key is shown */
+    uint8_t public_key[AFTP_KEY_LEN];
 } recv_app;
 
 static void notice(const recv_app *ra, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -79,46 +86,103 @@ static void notice(const recv_app *ra, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    aftp_cli_vnotice(ra->quiet, fmt, ap);
+    aftp_cli_vnotice(ra->out.quiet, fmt, ap);
     va_end(ap);
 }
 
-/* Another line goes to the terminal: the progress line makes way. */
-static void clear_progress(recv_app *ra)
+/* The server's key as a client's user pins it, and its fingerprint, which
+ * that user compares before trusting this server (spec 14.9): shown once
+ * the port is bound, so that a busy port is the one thing said. */
+static void show_server_key(const recv_app *ra, const char *listening)
 {
-    if (ra->drawn)
-        aftp_cli_progress_clear();
-    ra->drawn = 0;
+    char line[AFTP_CLIENT_KEY_TEXT_MAX], fingerprint[AFTP_CLIENT_FINGERPRINT_MAX];
+    const char *prefix = "listening on ";
+    aftp_client_format_key(ra->public_key, line, sizeof line);
+    aftp_client_format_fingerprint(ra->public_key, fingerprint, sizeof fingerprint);
+    if (ra->have_key) {
+        notice(ra, "server key %s", line);
+        notice(ra, "server fingerprint %s", fingerprint);
+    }
+    if (ra->out.json == NULL)
+        return;
+    if (strncmp(listening, prefix, strlen(prefix)) == 0)
+        listening += strlen(prefix);
+    aftp_cli_json_recv_start(ra->out.json, listening, ra->have_key ? line : NULL,
+                             ra->have_key ? fingerprint : NULL);
 }
 
 static void on_log(void *user, int kind, const char *line)
 {
     recv_app *ra = user;
-    clear_progress(ra);
+    aftp_cli_output_clear(&ra->out);
     if (kind == AFTP_LOG_LISTENING) {
         ra->listening = 1;
+        show_server_key(ra, line);
         notice(ra, "%s", line);
-    } else if (kind == AFTP_LOG_WARNING) {
-        notice(ra, "warning: %s", line);
-    } else {
-        aftp_cli_error("%s", line);
+        return;
     }
+    if (kind == AFTP_LOG_WARNING)
+        notice(ra, "warning: %s", line);
+    else
+        aftp_cli_error("%s", line);
+    if (ra->out.json == NULL)
+        return;
+    if (kind == AFTP_LOG_SESSION_FAILED)
+        aftp_cli_json_session_error(ra->out.json, aftp_server_session_error(ra->server), line);
+    else
+        aftp_cli_json_notice(ra->out.json, kind == AFTP_LOG_WARNING ? "warning" : "hello_dropped",
+                             line);
 }
 
 static void on_progress(void *user, const aftp_progress *p)
 {
     recv_app *ra = user;
-    if (!ra->progress || p->size == 0)
+    if (p->size == 0)
         return;
-    aftp_cli_progress_print(p);
-    ra->drawn = 1;
+    if (ra->out.json != NULL)
+        aftp_cli_json_progress(ra->out.json, ra->out.delivered, p);
+    aftp_cli_output_progress(&ra->out, p);
+}
+
+/* "ADDR:PORT" of a client (brackets around IPv6). */
+static void client_address(const aftp_peer *peer, char *out, size_t cap)
+{
+    char host[NI_MAXHOST], port[NI_MAXSERV];
+    if (getnameinfo(peer->addr, peer->addr_len, host, sizeof host, port, sizeof port,
+                    NI_NUMERICHOST | NI_NUMERICSERV) != 0) {
+        snprintf(out, cap, "?");
+        return;
+    }
+    int v6 = peer->addr->sa_family == AF_INET6;
+    snprintf(out, cap, "%s%s%s:%s", v6 ? "[" : "", host, v6 ? "]" : "", port);
+}
+
+/* The "done" object of a receipt. */
+static void json_receipt(const recv_app *ra, const aftp_receipt *r)
+{
+    char address[NI_MAXHOST + NI_MAXSERV + 4], key[AFTP_CLIENT_KEY_TEXT_MAX];
+    client_address(r->client, address, sizeof address);
+    if (r->client->key != NULL)
+        aftp_client_format_key(r->client->key, key, sizeof key);
+    aftp_cli_json_recv_file json = {
+        .index = ra->out.delivered, .receipt = r, .client_address = address,
+        .client_key = r->client->key != NULL ? key : NULL,
+        .duplicate = aftp_cli_duplicate_pct(r->duplicate_packets, r->packets_received) / 100};
+    aftp_cli_json_receipt(ra->out.json, &json);
 }
 
 /* "received NAME: ... from ADDR key aftp-x25519 <base64> "comment"". */
 static void on_receipt(void *user, const aftp_receipt *r)
 {
     char name[160], peer[AFTP_SERVER_PEER_TEXT_MAX + 32];
-    clear_progress(user);
+    recv_app *ra = user;
+    aftp_cli_output_clear(&ra->out);
+    if (ra->out.json != NULL) /* the line's figures are the "done" object's */
+        json_receipt(ra, r);
+    ra->out.delivered++;
+    ra->out.bytes += r->size;
+    if (ra->out.json != NULL)
+        return;
     snprintf(name, sizeof name, "%s", r->printable_path);
     aftp_server_format_peer(r->client, peer, sizeof peer);
     if (r->client->key == NULL) /* a session without keys: anyone could be it */
@@ -170,42 +234,48 @@ static int load_authorized(const recv_args *a, aftp_server *s)
     return AFTP_EXIT_AUTH;
 }
 
-/* The server's key as a client's user pins it, and its fingerprint, which
- * that user compares before trusting this server (spec 14.9). */
-static void show_server_key(const recv_app *ra, const uint8_t *public_key)
+
+/* The identity's public key, which clients pin, read through the client
+ * API (the server reads the file again: this reading said what was wrong). */
+static int read_identity(const recv_args *a, char *buf, size_t cap, const char **path,
+                         uint8_t *public_key)
 {
-    char line[AFTP_CLIENT_KEY_TEXT_MAX], fingerprint[AFTP_CLIENT_FINGERPRINT_MAX];
-    aftp_client_format_key(public_key, line, sizeof line);
-    aftp_client_format_fingerprint(public_key, fingerprint, sizeof fingerprint);
-    notice(ra, "server key %s", line);
-    notice(ra, "server fingerprint %s", fingerprint);
+    aftp_client *reader = NULL;
+    if (aftp_client_new(&reader) != AFTP_OK)
+        return AFTP_EXIT_FAILED;
+    int rc = aftp_cli_load_identity(&a->sec, reader, buf, cap, path);
+    if (rc == AFTP_EXIT_OK)
+        aftp_client_public_key(reader, public_key);
+    aftp_client_del(reader); /* wipes the key */
+    return rc;
+}
+
+/* A key file the server refused: its message; AFTP_EXIT_AUTH. */
+static int server_key_problem(const aftp_server *s)
+{
+    aftp_cli_error("%s", aftp_server_errmsg(s));
+    return AFTP_EXIT_AUTH;
 }
 
 /* Identity, pre-shared key and admitted clients into the server. */
-static int load_recv_keys(const recv_args *a, const recv_app *ra, aftp_server *s)
+static int load_recv_keys(const recv_args *a, recv_app *ra, aftp_server *s)
 {
-    aftp_cli_secrets *secrets;
+    char buf[4096];
+    const char *path;
     int rc;
     if (a->sec.cipher == AFTP_CIPHER_NONE) {
         notice(ra, "warning: --cipher none: transfers are neither encrypted nor authenticated");
         return AFTP_EXIT_OK;
     }
-    if ((secrets = aftp_cli_secrets_new()) == NULL)
-        return AFTP_EXIT_FAILED;
-    if ((rc = aftp_cli_load_identity(&a->sec, secrets)) == AFTP_EXIT_OK &&
-        (rc = aftp_cli_load_psk(&a->sec, secrets)) == AFTP_EXIT_OK &&
-        (rc = load_authorized(a, s)) == AFTP_EXIT_OK) {
-        aftp_server_set_identity(s, secrets->identity);
-        /* read again by the server: the CLI's reading said what was wrong */
-        if (secrets->have_psk && aftp_server_set_psk_file(s, a->sec.psk_file) != AFTP_OK) {
-            aftp_cli_error("%s", aftp_server_errmsg(s));
-            rc = AFTP_EXIT_AUTH;
-        } else {
-            show_server_key(ra, secrets->public_key);
-        }
-    }
-    aftp_cli_secrets_free(secrets);
-    return rc;
+    if ((rc = read_identity(a, buf, sizeof buf, &path, ra->public_key)) != AFTP_EXIT_OK)
+        return rc;
+    if (aftp_server_set_identity_file(s, path) != AFTP_OK ||
+        (a->sec.psk_file != NULL && aftp_server_set_psk_file(s, a->sec.psk_file) != AFTP_OK))
+        return server_key_problem(s);
+    if ((rc = load_authorized(a, s)) != AFTP_EXIT_OK)
+        return rc;
+    ra->have_key = 1;
+    return AFTP_EXIT_OK;
 }
 
 /* The settings of the command line; the destination is checked now: a
@@ -227,8 +297,7 @@ static int configure(const recv_args *a, recv_app *ra, aftp_server *s)
     aftp_server_set_overwrite(s, a->overwrite);
     aftp_server_set_once(s, a->once);
     aftp_server_set_cipher(s, a->sec.cipher);
-    /* milliseconds, rounded up: -t 0.0001 is not the default */
-    aftp_server_set_idle_timeout_ms(s, (a->common.idle_timeout_ns + 999999) / 1000000);
+    aftp_server_set_idle_timeout_ms(s, aftp_cli_idle_ms(&a->common));
     if (a->common.mtu != 0)
         aftp_server_set_mtu(s, a->common.mtu);
     aftp_server_set_log_cb(s, on_log, ra);
@@ -237,35 +306,49 @@ static int configure(const recv_args *a, recv_app *ra, aftp_server *s)
     return load_recv_keys(a, ra, s);
 }
 
-static int serve(const recv_args *a, aftp_server *s)
+/* The run; ra->out.error: the library's aftp_error of a failure. */
+static int serve(const recv_args *a, recv_app *ra, aftp_server *s)
 {
-    recv_app ra = {.quiet = a->common.quiet,
-                   .progress = !a->common.quiet && isatty(STDERR_FILENO)};
     stop_on_signals(s);
-    int rc = configure(a, &ra, s);
+    int rc = configure(a, ra, s);
     if (rc != AFTP_EXIT_OK)
         return rc;
     rc = aftp_server_run(s);
-    clear_progress(&ra);
-    if (!ra.listening) { /* it could not start: the port, most likely */
+    aftp_cli_output_clear(&ra->out);
+    ra->out.error = rc;
+    if (!ra->listening) { /* it could not start: the port, most likely */
         aftp_cli_error("%s", aftp_server_errmsg(s));
         return AFTP_EXIT_NETWORK;
     }
     return aftp_cli_exit_code(rc);
 }
 
+static int recv_parsed(const recv_args *a, recv_app *ra)
+{
+    aftp_server *s = NULL;
+    if (aftp_server_new(&s) != AFTP_OK) {
+        aftp_cli_error("cannot allocate memory for the server");
+        return AFTP_EXIT_FAILED;
+    }
+    ra->server = s;
+    int rc = serve(a, ra, s);
+    signal_server = NULL;
+    aftp_server_del(s);
+    return rc;
+}
+
 int aftp_cli_recv(int argc, char **argv)
 {
     recv_args a;
-    aftp_server *s = NULL;
+    recv_app ra = {.listening = 0};
     memset(&a, 0, sizeof a);
+    aftp_cli_output_begin(&ra.out, argc, argv);
     int rc = parse_recv_args(argc, argv, &a);
-    if (rc != AFTP_EXIT_OK)
-        return rc < 0 ? AFTP_EXIT_OK : rc;
-    if (aftp_server_new(&s) != AFTP_OK)
-        return AFTP_EXIT_FAILED;
-    rc = serve(&a, s);
-    signal_server = NULL;
-    aftp_server_del(s);
+    if (rc < 0)
+        return AFTP_EXIT_OK; /* --help */
+    aftp_cli_output_options(&ra.out, &a.common, a.json);
+    if (rc == AFTP_EXIT_OK)
+        rc = recv_parsed(&a, &ra);
+    aftp_cli_output_end(&ra.out, rc, ra.out.delivered);
     return rc;
 }

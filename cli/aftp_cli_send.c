@@ -1,15 +1,15 @@
+/* aftp send: a client of the public client API (aftp/aftp_client.h), the
+ * CLI as libaftp's first embedder. Its lines are the client's callbacks
+ * (the summary line from the file events, the progress line and log from
+ * the progress callback) and its failure messages the client's, named in
+ * the CLI's terms (--idle-timeout, --peer-key, ...). */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
-#include "aftp_cli.h"
-#include "aftp_explain.h"
-#include "aftp_faux.h"
-#include "aftp_parse.h"
-#include "aftp_path.h"
-#include "aftp_push.h"
-#include "proto/aftp_wire.h"
+#include "aftp/aftp_client.h"
+#include "aftp_cli_base.h"
 
 typedef struct send_args {
     uint64_t rate_bps;
@@ -21,18 +21,14 @@ typedef struct send_args {
     aftp_cli_common common;
     aftp_cli_security sec;
     const char *file;
-    char faux_name[AFTP_PATH_MAX_COMPONENT + 1]; /* FILE is faux:///NAME?SIZE: NAME */
     const char *peer_text;
-    struct sockaddr_storage peer;
-    socklen_t peer_len;
 } send_args;
 
-/* How a run ended, for --json's last objects. */
-typedef struct send_outcome {
-    int error;          /* the library's aftp_error; AFTP_OK when none was reported */
-    size_t delivered;   /* files delivered and verified */
-    uint64_t bytes;     /* their bytes */
-} send_outcome;
+/* What the client's callbacks need, and how the run ended. */
+typedef struct send_run {
+    aftp_cli_output out;
+    FILE *log; /* --progress-log, or NULL */
+} send_run;
 
 static const char *const policy_names[] = {
     [AFTP_CC_FAIR] = "fair", [AFTP_CC_FIXED] = "fixed", [AFTP_CC_HIGH] = "high", [AFTP_CC_LOW] = "low"};
@@ -50,7 +46,7 @@ static int parse_policy(const char *text, int *policy)
 
 static int parse_rate_option(const char *name, const char *text, uint64_t *out)
 {
-    if (aftp_parse_rate(text, out) == AFTP_OK)
+    if (aftp_client_parse_rate(text, out) == AFTP_OK)
         return AFTP_EXIT_OK;
     aftp_cli_error("bad %s '%s' (bits/s, e.g. 500M, 1G, 2.5g)", name, text);
     return AFTP_EXIT_USAGE;
@@ -96,6 +92,23 @@ static int settle_rates(send_args *a)
     return AFTP_EXIT_OK;
 }
 
+/* FILE and HOST:PORT as the client would refuse them (a faux:// source
+ * that does not parse, a bad address): a usage error, before any key or
+ * socket. */
+static int check_target(const send_args *a)
+{
+    aftp_client *c = NULL;
+    if (aftp_client_new(&c) != AFTP_OK) {
+        aftp_cli_error("cannot allocate memory for the client");
+        return AFTP_EXIT_FAILED;
+    }
+    int rc = aftp_client_check_send(c, a->peer_text, &a->file, 1);
+    if (rc != AFTP_OK)
+        aftp_cli_error("%s", aftp_client_errmsg(c));
+    aftp_client_del(c);
+    return rc == AFTP_OK ? AFTP_EXIT_OK : AFTP_EXIT_USAGE;
+}
+
 static int parse_send_args(int argc, char **argv, send_args *a)
 {
     static const struct option opts[] = {{"rate", required_argument, NULL, 'r'},
@@ -123,216 +136,226 @@ static int parse_send_args(int argc, char **argv, send_args *a)
     }
     a->file = argv[optind];
     a->peer_text = argv[optind + 1];
-    if (aftp_faux_is(a->file)) { /* checked here, before any socket: a usage error */
-        char why[512];
-        uint64_t size;
-        if (aftp_faux_parse(a->file, a->faux_name, &size, why, sizeof why) != AFTP_OK) {
-            aftp_cli_error("%s", why);
-            return AFTP_EXIT_USAGE;
-        }
-    }
-    if (aftp_parse_addr(a->peer_text, 0, &a->peer, &a->peer_len) != AFTP_OK) {
-        aftp_cli_error("bad address '%s' (HOST:PORT or [IPV6]:PORT, port 1-65535)",
-                       a->peer_text);
-        return AFTP_EXIT_USAGE;
-    }
+    if ((rc = check_target(a)) != AFTP_EXIT_OK)
+        return rc;
     return settle_rates(a);
 }
 
-/* The server's key: pinned, else (unknown host) learnt from the server
- * with its user's consent when a person is there to give it. */
-static int load_server_key(const send_args *a, aftp_cli_secrets *keys,
-                           atomic_int *interrupt)
+/* The summary line of a delivered file (or its "done" object). */
+static void on_file(void *user, const aftp_file_event *ev)
 {
-    char buf[4096];
-    int unknown;
-    int rc = aftp_cli_load_peer_key(&a->sec, a->peer_text, keys, &unknown);
-    if (!unknown)
-        return rc;
-    if (aftp_cli_interactive())
-        return aftp_cli_learn_peer_key(&a->sec, a->peer_text, interrupt, keys);
-    return aftp_cli_explain_unknown_host(a->peer_text,
-                                         aftp_cli_known_hosts_path(&a->sec, buf, sizeof buf));
+    aftp_cli_output *out = &((send_run *)user)->out;
+    if (ev->type == AFTP_FILE_FAILED) /* the error line and object come at the end */
+        return;
+    if (out->json != NULL)
+        aftp_cli_json_file(out->json, ev);
+    if (ev->type != AFTP_FILE_FINISHED)
+        return;
+    out->delivered++;
+    out->bytes += ev->size;
+    aftp_cli_output_clear(out);
+    if (out->json != NULL) /* the line's figures are the "done" object's */
+        return;
+    aftp_cli_summary s = {.sender = 1, .name = ev->printable_name, .size = ev->size,
+                          .seconds = ev->session_seconds,
+                          .repeated_pct = 100.0 * ev->retransmitted, .digest = ev->digest,
+                          .cipher = ev->cipher};
+    aftp_cli_summary_print(&s);
 }
 
-/* The keys of a protected run into keys and *sec (none for --cipher none);
- * an exit status. */
-static int load_send_keys(const send_args *a, aftp_cli_secrets *keys,
-                          aftp_security_settings *sec, atomic_int *interrupt)
+/* Tab-separated, one line per tick, for scripts and benchmarks: what the
+ * progress line shows, in plain units. */
+#define PROGRESS_LOG_HEADER                                                                    \
+    "# seconds\tbytes_done\tgoodput_bps\tpacing_bps\tloss_ppm\tmin_rtt_us\tqueue_us\n"
+
+static void log_progress(const send_run *run, const aftp_progress *p)
 {
-    int rc = AFTP_EXIT_OK;
-    memset(sec, 0, sizeof *sec);
-    sec->cipher = a->sec.cipher;
-    if (a->sec.cipher == AFTP_CIPHER_NONE)
-        return AFTP_EXIT_OK;
-    if ((rc = aftp_cli_load_identity(&a->sec, keys)) != AFTP_EXIT_OK ||
-        (rc = aftp_cli_load_psk(&a->sec, keys)) != AFTP_EXIT_OK ||
-        (rc = load_server_key(a, keys, interrupt)) != AFTP_EXIT_OK)
-        return rc;
-    sec->identity = keys->identity;
-    sec->peer_key = keys->peer_key;
-    sec->psk = keys->have_psk ? keys->psk : NULL;
+    fprintf(run->log, "%.3f\t%llu\t%.0f\t%llu\t%.0f\t%.0f\t%.0f\n", aftp_cli_seconds_since(&run->out.t0),
+            (unsigned long long)p->bytes_done, p->goodput_bps, (unsigned long long)p->rate_bps,
+            p->loss * 1e6, p->min_rtt_ms * 1e3, p->queue_ms * 1e3);
+}
+
+/* What the rate controller sees: its pacing rate, the path's loss and
+ * round-trip time, and the queue it is building. */
+static void print_path_state(const aftp_progress *p)
+{
+    fprintf(stderr, "  rate %.1f Mbit/s  loss %.2f%%  RTT %.1f ms (+%.1f queue)",
+            (double)p->rate_bps / 1e6, p->loss * 100, p->min_rtt_ms, p->queue_ms);
+}
+
+static void on_progress(void *user, const aftp_progress *p)
+{
+    send_run *run = user;
+    if (p->size == 0)
+        return;
+    aftp_cli_output_progress(&run->out, p);
+    if (run->out.progress)
+        print_path_state(p);
+    if (run->log != NULL)
+        log_progress(run, p);
+    if (run->out.json != NULL)
+        aftp_cli_json_progress(run->out.json, 0, p);
+}
+
+static void on_notice(void *user, const char *text)
+{
+    send_run *run = user;
+    aftp_cli_output_clear(&run->out);
+    aftp_cli_notice(run->out.quiet, "warning: %s", text);
+}
+
+/* Every progress tick also appends a line to the --progress-log file
+ * (made or truncated). */
+static int open_progress_log(send_run *run, const char *path)
+{
+    run->log = fopen(path, "we"); /* a FIFO waits here for its reader */
+    if (run->log == NULL && aftp_cli_interrupted())
+        return aftp_cli_interrupted_early();
+    if (run->log == NULL) {
+        aftp_cli_error("cannot write the progress log %s: %s", path, strerror(errno));
+        return AFTP_EXIT_LOCAL_FILE;
+    }
+    setvbuf(run->log, NULL, _IOLBF, 0); /* whole lines for a reader that follows it */
+    fputs(PROGRESS_LOG_HEADER, run->log);
     return AFTP_EXIT_OK;
 }
 
-/* The receiver takes the smaller of the two datagram sizes (spec 4.1): say
- * when it held an --mtu back, so the operator can raise the receiver's. */
-static void tell_datagram_cap(const aftp_cli_report *r, const aftp_io_result *res, unsigned mtu)
+/* How aftp send names what the client's messages point to. */
+static const aftp_client_terms cli_terms = {
+    .size = sizeof cli_terms, .server_program = "'aftp recv'",
+    .idle_setting = "--idle-timeout", .peer_key_setting = "--peer-key",
+    .psk_setting = "--psk-file", .cipher_none = "--cipher none",
+    .overwrite_setting = "'aftp recv --overwrite'", .mtu_setting = "--mtu"};
+
+/* The command line's settings, terms and callbacks into c (values the
+ * parser checked). */
+static int configure(const send_args *a, send_run *run, aftp_client *c)
 {
-    if (mtu != 0 && res->connected && res->stats.max_datagram < res->datagram_asked)
-        aftp_cli_notice(r, "the receiver took datagrams of at most %u bytes, not %u (--mtu %u): "
-                        "give it --mtu %u too", (unsigned)res->stats.max_datagram,
-                        (unsigned)res->datagram_asked, mtu, mtu);
+    if (aftp_client_set_terms(c, &cli_terms) != AFTP_OK ||
+        aftp_client_set_policy(c, a->policy) != AFTP_OK ||
+        aftp_client_set_rate(c, a->rate_bps) != AFTP_OK ||
+        aftp_client_set_max_rate(c, a->max_rate_bps) != AFTP_OK ||
+        aftp_client_set_min_rate(c, a->min_rate_bps) != AFTP_OK ||
+        aftp_client_set_idle_timeout_ms(c, aftp_cli_idle_ms(&a->common)) != AFTP_OK ||
+        (a->common.mtu != 0 && aftp_client_set_mtu(c, a->common.mtu) != AFTP_OK) ||
+        aftp_client_set_cipher(c, a->sec.cipher) != AFTP_OK) {
+        aftp_cli_error("%s", aftp_client_errmsg(c));
+        return AFTP_EXIT_USAGE;
+    }
+    aftp_client_set_file_cb(c, on_file, run);
+    aftp_client_set_progress_cb(c, on_progress, run);
+    aftp_client_set_notice_cb(c, on_notice, run);
+    return AFTP_EXIT_OK;
 }
 
-/* How aftp send names what its failure messages point to. */
-static const aftp_explain_words cli_words = {
-    .server_program = "'aftp recv'", .idle_setting = "--idle-timeout",
-    .peer_key_setting = "--peer-key", .psk_setting = "--psk-file",
-    .cipher_none = "--cipher none", .overwrite_setting = "'aftp recv --overwrite'"};
-
-/* One line that says what went wrong, in the user's terms. */
-static void explain_failure(const send_args *a, const aftp_cli_report *r,
-                            const aftp_push_result *pr, const aftp_cli_secrets *keys)
+/* The keys of a protected run into c (none for --cipher none). */
+static int load_send_keys(const send_args *a, aftp_client *c)
 {
-    char buf[4096], msg[2048];
-    aftp_explain_ctx x = {.words = &cli_words, .peer = a->peer_text, .file = r->name,
-                          .size = r->size, .block_size = r->block_size,
-                          .idle_s = aftp_cli_idle_seconds(&a->common), .cipher = a->sec.cipher,
-                          .cancelled_here = r->interrupt != 0, .own_key = keys->public_key,
-                          .pinned_key = keys->peer_key,
-                          .pinned_where = a->sec.peer_key
-                                              ? a->sec.peer_key
-                                              : aftp_cli_known_hosts_path(&a->sec, buf,
-                                                                          sizeof buf)};
-    aftp_explain_send_failure(&x, pr, msg, sizeof msg);
-    aftp_cli_error("%s", msg);
-}
-
-/* Before the session every failure but the socket's is the local file's;
- * in it, AFTP_ERR_IO is the receiver's storage (a failing read of ours
- * ends as AFTP_ERR_SOURCE_CHANGED): the receiver refused the file. */
-static int send_exit_code(const aftp_io_result *res)
-{
-    if (res->phase == AFTP_IO_PHASE_LOCAL && res->error != AFTP_ERR_NETWORK)
-        return AFTP_EXIT_LOCAL_FILE;
-    if (res->phase == AFTP_IO_PHASE_SESSION && res->error == AFTP_ERR_IO)
-        return AFTP_EXIT_REFUSED;
-    return aftp_cli_exit_code(res->error);
-}
-
-/* The transfer itself, reporting through r. */
-static int transfer(const send_args *args, aftp_cli_secrets *keys, aftp_cli_report *r,
-                    send_outcome *out)
-{
-    const send_args a = *args;
-    aftp_push_result pr;
-    const aftp_io_result *res = &pr.io;
-    const char *slash = strrchr(a.file, '/');
-    aftp_path_printable(a.faux_name[0] ? a.faux_name : slash ? slash + 1 : a.file, r->name,
-                        sizeof r->name);
-    aftp_push_opts o = {.files = &a.file, .file_count = 1,
-                        .peer = (struct sockaddr *)&a.peer, .peer_len = a.peer_len,
-                        .rate_bps = a.rate_bps,
-                        .policy = a.policy, .max_rate_bps = a.max_rate_bps,
-                        .min_rate_bps = a.min_rate_bps,
-                        .idle_timeout_ns = a.common.idle_timeout_ns,
-                        .max_datagram = aftp_cli_max_datagram(&a.common, AFTP_IO_MTU),
-                        .hooks = aftp_cli_report_hooks(r)};
-    int rc = load_send_keys(&a, keys, &o.security, &r->interrupt);
-    if (rc != AFTP_EXIT_OK)
-        return rc;
-    int pushed = aftp_push_run(&o, &pr);
-    tell_datagram_cap(r, res, a.common.mtu);
-    if (pushed == AFTP_OK) {
-        aftp_cli_print_summary(r, &res->stats, NULL);
-        out->delivered = 1;
-        out->bytes = r->size;
+    char buf[4096];
+    const char *path;
+    int rc;
+    if (a->sec.cipher == AFTP_CIPHER_NONE)
         return AFTP_EXIT_OK;
-    }
-    out->error = res->error;
-    /* Ctrl-C before any datagram (a slow open of the source, say) is a
-     * cancel, whatever the local step it broke made of it. */
-    if (res->phase == AFTP_IO_PHASE_LOCAL && r->interrupt)
-        return aftp_cli_interrupted_early();
-    explain_failure(&a, r, &pr, keys);
-    return send_exit_code(res);
+    if ((rc = aftp_cli_load_identity(&a->sec, c, buf, sizeof buf, &path)) != AFTP_EXIT_OK ||
+        (rc = aftp_cli_load_psk(&a->sec, c)) != AFTP_EXIT_OK)
+        return rc;
+    return aftp_cli_load_peer_key(&a->sec, c);
 }
 
-static int run_send(const send_args *a, aftp_cli_secrets *keys, send_outcome *out)
+/* A failure at the keys (the known hosts too) is exit 8, whatever its
+ * code, as for the key files. Before the session, a failure of the local
+ * file is exit 3, whatever its code (a source we may not read is ours, not
+ * the receiver's refusal; the socket's is the network's); in it,
+ * AFTP_ERR_IO is the receiver's storage (a failing read of ours ends as
+ * AFTP_ERR_SOURCE_CHANGED): the receiver refused the file. */
+static int send_exit_code(const aftp_client *c, int error)
 {
-    aftp_cli_report r;
-    aftp_cli_report_init(&r, 1, a->common.quiet);
-    r.source = a->file;
-    if (a->json) {
-        r.json = stdout;
-        aftp_cli_json_start(r.json, &a->file, 1, a->peer_text);
-    }
-    /* From here on SIGINT/SIGTERM cancel (exit 7), whatever step they break. */
-    aftp_cli_catch_signals(&r);
-    int rc = a->progress_log != NULL ? aftp_cli_report_log_to(&r, a->progress_log) : AFTP_EXIT_OK;
-    if (rc != AFTP_EXIT_OK)
-        return rc;
-    rc = transfer(a, keys, &r, out);
-    aftp_cli_report_close(&r);
+    int place = aftp_client_failure_place(c);
+    if (place == AFTP_CLIENT_FAILED_KEYS)
+        return AFTP_EXIT_AUTH;
+    if (place == AFTP_CLIENT_FAILED_LOCALLY && error != AFTP_ERR_NETWORK)
+        return AFTP_EXIT_LOCAL_FILE;
+    if (place == AFTP_CLIENT_FAILED_IN_SESSION && error == AFTP_ERR_IO)
+        return AFTP_EXIT_REFUSED;
+    return aftp_cli_exit_code(error);
+}
+
+/* The server's key is unknown: learnt from the server with its user's
+ * consent when a person is there to give it (then AFTP_EXIT_OK: send
+ * again), else explained. */
+static int unknown_host(const send_args *a, aftp_client *c)
+{
+    char buf[4096];
+    if (!aftp_cli_interactive())
+        return aftp_cli_explain_unknown_host(
+            a->peer_text, aftp_cli_known_hosts_path(&a->sec, buf, sizeof buf));
+    int rc = aftp_cli_learn_peer_key(&a->sec, a->peer_text);
+    aftp_cli_cancel_on_signal(c); /* the key request had Ctrl-C cancel it */
     return rc;
 }
 
-/* --json anywhere before "--": known before the options are parsed, so
- * that a usage error is reported as an object too. */
-static int wants_json(int argc, char **argv)
+/* The send itself, once more after the user trusted an unknown server. */
+static int transfer(const send_args *a, send_run *run, aftp_client *c)
 {
-    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
-        if (strcmp(argv[i], "--json") == 0)
-            return 1;
-    return 0;
-}
-
-static double seconds_since(const struct timespec *t0)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)(t.tv_sec - t0->tv_sec) + (double)(t.tv_nsec - t0->tv_nsec) / 1e9;
-}
-
-/* --json's last objects: the error (its line on stderr has been said),
- * then the summary. */
-static void json_end(const send_outcome *out, int rc, const struct timespec *t0)
-{
-    if (rc != AFTP_EXIT_OK) {
-        int error = out->error != AFTP_OK ? out->error : aftp_cli_error_of_exit(rc);
-        const char *message = aftp_cli_last_error();
-        aftp_cli_json_error(stdout, error, message[0] ? message : aftp_strerror(error), rc);
+    int rc = aftp_client_send(c, a->peer_text, &a->file, 1);
+    if (rc == AFTP_ERR_UNKNOWN_PEER && aftp_client_failure_place(c) == AFTP_CLIENT_FAILED_KEYS) {
+        int learnt = unknown_host(a, c);
+        if (learnt != AFTP_EXIT_OK)
+            return learnt;
+        rc = aftp_client_send(c, a->peer_text, &a->file, 1);
     }
-    aftp_cli_json_summary(stdout, rc, 1, out->delivered, out->bytes, seconds_since(t0));
+    if (rc == AFTP_OK)
+        return AFTP_EXIT_OK;
+    if (rc == AFTP_ERR_CANCELLED &&
+        aftp_client_failure_place(c) == AFTP_CLIENT_FAILED_LOCALLY) /* Ctrl-C before any datagram */
+        return aftp_cli_interrupted_early();
+    run->out.error = rc;
+    aftp_cli_error("%s", aftp_client_errmsg(c));
+    return send_exit_code(c, rc);
 }
 
-static int send_parsed(const send_args *a, send_outcome *out)
+static int run_send(const send_args *a, send_run *run, aftp_client *c)
 {
-    aftp_cli_secrets *keys = aftp_cli_secrets_new();
-    if (keys == NULL) {
-        aftp_cli_error("cannot allocate memory for keys");
+    if (run->out.json != NULL)
+        aftp_cli_json_start(run->out.json, &a->file, 1, a->peer_text);
+    /* From here on SIGINT/SIGTERM cancel (exit 7), whatever step they break. */
+    aftp_cli_catch_signals();
+    aftp_cli_cancel_on_signal(c);
+    int rc = a->progress_log != NULL ? open_progress_log(run, a->progress_log) : AFTP_EXIT_OK;
+    if (rc == AFTP_EXIT_OK && (rc = configure(a, run, c)) == AFTP_EXIT_OK &&
+        (rc = load_send_keys(a, c)) == AFTP_EXIT_OK)
+        rc = transfer(a, run, c);
+    aftp_cli_output_clear(&run->out);
+    aftp_cli_cancel_on_signal(NULL);
+    if (run->log != NULL)
+        fclose(run->log);
+    return rc;
+}
+
+static int send_parsed(const send_args *a, send_run *run)
+{
+    aftp_client *c = NULL;
+    if (aftp_client_new(&c) != AFTP_OK) {
+        aftp_cli_error("cannot allocate memory for the client");
         return AFTP_EXIT_FAILED;
     }
-    int rc = run_send(a, keys, out);
-    aftp_cli_secrets_free(keys); /* wiped: the engine made its own copies */
+    int rc = run_send(a, run, c);
+    aftp_client_del(c); /* wipes its keys */
     return rc;
 }
 
 int aftp_cli_send(int argc, char **argv)
 {
     send_args a;
-    send_outcome out = {.error = AFTP_OK};
-    struct timespec t0;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    send_run run = {.log = NULL};
     memset(&a, 0, sizeof a);
-    a.json = wants_json(argc, argv);
+    aftp_cli_output_begin(&run.out, argc, argv);
     int rc = parse_send_args(argc, argv, &a);
     if (rc < 0)
         return AFTP_EXIT_OK; /* --help */
+    aftp_cli_output_options(&run.out, &a.common, a.json);
     if (rc == AFTP_EXIT_OK)
-        rc = send_parsed(&a, &out);
-    if (a.json)
-        json_end(&out, rc, &t0);
+        rc = send_parsed(&a, &run);
+    aftp_cli_output_end(&run.out, rc, 1);
     return rc;
 }

@@ -68,7 +68,7 @@ static int remember(aftp_client *c, const aftp_cli_security *sec, const char *ho
 
 /* Asks, and pins what the user accepts; c's known hosts are known_hosts. */
 static int learn_with(aftp_client *c, const aftp_cli_security *sec, const char *host,
-                      const char *known_hosts, const atomic_int *interrupt, aftp_cli_secrets *s)
+                      const char *known_hosts)
 {
     uint8_t key[AFTP_KEY_LEN];
     aftp_cli_cancel_on_signal(c); /* Ctrl-C ends the wait for the answer */
@@ -77,20 +77,16 @@ static int learn_with(aftp_client *c, const aftp_cli_security *sec, const char *
     if (rc != AFTP_OK)
         return explain_fetch_failure(host, rc, aftp_client_errmsg(c));
     if (!user_accepts(host, key, known_hosts)) {
-        if (interrupt != NULL && *interrupt)
+        if (aftp_cli_interrupted())
             return AFTP_EXIT_CANCELLED;
         aftp_cli_error("host key not accepted: no file was sent to %s and %s is unchanged",
                        host, known_hosts);
         return AFTP_EXIT_AUTH;
     }
-    rc = remember(c, sec, host, key, known_hosts);
-    if (rc == AFTP_EXIT_OK)
-        memcpy(s->peer_key, key, AFTP_KEY_LEN);
-    return rc;
+    return remember(c, sec, host, key, known_hosts);
 }
 
-int aftp_cli_learn_peer_key(const aftp_cli_security *sec, const char *host,
-                            const atomic_int *interrupt, aftp_cli_secrets *s)
+int aftp_cli_learn_peer_key(const aftp_cli_security *sec, const char *host)
 {
     char buf[4096];
     aftp_client *c = NULL;
@@ -105,7 +101,7 @@ int aftp_cli_learn_peer_key(const aftp_cli_security *sec, const char *host,
         aftp_cli_error("cannot allocate memory for the key request");
         return AFTP_EXIT_FAILED;
     }
-    int rc = learn_with(c, sec, host, known_hosts, interrupt, s);
+    int rc = learn_with(c, sec, host, known_hosts);
     aftp_client_del(c);
     return rc;
 }

@@ -4,7 +4,7 @@
 #include "aftp/aftp_error.h"
 #include "aftp/aftp_global.h"
 #include "aftp/aftp_version.h"
-#include "aftp_cli.h"
+#include "aftp_cli_base.h"
 
 void aftp_cli_usage(FILE *to)
 {
@@ -31,10 +31,7 @@ void aftp_cli_usage(FILE *to)
           "      --progress-log FILE    write a tab-separated line per quarter second:\n"
           "                             seconds, bytes sent, goodput, pacing rate (bit/s),\n"
           "                             loss (ppm), min RTT and queueing delay (us)\n"
-          "      --json                 stdout: one JSON object per line (start,\n"
-          "                             progress, done with the digest, error with its\n"
-          "                             code, summary) instead of the summary line;\n"
-          "                             the schema is cli/JSON.md\n"
+
           "      --peer-key FILE        the receiver's public key (else its HOST:PORT line\n"
           "                             in the known hosts)\n"
           "      --known-hosts FILE     pinned receiver keys, lines 'HOST:PORT aftp-x25519\n"
@@ -63,6 +60,10 @@ void aftp_cli_usage(FILE *to)
           "                             jumbo frames; recv: accepts up to 9216 by\n"
           "                             default; the smaller of the two is used)\n"
           "  -q, --quiet                no progress line, notices or warnings\n"
+          "      --json                 stdout: one JSON object per line (start,\n"
+          "                             progress, done with the digest, error with its\n"
+          "                             code, summary) instead of the summary lines;\n"
+          "                             the schema is cli/JSON.md\n"
           "  -h, --help                 this text (aftp -V, --version: the version)\n"
           "\n"
           "A summary line goes to stdout when a file is delivered and verified\n"

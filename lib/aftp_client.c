@@ -16,6 +16,7 @@
 #include "aftp_handle.h"
 #include "aftp_meter.h"
 #include "aftp_drive.h"
+#include "aftp_faux.h"
 #include "aftp_keyfetch.h"
 #include "aftp_parse.h"
 #include "aftp_path.h"
@@ -27,7 +28,7 @@
 #include "proto/aftp_wire.h"
 
 #define CLIENT_MAX_IDLE_MS UINT64_C(86400000)
-#define CLIENT_TERMS 6 /* the strings of aftp_client_terms */
+#define CLIENT_TERMS 7 /* the strings of aftp_client_terms */
 
 /* The public wait is the key request's schedule. */
 _Static_assert(AFTP_CLIENT_FETCH_KEY_WAIT_MS * 1000000u ==
@@ -35,6 +36,10 @@ _Static_assert(AFTP_CLIENT_FETCH_KEY_WAIT_MS * 1000000u ==
                "AFTP_CLIENT_FETCH_KEY_WAIT_MS is the key request's schedule");
 _Static_assert(AFTP_CLIENT_FINGERPRINT_MAX <= AFTP_KEYFILE_FINGERPRINT_MAX,
                "a fingerprint buffer of the public size fits the library's");
+_Static_assert(AFTP_CLIENT_MIN_MTU == AFTP_IO_MIN_MTU && AFTP_CLIENT_MAX_MTU == AFTP_IO_MAX_MTU,
+               "the public MTU bounds are the datapath's");
+_Static_assert(AFTP_CLIENT_KEY_LINE_MAX == AFTP_KEYFILE_MAX_LINE + 2,
+               "a public key line buffer holds the longest line, its newline and NUL");
 
 /* aftp_client_cancel is async-signal-safe only with lock-free atomics. */
 _Static_assert(ATOMIC_INT_LOCK_FREE == 2, "aftp_client_cancel needs lock-free atomic_int");
@@ -53,6 +58,7 @@ typedef struct client_file {
     uint64_t base_sent_once;     /* session counters when it began */
     uint64_t base_retransmitted;
     char name[AFTP_WIRE_MAX_PATH + 1];
+    char printable[4 * AFTP_WIRE_MAX_PATH + 1]; /* name, for people (aftp_path_printable) */
     uint64_t size;
     uint32_t block_size;         /* as offered (known at the verdict) */
 } client_file;
@@ -81,6 +87,8 @@ struct aftp_client {
     client_file cur;
     aftp_file_event failed; /* the FAILED event, sent once errmsg is known */
     int have_failed;
+    uint64_t connected_ns;  /* the handshake's end; 0 before it */
+    int failure_place;      /* enum aftp_client_failure_place of the last send */
     char errmsg[1024];
 };
 
@@ -100,6 +108,17 @@ static int ok(aftp_client *c)
 {
     c->errmsg[0] = '\0';
     return AFTP_OK;
+}
+
+/* How the library names what its failure messages point to, unless the
+ * application chose its own terms. */
+static const char *const default_terms[CLIENT_TERMS] = {
+    "an aftp server", "the idle timeout", "aftp_client_set_peer_key", "pre-shared key",
+    "no protection (cipher none)", "its overwrite setting", "MTU"};
+
+static const char *term(const aftp_client *c, int i)
+{
+    return c->terms[i] != NULL ? c->terms[i] : default_terms[i];
 }
 
 int aftp_client_new(aftp_client **out)
@@ -195,7 +214,10 @@ int aftp_client_set_peer_key_file(aftp_client *c, const char *path)
     char *copy = path != NULL ? strdup(path) : NULL;
     if (c != NULL && path != NULL && copy == NULL)
         return fail(c, AFTP_ERR_NO_MEMORY, "cannot allocate memory for a path");
-    int rc = read_key_file(c, "server key", path, 0, c ? c->keys->peer_key : NULL);
+    char what[160];
+    if (c != NULL) /* named as the application sets it: "server key (--peer-key)" */
+        snprintf(what, sizeof what, "server key (%s)", term(c, 2));
+    int rc = read_key_file(c, what, path, 0, c ? c->keys->peer_key : NULL);
     if (rc != AFTP_OK) {
         free(copy);
         return rc;
@@ -355,14 +377,16 @@ static void on_warning(void *app, const char *text)
 static void tell_datagram_cap(aftp_client *c, const aftp_io_result *res)
 {
     if (c->mtu != 0 && res->connected && res->stats.max_datagram < res->datagram_asked)
-        notice(c, "the receiver took datagrams of at most %u bytes, not %u (MTU %u): give it "
-               "an MTU of %u too", (unsigned)res->stats.max_datagram,
-               (unsigned)res->datagram_asked, c->mtu, c->mtu);
+        notice(c, "the receiver took datagrams of at most %u bytes, not %u (%s %u): give it "
+               "%s %u too", (unsigned)res->stats.max_datagram, (unsigned)res->datagram_asked,
+               term(c, 6), c->mtu, term(c, 6), c->mtu);
 }
 
 static void on_engine_event(void *app, const aftp_event *ev)
 {
     aftp_client *c = app;
+    if (ev->type == AFTP_EV_CONNECTED)
+        c->connected_ns = aftp_drive_now_ns();
     if (ev->type != AFTP_EV_FILE_START)
         return;
     client_file *f = &c->cur;
@@ -370,11 +394,13 @@ static void on_engine_event(void *app, const aftp_event *ev)
     f->size = ev->info->size;
     aftp_meter_start(&f->meter, f->size, f->base_sent_once, aftp_drive_now_ns());
     snprintf(f->name, sizeof f->name, "%s", ev->info->path);
+    aftp_path_printable(f->name, f->printable, sizeof f->printable);
     if (c->file_cb == NULL)
         return;
     size_t index = ev->info->file_id - 1; /* ids are 1, 2, 3 ... in files order */
     aftp_file_event fe = {.type = AFTP_FILE_STARTED, .index = index, .source = c->files[index],
-                          .name = f->name, .size = f->size, .message = ""};
+                          .name = f->name, .size = f->size, .message = "",
+                          .printable_name = f->printable};
     c->file_cb(c->file_user, &fe);
 }
 
@@ -394,7 +420,10 @@ static void on_file_end(void *app, const aftp_push_file_end *end)
                                                      : 0,
                           .cipher = aftp_session_cipher_choice(st->cipher), .error = end->error,
                           .message = end->error == AFTP_OK ? "" : end->message,
-                          .rate_cap_bps = st->rate_cap_bps};
+                          .rate_cap_bps = st->rate_cap_bps,
+                          .session_seconds = c->connected_ns
+                                                 ? (double)(now - c->connected_ns) / 1e9
+                                                 : 0};
     if (end->error == AFTP_OK)
         fe.bytes = end->size;
     else if (end->started) /* else its meter is not running: nothing was sent */
@@ -403,6 +432,8 @@ static void on_file_end(void *app, const aftp_push_file_end *end)
         memcpy(fe.digest, end->digest, AFTP_DIGEST_LEN);
     f->active = 0;
     snprintf(f->name, sizeof f->name, "%s", end->name);
+    aftp_path_printable(f->name, f->printable, sizeof f->printable);
+    fe.printable_name = f->printable;
     f->size = end->size;
     f->block_size = end->block_size;
     f->base_sent_once = aftp_meter_sent_once(st);
@@ -429,18 +460,31 @@ static void on_tick(void *app, const aftp_stats *st, uint64_t now_ns)
         !aftp_meter_read(&f->meter, aftp_meter_sent_once(st), now_ns, &m))
         return;
     aftp_progress p;
-    aftp_meter_progress(&f->meter, &m, st, f->name, &p);
+    aftp_meter_progress(&f->meter, &m, st, f->printable, &p);
     c->progress_cb(c->progress_user, &p);
 }
 
 /* ---- perform ---- */
+
+/* A pinned key must agree with the known hosts, when they list host: a
+ * different entry means the server's key changed, or the pin is wrong. */
+static int check_pinned_key(aftp_client *c, const char *host)
+{
+    char err[512] = "";
+    if (c->known_hosts == NULL ||
+        aftp_keyfile_known_hosts_check_file(c->known_hosts, host, c->keys->peer_key, err,
+                                            sizeof err) != AFTP_ERR_AUTH)
+        return AFTP_OK;
+    return fail(c, AFTP_ERR_AUTH, "WARNING: the key given with %s is not the one pinned for %s: %s",
+                term(c, 2), host, err);
+}
 
 /* The server's key for host: pinned, else its known-hosts entry. */
 static int resolve_peer_key(aftp_client *c, const char *host)
 {
     char err[512] = "";
     if (c->have_peer_key)
-        return AFTP_OK;
+        return check_pinned_key(c, host);
     if (c->known_hosts == NULL)
         return fail(c, AFTP_ERR_BAD_KEY,
                     "no key for the server at %s: pin it (aftp_client_set_peer_key) or name a "
@@ -451,9 +495,12 @@ static int resolve_peer_key(aftp_client *c, const char *host)
         return fail(c, rc, "the key of %s is unknown (not in %s): add the line "
                     "'%s aftp-x25519 <base64>' with the key the server prints when it starts",
                     host, c->known_hosts, host);
+    if (rc == AFTP_ERR_AUTH) /* listed with different keys: one is stale */
+        return fail(c, rc, "WARNING: %s", err);
+    if (rc != AFTP_OK && err[0]) /* the reason names the file */
+        return fail(c, rc, "known hosts: %s", err);
     if (rc != AFTP_OK)
-        return fail(c, rc, "known hosts %s: %s", c->known_hosts,
-                    err[0] ? err : aftp_strerror(rc));
+        return fail(c, rc, "known hosts %s: %s", c->known_hosts, aftp_strerror(rc));
     return AFTP_OK;
 }
 
@@ -477,30 +524,32 @@ static int security_for(aftp_client *c, const char *host, aftp_security_settings
     return AFTP_OK;
 }
 
+/* A faux:// source names itself and its size right, or the send refuses it. */
+static int check_faux(aftp_client *c, const char *file)
+{
+    char name[AFTP_PATH_MAX_COMPONENT + 1], why[512];
+    uint64_t size;
+    if (!aftp_faux_is(file) || aftp_faux_parse(file, name, &size, why, sizeof why) == AFTP_OK)
+        return AFTP_OK;
+    return fail(c, AFTP_ERR_INVALID_ARGUMENT, "%s", why);
+}
+
 static int check_send_args(aftp_client *c, const char *host_port, const char *const *files,
                            size_t count)
 {
     if (host_port == NULL || files == NULL || count == 0)
         return fail(c, AFTP_ERR_INVALID_ARGUMENT, "nothing to send: give a HOST:PORT and files");
-    for (size_t i = 0; i < count; i++)
+    for (size_t i = 0; i < count; i++) {
         if (files[i] == NULL)
             return fail(c, AFTP_ERR_INVALID_ARGUMENT, "file %zu of %zu is NULL", i + 1, count);
+        if (check_faux(c, files[i]) != AFTP_OK)
+            return AFTP_ERR_INVALID_ARGUMENT;
+    }
     if (c->max_rate_bps && c->min_rate_bps > c->max_rate_bps)
         return fail(c, AFTP_ERR_INVALID_ARGUMENT,
                     "the minimum rate (%llu bits/s) is above the maximum (%llu bits/s)",
                     (unsigned long long)c->min_rate_bps, (unsigned long long)c->max_rate_bps);
     return AFTP_OK;
-}
-
-/* How the library names what its failure messages point to, unless the
- * application chose its own terms. */
-static const char *const default_terms[CLIENT_TERMS] = {
-    "an aftp server", "the idle timeout", "aftp_client_set_peer_key", "pre-shared key",
-    "no protection (cipher none)", "its overwrite setting"};
-
-static const char *term(const aftp_client *c, int i)
-{
-    return c->terms[i] != NULL ? c->terms[i] : default_terms[i];
 }
 
 /* A field of the caller's terms, NULL when its struct is too old to have it. */
@@ -515,7 +564,8 @@ int aftp_client_set_terms(aftp_client *c, const aftp_client_terms *terms)
     const char *given[CLIENT_TERMS] = {
         TERM_GIVEN(terms, server_program), TERM_GIVEN(terms, idle_setting),
         TERM_GIVEN(terms, peer_key_setting), TERM_GIVEN(terms, psk_setting),
-        TERM_GIVEN(terms, cipher_none), TERM_GIVEN(terms, overwrite_setting)};
+        TERM_GIVEN(terms, cipher_none), TERM_GIVEN(terms, overwrite_setting),
+        TERM_GIVEN(terms, mtu_setting)};
     for (int i = 0; i < CLIENT_TERMS; i++) {
         if (given[i] != NULL && (copy[i] = strdup(given[i])) == NULL) {
             free_terms(copy);
@@ -532,14 +582,12 @@ static void explain(aftp_client *c, const char *host_port, const aftp_push_resul
 {
     int protected = c->cipher != AFTP_CIPHER_NONE;
     uint8_t own[AFTP_KEY_LEN];
-    char file[sizeof c->cur.name];
-    aftp_path_printable(c->cur.name, file, sizeof file);
     if (protected && aftp_hs_public_key(c->keys->identity, own) != AFTP_OK)
         protected = 0;
     aftp_explain_words words = {.server_program = term(c, 0), .idle_setting = term(c, 1),
                                 .peer_key_setting = term(c, 2), .psk_setting = term(c, 3),
                                 .cipher_none = term(c, 4), .overwrite_setting = term(c, 5)};
-    aftp_explain_ctx x = {.words = &words, .peer = host_port, .file = file,
+    aftp_explain_ctx x = {.words = &words, .peer = host_port, .file = c->cur.printable,
                           .size = c->cur.size, .block_size = c->cur.block_size,
                           .idle_s = (double)c->idle_timeout_ns / 1e9,
                           .cipher = c->cipher, .cancelled_here = c->interrupt != 0,
@@ -569,12 +617,47 @@ static int push(aftp_client *c, const char *host_port, const struct sockaddr_sto
     tell_datagram_cap(c, &pr.io);
     if (rc == AFTP_OK)
         return ok(c);
+    c->failure_place = pr.io.phase == AFTP_IO_PHASE_LOCAL ? AFTP_CLIENT_FAILED_LOCALLY
+                                                          : AFTP_CLIENT_FAILED_IN_SESSION;
+    /* A cancel before the first datagram (a slow open of the source, say)
+     * is a cancel, whatever the local step it broke made of it. */
+    if (c->failure_place == AFTP_CLIENT_FAILED_LOCALLY && c->interrupt)
+        return fail(c, AFTP_ERR_CANCELLED, "cancelled before the transfer started: nothing "
+                    "was sent");
     explain(c, host_port, &pr);
     if (c->have_failed && c->file_cb != NULL) {
         c->failed.message = c->errmsg;
         c->file_cb(c->file_user, &c->failed);
     }
     return rc;
+}
+
+/* The arguments, and the peer's address from host_port. */
+static int check_target(aftp_client *c, const char *host_port, const char *const *files,
+                        size_t count, struct sockaddr_storage *peer, socklen_t *peer_len)
+{
+    int rc = check_send_args(c, host_port, files, count);
+    if (rc != AFTP_OK)
+        return rc;
+    if (aftp_parse_addr(host_port, 0, peer, peer_len) != AFTP_OK)
+        return fail(c, AFTP_ERR_INVALID_ARGUMENT,
+                    "bad address '%s' (HOST:PORT or [IPV6]:PORT, port 1-65535)", host_port);
+    return ok(c);
+}
+
+int aftp_client_check_send(aftp_client *c, const char *host_port, const char *const *files,
+                           size_t count)
+{
+    struct sockaddr_storage peer;
+    socklen_t peer_len;
+    if (c == NULL)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    return check_target(c, host_port, files, count, &peer, &peer_len);
+}
+
+int aftp_client_failure_place(const aftp_client *c)
+{
+    return c != NULL ? c->failure_place : 0;
 }
 
 int aftp_client_send(aftp_client *c, const char *host_port, const char *const *files,
@@ -587,20 +670,23 @@ int aftp_client_send(aftp_client *c, const char *host_port, const char *const *f
         return AFTP_ERR_INVALID_ARGUMENT;
     if (c->running)
         return fail(c, AFTP_ERR_INVALID_STATE, "a send is already running on this handle");
-    int rc = check_send_args(c, host_port, files, count);
+    c->failure_place = AFTP_CLIENT_FAILED_LOCALLY; /* until the push says otherwise */
+    int rc = check_target(c, host_port, files, count, &peer, &peer_len);
     if (rc != AFTP_OK)
         return rc;
-    if (aftp_parse_addr(host_port, 0, &peer, &peer_len) != AFTP_OK)
-        return fail(c, AFTP_ERR_INVALID_ARGUMENT,
-                    "bad address '%s' (HOST:PORT or [IPV6]:PORT, port 1-65535)", host_port);
-    if ((rc = security_for(c, host_port, &sec)) != AFTP_OK)
+    if ((rc = security_for(c, host_port, &sec)) != AFTP_OK) {
+        c->failure_place = AFTP_CLIENT_FAILED_KEYS;
         return rc;
+    }
     memset(&c->cur, 0, sizeof c->cur);
     c->have_failed = 0;
+    c->connected_ns = 0;
     c->files = files;
     c->interrupt = 0;
     c->running = 1;
     rc = push(c, host_port, &peer, peer_len, &sec, count);
+    if (rc == AFTP_OK)
+        c->failure_place = 0;
     c->running = 0;
     c->files = NULL;
     return rc;
@@ -730,4 +816,79 @@ void aftp_client_cancel(aftp_client *c)
 const char *aftp_client_errmsg(const aftp_client *c)
 {
     return c != NULL ? c->errmsg : "";
+}
+
+/* ---- making keys and reading figures ---- */
+
+/* The private key file, then the public one; neither stays when the
+ * second fails. */
+static int write_key_pair(aftp_client *c, const char *path, const char *pub_path,
+                          const uint8_t *secret, const uint8_t *public_key, const char *comment)
+{
+    char err[512] = "";
+    int rc = aftp_keyfile_write_private(path, secret, err, sizeof err);
+    if (rc == AFTP_OK &&
+        (rc = aftp_keyfile_write_public(pub_path, public_key, comment, err, sizeof err)) !=
+            AFTP_OK)
+        unlink(path);
+    if (rc != AFTP_OK)
+        return fail(c, rc, "%s", err[0] ? err : aftp_strerror(rc));
+    return AFTP_OK;
+}
+
+/* The public key line of a key file with comment, in line (cap bytes). */
+static int key_line(aftp_client *c, const uint8_t *public_key, const char *comment, char *line,
+                    size_t cap)
+{
+    char text[AFTP_CLIENT_KEY_LINE_MAX + 1]; /* room to tell a line one byte too long */
+    if (aftp_keyfile_format_public(public_key, comment, text, sizeof text) != AFTP_OK)
+        return fail(c, AFTP_ERR_INVALID_ARGUMENT, "the comment must be one line of printable "
+                    "text (the key line holds at most %u bytes)", AFTP_KEYFILE_MAX_LINE);
+    if (strlen(text) >= cap)
+        return fail(c, AFTP_ERR_BUFFER_TOO_SMALL, "a buffer of %zu bytes is too small for the "
+                    "public key line of %zu bytes", cap, strlen(text) + 1);
+    memcpy(line, text, strlen(text) + 1);
+    return AFTP_OK;
+}
+
+int aftp_client_keygen(aftp_client *c, const char *path, const char *comment, char *line_out,
+                       size_t cap)
+{
+    char pub_path[4096];
+    uint8_t public_key[AFTP_KEY_LEN];
+    if (c == NULL || path == NULL || line_out == NULL)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    int n = snprintf(pub_path, sizeof pub_path, "%s.pub", path);
+    if (n < 0 || (size_t)n >= sizeof pub_path)
+        return fail(c, AFTP_ERR_INVALID_ARGUMENT, "key file name of %zu bytes is too long "
+                    "(at most %zu)", strlen(path), sizeof pub_path - 5);
+    /* in locked memory of its own: the handle's identity stays as it is */
+    uint8_t *secret = sodium_malloc(AFTP_KEY_LEN);
+    if (secret == NULL)
+        return fail(c, AFTP_ERR_NO_MEMORY, "cannot allocate locked memory for a key");
+    int rc = aftp_hs_keypair(secret, public_key);
+    if (rc != AFTP_OK)
+        fail(c, rc, "cannot make a key pair: %s", aftp_strerror(rc));
+    else if ((rc = key_line(c, public_key, comment, line_out, cap)) == AFTP_OK)
+        rc = write_key_pair(c, path, pub_path, secret, public_key, comment);
+    sodium_free(secret); /* wipes it */
+    if (rc != AFTP_OK && cap > 0)
+        line_out[0] = '\0';
+    return rc == AFTP_OK ? ok(c) : rc;
+}
+
+int aftp_client_public_key(const aftp_client *c, uint8_t out[AFTP_KEY_LEN])
+{
+    if (c == NULL || out == NULL)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    if (!c->have_identity)
+        return AFTP_ERR_BAD_KEY;
+    return aftp_hs_public_key(c->keys->identity, out);
+}
+
+int aftp_client_parse_rate(const char *text, uint64_t *bits_per_s)
+{
+    if (text == NULL || bits_per_s == NULL)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    return aftp_parse_rate(text, bits_per_s);
 }

@@ -1,8 +1,9 @@
 /*
  * Why a send failed, in the user's terms: one message with the figures
- * involved and what to do. The CLI (aftp send) and the client library
- * (aftp_client_errmsg) say the same things; each names its own settings
- * (a command-line option, an API function) through aftp_explain_words.
+ * involved and what to do, for aftp_client_errmsg(). Each application
+ * names its own settings (a command-line option for the aftp tool, an API
+ * function by default) through aftp_client_terms, which become
+ * aftp_explain_words.
  */
 #ifndef AFTP_EXPLAIN_H
 #define AFTP_EXPLAIN_H

@@ -1,8 +1,8 @@
 /*
  * The figures of a progress line, from the engine's counters: how much of
- * the file is done, at what goodput, and when it will be over. The CLI's
- * progress line and log and the client library's progress callback read
- * the same meter.
+ * the file is done, at what goodput, and when it will be over. The client's
+ * and the server's progress callbacks (and so the aftp tool's progress
+ * line, log and --json objects) read the same meter.
  */
 #ifndef AFTP_METER_H
 #define AFTP_METER_H

@@ -93,6 +93,7 @@ struct aftp_server {
     unsigned port;              /* atomically: aftp_server_port from any thread */
     aftp_admit admit;           /* the run's policy */
     server_client client;
+    int session_error;          /* the failed session's aftp_error, for its log line */
     char errmsg[SERVER_ERRMSG_MAX];
 };
 
@@ -364,6 +365,11 @@ const char *aftp_server_errmsg(const aftp_server *s)
     return s->errmsg;
 }
 
+int aftp_server_session_error(const aftp_server *s)
+{
+    return s != NULL ? s->session_error : AFTP_OK;
+}
+
 int aftp_server_format_peer(const aftp_peer *peer, char *out, size_t cap)
 {
     if (peer == NULL || peer->addr == NULL || out == NULL || cap == 0)
@@ -583,6 +589,7 @@ static void on_session_end(void *app, const aftp_io_result *res, const struct so
     char line[SERVER_PATH_MAX + 1024];
     if (res->error != AFTP_OK) {
         explain_failure(s, res, peer, line, sizeof line);
+        s->session_error = res->error;
         say(s, AFTP_LOG_SESSION_FAILED, line);
     }
     /* The next session's client starts from nothing (one the authorized

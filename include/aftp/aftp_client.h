@@ -76,8 +76,9 @@ AFTP_EXTERN int aftp_client_set_identity(aftp_client *c, const uint8_t secret[AF
 /* The server's public key: pinned directly, from a public key file (read
  * now; a failure message of a server answering with another key names the
  * file), or looked up at send time in a known-hosts file under HOST:PORT
- * exactly as given to aftp_client_send(). A pinned key wins over known
- * hosts. */
+ * exactly as given to aftp_client_send(). A pinned key is used, and
+ * checked against the known hosts (aftp_client_send()). A key file's
+ * failure message names the setting as aftp_client_terms.peer_key_setting. */
 AFTP_EXTERN int aftp_client_set_peer_key(aftp_client *c, const uint8_t key[AFTP_KEY_LEN]);
 AFTP_EXTERN int aftp_client_set_peer_key_file(aftp_client *c, const char *path);
 /* The path is copied; the file is read by each send. */
@@ -102,8 +103,11 @@ AFTP_EXTERN int aftp_client_set_rate(aftp_client *c, uint64_t bits_per_s);
  * minimum above the maximum. */
 AFTP_EXTERN int aftp_client_set_max_rate(aftp_client *c, uint64_t bits_per_s);
 AFTP_EXTERN int aftp_client_set_min_rate(aftp_client *c, uint64_t bits_per_s);
-/* Bytes of an IP packet on the path, 1248..9216 (9000: jumbo frames). The
- * datagrams are mtu - 48 bytes; the receiver may take smaller ones. */
+/* Bytes of an IP packet on the path, AFTP_CLIENT_MIN_MTU..AFTP_CLIENT_MAX_MTU
+ * (9000: jumbo frames). The datagrams are mtu - 48 bytes; the receiver may
+ * take smaller ones. */
+#define AFTP_CLIENT_MIN_MTU 1248u
+#define AFTP_CLIENT_MAX_MTU 9216u
 AFTP_EXTERN int aftp_client_set_mtu(aftp_client *c, unsigned mtu);
 /* Silence from the server that ends the send, 1 ms .. 1 day. */
 AFTP_EXTERN int aftp_client_set_idle_timeout_ms(aftp_client *c, uint64_t ms);
@@ -113,7 +117,8 @@ AFTP_EXTERN int aftp_client_set_idle_timeout_ms(aftp_client *c, uint64_t ms);
 /* About 4 times a second while a file is under way: the figures of the
  * CLI's progress line. Fields are only ever appended. */
 typedef struct aftp_progress {
-    const char *name;    /* the file's name as offered to the receiver */
+    const char *name;    /* the file's name as offered to the receiver, printable (as
+                          * aftp_file_event.printable_name) */
     uint64_t size;       /* bytes in the file */
     uint64_t bytes_done; /* bytes sent at least once (what the receiver is getting) */
     double seconds;      /* since the receiver accepted the file */
@@ -155,6 +160,11 @@ typedef struct aftp_file_event {
     uint64_t rate_cap_bps; /* FINISHED, FAILED: the receiver's rate cap the send obeyed,
                             * bits/s, on top of aftp_client_set_max_rate (spec 12.3
                             * RATE_CAP); 0: none */
+    double session_seconds; /* FINISHED, FAILED: from the handshake (the session's start) to
+                             * the verdict, what a summary of the session's first file
+                             * reports; 0 when no session was made */
+    const char *printable_name; /* name for people: bytes that are not printable UTF-8 (a
+                                 * tab, an escape) as \xHH */
 } aftp_file_event;
 typedef void (*aftp_file_cb)(void *user, const aftp_file_event *ev);
 /* Each file delivered gets STARTED then FINISHED, in the order of the
@@ -193,6 +203,8 @@ typedef struct aftp_client_terms {
     const char *cipher_none;       /* running without protection ("no protection (cipher none)") */
     const char *overwrite_setting; /* how a receiver allows replacing a file ("its overwrite
                                     * setting") */
+    const char *mtu_setting;       /* how the MTU is set, followed by its value in the notice
+                                    * of a receiver that took smaller datagrams ("MTU") */
 } aftp_client_terms;
 /* The strings are copied. terms NULL: the defaults again. AFTP_OK;
  * AFTP_ERR_INVALID_ARGUMENT for a NULL handle or a size below that of
@@ -206,6 +218,17 @@ AFTP_EXTERN int aftp_client_set_terms(aftp_client *c, const aftp_client_terms *t
  * session (file ids 1, 2, 3 ..., spec 9.6); blocks until every file has
  * its verdict or the first failure. Each file's name at the receiver is
  * its base name. Files are opened one at a time, as their turn comes.
+ * A file "faux:///NAME?SIZE" is no file but SIZE zero bytes (SIZE a byte
+ * count, suffixes k M G T binary) offered as NAME: a test source that
+ * measures the network without disks (a server whose directory is
+ * faux:// keeps nothing and checks that it gets such zeros).
+ * The server's key: the pinned one (aftp_client_set_peer_key*), else the
+ * known-hosts entry of host_port. A pinned key must agree with the
+ * known-hosts file too, when the handle has one that lists host_port: a
+ * different listed key fails the send with AFTP_ERR_AUTH before any
+ * datagram (the server's key changed, or the pin is wrong; the message
+ * begins "WARNING:"), as does a known-hosts file listing host_port with
+ * different keys.
  * Returns AFTP_OK when every file was delivered and verified; otherwise
  * the first error, and aftp_client_errmsg() says why:
  *   AFTP_ERR_INVALID_ARGUMENT  bad host_port, no files, min rate > max rate
@@ -222,6 +245,43 @@ AFTP_EXTERN int aftp_client_set_terms(aftp_client *c, const aftp_client_terms *t
  * Not reentrant on one handle (AFTP_ERR_INVALID_STATE from a callback). */
 AFTP_EXTERN int aftp_client_send(aftp_client *c, const char *host_port,
                                  const char *const *files, size_t count);
+/* Checks what aftp_client_send() would refuse at once with
+ * AFTP_ERR_INVALID_ARGUMENT, without sending: host_port's form (a name
+ * is resolved), the files given (a faux:// source's NAME and SIZE), the
+ * rates. Lets an application report a mistake in its input before it
+ * reads keys or asks its user anything. AFTP_OK, or
+ * AFTP_ERR_INVALID_ARGUMENT with aftp_client_errmsg(). */
+AFTP_EXTERN int aftp_client_check_send(aftp_client *c, const char *host_port,
+                                       const char *const *files, size_t count);
+
+/* Where the last aftp_client_send() failed, so that an application can
+ * tell its user's own mistakes from the server's verdicts:
+ *   AFTP_CLIENT_FAILED_KEYS        before any datagram, at the keys: no
+ *                                  identity, the server's key unknown
+ *                                  (AFTP_ERR_UNKNOWN_PEER: trust on first
+ *                                  use may help) or contradicted, a
+ *                                  known-hosts file that cannot be read
+ *                                  (its own error: AFTP_ERR_IO, ...);
+ *   AFTP_CLIENT_FAILED_LOCALLY     before the session carried a file: the
+ *                                  arguments, a local file that cannot be
+ *                                  sent, the socket, or a cancel before
+ *                                  the first datagram (then
+ *                                  AFTP_ERR_CANCELLED, whatever the step
+ *                                  it broke made of it);
+ *   AFTP_CLIENT_FAILED_IN_SESSION  in the session: the network, the
+ *                                  server's refusal or failure (there
+ *                                  AFTP_ERR_IO is the server's storage: a
+ *                                  local source that fails to read ends as
+ *                                  AFTP_ERR_SOURCE_CHANGED), a cancel;
+ *   0                              the last send succeeded, or none ran.
+ * Valid until the next send on the handle. */
+enum aftp_client_failure_place {
+    AFTP_CLIENT_FAILED_LOCALLY = 1,
+    AFTP_CLIENT_FAILED_IN_SESSION,
+    AFTP_CLIENT_FAILED_KEYS
+};
+AFTP_EXTERN int aftp_client_failure_place(const aftp_client *c);
+
 /* Cancels a send in progress (the server is told; it keeps nothing of the
  * file under way); aftp_client_send() then returns AFTP_ERR_CANCELLED
  * within about a second. Safe from any thread and from a signal handler
@@ -288,6 +348,33 @@ AFTP_EXTERN int aftp_client_add_known_host(aftp_client *c, const char *host_port
 AFTP_EXTERN int aftp_client_format_key(const uint8_t key[AFTP_KEY_LEN], char *out, size_t cap);
 AFTP_EXTERN int aftp_client_format_fingerprint(const uint8_t key[AFTP_KEY_LEN], char *out,
                                                size_t cap);
+
+/* ---- making keys and reading figures ---- */
+
+/* Makes a new X25519 key pair (the client's identity, or a server's) and
+ * writes it as key files (spec Appendix B): the private key to path (mode
+ * 0600) and its public key line, "aftp-x25519 <base64> comment", to
+ * path.pub, which the other side pins. Never replaces a file, and leaves
+ * neither behind when one cannot be written. The public key line, with its
+ * newline, goes to line_out (AFTP_CLIENT_KEY_LINE_MAX bytes are enough).
+ * comment may be NULL. The handle only carries aftp_client_errmsg(); its
+ * keys are unchanged. AFTP_OK, or: AFTP_ERR_INVALID_ARGUMENT (a NULL
+ * argument, a comment that is not one line of printable text),
+ * AFTP_ERR_BUFFER_TOO_SMALL (cap), AFTP_ERR_FILE_EXISTS, AFTP_ERR_NOT_FOUND
+ * (a missing directory), AFTP_ERR_PERMISSION, AFTP_ERR_IO. */
+#define AFTP_CLIENT_KEY_LINE_MAX 1026u /* a key file's line, its newline and NUL */
+AFTP_EXTERN int aftp_client_keygen(aftp_client *c, const char *path, const char *comment,
+                                   char *line_out, size_t cap);
+/* The public key of the handle's identity (aftp_client_set_identity*),
+ * what the server's authorized keys list. AFTP_OK and out;
+ * AFTP_ERR_INVALID_ARGUMENT for a NULL argument; AFTP_ERR_BAD_KEY without
+ * an identity. */
+AFTP_EXTERN int aftp_client_public_key(const aftp_client *c, uint8_t out[AFTP_KEY_LEN]);
+/* A rate as people write it: "500M", "1G", "2.5g", "800000": bits per
+ * second, decimal suffixes k M G T (powers of 1000, either case), up to 9
+ * fractional digits, 1 bit/s to 1 Tbit/s. AFTP_OK and *bits_per_s
+ * (untouched otherwise), or AFTP_ERR_INVALID_ARGUMENT. Thread-safe. */
+AFTP_EXTERN int aftp_client_parse_rate(const char *text, uint64_t *bits_per_s);
 
 #ifdef __cplusplus
 }

@@ -220,6 +220,10 @@ enum aftp_log_kind {
 typedef void (*aftp_log_cb)(void *user, int kind, const char *line);
 /* cb NULL: the lines go nowhere. */
 AFTP_EXTERN int aftp_server_set_log_cb(aftp_server *s, aftp_log_cb cb, void *user);
+/* The aftp_error of the latest session that failed (what its
+ * AFTP_LOG_SESSION_FAILED line explains: read it in that callback, on the
+ * run's thread), AFTP_OK before any; NULL-safe. */
+AFTP_EXTERN int aftp_server_session_error(const aftp_server *s);
 
 /* A client as the log lines name it, into out (cap bytes, NUL-terminated,
  * cut to fit): "from ADDR:PORT", and for a client with a key

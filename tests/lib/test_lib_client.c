@@ -55,6 +55,7 @@ typedef struct test_client {
     uint8_t secret[AFTP_KEY_LEN], public_key[AFTP_KEY_LEN];
     aftp_file_event events[MAX_EVENTS];
     uint8_t names[MAX_EVENTS][64];
+    char printable_names[MAX_EVENTS][256];
     char messages[MAX_EVENTS][1024];
     size_t event_count;
     int progress_calls;
@@ -153,6 +154,9 @@ static void on_file(void *user, const aftp_file_event *ev)
         snprintf(t->messages[t->event_count], sizeof t->messages[0], "%s", ev->message);
         t->events[t->event_count].message = t->messages[t->event_count];
         t->events[t->event_count].source = NULL;
+        snprintf(t->printable_names[t->event_count], sizeof t->printable_names[0], "%s",
+                 ev->printable_name);
+        t->events[t->event_count].printable_name = t->printable_names[t->event_count];
         t->event_count++;
     }
     pthread_mutex_unlock(&t->lock);
@@ -328,6 +332,9 @@ static void assert_delivered(const test_client *t, size_t at, size_t index, cons
     assert_memory_equal(f->digest, digest, AFTP_DIGEST_LEN);
     assert_true(f->cipher == AFTP_CIPHER_AES256GCM || f->cipher == AFTP_CIPHER_CHACHA20POLY1305);
     assert_true(f->retransmitted >= 0 && f->retransmitted < 1);
+    /* the session began with the handshake, before the file's offer */
+    assert_true(f->session_seconds > 0 && f->session_seconds >= f->seconds);
+    assert_string_equal(f->printable_name, name);
 }
 
 /* One file, protected, at a fixed rate slow enough for progress calls
@@ -688,6 +695,14 @@ static void test_key_files_and_known_hosts(void **state)
     snprintf(other, sizeof other, "localhost:%u", (unsigned)e.s.port);
     assert_int_equal(aftp_client_send(c, other, files, 1), AFTP_ERR_UNKNOWN_PEER);
     assert_non_null(strstr(aftp_client_errmsg(c), "the key of localhost:"));
+    assert_int_equal(aftp_client_failure_place(c), AFTP_CLIENT_FAILED_KEYS);
+    /* known hosts that cannot be read: at the keys, the reason names the file once */
+    assert_int_equal(aftp_client_set_known_hosts_file(c, e.src_dir), AFTP_OK);
+    int rc = aftp_client_send(c, e.hp, files, 1);
+    assert_true(rc != AFTP_OK && rc != AFTP_ERR_UNKNOWN_PEER);
+    assert_int_equal(aftp_client_failure_place(c), AFTP_CLIENT_FAILED_KEYS);
+    assert_int_equal(strncmp(aftp_client_errmsg(c), "known hosts: ", 13), 0);
+    assert_non_null(strstr(aftp_client_errmsg(c), e.src_dir));
     /* a server key file is read at once */
     assert_int_equal(aftp_client_set_peer_key_file(c, pub_path), AFTP_OK);
     assert_int_equal(aftp_client_set_cipher(c, 99), AFTP_ERR_INVALID_ARGUMENT);
@@ -878,7 +893,7 @@ static void test_notice_of_datagram_cap(void **state)
     int found = 0;
     for (int i = 0; i < n.count && i < 4; i++)
         found |= strstr(n.text[i], "the receiver took datagrams of at most 1452 bytes, not "
-                                   "8952 (MTU 9000): give it an MTU of 9000 too") != NULL;
+                                   "8952 (MTU 9000): give it MTU 9000 too") != NULL;
     assert_true(found);
     env_end(&e, c);
 }
@@ -943,6 +958,167 @@ static void test_error_names(void **state)
     assert_null(aftp_error_name(1));
 }
 
+/* A pinned key that the known hosts contradict for the server fails the
+ * send before any datagram (the key changed, or the pin is wrong), as
+ * does a known-hosts file that lists the server with two keys; the place
+ * of the failure is this side. */
+static void test_pinned_key_checked_against_known_hosts(void **state)
+{
+    (void)state;
+    test_env e;
+    char kh_path[600], line[256], err[256];
+    uint8_t secret[AFTP_KEY_LEN], other[AFTP_KEY_LEN];
+    env_start(&e, 1);
+    const char *path = make_file(e.src_dir, "checked.bin", 5000, 41);
+    snprintf(kh_path, sizeof kh_path, "%s/known_hosts", e.src_dir);
+    assert_int_equal(aftp_hs_keypair(secret, other), AFTP_OK);
+    assert_int_equal(aftp_keyfile_format_public(other, NULL, line, sizeof line), AFTP_OK);
+    FILE *kh = fopen(kh_path, "w");
+    assert_non_null(kh);
+    fprintf(kh, "%s %s", e.hp, line);
+    fclose(kh);
+    aftp_client *c = client_for(&e.t, &e.s); /* pins the server's real key */
+    assert_int_equal(aftp_client_set_known_hosts_file(c, kh_path), AFTP_OK);
+    const char *files[] = {path};
+    assert_int_equal(aftp_client_send(c, e.hp, files, 1), AFTP_ERR_AUTH);
+    assert_int_equal(strncmp(aftp_client_errmsg(c), "WARNING: the key given with "
+                             "aftp_client_set_peer_key is not the one pinned for ", 75), 0);
+    assert_int_equal(aftp_client_failure_place(c), AFTP_CLIENT_FAILED_KEYS);
+    assert_int_equal(e.t.event_count, 0); /* no file was offered */
+    /* the server's key listed too: two keys for one server */
+    assert_int_equal(aftp_keyfile_known_hosts_append(kh_path, e.hp, e.s.public_key, err,
+                                                     sizeof err), AFTP_OK);
+    aftp_client *unpinned = client_for(&e.t, NULL);
+    assert_int_equal(aftp_client_set_known_hosts_file(unpinned, kh_path), AFTP_OK);
+    assert_int_equal(aftp_client_send(unpinned, e.hp, files, 1), AFTP_ERR_AUTH);
+    assert_int_equal(strncmp(aftp_client_errmsg(unpinned), "WARNING: ", 9), 0);
+    aftp_client_del(unpinned);
+    /* listed with the pinned key alone: the send goes */
+    kh = fopen(kh_path, "w");
+    assert_non_null(kh);
+    assert_int_equal(aftp_keyfile_format_public(e.s.public_key, NULL, line, sizeof line),
+                     AFTP_OK);
+    fprintf(kh, "%s %s", e.hp, line);
+    fclose(kh);
+    assert_int_equal(aftp_client_send(c, e.hp, files, 1), AFTP_OK);
+    assert_int_equal(aftp_client_failure_place(c), 0);
+    server_join(&e.s);
+    assert_delivered(&e.t, 0, 0, path, "checked.bin", 5000);
+    env_end(&e, c);
+}
+
+/* What a send would refuse at once is found without sending; where a
+ * send failed: this side (a missing source) or the session (the receiver
+ * refused the file). */
+static void test_check_send_and_failure_place(void **state)
+{
+    (void)state;
+    test_env e;
+    env_start(&e, 1);
+    aftp_client *c = client_for(&e.t, &e.s);
+    const char *bad_faux[] = {"faux:///x?1Q"}, *faux[] = {"faux:///zeros?1M"};
+    assert_int_equal(aftp_client_check_send(c, e.hp, bad_faux, 1), AFTP_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(aftp_client_errmsg(c), "bad faux source 'faux:///x?1Q'"));
+    assert_int_equal(aftp_client_check_send(c, "127.0.0.1:99999", faux, 1),
+                     AFTP_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(aftp_client_errmsg(c), "bad address '127.0.0.1:99999'"));
+    assert_int_equal(aftp_client_check_send(c, e.hp, faux, 1), AFTP_OK);
+    assert_string_equal(aftp_client_errmsg(c), "");
+    assert_int_equal(aftp_client_failure_place(c), 0); /* no send ran */
+    const char *missing[] = {"/nonexistent/aftp-lib-test"};
+    assert_int_equal(aftp_client_send(c, e.hp, missing, 1), AFTP_ERR_NOT_FOUND);
+    assert_int_equal(aftp_client_failure_place(c), AFTP_CLIENT_FAILED_LOCALLY);
+    /* a file that exists at the server: refused in the session */
+    const char *path = make_file(e.src_dir, "there.bin", 3000, 43);
+    int fd = openat(e.s.dirfd, "there.bin", O_CREAT | O_WRONLY, 0644);
+    assert_true(fd >= 0);
+    close(fd);
+    const char *files[] = {path};
+    assert_int_equal(aftp_client_send(c, e.hp, files, 1), AFTP_ERR_FILE_EXISTS);
+    assert_int_equal(aftp_client_failure_place(c), AFTP_CLIENT_FAILED_IN_SESSION);
+    server_join(&e.s);
+    env_end(&e, c);
+}
+
+/* A name that is not printable (which the server refuses) is reported
+ * printable to people: in the event and the message. */
+static void test_printable_name(void **state)
+{
+    (void)state;
+    test_env e;
+    env_start(&e, 1);
+    const char *path = make_file(e.src_dir, "a\tb.bin", 2000, 44);
+    aftp_client *c = client_for(&e.t, &e.s);
+    const char *files[] = {path};
+    assert_int_equal(aftp_client_send(c, e.hp, files, 1), AFTP_ERR_PATH_REJECTED);
+    assert_int_equal(e.t.event_count, 1);
+    assert_int_equal(e.t.events[0].type, AFTP_FILE_FAILED);
+    assert_string_equal(e.t.events[0].name, "a\tb.bin");
+    assert_string_equal(e.t.events[0].printable_name, "a\\x09b.bin");
+    assert_non_null(strstr(aftp_client_errmsg(c), "refused a\\x09b.bin"));
+    server_stop(&e.s);
+    env_end(&e, c);
+}
+
+/* A key pair as key files: the private one 0600, the public line with its
+ * comment (also returned), which is the identity's public key; never over
+ * an existing file; a comment of two lines is refused, writing nothing. */
+static void test_keygen(void **state)
+{
+    (void)state;
+    int dirfd;
+    char *dir = io_test_mkdtemp(&dirfd);
+    char path[600], pub_path[610], line[AFTP_CLIENT_KEY_LINE_MAX], text[AFTP_CLIENT_KEY_TEXT_MAX];
+    uint8_t public_key[AFTP_KEY_LEN];
+    struct stat sb;
+    snprintf(path, sizeof path, "%s/id", dir);
+    snprintf(pub_path, sizeof pub_path, "%s/id.pub", dir);
+    aftp_client *c = NULL;
+    assert_int_equal(aftp_client_new(&c), AFTP_OK);
+    assert_int_equal(aftp_client_public_key(c, public_key), AFTP_ERR_BAD_KEY);
+    assert_int_equal(aftp_client_keygen(c, path, "two\nlines", line, sizeof line),
+                     AFTP_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(aftp_client_errmsg(c), "comment"));
+    assert_int_not_equal(stat(path, &sb), 0);
+    assert_int_equal(aftp_client_keygen(c, path, "alice@example", line, 10),
+                     AFTP_ERR_BUFFER_TOO_SMALL);
+    assert_int_not_equal(stat(path, &sb), 0);
+    assert_int_equal(aftp_client_keygen(c, path, "alice@example", line, sizeof line), AFTP_OK);
+    assert_int_equal(stat(path, &sb), 0);
+    assert_int_equal(sb.st_mode & 0777, 0600);
+    size_t len = 0;
+    uint8_t *pub = read_all(pub_path, &len);
+    assert_non_null(pub);
+    pub[len] = '\0';
+    assert_string_equal((char *)pub, line);
+    free(pub);
+    assert_int_equal(aftp_client_set_identity_file(c, path), AFTP_OK);
+    assert_int_equal(aftp_client_public_key(c, public_key), AFTP_OK);
+    assert_int_equal(aftp_client_format_key(public_key, text, sizeof text), AFTP_OK);
+    assert_int_equal(strncmp(line, text, strlen(text)), 0);
+    assert_string_equal(line + strlen(text), " alice@example\n");
+    assert_int_equal(aftp_client_keygen(c, path, NULL, line, sizeof line), AFTP_ERR_FILE_EXISTS);
+    assert_string_equal(line, "");
+    aftp_client_del(c);
+    close(dirfd);
+    io_test_rmtree(dir);
+    free(dir);
+}
+
+/* Rates as people write them. */
+static void test_parse_rate(void **state)
+{
+    (void)state;
+    uint64_t bps = 7;
+    assert_int_equal(aftp_client_parse_rate("2.5g", &bps), AFTP_OK);
+    assert_int_equal(bps, 2500000000u);
+    assert_int_equal(aftp_client_parse_rate("500M", &bps), AFTP_OK);
+    assert_int_equal(bps, 500000000u);
+    assert_int_equal(aftp_client_parse_rate("12X", &bps), AFTP_ERR_INVALID_ARGUMENT);
+    assert_int_equal(bps, 500000000u);
+    assert_int_equal(aftp_client_parse_rate(NULL, &bps), AFTP_ERR_INVALID_ARGUMENT);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -961,6 +1137,11 @@ int main(void)
         cmocka_unit_test(test_trust_on_first_use),
         cmocka_unit_test(test_notice_of_datagram_cap),
         cmocka_unit_test(test_terms_of_messages),
+        cmocka_unit_test(test_pinned_key_checked_against_known_hosts),
+        cmocka_unit_test(test_check_send_and_failure_place),
+        cmocka_unit_test(test_printable_name),
+        cmocka_unit_test(test_keygen),
+        cmocka_unit_test(test_parse_rate),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

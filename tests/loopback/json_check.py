@@ -1,35 +1,52 @@
 #!/usr/bin/env python3
-"""Checks the output of `aftp send --json` against its schema (cli/JSON.md).
+"""Checks the output of `aftp send --json` or `aftp recv --json` against
+its schema (cli/JSON.md).
 
-Usage: json_check.py OUTPUT EXIT_STATUS [ERROR_NAME]
+Usage: json_check.py [--recv] OUTPUT EXIT_STATUS [ERROR_NAME]
 Every line must be one JSON object of schema version 1 with the fields its
-type requires, of their types; the objects must come in the documented
-order (start, then per file file_start, progress..., done; an error object
-exactly when the run failed; the summary last), and the exit status in the
-error and summary objects must be the process's. With ERROR_NAME, the
-error object must carry that aftp_error name. Prints what is wrong and
-exits 1, else exits 0.
+type requires (aftp send's, or with --recv aftp recv's), of their types;
+the objects must come in the documented order (start first, per file
+file_start (send), progress..., done; an error object exactly when the run
+failed; the summary last), and the exit status in the error and summary
+objects must be the process's. With ERROR_NAME, the error object must
+carry that aftp_error name. Prints what is wrong and exits 1, else exits 0.
 """
 import json
 import sys
 
 NUMBER = (int, float)
 NULLABLE_NUMBER = (int, float, type(None))
-# The fields each object type must have, and their types (cli/JSON.md).
-SCHEMA = {
-    "start": {"program": str, "version": str, "peer": str, "files": list},
-    "file_start": {"index": int, "source": str, "name": str, "size": int},
+NULLABLE_STRING = (str, type(None))
+# The fields each object type must have, and their types (cli/JSON.md):
+# the objects both programs write, then each one's own.
+COMMON = {
     "progress": {"index": int, "name": str, "size": int, "bytes_done": int,
                  "seconds": NUMBER, "goodput_bps": NUMBER, "eta_seconds": NULLABLE_NUMBER,
                  "rate_bps": int, "loss": NUMBER, "rtt_ms": NUMBER, "min_rtt_ms": NUMBER,
                  "queue_ms": NUMBER},
-    "done": {"index": int, "source": str, "name": str, "size": int, "bytes": int,
-             "seconds": NUMBER, "goodput_bps": NUMBER, "digest_algorithm": str,
-             "digest": str, "retransmitted": NUMBER, "cipher": str},
-    "error": {"code": int, "name": (str, type(None)), "message": str, "exit": int},
+    "error": {"code": int, "name": NULLABLE_STRING, "message": str, "exit": int},
     "summary": {"ok": bool, "exit": int, "files": int, "delivered": int, "bytes": int,
                 "seconds": NUMBER},
 }
+SEND = dict(COMMON, **{
+    "start": {"program": str, "version": str, "peer": str, "files": list},
+    "file_start": {"index": int, "source": str, "name": str, "size": int},
+    "done": {"index": int, "source": str, "name": str, "size": int, "bytes": int,
+             "seconds": NUMBER, "goodput_bps": NUMBER, "digest_algorithm": str,
+             "digest": str, "retransmitted": NUMBER, "cipher": str},
+})
+RECV = dict(COMMON, **{
+    "start": {"program": str, "version": str, "listen": str, "server_key": NULLABLE_STRING,
+              "fingerprint": NULLABLE_STRING},
+    "done": {"index": int, "name": str, "path": str, "root": str, "size": int, "bytes": int,
+             "seconds": NUMBER, "session_seconds": NUMBER, "goodput_bps": NUMBER,
+             "digest_algorithm": str, "digest": str, "duplicate": NUMBER, "cipher": str,
+             "client": str, "client_key": NULLABLE_STRING, "client_comment": str},
+    "session_error": {"code": int, "name": NULLABLE_STRING, "message": str},
+    "notice": {"kind": str, "message": str},
+})
+PROGRAMS = {"aftp send": SEND, "aftp recv": RECV}
+NOTICE_KINDS = {"warning", "hello_dropped"}
 CIPHERS = {"aes-256-gcm", "chacha20-poly1305", "unencrypted"}
 
 
@@ -37,11 +54,11 @@ class Bad(Exception):
     pass
 
 
-def check_fields(n, obj):
+def check_fields(n, obj, schema):
     kind = obj.get("type")
-    if obj.get("v") != 1 or kind not in SCHEMA:
+    if obj.get("v") != 1 or kind not in schema:
         raise Bad(f"line {n}: not a version 1 object of a known type: {obj}")
-    for field, types in SCHEMA[kind].items():
+    for field, types in schema[kind].items():
         if field not in obj:
             raise Bad(f"line {n}: {kind} lacks '{field}'")
         value = obj[field]
@@ -62,9 +79,13 @@ def check_values(n, obj):
             raise Bad(f"line {n}: digest {digest!r} is not 32 hex digits")
         if obj["cipher"] not in CIPHERS or obj["bytes"] != obj["size"]:
             raise Bad(f"line {n}: done with cipher {obj['cipher']!r}, bytes {obj['bytes']}")
-    if kind == "error":
+    if kind in ("error", "session_error"):
         if obj["code"] >= 0 or not obj["message"] or not obj["name"].startswith("AFTP_ERR_"):
             raise Bad(f"line {n}: error object without a failure: {obj}")
+    if kind == "notice" and (obj["kind"] not in NOTICE_KINDS or not obj["message"]):
+        raise Bad(f"line {n}: notice of an unknown kind or empty: {obj}")
+    if kind == "start" and obj["program"] not in PROGRAMS:
+        raise Bad(f"line {n}: start of an unknown program: {obj}")
 
 
 def check_order(objs, exit_status, error_name):
@@ -97,8 +118,13 @@ def check_order(objs, exit_status, error_name):
 
 
 def main():
-    path, exit_status = sys.argv[1], int(sys.argv[2])
-    error_name = sys.argv[3] if len(sys.argv) > 3 else None
+    args = sys.argv[1:]
+    schema = SEND
+    if args and args[0] == "--recv":
+        schema = RECV
+        args = args[1:]
+    path, exit_status = args[0], int(args[1])
+    error_name = args[2] if len(args) > 2 else None
     objs = []
     try:
         with open(path, encoding="utf-8") as f:
@@ -109,7 +135,9 @@ def main():
                     raise Bad(f"line {n} is not JSON ({e}): {line!r}")
                 if not isinstance(obj, dict):
                     raise Bad(f"line {n} is not an object: {line!r}")
-                check_fields(n, obj)
+                check_fields(n, obj, schema)
+                if obj["type"] == "start" and PROGRAMS.get(obj["program"]) is not schema:
+                    raise Bad(f"line {n}: start of {obj['program']}, not the program checked")
                 check_values(n, obj)
                 objs.append(obj)
         check_order(objs, exit_status, error_name)

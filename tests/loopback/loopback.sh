@@ -143,18 +143,32 @@ print(s.getsockname()[1], flush=True); time.sleep(60)' >"$WORK/silent.port" &
     PORT=$(cat "$WORK/silent.port")
 }
 
-# check_json FILE STATUS [ERROR_NAME]: FILE holds what aftp send --json wrote
-# on stdout, which json_check.py holds to the schema of cli/JSON.md for a
-# run that exited with STATUS (and failed with ERROR_NAME).
-check_json() {
-    local out=$1
-    shift
-    command -v python3 >/dev/null || { echo "SKIP: python3 needed to parse JSON"; exit 77; }
-    python3 "$(dirname "$0")/json_check.py" "$out" "$@" >"$WORK/json_check.out" ||
-        fail "aftp send --json: $(cat "$WORK/json_check.out")"
+# send_as_stranger LOG: a client with a key of its own (src.bin, 5000
+# bytes), which the receiver does not authorize: aftp send exits 8, and the
+# receiver's LOG says "refused client" (waited for); sets SEND_KEYS to it.
+send_as_stranger() {
+    "$AFTP" keygen -f "$KEYS/stranger" -C stranger >/dev/null
+    make_file src.bin 5000
+    SEND_KEYS=(--identity "$KEYS/stranger" --peer-key "$KEYS/recv.pub")
+    send "$WORK/src.bin"
+    expect_rc "aftp send as a stranger" "$SEND_RC" 8
+    for _ in $(seq 200); do
+        grep -qF "refused client from 127.0.0.1:" "$1" && break
+        sleep 0.05
+    done
 }
 
-# The value of a field of the first object of a type in aftp send --json's output.
+# check_json [--recv] FILE STATUS [ERROR_NAME]: FILE holds what aftp send
+# --json (aftp recv --json) wrote on stdout, which json_check.py holds to
+# the schema of cli/JSON.md for a run that exited with STATUS (and failed
+# with ERROR_NAME).
+check_json() {
+    command -v python3 >/dev/null || { echo "SKIP: python3 needed to parse JSON"; exit 77; }
+    python3 "$(dirname "$0")/json_check.py" "$@" >"$WORK/json_check.out" ||
+        fail "--json: $(cat "$WORK/json_check.out")"
+}
+
+# The value of a field of the first object of a type in --json's output.
 json_field() { # file, type, field
     python3 -c 'import json,sys
 for line in open(sys.argv[1]):
@@ -589,20 +603,12 @@ wrong_peer_key)
     stop_recv
     expect_nothing_delivered ;;
 unauthorized_client)
-    "$AFTP" keygen -f "$KEYS/stranger" -C stranger >/dev/null
-    make_file src.bin 5000
     start_recv --once
-    SEND_KEYS=(--identity "$KEYS/stranger" --peer-key "$KEYS/recv.pub")
-    send "$WORK/src.bin"
-    expect_rc "aftp send" "$SEND_RC" 8
+    send_as_stranger "$WORK/recv.err"
     grep -qF "not authorized there (add the line '$(key_of "$KEYS/stranger.pub")' to its authorized keys)" \
         "$WORK/send.err" || fail "the sender's error does not name its key"
     # The refusal is logged with the key and does not end a --once server:
     # the authorized client is still served.
-    for _ in $(seq 200); do
-        grep -qF "refused client from 127.0.0.1:" "$WORK/recv.err" && break
-        sleep 0.05
-    done
     grep -qF "its key is not authorized (add the line '$(key_of "$KEYS/stranger.pub")'" "$WORK/recv.err" ||
         fail "receiver did not log the refused key"
     expect_nothing_delivered
@@ -787,7 +793,12 @@ known_hosts)
     wait_recv
     expect_rc "aftp send" "$SEND_RC" 0
     expect_rc "aftp recv" "$RECV_RC" 0
-    cmp -s "$WORK/src.bin" "$WORK/dst/src.bin" || fail "received file differs" ;;
+    cmp -s "$WORK/src.bin" "$WORK/dst/src.bin" || fail "received file differs"
+    # known hosts that cannot be read are a key problem (exit 8), named once
+    SEND_KEYS=(--identity "$KEYS/send" --known-hosts "$WORK/dst")
+    send "$WORK/src.bin"
+    expect_rc "aftp send with a directory for known hosts" "$SEND_RC" 8
+    expect_text "$WORK/send.err" "^aftp: error: known hosts: $WORK/dst: not a regular file" ;;
 known_hosts_changed)
     # The pinned key and the one given disagree, or the known hosts list two
     # keys for the host: a loud refusal, nothing sent.
@@ -1130,6 +1141,64 @@ json_digest_lie)
     expect_rc "aftp send --json" "$SEND_RC" 6
     check_json "$WORK/send.out" 6 AFTP_ERR_DIGEST_MISMATCH
     ! grep -q '"type":"done"' "$WORK/send.out" || fail "a done object for an unverified file" ;;
+# ---- aftp recv --json: every line an object of cli/JSON.md's schema ----
+json_recv_ok)
+    # 3 MiB at 24 Mbit/s: several progress objects, then the receipt
+    make_file src.bin $((3 << 20))
+    start_recv --once --json
+    send "$WORK/src.bin" --policy fixed --rate 24M
+    wait_recv
+    expect_rc "aftp send" "$SEND_RC" 0
+    expect_rc "aftp recv --json" "$RECV_RC" 0
+    check_json --recv "$WORK/recv.out" 0
+    [ "$(grep -c '"type":"progress"' "$WORK/recv.out")" -ge 2 ] || fail "fewer than 2 progress objects"
+    ! grep -q '^received ' "$WORK/recv.out" || fail "the human summary line is on stdout with --json"
+    digest=$(grep -o 'xxh3-128 [0-9a-f]*' "$WORK/send.out" | cut -d' ' -f2)
+    [ "$(json_field "$WORK/recv.out" done digest)" = "$digest" ] || fail "done has another digest than the sender's"
+    [ "$(json_field "$WORK/recv.out" done client_key)" = "$(key_of "$KEYS/send.pub")" ] || fail "done names another client key"
+    [ "$(json_field "$WORK/recv.out" done client_comment)" = sender ] || fail "done lacks the client's comment"
+    [ "$(json_field "$WORK/recv.out" done cipher)" = "$(auto_cipher)" ] || fail "done names another cipher"
+    [ "$(json_field "$WORK/recv.out" start server_key)" = "$(key_of "$KEYS/recv.pub")" ] || fail "start names another server key"
+    [ "$(json_field "$WORK/recv.out" start listen)" = "127.0.0.1:$PORT" ] || fail "start names another address"
+    expect_text "$WORK/recv.out" '"fingerprint":"SHA256:[A-Za-z0-9+/]{43}"' ;;
+json_recv_usage)
+    "$AFTP" recv --json --dir "$WORK/dst" >"$WORK/recv.out" 2>"$WORK/recv.err"
+    expect_rc "aftp recv --json without --listen" $? 2
+    check_json --recv "$WORK/recv.out" 2 AFTP_ERR_INVALID_ARGUMENT
+    expect_text "$WORK/recv.out" '"message":"recv needs --listen' ;;
+json_recv_refused)
+    # A name the receiver's path rules reject: the session fails with its
+    # code, and --once ends the run with it.
+    start_recv --once --json
+    printf 'x' >"$WORK/$(printf 'a\tb')"
+    send "$WORK/$(printf 'a\tb')"
+    wait_recv
+    expect_rc "aftp send of a name with a tab" "$SEND_RC" 5
+    expect_rc "aftp recv --json --once" "$RECV_RC" 5
+    check_json --recv "$WORK/recv.out" 5 AFTP_ERR_PATH_REJECTED
+    [ "$(json_field "$WORK/recv.out" session_error name)" = AFTP_ERR_PATH_REJECTED ] ||
+        fail "no session_error for the rejected path"
+    expect_nothing_delivered ;;
+json_recv_unauthorized)
+    # A client whose key is not authorized: said as it happens, and the
+    # server goes on serving until SIGTERM ends it (exit 0).
+    start_recv --json
+    send_as_stranger "$WORK/recv.out"
+    stop_recv
+    expect_rc "aftp recv --json stopped" "$RECV_RC" 0
+    check_json --recv "$WORK/recv.out" 0
+    grep -F "refused client from 127.0.0.1:" "$WORK/recv.out" | grep -qF "$(key_of "$KEYS/stranger.pub")" ||
+        fail "no object names the refused key"
+    expect_nothing_delivered ;;
+json_recv_busy_port)
+    start_recv
+    "$AFTP" recv --json --listen "127.0.0.1:$PORT" --dir "$WORK/dst" "${RECV_KEYS[@]}" \
+        >"$WORK/second.out" 2>"$WORK/second.err"
+    expect_rc "a second aftp recv --json on the port" $? 4
+    check_json --recv "$WORK/second.out" 4 AFTP_ERR_NETWORK
+    ! grep -q '"type":"start"' "$WORK/second.out" || fail "a start object of a server that never listened"
+    expect_fixed "$WORK/second.out" "address in use"
+    stop_recv ;;
 # ---- the serving receiver: its clients, its port, its destination ----
 serve_outlives_clients)
     # A receiver serving without --once outlives a client that cancels
@@ -1200,6 +1269,10 @@ busy_port)
             >/dev/null 2>"$WORK/second.err"
         expect_rc "a second aftp recv on $addr:$PORT" $? 4
         expect_text "$WORK/second.err" "^aftp: error: cannot listen on ${addr//./\\.}:$PORT: address in use \(another program holds this port, perhaps another 'aftp recv'"
+        # the port is found busy first: the key lines of a server that
+        # never ran would mislead
+        ! grep -q "server key\|server fingerprint" "$WORK/second.err" ||
+            fail "a receiver that could not listen printed its key"
     done
     make_file src.bin 70000
     send "$WORK/src.bin"
