@@ -56,6 +56,7 @@ typedef struct aftp_cli_summary {
     const uint8_t *digest;
     int cipher;          /* enum aftp_cipher_choice */
     const char *peer;    /* appended after ", ", or NULL */
+    uint64_t rate_cap_bps; /* the receiver's rate cap on the session, bits/s; 0: none */
 } aftp_cli_summary;
 void aftp_cli_summary_print(const aftp_cli_summary *s);
 /* The share of duplicate packets among those received, in percent. */

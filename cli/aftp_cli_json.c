@@ -180,6 +180,7 @@ void aftp_cli_json_file(FILE *out, const aftp_file_event *ev)
         put_digest(out, ev->digest);
         put_field_number(out, "retransmitted", ev->retransmitted);
         put_field_string(out, "cipher", aftp_cli_cipher_name(ev->cipher));
+        put_field_u64(out, "rate_cap_bps", ev->rate_cap_bps);
     }
     end(out);
 }
@@ -239,6 +240,7 @@ void aftp_cli_json_receipt(FILE *out, const aftp_cli_json_recv_file *f)
     put_digest(out, r->digest);
     put_field_number(out, "duplicate", f->duplicate);
     put_field_string(out, "cipher", aftp_cli_cipher_name(r->cipher));
+    put_field_u64(out, "rate_cap_bps", r->rate_cap_bps);
     put_field_string(out, "client", f->client_address);
     put_field_string_or_null(out, "client_key", f->client_key);
     put_field_string(out, "client_comment", r->client->comment);

@@ -111,6 +111,17 @@ static void show_server_key(const recv_app *ra, const char *listening)
                              ra->have_key ? fingerprint : NULL);
 }
 
+/* The --json notice kind of a server's log line that is not a failure. */
+static const char *notice_kind(int kind)
+{
+    switch (kind) {
+    case AFTP_LOG_WARNING: return "warning";
+    case AFTP_LOG_HELLO_DROPPED: return "hello_dropped";
+    case AFTP_LOG_RATE_CAP: return "rate_cap";
+    default: return "notice";
+    }
+}
+
 static void on_log(void *user, int kind, const char *line)
 {
     recv_app *ra = user;
@@ -121,17 +132,19 @@ static void on_log(void *user, int kind, const char *line)
         notice(ra, "%s", line);
         return;
     }
-    if (kind == AFTP_LOG_WARNING)
+    int failure = kind == AFTP_LOG_SESSION_FAILED || kind == AFTP_LOG_HELLO_DROPPED;
+    if (failure)
+        aftp_cli_error("%s", line);
+    else if (kind == AFTP_LOG_WARNING)
         notice(ra, "warning: %s", line);
     else
-        aftp_cli_error("%s", line);
+        notice(ra, "%s", line);
     if (ra->out.json == NULL)
         return;
     if (kind == AFTP_LOG_SESSION_FAILED)
         aftp_cli_json_session_error(ra->out.json, aftp_server_session_error(ra->server), line);
     else
-        aftp_cli_json_notice(ra->out.json, kind == AFTP_LOG_WARNING ? "warning" : "hello_dropped",
-                             line);
+        aftp_cli_json_notice(ra->out.json, notice_kind(kind), line);
 }
 
 static void on_progress(void *user, const aftp_progress *p)
@@ -193,7 +206,7 @@ static void on_receipt(void *user, const aftp_receipt *r)
                        ? (double)(r->end_unix_ns - r->connected_unix_ns) / 1e9
                        : 0,
         .repeated_pct = aftp_cli_duplicate_pct(r->duplicate_packets, r->packets_received),
-        .digest = r->digest, .cipher = r->cipher, .peer = peer};
+        .digest = r->digest, .cipher = r->cipher, .peer = peer, .rate_cap_bps = r->rate_cap_bps};
     aftp_cli_summary_print(&s);
 }
 

@@ -121,10 +121,13 @@ void aftp_cli_summary_print(const aftp_cli_summary *s)
     char hex[2 * AFTP_DIGEST_LEN + 1];
     for (int i = 0; i < AFTP_DIGEST_LEN; i++)
         snprintf(hex + 2 * i, 3, "%02x", s->digest[i]);
-    printf("%s %s: %llu bytes in %.3f s, %.1f Mbit/s goodput, %.2f%% %s, xxh3-128 %s, %s%s%s\n",
+    char cap[48] = "";
+    if (s->rate_cap_bps)
+        snprintf(cap, sizeof cap, ", rate cap %.1f Mbit/s", (double)s->rate_cap_bps / 1e6);
+    printf("%s %s: %llu bytes in %.3f s, %.1f Mbit/s goodput, %.2f%% %s, xxh3-128 %s, %s%s%s%s\n",
            s->sender ? "sent" : "received", s->name, (unsigned long long)s->size, s->seconds,
            mbit, s->repeated_pct, s->sender ? "retransmitted" : "duplicate", hex,
-           aftp_cli_cipher_name(s->cipher), s->peer ? ", " : "", s->peer ? s->peer : "");
+           aftp_cli_cipher_name(s->cipher), s->peer ? ", " : "", s->peer ? s->peer : "", cap);
     fflush(stdout);
 }
 

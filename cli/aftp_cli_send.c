@@ -159,7 +159,7 @@ static void on_file(void *user, const aftp_file_event *ev)
     aftp_cli_summary s = {.sender = 1, .name = ev->printable_name, .size = ev->size,
                           .seconds = ev->session_seconds,
                           .repeated_pct = 100.0 * ev->retransmitted, .digest = ev->digest,
-                          .cipher = ev->cipher};
+                          .cipher = ev->cipher, .rate_cap_bps = ev->rate_cap_bps};
     aftp_cli_summary_print(&s);
 }
 

@@ -33,7 +33,7 @@ SEND = dict(COMMON, **{
     "file_start": {"index": int, "source": str, "name": str, "size": int},
     "done": {"index": int, "source": str, "name": str, "size": int, "bytes": int,
              "seconds": NUMBER, "goodput_bps": NUMBER, "digest_algorithm": str,
-             "digest": str, "retransmitted": NUMBER, "cipher": str},
+             "digest": str, "retransmitted": NUMBER, "cipher": str, "rate_cap_bps": int},
 })
 RECV = dict(COMMON, **{
     "start": {"program": str, "version": str, "listen": str, "server_key": NULLABLE_STRING,
@@ -41,12 +41,13 @@ RECV = dict(COMMON, **{
     "done": {"index": int, "name": str, "path": str, "root": str, "size": int, "bytes": int,
              "seconds": NUMBER, "session_seconds": NUMBER, "goodput_bps": NUMBER,
              "digest_algorithm": str, "digest": str, "duplicate": NUMBER, "cipher": str,
+             "rate_cap_bps": int,
              "client": str, "client_key": NULLABLE_STRING, "client_comment": str},
     "session_error": {"code": int, "name": NULLABLE_STRING, "message": str},
     "notice": {"kind": str, "message": str},
 })
 PROGRAMS = {"aftp send": SEND, "aftp recv": RECV}
-NOTICE_KINDS = {"warning", "hello_dropped"}
+NOTICE_KINDS = {"warning", "hello_dropped", "rate_cap"}
 CIPHERS = {"aes-256-gcm", "chacha20-poly1305", "unencrypted"}
 
 
