@@ -15,7 +15,7 @@
 
 enum {
     KEY = AFTP_KEYFILE_KEY_LEN,
-    B64_LEN = 44,             /* base64 of 32 bytes, padded */
+    B64_LEN = AFTP_KEYFILE_B64_LEN,
     PRIVATE_FILE_MAX = 128    /* the one line of a private key file, with room to spare */
 };
 
@@ -87,19 +87,10 @@ static int next_line(lines *it, span *line)
     return 1;
 }
 
-/* Why a line cannot be read at all (too long, control bytes), or NULL. */
+/* Why a line cannot be read at all (aftp_keyfile_line_problem), or NULL. */
 static const char *line_problem(span line, int *code)
 {
-    *code = AFTP_ERR_LIMIT;
-    if (line.n > AFTP_KEYFILE_MAX_LINE)
-        return "line too long";
-    *code = AFTP_ERR_BAD_KEY;
-    for (size_t i = 0; i < line.n; i++) {
-        unsigned char c = (unsigned char)line.p[i];
-        if ((c < 0x20 && c != '\t') || c == 0x7f)
-            return "control character";
-    }
-    return NULL;
+    return aftp_keyfile_line_problem(line.p, line.n, code);
 }
 
 static int is_skipped(span line)
@@ -135,50 +126,6 @@ static const char *parse_public_fields(span rest, uint8_t *key, span *comment)
             comment->n--;
     }
     return why;
-}
-
-static void encode_key(const uint8_t *key, char *b64)
-{
-    sodium_bin2base64(b64, B64_LEN + 1, key, KEY, sodium_base64_VARIANT_ORIGINAL);
-}
-
-static int comment_ok(const char *comment)
-{
-    int code;
-    return comment == NULL || line_problem((span){comment, strlen(comment)}, &code) == NULL;
-}
-
-int aftp_keyfile_format_public(const uint8_t *key, const char *comment, char *out, size_t cap)
-{
-    char b64[B64_LEN + 1];
-    if (!comment_ok(comment))
-        return AFTP_ERR_INVALID_ARGUMENT;
-    encode_key(key, b64);
-    int n = snprintf(out, cap, "%s %s%s%s\n", AFTP_KEYFILE_PUBLIC_TAG, b64,
-                     comment != NULL && *comment ? " " : "", comment != NULL ? comment : "");
-    if (n < 0 || (size_t)n >= cap)
-        return AFTP_ERR_BUFFER_TOO_SMALL;
-    return (size_t)n - 1 > AFTP_KEYFILE_MAX_LINE ? AFTP_ERR_LIMIT : AFTP_OK;
-}
-
-void aftp_keyfile_key_text(const uint8_t *key, char *out, size_t cap)
-{
-    if (aftp_keyfile_format_public(key, NULL, out, cap) != AFTP_OK) {
-        snprintf(out, cap, "(unprintable key)");
-        return;
-    }
-    out[strcspn(out, "\n")] = '\0';
-}
-
-void aftp_keyfile_fingerprint(const uint8_t *key, char *out, size_t cap)
-{
-    uint8_t hash[crypto_hash_sha256_BYTES];
-    char b64[sodium_base64_ENCODED_LEN(crypto_hash_sha256_BYTES,
-                                       sodium_base64_VARIANT_ORIGINAL_NO_PADDING)];
-    crypto_hash_sha256(hash, key, KEY);
-    sodium_bin2base64(b64, sizeof b64, hash, sizeof hash,
-                      sodium_base64_VARIANT_ORIGINAL_NO_PADDING);
-    snprintf(out, cap, "SHA256:%s", b64);
 }
 
 int aftp_keyfile_parse_public(const char *line, size_t len, uint8_t *key, char *err,
@@ -263,7 +210,7 @@ static int write_new_file(const char *path, mode_t mode, const char *text, size_
 int aftp_keyfile_write_private(const char *path, const uint8_t *secret, char *err, size_t err_len)
 {
     char text[PRIVATE_FILE_MAX], b64[B64_LEN + 1];
-    encode_key(secret, b64);
+    aftp_keyfile_base64(secret, b64);
     int n = snprintf(text, sizeof text, "%s %s\n", AFTP_KEYFILE_PRIVATE_TAG, b64);
     int rc = write_new_file(path, 0600, text, (size_t)n, err, err_len);
     sodium_memzero(text, sizeof text);
@@ -459,31 +406,6 @@ int aftp_keyfile_authorized_load(const char *path, aftp_keyfile_list *out, char 
         rc = aftp_keyfile_authorized_parse(path, text, len, out, err, err_len);
     free(text);
     return rc;
-}
-
-int aftp_keyfile_list_contains(const aftp_keyfile_list *list, const uint8_t *key)
-{
-    int found = 0;
-    for (size_t i = 0; i < list->count; i++)
-        found |= sodium_memcmp(list->keys[i], key, KEY) == 0;
-    return found;
-}
-
-const char *aftp_keyfile_list_comment(const aftp_keyfile_list *list, const uint8_t *key)
-{
-    for (size_t i = 0; i < list->count; i++)
-        if (sodium_memcmp(list->keys[i], key, KEY) == 0)
-            return list->comments != NULL ? list->comments[i] : "";
-    return NULL;
-}
-
-void aftp_keyfile_list_free(aftp_keyfile_list *list)
-{
-    for (size_t i = 0; list->comments != NULL && i < list->count; i++)
-        free(list->comments[i]);
-    free(list->comments);
-    free(list->keys);
-    *list = (aftp_keyfile_list){NULL, 0, NULL};
 }
 
 /* ---- known hosts ---- */

@@ -1,8 +1,10 @@
 /*
- * Key files: the text forms of aftp's X25519 keys, the files that hold
- * them, the server's authorized-keys list and the client's known-hosts
- * list. Formats (one key per line, '#' starts a comment line, blank lines
- * are ignored in lists):
+ * Key files: the files that hold aftp's X25519 keys, the server's
+ * authorized keys and the client's known hosts, read into and written from
+ * the pure half of this module (common/aftp_keyfile_text.h: the text of
+ * one key, and the list an authorized-keys file yields, which the server's
+ * admission consults). Formats (one key per line, '#' starts a comment
+ * line, blank lines are ignored in lists):
  *
  *   private key file   aftp-private-key <base64 of the 32-byte secret>
  *   public key         aftp-x25519 <base64 of the 32-byte key> [comment]
@@ -28,27 +30,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define AFTP_KEYFILE_KEY_LEN 32u
-#define AFTP_KEYFILE_PRIVATE_TAG "aftp-private-key"
-#define AFTP_KEYFILE_PUBLIC_TAG "aftp-x25519"
-#define AFTP_KEYFILE_MAX_LINE 1024u         /* bytes per line, newline excluded */
+#include "common/aftp_keyfile_text.h"
+
 #define AFTP_KEYFILE_MAX_KEYS 10000u        /* entries per list */
 #define AFTP_KEYFILE_MAX_SIZE (4u << 20)    /* bytes per list file */
 #define AFTP_KEYFILE_MAX_HOST 255u          /* "host:port" */
 
-/* ---- text forms ---- */
+/* ---- text forms (the others: aftp_keyfile_text.h) ---- */
 
-/* "aftp-x25519 <base64>[ comment]\n" into out (NUL-terminated). The
- * comment (may be NULL) must be printable, one line. */
-int aftp_keyfile_format_public(const uint8_t *key, const char *comment, char *out, size_t cap);
-/* "aftp-x25519 <base64>" of a key: one line without a newline, for
- * messages ("(unprintable key)" if it cannot be formatted). */
-void aftp_keyfile_key_text(const uint8_t *key, char *out, size_t cap);
-/* "SHA256:<base64>" (SHA-256 of the 32 key bytes, unpadded base64, as ssh
- * shows host keys; spec Appendix B.3): the short form users compare out of
- * band. */
-#define AFTP_KEYFILE_FINGERPRINT_MAX 56u
-void aftp_keyfile_fingerprint(const uint8_t *key, char *out, size_t cap);
 /* One public key line (no newline; len bytes, not NUL-terminated). */
 int aftp_keyfile_parse_public(const char *line, size_t len, uint8_t *key, char *err,
                               size_t err_len);
@@ -67,14 +56,6 @@ int aftp_keyfile_read_public(const char *path, uint8_t *key, char *err, size_t e
 
 /* ---- authorized keys (server) ---- */
 
-typedef struct aftp_keyfile_list {
-    uint8_t (*keys)[AFTP_KEYFILE_KEY_LEN];
-    size_t count;
-    /* comments[i]: the comment of keys[i]'s line, "" when none (parsed
-     * lists only; NULL in a list built by hand) */
-    char **comments;
-} aftp_keyfile_list;
-
 /* Parses text (len bytes) named `name` in messages; on success *out owns
  * an allocation (aftp_keyfile_list_free). A malformed line fails the whole
  * list: a typo must not silently drop a key. */
@@ -82,12 +63,6 @@ int aftp_keyfile_authorized_parse(const char *name, const char *text, size_t len
                                   aftp_keyfile_list *out, char *err, size_t err_len);
 int aftp_keyfile_authorized_load(const char *path, aftp_keyfile_list *out, char *err,
                                  size_t err_len);
-/* Non-zero when key is in the list (constant-time comparison per entry). */
-int aftp_keyfile_list_contains(const aftp_keyfile_list *list, const uint8_t *key);
-/* The comment of key's line (the first that lists it): "" when it has
- * none, or the list has no comments; NULL when key is not listed. */
-const char *aftp_keyfile_list_comment(const aftp_keyfile_list *list, const uint8_t *key);
-void aftp_keyfile_list_free(aftp_keyfile_list *list);
 
 /* ---- known hosts (client) ---- */
 
