@@ -1,16 +1,17 @@
-#include "aftp_admit.h"
+/* The server's admission by key (aftp_admit.h). */
+#include "door/aftp_admit.h"
 
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-
-void aftp_admit_init(aftp_admit *a, const aftp_keyfile_list *keys, const uint8_t *psk)
+void aftp_admit_init(aftp_admit *a, const aftp_keyfile_list *keys, const uint8_t *psk,
+                     aftp_admit_clock wall_clock)
 {
     memset(a, 0, sizeof *a);
     a->keys = keys;
+    a->wall_clock = wall_clock;
     if (psk != NULL)
         memcpy(a->psk, psk, AFTP_KEY_LEN);
 }
@@ -117,18 +118,10 @@ static int refuse(aftp_admit *a, const uint8_t *key, int kind, uint64_t ts_ns, u
     return AFTP_ERR_REPLAY;
 }
 
-/* The handshake's timestamps are Unix time: so is the bound on them. */
-static uint64_t wall_clock_ns(void)
+int aftp_admit_check_timestamp(aftp_admit *a, const uint8_t *client_key, const uint8_t *ts,
+                               uint64_t now_ns)
 {
-    struct timespec t;
-    clock_gettime(CLOCK_REALTIME, &t);
-    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
-
-static int admit_check_timestamp(void *user, const uint8_t *client_key, const uint8_t *ts)
-{
-    aftp_admit *a = user;
-    uint64_t ts_ns = aftp_hs_timestamp_ns(ts), now_ns = wall_clock_ns(), bound = 0;
+    uint64_t ts_ns = aftp_hs_timestamp_ns(ts), bound = 0;
     if (ts_ns > now_ns + AFTP_ADMIT_MAX_AHEAD_NS)
         return refuse(a, client_key, AFTP_ADMIT_AHEAD, ts_ns, now_ns, 0);
     aftp_admit_seen *e = find_seen(a, client_key);
@@ -144,6 +137,13 @@ static int admit_check_timestamp(void *user, const uint8_t *client_key, const ui
     remember(e, ts_ns, now_ns);
     e->last_use = ++a->clock;
     return AFTP_OK;
+}
+
+/* The handshake's timestamps are Unix time: so is the clock the policy asks. */
+static int policy_check_timestamp(void *user, const uint8_t *client_key, const uint8_t *ts)
+{
+    aftp_admit *a = user;
+    return aftp_admit_check_timestamp(a, client_key, ts, a->wall_clock.now_ns(a->wall_clock.user));
 }
 
 static double seconds(uint64_t ns)
@@ -180,7 +180,7 @@ void aftp_admit_explain(const aftp_admit *a, char *buf, size_t cap)
 
 aftp_peer_policy aftp_admit_policy(aftp_admit *a)
 {
-    aftp_peer_policy p = {.lookup = admit_lookup, .check_timestamp = admit_check_timestamp,
+    aftp_peer_policy p = {.lookup = admit_lookup, .check_timestamp = policy_check_timestamp,
                           .user = a};
     return p;
 }

@@ -19,6 +19,14 @@
  * once, instead of being refused until its clock catches up with the
  * future it once sent (spec section 14.2.4).
  *
+ * Sans-I/O: the server's wall clock (Unix time, as the handshake's
+ * timestamps are) comes in, never read here. The engine's policy callback
+ * (aftp_peer_policy.check_timestamp) carries no time, so the admit holds
+ * a clock callback (aftp_admit_clock) that its policy asks once per
+ * timestamp: the server's driver gives one that reads the wall clock
+ * (io/run/aftp_wallclock.h), tests a virtual one they set.
+ * aftp_admit_check_timestamp takes the time as an argument.
+ *
  * Every refusal is recorded (aftp_admit.refusal) so the server can tell
  * its operator why a client was turned away: aftp_admit_explain.
  *
@@ -36,7 +44,7 @@
 
 #include "aftp/aftp_engine.h"
 #include "common/aftp_handshake.h"
-#include "aftp_keyfile.h"
+#include "common/aftp_keyfile_text.h"
 
 #define AFTP_ADMIT_MAX_CLIENTS 4096u
 #define AFTP_ADMIT_RECENT 16u                         /* timestamps kept per client */
@@ -54,7 +62,7 @@ typedef struct aftp_admit_seen {
     uint64_t floor_ns;                   /* latest timestamp forgotten from `recent` */
     uint64_t recent[AFTP_ADMIT_RECENT];  /* accepted timestamps, unordered */
     unsigned recent_count;
-    uint64_t last_use; /* admit->clock when last updated: eviction order */
+    uint64_t last_use; /* aftp_admit.clock when last updated: eviction order */
 } aftp_admit_seen;
 
 /* Why a timestamp was refused. */
@@ -74,12 +82,19 @@ typedef struct aftp_admit_refusal {
     uint64_t bound_ns;  /* OLD: what it had to exceed */
 } aftp_admit_refusal;
 
+/* The server's wall clock: Unix time in ns. */
+typedef struct aftp_admit_clock {
+    uint64_t (*now_ns)(void *user);
+    void *user;
+} aftp_admit_clock;
+
 typedef struct aftp_admit {
     const aftp_keyfile_list *keys; /* borrowed: the authorized keys (NULL: any) */
     uint8_t psk[AFTP_KEY_LEN];     /* zeros: none */
     aftp_admit_seen *seen;
     size_t seen_count, seen_cap;
-    uint64_t clock;
+    aftp_admit_clock wall_clock;
+    uint64_t clock; /* counts updates of `seen`: its eviction order */
     /* the latest key refused, so the server can show it to its operator */
     uint8_t rejected[AFTP_KEY_LEN];
     int have_rejected;
@@ -88,11 +103,20 @@ typedef struct aftp_admit {
 
 /* keys is borrowed for the admit's lifetime (NULL: every key is admitted,
  * for a server whose own admission hook decides, aftp_serve_opts.admit);
- * psk (AFTP_KEY_LEN bytes, or NULL) is copied and applies to every client. */
-void aftp_admit_init(aftp_admit *a, const aftp_keyfile_list *keys, const uint8_t *psk);
+ * psk (AFTP_KEY_LEN bytes, or NULL) is copied and applies to every client;
+ * wall_clock is what the policy asks for the time of each timestamp. */
+void aftp_admit_init(aftp_admit *a, const aftp_keyfile_list *keys, const uint8_t *psk,
+                     aftp_admit_clock wall_clock);
 /* Wipes the psk, frees the table. */
 void aftp_admit_fini(aftp_admit *a);
-/* The policy for aftp_security_settings.peers (user = a). */
+/* The replay and clock rules above for client_key's handshake timestamp
+ * ts (AFTP_HS_TIMESTAMP_LEN bytes) at the server's wall clock now_ns:
+ * AFTP_OK (remembered), AFTP_ERR_REPLAY (a->refusal says why), or
+ * AFTP_ERR_NO_MEMORY. */
+int aftp_admit_check_timestamp(aftp_admit *a, const uint8_t *client_key, const uint8_t *ts,
+                               uint64_t now_ns);
+/* The policy for aftp_security_settings.peers (user = a): its
+ * check_timestamp is aftp_admit_check_timestamp at a->wall_clock's time. */
 aftp_peer_policy aftp_admit_policy(aftp_admit *a);
 /* The latest timestamp refusal in words, with its figures, for the
  * server's log: "its handshake timestamp is 3600.0 s ahead of this

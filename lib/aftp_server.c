@@ -15,7 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "aftp_admit.h"
+#include "door/aftp_admit.h"
 #include "aftp_drive.h"
 #include "aftp_handle.h"
 #include "aftp_meter.h"
@@ -25,6 +25,7 @@
 #include "aftp_store.h"
 #include "common/aftp_handshake.h"
 #include "aftp_keyfile.h"
+#include "aftp_wallclock.h"
 #include "common/aftp_session.h"
 #include "proto/aftp_wire.h"
 
@@ -627,7 +628,7 @@ static int prepare_security(aftp_server *s, aftp_security_settings *sec)
                     "this server admits nobody: give authorized keys with at least one key "
                     "(aftp_server_set_authorized_keys_file) or an admission callback");
     aftp_admit_init(&s->admit, s->authorized_path[0] ? &s->authorized : NULL,
-                    s->secrets->have_psk ? s->secrets->psk : NULL);
+                    s->secrets->have_psk ? s->secrets->psk : NULL, aftp_wallclock());
     sec->identity = s->secrets->identity;
     sec->peers = aftp_admit_policy(&s->admit);
     return AFTP_OK;

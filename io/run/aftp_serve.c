@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "aftp_admit.h"
+#include "door/aftp_admit.h"
 #include "aftp_drive.h"
 #include "aftp_parse.h"
 #include "aftp_path.h"

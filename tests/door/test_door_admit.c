@@ -1,22 +1,42 @@
-/* The server's admission policy (io/run/aftp_admit.h): authorized keys, the
+/* The server's admission by key (door/aftp_admit.h): authorized keys, the
  * pre-shared key, and the per-client handshake timestamps that reject
- * replayed HELLOs, with a bounded table. */
+ * replayed HELLOs, with a bounded table, on a virtual wall clock the tests
+ * set (the policy asks it once per timestamp). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
-#include <time.h>
 
 #include <cmocka.h>
 
-#include "aftp_admit.h"
+#include "door/aftp_admit.h"
 #include "common/aftp_handshake.h"
 
 /* Two authorized keys (0x01.., 0x02..), one stranger (0x03..). */
 static uint8_t keys[2][AFTP_KEY_LEN];
 static uint8_t stranger[AFTP_KEY_LEN];
 static aftp_keyfile_list list = {keys, 2, NULL};
+
+#define SECOND UINT64_C(1000000000)
+#define T0 (UINT64_C(1700000000) * SECOND) /* the server's clock, unless a test moves it */
+
+/* The server's wall clock, as the policy asks it: set by the tests. */
+static uint64_t wall_ns;
+
+static uint64_t virtual_clock(void *user)
+{
+    (void)user;
+    return wall_ns;
+}
+
+/* An admit on the virtual clock, set to T0. */
+static aftp_peer_policy start(aftp_admit *a, const uint8_t *psk)
+{
+    wall_ns = T0;
+    aftp_admit_init(a, &list, psk, (aftp_admit_clock){.now_ns = virtual_clock});
+    return aftp_admit_policy(a);
+}
 
 static int setup(void **state)
 {
@@ -37,8 +57,7 @@ static void test_lookup(void **state)
     (void)state;
     aftp_admit a;
     uint8_t psk[AFTP_KEY_LEN], zero[AFTP_KEY_LEN] = {0}, shared[AFTP_KEY_LEN];
-    aftp_admit_init(&a, &list, NULL);
-    aftp_peer_policy p = aftp_admit_policy(&a);
+    aftp_peer_policy p = start(&a, NULL);
     memset(psk, 0xee, sizeof psk);
     assert_int_equal(p.lookup(p.user, keys[1], psk), AFTP_OK);
     assert_memory_equal(psk, zero, AFTP_KEY_LEN); /* no psk: zeros */
@@ -49,8 +68,7 @@ static void test_lookup(void **state)
     aftp_admit_fini(&a);
 
     memset(shared, 0x5a, sizeof shared);
-    aftp_admit_init(&a, &list, shared);
-    p = aftp_admit_policy(&a);
+    p = start(&a, shared);
     assert_int_equal(p.lookup(p.user, keys[0], psk), AFTP_OK);
     assert_memory_equal(psk, shared, AFTP_KEY_LEN);
     aftp_admit_fini(&a);
@@ -63,8 +81,7 @@ static void test_timestamps_per_client(void **state)
     uint8_t t1[AFTP_HS_TIMESTAMP_LEN], t2[AFTP_HS_TIMESTAMP_LEN];
     stamp(100, t1);
     stamp(200, t2);
-    aftp_admit_init(&a, &list, NULL);
-    aftp_peer_policy p = aftp_admit_policy(&a);
+    aftp_peer_policy p = start(&a, NULL);
     assert_int_equal(p.check_timestamp(p.user, keys[0], t1), AFTP_OK);
     assert_int_equal(p.check_timestamp(p.user, keys[0], t1), AFTP_ERR_REPLAY); /* same */
     assert_int_equal(p.check_timestamp(p.user, keys[1], t1), AFTP_OK);        /* other client */
@@ -85,11 +102,10 @@ static void stamp_ns(uint64_t ns, uint8_t *ts)
 static void test_timestamps_reordered_within_window(void **state)
 {
     (void)state;
-    const uint64_t t0 = UINT64_C(1700000000) * 1000000000u;
+    const uint64_t t0 = T0 - 100 * SECOND;
     aftp_admit a;
     uint8_t ts[AFTP_HS_TIMESTAMP_LEN];
-    aftp_admit_init(&a, &list, NULL);
-    aftp_peer_policy p = aftp_admit_policy(&a);
+    aftp_peer_policy p = start(&a, NULL);
     stamp_ns(t0 + 5, ts);
     assert_int_equal(p.check_timestamp(p.user, keys[0], ts), AFTP_OK);
     stamp_ns(t0 + 1, ts); /* started earlier, arrived later */
@@ -112,11 +128,10 @@ static void test_timestamps_reordered_within_window(void **state)
 static void test_timestamps_forgotten_raise_the_floor(void **state)
 {
     (void)state;
-    const uint64_t t0 = UINT64_C(1700000000) * 1000000000u;
+    const uint64_t t0 = T0 - 100 * SECOND;
     aftp_admit a;
     uint8_t ts[AFTP_HS_TIMESTAMP_LEN];
-    aftp_admit_init(&a, &list, NULL);
-    aftp_peer_policy p = aftp_admit_policy(&a);
+    aftp_peer_policy p = start(&a, NULL);
     for (uint64_t i = 1; i <= AFTP_ADMIT_RECENT + 1; i++) {
         stamp_ns(t0 + 10 * i, ts);
         assert_int_equal(p.check_timestamp(p.user, keys[1], ts), AFTP_OK);
@@ -137,8 +152,7 @@ static void test_table_bounded(void **state)
     (void)state;
     aftp_admit a;
     uint8_t key[AFTP_KEY_LEN], ts[AFTP_HS_TIMESTAMP_LEN];
-    aftp_admit_init(&a, &list, NULL);
-    aftp_peer_policy p = aftp_admit_policy(&a);
+    aftp_peer_policy p = start(&a, NULL);
     stamp(100, ts);
     memset(key, 0, sizeof key);
     for (uint32_t i = 0; i < AFTP_ADMIT_MAX_CLIENTS; i++) {
@@ -169,38 +183,29 @@ static void test_table_bounded(void **state)
     aftp_admit_fini(&a);
 }
 
-/* The server's wall clock, as the policy reads it. */
-static uint64_t now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_REALTIME, &t);
-    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
-
-#define SECOND UINT64_C(1000000000)
-
 /* A timestamp further ahead of the server's clock than the bound is
- * refused, and the refusal says by how much; one within it is accepted.
- * (Margins of many seconds around the bound: the test's own run time
- * does not matter.) */
+ * refused, and the refusal says by how much; one exactly at the bound is
+ * accepted, one nanosecond past it is not. */
 static void test_timestamp_far_ahead_refused(void **state)
 {
     (void)state;
     aftp_admit a;
     uint8_t ts[AFTP_HS_TIMESTAMP_LEN];
     char why[256];
-    aftp_admit_init(&a, &list, NULL);
-    aftp_peer_policy p = aftp_admit_policy(&a);
-    stamp_ns(now_ns() + 3600 * SECOND, ts);
+    aftp_peer_policy p = start(&a, NULL);
+    stamp_ns(T0 + 3600 * SECOND, ts);
     assert_int_equal(p.check_timestamp(p.user, keys[0], ts), AFTP_ERR_REPLAY);
     assert_int_equal(a.refusal.kind, AFTP_ADMIT_AHEAD);
     assert_memory_equal(a.refusal.key, keys[0], AFTP_KEY_LEN);
+    assert_true(a.refusal.now_ns == T0);
     aftp_admit_explain(&a, why, sizeof why);
-    assert_non_null(strstr(why, "its handshake timestamp is 3600."));
-    assert_non_null(strstr(why, "s ahead of this server's clock, more than the 60 s accepted"));
-    stamp_ns(now_ns() + AFTP_ADMIT_MAX_AHEAD_NS + 30 * SECOND, ts);
+    assert_string_equal(why, "its handshake timestamp is 3600.0 s ahead of this server's clock, "
+                             "more than the 60 s accepted: one of the two clocks is wrong (set "
+                             "both by NTP)");
+    stamp_ns(T0 + AFTP_ADMIT_MAX_AHEAD_NS + 1, ts);
     assert_int_equal(p.check_timestamp(p.user, keys[0], ts), AFTP_ERR_REPLAY);
-    stamp_ns(now_ns() + AFTP_ADMIT_MAX_AHEAD_NS - 30 * SECOND, ts);
+    assert_int_equal(a.refusal.kind, AFTP_ADMIT_AHEAD);
+    stamp_ns(T0 + AFTP_ADMIT_MAX_AHEAD_NS, ts);
     assert_int_equal(p.check_timestamp(p.user, keys[0], ts), AFTP_OK);
     aftp_admit_fini(&a);
 }
@@ -208,27 +213,69 @@ static void test_timestamp_far_ahead_refused(void **state)
 /* A client whose clock ran ahead (within the bound) for a handshake and
  * was then set right is admitted at once: the future timestamp counted
  * only up to the server's clock. A repeat of that future HELLO is still
- * refused, and so is a HELLO older than the window. */
+ * refused, and so is a HELLO older than the window, with its figures. */
 static void test_clock_ahead_once_then_right(void **state)
 {
     (void)state;
     aftp_admit a;
     uint8_t ahead[AFTP_HS_TIMESTAMP_LEN], ts[AFTP_HS_TIMESTAMP_LEN];
     char why[256];
-    aftp_admit_init(&a, &list, NULL);
-    aftp_peer_policy p = aftp_admit_policy(&a);
-    uint64_t t0 = now_ns();
-    stamp_ns(t0 + 50 * SECOND, ahead); /* 50 s ahead: far beyond the 10 s window */
+    aftp_peer_policy p = start(&a, NULL);
+    stamp_ns(T0 + 50 * SECOND, ahead); /* 50 s ahead: far beyond the 10 s window */
     assert_int_equal(p.check_timestamp(p.user, keys[1], ahead), AFTP_OK);
-    stamp_ns(now_ns(), ts); /* the clock set right */
+    assert_true(a.seen[0].latest_ns == T0); /* counted up to the server's clock */
+    wall_ns = T0 + SECOND;
+    stamp_ns(T0 + SECOND, ts); /* the client's clock set right */
     assert_int_equal(p.check_timestamp(p.user, keys[1], ts), AFTP_OK);
     assert_int_equal(p.check_timestamp(p.user, keys[1], ahead), AFTP_ERR_REPLAY);
     assert_int_equal(a.refusal.kind, AFTP_ADMIT_REPEATED);
-    stamp_ns(t0 - AFTP_ADMIT_WINDOW_NS - 5 * SECOND, ts); /* older than the window */
+    stamp_ns(T0 - AFTP_ADMIT_WINDOW_NS - 4 * SECOND, ts); /* 5 s older than the window */
     assert_int_equal(p.check_timestamp(p.user, keys[1], ts), AFTP_ERR_REPLAY);
     assert_int_equal(a.refusal.kind, AFTP_ADMIT_OLD);
     aftp_admit_explain(&a, why, sizeof why);
-    assert_non_null(strstr(why, "s behind the earliest this key may use now"));
+    assert_string_equal(why, "its handshake timestamp is 5.0 s behind the earliest this key may "
+                             "use now: a replayed HELLO, or the client's clock went back (it is "
+                             "admitted again once its clock passes that point)");
+    aftp_admit_fini(&a);
+}
+
+/* The server's own clock is set back an hour, then right again: a client
+ * with the right time is refused as an hour ahead meanwhile, the refusal
+ * naming the figure, and admitted with that very HELLO's timestamp once
+ * the server's clock is right (a refused timestamp is not remembered). */
+static void test_server_clock_set_back_then_forward(void **state)
+{
+    (void)state;
+    aftp_admit a;
+    uint8_t ts[AFTP_HS_TIMESTAMP_LEN];
+    char why[256];
+    aftp_peer_policy p = start(&a, NULL);
+    wall_ns = T0 - 3600 * SECOND;
+    stamp_ns(T0, ts);
+    assert_int_equal(p.check_timestamp(p.user, keys[0], ts), AFTP_ERR_REPLAY);
+    assert_int_equal(a.refusal.kind, AFTP_ADMIT_AHEAD);
+    aftp_admit_explain(&a, why, sizeof why);
+    assert_non_null(strstr(why, "its handshake timestamp is 3600.0 s ahead of this server's"));
+    wall_ns = T0; /* set right */
+    assert_int_equal(p.check_timestamp(p.user, keys[0], ts), AFTP_OK);
+    assert_int_equal(p.check_timestamp(p.user, keys[0], ts), AFTP_ERR_REPLAY);
+    assert_int_equal(a.refusal.kind, AFTP_ADMIT_REPEATED);
+    aftp_admit_fini(&a);
+}
+
+/* What the server's log says of a key that is not authorized. */
+static void test_unknown_key_explained(void **state)
+{
+    (void)state;
+    aftp_admit a;
+    uint8_t psk[AFTP_KEY_LEN];
+    char why[256];
+    aftp_peer_policy p = start(&a, NULL);
+    assert_int_equal(p.lookup(p.user, stranger, psk), AFTP_ERR_UNKNOWN_PEER);
+    aftp_admit_explain_unknown(&a, "/etc/aftp/authorized", why, sizeof why);
+    assert_string_equal(why, "its key is not authorized (add the line 'aftp-x25519 "
+                             "AwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwM=' to "
+                             "/etc/aftp/authorized to admit it)");
     aftp_admit_fini(&a);
 }
 
@@ -242,6 +289,8 @@ int main(void)
         cmocka_unit_test(test_table_bounded),
         cmocka_unit_test(test_timestamp_far_ahead_refused),
         cmocka_unit_test(test_clock_ahead_once_then_right),
+        cmocka_unit_test(test_server_clock_set_back_then_forward),
+        cmocka_unit_test(test_unknown_key_explained),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -24,10 +24,11 @@
 #include <cmocka.h>
 
 #include "aftp/aftp_client.h"
-#include "aftp_admit.h"
+#include "door/aftp_admit.h"
 #include "aftp_serve.h"
 #include "common/aftp_handshake.h"
 #include "aftp_keyfile.h"
+#include "aftp_wallclock.h"
 #include "io_testutil.h"
 
 /* A protected server in a thread: its keys, directory, port. */
@@ -100,7 +101,7 @@ static void server_start_capped(test_server *s, const uint8_t *client_key, int o
     memcpy(s->client_key, client_key, AFTP_KEY_LEN);
     s->authorized.keys = (uint8_t(*)[AFTP_KEYFILE_KEY_LEN])s->client_key;
     s->authorized.count = 1;
-    aftp_admit_init(&s->admit, &s->authorized, NULL);
+    aftp_admit_init(&s->admit, &s->authorized, NULL, aftp_wallclock());
     s->dir = io_test_mkdtemp(&s->dirfd);
     s->once = once;
     pthread_mutex_init(&s->lock, NULL);
