@@ -96,6 +96,14 @@ static void stamp_ns(uint64_t ns, uint8_t *ts)
     aftp_hs_timestamp(ns, ts);
 }
 
+/* The policy's verdict on a HELLO from key stamped ts_ns. */
+static int check_at(const aftp_peer_policy *p, const uint8_t *key, uint64_t ts_ns)
+{
+    uint8_t ts[AFTP_HS_TIMESTAMP_LEN];
+    stamp_ns(ts_ns, ts);
+    return p->check_timestamp(p->user, key, ts);
+}
+
 /* Sessions one key opens close together or in parallel: any order within
  * the window is fine, an exact repeat never is, and a HELLO older than the
  * window (or than what the bounded list forgot) is refused. */
@@ -104,22 +112,17 @@ static void test_timestamps_reordered_within_window(void **state)
     (void)state;
     const uint64_t t0 = T0 - 100 * SECOND;
     aftp_admit a;
-    uint8_t ts[AFTP_HS_TIMESTAMP_LEN];
     aftp_peer_policy p = start(&a, NULL);
-    stamp_ns(t0 + 5, ts);
-    assert_int_equal(p.check_timestamp(p.user, keys[0], ts), AFTP_OK);
-    stamp_ns(t0 + 1, ts); /* started earlier, arrived later */
-    assert_int_equal(p.check_timestamp(p.user, keys[0], ts), AFTP_OK);
-    assert_int_equal(p.check_timestamp(p.user, keys[0], ts), AFTP_ERR_REPLAY);
-    stamp_ns(t0 + 5, ts);
-    assert_int_equal(p.check_timestamp(p.user, keys[0], ts), AFTP_ERR_REPLAY);
-    stamp_ns(t0 + 2, ts); /* back-to-back sends: 1 ns apart is enough */
-    assert_int_equal(p.check_timestamp(p.user, keys[0], ts), AFTP_OK);
+    assert_int_equal(check_at(&p, keys[0], t0 + 5), AFTP_OK);
+    /* started earlier, arrived later */
+    assert_int_equal(check_at(&p, keys[0], t0 + 1), AFTP_OK);
+    assert_int_equal(check_at(&p, keys[0], t0 + 1), AFTP_ERR_REPLAY);
+    assert_int_equal(check_at(&p, keys[0], t0 + 5), AFTP_ERR_REPLAY);
+    /* back-to-back sends: 1 ns apart is enough */
+    assert_int_equal(check_at(&p, keys[0], t0 + 2), AFTP_OK);
     /* The client moves on by more than the window: the old ones are out. */
-    stamp_ns(t0 + AFTP_ADMIT_WINDOW_NS + 10, ts);
-    assert_int_equal(p.check_timestamp(p.user, keys[0], ts), AFTP_OK);
-    stamp_ns(t0 + 3, ts);
-    assert_int_equal(p.check_timestamp(p.user, keys[0], ts), AFTP_ERR_REPLAY);
+    assert_int_equal(check_at(&p, keys[0], t0 + AFTP_ADMIT_WINDOW_NS + 10), AFTP_OK);
+    assert_int_equal(check_at(&p, keys[0], t0 + 3), AFTP_ERR_REPLAY);
     aftp_admit_fini(&a);
 }
 
@@ -130,18 +133,13 @@ static void test_timestamps_forgotten_raise_the_floor(void **state)
     (void)state;
     const uint64_t t0 = T0 - 100 * SECOND;
     aftp_admit a;
-    uint8_t ts[AFTP_HS_TIMESTAMP_LEN];
     aftp_peer_policy p = start(&a, NULL);
-    for (uint64_t i = 1; i <= AFTP_ADMIT_RECENT + 1; i++) {
-        stamp_ns(t0 + 10 * i, ts);
-        assert_int_equal(p.check_timestamp(p.user, keys[1], ts), AFTP_OK);
-    }
-    stamp_ns(t0 + 10, ts); /* the forgotten first one: refused */
-    assert_int_equal(p.check_timestamp(p.user, keys[1], ts), AFTP_ERR_REPLAY);
-    stamp_ns(t0 + 5, ts); /* below the floor */
-    assert_int_equal(p.check_timestamp(p.user, keys[1], ts), AFTP_ERR_REPLAY);
-    stamp_ns(t0 + 15, ts); /* above the floor, never seen */
-    assert_int_equal(p.check_timestamp(p.user, keys[1], ts), AFTP_OK);
+    for (uint64_t i = 1; i <= AFTP_ADMIT_RECENT + 1; i++)
+        assert_int_equal(check_at(&p, keys[1], t0 + 10 * i), AFTP_OK);
+    /* the forgotten first one, one below the floor, one above it never seen */
+    assert_int_equal(check_at(&p, keys[1], t0 + 10), AFTP_ERR_REPLAY);
+    assert_int_equal(check_at(&p, keys[1], t0 + 5), AFTP_ERR_REPLAY);
+    assert_int_equal(check_at(&p, keys[1], t0 + 15), AFTP_OK);
     aftp_admit_fini(&a);
 }
 
@@ -190,11 +188,9 @@ static void test_timestamp_far_ahead_refused(void **state)
 {
     (void)state;
     aftp_admit a;
-    uint8_t ts[AFTP_HS_TIMESTAMP_LEN];
     char why[256];
     aftp_peer_policy p = start(&a, NULL);
-    stamp_ns(T0 + 3600 * SECOND, ts);
-    assert_int_equal(p.check_timestamp(p.user, keys[0], ts), AFTP_ERR_REPLAY);
+    assert_int_equal(check_at(&p, keys[0], T0 + 3600 * SECOND), AFTP_ERR_REPLAY);
     assert_int_equal(a.refusal.kind, AFTP_ADMIT_AHEAD);
     assert_memory_equal(a.refusal.key, keys[0], AFTP_KEY_LEN);
     assert_true(a.refusal.now_ns == T0);
@@ -202,11 +198,9 @@ static void test_timestamp_far_ahead_refused(void **state)
     assert_string_equal(why, "its handshake timestamp is 3600.0 s ahead of this server's clock, "
                              "more than the 60 s accepted: one of the two clocks is wrong (set "
                              "both by NTP)");
-    stamp_ns(T0 + AFTP_ADMIT_MAX_AHEAD_NS + 1, ts);
-    assert_int_equal(p.check_timestamp(p.user, keys[0], ts), AFTP_ERR_REPLAY);
+    assert_int_equal(check_at(&p, keys[0], T0 + AFTP_ADMIT_MAX_AHEAD_NS + 1), AFTP_ERR_REPLAY);
     assert_int_equal(a.refusal.kind, AFTP_ADMIT_AHEAD);
-    stamp_ns(T0 + AFTP_ADMIT_MAX_AHEAD_NS, ts);
-    assert_int_equal(p.check_timestamp(p.user, keys[0], ts), AFTP_OK);
+    assert_int_equal(check_at(&p, keys[0], T0 + AFTP_ADMIT_MAX_AHEAD_NS), AFTP_OK);
     aftp_admit_fini(&a);
 }
 
@@ -218,19 +212,19 @@ static void test_clock_ahead_once_then_right(void **state)
 {
     (void)state;
     aftp_admit a;
-    uint8_t ahead[AFTP_HS_TIMESTAMP_LEN], ts[AFTP_HS_TIMESTAMP_LEN];
+    uint8_t ahead[AFTP_HS_TIMESTAMP_LEN];
     char why[256];
     aftp_peer_policy p = start(&a, NULL);
     stamp_ns(T0 + 50 * SECOND, ahead); /* 50 s ahead: far beyond the 10 s window */
     assert_int_equal(p.check_timestamp(p.user, keys[1], ahead), AFTP_OK);
     assert_true(a.seen[0].latest_ns == T0); /* counted up to the server's clock */
     wall_ns = T0 + SECOND;
-    stamp_ns(T0 + SECOND, ts); /* the client's clock set right */
-    assert_int_equal(p.check_timestamp(p.user, keys[1], ts), AFTP_OK);
+    assert_int_equal(check_at(&p, keys[1], T0 + SECOND), AFTP_OK); /* its clock set right */
     assert_int_equal(p.check_timestamp(p.user, keys[1], ahead), AFTP_ERR_REPLAY);
     assert_int_equal(a.refusal.kind, AFTP_ADMIT_REPEATED);
-    stamp_ns(T0 - AFTP_ADMIT_WINDOW_NS - 4 * SECOND, ts); /* 5 s older than the window */
-    assert_int_equal(p.check_timestamp(p.user, keys[1], ts), AFTP_ERR_REPLAY);
+    /* 5 s older than the window (which starts at T0 + 1 s - 10 s) */
+    assert_int_equal(check_at(&p, keys[1], T0 - AFTP_ADMIT_WINDOW_NS - 4 * SECOND),
+                     AFTP_ERR_REPLAY);
     assert_int_equal(a.refusal.kind, AFTP_ADMIT_OLD);
     aftp_admit_explain(&a, why, sizeof why);
     assert_string_equal(why, "its handshake timestamp is 5.0 s behind the earliest this key may "
@@ -247,18 +241,16 @@ static void test_server_clock_set_back_then_forward(void **state)
 {
     (void)state;
     aftp_admit a;
-    uint8_t ts[AFTP_HS_TIMESTAMP_LEN];
     char why[256];
     aftp_peer_policy p = start(&a, NULL);
     wall_ns = T0 - 3600 * SECOND;
-    stamp_ns(T0, ts);
-    assert_int_equal(p.check_timestamp(p.user, keys[0], ts), AFTP_ERR_REPLAY);
+    assert_int_equal(check_at(&p, keys[0], T0), AFTP_ERR_REPLAY);
     assert_int_equal(a.refusal.kind, AFTP_ADMIT_AHEAD);
     aftp_admit_explain(&a, why, sizeof why);
     assert_non_null(strstr(why, "its handshake timestamp is 3600.0 s ahead of this server's"));
     wall_ns = T0; /* set right */
-    assert_int_equal(p.check_timestamp(p.user, keys[0], ts), AFTP_OK);
-    assert_int_equal(p.check_timestamp(p.user, keys[0], ts), AFTP_ERR_REPLAY);
+    assert_int_equal(check_at(&p, keys[0], T0), AFTP_OK);
+    assert_int_equal(check_at(&p, keys[0], T0), AFTP_ERR_REPLAY);
     assert_int_equal(a.refusal.kind, AFTP_ADMIT_REPEATED);
     aftp_admit_fini(&a);
 }
