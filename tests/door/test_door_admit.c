@@ -96,6 +96,22 @@ static void stamp_ns(uint64_t ns, uint8_t *ts)
     aftp_hs_timestamp(ns, ts);
 }
 
+/* What the server's log says of the latest timestamp refused. */
+static const char *explained(const aftp_admit *a)
+{
+    static char why[256];
+    aftp_admit_explain(a, why, sizeof why);
+    return why;
+}
+
+/* ... and of the latest key refused, authorized keys being in path. */
+static const char *explained_unknown(const aftp_admit *a, const char *path)
+{
+    static char why[256];
+    aftp_admit_explain_unknown(a, path, why, sizeof why);
+    return why;
+}
+
 /* The policy's verdict on a HELLO from key stamped ts_ns. */
 static int check_at(const aftp_peer_policy *p, const uint8_t *key, uint64_t ts_ns)
 {
@@ -188,14 +204,12 @@ static void test_timestamp_far_ahead_refused(void **state)
 {
     (void)state;
     aftp_admit a;
-    char why[256];
     aftp_peer_policy p = start(&a, NULL);
     assert_int_equal(check_at(&p, keys[0], T0 + 3600 * SECOND), AFTP_ERR_REPLAY);
     assert_int_equal(a.refusal.kind, AFTP_ADMIT_AHEAD);
     assert_memory_equal(a.refusal.key, keys[0], AFTP_KEY_LEN);
     assert_true(a.refusal.now_ns == T0);
-    aftp_admit_explain(&a, why, sizeof why);
-    assert_string_equal(why, "its handshake timestamp is 3600.0 s ahead of this server's clock, "
+    assert_string_equal(explained(&a), "its handshake timestamp is 3600.0 s ahead of this server's clock, "
                              "more than the 60 s accepted: one of the two clocks is wrong (set "
                              "both by NTP)");
     assert_int_equal(check_at(&p, keys[0], T0 + AFTP_ADMIT_MAX_AHEAD_NS + 1), AFTP_ERR_REPLAY);
@@ -213,7 +227,6 @@ static void test_clock_ahead_once_then_right(void **state)
     (void)state;
     aftp_admit a;
     uint8_t ahead[AFTP_HS_TIMESTAMP_LEN];
-    char why[256];
     aftp_peer_policy p = start(&a, NULL);
     stamp_ns(T0 + 50 * SECOND, ahead); /* 50 s ahead: far beyond the 10 s window */
     assert_int_equal(p.check_timestamp(p.user, keys[1], ahead), AFTP_OK);
@@ -226,8 +239,7 @@ static void test_clock_ahead_once_then_right(void **state)
     assert_int_equal(check_at(&p, keys[1], T0 - AFTP_ADMIT_WINDOW_NS - 4 * SECOND),
                      AFTP_ERR_REPLAY);
     assert_int_equal(a.refusal.kind, AFTP_ADMIT_OLD);
-    aftp_admit_explain(&a, why, sizeof why);
-    assert_string_equal(why, "its handshake timestamp is 5.0 s behind the earliest this key may "
+    assert_string_equal(explained(&a), "its handshake timestamp is 5.0 s behind the earliest this key may "
                              "use now: a replayed HELLO, or the client's clock went back (it is "
                              "admitted again once its clock passes that point)");
     aftp_admit_fini(&a);
@@ -241,13 +253,11 @@ static void test_server_clock_set_back_then_forward(void **state)
 {
     (void)state;
     aftp_admit a;
-    char why[256];
     aftp_peer_policy p = start(&a, NULL);
     wall_ns = T0 - 3600 * SECOND;
     assert_int_equal(check_at(&p, keys[0], T0), AFTP_ERR_REPLAY);
     assert_int_equal(a.refusal.kind, AFTP_ADMIT_AHEAD);
-    aftp_admit_explain(&a, why, sizeof why);
-    assert_non_null(strstr(why, "its handshake timestamp is 3600.0 s ahead of this server's"));
+    assert_non_null(strstr(explained(&a), "its handshake timestamp is 3600.0 s ahead of this server's"));
     wall_ns = T0; /* set right */
     assert_int_equal(check_at(&p, keys[0], T0), AFTP_OK);
     assert_int_equal(check_at(&p, keys[0], T0), AFTP_ERR_REPLAY);
@@ -261,11 +271,9 @@ static void test_unknown_key_explained(void **state)
     (void)state;
     aftp_admit a;
     uint8_t psk[AFTP_KEY_LEN];
-    char why[256];
     aftp_peer_policy p = start(&a, NULL);
     assert_int_equal(p.lookup(p.user, stranger, psk), AFTP_ERR_UNKNOWN_PEER);
-    aftp_admit_explain_unknown(&a, "/etc/aftp/authorized", why, sizeof why);
-    assert_string_equal(why, "its key is not authorized (add the line 'aftp-x25519 "
+    assert_string_equal(explained_unknown(&a, "/etc/aftp/authorized"), "its key is not authorized (add the line 'aftp-x25519 "
                              "AwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwM=' to "
                              "/etc/aftp/authorized to admit it)");
     aftp_admit_fini(&a);
