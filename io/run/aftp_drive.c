@@ -1,4 +1,5 @@
 #include "aftp_drive.h"
+#include "aftp_wallclock.h"
 
 #include <stdlib.h>
 #include <sys/prctl.h>
@@ -8,13 +9,6 @@ uint64_t aftp_drive_now_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static uint64_t realtime_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
@@ -86,7 +80,7 @@ void aftp_drive_stats(const aftp_drive *d, aftp_stats *st)
  * engine has already been told that time, and its clock never goes back. */
 static int pump_input(aftp_drive *d, uint64_t now, uint64_t floor)
 {
-    uint64_t now_real = realtime_ns();
+    uint64_t now_real = aftp_wallclock_now_ns();
     size_t count;
     do {
         int rc = aftp_udp_recv(d->udp, &count);
