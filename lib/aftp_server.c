@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "door/aftp_admit.h"
@@ -398,13 +397,6 @@ int aftp_admission_set_rate_cap(aftp_admission *a, uint64_t bits_per_s)
 
 /* ---- the run ---- */
 
-static int64_t wall_clock_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_REALTIME, &t);
-    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
-}
-
 static socklen_t sockaddr_len(const struct sockaddr *sa)
 {
     return sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
@@ -471,7 +463,7 @@ static void hand_receipt(aftp_server *s, const aftp_event *ev, const aftp_stats 
     aftp_path_printable(ev->info->path, printable, sizeof printable);
     aftp_receipt r = {.path = ev->info->path, .printable_path = printable, .root = s->client.root, .size = ev->info->size,
                       .client = &peer, .start_unix_ns = s->client.file_start_ns,
-                      .end_unix_ns = wall_clock_ns(),
+                      .end_unix_ns = (int64_t)aftp_wallclock_now_ns(),
                       .cipher = aftp_session_cipher_choice(st->cipher),
                       .connected_unix_ns = s->client.connected_ns,
                       .packets_received = st->packets_received,
@@ -483,7 +475,7 @@ static void hand_receipt(aftp_server *s, const aftp_event *ev, const aftp_stats 
 
 static void start_file(server_client *c, const aftp_event *ev, const aftp_stats *st)
 {
-    c->file_start_ns = wall_clock_ns();
+    c->file_start_ns = (int64_t)aftp_wallclock_now_ns();
     aftp_path_printable(ev->info->path, c->file, sizeof c->file);
     aftp_meter_start(&c->meter, ev->info->size, st->payload_bytes_received, aftp_drive_now_ns());
     c->receiving = 1;
@@ -508,7 +500,7 @@ static void on_session_event(void *app, const aftp_event *ev, const aftp_stats *
     if (ev->type == AFTP_EV_CONNECTED && st->rate_cap_bps != 0)
         say_rate_cap(s, st->rate_cap_bps);
     if (ev->type == AFTP_EV_CONNECTED)
-        s->client.connected_ns = wall_clock_ns();
+        s->client.connected_ns = (int64_t)aftp_wallclock_now_ns();
     else if (ev->type == AFTP_EV_FILE_START)
         start_file(&s->client, ev, st);
     else if (ev->type == AFTP_EV_FILE_END)

@@ -3,13 +3,13 @@
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "aftp_drive.h"
 #include "aftp_keyfetch.h"
 #include "aftp_path.h"
 #include "aftp_source.h"
 #include "aftp_udp.h"
+#include "aftp_wallclock.h"
 
 /* Buffers for pacing at `rate`: ~4 ms of data on the send side (batches
  * are 0.5-1 ms), and room for the feedback stream on the receive side. */
@@ -57,17 +57,6 @@ static void after_batch(void *src)
 {
     aftp_source_settle(src);
     aftp_source_check(src);
-}
-
-/* The handshake's timestamp must move forward across runs and hosts (the
- * server refuses a repeat or one older than its replay window, spec
- * section 14.2.4): wall-clock time, not the monotonic clock of the
- * datapath. */
-static uint64_t wall_clock_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 /* The datagram size: the configured one, or less when the route to the
@@ -304,7 +293,10 @@ static int run_session(const aftp_push_opts *o, push_queue *q, aftp_udp *udp,
     set.on_event = aftp_io_on_event;
     set.user = &ctx->storage.src;
     set.security = o->security;
-    set.security.unix_time_ns = wall_clock_ns();
+    /* Wall-clock time, not the datapath's monotonic clock: the server
+     * refuses a repeat or one older than its replay window (spec 14.2.4),
+     * so it must move forward across runs and hosts. */
+    set.security.unix_time_ns = aftp_wallclock_now_ns();
     aftp_sender *s = NULL;
     int rc = aftp_sender_new(&set, aftp_drive_now_ns(), &s);
     if (rc == AFTP_OK)
