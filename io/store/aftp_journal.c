@@ -579,7 +579,8 @@ static int state_recent(int dirfd, const char *stem, time_t cutoff)
 int aftp_journal_sweep_step(aftp_journal_sweep *s, unsigned budget)
 {
     if (s->dir == NULL) {
-        int fd = fcntl(s->dirfd, F_DUPFD_CLOEXEC, 0);
+        /* A descriptor of its own: a dup would share the caller's offset. */
+        int fd = openat(s->dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (fd < 0 || (s->dir = fdopendir(fd)) == NULL) {
             int e = errno;
             if (fd >= 0)

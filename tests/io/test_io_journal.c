@@ -149,19 +149,22 @@ static void test_changed_source_starts_over(void **state)
 
 typedef void (*damage_fn)(int fd);
 
+/* A bit of the source's mtime: only the checksum tells it from a changed
+ * source. */
 static void flip_a_bit(int fd)
 {
     uint8_t b;
-    assert_int_equal(pread(fd, &b, 1, 70), 1);
+    assert_int_equal(pread(fd, &b, 1, 24), 1);
     b ^= 0x10;
-    assert_int_equal(pwrite(fd, &b, 1, 70), 1);
+    assert_int_equal(pwrite(fd, &b, 1, 24), 1);
 }
 
-static void cut_in_half(int fd)
+/* A torn tail: the checksum and part of the last range cut off. */
+static void cut_the_tail(int fd)
 {
     struct stat sb;
     assert_int_equal(fstat(fd, &sb), 0);
-    assert_int_equal(ftruncate(fd, sb.st_size / 2), 0);
+    assert_int_equal(ftruncate(fd, sb.st_size - 12), 0);
 }
 
 static void make_empty(int fd)
@@ -210,7 +213,7 @@ static void test_bit_flipped_journal_discarded(void **state)
 
 static void test_truncated_journal_discarded(void **state)
 {
-    damaged_journal_discarded(*state, cut_in_half);
+    damaged_journal_discarded(*state, cut_the_tail);
 }
 
 static void test_empty_journal_discarded(void **state)
@@ -280,7 +283,7 @@ static void test_unrenamed_journal_ignored(void **state)
 /* Every entry of the private directory is a hashed state name. */
 static void assert_only_state_names(int pfd)
 {
-    DIR *d = fdopendir(dup(pfd));
+    DIR *d = fdopendir(openat(pfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     const struct dirent *e;
     assert_non_null(d);
     while ((e = readdir(d)) != NULL) {
@@ -375,7 +378,7 @@ static void test_finish_renames_the_partial_file(void **state)
  * mtime `age_s` seconds ago. */
 static void age_state(int pfd, const char *stem, long age_s)
 {
-    DIR *d = fdopendir(dup(pfd));
+    DIR *d = fdopendir(openat(pfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     const struct dirent *e;
     struct timespec t[2] = {{.tv_sec = time(NULL) - age_s}, {.tv_sec = time(NULL) - age_s}};
     while ((e = readdir(d)) != NULL)
@@ -384,45 +387,49 @@ static void age_state(int pfd, const char *stem, long age_s)
     closedir(d);
 }
 
+/* A state of destination `path`, saved, its stem in stem. */
+static void make_state(fixture *f, const char *path, char stem[AFTP_JOURNAL_NAME_BYTES + 1])
+{
+    open_as(f, path, source(1), AFTP_JOURNAL_FRESH);
+    write_blocks(f, 0, 1);
+    assert_int_equal(aftp_journal_sync(&f->j), AFTP_OK);
+    memcpy(stem, f->j.name, AFTP_JOURNAL_NAME_BYTES + 1);
+    aftp_journal_close(&f->j);
+}
+
 static void test_cleanup_removes_only_old_state(void **state)
 {
     fixture *f = *state;
-    char old_stem[40];
+    char stem[AFTP_JOURNAL_NAME_BYTES + 1], recent_part[64];
     const long day = 24 * 3600;
-    open_as(f, "old", source(1), AFTP_JOURNAL_FRESH);
-    write_blocks(f, 0, 1);
-    assert_int_equal(aftp_journal_sync(&f->j), AFTP_OK);
-    snprintf(old_stem, sizeof old_stem, "%s", f->j.name);
-    reopen(f, "recent", source(1), AFTP_JOURNAL_FRESH);
-    write_blocks(f, 0, 1);
-    assert_int_equal(aftp_journal_sync(&f->j), AFTP_OK);
-    aftp_journal_close(&f->j);
-    int foreign = openat(f->pfd, "notes.txt", O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
-    close(foreign);
-    age_state(f->pfd, old_stem, 8 * day);
-    age_state(f->pfd, "notes", 30 * day);
-    /* "recent" is 8 days old in one file only: its journal is new */
-    open_as(f, "recent", source(1), AFTP_JOURNAL_RESUMED);
-    char recent_part[64];
-    state_file(f, ".part", recent_part, sizeof recent_part);
-    aftp_journal_close(&f->j);
+    const char *old[] = {"old0", "old1", "old2"};
+    for (int i = 0; i < 3; i++) {
+        make_state(f, old[i], stem);
+        age_state(f->pfd, stem, 8 * day);
+    }
+    /* "recent" is 8 days old in its data file only: its journal is new */
+    make_state(f, "recent", stem);
+    snprintf(recent_part, sizeof recent_part, "%s.part", stem);
     struct timespec t[2] = {{.tv_sec = time(NULL) - 8 * day}, {.tv_sec = time(NULL) - 8 * day}};
     assert_int_equal(utimensat(f->pfd, recent_part, t, 0), 0);
+    int foreign = openat(f->pfd, "notes.txt", O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+    close(foreign);
+    age_state(f->pfd, "notes", 30 * day);
 
     aftp_journal_sweep s;
     aftp_journal_sweep_init(&s, f->pfd, AFTP_JOURNAL_DEFAULT_MAX_AGE_S);
-    int removed = 0, steps = 0;
-    for (; steps < 8; steps++) { /* a step looks at one entry at most */
+    int removed = 0;
+    for (int steps = 0; steps < 24; steps++) { /* a step looks at one entry only */
         int n = aftp_journal_sweep_step(&s, 1);
         assert_true(n == 0 || n == 1);
         removed += n;
     }
     aftp_journal_sweep_fini(&s);
-    assert_int_equal(removed, 1);
+    assert_int_equal(removed, 3);
     assert_int_equal(io_test_count_entries(f->pfd), 3); /* recent's two files and notes.txt */
     assert_true(io_test_exists(f->pfd, "notes.txt"));
     assert_true(io_test_exists(f->pfd, recent_part));
-    open_as(f, "old", source(1), AFTP_JOURNAL_FRESH);
+    open_as(f, "old1", source(1), AFTP_JOURNAL_FRESH);
 }
 
 /* More gaps than the cap: the lowest ranges are kept, the set never claims
