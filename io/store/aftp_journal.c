@@ -40,8 +40,9 @@ static int errno_to_error(int e)
     }
 }
 
-/* Records "<what> <path>: <detail>" in j->why, the path printable; returns err. */
-static int fail(aftp_journal *j, int err, const char *what, const char *fmt, ...)
+/* Records "<what> <path>: <detail>" in j->why, the path printable: a
+ * failure, or why state was discarded (err AFTP_OK). Returns err. */
+static int explain(aftp_journal *j, int err, const char *what, const char *fmt, ...)
 {
     char printable[128], detail[160];
     va_list ap;
@@ -174,7 +175,8 @@ int aftp_journal_dir_open(int rootfd, int *dirfd, char *why, size_t cap)
     *dirfd = -1;
     if (mkdirat(rootfd, AFTP_JOURNAL_DIR, 0700) != 0 && errno != EEXIST)
         e = errno;
-    int fd = e ? -1 : openat(rootfd, AFTP_JOURNAL_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    const int flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
+    int fd = e ? -1 : openat(rootfd, AFTP_JOURNAL_DIR, flags);
     if (fd < 0 && e == 0)
         e = errno;
     if (fd >= 0 && (e = make_private(fd)) != 0)
@@ -282,7 +284,7 @@ static int adopt_ranges(aftp_journal *j, const uint8_t *buf)
     for (uint32_t i = 0; i < count; i++, p += 16) {
         int rc = set_add(&j->durable, get_le(p, 8), get_le(p + 8, 8));
         if (rc != AFTP_OK)
-            return fail(j, rc, "cannot resume", "out of memory for %u held ranges", count);
+            return explain(j, rc, "cannot resume", "out of memory for %u held ranges", count);
     }
     return AFTP_OK;
 }
@@ -300,7 +302,8 @@ static ssize_t read_journal(aftp_journal *j, uint8_t *buf)
     /* An empty journal is a damaged one, not a missing one. */
     ssize_t n = -1;
     if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 0 &&
-        sb.st_size <= (off_t)JOURNAL_MAX_BYTES && pread(fd, buf, (size_t)sb.st_size, 0) == sb.st_size)
+        sb.st_size <= (off_t)JOURNAL_MAX_BYTES &&
+        pread(fd, buf, (size_t)sb.st_size, 0) == sb.st_size)
         n = sb.st_size;
     close(fd);
     return n;
@@ -314,7 +317,7 @@ static int load(aftp_journal *j)
 {
     uint8_t *buf = malloc(JOURNAL_MAX_BYTES);
     if (buf == NULL)
-        return fail(j, AFTP_ERR_NO_MEMORY, "cannot resume", "out of memory for the journal");
+        return explain(j, AFTP_ERR_NO_MEMORY, "cannot resume", "out of memory for the journal");
     ssize_t n = read_journal(j, buf);
     const char *damage = n < 0 ? "cannot be read" : n > 0 ? journal_damage(buf, (size_t)n) : NULL;
     int rc = AFTP_OK;
@@ -322,11 +325,12 @@ static int load(aftp_journal *j)
         j->outcome = AFTP_JOURNAL_FRESH;
     } else if (damage != NULL) {
         j->outcome = AFTP_JOURNAL_DAMAGED;
-        fail(j, AFTP_OK, "discarded the resume journal of", "%s", damage);
+        explain(j, AFTP_OK, "discarded the resume journal of", "%s", damage);
     } else if (!journal_matches(j, buf)) {
         j->outcome = AFTP_JOURNAL_CHANGED;
-        fail(j, AFTP_OK, "started over", "the source changed since the partial copy (now %" PRIu64
-             " bytes, mtime %" PRId64 ")", j->src.size, j->src.mtime_ns);
+        explain(j, AFTP_OK, "started over",
+                "the source changed since the partial copy (now %" PRIu64 " bytes, mtime %" PRId64
+                ")", j->src.size, j->src.mtime_ns);
     } else {
         j->outcome = AFTP_JOURNAL_RESUMED;
         rc = adopt_ranges(j, buf);
@@ -345,11 +349,11 @@ static int open_data(aftp_journal *j)
     state_name(j->name, STATE_DATA, name);
     j->data_fd = openat(j->dirfd, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
     if (j->data_fd < 0 || fstat(j->data_fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        fail(j, AFTP_OK, "discarded the partial file of", "it cannot be opened: %s",
-             strerror(errno));
+        explain(j, AFTP_OK, "discarded the partial file of", "it cannot be opened: %s",
+                strerror(errno));
     } else if ((uint64_t)sb.st_size != j->src.size) {
-        fail(j, AFTP_OK, "discarded the partial file of", "it has %" PRIu64 " bytes, the "
-             "journal is of %" PRIu64, (uint64_t)sb.st_size, j->src.size);
+        explain(j, AFTP_OK, "discarded the partial file of", "it has %" PRIu64 " bytes, the "
+                "journal is of %" PRIu64, (uint64_t)sb.st_size, j->src.size);
     } else {
         return AFTP_OK;
     }
@@ -368,8 +372,8 @@ static int create_data(aftp_journal *j)
     state_name(j->name, STATE_DATA, name);
     j->data_fd = openat(j->dirfd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (j->data_fd < 0 || ftruncate(j->data_fd, (off_t)j->src.size) != 0)
-        return fail(j, errno_to_error(errno), "cannot create the partial file of",
-                    "%s (%" PRIu64 " bytes)", strerror(errno), j->src.size);
+        return explain(j, errno_to_error(errno), "cannot create the partial file of",
+                       "%s (%" PRIu64 " bytes)", strerror(errno), j->src.size);
     return AFTP_OK;
 }
 
@@ -382,12 +386,12 @@ int aftp_journal_open(aftp_journal *j, int dirfd, const char *path,
     j->src = *src;
     size_t path_len = strlen(path);
     if (path_len == 0 || path_len > AFTP_WIRE_MAX_PATH || aftp_journal_path_reserved(path))
-        return fail(j, AFTP_ERR_PATH_REJECTED, "no resume state for", "a path of %zu bytes "
-                    "(1 to %u, not beneath " AFTP_JOURNAL_DIR ")", path_len, AFTP_WIRE_MAX_PATH);
+        return explain(j, AFTP_ERR_PATH_REJECTED, "no resume state for", "a path of %zu bytes "
+                       "(1 to %u, not beneath " AFTP_JOURNAL_DIR ")", path_len, AFTP_WIRE_MAX_PATH);
     if (src->block_size == 0)
-        return fail(j, AFTP_ERR_INVALID_ARGUMENT, "no resume state for", "block size 0");
+        return explain(j, AFTP_ERR_INVALID_ARGUMENT, "no resume state for", "block size 0");
     if ((j->path = strdup(path)) == NULL)
-        return fail(j, AFTP_ERR_NO_MEMORY, "no resume state for", "out of memory");
+        return explain(j, AFTP_ERR_NO_MEMORY, "no resume state for", "out of memory");
     name_of_path(path, j->name);
     j->block_count = src->size / src->block_size + (src->size % src->block_size != 0);
     int rc = load(j);
@@ -414,29 +418,15 @@ int aftp_journal_flush_data(aftp_journal *j)
     if (j->data_fd < 0)
         return AFTP_ERR_INVALID_STATE;
     if (fdatasync(j->data_fd) != 0)
-        return fail(j, errno_to_error(errno), "cannot flush the partial file of", "%s",
-                    strerror(errno));
+        return explain(j, errno_to_error(errno), "cannot flush the partial file of", "%s",
+                       strerror(errno));
     for (uint32_t i = 0; i < j->written.count; i++) {
         int rc = set_add(&j->durable, j->written.ranges[i].first, j->written.ranges[i].count);
         if (rc != AFTP_OK)
-            return fail(j, rc, "cannot record", "out of memory for held ranges");
+            return explain(j, rc, "cannot record", "out of memory for held ranges");
     }
     j->written.count = 0;
     return AFTP_OK;
-}
-
-static int write_all(int fd, const uint8_t *p, size_t len)
-{
-    while (len > 0) {
-        ssize_t n = write(fd, p, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return -1;
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
 }
 
 /* Writes the new copy and syncs it: 0, or -1 with errno. */
@@ -445,7 +435,10 @@ static int write_new_copy(int dirfd, const char *name, const uint8_t *buf, size_
     int fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0)
         return -1;
-    int rc = write_all(fd, buf, len) == 0 && fdatasync(fd) == 0 ? 0 : -1;
+    ssize_t n = write(fd, buf, len);
+    if (n >= 0 && (size_t)n < len)
+        errno = ENOSPC; /* a regular file is written short only when its disk is full */
+    int rc = (size_t)n == len && fdatasync(fd) == 0 ? 0 : -1;
     int e = errno;
     if (close(fd) != 0 && rc == 0)
         return -1;
@@ -460,7 +453,8 @@ int aftp_journal_save(aftp_journal *j)
         return AFTP_ERR_INVALID_STATE;
     uint8_t *buf = malloc(JOURNAL_MAX_BYTES);
     if (buf == NULL)
-        return fail(j, AFTP_ERR_NO_MEMORY, "cannot record the resume journal of", "out of memory");
+        return explain(j, AFTP_ERR_NO_MEMORY, "cannot record the resume journal of",
+                       "out of memory");
     size_t len = encode(j, buf);
     state_name(j->name, STATE_JOURNAL_NEW, new_name);
     state_name(j->name, STATE_JOURNAL, name);
@@ -471,8 +465,8 @@ int aftp_journal_save(aftp_journal *j)
     if (ok)
         return AFTP_OK;
     unlinkat(j->dirfd, new_name, 0);
-    return fail(j, errno_to_error(e), "cannot record the resume journal of",
-                "%s (%zu bytes to write; the previous journal is kept)", strerror(e), len);
+    return explain(j, errno_to_error(e), "cannot record the resume journal of",
+                   "%s (%zu bytes to write; the previous journal is kept)", strerror(e), len);
 }
 
 int aftp_journal_sync(aftp_journal *j)
@@ -506,9 +500,10 @@ int aftp_journal_finish(aftp_journal *j, int parent_fd, const char *leaf, int re
     if (fsync(j->data_fd) != 0 || rename_data(j, parent_fd, leaf, replace) != 0 ||
         fsync(parent_fd) != 0) {
         int e = errno;
-        return fail(j, errno_to_error(e), "cannot move into place", "%s%s", strerror(e),
-                    e == EXDEV ? " (the destination is on another file system than "
-                                 AFTP_JOURNAL_DIR ")" : "");
+        return explain(j, errno_to_error(e), "cannot move into place", "%s%s", strerror(e),
+                       e == EXDEV ? " (the destination is on another file system than "
+                                    AFTP_JOURNAL_DIR ")"
+                                  : "");
     }
     unlink_state(j->dirfd, j->name, STATE_JOURNAL);
     aftp_journal_close(j);

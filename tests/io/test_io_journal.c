@@ -8,7 +8,6 @@
  * time; a full disk keeps the previous journal. */
 #include <dirent.h>
 #include <fcntl.h>
-#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -460,15 +459,6 @@ static void test_held_ranges_capped_to_a_prefix(void **state)
                      AFTP_ERR_INVALID_ARGUMENT);
 }
 
-/* Mounts a private tmpfs of `size` on `dir`; 0 when this process may not. */
-static int mount_private_tmpfs(const char *dir, const char *size)
-{
-    char opts[32];
-    snprintf(opts, sizeof opts, "size=%s", size);
-    return unshare(CLONE_NEWNS) == 0 && mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0 &&
-           mount("tmpfs", dir, "tmpfs", 0, opts) == 0;
-}
-
 /* Fills the file system of dirfd to the last byte. */
 static void fill_up(int dirfd)
 {
@@ -484,7 +474,7 @@ static void test_full_disk_keeps_previous_journal(void **state)
 {
     fixture *f = *state;
     char why[256], new_name[64];
-    if (!mount_private_tmpfs(f->dir, "1m"))
+    if (!io_test_mount_private_tmpfs(f->dir, "1m"))
         skip(); /* needs root for a mount namespace */
     int root = open(f->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), pfd = -1;
     assert_int_equal(aftp_journal_dir_open(root, &pfd, why, sizeof why), AFTP_OK);
