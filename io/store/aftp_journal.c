@@ -355,6 +355,8 @@ static int open_data(aftp_journal *j)
         explain(j, AFTP_OK, "discarded the partial file of", "it has %" PRIu64 " bytes, the "
                 "journal is of %" PRIu64, (uint64_t)sb.st_size, j->src.size);
     } else {
+        /* Resumed state is in use: the cleanup must not take it as left over. */
+        futimens(j->data_fd, NULL);
         return AFTP_OK;
     }
     if (j->data_fd >= 0)

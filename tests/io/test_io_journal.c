@@ -414,6 +414,11 @@ static void test_cleanup_removes_only_old_state(void **state)
     int foreign = openat(f->pfd, "notes.txt", O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
     close(foreign);
     age_state(f->pfd, "notes", 30 * day);
+    /* old, but a sender came back for it */
+    make_state(f, "resumed", stem);
+    age_state(f->pfd, stem, 8 * day);
+    open_as(f, "resumed", source(1), AFTP_JOURNAL_RESUMED);
+    aftp_journal_close(&f->j);
 
     aftp_journal_sweep s;
     aftp_journal_sweep_init(&s, f->pfd, AFTP_JOURNAL_DEFAULT_MAX_AGE_S);
@@ -425,7 +430,8 @@ static void test_cleanup_removes_only_old_state(void **state)
     }
     aftp_journal_sweep_fini(&s);
     assert_int_equal(removed, 3);
-    assert_int_equal(io_test_count_entries(f->pfd), 3); /* recent's two files and notes.txt */
+    /* recent's and resumed's two files each, and notes.txt */
+    assert_int_equal(io_test_count_entries(f->pfd), 5);
     assert_true(io_test_exists(f->pfd, "notes.txt"));
     assert_true(io_test_exists(f->pfd, recent_part));
     open_as(f, "old1", source(1), AFTP_JOURNAL_FRESH);
