@@ -38,7 +38,8 @@
  *
  * Resume (aftp_journal_open). A journal whose destination path, source
  * identity (size, mtime, the sender's identity hash) and geometry (block
- * size) match is resumed: its durable blocks are held. Any mismatch (the
+ * size) match is resumed: its durable blocks are held, and its partial
+ * file's mtime set to now, which marks the state in use for the cleanup. Any mismatch (the
  * source changed), a damaged journal, or a partial file shorter than the
  * source, discards both files and starts over: versions are never mixed.
  * No per-block digests are kept, so a damaged journal's data is dropped,
@@ -59,7 +60,8 @@
  * blocks; past that it keeps the lowest ones (a prefix of the held set)
  * and the rest are sent again. Memory per open journal: the struct plus
  * at most 2 x AFTP_JOURNAL_MAX_RANGES x 16 bytes (written and durable
- * ranges), 32 KiB, whatever the file's size. Files: two per destination
+ * ranges), 32 KiB, whatever the file's size, and for the length of an
+ * open or a save a buffer of one journal's maximum size. Files: two per destination
  * path on disk (three while a journal is being written), one descriptor
  * open (the partial file) plus the caller's directory. Disk overhead
  * beyond the data: one journal of at most 64 + AFTP_WIRE_MAX_PATH +
