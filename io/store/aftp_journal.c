@@ -386,14 +386,14 @@ int aftp_journal_open(aftp_journal *j, int dirfd, const char *path,
     j->dirfd = dirfd;
     j->data_fd = -1;
     j->src = *src;
+    if ((j->path = strdup(path)) == NULL)
+        return explain(j, AFTP_ERR_NO_MEMORY, "no resume state for", "out of memory");
     size_t path_len = strlen(path);
     if (path_len == 0 || path_len > AFTP_WIRE_MAX_PATH || aftp_journal_path_reserved(path))
         return explain(j, AFTP_ERR_PATH_REJECTED, "no resume state for", "a path of %zu bytes "
                        "(1 to %u, not beneath " AFTP_JOURNAL_DIR ")", path_len, AFTP_WIRE_MAX_PATH);
     if (src->block_size == 0)
         return explain(j, AFTP_ERR_INVALID_ARGUMENT, "no resume state for", "block size 0");
-    if ((j->path = strdup(path)) == NULL)
-        return explain(j, AFTP_ERR_NO_MEMORY, "no resume state for", "out of memory");
     name_of_path(path, j->name);
     j->block_count = src->size / src->block_size + (src->size % src->block_size != 0);
     int rc = load(j);

@@ -319,6 +319,9 @@ static void test_hostile_names_map_to_safe_names(void **state)
     aftp_journal_close(&f->j);
     assert_int_equal(aftp_journal_open(&f->j, f->pfd, ".aftp-partial/x", &s),
                      AFTP_ERR_PATH_REJECTED);
+    assert_string_equal(f->j.why, "no resume state for .aftp-partial/x: a path of 15 bytes (1 to "
+                                  "4096, not beneath .aftp-partial)");
+    aftp_journal_close(&f->j);
     assert_true(aftp_journal_path_reserved(".aftp-partial"));
     assert_true(aftp_journal_path_reserved(".aftp-partial/a/b"));
     assert_false(aftp_journal_path_reserved(".aftp-partial2"));
