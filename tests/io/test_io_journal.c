@@ -5,10 +5,12 @@
  * crash interrupts; hostile destination names never reach the file
  * system; the private directory refuses links; finishing renames the
  * partial file itself; cleanup removes only old state, a bounded step at a
- * time; a full disk keeps the previous journal. */
+ * time; a full disk keeps the previous journal (a private tmpfs when run
+ * as root, else a file size limit). */
 #include <dirent.h>
 #include <fcntl.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -16,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -468,46 +471,87 @@ static void test_held_ranges_capped_to_a_prefix(void **state)
                      AFTP_ERR_INVALID_ARGUMENT);
 }
 
-/* Fills the file system of dirfd to the last byte. */
-static void fill_up(int dirfd)
+/* A full disk for the next journal write: a private tmpfs filled to the
+ * last byte where this process may mount one (root), else a file size
+ * limit (RLIMIT_FSIZE) below the journal's size, so that its new copy is
+ * written short as on a full disk. */
+typedef struct full_disk {
+    int mounted;
+    int root; /* the scratch directory, on the tmpfs when mounted */
+    struct rlimit saved;
+} full_disk;
+
+/* Puts f's private directory where the disk can be filled. */
+static void full_disk_begin(fixture *f, full_disk *d)
+{
+    char why[256];
+    d->mounted = io_test_mount_private_tmpfs(f->dir, "1m");
+    d->root = open(f->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    close(f->pfd);
+    assert_int_equal(aftp_journal_dir_open(d->root, &f->pfd, why, sizeof why), AFTP_OK);
+}
+
+static void full_disk_fill(fixture *f, full_disk *d)
 {
     static const uint8_t chunk[4096];
-    int fd = openat(dirfd, "filler", O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+    char name[64];
+    struct stat sb;
+    if (!d->mounted) {
+        state_file(f, ".jrnl", name, sizeof name);
+        assert_int_equal(fstatat(f->pfd, name, &sb, 0), 0);
+        struct rlimit below = {.rlim_cur = (rlim_t)sb.st_size - 1, .rlim_max = RLIM_INFINITY};
+        assert_int_equal(getrlimit(RLIMIT_FSIZE, &d->saved), 0);
+        below.rlim_max = d->saved.rlim_max;
+        signal(SIGXFSZ, SIG_IGN);
+        assert_int_equal(setrlimit(RLIMIT_FSIZE, &below), 0);
+        return;
+    }
+    int fd = openat(f->pfd, "filler", O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
     assert_true(fd >= 0);
     while (write(fd, chunk, sizeof chunk) > 0)
         ;
     close(fd);
 }
 
+static void full_disk_free(fixture *f, full_disk *d)
+{
+    if (d->mounted)
+        assert_int_equal(unlinkat(f->pfd, "filler", 0), 0);
+    else
+        assert_int_equal(setrlimit(RLIMIT_FSIZE, &d->saved), 0);
+}
+
+static void full_disk_end(fixture *f, full_disk *d)
+{
+    aftp_journal_close(&f->j);
+    close(f->pfd);
+    f->pfd = -1;
+    close(d->root);
+    if (d->mounted)
+        assert_int_equal(umount2(f->dir, MNT_DETACH), 0);
+}
+
 static void test_full_disk_keeps_previous_journal(void **state)
 {
     fixture *f = *state;
-    char why[256], new_name[64];
-    if (!io_test_mount_private_tmpfs(f->dir, "1m"))
-        skip(); /* needs root for a mount namespace */
-    int root = open(f->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), pfd = -1;
-    assert_int_equal(aftp_journal_dir_open(root, &pfd, why, sizeof why), AFTP_OK);
-    close(f->pfd);
-    f->pfd = pfd;
+    full_disk d;
+    char new_name[64];
+    full_disk_begin(f, &d);
     open_as(f, "full", source(2), AFTP_JOURNAL_FRESH);
     write_blocks(f, 0, 3);
     assert_int_equal(aftp_journal_sync(&f->j), AFTP_OK);
     write_blocks(f, 3, 3); /* written before the disk fills */
-    fill_up(pfd);
+    full_disk_fill(f, &d);
     assert_int_equal(aftp_journal_sync(&f->j), AFTP_ERR_NO_SPACE);
+    full_disk_free(f, &d);
     assert_non_null(strstr(f->j.why, "No space left"));
     assert_non_null(strstr(f->j.why, "bytes to write"));
     state_file(f, ".jrnl.new", new_name, sizeof new_name);
-    assert_false(io_test_exists(pfd, new_name));
-    assert_int_equal(unlinkat(pfd, "filler", 0), 0);
+    assert_false(io_test_exists(f->pfd, new_name));
     reopen(f, "full", source(2), AFTP_JOURNAL_RESUMED);
     const uint64_t held[] = {0, 3};
     assert_held(&f->j, 1, held);
-    aftp_journal_close(&f->j);
-    close(root);
-    close(f->pfd);
-    f->pfd = -1;
-    assert_int_equal(umount2(f->dir, MNT_DETACH), 0);
+    full_disk_end(f, &d);
 }
 
 int main(void)
