@@ -10,9 +10,11 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -98,4 +100,12 @@ int io_test_guarded_read(aftp_mapguard *g, const volatile uint8_t *p, uint8_t *o
     *out = *p;
     aftp_mapguard_leave(g);
     return 0;
+}
+
+int io_test_mount_private_tmpfs(const char *dir, const char *size)
+{
+    char opts[32];
+    snprintf(opts, sizeof opts, "size=%s", size);
+    return unshare(CLONE_NEWNS) == 0 && mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0 &&
+           mount("tmpfs", dir, "tmpfs", 0, opts) == 0;
 }

@@ -28,6 +28,10 @@ void io_test_needs_hooks(void);
  * when the read faulted and came back, 0 when it read *out. */
 int io_test_guarded_read(aftp_mapguard *g, const volatile uint8_t *p, uint8_t *out);
 
+/* Mounts a private tmpfs of `size` ("32m") on `dir`, in a mount namespace
+ * of this process's own; 0 when this process may not (needs root). */
+int io_test_mount_private_tmpfs(const char *dir, const char *size);
+
 /* 127.0.0.1:port. */
 struct sockaddr_in io_test_loopback(uint16_t port);
 

@@ -4,7 +4,6 @@
  * respected, a full disk fails at open, space is reserved as data arrives
  * and a disk filled during the transfer fails with an error. */
 #include <fcntl.h>
-#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -339,22 +338,13 @@ static void test_space_reserved_as_data_arrives(void **state)
     assert_int_equal(aftp_store_close(&f->st, 7, 0), AFTP_OK);
 }
 
-/* Mounts a private tmpfs of `size` on `dir`; 0 when this process may not. */
-static int mount_private_tmpfs(const char *dir, const char *size)
-{
-    char opts[32];
-    snprintf(opts, sizeof opts, "size=%s", size);
-    return unshare(CLONE_NEWNS) == 0 && mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0 &&
-           mount("tmpfs", dir, "tmpfs", 0, opts) == 0;
-}
-
 static void test_disk_filled_during_transfer_fails_cleanly(void **state)
 {
     /* The offer fits; then another writer takes the space the file has not
      * reserved yet. The write that needs it fails (no SIGBUS from a page
      * fault), and the discarded file leaves only the other writer's. */
     fixture *f = *state;
-    if (!mount_private_tmpfs(f->dir, "32m"))
+    if (!io_test_mount_private_tmpfs(f->dir, "32m"))
         skip(); /* needs root for a mount namespace */
     int dfd = open(f->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     assert_true(dfd >= 0);
