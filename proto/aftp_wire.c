@@ -815,10 +815,21 @@ static int encode_server_key(aftp_wire_writer *w, const aftp_wire_packet *p)
  * records encoded (validated once here) and the engines walk them with the
  * iterators, so decoding allocates nothing whatever the count. */
 
-static int read_batch_count(aftp_wire_reader *r, uint16_t max, uint16_t *count)
+typedef int (*skip_records_fn)(aftp_wire_reader *r, uint16_t count);
+
+/* The count, then `count` records that `skip` reads and checks; the
+ * records stay encoded, borrowed from the datagram. */
+static int read_batch(aftp_wire_reader *r, uint16_t max, skip_records_fn skip, uint16_t *count,
+                      const uint8_t **records, size_t *records_len)
 {
     TRY(aftp_wire_read_u16(r, count));
-    return *count == 0 || *count > max ? AFTP_ERR_LIMIT : AFTP_OK;
+    if (*count == 0 || *count > max)
+        return AFTP_ERR_LIMIT;
+    size_t start = r->pos;
+    TRY(skip(r, *count));
+    *records = r->buf + start;
+    *records_len = r->pos - start;
+    return AFTP_OK;
 }
 
 uint64_t aftp_wire_entry_blocks(const aftp_wire_entry *e)
@@ -926,18 +937,13 @@ static int skip_entries(aftp_wire_reader *r, uint16_t count)
 static int decode_entries(aftp_wire_reader *r, aftp_wire_packet *p)
 {
     aftp_wire_entries *b = &p->u.entries;
-    size_t start;
-    TRY(read_batch_count(r, AFTP_WIRE_MAX_ENTRIES, &b->count));
-    start = r->pos;
-    TRY(skip_entries(r, b->count));
     b->entries = NULL;
-    b->record_bytes = r->buf + start;
-    b->record_bytes_len = r->pos - start;
-    return AFTP_OK;
+    return read_batch(r, AFTP_WIRE_MAX_ENTRIES, skip_entries, &b->count, &b->record_bytes,
+                      &b->record_bytes_len);
 }
 
 static int write_encoded_records(aftp_wire_writer *w, const uint8_t *p, size_t len, uint16_t count,
-                                 int (*skip)(aftp_wire_reader *, uint16_t))
+                                 skip_records_fn skip)
 {
     aftp_wire_reader r;
     aftp_wire_reader_init(&r, p, len);
@@ -1008,14 +1014,9 @@ static int skip_verdicts(aftp_wire_reader *r, uint16_t count)
 static int decode_verdicts(aftp_wire_reader *r, aftp_wire_packet *p)
 {
     aftp_wire_verdicts *b = &p->u.verdicts;
-    size_t start;
-    TRY(read_batch_count(r, AFTP_WIRE_MAX_VERDICTS, &b->count));
-    start = r->pos;
-    TRY(skip_verdicts(r, b->count));
     b->verdicts = NULL;
-    b->record_bytes = r->buf + start;
-    b->record_bytes_len = r->pos - start;
-    return AFTP_OK;
+    return read_batch(r, AFTP_WIRE_MAX_VERDICTS, skip_verdicts, &b->count, &b->record_bytes,
+                      &b->record_bytes_len);
 }
 
 static int write_verdict(aftp_wire_writer *w, const aftp_wire_verdict *v)

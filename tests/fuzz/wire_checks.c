@@ -47,6 +47,16 @@ static int is_decode_error(int rc)
            rc == AFTP_ERR_UNKNOWN_TYPE || rc == AFTP_ERR_VERSION || rc == AFTP_ERR_LIMIT;
 }
 
+/* A decoded list kept encoded (FEEDBACK's ranges, a batch's records): no
+ * array, and its bytes are the datagram's tail. */
+static void check_encoded_tail(const uint8_t *data, size_t size, const void *array,
+                               const uint8_t *bytes, size_t len)
+{
+    FUZZ_CHECK(array == NULL);
+    FUZZ_CHECK(bytes + len == data + size);
+    FUZZ_CHECK(fuzz_inside(data, size, bytes, len));
+}
+
 static void check_borrowed(const uint8_t *data, size_t size, const aftp_wire_packet *pkt)
 {
     switch (pkt->hdr.type) {
@@ -67,26 +77,19 @@ static void check_borrowed(const uint8_t *data, size_t size, const aftp_wire_pac
                    size - AFTP_WIRE_HEADER_LEN - AFTP_WIRE_DATA_FIXED);
         break;
     case AFTP_WIRE_FEEDBACK:
-        FUZZ_CHECK(pkt->u.feedback.ranges == NULL);
-        FUZZ_CHECK(pkt->u.feedback.range_bytes + pkt->u.feedback.range_bytes_len == data + size);
-        FUZZ_CHECK(fuzz_inside(data, size, pkt->u.feedback.range_bytes,
-                               pkt->u.feedback.range_bytes_len));
+        check_encoded_tail(data, size, pkt->u.feedback.ranges, pkt->u.feedback.range_bytes,
+                           pkt->u.feedback.range_bytes_len);
         break;
     case AFTP_WIRE_CLOSE:
         FUZZ_CHECK(fuzz_inside(data, size, pkt->u.close.reason, pkt->u.close.reason_len));
         break;
     case AFTP_WIRE_ENTRIES:
-        FUZZ_CHECK(pkt->u.entries.entries == NULL);
-        FUZZ_CHECK(pkt->u.entries.record_bytes + pkt->u.entries.record_bytes_len == data + size);
-        FUZZ_CHECK(fuzz_inside(data, size, pkt->u.entries.record_bytes,
-                               pkt->u.entries.record_bytes_len));
+        check_encoded_tail(data, size, pkt->u.entries.entries, pkt->u.entries.record_bytes,
+                           pkt->u.entries.record_bytes_len);
         break;
     case AFTP_WIRE_VERDICTS:
-        FUZZ_CHECK(pkt->u.verdicts.verdicts == NULL);
-        FUZZ_CHECK(pkt->u.verdicts.record_bytes + pkt->u.verdicts.record_bytes_len ==
-                   data + size);
-        FUZZ_CHECK(fuzz_inside(data, size, pkt->u.verdicts.record_bytes,
-                               pkt->u.verdicts.record_bytes_len));
+        check_encoded_tail(data, size, pkt->u.verdicts.verdicts, pkt->u.verdicts.record_bytes,
+                           pkt->u.verdicts.record_bytes_len);
         break;
     case AFTP_WIRE_RETRY:
         FUZZ_CHECK(pkt->u.retry.token_len >= 1 && pkt->u.retry.token_len <= AFTP_WIRE_MAX_TOKEN);
@@ -250,35 +253,39 @@ static uint64_t be_uint(const uint8_t *p, size_t n)
     return v;
 }
 
-static void check_rate_cap(const uint8_t *ext, size_t ext_len)
+/* An extension whose value is one non-zero big-endian integer of want_len
+ * bytes, at most max: the decoder's verdict (0 none, 1 well-formed, -1
+ * not) and value `got` must be what the first TLV of its type says. */
+static void check_uint_ext(const uint8_t *ext, size_t ext_len, uint16_t type, uint16_t want_len,
+                           uint64_t max, int verdict, uint64_t got)
 {
     const uint8_t *v = NULL;
     uint16_t v_len = 0;
-    uint64_t bps = 0;
-    int found = aftp_wire_ext_find(ext, ext_len, AFTP_WIRE_EXT_RATE_CAP, &v, &v_len);
-    int verdict = aftp_wire_ext_rate_cap(ext, ext_len, &bps);
-    if (!found)
+    if (!aftp_wire_ext_find(ext, ext_len, type, &v, &v_len)) {
         FUZZ_CHECK(verdict == 0);
-    else if (v_len == AFTP_WIRE_RATE_CAP_LEN && be_uint(v, 8) != 0)
-        FUZZ_CHECK(verdict == 1 && bps == be_uint(v, 8));
+        return;
+    }
+    uint64_t want = v_len == want_len ? be_uint(v, want_len) : 0;
+    if (want != 0 && want <= max)
+        FUZZ_CHECK(verdict == 1 && got == want);
     else
         FUZZ_CHECK(verdict == -1);
 }
 
+static void check_rate_cap(const uint8_t *ext, size_t ext_len)
+{
+    uint64_t bps = 0;
+    int verdict = aftp_wire_ext_rate_cap(ext, ext_len, &bps);
+    check_uint_ext(ext, ext_len, AFTP_WIRE_EXT_RATE_CAP, AFTP_WIRE_RATE_CAP_LEN, UINT64_MAX,
+                   verdict, bps);
+}
+
 static void check_pipeline(const uint8_t *ext, size_t ext_len)
 {
-    const uint8_t *v = NULL;
-    uint16_t v_len = 0;
     uint32_t window = 0;
-    int found = aftp_wire_ext_find(ext, ext_len, AFTP_WIRE_EXT_PIPELINE, &v, &v_len);
     int verdict = aftp_wire_ext_pipeline(ext, ext_len, &window);
-    uint64_t want = v_len == AFTP_WIRE_PIPELINE_LEN ? be_uint(v, 4) : 0;
-    if (!found)
-        FUZZ_CHECK(verdict == 0);
-    else if (v_len == AFTP_WIRE_PIPELINE_LEN && want != 0 && want <= AFTP_WIRE_MAX_WINDOW)
-        FUZZ_CHECK(verdict == 1 && window == want);
-    else
-        FUZZ_CHECK(verdict == -1);
+    check_uint_ext(ext, ext_len, AFTP_WIRE_EXT_PIPELINE, AFTP_WIRE_PIPELINE_LEN,
+                   AFTP_WIRE_MAX_WINDOW, verdict, window);
 }
 
 static void check_extensions(const uint8_t *ext, size_t ext_len)

@@ -80,15 +80,22 @@ static void check_queries(const aftp_blockmap *m, const model *md, uint64_t *rng
     }
 }
 
+/* A map and its model, both empty, of `blocks` blocks and window `window`. */
+static model model_open(aftp_blockmap *m, uint64_t blocks, uint64_t window)
+{
+    model md = {.held = calloc(blocks + 1, 1), .blocks = blocks,
+                .window = (window + 63) & ~UINT64_C(63)};
+    assert_non_null(md.held);
+    assert_int_equal(aftp_blockmap_init(m, blocks, window), AFTP_OK);
+    return md;
+}
+
 /* Random sets around the window (some beyond it, some below base) until
  * every block is held; the map agrees with the model after each. */
 static void run_against_model(uint64_t blocks, uint64_t window, uint64_t seed)
 {
     aftp_blockmap m;
-    model md = {.held = calloc(blocks + 1, 1), .blocks = blocks,
-                .window = (window + 63) & ~UINT64_C(63)};
-    assert_non_null(md.held);
-    assert_int_equal(aftp_blockmap_init(&m, blocks, window), AFTP_OK);
+    model md = model_open(&m, blocks, window);
     uint64_t bytes = aftp_blockmap_bytes(&m);
     uint64_t rng = seed;
     while (md.base < blocks) {
@@ -108,10 +115,7 @@ static void run_against_model(uint64_t blocks, uint64_t window, uint64_t seed)
 static void run_ranges_against_model(uint64_t blocks, uint64_t window, uint64_t seed)
 {
     aftp_blockmap m;
-    model md = {.held = calloc(blocks + 1, 1), .blocks = blocks,
-                .window = (window + 63) & ~UINT64_C(63)};
-    assert_non_null(md.held);
-    assert_int_equal(aftp_blockmap_init(&m, blocks, window), AFTP_OK);
+    model md = model_open(&m, blocks, window);
     uint64_t rng = seed;
     while (md.base < blocks) {
         uint64_t from = md.base + sim_rand(&rng) % (md.window + md.window / 2 + 1);

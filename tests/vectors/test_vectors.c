@@ -247,8 +247,9 @@ static void need_digest(vec_ctx *c, uint8_t *digest)
     need_fixed_bytes(c, "digest", digest, AFTP_WIRE_DIGEST_LEN);
 }
 
-static void build_entry(vec_ctx *c, size_t n, aftp_wire_entry *e)
+static void build_entry(vec_ctx *c, size_t n, void *out)
 {
+    aftp_wire_entry *e = out;
     char k[64];
 #define ENTRY_KEY(field) record_key(k, sizeof k, "entry", n, field)
     e->entry_id = (uint32_t)need_u64(c, ENTRY_KEY("entry_id"), UINT32_MAX);
@@ -268,17 +269,10 @@ static void build_entry(vec_ctx *c, size_t n, aftp_wire_entry *e)
 #undef ENTRY_KEY
 }
 
-static void build_entries(vec_ctx *c, aftp_wire_entries *b)
-{
-    b->count = count_records(c, "entry");
-    aftp_wire_entry *list = own_array(c, b->count, sizeof *list);
-    for (uint16_t i = 0; i < b->count; i++)
-        build_entry(c, i + 1u, &list[i]);
-    b->entries = list;
-}
 
-static void build_verdict(vec_ctx *c, size_t n, aftp_wire_verdict *v)
+static void build_verdict(vec_ctx *c, size_t n, void *out)
 {
+    aftp_wire_verdict *v = out;
     char k[64];
     aftp_wire_range *held;
     size_t count;
@@ -295,13 +289,16 @@ static void build_verdict(vec_ctx *c, size_t n, aftp_wire_verdict *v)
     v->range_count = (uint16_t)count;
 }
 
-static void build_verdicts(vec_ctx *c, aftp_wire_verdicts *b)
+/* The numbered records "<prefix>.N.*" of a batch, each `size` bytes,
+ * filled by `build`; *count is how many there are. */
+static void *build_records(vec_ctx *c, const char *prefix, size_t size,
+                           void (*build)(vec_ctx *, size_t, void *), uint16_t *count)
 {
-    b->count = count_records(c, "verdict");
-    aftp_wire_verdict *list = own_array(c, b->count, sizeof *list);
-    for (uint16_t i = 0; i < b->count; i++)
-        build_verdict(c, i + 1u, &list[i]);
-    b->verdicts = list;
+    *count = count_records(c, prefix);
+    uint8_t *list = own_array(c, *count, size);
+    for (uint16_t i = 0; i < *count; i++)
+        build(c, i + 1u, list + (size_t)i * size);
+    return list;
 }
 
 static void build_body(vec_ctx *c, aftp_wire_packet *p)
@@ -342,8 +339,14 @@ static void build_body(vec_ctx *c, aftp_wire_packet *p)
     case AFTP_WIRE_SERVER_KEY:
         need_fixed_bytes(c, "key", p->u.server_key.key, AFTP_WIRE_SERVER_KEY_LEN);
         break;
-    case AFTP_WIRE_ENTRIES: build_entries(c, &p->u.entries); break;
-    case AFTP_WIRE_VERDICTS: build_verdicts(c, &p->u.verdicts); break;
+    case AFTP_WIRE_ENTRIES:
+        p->u.entries.entries = build_records(c, "entry", sizeof(aftp_wire_entry), build_entry,
+                                             &p->u.entries.count);
+        break;
+    case AFTP_WIRE_VERDICTS:
+        p->u.verdicts.verdicts = build_records(c, "verdict", sizeof(aftp_wire_verdict),
+                                               build_verdict, &p->u.verdicts.count);
+        break;
     default: vec_fail(c, "no fields known for type %u", p->hdr.type);
     }
 }
