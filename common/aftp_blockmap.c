@@ -118,6 +118,32 @@ int aftp_blockmap_set(aftp_blockmap *m, uint64_t i)
     return 1;
 }
 
+uint64_t aftp_blockmap_set_range(aftp_blockmap *m, uint64_t from, uint64_t to)
+{
+    uint64_t newly = 0;
+    to = min_u64(to, m->blocks);
+    if (from < m->base)
+        from = m->base;
+    if (from >= to)
+        return 0;
+    /* The ring's part first, bit by bit over the missing blocks only (the
+     * held ones are skipped a summary word at a time); base is moved once
+     * at the end rather than at each bit. */
+    uint64_t in_window = min_u64(to, aftp_blockmap_window_end(m));
+    for (uint64_t i = aftp_blockmap_next_clear(m, from, in_window); i < in_window;
+         i = aftp_blockmap_next_clear(m, i + 1, in_window)) {
+        aftp_bitmap_set(&m->ring, i % m->ring.nbits);
+        newly++;
+    }
+    if (from == m->base) {
+        /* Nothing at or beyond the window's end was held: all of it is new. */
+        newly += to - in_window;
+        slide(m, aftp_blockmap_next_clear(m, to, m->blocks));
+    }
+    m->held += newly;
+    return newly;
+}
+
 uint64_t aftp_blockmap_count(const aftp_blockmap *m)
 {
     return m->held;

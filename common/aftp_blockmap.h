@@ -42,6 +42,15 @@ int aftp_blockmap_test(const aftp_blockmap *m, uint64_t i);
 uint64_t aftp_blockmap_window_end(const aftp_blockmap *m);
 /* Marks block i held; 1 when it was missing and within the window, else 0. */
 int aftp_blockmap_set(aftp_blockmap *m, uint64_t i);
+/* Marks held every block of [from, to) (to clamped to the block count)
+ * that the map can record, in one call however long the range: what a
+ * verdict makes held in pipelined mode (a skipped file, a resumed file's
+ * held ranges; spec section 9.14.2). When the range reaches down to the
+ * first missing block, base passes the whole range, beyond the window
+ * too; otherwise the blocks at or beyond the window's end stay missing,
+ * and the caller marks them again once the window has moved there.
+ * Returns the number of blocks newly held. */
+uint64_t aftp_blockmap_set_range(aftp_blockmap *m, uint64_t from, uint64_t to);
 
 uint64_t aftp_blockmap_count(const aftp_blockmap *m);
 uint64_t aftp_blockmap_first_clear(const aftp_blockmap *m);

@@ -212,27 +212,46 @@ static int read_range(aftp_wire_reader *r, uint64_t next_min, uint64_t limit, af
     return AFTP_OK;
 }
 
-static int validate_ranges(const uint8_t *p, size_t len, uint16_t count, uint64_t scan_start,
-                           uint64_t scan_end)
+/* Reads past `count` valid ranges of [scan_start, scan_end). */
+static int skip_ranges(aftp_wire_reader *r, uint16_t count, uint64_t scan_start,
+                       uint64_t scan_end)
 {
-    aftp_wire_reader r;
-    aftp_wire_reader_init(&r, p, len);
     uint64_t next_min = scan_start;
     for (uint16_t i = 0; i < count; i++) {
         aftp_wire_range rg;
         if (next_min > scan_end)
             return AFTP_ERR_MALFORMED;
-        TRY(read_range(&r, next_min, scan_end, &rg));
+        TRY(read_range(r, next_min, scan_end, &rg));
         next_min = rg.start + rg.len + 1;
     }
+    return AFTP_OK;
+}
+
+static int validate_ranges(const uint8_t *p, size_t len, uint16_t count, uint64_t scan_start,
+                           uint64_t scan_end)
+{
+    aftp_wire_reader r;
+    aftp_wire_reader_init(&r, p, len);
+    TRY(skip_ranges(&r, count, scan_start, scan_end));
     return r.pos == len ? AFTP_OK : AFTP_ERR_MALFORMED;
+}
+
+static void range_iter_init(aftp_wire_range_iter *it, const uint8_t *p, size_t len,
+                            uint16_t count, uint64_t scan_start)
+{
+    aftp_wire_reader_init(&it->r, p, len);
+    it->next_min = scan_start;
+    it->left = count;
 }
 
 void aftp_wire_range_iter_init(aftp_wire_range_iter *it, const aftp_wire_feedback *fb)
 {
-    aftp_wire_reader_init(&it->r, fb->range_bytes, fb->range_bytes_len);
-    it->next_min = fb->scan_start;
-    it->left = fb->range_count;
+    range_iter_init(it, fb->range_bytes, fb->range_bytes_len, fb->range_count, fb->scan_start);
+}
+
+void aftp_wire_verdict_ranges_init(aftp_wire_range_iter *it, const aftp_wire_verdict *v)
+{
+    range_iter_init(it, v->range_bytes, v->range_bytes_len, v->range_count, 0);
 }
 
 int aftp_wire_ranges_next(aftp_wire_range_iter *it, aftp_wire_range *out)
@@ -269,19 +288,29 @@ size_t aftp_wire_ranges_encoded_len(uint64_t scan_start, const aftp_wire_range *
     return total;
 }
 
-static int write_ranges(aftp_wire_writer *w, const aftp_wire_feedback *fb)
+/* A range list given either as `ranges` or, when that is NULL, already
+ * encoded in `bytes` (as decoded: copied as it is, after validation). */
+typedef struct range_list {
+    uint16_t count;
+    const aftp_wire_range *ranges;
+    const uint8_t *bytes;
+    size_t bytes_len;
+    uint64_t scan_start;
+    uint64_t scan_end;
+} range_list;
+
+static int write_ranges(aftp_wire_writer *w, const range_list *l)
 {
-    if (fb->ranges == NULL) {
-        /* A decoded FEEDBACK carries its list still encoded: copy it as it is. */
-        if (validate_ranges(fb->range_bytes, fb->range_bytes_len, fb->range_count,
-                            fb->scan_start, fb->scan_end) != AFTP_OK)
+    if (l->ranges == NULL) {
+        if (validate_ranges(l->bytes, l->bytes_len, l->count, l->scan_start, l->scan_end) !=
+            AFTP_OK)
             return AFTP_ERR_INVALID_ARGUMENT;
-        return aftp_wire_write_bytes(w, fb->range_bytes, fb->range_bytes_len);
+        return aftp_wire_write_bytes(w, l->bytes, l->bytes_len);
     }
-    uint64_t next_min = fb->scan_start;
-    for (uint16_t i = 0; i < fb->range_count; i++) {
-        const aftp_wire_range *rg = &fb->ranges[i];
-        if (!range_fits(rg, next_min, fb->scan_end))
+    uint64_t next_min = l->scan_start;
+    for (uint16_t i = 0; i < l->count; i++) {
+        const aftp_wire_range *rg = &l->ranges[i];
+        if (!range_fits(rg, next_min, l->scan_end))
             return AFTP_ERR_INVALID_ARGUMENT;
         TRY(aftp_wire_write_varint(w, rg->start - next_min));
         TRY(aftp_wire_write_varint(w, rg->len - 1));
@@ -417,6 +446,32 @@ int aftp_wire_ext_put_rate_cap(aftp_wire_writer *w, uint64_t bps)
     TRY(aftp_wire_write_u64(&vw, bps));
     return aftp_wire_ext_put(w, AFTP_WIRE_EXT_RATE_CAP, value, sizeof value);
 }
+
+int aftp_wire_ext_pipeline(const uint8_t *ext, size_t ext_len, uint32_t *window)
+{
+    const uint8_t *v;
+    uint16_t vlen;
+    aftp_wire_reader r;
+    if (!aftp_wire_ext_find(ext, ext_len, AFTP_WIRE_EXT_PIPELINE, &v, &vlen))
+        return 0;
+    aftp_wire_reader_init(&r, v, vlen);
+    if (vlen != AFTP_WIRE_PIPELINE_LEN || aftp_wire_read_u32(&r, window) != AFTP_OK ||
+        *window == 0 || *window > AFTP_WIRE_MAX_WINDOW)
+        return -1;
+    return 1;
+}
+
+int aftp_wire_ext_put_pipeline(aftp_wire_writer *w, uint32_t window)
+{
+    uint8_t value[AFTP_WIRE_PIPELINE_LEN];
+    aftp_wire_writer vw;
+    if (window == 0 || window > AFTP_WIRE_MAX_WINDOW)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    aftp_wire_writer_init(&vw, value, sizeof value);
+    TRY(aftp_wire_write_u32(&vw, window));
+    return aftp_wire_ext_put(w, AFTP_WIRE_EXT_PIPELINE, value, sizeof value);
+}
+
 
 static int valid_max_datagram(uint16_t v)
 {
@@ -648,7 +703,9 @@ static int encode_feedback(aftp_wire_writer *w, const aftp_wire_packet *p)
     TRY(aftp_wire_write_u64(w, f->scan_start));
     TRY(aftp_wire_write_u64(w, f->scan_end));
     TRY(aftp_wire_write_u16(w, f->range_count));
-    return write_ranges(w, f);
+    range_list l = {f->range_count, f->ranges, f->range_bytes, f->range_bytes_len,
+                    f->scan_start, f->scan_end};
+    return write_ranges(w, &l);
 }
 
 static int decode_digest(aftp_wire_reader *r, uint8_t digest[AFTP_WIRE_DIGEST_LEN])
@@ -753,6 +810,278 @@ static int encode_server_key(aftp_wire_writer *w, const aftp_wire_packet *p)
     return aftp_wire_write_bytes(w, p->u.server_key.key, AFTP_WIRE_SERVER_KEY_LEN);
 }
 
+/* ---- pipelined mode: ENTRIES and VERDICTS (spec sections 6.13, 6.14) ----
+ * Both are a u16 record count then the records. A decoded packet keeps its
+ * records encoded (validated once here) and the engines walk them with the
+ * iterators, so decoding allocates nothing whatever the count. */
+
+typedef int (*skip_records_fn)(aftp_wire_reader *r, uint16_t count);
+
+/* The count, then `count` records that `skip` reads and checks; the
+ * records stay encoded, borrowed from the datagram. */
+static int read_batch(aftp_wire_reader *r, uint16_t max, skip_records_fn skip, uint16_t *count,
+                      const uint8_t **records, size_t *records_len)
+{
+    TRY(aftp_wire_read_u16(r, count));
+    if (*count == 0 || *count > max)
+        return AFTP_ERR_LIMIT;
+    size_t start = r->pos;
+    TRY(skip(r, *count));
+    *records = r->buf + start;
+    *records_len = r->pos - start;
+    return AFTP_OK;
+}
+
+uint64_t aftp_wire_entry_blocks(const aftp_wire_entry *e)
+{
+    if (e->kind != AFTP_WIRE_KIND_FILE || e->block_size == 0)
+        return 0;
+    return aftp_wire_block_count(e->size, e->block_size);
+}
+
+size_t aftp_wire_entry_len(const aftp_wire_entry *e)
+{
+    return AFTP_WIRE_ENTRY_FIXED + (size_t)e->path_len + e->target_len;
+}
+
+static int valid_name(const uint8_t *p, uint16_t len, uint16_t min)
+{
+    return len >= min && len <= AFTP_WIRE_MAX_PATH && (len == 0 || memchr(p, 0, len) == NULL);
+}
+
+/* What a FILE, a DIR and a SYMLINK each require of size, block size and
+ * target; then the fields every kind shares. */
+static int valid_entry_kind(const aftp_wire_entry *e)
+{
+    switch (e->kind) {
+    case AFTP_WIRE_KIND_FILE:
+        return e->size <= AFTP_WIRE_MAX_FILE_SIZE && e->block_size >= AFTP_WIRE_MIN_BLOCK &&
+               e->block_size <= AFTP_WIRE_MAX_BLOCK && e->target_len == 0;
+    case AFTP_WIRE_KIND_DIR:
+        return e->size == 0 && e->block_size == 0 && e->target_len == 0;
+    case AFTP_WIRE_KIND_SYMLINK:
+        return e->size == 0 && e->block_size == 0 && valid_name(e->target, e->target_len, 1);
+    default:
+        return 0;
+    }
+}
+
+static int valid_entry(const aftp_wire_entry *e)
+{
+    return e->entry_id != 0 && valid_entry_kind(e) && e->mode <= 07777 &&
+           valid_name(e->path, e->path_len, 1) && e->base_block <= AFTP_WIRE_MAX_BLOCKS &&
+           aftp_wire_entry_blocks(e) <= AFTP_WIRE_MAX_BLOCKS - e->base_block;
+}
+
+/* Records of a batch are consecutive entries laid end to end (6.13 step 3). */
+static int entry_follows(const aftp_wire_entry *prev, const aftp_wire_entry *e)
+{
+    return (uint64_t)e->entry_id == (uint64_t)prev->entry_id + 1 &&
+           e->base_block == prev->base_block + aftp_wire_entry_blocks(prev);
+}
+
+static int read_entry(aftp_wire_reader *r, aftp_wire_entry *e)
+{
+    uint64_t mtime;
+    const uint8_t *digest;
+    TRY(aftp_wire_read_u32(r, &e->entry_id));
+    TRY(aftp_wire_read_u8(r, &e->kind));
+    TRY(aftp_wire_read_u16(r, &e->flags));
+    TRY(aftp_wire_read_u64(r, &e->size));
+    TRY(aftp_wire_read_u64(r, &mtime));
+    TRY(aftp_wire_read_u32(r, &e->mode));
+    TRY(aftp_wire_read_u64(r, &e->base_block));
+    TRY(aftp_wire_read_u32(r, &e->block_size));
+    TRY(aftp_wire_read_u64(r, &e->source_id));
+    TRY(aftp_wire_read_bytes(r, AFTP_WIRE_DIGEST_LEN, &digest));
+    TRY(aftp_wire_read_u16(r, &e->path_len));
+    TRY(aftp_wire_read_u16(r, &e->target_len));
+    TRY(aftp_wire_read_bytes(r, e->path_len, &e->path));
+    TRY(aftp_wire_read_bytes(r, e->target_len, &e->target));
+    memcpy(e->digest, digest, AFTP_WIRE_DIGEST_LEN);
+    e->mtime_ns = (int64_t)mtime;
+    return AFTP_OK;
+}
+
+static int write_entry(aftp_wire_writer *w, const aftp_wire_entry *e)
+{
+    TRY(aftp_wire_write_u32(w, e->entry_id));
+    TRY(aftp_wire_write_u8(w, e->kind));
+    TRY(aftp_wire_write_u16(w, e->flags));
+    TRY(aftp_wire_write_u64(w, e->size));
+    TRY(aftp_wire_write_u64(w, (uint64_t)e->mtime_ns));
+    TRY(aftp_wire_write_u32(w, e->mode));
+    TRY(aftp_wire_write_u64(w, e->base_block));
+    TRY(aftp_wire_write_u32(w, e->block_size));
+    TRY(aftp_wire_write_u64(w, e->source_id));
+    TRY(aftp_wire_write_bytes(w, e->digest, AFTP_WIRE_DIGEST_LEN));
+    TRY(aftp_wire_write_u16(w, e->path_len));
+    TRY(aftp_wire_write_u16(w, e->target_len));
+    TRY(aftp_wire_write_bytes(w, e->path, e->path_len));
+    return aftp_wire_write_bytes(w, e->target, e->target_len);
+}
+
+/* Reads and checks `count` entry records (6.13 steps 2 and 3). */
+static int skip_entries(aftp_wire_reader *r, uint16_t count)
+{
+    aftp_wire_entry prev, e;
+    for (uint16_t i = 0; i < count; i++) {
+        TRY(read_entry(r, &e));
+        if (!valid_entry(&e) || (i > 0 && !entry_follows(&prev, &e)))
+            return AFTP_ERR_MALFORMED;
+        prev = e;
+    }
+    return AFTP_OK;
+}
+
+static int decode_entries(aftp_wire_reader *r, aftp_wire_packet *p)
+{
+    aftp_wire_entries *b = &p->u.entries;
+    b->entries = NULL;
+    return read_batch(r, AFTP_WIRE_MAX_ENTRIES, skip_entries, &b->count, &b->record_bytes,
+                      &b->record_bytes_len);
+}
+
+static int write_encoded_records(aftp_wire_writer *w, const uint8_t *p, size_t len, uint16_t count,
+                                 skip_records_fn skip)
+{
+    aftp_wire_reader r;
+    aftp_wire_reader_init(&r, p, len);
+    if (skip(&r, count) != AFTP_OK || r.pos != len)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    return aftp_wire_write_bytes(w, p, len);
+}
+
+static int encode_entries(aftp_wire_writer *w, const aftp_wire_packet *p)
+{
+    const aftp_wire_entries *b = &p->u.entries;
+    if (b->count == 0 || b->count > AFTP_WIRE_MAX_ENTRIES)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    TRY(aftp_wire_write_u16(w, b->count));
+    if (b->entries == NULL)
+        return write_encoded_records(w, b->record_bytes, b->record_bytes_len, b->count,
+                                     skip_entries);
+    for (uint16_t i = 0; i < b->count; i++) {
+        const aftp_wire_entry *e = &b->entries[i];
+        if (!valid_entry(e) || (i > 0 && !entry_follows(&b->entries[i - 1], e)))
+            return AFTP_ERR_INVALID_ARGUMENT;
+        TRY(write_entry(w, e));
+    }
+    return AFTP_OK;
+}
+
+/* Error only with REFUSED, held ranges only with RESUME, ids ascending. */
+static int valid_verdict(const aftp_wire_verdict *v, uint32_t prev_id)
+{
+    return v->entry_id != 0 && v->entry_id > prev_id && v->verdict <= AFTP_WIRE_VERDICT_MAX &&
+           (v->error != 0) == (v->verdict == AFTP_WIRE_VERDICT_REFUSED) &&
+           (v->range_count != 0) == (v->verdict == AFTP_WIRE_VERDICT_RESUME);
+}
+
+/* One verdict record; *ranges_total counts the packet's held ranges. */
+static int read_verdict(aftp_wire_reader *r, uint32_t prev_id, uint32_t *ranges_total,
+                        aftp_wire_verdict *v)
+{
+    size_t ranges_at;
+    TRY(aftp_wire_read_u32(r, &v->entry_id));
+    TRY(aftp_wire_read_u8(r, &v->verdict));
+    TRY(aftp_wire_read_u16(r, &v->error));
+    TRY(aftp_wire_read_u16(r, &v->range_count));
+    if (!valid_verdict(v, prev_id))
+        return AFTP_ERR_MALFORMED;
+    *ranges_total += v->range_count;
+    if (*ranges_total > AFTP_WIRE_MAX_RANGES)
+        return AFTP_ERR_LIMIT;
+    ranges_at = r->pos;
+    TRY(skip_ranges(r, v->range_count, 0, AFTP_WIRE_MAX_BLOCKS));
+    v->ranges = NULL;
+    v->range_bytes = r->buf + ranges_at;
+    v->range_bytes_len = r->pos - ranges_at;
+    return AFTP_OK;
+}
+
+static int skip_verdicts(aftp_wire_reader *r, uint16_t count)
+{
+    aftp_wire_verdict v;
+    uint32_t prev_id = 0, ranges_total = 0;
+    for (uint16_t i = 0; i < count; i++) {
+        TRY(read_verdict(r, prev_id, &ranges_total, &v));
+        prev_id = v.entry_id;
+    }
+    return AFTP_OK;
+}
+
+static int decode_verdicts(aftp_wire_reader *r, aftp_wire_packet *p)
+{
+    aftp_wire_verdicts *b = &p->u.verdicts;
+    b->verdicts = NULL;
+    return read_batch(r, AFTP_WIRE_MAX_VERDICTS, skip_verdicts, &b->count, &b->record_bytes,
+                      &b->record_bytes_len);
+}
+
+static int write_verdict(aftp_wire_writer *w, const aftp_wire_verdict *v)
+{
+    TRY(aftp_wire_write_u32(w, v->entry_id));
+    TRY(aftp_wire_write_u8(w, v->verdict));
+    TRY(aftp_wire_write_u16(w, v->error));
+    TRY(aftp_wire_write_u16(w, v->range_count));
+    range_list l = {v->range_count, v->ranges, v->range_bytes, v->range_bytes_len, 0,
+                    AFTP_WIRE_MAX_BLOCKS};
+    return write_ranges(w, &l);
+}
+
+static int encode_verdicts(aftp_wire_writer *w, const aftp_wire_packet *p)
+{
+    const aftp_wire_verdicts *b = &p->u.verdicts;
+    uint32_t prev_id = 0, ranges_total = 0;
+    if (b->count == 0 || b->count > AFTP_WIRE_MAX_VERDICTS)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    TRY(aftp_wire_write_u16(w, b->count));
+    if (b->verdicts == NULL)
+        return write_encoded_records(w, b->record_bytes, b->record_bytes_len, b->count,
+                                     skip_verdicts);
+    for (uint16_t i = 0; i < b->count; i++) {
+        const aftp_wire_verdict *v = &b->verdicts[i];
+        ranges_total += v->range_count;
+        if (!valid_verdict(v, prev_id) || ranges_total > AFTP_WIRE_MAX_RANGES)
+            return AFTP_ERR_INVALID_ARGUMENT;
+        TRY(write_verdict(w, v));
+        prev_id = v->entry_id;
+    }
+    return AFTP_OK;
+}
+
+void aftp_wire_entries_iter_init(aftp_wire_record_iter *it, const aftp_wire_entries *e)
+{
+    aftp_wire_reader_init(&it->r, e->record_bytes, e->record_bytes_len);
+    it->left = e->count;
+}
+
+int aftp_wire_entries_next(aftp_wire_record_iter *it, aftp_wire_entry *out)
+{
+    /* The records were validated by aftp_wire_decode: a failed read means
+     * they were not, and the safe answer is "no more". */
+    if (it->left == 0 || read_entry(&it->r, out) != AFTP_OK)
+        return 0;
+    it->left--;
+    return 1;
+}
+
+void aftp_wire_verdicts_iter_init(aftp_wire_record_iter *it, const aftp_wire_verdicts *v)
+{
+    aftp_wire_reader_init(&it->r, v->record_bytes, v->record_bytes_len);
+    it->left = v->count;
+}
+
+int aftp_wire_verdicts_next(aftp_wire_record_iter *it, aftp_wire_verdict *out)
+{
+    uint32_t ranges_total = 0;
+    if (it->left == 0 || read_verdict(&it->r, 0, &ranges_total, out) != AFTP_OK)
+        return 0;
+    it->left--;
+    return 1;
+}
+
 typedef struct wire_codec {
     const char *name;
     int (*decode)(aftp_wire_reader *r, aftp_wire_packet *p);
@@ -772,6 +1101,8 @@ static const wire_codec codecs[AFTP_WIRE_TYPE_MAX + 1] = {
     [AFTP_WIRE_CLOSE] = {"CLOSE", decode_close, encode_close},
     [AFTP_WIRE_RETRY] = {"RETRY", decode_retry, encode_retry},
     [AFTP_WIRE_SERVER_KEY] = {"SERVER_KEY", decode_server_key, encode_server_key},
+    [AFTP_WIRE_ENTRIES] = {"ENTRIES", decode_entries, encode_entries},
+    [AFTP_WIRE_VERDICTS] = {"VERDICTS", decode_verdicts, encode_verdicts},
 };
 
 const char *aftp_wire_type_name(uint8_t type)

@@ -55,9 +55,11 @@ enum aftp_wire_type {
     AFTP_WIRE_FILE_RESULT = 0x08,
     AFTP_WIRE_CLOSE = 0x09,
     AFTP_WIRE_RETRY = 0x0A,     /* stateless: server asks for a HELLO with its cookie */
-    AFTP_WIRE_SERVER_KEY = 0x0B /* stateless: server's static public key (KEY_REQUEST) */
+    AFTP_WIRE_SERVER_KEY = 0x0B, /* stateless: server's static public key (KEY_REQUEST) */
+    AFTP_WIRE_ENTRIES = 0x0C,   /* pipelined mode: a batch of entries (sender) */
+    AFTP_WIRE_VERDICTS = 0x0D   /* pipelined mode: a batch of verdicts (receiver) */
 };
-#define AFTP_WIRE_TYPE_MAX AFTP_WIRE_SERVER_KEY
+#define AFTP_WIRE_TYPE_MAX AFTP_WIRE_VERDICTS
 
 /* ---- roles and ciphers (spec sections 6.2, 12) ---- */
 enum aftp_wire_role {
@@ -119,6 +121,17 @@ enum aftp_wire_error {
  * the cap, bits of UDP payload per second, that the sender must obey. */
 #define AFTP_WIRE_EXT_RATE_CAP 0x0004u
 #define AFTP_WIRE_RATE_CAP_LEN 8u       /* a HELLO_ACK's RATE_CAP value */
+/* HELLO and HELLO_ACK (u32 window W): pipelined mode (spec section 12.3.2). */
+#define AFTP_WIRE_EXT_PIPELINE 0x0005u
+#define AFTP_WIRE_PIPELINE_LEN 4u
+#define AFTP_WIRE_MAX_WINDOW 65536u     /* largest entry window W */
+
+/* ---- pipelined mode (spec sections 6.13, 6.14, 9.14) ---- */
+#define AFTP_WIRE_MAX_ENTRIES 1024u     /* entry records in one ENTRIES */
+#define AFTP_WIRE_MAX_VERDICTS 1024u    /* verdict records in one VERDICTS */
+#define AFTP_WIRE_ENTRY_FIXED 67u
+#define AFTP_WIRE_VERDICT_FIXED 9u
+#define AFTP_WIRE_BATCH_FIXED 2u        /* the record count before the records */
 
 /* Fixed body sizes (bytes after the common header). */
 #define AFTP_WIRE_DATA_FIXED 12u             /* file id + block index */
@@ -232,6 +245,77 @@ typedef struct aftp_wire_file_result {
     uint8_t digest[AFTP_WIRE_DIGEST_LEN]; /* what the receiver computed */
 } aftp_wire_file_result;
 
+enum aftp_wire_entry_kind {
+    AFTP_WIRE_KIND_FILE = 1,
+    AFTP_WIRE_KIND_DIR = 2,
+    AFTP_WIRE_KIND_SYMLINK = 3
+};
+
+/* Entry flags; undefined bits ignored. */
+#define AFTP_WIRE_ENTRY_OVERWRITE 0x0001u /* replace an existing entry at path */
+#define AFTP_WIRE_ENTRY_RESUME 0x0002u    /* the receiver may answer RESUME */
+#define AFTP_WIRE_ENTRY_SYNC 0x0004u      /* the receiver may answer SKIP */
+#define AFTP_WIRE_ENTRY_CHECKSUM 0x0008u  /* with SYNC: identical by digest */
+
+/* One entry record of ENTRIES (spec section 6.13). */
+typedef struct aftp_wire_entry {
+    uint32_t entry_id;      /* also the file_id of its DATA/FILE_DONE/FILE_RESULT */
+    uint8_t kind;           /* enum aftp_wire_entry_kind */
+    uint16_t flags;         /* AFTP_WIRE_ENTRY_* */
+    uint64_t size;          /* 0 for DIR and SYMLINK */
+    int64_t mtime_ns;
+    uint32_t mode;          /* at most 07777 */
+    uint64_t base_block;    /* first stream block */
+    uint32_t block_size;    /* 0 for DIR and SYMLINK */
+    uint64_t source_id;     /* the sender's identity of the source version */
+    uint8_t digest[AFTP_WIRE_DIGEST_LEN]; /* meaningful with CHECKSUM only */
+    uint16_t path_len;
+    const uint8_t *path;    /* borrowed */
+    uint16_t target_len;    /* SYMLINK: 1..4096; else 0 */
+    const uint8_t *target;  /* borrowed */
+} aftp_wire_entry;
+
+/* ENTRIES. Encoding: `entries` points to count records, or is NULL and
+ * record_bytes holds them already encoded (a decoded packet). Decoding:
+ * `entries` is NULL and record_bytes borrows the validated records, to walk
+ * with aftp_wire_entries_next(). */
+typedef struct aftp_wire_entries {
+    uint16_t count;
+    const aftp_wire_entry *entries;
+    const uint8_t *record_bytes;
+    size_t record_bytes_len;
+} aftp_wire_entries;
+
+enum aftp_wire_verdict_kind {
+    AFTP_WIRE_VERDICT_SEND = 0,
+    AFTP_WIRE_VERDICT_RESUME = 1,
+    AFTP_WIRE_VERDICT_SKIP = 2,
+    AFTP_WIRE_VERDICT_REFUSED = 3
+};
+#define AFTP_WIRE_VERDICT_MAX AFTP_WIRE_VERDICT_REFUSED
+
+/* One verdict record of VERDICTS (spec section 6.14). A RESUME lists the
+ * file's held ranges in its own block indices, coded like FEEDBACK's
+ * missing ranges from 0: `ranges` (encoding) or, when NULL, range_bytes
+ * (as decoded; walk with aftp_wire_verdict_ranges_init). */
+typedef struct aftp_wire_verdict {
+    uint32_t entry_id;
+    uint8_t verdict;        /* enum aftp_wire_verdict_kind */
+    uint16_t error;         /* REFUSED: the wire error; else 0 */
+    uint16_t range_count;   /* RESUME: >= 1; else 0 */
+    const aftp_wire_range *ranges;
+    const uint8_t *range_bytes;
+    size_t range_bytes_len;
+} aftp_wire_verdict;
+
+/* VERDICTS: as aftp_wire_entries, with verdict records. */
+typedef struct aftp_wire_verdicts {
+    uint16_t count;
+    const aftp_wire_verdict *verdicts;
+    const uint8_t *record_bytes;
+    size_t record_bytes_len;
+} aftp_wire_verdicts;
+
 typedef struct aftp_wire_close {
     uint16_t error;
     uint16_t reason_len;
@@ -267,6 +351,8 @@ typedef struct aftp_wire_packet {
         aftp_wire_close close;
         aftp_wire_retry retry;
         aftp_wire_server_key server_key;
+        aftp_wire_entries entries;
+        aftp_wire_verdicts verdicts;
     } u;
 } aftp_wire_packet;
 
@@ -356,6 +442,29 @@ typedef struct aftp_wire_range_iter {
 void aftp_wire_range_iter_init(aftp_wire_range_iter *it, const aftp_wire_feedback *fb);
 int aftp_wire_ranges_next(aftp_wire_range_iter *it, aftp_wire_range *out);
 
+/* Walk the records of a decoded ENTRIES / VERDICTS (or of one built for
+ * encoding with record_bytes): each call yields the next record and
+ * returns 1, or 0 at the end. The pointers in a record borrow from the
+ * datagram. */
+typedef struct aftp_wire_record_iter {
+    aftp_wire_reader r;
+    uint16_t left;
+} aftp_wire_record_iter;
+
+void aftp_wire_entries_iter_init(aftp_wire_record_iter *it, const aftp_wire_entries *e);
+int aftp_wire_entries_next(aftp_wire_record_iter *it, aftp_wire_entry *out);
+void aftp_wire_verdicts_iter_init(aftp_wire_record_iter *it, const aftp_wire_verdicts *v);
+int aftp_wire_verdicts_next(aftp_wire_record_iter *it, aftp_wire_verdict *out);
+/* The held ranges of a decoded RESUME verdict, walked with
+ * aftp_wire_ranges_next() (file block indices). */
+void aftp_wire_verdict_ranges_init(aftp_wire_range_iter *it, const aftp_wire_verdict *v);
+
+/* Stream blocks an entry occupies: its file's block count, 0 for DIR and
+ * SYMLINK (spec section 6.13). The entry's end is base_block + this. */
+uint64_t aftp_wire_entry_blocks(const aftp_wire_entry *e);
+/* Bytes one entry record takes on the wire (for batching). */
+size_t aftp_wire_entry_len(const aftp_wire_entry *e);
+
 /* Bytes the encoded range list takes (for sizing a FEEDBACK before
  * encoding), the first range coded from scan_start; 0 if the ranges are
  * invalid (not ascending and non-adjacent inside [scan_start,
@@ -386,6 +495,14 @@ int aftp_wire_ext_rate_cap(const uint8_t *ext, size_t ext_len, uint64_t *bps);
 /* Appends a RATE_CAP TLV: empty (a HELLO's announcement) when bps is 0,
  * else its u64 value (a HELLO_ACK's cap). */
 int aftp_wire_ext_put_rate_cap(aftp_wire_writer *w, uint64_t bps);
+
+/* The PIPELINE of a validated extension block (spec section 12.3.2): 0
+ * when there is none; 1 and *window for a well-formed one (4 bytes,
+ * 1..AFTP_WIRE_MAX_WINDOW); -1 otherwise. */
+int aftp_wire_ext_pipeline(const uint8_t *ext, size_t ext_len, uint32_t *window);
+/* Appends a PIPELINE TLV with `window` (1..AFTP_WIRE_MAX_WINDOW, else
+ * AFTP_ERR_INVALID_ARGUMENT). */
+int aftp_wire_ext_put_pipeline(aftp_wire_writer *w, uint32_t window);
 
 /* The handshake prologue of a HELLO (spec section 14.2.2): the bytes both
  * sides mix into the Noise transcript so that changing the offer (role,

@@ -61,6 +61,66 @@ typedef struct aftp_file_info {
     const char *path;
 } aftp_file_info;
 
+/* ---- pipelined mode (spec section 9.14): entries and verdicts ----
+ * The receiver's storage decides each entry a pipelined sender offers
+ * (storage op `entry` below). Values equal the wire's (spec 6.13, 6.14). */
+enum aftp_entry_kind {
+    AFTP_ENTRY_FILE = 1,
+    AFTP_ENTRY_DIR = 2,
+    AFTP_ENTRY_SYMLINK = 3
+};
+
+/* What the sender allows the receiver to answer (aftp_entry_info.flags). */
+#define AFTP_ENTRY_RESUME 0x0002u   /* RESUME from a partial copy of this source version */
+#define AFTP_ENTRY_SYNC 0x0004u     /* SKIP when an identical file is there */
+#define AFTP_ENTRY_CHECKSUM 0x0008u /* with SYNC: identical by content digest, not mtime */
+
+enum aftp_verdict_kind {
+    AFTP_VERDICT_SEND = 0,    /* FILE: send it whole; DIR, SYMLINK: placed */
+    AFTP_VERDICT_RESUME = 1,  /* FILE: the `held` blocks are stored already */
+    AFTP_VERDICT_SKIP = 2,    /* FILE: an identical file is there; kept as it is */
+    AFTP_VERDICT_REFUSED = 3  /* `error` says why; the entry ends, the session goes on */
+};
+
+/* Blocks [start, start + len) of one file, its own block indices. */
+typedef struct aftp_block_range {
+    uint64_t start;
+    uint64_t len;
+} aftp_block_range;
+
+/* One entry of a pipelined session; borrowed for the call. */
+typedef struct aftp_entry_info {
+    aftp_file_info file;     /* file_id = the entry id; DIR, SYMLINK: size 0, block_size 0 */
+    int kind;                /* enum aftp_entry_kind */
+    unsigned flags;          /* AFTP_ENTRY_RESUME | _SYNC | _CHECKSUM */
+    /* The sender's identity of this version of the source (the reference
+     * sender hashes size, mtime, inode and ctime): a partial copy may be
+     * resumed only when it was taken of the same size, mtime, block size
+     * and source_id (spec 9.14.4). */
+    uint64_t source_id;
+    uint8_t digest[AFTP_DIGEST_LEN]; /* with AFTP_ENTRY_CHECKSUM: the file's XXH3-128 */
+    /* SYMLINK: the target, NUL-terminated, to be stored literally: never
+     * resolved, followed or rewritten (spec 14.4). NULL for other kinds. */
+    const char *target;
+} aftp_entry_info;
+
+/* Storage's answer for an entry. */
+typedef struct aftp_entry_verdict {
+    int verdict;             /* enum aftp_verdict_kind */
+    int error;               /* REFUSED: a negative aftp_error, sent as its wire error */
+    /* RESUME: the file's blocks already on stable storage, ascending and
+     * non-adjacent, at least one; storage owns the array until the entry's
+     * `close`. It may list fewer blocks than it holds, never more. */
+    const aftp_block_range *held;
+    size_t held_count;
+} aftp_entry_verdict;
+
+/* `close`'s commit argument: discard, commit now, or (receiver, pipelined
+ * mode, with `commit_group`) keep the verified file until the group commit. */
+#define AFTP_CLOSE_DISCARD 0
+#define AFTP_CLOSE_COMMIT 1
+#define AFTP_CLOSE_DEFER 2
+
 /* The engine's only access to file bytes. Each returns AFTP_OK or a
  * negative aftp_error, which ends that file with the matching wire error. */
 typedef struct aftp_storage_ops {
@@ -77,8 +137,11 @@ typedef struct aftp_storage_ops {
      * `data` may be the very pointer `place` lent for these bytes: they are
      * in place already, only the write is to be recorded. */
     int (*write)(void *user, uint32_t file_id, uint64_t off, const uint8_t *data, size_t len);
-    /* Receiver: commit = 1: make the verified file durable and give it its
-     * final name. commit = 0: discard it. Sender: release the source. */
+    /* Receiver: commit = AFTP_CLOSE_COMMIT (1): make the verified file
+     * durable and give it its final name. AFTP_CLOSE_DISCARD (0): discard
+     * it. AFTP_CLOSE_DEFER (2, pipelined mode, only when `commit_group` is
+     * set): the file is verified; keep it, not yet visible under its final
+     * name, until `commit_group` names it. Sender: release the source. */
     int (*close)(void *user, uint32_t file_id, int commit);
     /* Receiver, optional (NULL: every payload is opened into the engine's
      * scratch buffer and handed to `write`): lend the len writable bytes at
@@ -89,6 +152,25 @@ typedef struct aftp_storage_ops {
      * and no `write` follows. A failure here only means the payload takes
      * the scratch buffer and `write`. */
     int (*place)(void *user, uint32_t file_id, uint64_t off, size_t len, uint8_t **out);
+    /* Receiver, pipelined mode (spec 9.14.4); NULL: the receiver does not
+     * offer pipelined mode. Decide entry `info`, in entry id order, and
+     * fill *out; returns AFTP_OK, or an error that ends the session (the
+     * storage itself failed; a refusal of the entry is a REFUSED verdict).
+     * Apply the path rules (spec 14.4) to every kind and the checks `open`
+     * makes to a FILE. A FILE answered SEND or RESUME is open on return,
+     * as after `open` (writes, views and `close` follow; RESUME's held
+     * blocks are never written). A DIR or SYMLINK answered SEND is placed
+     * on return (a directory's mode and mtime may wait until the session
+     * ends, after its contents). SKIP keeps the existing file untouched. */
+    int (*entry)(void *user, const aftp_entry_info *info, aftp_entry_verdict *out);
+    /* Receiver, pipelined mode, optional (NULL: each verified file is
+     * committed alone, close(id, AFTP_CLOSE_COMMIT)): make the `count`
+     * files closed with AFTP_CLOSE_DEFER durable under their final names
+     * together (one flush of their data, renames, one flush of each
+     * directory), filling results[i] with AFTP_OK or the error of ids[i].
+     * The engine sends a FILE_RESULT(NONE) only for a file committed here
+     * (spec 9.14.3, group commit). */
+    int (*commit_group)(void *user, const uint32_t *ids, size_t count, int *results);
 } aftp_storage_ops;
 
 enum aftp_event_type {

@@ -31,6 +31,17 @@
  *     CLOSE:       u16 error, then bytes reason
  *     RETRY:       bytes token
  *     SERVER_KEY:  the 32 key bytes
+ *     ENTRIES:     count records (up to one over the limit), each: u8 link
+ *                  (bit 0: id = previous + 1, else a u32 follows; bit 1:
+ *                  base_block = previous end, else a value follows), u8
+ *                  kind, u16 flags, value size, i64 mtime, u32 mode, u32
+ *                  block_size, u64 source_id, 16 digest bytes, u16 path
+ *                  length, u16 target length, then the path and the target
+ *                  (written in wire order)
+ *     VERDICTS:    count records (up to one over the limit), each: u8 link
+ *                  (bit 0: id = previous + 1, else a u32 follows), u8
+ *                  verdict, u16 error, count held ranges (up to one over
+ *                  the limit), each two values written as varints
  */
 #include <string.h>
 
@@ -159,6 +170,77 @@ static void copy_feedback(fuzz_input *in, aftp_wire_writer *w)
         (void)aftp_wire_write_varint(w, fuzz_take_value(in) & AFTP_WIRE_VARINT_MAX);
 }
 
+/* Consecutive records are what a valid batch needs and what raw fields
+ * almost never give, hence the link bits. */
+typedef struct framed_link {
+    uint64_t id;
+    uint64_t end; /* previous entry's base_block + its blocks */
+} framed_link;
+
+static uint64_t linked_or_taken(fuzz_input *in, int linked, uint64_t linked_value, size_t n)
+{
+    return linked ? linked_value : (n == 0 ? fuzz_take_value(in) : fuzz_take(in, n));
+}
+
+static void copy_entry(fuzz_input *in, aftp_wire_writer *w, framed_link *link)
+{
+    uint8_t bits = (uint8_t)fuzz_take(in, 1);
+    aftp_wire_entry e = {0};
+    e.entry_id = (uint32_t)linked_or_taken(in, bits & 1, link->id + 1, 4);
+    e.base_block = linked_or_taken(in, bits & 2, link->end, 0);
+    e.kind = (uint8_t)fuzz_take(in, 1);
+    e.flags = (uint16_t)fuzz_take(in, 2);
+    e.size = fuzz_take_value(in);
+    e.mtime_ns = (int64_t)fuzz_take(in, 8);
+    e.mode = (uint32_t)fuzz_take(in, 4);
+    e.block_size = (uint32_t)fuzz_take(in, 4);
+    e.source_id = fuzz_take(in, 8);
+    put(w, e.entry_id, 4);
+    put(w, e.kind, 1);
+    put(w, e.flags, 2);
+    put(w, e.size, 8);
+    put(w, (uint64_t)e.mtime_ns, 8);
+    put(w, e.mode, 4);
+    put(w, e.base_block, 8);
+    put(w, e.block_size, 4);
+    put(w, e.source_id, 8);
+    copy_bytes(in, w, AFTP_WIRE_DIGEST_LEN);
+    uint16_t path_len = (uint16_t)fuzz_take(in, 2), target_len = (uint16_t)fuzz_take(in, 2);
+    put(w, path_len, 2);
+    put(w, target_len, 2);
+    copy_bytes(in, w, path_len);
+    copy_bytes(in, w, target_len);
+    link->id = e.entry_id;
+    link->end = e.base_block + aftp_wire_entry_blocks(&e);
+}
+
+static void copy_entries(fuzz_input *in, aftp_wire_writer *w)
+{
+    framed_link link = {0, 0};
+    size_t n = fuzz_take_count(in, AFTP_WIRE_MAX_ENTRIES + 1);
+    put(w, n, 2);
+    for (size_t i = 0; i < n && in->left > 0; i++)
+        copy_entry(in, w, &link);
+}
+
+static void copy_verdicts(fuzz_input *in, aftp_wire_writer *w)
+{
+    framed_link link = {0, 0};
+    size_t n = fuzz_take_count(in, AFTP_WIRE_MAX_VERDICTS + 1);
+    put(w, n, 2);
+    for (size_t i = 0; i < n && in->left > 0; i++) {
+        uint8_t bits = (uint8_t)fuzz_take(in, 1);
+        link.id = linked_or_taken(in, bits & 1, link.id + 1, 4);
+        put(w, link.id, 4);
+        copy(in, w, 1); /* verdict */
+        copy(in, w, 2); /* error */
+        size_t ranges = fuzz_take_count(in, AFTP_WIRE_MAX_RANGES + 1);
+        put(w, ranges, 2);
+        for (size_t r = 0; r < 2 * ranges && in->left > 0; r++)
+            (void)aftp_wire_write_varint(w, fuzz_take_value(in) & AFTP_WIRE_VARINT_MAX);
+    }
+}
+
 static void copy_body(fuzz_input *in, aftp_wire_writer *w, uint8_t type)
 {
     static const uint8_t offer_fixed[] = {4, 8, 8, 4, 4, 2}; /* id..flags */
@@ -205,6 +287,12 @@ static void copy_body(fuzz_input *in, aftp_wire_writer *w, uint8_t type)
         break;
     case AFTP_WIRE_RETRY:
         copy_counted_bytes(in, w);
+        break;
+    case AFTP_WIRE_ENTRIES:
+        copy_entries(in, w);
+        break;
+    case AFTP_WIRE_VERDICTS:
+        copy_verdicts(in, w);
         break;
     default: /* SERVER_KEY */
         copy_bytes(in, w, AFTP_WIRE_SERVER_KEY_LEN);

@@ -401,6 +401,67 @@ static void emit_feedback(const char *dir)
                   AFTP_ERR_LIMIT);
 }
 
+/* Pipelined mode: a HELLO and a HELLO_ACK with PIPELINE; an ENTRIES of a
+ * directory, a file and a link laid end to end, then broken (a base that
+ * overlaps, a kind out of range, no record); a VERDICTS with each verdict,
+ * then broken (an id going back, a RESUME without ranges). */
+static void emit_pipelined(const char *dir)
+{
+    static const uint8_t dir_path[] = "d", file_path[] = "d/f", link_path[] = "d/l";
+    static const aftp_wire_range held[] = {{0, 2}, {4, 1}};
+    uint8_t ext[16];
+    aftp_wire_writer w;
+    aftp_wire_writer_init(&w, ext, sizeof ext);
+    if (aftp_wire_ext_put_pipeline(&w, 1024) != AFTP_OK)
+        exit(1);
+    aftp_wire_packet p = packet(AFTP_WIRE_HELLO);
+    p.u.hello.role = AFTP_WIRE_ROLE_PUSH;
+    p.u.hello.cipher_count = 1;
+    p.u.hello.max_datagram = 1452;
+    p.u.hello.ext = ext;
+    p.u.hello.ext_len = (uint16_t)w.pos;
+    emit_valid(dir, "hello-pipeline", &p);
+    p = packet(AFTP_WIRE_HELLO_ACK);
+    p.u.hello_ack.server_conn_id = 0x99887766u;
+    p.u.hello_ack.max_datagram = 1452;
+    p.u.hello_ack.ext = ext;
+    p.u.hello_ack.ext_len = (uint16_t)w.pos;
+    emit_valid(dir, "hello-ack-pipeline", &p);
+
+    aftp_wire_entry e[3] = {
+        {.entry_id = 1, .kind = AFTP_WIRE_KIND_DIR, .mode = 0755, .path_len = 1,
+         .path = dir_path},
+        {.entry_id = 2, .kind = AFTP_WIRE_KIND_FILE, .flags = AFTP_WIRE_ENTRY_RESUME,
+         .size = 5000, .mode = 0644, .block_size = 1408, .source_id = 7, .path_len = 3,
+         .path = file_path},
+        {.entry_id = 3, .kind = AFTP_WIRE_KIND_SYMLINK, .mode = 0777, .base_block = 4,
+         .path_len = 3, .path = link_path, .target_len = 1, .target = file_path + 2}};
+    p = packet(AFTP_WIRE_ENTRIES);
+    p.u.entries = (aftp_wire_entries){3, e, NULL, 0};
+    emit_valid(dir, "entries-tree", &p);
+    /* The link's base_block (record 3 at 18 + 2 * 67 + 1 + 3, offset 27
+     * in it) read 3: inside the file's blocks 0-3. */
+    size_t link_base = AFTP_WIRE_HEADER_LEN + 2 + 2 * AFTP_WIRE_ENTRY_FIXED + 1 + 3 + 27;
+    emit_patched(dir, "entries-base-overlaps", &p, link_base + 7, 3, AFTP_ERR_MALFORMED);
+    emit_patched(dir, "entries-kind-4", &p, AFTP_WIRE_HEADER_LEN + 2 + 4, 4, AFTP_ERR_MALFORMED);
+    emit_patched(dir, "entries-count-zero", &p, AFTP_WIRE_HEADER_LEN + 1, 0, AFTP_ERR_LIMIT);
+
+    aftp_wire_verdict v[4] = {{1, AFTP_WIRE_VERDICT_SEND, 0, 0, NULL, NULL, 0},
+                              {2, AFTP_WIRE_VERDICT_RESUME, 0, 2, held, NULL, 0},
+                              {3, AFTP_WIRE_VERDICT_REFUSED, AFTP_WIRE_ERR_PATH_REJECTED, 0,
+                               NULL, NULL, 0},
+                              {9, AFTP_WIRE_VERDICT_SKIP, 0, 0, NULL, NULL, 0}};
+    p = packet(AFTP_WIRE_VERDICTS);
+    p.u.verdicts = (aftp_wire_verdicts){4, v, NULL, 0};
+    emit_valid(dir, "verdicts", &p);
+    /* Record 1's id becomes 5, above record 2's 2. */
+    emit_patched(dir, "verdicts-id-back", &p, AFTP_WIRE_HEADER_LEN + 2 + 3, 5,
+                 AFTP_ERR_MALFORMED);
+    /* Record 2's range_count (after 9-byte record 1, at 7 in record 2) reads 0. */
+    emit_patched(dir, "verdicts-resume-no-ranges", &p, AFTP_WIRE_HEADER_LEN + 2 + 9 + 8, 0,
+                 AFTP_ERR_MALFORMED);
+}
+
 static void emit_close_and_headers(const char *dir)
 {
     static uint8_t reason[AFTP_WIRE_MAX_REASON];
@@ -521,6 +582,56 @@ static void put_framed_header(layout_input *in, uint8_t type)
     put(in, 5, 8);
 }
 
+/* One framed entry record after its link bits (fuzz_wire_framed.c). */
+static void put_framed_entry(layout_input *in, uint8_t kind, uint64_t size, uint32_t block_size,
+                             uint8_t path)
+{
+    put(in, kind, 1);
+    put(in, 0, 2);          /* flags */
+    put_value(in, size);
+    put(in, 0, 8);          /* mtime_ns */
+    put(in, 0644, 4);
+    put(in, block_size, 4);
+    put(in, 0x51, 8);       /* source_id */
+    for (int i = 0; i < 2; i++)
+        put(in, 0, 8);      /* digest */
+    put(in, 1, 2);          /* path_len */
+    put(in, 0, 2);          /* target_len */
+    put(in, path, 1);
+}
+
+/* A valid ENTRIES of a 2-block file then a directory linked after it, and a
+ * valid VERDICTS: a RESUME with one held range, then a SEND linked after. */
+static void emit_framed_batches(const char *dir)
+{
+    layout_input in = {.len = 0};
+    put_framed_header(&in, AFTP_WIRE_ENTRIES);
+    put(&in, 2, 1);
+    put(&in, 0, 1);         /* link bits: id and base follow */
+    put(&in, 7, 4);
+    put_value(&in, 40);
+    put_framed_entry(&in, AFTP_WIRE_KIND_FILE, 100, 64, 'a');
+    put(&in, 3, 1);         /* id 8, base 42: linked */
+    put_framed_entry(&in, AFTP_WIRE_KIND_DIR, 0, 0, 'b');
+    write_seed(dir, "wire_framed", "entries-linked", in.buf, in.len);
+
+    in.len = 0;
+    put_framed_header(&in, AFTP_WIRE_VERDICTS);
+    put(&in, 2, 1);
+    put(&in, 0, 1);
+    put(&in, 7, 4);
+    put(&in, AFTP_WIRE_VERDICT_RESUME, 1);
+    put(&in, 0, 2);
+    put(&in, 1, 1);         /* one held range: gap 0, len - 1 = 3 */
+    put_value(&in, 0);
+    put_value(&in, 3);
+    put(&in, 1, 1);         /* id 8 */
+    put(&in, AFTP_WIRE_VERDICT_SEND, 1);
+    put(&in, 0, 2);
+    put(&in, 0, 1);
+    write_seed(dir, "wire_framed", "verdicts-linked", in.buf, in.len);
+}
+
 static void emit_framed_seeds(const char *dir)
 {
     layout_input in;
@@ -574,6 +685,7 @@ static void emit_framed_seeds(const char *dir)
     put(&in, 0x612f62, 3);
     put(&in, 0x2f63, 2);
     write_seed(dir, "wire_framed", "file-offer", in.buf, in.len);
+    emit_framed_batches(dir);
 }
 
 /* Appends a door record ([flags][length u16][bytes], fuzz_door.c). */
@@ -625,6 +737,7 @@ int main(int argc, char **argv)
     emit_files(argv[1]);
     emit_data(argv[1]);
     emit_feedback(argv[1]);
+    emit_pipelined(argv[1]);
     emit_close_and_headers(argv[1]);
     emit_ranges_seeds(argv[1]);
     emit_framed_seeds(argv[1]);

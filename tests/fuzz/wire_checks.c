@@ -16,8 +16,16 @@
  *    HELLO is the one exception: the encoder canonicalises its zero padding
  *    (to AFTP_WIRE_HELLO_MIN_LEN, or none when the body is longer), so there
  *    the re-encoding must be a prefix of the input followed only by zeros.
- *  - a HELLO's or HELLO_ACK's extension block: RATE_CAP reads as the
- *    first TLV of its type says (well-formed only with 8 bytes, non-zero),
+ *  - an ENTRIES or VERDICTS: its records lie inside the input and end it;
+ *    the iterator yields exactly `count` records, each valid for its kind
+ *    (entries: non-zero consecutive ids laid end to end in the stream,
+ *    paths and targets inside the input without a zero byte; verdicts:
+ *    ascending ids, an error exactly on REFUSED, held ranges exactly on
+ *    RESUME, ascending and non-adjacent, at most 8192 in the packet); and
+ *    re-encoding from the iterated records as arrays gives the input again.
+ *  - a HELLO's or HELLO_ACK's extension block: RATE_CAP and PIPELINE read
+ *    as the first TLV of their type says (well-formed only with 8 bytes,
+ *    non-zero; 4 bytes, 1..AFTP_WIRE_MAX_WINDOW),
  *    and the TLVs but HANDSHAKE (what message 2 authenticates of a
  *    HELLO_ACK) copy out whole, in order, without a HANDSHAKE, and keep
  *    the block's RATE_CAP verdict.
@@ -30,11 +38,23 @@
  * re-encoding it must fit there. */
 static uint8_t reencoded[AFTP_WIRE_MAX_DATAGRAM];
 static aftp_wire_range ranges[AFTP_WIRE_MAX_RANGES];
+static aftp_wire_entry entries[AFTP_WIRE_MAX_ENTRIES];
+static aftp_wire_verdict verdicts[AFTP_WIRE_MAX_VERDICTS];
 
 static int is_decode_error(int rc)
 {
     return rc == AFTP_ERR_TRUNCATED || rc == AFTP_ERR_MALFORMED ||
            rc == AFTP_ERR_UNKNOWN_TYPE || rc == AFTP_ERR_VERSION || rc == AFTP_ERR_LIMIT;
+}
+
+/* A decoded list kept encoded (FEEDBACK's ranges, a batch's records): no
+ * array, and its bytes are the datagram's tail. */
+static void check_encoded_tail(const uint8_t *data, size_t size, const void *array,
+                               const uint8_t *bytes, size_t len)
+{
+    FUZZ_CHECK(array == NULL);
+    FUZZ_CHECK(bytes + len == data + size);
+    FUZZ_CHECK(fuzz_inside(data, size, bytes, len));
 }
 
 static void check_borrowed(const uint8_t *data, size_t size, const aftp_wire_packet *pkt)
@@ -57,13 +77,19 @@ static void check_borrowed(const uint8_t *data, size_t size, const aftp_wire_pac
                    size - AFTP_WIRE_HEADER_LEN - AFTP_WIRE_DATA_FIXED);
         break;
     case AFTP_WIRE_FEEDBACK:
-        FUZZ_CHECK(pkt->u.feedback.ranges == NULL);
-        FUZZ_CHECK(pkt->u.feedback.range_bytes + pkt->u.feedback.range_bytes_len == data + size);
-        FUZZ_CHECK(fuzz_inside(data, size, pkt->u.feedback.range_bytes,
-                               pkt->u.feedback.range_bytes_len));
+        check_encoded_tail(data, size, pkt->u.feedback.ranges, pkt->u.feedback.range_bytes,
+                           pkt->u.feedback.range_bytes_len);
         break;
     case AFTP_WIRE_CLOSE:
         FUZZ_CHECK(fuzz_inside(data, size, pkt->u.close.reason, pkt->u.close.reason_len));
+        break;
+    case AFTP_WIRE_ENTRIES:
+        check_encoded_tail(data, size, pkt->u.entries.entries, pkt->u.entries.record_bytes,
+                           pkt->u.entries.record_bytes_len);
+        break;
+    case AFTP_WIRE_VERDICTS:
+        check_encoded_tail(data, size, pkt->u.verdicts.verdicts, pkt->u.verdicts.record_bytes,
+                           pkt->u.verdicts.record_bytes_len);
         break;
     case AFTP_WIRE_RETRY:
         FUZZ_CHECK(pkt->u.retry.token_len >= 1 && pkt->u.retry.token_len <= AFTP_WIRE_MAX_TOKEN);
@@ -94,6 +120,92 @@ static void check_feedback_ranges(const aftp_wire_feedback *fb)
     FUZZ_CHECK(n == fb->range_count);
     FUZZ_CHECK(aftp_wire_ranges_next(&it, &rg) == 0);
     FUZZ_CHECK(aftp_wire_ranges_encoded_len(fb->scan_start, ranges, n) == fb->range_bytes_len);
+}
+
+static int name_ok(const uint8_t *data, size_t size, const uint8_t *p, uint16_t len)
+{
+    return len <= AFTP_WIRE_MAX_PATH && fuzz_inside(data, size, p, len) &&
+           (len == 0 || memchr(p, 0, len) == NULL);
+}
+
+static void check_entry(const uint8_t *data, size_t size, const aftp_wire_entry *e)
+{
+    FUZZ_CHECK(e->entry_id != 0 && e->mode <= 07777);
+    FUZZ_CHECK(e->path_len >= 1 && name_ok(data, size, e->path, e->path_len));
+    FUZZ_CHECK(name_ok(data, size, e->target, e->target_len));
+    FUZZ_CHECK((e->target_len != 0) == (e->kind == AFTP_WIRE_KIND_SYMLINK));
+    if (e->kind == AFTP_WIRE_KIND_FILE) {
+        FUZZ_CHECK(e->size <= AFTP_WIRE_MAX_FILE_SIZE);
+        FUZZ_CHECK(e->block_size >= AFTP_WIRE_MIN_BLOCK && e->block_size <= AFTP_WIRE_MAX_BLOCK);
+    } else {
+        FUZZ_CHECK(e->kind == AFTP_WIRE_KIND_DIR || e->kind == AFTP_WIRE_KIND_SYMLINK);
+        FUZZ_CHECK(e->size == 0 && e->block_size == 0);
+    }
+    FUZZ_CHECK(e->base_block <= AFTP_WIRE_MAX_BLOCKS &&
+               aftp_wire_entry_blocks(e) <= AFTP_WIRE_MAX_BLOCKS - e->base_block);
+}
+
+/* Walks the records into `entries` and checks each and their chaining. */
+static void check_entries(const uint8_t *data, size_t size, const aftp_wire_entries *b)
+{
+    aftp_wire_record_iter it;
+    aftp_wire_entry e;
+    size_t n = 0;
+    FUZZ_CHECK(b->count >= 1 && b->count <= AFTP_WIRE_MAX_ENTRIES);
+    aftp_wire_entries_iter_init(&it, b);
+    while (aftp_wire_entries_next(&it, &e)) {
+        FUZZ_CHECK(n < b->count);
+        check_entry(data, size, &e);
+        if (n > 0) {
+            const aftp_wire_entry *prev = &entries[n - 1];
+            FUZZ_CHECK(e.entry_id - 1u == prev->entry_id);
+            FUZZ_CHECK(e.base_block == prev->base_block + aftp_wire_entry_blocks(prev));
+        }
+        entries[n++] = e;
+    }
+    FUZZ_CHECK(n == b->count);
+}
+
+/* Walks one RESUME's held ranges into ranges[*used..]. */
+static void check_held(const aftp_wire_verdict *v, size_t *used)
+{
+    aftp_wire_range_iter it;
+    aftp_wire_range rg;
+    uint64_t next_min = 0;
+    size_t n = 0;
+    aftp_wire_verdict_ranges_init(&it, v);
+    while (aftp_wire_ranges_next(&it, &rg)) {
+        FUZZ_CHECK(n < v->range_count && *used + n < AFTP_WIRE_MAX_RANGES);
+        FUZZ_CHECK(rg.len >= 1 && rg.start >= next_min);
+        FUZZ_CHECK(rg.start < AFTP_WIRE_MAX_BLOCKS && rg.len <= AFTP_WIRE_MAX_BLOCKS - rg.start);
+        ranges[*used + n++] = rg;
+        next_min = rg.start + rg.len + 1;
+    }
+    FUZZ_CHECK(n == v->range_count);
+    FUZZ_CHECK(aftp_wire_ranges_encoded_len(0, &ranges[*used], n) == v->range_bytes_len);
+    *used += n;
+}
+
+/* Walks the records into `verdicts` (their held ranges into `ranges`). */
+static void check_verdicts(const aftp_wire_verdicts *b)
+{
+    aftp_wire_record_iter it;
+    aftp_wire_verdict v;
+    size_t n = 0, used = 0;
+    FUZZ_CHECK(b->count >= 1 && b->count <= AFTP_WIRE_MAX_VERDICTS);
+    aftp_wire_verdicts_iter_init(&it, b);
+    while (aftp_wire_verdicts_next(&it, &v)) {
+        FUZZ_CHECK(n < b->count);
+        FUZZ_CHECK(v.entry_id != 0 && (n == 0 || v.entry_id > verdicts[n - 1].entry_id));
+        FUZZ_CHECK(v.verdict <= AFTP_WIRE_VERDICT_MAX);
+        FUZZ_CHECK((v.error != 0) == (v.verdict == AFTP_WIRE_VERDICT_REFUSED));
+        FUZZ_CHECK((v.range_count != 0) == (v.verdict == AFTP_WIRE_VERDICT_RESUME));
+        size_t first = used;
+        check_held(&v, &used);
+        v.ranges = &ranges[first];
+        verdicts[n++] = v;
+    }
+    FUZZ_CHECK(n == b->count);
 }
 
 /* Encodes pkt into a heap buffer of exactly cap bytes (so ASan sees any
@@ -131,28 +243,49 @@ static void check_reencode(const uint8_t *data, size_t size, const aftp_wire_pac
     FUZZ_CHECK(short_by_one == SIZE_MAX);
 }
 
-/* Big-endian u64 of 8 bytes, written here apart from the wire reader. */
-static uint64_t be64(const uint8_t *p)
+/* Big-endian integer of n bytes (n <= 8), written here apart from the
+ * wire reader. */
+static uint64_t be_uint(const uint8_t *p, size_t n)
 {
     uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
+    for (size_t i = 0; i < n; i++)
         v = v << 8 | p[i];
     return v;
 }
 
-static void check_rate_cap(const uint8_t *ext, size_t ext_len)
+/* An extension whose value is one non-zero big-endian integer of want_len
+ * bytes, at most max: the decoder's verdict (0 none, 1 well-formed, -1
+ * not) and value `got` must be what the first TLV of its type says. */
+static void check_uint_ext(const uint8_t *ext, size_t ext_len, uint16_t type, uint16_t want_len,
+                           uint64_t max, int verdict, uint64_t got)
 {
     const uint8_t *v = NULL;
     uint16_t v_len = 0;
-    uint64_t bps = 0;
-    int found = aftp_wire_ext_find(ext, ext_len, AFTP_WIRE_EXT_RATE_CAP, &v, &v_len);
-    int verdict = aftp_wire_ext_rate_cap(ext, ext_len, &bps);
-    if (!found)
+    if (!aftp_wire_ext_find(ext, ext_len, type, &v, &v_len)) {
         FUZZ_CHECK(verdict == 0);
-    else if (v_len == AFTP_WIRE_RATE_CAP_LEN && be64(v) != 0)
-        FUZZ_CHECK(verdict == 1 && bps == be64(v));
+        return;
+    }
+    uint64_t want = v_len == want_len ? be_uint(v, want_len) : 0;
+    if (want != 0 && want <= max)
+        FUZZ_CHECK(verdict == 1 && got == want);
     else
         FUZZ_CHECK(verdict == -1);
+}
+
+static void check_rate_cap(const uint8_t *ext, size_t ext_len)
+{
+    uint64_t bps = 0;
+    int verdict = aftp_wire_ext_rate_cap(ext, ext_len, &bps);
+    check_uint_ext(ext, ext_len, AFTP_WIRE_EXT_RATE_CAP, AFTP_WIRE_RATE_CAP_LEN, UINT64_MAX,
+                   verdict, bps);
+}
+
+static void check_pipeline(const uint8_t *ext, size_t ext_len)
+{
+    uint32_t window = 0;
+    int verdict = aftp_wire_ext_pipeline(ext, ext_len, &window);
+    check_uint_ext(ext, ext_len, AFTP_WIRE_EXT_PIPELINE, AFTP_WIRE_PIPELINE_LEN,
+                   AFTP_WIRE_MAX_WINDOW, verdict, window);
 }
 
 static void check_extensions(const uint8_t *ext, size_t ext_len)
@@ -163,6 +296,7 @@ static void check_extensions(const uint8_t *ext, size_t ext_len)
     uint64_t a = 0, b = 0;
     aftp_wire_writer w;
     check_rate_cap(ext, ext_len);
+    check_pipeline(ext, ext_len);
     aftp_wire_writer_init(&w, others, sizeof others);
     FUZZ_CHECK(aftp_wire_ext_put_except(&w, ext, ext_len, AFTP_WIRE_EXT_HANDSHAKE) == AFTP_OK);
     FUZZ_CHECK(w.pos <= ext_len);
@@ -199,6 +333,17 @@ void fuzz_check_datagram(const uint8_t *data, size_t size)
          * the borrowed encoded list just did. */
         check_feedback_ranges(&pkt.u.feedback);
         pkt.u.feedback.ranges = ranges;
+        check_reencode(data, size, &pkt);
+    }
+    /* The same for the batches: their records walked into arrays. */
+    if (pkt.hdr.type == AFTP_WIRE_ENTRIES) {
+        check_entries(data, size, &pkt.u.entries);
+        pkt.u.entries.entries = entries;
+        check_reencode(data, size, &pkt);
+    }
+    if (pkt.hdr.type == AFTP_WIRE_VERDICTS) {
+        check_verdicts(&pkt.u.verdicts);
+        pkt.u.verdicts.verdicts = verdicts;
         check_reencode(data, size, &pkt);
     }
 }

@@ -37,6 +37,25 @@ static int model_set(model *md, uint64_t i)
     return 1;
 }
 
+/* A range: what the window can record, and all of it when it reaches
+ * down to base (then base passes it, beyond the window too). */
+static uint64_t model_set_range(model *md, uint64_t from, uint64_t to)
+{
+    uint64_t newly = 0, end = model_window_end(md);
+    int from_base = from <= md->base && to > md->base;
+    if (to > md->blocks)
+        to = md->blocks;
+    for (uint64_t i = from < md->base ? md->base : from; i < to; i++)
+        if (!md->held[i] && (from_base || i < end)) {
+            md->held[i] = 1;
+            newly++;
+        }
+    md->count += newly;
+    while (md->base < md->blocks && md->held[md->base])
+        md->base++;
+    return newly;
+}
+
 static uint64_t model_next(const model *md, uint64_t from, uint64_t limit, int want_held)
 {
     if (limit > md->blocks)
@@ -61,15 +80,22 @@ static void check_queries(const aftp_blockmap *m, const model *md, uint64_t *rng
     }
 }
 
+/* A map and its model, both empty, of `blocks` blocks and window `window`. */
+static model model_open(aftp_blockmap *m, uint64_t blocks, uint64_t window)
+{
+    model md = {.held = calloc(blocks + 1, 1), .blocks = blocks,
+                .window = (window + 63) & ~UINT64_C(63)};
+    assert_non_null(md.held);
+    assert_int_equal(aftp_blockmap_init(m, blocks, window), AFTP_OK);
+    return md;
+}
+
 /* Random sets around the window (some beyond it, some below base) until
  * every block is held; the map agrees with the model after each. */
 static void run_against_model(uint64_t blocks, uint64_t window, uint64_t seed)
 {
     aftp_blockmap m;
-    model md = {.held = calloc(blocks + 1, 1), .blocks = blocks,
-                .window = (window + 63) & ~UINT64_C(63)};
-    assert_non_null(md.held);
-    assert_int_equal(aftp_blockmap_init(&m, blocks, window), AFTP_OK);
+    model md = model_open(&m, blocks, window);
     uint64_t bytes = aftp_blockmap_bytes(&m);
     uint64_t rng = seed;
     while (md.base < blocks) {
@@ -82,6 +108,64 @@ static void run_against_model(uint64_t blocks, uint64_t window, uint64_t seed)
     assert_int_equal(aftp_blockmap_bytes(&m), bytes); /* fixed at init */
     aftp_blockmap_free(&m);
     free(md.held);
+}
+
+/* The same with ranges among the single blocks: some from base, some
+ * above it, some past the window's end, some over held blocks. */
+static void run_ranges_against_model(uint64_t blocks, uint64_t window, uint64_t seed)
+{
+    aftp_blockmap m;
+    model md = model_open(&m, blocks, window);
+    uint64_t rng = seed;
+    while (md.base < blocks) {
+        uint64_t from = md.base + sim_rand(&rng) % (md.window + md.window / 2 + 1);
+        if (sim_rand(&rng) % 4 == 0)
+            from = md.base - (md.base > 0 && sim_rand(&rng) % 2 ? 1 : 0);
+        uint64_t to = from + sim_rand(&rng) % (md.window / 2 + 3);
+        if (sim_rand(&rng) % 3 == 0)
+            assert_int_equal(aftp_blockmap_set(&m, from), model_set(&md, from));
+        else
+            assert_int_equal(aftp_blockmap_set_range(&m, from, to), model_set_range(&md, from, to));
+        check_queries(&m, &md, &rng);
+    }
+    assert_int_equal(aftp_blockmap_count(&m), blocks);
+    aftp_blockmap_free(&m);
+    free(md.held);
+}
+
+static void test_ranges_match_model(void **state)
+{
+    (void)state;
+    run_ranges_against_model(5000, 128, 11);
+    run_ranges_against_model(3001, 200, 12);
+    run_ranges_against_model(300, 1 << 20, 13);
+}
+
+/* A skipped 16 TiB file between two small ones, in one stream: marking it
+ * held from base costs its window's words, not its 12.5 billion blocks,
+ * and base lands on the next file's first block. A range above base that
+ * runs past the window keeps its far part missing. */
+static void test_range_from_base_passes_the_window(void **state)
+{
+    (void)state;
+    const uint64_t big = ((UINT64_C(16) << 40) + 1407) / 1408;
+    const uint64_t blocks = 10 + big + 10;
+    aftp_blockmap m;
+    assert_int_equal(aftp_blockmap_init(&m, blocks, 1 << 12), AFTP_OK);
+    for (uint64_t i = 0; i < 10; i++)
+        assert_int_equal(aftp_blockmap_set(&m, i), 1);
+    uint64_t end = aftp_blockmap_window_end(&m);
+    assert_int_equal(aftp_blockmap_set_range(&m, 12, big), end - 12);
+    assert_int_equal(aftp_blockmap_test(&m, end), 0);
+    assert_int_equal(aftp_blockmap_first_clear(&m), 10);
+    /* Blocks 10 and 11, then the rest of the big file, from base. */
+    assert_int_equal(aftp_blockmap_set_range(&m, 10, 10 + big), 2 + (10 + big - end));
+    assert_int_equal(aftp_blockmap_first_clear(&m), 10 + big);
+    assert_int_equal(aftp_blockmap_count(&m), 10 + big);
+    assert_int_equal(aftp_blockmap_set(&m, 10 + big), 1);
+    assert_int_equal(aftp_blockmap_set_range(&m, 0, blocks), 9);
+    assert_int_equal(aftp_blockmap_first_clear(&m), blocks);
+    aftp_blockmap_free(&m);
 }
 
 static void test_matches_model_small_window(void **state)
@@ -149,6 +233,8 @@ int main(void)
         cmocka_unit_test(test_matches_model_window_covers_file),
         cmocka_unit_test(test_empty_and_bad_arguments),
         cmocka_unit_test(test_huge_file_memory),
+        cmocka_unit_test(test_ranges_match_model),
+        cmocka_unit_test(test_range_from_base_passes_the_window),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

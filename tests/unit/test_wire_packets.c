@@ -29,6 +29,24 @@ static void test_round_trip_every_type(void **state)
     }
 }
 
+static size_t entries_records_len(const aftp_wire_entries *b)
+{
+    size_t n = 0;
+    for (uint16_t i = 0; i < b->count; i++)
+        n += AFTP_WIRE_ENTRY_FIXED + b->entries[i].path_len + b->entries[i].target_len;
+    return n;
+}
+
+static size_t verdicts_records_len(const aftp_wire_verdicts *b)
+{
+    size_t n = 0;
+    for (uint16_t i = 0; i < b->count; i++) {
+        const aftp_wire_verdict *v = &b->verdicts[i];
+        n += AFTP_WIRE_VERDICT_FIXED + aftp_wire_ranges_encoded_len(0, v->ranges, v->range_count);
+    }
+    return n;
+}
+
 /* Encoded size from the layout: header + fixed body + variable parts. */
 static size_t layout_len(const aftp_wire_packet *p)
 {
@@ -49,6 +67,8 @@ static size_t layout_len(const aftp_wire_packet *p)
     case AFTP_WIRE_CLOSE: return h + AFTP_WIRE_CLOSE_FIXED + p->u.close.reason_len;
     case AFTP_WIRE_RETRY: return h + 2 + p->u.retry.token_len;
     case AFTP_WIRE_SERVER_KEY: return h + AFTP_WIRE_SERVER_KEY_LEN;
+    case AFTP_WIRE_ENTRIES: return h + 2 + entries_records_len(&p->u.entries);
+    case AFTP_WIRE_VERDICTS: return h + 2 + verdicts_records_len(&p->u.verdicts);
     default: fail_msg("no layout for type %u", p->hdr.type); return 0;
     }
 }

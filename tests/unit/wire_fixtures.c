@@ -16,6 +16,18 @@ static const uint8_t fixture_reason[] = "bad thing";
 static const uint8_t fixture_token[] = {0x5e, 0xc0, 0x01, 0x7e, 0x9a};
 static const aftp_wire_range fixture_ranges[] = {{700, 5}, {710, 1}, {1000, 100}};
 static uint8_t fixture_payload[100];
+static const uint8_t fixture_dir[] = "photos";
+static const uint8_t fixture_file[] = "photos/a.jpg";
+static const uint8_t fixture_link[] = "photos/latest";
+static const uint8_t fixture_target[] = "a.jpg";
+static aftp_wire_entry fixture_entry_list[3];
+static const aftp_wire_range fixture_held[] = {{0, 3}, {5, 2}};
+static const aftp_wire_verdict fixture_verdict_list[] = {
+    {7, AFTP_WIRE_VERDICT_SEND, 0, 0, NULL, NULL, 0},
+    {8, AFTP_WIRE_VERDICT_RESUME, 0, 2, fixture_held, NULL, 0},
+    {9, AFTP_WIRE_VERDICT_SKIP, 0, 0, NULL, NULL, 0},
+    {11, AFTP_WIRE_VERDICT_REFUSED, AFTP_WIRE_ERR_PATH_REJECTED, 0, NULL, NULL, 0},
+};
 
 static void fixture_header(uint8_t type, aftp_wire_header *h)
 {
@@ -73,6 +85,30 @@ static void fixture_feedback(aftp_wire_feedback *f)
     f->ranges = fixture_ranges;
 }
 
+/* A directory, a file of 8 blocks in it and a link to that file:
+ * consecutive ids 7, 8, 9 laid end to end from stream block 40. */
+static void fixture_entries(aftp_wire_entries *b)
+{
+    aftp_wire_entry *e = fixture_entry_list;
+    memset(fixture_entry_list, 0, sizeof fixture_entry_list);
+    e[0] = (aftp_wire_entry){.entry_id = 7, .kind = AFTP_WIRE_KIND_DIR, .mtime_ns = -5,
+                             .mode = 0755, .base_block = 40, .source_id = 0x1111,
+                             .path_len = sizeof fixture_dir - 1, .path = fixture_dir};
+    e[1] = (aftp_wire_entry){.entry_id = 8, .kind = AFTP_WIRE_KIND_FILE,
+                             .flags = AFTP_WIRE_ENTRY_RESUME | AFTP_WIRE_ENTRY_SYNC |
+                                      AFTP_WIRE_ENTRY_CHECKSUM,
+                             .size = 7 * 1408 + 5, .mtime_ns = 1700000000123456789,
+                             .mode = 0640, .base_block = 40, .block_size = 1408,
+                             .source_id = 0xfedcba9876543210u,
+                             .path_len = sizeof fixture_file - 1, .path = fixture_file};
+    fixture_digest(e[1].digest, 0x40);
+    e[2] = (aftp_wire_entry){.entry_id = 9, .kind = AFTP_WIRE_KIND_SYMLINK, .mode = 0777,
+                             .base_block = 48, .path_len = sizeof fixture_link - 1,
+                             .path = fixture_link, .target_len = sizeof fixture_target - 1,
+                             .target = fixture_target};
+    *b = (aftp_wire_entries){3, fixture_entry_list, NULL, 0};
+}
+
 static void fixture_body(uint8_t type, aftp_wire_packet *p)
 {
     switch (type) {
@@ -117,6 +153,12 @@ static void fixture_body(uint8_t type, aftp_wire_packet *p)
     case AFTP_WIRE_SERVER_KEY:
         for (size_t i = 0; i < AFTP_WIRE_SERVER_KEY_LEN; i++)
             p->u.server_key.key[i] = (uint8_t)(0x20 + 3 * i);
+        break;
+    case AFTP_WIRE_ENTRIES: fixture_entries(&p->u.entries); break;
+    case AFTP_WIRE_VERDICTS:
+        p->u.verdicts = (aftp_wire_verdicts){
+            sizeof fixture_verdict_list / sizeof fixture_verdict_list[0], fixture_verdict_list,
+            NULL, 0};
         break;
     default: fail_msg("no fixture for type %u", type);
     }
@@ -224,6 +266,79 @@ static void expect_offer_equal(const aftp_wire_file_offer *want, const aftp_wire
     expect_bytes_equal(want->path, want->path_len, got->path, got->path_len);
 }
 
+static void expect_entry_equal(const aftp_wire_entry *want, const aftp_wire_entry *got)
+{
+    assert_int_equal(want->entry_id, got->entry_id);
+    assert_int_equal(want->kind, got->kind);
+    assert_int_equal(want->flags, got->flags);
+    assert_int_equal(want->size, got->size);
+    assert_true(want->mtime_ns == got->mtime_ns);
+    assert_int_equal(want->mode, got->mode);
+    assert_int_equal(want->base_block, got->base_block);
+    assert_int_equal(want->block_size, got->block_size);
+    assert_int_equal(want->source_id, got->source_id);
+    assert_memory_equal(want->digest, got->digest, AFTP_WIRE_DIGEST_LEN);
+    expect_bytes_equal(want->path, want->path_len, got->path, got->path_len);
+    expect_bytes_equal(want->target, want->target_len, got->target, got->target_len);
+}
+
+static void expect_entries_equal(const aftp_wire_entries *want, const aftp_wire_entries *got)
+{
+    aftp_wire_record_iter it;
+    aftp_wire_entry e;
+    assert_int_equal(want->count, got->count);
+    assert_null(got->entries);
+    if (want->entries == NULL) {
+        expect_bytes_equal(want->record_bytes, want->record_bytes_len, got->record_bytes,
+                           got->record_bytes_len);
+        return;
+    }
+    aftp_wire_entries_iter_init(&it, got);
+    for (uint16_t i = 0; i < want->count; i++) {
+        assert_int_equal(aftp_wire_entries_next(&it, &e), 1);
+        expect_entry_equal(&want->entries[i], &e);
+    }
+    assert_int_equal(aftp_wire_entries_next(&it, &e), 0);
+}
+
+static void expect_held_equal(const aftp_wire_verdict *want, const aftp_wire_verdict *got)
+{
+    aftp_wire_range_iter it;
+    aftp_wire_range rg;
+    aftp_wire_verdict_ranges_init(&it, got);
+    for (uint16_t i = 0; i < want->range_count; i++) {
+        assert_int_equal(aftp_wire_ranges_next(&it, &rg), 1);
+        assert_int_equal(rg.start, want->ranges[i].start);
+        assert_int_equal(rg.len, want->ranges[i].len);
+    }
+    assert_int_equal(aftp_wire_ranges_next(&it, &rg), 0);
+}
+
+static void expect_verdicts_equal(const aftp_wire_verdicts *want, const aftp_wire_verdicts *got)
+{
+    aftp_wire_record_iter it;
+    aftp_wire_verdict v;
+    assert_int_equal(want->count, got->count);
+    assert_null(got->verdicts);
+    if (want->verdicts == NULL) {
+        expect_bytes_equal(want->record_bytes, want->record_bytes_len, got->record_bytes,
+                           got->record_bytes_len);
+        return;
+    }
+    aftp_wire_verdicts_iter_init(&it, got);
+    for (uint16_t i = 0; i < want->count; i++) {
+        const aftp_wire_verdict *w = &want->verdicts[i];
+        assert_int_equal(aftp_wire_verdicts_next(&it, &v), 1);
+        assert_int_equal(w->entry_id, v.entry_id);
+        assert_int_equal(w->verdict, v.verdict);
+        assert_int_equal(w->error, v.error);
+        assert_int_equal(w->range_count, v.range_count);
+        assert_null(v.ranges);
+        expect_held_equal(w, &v);
+    }
+    assert_int_equal(aftp_wire_verdicts_next(&it, &v), 0);
+}
+
 static void expect_hello_equal(const aftp_wire_hello *want, const aftp_wire_hello *got)
 {
     assert_int_equal(want->role, got->role);
@@ -283,6 +398,8 @@ static void expect_body_equal(const aftp_wire_packet *want, const aftp_wire_pack
         assert_memory_equal(want->u.server_key.key, got->u.server_key.key,
                             AFTP_WIRE_SERVER_KEY_LEN);
         break;
+    case AFTP_WIRE_ENTRIES: expect_entries_equal(&want->u.entries, &got->u.entries); break;
+    case AFTP_WIRE_VERDICTS: expect_verdicts_equal(&want->u.verdicts, &got->u.verdicts); break;
     default: fail_msg("unexpected type %u", want->hdr.type);
     }
 }

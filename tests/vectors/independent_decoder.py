@@ -27,9 +27,14 @@ MAX_RANGES = 8192
 DIGEST_LEN = 16
 MAX_TOKEN = 64
 SERVER_KEY_LEN = 32
+MAX_ENTRIES = 1024
+MAX_VERDICTS = 1024
 
 TYPES = ['VERSION_NEG', 'HELLO', 'HELLO_ACK', 'FILE_OFFER', 'FILE_REPLY', 'DATA',
-         'FEEDBACK', 'FILE_DONE', 'FILE_RESULT', 'CLOSE', 'RETRY', 'SERVER_KEY']
+         'FEEDBACK', 'FILE_DONE', 'FILE_RESULT', 'CLOSE', 'RETRY', 'SERVER_KEY',
+         'ENTRIES', 'VERDICTS']
+KINDS = {'FILE': 1, 'DIR': 2, 'SYMLINK': 3}
+VERDICTS = {'SEND': 0, 'RESUME': 1, 'SKIP': 2, 'REFUSED': 3}
 ROLES = {'PUSH': 1, 'PULL': 2}
 CIPHERS = {'NONE': 0, 'AES256GCM': 1, 'CHACHA20POLY1305': 2}
 ERRORS = {name: code for code, name in enumerate(
@@ -127,7 +132,7 @@ def body_hello_ack(c):
 def body_file_offer(c):
     f = {'file_id': c.uint(4), 'size': c.uint(8)}
     mtime = c.uint(8)
-    f['mtime_ns'] = mtime - (1 << 64) if mtime >= 1 << 63 else mtime
+    f['mtime_ns'] = signed64(mtime)
     f.update(mode=c.uint(4), block_size=c.uint(4), offer_flags=c.uint(2))
     f['path'] = c.take(c.uint(2))
     check(f['size'] <= MAX_FILE_SIZE, 'size')
@@ -148,6 +153,19 @@ def body_data(c):
     return f
 
 
+def range_list(c, count, scan_start, scan_end):
+    """count ranges coded as in FEEDBACK: first gap from scan_start."""
+    out, next_start = [], scan_start
+    for _ in range(count):
+        check(next_start <= scan_end, 'range list past its end')
+        start = next_start + c.varint()
+        length = c.varint() + 1
+        check(start + length <= scan_end, 'range ends past scan_end')
+        out.append((start, length))
+        next_start = start + length + 1
+    return out
+
+
 def body_feedback(c):
     f = {}
     for key, size in (('file_id', 4), ('largest_pn', 8), ('ack_delay_us', 4),
@@ -160,14 +178,7 @@ def body_feedback(c):
           'cum_block/scan_start/scan_end out of order')
     check(f['cum_block'] <= f['blocks_received'], 'cum_block above blocks_received')
     # The list describes [scan_start, scan_end); the first gap counts from scan_start.
-    ranges, next_start = [], f['scan_start']
-    for _ in range(count):
-        start = next_start + c.varint()
-        length = c.varint() + 1
-        check(start + length <= f['scan_end'], 'range ends past scan_end')
-        ranges.append((start, length))
-        next_start = start + length + 1
-    f['ranges'] = ranges
+    f['ranges'] = range_list(c, count, f['scan_start'], f['scan_end'])
     return f
 
 
@@ -198,9 +209,86 @@ def body_server_key(c):
     return {'key': c.take(SERVER_KEY_LEN)}
 
 
+def signed64(value):
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def batch_count(c, limit):
+    count = c.uint(2)
+    check(1 <= count <= limit, 'record count %d' % count)
+    return count
+
+
+def entry_blocks(e):
+    if e['kind'] != KINDS['FILE']:
+        return 0
+    return -(-e['size'] // e['block_size'])
+
+
+def check_entry(e):
+    kind = e['kind']
+    check(e['entry_id'] != 0, 'entry id 0')
+    check(kind in KINDS.values(), 'kind %d' % kind)
+    check(e['mode'] <= 0o7777, 'mode')
+    if kind == KINDS['FILE']:
+        check(e['size'] <= MAX_FILE_SIZE, 'size')
+        check(MIN_BLOCK <= e['block_size'] <= MAX_BLOCK, 'block_size')
+        check(not e['target'], 'a file with a target')
+    else:
+        check(e['size'] == 0 and e['block_size'] == 0, 'a dir or link with a size')
+        if kind == KINDS['DIR']:
+            check(not e['target'], 'a directory with a target')
+        else:
+            check(1 <= len(e['target']) <= MAX_PATH and 0 not in e['target'], 'link target')
+    check(1 <= len(e['path']) <= MAX_PATH and 0 not in e['path'], 'path')
+    check(e['base_block'] + entry_blocks(e) <= MAX_BLOCKS, 'entry ends past MAX_BLOCKS')
+
+
+def read_entry(c):
+    e = {'entry_id': c.uint(4), 'kind': c.uint(1), 'entry_flags': c.uint(2),
+         'size': c.uint(8), 'mtime_ns': signed64(c.uint(8)), 'mode': c.uint(4),
+         'base_block': c.uint(8), 'block_size': c.uint(4), 'source_id': c.uint(8),
+         'digest': c.take(DIGEST_LEN)}
+    path_len, target_len = c.uint(2), c.uint(2)
+    e['path'] = c.take(path_len)
+    e['target'] = c.take(target_len)
+    return e
+
+
+def body_entries(c):
+    f, prev = {}, None
+    for i in range(1, batch_count(c, MAX_ENTRIES) + 1):
+        e = read_entry(c)
+        check_entry(e)
+        if prev is not None:
+            check(e['entry_id'] == prev['entry_id'] + 1, 'entry ids not consecutive')
+            check(e['base_block'] == prev['base_block'] + entry_blocks(prev),
+                  'entry not laid right after the previous one')
+        prev = e
+        f.update(('entry.%d.%s' % (i, k), v) for k, v in e.items())
+    return f
+
+
+def body_verdicts(c):
+    f, prev_id, total = {}, 0, 0
+    for i in range(1, batch_count(c, MAX_VERDICTS) + 1):
+        v = {'entry_id': c.uint(4), 'verdict': c.uint(1), 'error': c.uint(2)}
+        count = c.uint(2)
+        check(v['entry_id'] > prev_id, 'verdict ids not ascending')
+        check(v['verdict'] in VERDICTS.values(), 'verdict %d' % v['verdict'])
+        check((v['error'] != 0) == (v['verdict'] == VERDICTS['REFUSED']), 'error')
+        check((count != 0) == (v['verdict'] == VERDICTS['RESUME']), 'held range count')
+        total += count
+        check(total <= MAX_RANGES, '%d held ranges' % total)
+        v['held'] = range_list(c, count, 0, MAX_BLOCKS)
+        prev_id = v['entry_id']
+        f.update(('verdict.%d.%s' % (i, k), x) for k, x in v.items())
+    return f
+
+
 BODIES = [body_version_neg, body_hello, body_hello_ack, body_file_offer, body_file_reply,
           body_data, body_feedback, body_file_done, body_file_result, body_close,
-          body_retry, body_server_key]
+          body_retry, body_server_key, body_entries, body_verdicts]
 
 
 def decode(data):
@@ -290,6 +378,8 @@ FIELD_KINDS = {
     'ranges': ranges,
     'ext': byte_string, 'path': byte_string, 'payload': byte_string, 'reason': byte_string,
     'digest': byte_string, 'token': byte_string, 'key': byte_string,
+    'target': byte_string, 'held': ranges,
+    'kind': lambda t: named(t, KINDS), 'verdict': lambda t: named(t, VERDICTS),
 }
 
 
@@ -298,7 +388,8 @@ def expected_fields(record):
     for key, text in record.items():
         if key in ('name', 'hex'):
             continue
-        fields[key] = FIELD_KINDS.get(key, integer)(text)
+        # entry.N.FIELD and verdict.N.FIELD read as FIELD does.
+        fields[key] = FIELD_KINDS.get(key.rpartition('.')[2], integer)(text)
     return fields
 
 

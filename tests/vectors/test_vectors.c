@@ -18,7 +18,9 @@
 #include "vec_parse.h"
 #include "wire_fixtures.h"
 
-#define MAX_OWNED 8
+#define MAX_OWNED 64
+/* Records of one ENTRIES or VERDICTS vector (keys entry.N.* / verdict.N.*). */
+#define MAX_VEC_RECORDS 16
 
 /* One record under test and the memory its parsed values own. */
 typedef struct vec_ctx {
@@ -102,6 +104,8 @@ static uint64_t parse_name(vec_ctx *c, const char *what, const char *s,
 
 static const char *const role_names[] = {NULL, "PUSH", "PULL"};
 static const char *const cipher_names[] = {"NONE", "AES256GCM", "CHACHA20POLY1305"};
+static const char *const kind_names[] = {NULL, "FILE", "DIR", "SYMLINK"};
+static const char *const verdict_names[] = {"SEND", "RESUME", "SKIP", "REFUSED"};
 static const char *type_names[AFTP_WIRE_TYPE_MAX + 1];
 static const char *error_names[64];
 static size_t error_name_count;
@@ -118,9 +122,9 @@ static void load_wire_names(void)
     }
 }
 
-static uint16_t need_wire_error(vec_ctx *c)
+static uint16_t need_wire_error(vec_ctx *c, const char *key)
 {
-    return (uint16_t)parse_name(c, "wire error", need(c, "error"), error_names, error_name_count,
+    return (uint16_t)parse_name(c, "wire error", need(c, key), error_names, error_name_count,
                                 UINT16_MAX);
 }
 
@@ -199,6 +203,35 @@ static void build_feedback(vec_ctx *c, aftp_wire_feedback *f)
     f->range_count = (uint16_t)count;
 }
 
+/* The key "<prefix>.<n>.<field>" (records of a batch are numbered from 1). */
+static const char *record_key(char *buf, size_t cap, const char *prefix, size_t n,
+                              const char *field)
+{
+    snprintf(buf, cap, "%s.%zu.%s", prefix, n, field);
+    return buf;
+}
+
+/* How many records "<prefix>.1.entry_id", "<prefix>.2.entry_id"... exist. */
+static uint16_t count_records(vec_ctx *c, const char *prefix)
+{
+    char key[64];
+    uint16_t n = 0;
+    while (n < MAX_VEC_RECORDS &&
+           vec_get(c->rec, record_key(key, sizeof key, prefix, n + 1u, "entry_id")) != NULL)
+        n++;
+    if (n == 0)
+        vec_fail(c, "no '%s.1.entry_id'", prefix);
+    return n;
+}
+
+static void *own_array(vec_ctx *c, size_t n, size_t size)
+{
+    void *p = calloc(n, size);
+    if (p == NULL)
+        vec_fail(c, "out of memory");
+    return own(c, p);
+}
+
 /* A byte string of exactly n bytes into out. */
 static void need_fixed_bytes(vec_ctx *c, const char *key, uint8_t *out, size_t n)
 {
@@ -214,6 +247,60 @@ static void need_digest(vec_ctx *c, uint8_t *digest)
     need_fixed_bytes(c, "digest", digest, AFTP_WIRE_DIGEST_LEN);
 }
 
+static void build_entry(vec_ctx *c, size_t n, void *out)
+{
+    aftp_wire_entry *e = out;
+    char k[64];
+#define ENTRY_KEY(field) record_key(k, sizeof k, "entry", n, field)
+    e->entry_id = (uint32_t)need_u64(c, ENTRY_KEY("entry_id"), UINT32_MAX);
+    e->kind = (uint8_t)parse_name(c, "kind", need(c, ENTRY_KEY("kind")), kind_names, 4,
+                                  UINT8_MAX);
+    e->flags = (uint16_t)need_u64(c, ENTRY_KEY("entry_flags"), UINT16_MAX);
+    e->size = need_u64(c, ENTRY_KEY("size"), UINT64_MAX);
+    if (vec_parse_i64(need(c, ENTRY_KEY("mtime_ns")), &e->mtime_ns) != 0)
+        vec_fail(c, "'%s' is not a signed 64-bit integer", k);
+    e->mode = (uint32_t)need_u64(c, ENTRY_KEY("mode"), UINT32_MAX);
+    e->base_block = need_u64(c, ENTRY_KEY("base_block"), UINT64_MAX);
+    e->block_size = (uint32_t)need_u64(c, ENTRY_KEY("block_size"), UINT32_MAX);
+    e->source_id = need_u64(c, ENTRY_KEY("source_id"), UINT64_MAX);
+    need_fixed_bytes(c, ENTRY_KEY("digest"), e->digest, AFTP_WIRE_DIGEST_LEN);
+    e->path = need_bytes16(c, ENTRY_KEY("path"), &e->path_len);
+    e->target = need_bytes16(c, ENTRY_KEY("target"), &e->target_len);
+#undef ENTRY_KEY
+}
+
+
+static void build_verdict(vec_ctx *c, size_t n, void *out)
+{
+    aftp_wire_verdict *v = out;
+    char k[64];
+    aftp_wire_range *held;
+    size_t count;
+    v->entry_id = (uint32_t)need_u64(c, record_key(k, sizeof k, "verdict", n, "entry_id"),
+                                     UINT32_MAX);
+    v->verdict = (uint8_t)parse_name(c, "verdict",
+                                     need(c, record_key(k, sizeof k, "verdict", n, "verdict")),
+                                     verdict_names, 4, UINT8_MAX);
+    v->error = need_wire_error(c, record_key(k, sizeof k, "verdict", n, "error"));
+    record_key(k, sizeof k, "verdict", n, "held");
+    if (vec_parse_ranges(need(c, k), &held, &count) != 0 || count > UINT16_MAX)
+        vec_fail(c, "'%s' is not a list of start+len", k);
+    v->ranges = own(c, held);
+    v->range_count = (uint16_t)count;
+}
+
+/* The numbered records "<prefix>.N.*" of a batch, each `size` bytes,
+ * filled by `build`; *count is how many there are. */
+static void *build_records(vec_ctx *c, const char *prefix, size_t size,
+                           void (*build)(vec_ctx *, size_t, void *), uint16_t *count)
+{
+    *count = count_records(c, prefix);
+    uint8_t *list = own_array(c, *count, size);
+    for (uint16_t i = 0; i < *count; i++)
+        build(c, i + 1u, list + (size_t)i * size);
+    return list;
+}
+
 static void build_body(vec_ctx *c, aftp_wire_packet *p)
 {
     switch (p->hdr.type) {
@@ -226,7 +313,7 @@ static void build_body(vec_ctx *c, aftp_wire_packet *p)
     case AFTP_WIRE_FILE_OFFER: build_file_offer(c, &p->u.file_offer); break;
     case AFTP_WIRE_FILE_REPLY:
         p->u.file_reply.file_id = (uint32_t)need_u64(c, "file_id", UINT32_MAX);
-        p->u.file_reply.error = need_wire_error(c);
+        p->u.file_reply.error = need_wire_error(c, "error");
         break;
     case AFTP_WIRE_DATA:
         p->u.data.file_id = (uint32_t)need_u64(c, "file_id", UINT32_MAX);
@@ -241,16 +328,24 @@ static void build_body(vec_ctx *c, aftp_wire_packet *p)
         break;
     case AFTP_WIRE_FILE_RESULT:
         p->u.file_result.file_id = (uint32_t)need_u64(c, "file_id", UINT32_MAX);
-        p->u.file_result.error = need_wire_error(c);
+        p->u.file_result.error = need_wire_error(c, "error");
         need_digest(c, p->u.file_result.digest);
         break;
     case AFTP_WIRE_CLOSE:
-        p->u.close.error = need_wire_error(c);
+        p->u.close.error = need_wire_error(c, "error");
         p->u.close.reason = need_bytes16(c, "reason", &p->u.close.reason_len);
         break;
     case AFTP_WIRE_RETRY: p->u.retry.token = need_bytes16(c, "token", &p->u.retry.token_len); break;
     case AFTP_WIRE_SERVER_KEY:
         need_fixed_bytes(c, "key", p->u.server_key.key, AFTP_WIRE_SERVER_KEY_LEN);
+        break;
+    case AFTP_WIRE_ENTRIES:
+        p->u.entries.entries = build_records(c, "entry", sizeof(aftp_wire_entry), build_entry,
+                                             &p->u.entries.count);
+        break;
+    case AFTP_WIRE_VERDICTS:
+        p->u.verdicts.verdicts = build_records(c, "verdict", sizeof(aftp_wire_verdict),
+                                               build_verdict, &p->u.verdicts.count);
         break;
     default: vec_fail(c, "no fields known for type %u", p->hdr.type);
     }
