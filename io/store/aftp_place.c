@@ -399,7 +399,12 @@ int aftp_place_batch_sync(aftp_place *p, aftp_place_batch *b)
         aftp_place_file *f = b->files[i];
         if (apply_meta(p, f->fd, f->mode, f->mtime_ns) != AFTP_OK)
             rc = file_fail(p, f, "cannot set the mode or time of");
-        else if (!p->opt.sync_fs && fsync(f->fd) != 0)
+        else
+            sync_file_range(f->fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+    }
+    for (size_t i = 0; i < b->count; i++) {
+        aftp_place_file *f = b->files[i];
+        if (f->error == AFTP_OK && !p->opt.sync_fs && fsync(f->fd) != 0)
             rc = file_fail(p, f, "cannot sync");
     }
     /* syncfs reports a write-back error of any file since the last sync:
