@@ -127,6 +127,9 @@ static void test_trailing_slash_sends_contents(void **state)
     const char *want[] = {"d b", "d b/c", "f b/c/f1", "f caf\xc3\xa9", "d empty", "f f2",
                           "f sp ace"};
     expect(&log, want, 7);
+    snprintf(src, sizeof src, "%s/a/.", root); /* "." has no name of its own */
+    walk(srcs, 1, &log);
+    expect(&log, want, 7);
     io_test_rmtree(root);
     close(fd);
     free(root);
