@@ -22,18 +22,6 @@ struct aftp_place_dirrec {
     char *path;
 };
 
-static int errno_to_error(int e)
-{
-    switch (e) {
-    case ENOSPC: case EDQUOT: case EFBIG: return AFTP_ERR_NO_SPACE;
-    case EACCES: case EPERM: case EROFS: return AFTP_ERR_PERMISSION;
-    case EEXIST: return AFTP_ERR_FILE_EXISTS;
-    case ELOOP: case ENOTDIR: case ENAMETOOLONG: return AFTP_ERR_PATH_REJECTED;
-    case ENOMEM: return AFTP_ERR_NO_MEMORY;
-    default: return AFTP_ERR_IO;
-    }
-}
-
 /* Records "<what> <path>: <why>" and returns err. */
 static int fail(aftp_place *p, int err, const char *what, const char *path, const char *why)
 {
@@ -46,7 +34,7 @@ static int fail(aftp_place *p, int err, const char *what, const char *path, cons
 static int fail_errno(aftp_place *p, const char *what, const char *path)
 {
     int e = errno;
-    return fail(p, errno_to_error(e), what, path, strerror(e));
+    return fail(p, aftp_store_errno_error(e), what, path, strerror(e));
 }
 
 void aftp_place_defaults(aftp_place_options *opt)
@@ -80,7 +68,7 @@ static int apply_meta(aftp_place *p, int fd, uint32_t mode, int64_t mtime_ns)
 {
     struct timespec times[2] = {{.tv_sec = 0, .tv_nsec = UTIME_OMIT}, timespec_of(mtime_ns)};
     if (fchmod(fd, (mode_t)(mode & p->opt.mode_mask & 07777)) != 0 || futimens(fd, times) != 0)
-        return errno_to_error(errno);
+        return aftp_store_errno_error(errno);
     return AFTP_OK;
 }
 
@@ -312,7 +300,8 @@ int aftp_place_file_open(aftp_place *p, const char *path, uint64_t size, uint32_
     f->size = size;
     f->mode = mode;
     f->mtime_ns = mtime_ns;
-    if ((rc = check_existing(p, f, path)) != AFTP_OK || (rc = create_sized(p, f, path)) != AFTP_OK) {
+    if ((rc = check_existing(p, f, path)) != AFTP_OK ||
+        (rc = create_sized(p, f, path)) != AFTP_OK) {
         release(p, f, 1);
         return rc;
     }
@@ -357,12 +346,14 @@ int aftp_place_file_write(aftp_place *p, aftp_place_file *f, uint64_t off, const
         int zero = is_zero(data + at, n);
         int e = zero && run > 0 ? write_all(f->fd, off + at - run, data + at - run, run) : 0;
         if (e != 0)
-            return fail(p, errno_to_error(e), "cannot write", f->leaf, strerror(e));
+            return fail(p, aftp_store_errno_error(e), "cannot write", f->leaf,
+                        strerror(e));
         run = zero ? 0 : run + n;
         at += n;
     }
     int e = write_all(f->fd, off + len - run, data + len - run, run);
-    return e == 0 ? AFTP_OK : fail(p, errno_to_error(e), "cannot write", f->leaf, strerror(e));
+    return e == 0 ? AFTP_OK
+                  : fail(p, aftp_store_errno_error(e), "cannot write", f->leaf, strerror(e));
 }
 
 void aftp_place_file_abort(aftp_place *p, aftp_place_file *f)

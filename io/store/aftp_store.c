@@ -34,6 +34,11 @@ static int errno_to_error(int e)
     }
 }
 
+int aftp_store_errno_error(int e)
+{
+    return errno_to_error(e);
+}
+
 /* Records the first failure of the current file: "<what> <name>[: detail]". */
 static int fail(aftp_store *st, int err, const char *what, const char *detail)
 {

@@ -57,6 +57,8 @@ int aftp_store_check_dir(int dirfd, char *why, size_t cap);
  * names where the path came from ("--dir") in the advice. */
 int aftp_store_open_dir(const char *path, const char *setting, int *dirfd, char *why, size_t cap);
 
+/* The aftp error for a system error of the destination (errno e). */
+int aftp_store_errno_error(int e);
 /* Creates ".<leaf>.aftp-<random>" in dirfd, exclusively (O_EXCL |
  * O_NOFOLLOW, mode 0600), its name in name[0..cap): the fd, or -1 with
  * errno. */
