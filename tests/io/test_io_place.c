@@ -66,9 +66,7 @@ static int holds(int dirfd, const char *path, size_t len, uint32_t seed)
 
 static void test_nested_and_empty_dirs_with_metadata(void **state)
 {
-    (void)state;
-    int root;
-    char *path = io_test_mkdtemp(&root);
+    int root = io_test_scratch_fd(state);
     aftp_place p;
     aftp_place_init(&p, root, NULL);
     assert_int_equal(aftp_place_dir(&p, "a", 0750, T1), AFTP_OK);
@@ -89,18 +87,13 @@ static void test_nested_and_empty_dirs_with_metadata(void **state)
     assert_int_equal(aftp_place_dir(&p, "a", 0755, T2), AFTP_OK);
     assert_int_equal(aftp_place_finish(&p), AFTP_OK);
     assert_int_equal(mode_at(root, "a") & 07777, 0755);
-    io_test_rmtree(path);
-    close(root);
-    free(path);
 }
 
 /* A file is committed in a directory the walk has left already: the
  * directory's mtime is applied after the rename that would change it. */
 static void test_dir_mtime_waits_for_its_files(void **state)
 {
-    (void)state;
-    int root;
-    char *path = io_test_mkdtemp(&root);
+    int root = io_test_scratch_fd(state);
     aftp_place p;
     aftp_place_file f;
     aftp_place_batch b = {0};
@@ -116,16 +109,11 @@ static void test_dir_mtime_waits_for_its_files(void **state)
     assert_int_equal(mtime_at(root, "d"), T1);
     assert_int_equal(mtime_at(root, "d/late"), T2);
     assert_int_equal(mtime_at(root, "e"), T1);
-    io_test_rmtree(path);
-    close(root);
-    free(path);
 }
 
 static void test_file_or_link_in_the_way_refused(void **state)
 {
-    (void)state;
-    int root, out;
-    char *path = io_test_mkdtemp(&root);
+    int root = io_test_scratch_fd(state), out;
     char *outside = io_test_mkdtemp(&out);
     aftp_place p;
     aftp_place_file f;
@@ -143,19 +131,14 @@ static void test_file_or_link_in_the_way_refused(void **state)
     assert_int_equal(aftp_place_finish(&p), AFTP_OK);
     assert_int_equal(io_test_count_entries(out), 0);
     assert_non_null(strstr(p.message, "in the way"));
-    io_test_rmtree(path);
     io_test_rmtree(outside);
-    close(root);
     close(out);
-    free(path);
     free(outside);
 }
 
 static void test_unsafe_paths_refused(void **state)
 {
-    (void)state;
-    int parent;
-    char *top = io_test_mkdtemp(&parent);
+    int parent = io_test_scratch_fd(state);
     assert_int_equal(mkdirat(parent, "root", 0755), 0);
     int root = openat(parent, "root", O_RDONLY | O_DIRECTORY);
     aftp_place_options opt;
@@ -175,17 +158,12 @@ static void test_unsafe_paths_refused(void **state)
     assert_int_equal(io_test_count_entries(root), 0);
     assert_int_equal(io_test_count_entries(parent), 1);
     assert_false(io_test_exists(AT_FDCWD, "/tmp/aftp-place-abs"));
-    io_test_rmtree(top);
     close(root);
-    close(parent);
-    free(top);
 }
 
 static void test_links_literal_only_when_asked_never_followed(void **state)
 {
-    (void)state;
-    int root, out;
-    char *path = io_test_mkdtemp(&root);
+    int root = io_test_scratch_fd(state), out;
     char *outside = io_test_mkdtemp(&out);
     char target[600];
     aftp_place p;
@@ -219,19 +197,14 @@ static void test_links_literal_only_when_asked_never_followed(void **state)
     n = readlinkat(root, "rel", target, sizeof target);
     assert_int_equal(n, 5);
     assert_int_equal(io_test_count_entries(root), 2);
-    io_test_rmtree(path);
     io_test_rmtree(outside);
-    close(root);
     close(out);
-    free(path);
     free(outside);
 }
 
 static void test_mode_masked_by_policy(void **state)
 {
-    (void)state;
-    int root;
-    char *path = io_test_mkdtemp(&root);
+    int root = io_test_scratch_fd(state);
     aftp_place p;
     aftp_place_file f;
     aftp_place_batch b = {0};
@@ -250,17 +223,12 @@ static void test_mode_masked_by_policy(void **state)
     assert_int_equal(aftp_place_batch_add(&b, &f), AFTP_OK);
     assert_int_equal(aftp_place_batch_commit(&p, &b), AFTP_OK);
     assert_int_equal(mode_at(root, "kept") & 07777, 04755);
-    io_test_rmtree(path);
-    close(root);
-    free(path);
 }
 
 /* 8 MiB with data in two 4 KiB blocks, written as one buffer. */
 static void test_sparse_write_keeps_holes(void **state)
 {
-    (void)state;
-    int root;
-    char *path = io_test_mkdtemp(&root);
+    int root = io_test_scratch_fd(state);
     const size_t size = 8u << 20, second = 5u << 20;
     uint8_t *data = calloc(1, size);
     io_test_pattern(data + 4096, 4096, 7);
@@ -288,17 +256,12 @@ static void test_sparse_write_keeps_holes(void **state)
     close(fd);
     free(got);
     free(data);
-    io_test_rmtree(path);
-    close(root);
-    free(path);
 }
 
 /* Three files through the three steps, checked at each crash point. */
 static void test_group_commit_order(void **state)
 {
-    (void)state;
-    int root;
-    char *path = io_test_mkdtemp(&root);
+    int root = io_test_scratch_fd(state);
     const char *names[3] = {"g/one", "g/two", "three"};
     aftp_place p;
     aftp_place_file f[3];
@@ -333,18 +296,13 @@ static void test_group_commit_order(void **state)
     assert_int_equal(aftp_place_finish(&p), AFTP_OK);
     assert_int_equal(mode_at(root, "g/two") & 07777, 0640);
     assert_int_equal(mtime_at(root, "g"), T1);
-    io_test_rmtree(path);
-    close(root);
-    free(path);
 }
 
 /* A batch abandoned after its sync leaves nothing under a final name,
  * and a file whose name was taken meanwhile fails alone. */
 static void test_group_commit_abort_and_one_failure(void **state)
 {
-    (void)state;
-    int root;
-    char *path = io_test_mkdtemp(&root);
+    int root = io_test_scratch_fd(state);
     aftp_place p;
     aftp_place_file f[2];
     aftp_place_batch b = {0};
@@ -378,9 +336,6 @@ static void test_group_commit_abort_and_one_failure(void **state)
     assert_int_equal(read(fd, got, sizeof got), 6);
     assert_string_equal(got, "theirs");
     close(fd);
-    io_test_rmtree(path);
-    close(root);
-    free(path);
 }
 
 static double now_s(void)
@@ -416,9 +371,7 @@ static double commit_files(aftp_place *p, const char *dir, int n, int per)
  * groups, fsync each or syncfs once. */
 static void test_group_commit_cost(void **state)
 {
-    (void)state;
-    int root;
-    char *path = io_test_mkdtemp(&root);
+    int root = io_test_scratch_fd(state);
     const int n = 256;
     aftp_place p;
     aftp_place_options opt;
@@ -433,24 +386,21 @@ static void test_group_commit_cost(void **state)
     print_message("commit of %d files of 4 KiB, per file: alone %.0f us, groups of 64 (fsync "
                   "each) %.0f us, groups of 64 (syncfs) %.0f us\n",
                   n, alone / n * 1e6, group / n * 1e6, fs / n * 1e6);
-    io_test_rmtree(path);
-    close(root);
-    free(path);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_nested_and_empty_dirs_with_metadata),
-        cmocka_unit_test(test_dir_mtime_waits_for_its_files),
-        cmocka_unit_test(test_file_or_link_in_the_way_refused),
-        cmocka_unit_test(test_unsafe_paths_refused),
-        cmocka_unit_test(test_links_literal_only_when_asked_never_followed),
-        cmocka_unit_test(test_mode_masked_by_policy),
-        cmocka_unit_test(test_sparse_write_keeps_holes),
-        cmocka_unit_test(test_group_commit_order),
-        cmocka_unit_test(test_group_commit_abort_and_one_failure),
-        cmocka_unit_test(test_group_commit_cost),
+        cmocka_unit_test_setup_teardown(test_nested_and_empty_dirs_with_metadata, io_test_scratch_setup, io_test_scratch_teardown),
+        cmocka_unit_test_setup_teardown(test_dir_mtime_waits_for_its_files, io_test_scratch_setup, io_test_scratch_teardown),
+        cmocka_unit_test_setup_teardown(test_file_or_link_in_the_way_refused, io_test_scratch_setup, io_test_scratch_teardown),
+        cmocka_unit_test_setup_teardown(test_unsafe_paths_refused, io_test_scratch_setup, io_test_scratch_teardown),
+        cmocka_unit_test_setup_teardown(test_links_literal_only_when_asked_never_followed, io_test_scratch_setup, io_test_scratch_teardown),
+        cmocka_unit_test_setup_teardown(test_mode_masked_by_policy, io_test_scratch_setup, io_test_scratch_teardown),
+        cmocka_unit_test_setup_teardown(test_sparse_write_keeps_holes, io_test_scratch_setup, io_test_scratch_teardown),
+        cmocka_unit_test_setup_teardown(test_group_commit_order, io_test_scratch_setup, io_test_scratch_teardown),
+        cmocka_unit_test_setup_teardown(test_group_commit_abort_and_one_failure, io_test_scratch_setup, io_test_scratch_teardown),
+        cmocka_unit_test_setup_teardown(test_group_commit_cost, io_test_scratch_setup, io_test_scratch_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

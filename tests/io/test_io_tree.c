@@ -58,6 +58,15 @@ static void walk(const char *const *srcs, size_t n, walk_log *log)
     aftp_tree_fini(&t);
 }
 
+/* Walks the SRC `rel` beneath the test's scratch directory. */
+static void walk_scratch(void **state, const char *rel, walk_log *log)
+{
+    char src[600];
+    snprintf(src, sizeof src, "%s/%s", io_test_scratch_path(state), rel);
+    const char *srcs[] = {src};
+    walk(srcs, 1, log);
+}
+
 static void expect(const walk_log *log, const char *const *want, size_t n)
 {
     for (size_t i = 0; i < log->n && i < n; i++)
@@ -80,66 +89,49 @@ static void put_file(int dirfd, const char *name, size_t len)
 }
 
 /* a/{b/c/f1, empty/, f2, "sp ace", "café"} */
-static char *make_nested(int *fd)
+static void make_nested(int fd)
 {
-    char *root = io_test_mkdtemp(fd);
-    assert_int_equal(mkdirat(*fd, "a", 0755), 0);
-    assert_int_equal(mkdirat(*fd, "a/b", 0750), 0);
-    assert_int_equal(mkdirat(*fd, "a/b/c", 0755), 0);
-    assert_int_equal(mkdirat(*fd, "a/empty", 0700), 0);
-    put_file(*fd, "a/b/c/f1", 1000);
-    put_file(*fd, "a/f2", 5);
-    put_file(*fd, "a/sp ace", 7);
-    put_file(*fd, "a/caf\xc3\xa9", 9);
-    return root;
+    assert_int_equal(mkdirat(fd, "a", 0755), 0);
+    assert_int_equal(mkdirat(fd, "a/b", 0750), 0);
+    assert_int_equal(mkdirat(fd, "a/b/c", 0755), 0);
+    assert_int_equal(mkdirat(fd, "a/empty", 0700), 0);
+    put_file(fd, "a/b/c/f1", 1000);
+    put_file(fd, "a/f2", 5);
+    put_file(fd, "a/sp ace", 7);
+    put_file(fd, "a/caf\xc3\xa9", 9);
 }
 
 static void test_nested_and_empty_dirs_in_order(void **state)
 {
-    (void)state;
-    int fd;
-    char *root = make_nested(&fd);
-    char src[600];
-    snprintf(src, sizeof src, "%s/a", root);
-    const char *srcs[] = {src};
+    int fd = io_test_scratch_fd(state);
+    make_nested(fd);
     walk_log log;
-    walk(srcs, 1, &log);
+    walk_scratch(state, "a", &log);
     /* sorted bytewise: ' ' < 'b' < 'c' < 'e' < 'f', 'é' (0xc3) last of "caf" */
     const char *want[] = {"d a", "d a/b", "d a/b/c", "f a/b/c/f1", "f a/caf\xc3\xa9",
                           "d a/empty", "f a/f2", "f a/sp ace"};
     expect(&log, want, 8);
     assert_int_equal(log.nnotices, 0);
-    io_test_rmtree(root);
-    close(fd);
-    free(root);
 }
 
 static void test_trailing_slash_sends_contents(void **state)
 {
-    (void)state;
-    int fd;
-    char *root = make_nested(&fd);
-    char src[600];
-    snprintf(src, sizeof src, "%s/a/", root);
-    const char *srcs[] = {src};
+    int fd = io_test_scratch_fd(state);
+    make_nested(fd);
     walk_log log;
-    walk(srcs, 1, &log);
+    walk_scratch(state, "a/", &log);
     const char *want[] = {"d b", "d b/c", "f b/c/f1", "f caf\xc3\xa9", "d empty", "f f2",
                           "f sp ace"};
     expect(&log, want, 7);
-    snprintf(src, sizeof src, "%s/a/.", root); /* "." has no name of its own */
-    walk(srcs, 1, &log);
+    walk_scratch(state, "a/.", &log); /* "." has no name of its own */
     expect(&log, want, 7);
-    io_test_rmtree(root);
-    close(fd);
-    free(root);
 }
 
 static void test_entry_metadata_and_local_path(void **state)
 {
-    (void)state;
-    int fd;
-    char *root = make_nested(&fd);
+    int fd = io_test_scratch_fd(state);
+    const char *root = io_test_scratch_path(state);
+    make_nested(fd);
     char src[600], local[700];
     snprintf(src, sizeof src, "%s/a", root);
     const struct timespec times[2] = {{0, UTIME_OMIT}, {1600000000, 123456789}};
@@ -163,9 +155,6 @@ static void test_entry_metadata_and_local_path(void **state)
     assert_int_equal(e.dev, sb.st_dev);
     assert_int_equal(e.ctime_ns, (int64_t)sb.st_ctim.tv_sec * 1000000000 + sb.st_ctim.tv_nsec);
     aftp_tree_fini(&t);
-    io_test_rmtree(root);
-    close(fd);
-    free(root);
 }
 
 static int count_open_fds(void)
@@ -182,9 +171,8 @@ static int count_open_fds(void)
  * open, whatever the number of files. */
 static void test_ten_thousand_files_bounded_fds(void **state)
 {
-    (void)state;
-    int fd;
-    char *root = io_test_mkdtemp(&fd);
+    int fd = io_test_scratch_fd(state);
+    const char *root = io_test_scratch_path(state);
     char name[64];
     assert_int_equal(mkdirat(fd, "t", 0755), 0);
     for (int d = 0; d < 100; d++) {
@@ -220,27 +208,19 @@ static void test_ten_thousand_files_bounded_fds(void **state)
     assert_true(most <= 2); /* t and one d.. */
     assert_int_equal(count_open_fds(), before);
     print_message("10,000 files: at most %d directories open during the walk\n", most);
-    io_test_rmtree(root);
-    close(fd);
-    free(root);
 }
 
 static void test_control_names_fifo_skipped_with_notice(void **state)
 {
-    (void)state;
-    int fd;
-    char *root = io_test_mkdtemp(&fd);
+    int fd = io_test_scratch_fd(state);
     assert_int_equal(mkdirat(fd, "s", 0755), 0);
     put_file(fd, "s/bad\nname", 3);
     assert_int_equal(mkdirat(fd, "s/tab\tdir", 0755), 0);
     put_file(fd, "s/tab\tdir/inside", 3);
     assert_int_equal(mkfifoat(fd, "s/fifo", 0644), 0);
     put_file(fd, "s/ok", 3);
-    char src[600];
-    snprintf(src, sizeof src, "%s/s/", root);
-    const char *srcs[] = {src};
     walk_log log;
-    walk(srcs, 1, &log);
+    walk_scratch(state, "s/", &log);
     const char *want[] = {"f ok"};
     expect(&log, want, 1);
     assert_int_equal(log.nnotices, 3);
@@ -250,40 +230,28 @@ static void test_control_names_fifo_skipped_with_notice(void **state)
     assert_string_equal(log.notices[1], "fifo");
     assert_int_equal(log.notice_err[1], AFTP_ERR_INVALID_ARGUMENT);
     assert_string_equal(log.notices[2], "tab\tdir");
-    io_test_rmtree(root);
-    close(fd);
-    free(root);
 }
 
 static void test_links_inside_reported_not_followed(void **state)
 {
-    (void)state;
-    int fd;
-    char *root = io_test_mkdtemp(&fd);
+    int fd = io_test_scratch_fd(state);
     assert_int_equal(mkdirat(fd, "real", 0755), 0);
     put_file(fd, "real/f", 4);
     assert_int_equal(mkdirat(fd, "l", 0755), 0);
     assert_int_equal(symlinkat("../real", fd, "l/dirlink"), 0);
     assert_int_equal(symlinkat("/etc", fd, "l/out"), 0);
     assert_int_equal(symlinkat("../real/f", fd, "l/filelink"), 0);
-    char src[600];
-    snprintf(src, sizeof src, "%s/l", root);
-    const char *srcs[] = {src};
     walk_log log;
-    walk(srcs, 1, &log);
+    walk_scratch(state, "l", &log);
     const char *want[] = {"d l", "l l/dirlink -> ../real", "l l/filelink -> ../real/f",
                           "l l/out -> /etc"};
     expect(&log, want, 4);
-    io_test_rmtree(root);
-    close(fd);
-    free(root);
 }
 
 static void test_link_named_as_src_is_followed(void **state)
 {
-    (void)state;
-    int fd;
-    char *root = io_test_mkdtemp(&fd);
+    int fd = io_test_scratch_fd(state);
+    const char *root = io_test_scratch_path(state);
     assert_int_equal(mkdirat(fd, "real", 0755), 0);
     put_file(fd, "real/f", 4);
     assert_int_equal(symlinkat("real", fd, "via"), 0);
@@ -296,18 +264,14 @@ static void test_link_named_as_src_is_followed(void **state)
     walk(srcs, 2, &log);
     const char *want[] = {"d via", "f via/f", "f flink"};
     expect(&log, want, 3);
-    io_test_rmtree(root);
-    close(fd);
-    free(root);
 }
 
 /* Entries vanish after their directory was read: each is a notice, and
  * the walk goes on to the next. */
 static void test_directory_removed_mid_walk(void **state)
 {
-    (void)state;
-    int fd;
-    char *root = io_test_mkdtemp(&fd);
+    int fd = io_test_scratch_fd(state);
+    const char *root = io_test_scratch_path(state);
     char path[700];
     assert_int_equal(mkdirat(fd, "w", 0755), 0);
     assert_int_equal(mkdirat(fd, "w/a", 0755), 0);
@@ -338,42 +302,44 @@ static void test_directory_removed_mid_walk(void **state)
     assert_string_equal(log.notices[0], "x");
     assert_int_equal(log.notice_err[0], AFTP_ERR_NOT_FOUND);
     assert_string_equal(log.notices[1], "b");
-    io_test_rmtree(root);
-    close(fd);
-    free(root);
 }
 
 static void test_depth_limit_skips_deeper(void **state)
 {
-    (void)state;
-    int fd;
-    char *root = io_test_mkdtemp(&fd);
+    int fd = io_test_scratch_fd(state);
     char rel[2048] = "z";
     assert_int_equal(mkdirat(fd, rel, 0755), 0);
     for (unsigned i = 0; i < AFTP_TREE_MAX_DEPTH + 1; i++) {
         strcat(rel, "/z");
         assert_int_equal(mkdirat(fd, rel, 0755), 0);
     }
-    char src[600];
-    snprintf(src, sizeof src, "%s/z", root);
-    const char *srcs[] = {src};
     walk_log log;
-    walk(srcs, 1, &log);
+    walk_scratch(state, "z", &log);
     assert_int_equal(log.total, AFTP_TREE_MAX_DEPTH + 1); /* z, and 128 levels beneath */
     assert_int_equal(log.nnotices, 1);
     assert_int_equal(log.notice_err[0], AFTP_ERR_LIMIT);
-    io_test_rmtree(root);
-    close(fd);
-    free(root);
+}
+
+/* Files of a kernel file system have no true size: skipped, each named. */
+static void test_pseudo_fs_files_skipped(void **state)
+{
+    (void)state;
+    const char *srcs[] = {"/proc/sys/kernel/random/"};
+    walk_log log;
+    struct stat sb;
+    if (stat(srcs[0], &sb) != 0)
+        skip();
+    walk(srcs, 1, &log);
+    assert_int_equal(log.total, 0);
+    assert_true(log.nnotices >= 2);
+    assert_string_equal(log.notices[0], "boot_id");
+    assert_int_equal(log.notice_err[0], AFTP_ERR_INVALID_ARGUMENT);
 }
 
 /* Data at [0, 4 KiB) and [1 MiB, 1 MiB + 4 KiB) of a 4 MiB file. */
 static void test_sparse_file_extents(void **state)
 {
-    (void)state;
-    int dfd;
-    char *root = io_test_mkdtemp(&dfd);
-    int fd = openat(dfd, "sparse", O_RDWR | O_CREAT, 0644);
+    int fd = openat(io_test_scratch_fd(state), "sparse", O_RDWR | O_CREAT, 0644);
     uint8_t block[4096];
     memset(block, 0xab, sizeof block);
     const uint64_t size = UINT64_C(4) << 20, second = UINT64_C(1) << 20;
@@ -400,24 +366,22 @@ static void test_sparse_file_extents(void **state)
     print_message("sparse 4 MiB file: %d extents, %llu bytes of data\n", n,
                   (unsigned long long)total);
     close(fd);
-    io_test_rmtree(root);
-    close(dfd);
-    free(root);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_nested_and_empty_dirs_in_order),
-        cmocka_unit_test(test_trailing_slash_sends_contents),
-        cmocka_unit_test(test_entry_metadata_and_local_path),
-        cmocka_unit_test(test_ten_thousand_files_bounded_fds),
-        cmocka_unit_test(test_control_names_fifo_skipped_with_notice),
-        cmocka_unit_test(test_links_inside_reported_not_followed),
-        cmocka_unit_test(test_link_named_as_src_is_followed),
-        cmocka_unit_test(test_directory_removed_mid_walk),
-        cmocka_unit_test(test_depth_limit_skips_deeper),
-        cmocka_unit_test(test_sparse_file_extents),
+        cmocka_unit_test_setup_teardown(test_nested_and_empty_dirs_in_order, io_test_scratch_setup, io_test_scratch_teardown),
+        cmocka_unit_test_setup_teardown(test_trailing_slash_sends_contents, io_test_scratch_setup, io_test_scratch_teardown),
+        cmocka_unit_test_setup_teardown(test_entry_metadata_and_local_path, io_test_scratch_setup, io_test_scratch_teardown),
+        cmocka_unit_test_setup_teardown(test_ten_thousand_files_bounded_fds, io_test_scratch_setup, io_test_scratch_teardown),
+        cmocka_unit_test_setup_teardown(test_control_names_fifo_skipped_with_notice, io_test_scratch_setup, io_test_scratch_teardown),
+        cmocka_unit_test_setup_teardown(test_links_inside_reported_not_followed, io_test_scratch_setup, io_test_scratch_teardown),
+        cmocka_unit_test_setup_teardown(test_link_named_as_src_is_followed, io_test_scratch_setup, io_test_scratch_teardown),
+        cmocka_unit_test_setup_teardown(test_directory_removed_mid_walk, io_test_scratch_setup, io_test_scratch_teardown),
+        cmocka_unit_test_setup_teardown(test_depth_limit_skips_deeper, io_test_scratch_setup, io_test_scratch_teardown),
+        cmocka_unit_test(test_pseudo_fs_files_skipped),
+        cmocka_unit_test_setup_teardown(test_sparse_file_extents, io_test_scratch_setup, io_test_scratch_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
