@@ -414,8 +414,11 @@ int aftp_place_batch_rename(aftp_place *p, aftp_place_batch *b)
         return AFTP_ERR_INVALID_STATE; /* never a final name before its data is durable */
     for (size_t i = 0; i < b->count; i++) {
         aftp_place_file *f = b->files[i];
-        if (f->error != AFTP_OK)
+        if (f->error != AFTP_OK) { /* its sync failed: it never takes its name */
+            unlinkat(f->parent_fd, f->tmp, 0);
+            f->tmp[0] = '\0';
             continue;
+        }
         int r = aftp_store_rename(f->parent_fd, f->tmp, f->parent_fd, f->leaf, p->opt.overwrite);
         const char *why = r == AFTP_ERR_FILE_EXISTS ? "a file appeared there meanwhile"
                                                     : strerror(errno);

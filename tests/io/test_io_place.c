@@ -379,6 +379,7 @@ static void test_group_commit_cost(void **state)
     aftp_place_init(&p, root, &opt);
     double alone = commit_files(&p, "alone", n, 1);
     double group = commit_files(&p, "group", n, 64);
+    assert_int_equal(aftp_place_finish(&p), AFTP_OK);
     opt.sync_fs = 1;
     aftp_place_init(&p, root, &opt);
     double fs = commit_files(&p, "syncfs", n, 64);
