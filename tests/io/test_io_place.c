@@ -392,16 +392,16 @@ static void test_group_commit_cost(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_nested_and_empty_dirs_with_metadata, io_test_scratch_setup, io_test_scratch_teardown),
-        cmocka_unit_test_setup_teardown(test_dir_mtime_waits_for_its_files, io_test_scratch_setup, io_test_scratch_teardown),
-        cmocka_unit_test_setup_teardown(test_file_or_link_in_the_way_refused, io_test_scratch_setup, io_test_scratch_teardown),
-        cmocka_unit_test_setup_teardown(test_unsafe_paths_refused, io_test_scratch_setup, io_test_scratch_teardown),
-        cmocka_unit_test_setup_teardown(test_links_literal_only_when_asked_never_followed, io_test_scratch_setup, io_test_scratch_teardown),
-        cmocka_unit_test_setup_teardown(test_mode_masked_by_policy, io_test_scratch_setup, io_test_scratch_teardown),
-        cmocka_unit_test_setup_teardown(test_sparse_write_keeps_holes, io_test_scratch_setup, io_test_scratch_teardown),
-        cmocka_unit_test_setup_teardown(test_group_commit_order, io_test_scratch_setup, io_test_scratch_teardown),
-        cmocka_unit_test_setup_teardown(test_group_commit_abort_and_one_failure, io_test_scratch_setup, io_test_scratch_teardown),
-        cmocka_unit_test_setup_teardown(test_group_commit_cost, io_test_scratch_setup, io_test_scratch_teardown),
+        IO_TEST_SCRATCH(test_nested_and_empty_dirs_with_metadata),
+        IO_TEST_SCRATCH(test_dir_mtime_waits_for_its_files),
+        IO_TEST_SCRATCH(test_file_or_link_in_the_way_refused),
+        IO_TEST_SCRATCH(test_unsafe_paths_refused),
+        IO_TEST_SCRATCH(test_links_literal_only_when_asked_never_followed),
+        IO_TEST_SCRATCH(test_mode_masked_by_policy),
+        IO_TEST_SCRATCH(test_sparse_write_keeps_holes),
+        IO_TEST_SCRATCH(test_group_commit_order),
+        IO_TEST_SCRATCH(test_group_commit_abort_and_one_failure),
+        IO_TEST_SCRATCH(test_group_commit_cost),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
