@@ -73,13 +73,13 @@ static int apply_meta(aftp_place *p, int fd, uint32_t mode, int64_t mtime_ns)
 }
 
 /* A directory's metadata, once the walk left it and nothing beneath it is
- * pending; then its parent's turn may have come. */
-static int settle_dir(aftp_place *p, aftp_place_dirrec *d)
+ * pending; then its parent's turn may have come. A failure is kept for
+ * aftp_place_finish: it belongs to no entry the caller is placing now. */
+static void settle_dir(aftp_place *p, aftp_place_dirrec *d)
 {
-    int rc = AFTP_OK;
     while (d != NULL && d->left && d->pending == 0) {
-        if (apply_meta(p, d->fd, d->mode, d->mtime_ns) != AFTP_OK && rc == AFTP_OK)
-            rc = fail_errno(p, "cannot set the mode or time of directory", d->path);
+        if (apply_meta(p, d->fd, d->mode, d->mtime_ns) != AFTP_OK && p->dir_error == AFTP_OK)
+            p->dir_error = fail_errno(p, "cannot set the mode or time of directory", d->path);
         aftp_place_dirrec *parent = d->parent;
         close(d->fd);
         free(d->path);
@@ -88,7 +88,6 @@ static int settle_dir(aftp_place *p, aftp_place_dirrec *d)
             parent->pending--;
         d = parent;
     }
-    return rc;
 }
 
 /* Whether `path` lies beneath directory `dir`. */
@@ -112,14 +111,8 @@ static aftp_place_dirrec *walk_to(aftp_place *p, const char *path)
 
 int aftp_place_finish(aftp_place *p)
 {
-    int rc = AFTP_OK;
-    while (p->depth > 0) {
-        aftp_place_dirrec *d = p->path[--p->depth];
-        d->left = 1;
-        int r = settle_dir(p, d);
-        rc = rc == AFTP_OK ? r : rc;
-    }
-    return rc;
+    walk_to(p, ""); /* beneath no directory: the walk has left them all */
+    return p->dir_error;
 }
 
 /* Opens the parent of a checked `path` beneath the root. */

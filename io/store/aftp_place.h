@@ -66,6 +66,7 @@ typedef struct aftp_place {
     aftp_place_options opt;
     aftp_place_dirrec *path[AFTP_PLACE_MAX_DEPTH]; /* directories on the current path */
     size_t depth;
+    int dir_error;     /* the first failure to apply a directory's metadata */
     char message[512]; /* the last failure: "<what> <path>: <why>", path printable */
 } aftp_place;
 
@@ -98,8 +99,8 @@ typedef struct aftp_place_batch {
 void aftp_place_defaults(aftp_place_options *opt);
 void aftp_place_init(aftp_place *p, int root, const aftp_place_options *opt);
 /* Applies the metadata of every directory still held (files still open
- * beneath them are the caller's to abort first). AFTP_OK or the first
- * error. */
+ * beneath them are the caller's to commit or abort first). AFTP_OK, or
+ * the first failure to apply a directory's metadata since init. */
 int aftp_place_finish(aftp_place *p);
 
 /* Creates directory `path` (an existing one is fine; a file or link in
