@@ -277,6 +277,26 @@ static void test_link_named_as_src_is_followed(void **state)
     expect(&log, want, 3);
 }
 
+/* A SRC that loops or is missing is a notice; the next SRC is walked. */
+static void test_bad_src_is_a_notice(void **state)
+{
+    int fd = io_test_scratch_fd(state);
+    char loop[600], missing[600], good[600];
+    assert_int_equal(symlinkat("loop", fd, "loop"), 0);
+    put_file(fd, "good", 1);
+    snprintf(loop, sizeof loop, "%s/loop", io_test_scratch_path(state));
+    snprintf(missing, sizeof missing, "%s/missing/", io_test_scratch_path(state));
+    snprintf(good, sizeof good, "%s/good", io_test_scratch_path(state));
+    const char *srcs[] = {loop, missing, good};
+    walk_log log;
+    walk(srcs, 3, &log);
+    const char *want[] = {"f good"};
+    expect(&log, want, 1);
+    assert_int_equal(log.nnotices, 2);
+    assert_int_equal(log.notice_err[0], AFTP_ERR_PATH_REJECTED); /* ELOOP */
+    assert_int_equal(log.notice_err[1], AFTP_ERR_NOT_FOUND);
+}
+
 /* Entries vanish after their directory was read: each is a notice, and
  * the walk goes on to the next. */
 static void test_directory_removed_mid_walk(void **state)
@@ -389,6 +409,7 @@ int main(void)
         IO_TEST_SCRATCH(test_control_names_fifo_skipped_with_notice),
         IO_TEST_SCRATCH(test_links_inside_reported_not_followed),
         IO_TEST_SCRATCH(test_link_named_as_src_is_followed),
+        IO_TEST_SCRATCH(test_bad_src_is_a_notice),
         IO_TEST_SCRATCH(test_directory_removed_mid_walk),
         IO_TEST_SCRATCH(test_depth_limit_skips_deeper),
         cmocka_unit_test(test_pseudo_fs_files_skipped),
