@@ -386,6 +386,8 @@ int aftp_place_batch_sync(aftp_place *p, aftp_place_batch *b)
         else
             sync_file_range(f->fd, 0, 0, SYNC_FILE_RANGE_WRITE);
     }
+    /* fsync, not fdatasync: the mode and mtime just set are part of what
+     * the final name promises, and fdatasync may leave an mtime behind. */
     for (size_t i = 0; i < b->count; i++) {
         aftp_place_file *f = b->files[i];
         if (f->error == AFTP_OK && !p->opt.sync_fs && fsync(f->fd) != 0)
