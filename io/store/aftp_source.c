@@ -81,7 +81,7 @@ static const char *not_regular(mode_t mode)
  * proc reports 0 bytes for files that have some, sysfs 4096 for
  * attributes of a few bytes. Their content is made when read, so neither
  * a mapping nor the size in the offer would be true. */
-static const char *pseudo_fs_name(int fd)
+const char *aftp_source_pseudo_fs(int fd)
 {
     static const struct {
         unsigned long magic;
@@ -110,7 +110,7 @@ static const char *pseudo_fs_name(int fd)
 static int check_size_known(aftp_source *src, const char *path, const struct stat *sb)
 {
     char byte, why[256];
-    const char *fs = pseudo_fs_name(src->fd);
+    const char *fs = aftp_source_pseudo_fs(src->fd);
     if (fs != NULL)
         snprintf(why, sizeof why, "it is on %s, a kernel file system whose files have no true "
                  "size (aftp sends regular files of a known size: copy it to a regular file "

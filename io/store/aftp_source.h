@@ -62,6 +62,10 @@ int aftp_source_check(aftp_source *src);
  * batch have been sent (they are read by the kernel only then). */
 void aftp_source_settle(aftp_source *src);
 
+/* The name of the kernel file system (proc, sysfs...) holding fd, whose
+ * files' sizes say nothing of their content; NULL for any other. */
+const char *aftp_source_pseudo_fs(int fd);
+
 /* Storage callbacks for the sender engine; `user` must be the aftp_source. */
 extern const aftp_storage_ops aftp_source_ops;
 

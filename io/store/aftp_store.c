@@ -34,6 +34,11 @@ static int errno_to_error(int e)
     }
 }
 
+int aftp_store_errno_error(int e)
+{
+    return errno_to_error(e);
+}
+
 /* Records the first failure of the current file: "<what> <name>[: detail]". */
 static int fail(aftp_store *st, int err, const char *what, const char *detail)
 {
@@ -91,9 +96,7 @@ void aftp_store_fini(aftp_store *st)
     release_file(st, 1);
 }
 
-/* Creates ".<leaf>.aftp-<random>" in dirfd, exclusively, its name in
- * name[0..cap): the fd, or -1 with errno. */
-static int create_tmp_named(int dirfd, const char *leaf, char *name, size_t cap)
+int aftp_store_create_tmp(int dirfd, const char *leaf, char *name, size_t cap)
 {
     int fd = -1;
     for (int attempt = 0; attempt < 16; attempt++) {
@@ -111,7 +114,7 @@ static int create_tmp_named(int dirfd, const char *leaf, char *name, size_t cap)
 int aftp_store_check_dir(int dirfd, char *why, size_t cap)
 {
     char name[64];
-    int fd = create_tmp_named(dirfd, "probe", name, sizeof name);
+    int fd = aftp_store_create_tmp(dirfd, "probe", name, sizeof name);
     if (fd < 0) {
         int e = errno;
         snprintf(why, cap, "cannot create a file in it: %s", strerror(e));
@@ -143,7 +146,7 @@ int aftp_store_open_dir(const char *path, const char *setting, int *dirfd, char 
 
 static int create_tmp(aftp_store *st)
 {
-    st->fd = create_tmp_named(st->parent_fd, st->leaf, st->tmp_name, sizeof st->tmp_name);
+    st->fd = aftp_store_create_tmp(st->parent_fd, st->leaf, st->tmp_name, sizeof st->tmp_name);
     if (st->fd < 0)
         return fail(st, errno_to_error(errno), "cannot create a temporary file for",
                     strerror(errno));
@@ -366,22 +369,20 @@ int aftp_store_view(aftp_store *st, uint32_t file_id, uint64_t off, size_t len,
     return AFTP_OK;
 }
 
-static int rename_into_place(aftp_store *st)
+int aftp_store_rename(int from_dir, const char *from, int to_dir, const char *to, int overwrite)
 {
-    if (!st->overwrite) {
-        if (renameat2(st->parent_fd, st->tmp_name, st->parent_fd, st->leaf, RENAME_NOREPLACE) == 0)
+    if (!overwrite) {
+        if (renameat2(from_dir, from, to_dir, to, RENAME_NOREPLACE) == 0)
             return AFTP_OK;
         if (errno != EINVAL && errno != ENOSYS)
             return errno_to_error(errno);
         /* No RENAME_NOREPLACE on this file system: link() refuses to replace too. */
-        if (linkat(st->parent_fd, st->tmp_name, st->parent_fd, st->leaf, 0) != 0)
+        if (linkat(from_dir, from, to_dir, to, 0) != 0)
             return errno_to_error(errno);
-        unlinkat(st->parent_fd, st->tmp_name, 0);
+        unlinkat(from_dir, from, 0);
         return AFTP_OK;
     }
-    return renameat(st->parent_fd, st->tmp_name, st->parent_fd, st->leaf) == 0
-               ? AFTP_OK
-               : errno_to_error(errno);
+    return renameat(from_dir, from, to_dir, to) == 0 ? AFTP_OK : errno_to_error(errno);
 }
 
 /* fsync covers bytes written through the shared mapping too (Linux keeps
@@ -399,7 +400,8 @@ static int commit(aftp_store *st)
     if (fchmod(st->fd, (mode_t)(st->mode & 0777) & ~st->umask) != 0 ||
         futimens(st->fd, times) != 0 || fsync(st->fd) != 0)
         return fail(st, errno_to_error(errno), "cannot finish", strerror(errno));
-    int rc = rename_into_place(st);
+    int rc = aftp_store_rename(st->parent_fd, st->tmp_name, st->parent_fd, st->leaf,
+                               st->overwrite);
     if (rc == AFTP_ERR_FILE_EXISTS)
         return fail(st, rc, "refusing to replace file created during the transfer", NULL);
     if (rc != AFTP_OK)

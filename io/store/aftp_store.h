@@ -57,6 +57,17 @@ int aftp_store_check_dir(int dirfd, char *why, size_t cap);
  * names where the path came from ("--dir") in the advice. */
 int aftp_store_open_dir(const char *path, const char *setting, int *dirfd, char *why, size_t cap);
 
+/* The aftp error for a system error of the destination (errno e). */
+int aftp_store_errno_error(int e);
+/* Creates ".<leaf>.aftp-<random>" in dirfd, exclusively (O_EXCL |
+ * O_NOFOLLOW, mode 0600), its name in name[0..cap): the fd, or -1 with
+ * errno. */
+int aftp_store_create_tmp(int dirfd, const char *leaf, char *name, size_t cap);
+/* Renames from_dir/from to to_dir/to; without `overwrite` an existing
+ * `to` is never replaced (AFTP_ERR_FILE_EXISTS). AFTP_OK or the error,
+ * errno set. */
+int aftp_store_rename(int from_dir, const char *from, int to_dir, const char *to, int overwrite);
+
 void aftp_store_init(aftp_store *st, int dirfd, int allow_overwrite);
 /* Discards a file still open. */
 void aftp_store_fini(aftp_store *st);

@@ -44,6 +44,41 @@ void io_test_rmtree(const char *path)
     nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
+typedef struct io_test_scratch {
+    int fd;
+    char *path;
+} io_test_scratch;
+
+int io_test_scratch_setup(void **state)
+{
+    io_test_scratch *s = malloc(sizeof *s);
+    if (s == NULL)
+        return -1;
+    s->path = io_test_mkdtemp(&s->fd);
+    *state = s;
+    return 0;
+}
+
+int io_test_scratch_teardown(void **state)
+{
+    io_test_scratch *s = *state;
+    io_test_rmtree(s->path);
+    close(s->fd);
+    free(s->path);
+    free(s);
+    return 0;
+}
+
+int io_test_scratch_fd(void **state)
+{
+    return ((io_test_scratch *)*state)->fd;
+}
+
+const char *io_test_scratch_path(void **state)
+{
+    return ((io_test_scratch *)*state)->path;
+}
+
 void io_test_pattern(uint8_t *buf, size_t len, uint32_t seed)
 {
     uint32_t x = seed * 2654435761u + 1;

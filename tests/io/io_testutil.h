@@ -13,6 +13,14 @@
 char *io_test_mkdtemp(int *fd);
 /* Removes the tree. */
 void io_test_rmtree(const char *path);
+/* cmocka setup and teardown of a fresh scratch directory per test;
+ * io_test_scratch_fd(state) is its fd, io_test_scratch_path(state) its path. */
+int io_test_scratch_setup(void **state);
+int io_test_scratch_teardown(void **state);
+int io_test_scratch_fd(void **state);
+const char *io_test_scratch_path(void **state);
+#define IO_TEST_SCRATCH(test) \
+    cmocka_unit_test_setup_teardown(test, io_test_scratch_setup, io_test_scratch_teardown)
 /* Writes len bytes of a deterministic pattern seeded by seed. */
 void io_test_pattern(uint8_t *buf, size_t len, uint32_t seed);
 /* Whether `name` exists beneath dirfd (without following symlinks). */
