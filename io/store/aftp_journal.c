@@ -42,7 +42,8 @@ static int errno_to_error(int e)
 
 /* Records "<what> <path>: <detail>" in j->why, the path printable: a
  * failure, or why state was discarded (err AFTP_OK). Returns err. */
-static int explain(aftp_journal *j, int err, const char *what, const char *fmt, ...)
+__attribute__((format(printf, 4, 5))) static int explain(aftp_journal *j, int err,
+                                                        const char *what, const char *fmt, ...)
 {
     char printable[128], detail[160];
     va_list ap;
