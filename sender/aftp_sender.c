@@ -26,7 +26,9 @@
 #include "common/aftp_rtt.h"
 #include "common/aftp_sentlog.h"
 #include "common/aftp_session.h"
+#include "common/aftp_stream.h"
 #include "proto/aftp_wire.h"
+#include "sender/aftp_entryq.h"
 #include "sender/aftp_repairq.h"
 
 #define NS_PER_MS UINT64_C(1000000)
@@ -54,6 +56,13 @@ enum file_phase {
     PHASE_OFFER,       /* FILE_OFFER sent, waiting for FILE_REPLY */
     PHASE_DATA,        /* first transmissions in progress */
     PHASE_WAIT_RESULT  /* every block sent once, FILE_DONE out, repairs go on */
+};
+
+/* Which protocol the session runs (spec 9.14): known at HELLO_ACK. */
+enum session_mode {
+    MODE_UNKNOWN,   /* handshake: the receiver has not said */
+    MODE_ONE_FILE,  /* sections 9.4-9.10: one FILE_OFFER at a time */
+    MODE_PIPELINED  /* section 9.14: ENTRIES, VERDICTS, one stream */
 };
 
 typedef struct sender_file {
@@ -105,6 +114,23 @@ struct aftp_sender {
     uint8_t token[AFTP_WIRE_MAX_TOKEN];
     uint16_t token_len;
     uint64_t rate_cap_bps;  /* the receiver's cap (RATE_CAP), 0: none */
+
+    /* Pipelined mode (section 9.14). The application's entries wait in
+     * `entries` (pipeline_window of them at most); `stream` applies the
+     * verdict rules over the negotiated window W. First transmissions walk
+     * the stream with next_block, inside entry cursor_entry. */
+    int mode;               /* enum session_mode */
+    uint32_t last_entry_id; /* the newest id the application gave */
+    aftp_entryq entries;
+    aftp_stream stream;
+    aftp_wire_entry *records;  /* scratch for one ENTRIES */
+    uint64_t offered_end;   /* stream end of the newest entry offered */
+    uint32_t cursor_entry;  /* the entry next_block lies in */
+    int cursor_started;     /* its digest has begun */
+    int cursor_ready;       /* next_block is a block to send for the first time */
+    uint32_t resend_from;   /* a round of ENTRIES resends: next id to look at; 0: none */
+    uint64_t first_sent;    /* first transmissions (the repair bound's `sent`) */
+    uint64_t last_new_block; /* the latest block sent for the first time */
 };
 
 /* ---- settings and lifetime ---- */
@@ -126,7 +152,8 @@ static int settings_valid(const aftp_sender_settings *s)
            s->idle_timeout_ns > 0 && s->initial_rtt_ns > 0 && s->storage != NULL &&
            s->storage->view != NULL && s->storage->close != NULL && s->policy >= AFTP_CC_FAIR &&
            s->policy <= AFTP_CC_LOW &&
-           (s->max_rate_bps == 0 || s->max_rate_bps >= s->min_rate_bps);
+           (s->max_rate_bps == 0 || s->max_rate_bps >= s->min_rate_bps) &&
+           s->pipeline_window <= AFTP_WIRE_MAX_WINDOW;
 }
 
 /* The fastest the sender may pace: the rate itself when fixed. */
@@ -259,6 +286,9 @@ int aftp_sender_new(const aftp_sender_settings *settings, uint64_t now_ns, aftp_
         rc = aftp_repairq_init(&s->repairs, aftp_sentlog_slots(&s->log));
     if (rc == AFTP_OK)
         rc = aftp_digest_new(&s->hash);
+    s->mode = settings->pipeline_window > 0 ? MODE_UNKNOWN : MODE_ONE_FILE;
+    if (rc == AFTP_OK && settings->pipeline_window > 0)
+        rc = aftp_entryq_init(&s->entries, settings->pipeline_window);
     if (rc != AFTP_OK) {
         aftp_sender_del(s);
         return rc;
@@ -279,6 +309,9 @@ void aftp_sender_del(aftp_sender *s)
     for (size_t i = 0; i < s->file_count; i++)
         free(s->files[i].path);
     free(s->files);
+    aftp_entryq_free(&s->entries);
+    aftp_stream_free(&s->stream);
+    free(s->records);
     aftp_sentlog_free(&s->log);
     aftp_repairq_free(&s->repairs);
     aftp_digest_del(s->hash);
@@ -336,12 +369,15 @@ static void end_file(aftp_sender *s, int error, const uint8_t *digest, const cha
     s->ss.on_event(s->ss.user, &ev);
 }
 
+static void end_all_entries(aftp_sender *s, int error, const char *message);
+
 /* The session ends abruptly (idle, peer's CLOSE, version): the active file
- * ends with the same error, then CLOSED. */
+ * (or every live entry) ends with the same error, then CLOSED. */
 static void close_now(aftp_sender *s, int error)
 {
     if (file_active(s))
         end_file(s, error, NULL, NULL);
+    end_all_entries(s, error, NULL);
     aftp_session_set_closed(&s->ss, error);
 }
 
@@ -351,6 +387,7 @@ static void fail_and_close(aftp_sender *s, int error)
 {
     if (file_active(s))
         end_file(s, error, NULL, NULL);
+    end_all_entries(s, error, NULL);
     aftp_session_start_closing(&s->ss, error, aftp_errmap_to_wire(error), drain_time(s));
 }
 
@@ -361,6 +398,7 @@ static void fail_and_close_saying(aftp_sender *s, int error, const char *why)
     aftp_session_set_text(&s->ss, why);
     if (file_active(s))
         end_file(s, error, s->phase == PHASE_WAIT_RESULT ? s->digest : NULL, why);
+    end_all_entries(s, error, why);
     aftp_session_start_closing(&s->ss, error, aftp_errmap_to_wire(error), drain_time(s));
 }
 
@@ -373,6 +411,13 @@ static uint32_t largest_block(const aftp_sender *s)
 static void start_next_file(aftp_sender *s)
 {
     sender_file *f = current_file(s);
+    if (s->mode == MODE_PIPELINED) {
+        /* Section 9.14.3: CLOSE(NONE) once every entry ended. */
+        if (s->ss.state == AFTP_STATE_TRANSFER && s->finished &&
+            s->entries.oldest > s->entries.newest)
+            aftp_session_start_closing(&s->ss, AFTP_OK, AFTP_WIRE_ERR_NONE, drain_time(s));
+        return;
+    }
     if (s->ss.state != AFTP_STATE_TRANSFER || file_active(s))
         return;
     if (f == NULL) {
@@ -413,12 +458,14 @@ static int info_valid(const aftp_sender *s, const aftp_file_info *info)
     return s->file_count == 0 || info->file_id > s->files[s->file_count - 1].info.file_id;
 }
 
-int aftp_sender_add_file(aftp_sender *s, const aftp_file_info *info)
+static int accepts_more(const aftp_sender *s)
 {
-    if (s == NULL || !info_valid(s, info))
-        return AFTP_ERR_INVALID_ARGUMENT;
-    if (s->finished || s->ss.state == AFTP_STATE_CLOSING || s->ss.state == AFTP_STATE_CLOSED)
-        return AFTP_ERR_INVALID_STATE;
+    return !s->finished && s->ss.state != AFTP_STATE_CLOSING && s->ss.state != AFTP_STATE_CLOSED;
+}
+
+/* One-file mode's queue (unbounded: add_file's contract). */
+static int queue_file(aftp_sender *s, const aftp_file_info *info)
+{
     if (s->file_count == s->file_cap) {
         size_t cap = s->file_cap ? 2 * s->file_cap : 8;
         sender_file *grown = realloc(s->files, cap * sizeof *grown);
@@ -434,8 +481,23 @@ int aftp_sender_add_file(aftp_sender *s, const aftp_file_info *info)
     f->info = *info;
     f->info.path = f->path;
     s->file_count++;
+    s->last_entry_id = info->file_id;
     start_next_file(s);
     return AFTP_OK;
+}
+
+int aftp_sender_add_file(aftp_sender *s, const aftp_file_info *info)
+{
+    if (s == NULL || !info_valid(s, info))
+        return AFTP_ERR_INVALID_ARGUMENT;
+    if (!accepts_more(s))
+        return AFTP_ERR_INVALID_STATE;
+    if (s->mode != MODE_ONE_FILE) {
+        /* A session that may be pipelined numbers files as entries. */
+        aftp_entry_info entry = {.file = *info, .kind = AFTP_ENTRY_FILE};
+        return aftp_sender_add_entry(s, &entry);
+    }
+    return queue_file(s, info);
 }
 
 void aftp_sender_finish(aftp_sender *s)
@@ -444,6 +506,117 @@ void aftp_sender_finish(aftp_sender *s)
         return;
     s->finished = 1;
     start_next_file(s);
+}
+
+/* ---- entries (pipelined mode, section 9.14) ---- */
+
+/* The kinds' own rules on top of add_file's (spec 6.13). */
+static int entry_valid(const aftp_sender *s, const aftp_entry_info *e)
+{
+    if (!info_valid(s, &e->file))
+        return 0;
+    if (e->kind == AFTP_ENTRY_FILE)
+        return e->target == NULL;
+    if (e->kind != AFTP_ENTRY_DIR && e->kind != AFTP_ENTRY_SYMLINK)
+        return 0;
+    if (e->file.size != 0 || e->file.block_size != 0)
+        return 0;
+    if (e->kind == AFTP_ENTRY_DIR)
+        return e->target == NULL;
+    size_t target_len = e->target ? strnlen(e->target, AFTP_WIRE_MAX_PATH + 1) : 0;
+    return target_len > 0 && target_len <= AFTP_WIRE_MAX_PATH;
+}
+
+/* The bytes of a file's blocks that RESUME listed held (the last block
+ * may be short). */
+static uint64_t held_bytes(const aftp_entryq_item *e)
+{
+    uint32_t bs = e->info.file.block_size;
+    uint64_t bytes = e->held_blocks * bs;
+    if (e->blocks > 0 && aftp_entryq_is_held(e, e->blocks - 1))
+        bytes -= bs - aftp_wire_block_len(e->info.file.size, bs, e->blocks - 1);
+    return bytes;
+}
+
+static void entry_event(aftp_sender *s, const aftp_entryq_item *e, int type, int error,
+                        const uint8_t *digest, const char *message)
+{
+    if (s->ss.on_event == NULL)
+        return;
+    aftp_event ev = {.type = type, .error = error, .info = &e->info.file, .digest = digest,
+                     .message = message, .verdict = e->verdict,
+                     .held_bytes = e->state == AFTP_ENTRYQ_QUEUED ? 0 : held_bytes(e)};
+    s->ss.on_event(s->ss.user, &ev);
+}
+
+/* Entry e ends with `error`: its source is released, FILE_END for a file
+ * that was being sent, then ENTRY_END; its slot is freed after the events
+ * (so the application adds more once the callback has returned). */
+static void end_entry(aftp_sender *s, aftp_entryq_item *e, int error, const uint8_t *digest,
+                      const char *message)
+{
+    uint32_t id = e->info.file.file_id;
+    int was_sending = e->state == AFTP_ENTRYQ_SENDING || e->state == AFTP_ENTRYQ_DONE_SENT;
+    if (e->done_due)
+        s->done_due--;
+    e->done_due = 0;
+    aftp_stream_end(&s->stream, id, aftp_errmap_to_wire(error));
+    if (e->info.kind == AFTP_ENTRY_FILE)
+        s->set.storage->close(s->set.user, id, error == AFTP_OK);
+    if (was_sending)
+        entry_event(s, e, AFTP_EV_FILE_END, error, digest, message);
+    entry_event(s, e, AFTP_EV_ENTRY_END, error, digest, message);
+    aftp_entryq_end(&s->entries, id);
+}
+
+/* The session ends: every entry still live ends with its error. */
+static void end_all_entries(aftp_sender *s, int error, const char *message)
+{
+    for (uint32_t id = s->entries.oldest; id != 0 && id <= s->entries.newest; id++) {
+        aftp_entryq_item *e = aftp_entryq_find(&s->entries, id);
+        if (e != NULL && e->state != AFTP_ENTRYQ_ENDED)
+            end_entry(s, e, error, NULL, message);
+    }
+}
+
+/* No PIPELINE in the HELLO_ACK: the entries queued so far go the one-file
+ * way; a DIR or SYMLINK cannot, and ends at once. */
+static const char no_pipeline_text[] =
+    "the receiver does not run pipelined mode (no PIPELINE in its HELLO_ACK): directories and "
+    "symbolic links cannot be sent to it";
+
+static void fall_back_to_one_file(aftp_sender *s)
+{
+    s->mode = MODE_ONE_FILE;
+    for (uint32_t id = s->entries.oldest; id <= s->entries.newest; id++) {
+        aftp_entryq_item *e = aftp_entryq_find(&s->entries, id);
+        if (e->info.kind == AFTP_ENTRY_FILE)
+            queue_file(s, &e->info.file);
+        else
+            entry_event(s, e, AFTP_EV_ENTRY_END, AFTP_ERR_PEER_REFUSED, NULL,
+                        no_pipeline_text);
+    }
+    aftp_entryq_free(&s->entries);
+}
+
+int aftp_sender_add_entry(aftp_sender *s, const aftp_entry_info *info)
+{
+    if (s == NULL || info == NULL || !entry_valid(s, info))
+        return AFTP_ERR_INVALID_ARGUMENT;
+    if (!accepts_more(s))
+        return AFTP_ERR_INVALID_STATE;
+    if (s->mode == MODE_ONE_FILE) {
+        if (info->kind == AFTP_ENTRY_FILE)
+            return queue_file(s, &info->file);
+        return AFTP_ERR_PEER_REFUSED;
+    }
+    /* Section 9.14.1: ids 1, 2, 3 ... in the order offered. */
+    if (info->file.file_id != s->last_entry_id + 1)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    int rc = aftp_entryq_add(&s->entries, info);
+    if (rc == AFTP_OK)
+        s->last_entry_id = info->file.file_id;
+    return rc;
 }
 
 /* ---- input ---- */
@@ -503,6 +676,27 @@ static int accept_protected_ack(aftp_sender *s, const aftp_wire_hello_ack *a)
     return -1;
 }
 
+/* Section 12.3.2: a HELLO_ACK's PIPELINE must be 4 bytes, a window of
+ * 1..the one this side proposed, and only when it proposed one. */
+static int pipeline_broken(const aftp_sender *s, const aftp_wire_hello_ack *a, char *why,
+                           size_t cap)
+{
+    uint32_t window = 0;
+    int found = aftp_wire_ext_pipeline(a->ext, a->ext_len, &window);
+    if (found < 0) {
+        snprintf(why, cap, "the receiver's HELLO_ACK carries a PIPELINE that is not a u32 "
+                 "window of 1-%u (spec 12.3.2)", (unsigned)AFTP_WIRE_MAX_WINDOW);
+        return 1;
+    }
+    if (found > 0 && window > s->set.pipeline_window) {
+        snprintf(why, cap, "the receiver's HELLO_ACK carries a PIPELINE window of %" PRIu32
+                 " entries, above the %" PRIu32 " this side proposed (spec 12.3.2)", window,
+                 s->set.pipeline_window);
+        return 1;
+    }
+    return 0;
+}
+
 /* Section 6.3's field checks, on a HELLO_ACK that is authenticated (or in
  * an unprotected session, where nothing is): 1 and why when one fails.
  * (A protected ack's cipher was checked before authentication.) */
@@ -526,7 +720,7 @@ static int ack_fields_broken(const aftp_sender *s, const aftp_wire_hello_ack *a,
                  "u64 (spec 12.3)");
         return 1;
     }
-    return 0;
+    return pipeline_broken(s, a, why, cap);
 }
 
 /* The fastest this sender may pace: its user's maximum, lowered to the
@@ -547,6 +741,27 @@ static void obey_rate_cap(aftp_sender *s, const aftp_wire_hello_ack *a)
         s->rate_cap_bps = 0;
     aftp_cc_set_limits(&s->cc, s->set.min_rate_bps, effective_max_rate(s));
     sync_pacer(s);
+}
+
+/* Section 12.3.2: the session is pipelined exactly when the HELLO_ACK
+ * (checked by pipeline_broken) carries PIPELINE. The repair queue then
+ * holds stream blocks, whatever entry they belong to. */
+static int choose_mode(aftp_sender *s, const aftp_wire_hello_ack *a)
+{
+    uint32_t window = 0;
+    if (s->mode == MODE_ONE_FILE)
+        return AFTP_OK;
+    if (aftp_wire_ext_pipeline(a->ext, a->ext_len, &window) <= 0) {
+        fall_back_to_one_file(s);
+        return AFTP_OK;
+    }
+    s->mode = MODE_PIPELINED;
+    s->records = calloc(AFTP_WIRE_MAX_ENTRIES, sizeof *s->records);
+    if (s->records == NULL)
+        return AFTP_ERR_NO_MEMORY;
+    aftp_repairq_reset(&s->repairs, AFTP_WIRE_MAX_BLOCKS);
+    s->cursor_entry = 1;
+    return aftp_stream_init(&s->stream, window);
 }
 
 /* Section 9.3 step 4. Protected: what cannot be the server's answer is
@@ -580,6 +795,10 @@ static void on_hello_ack(aftp_sender *s, const aftp_wire_hello_ack *a)
     }
     s->ss.max_datagram = a->max_datagram;
     obey_rate_cap(s, a);
+    if (choose_mode(s, a) != AFTP_OK) {
+        close_now(s, AFTP_ERR_NO_MEMORY);
+        return;
+    }
     s->ss.state = AFTP_STATE_TRANSFER;
     aftp_session_event(&s->ss, AFTP_EV_CONNECTED, AFTP_OK, NULL, NULL);
     start_next_file(s);
@@ -914,8 +1133,9 @@ static int next_output(const aftp_sender *s)
 }
 
 /* The HELLO's extensions: message 1, the RETRY token once there is one,
- * and RATE_CAP: this sender honours a receiver's cap (section 12.3). */
-#define HELLO_EXT_MAX (3u * 4u + AFTP_HS_MAX_INIT + AFTP_WIRE_MAX_TOKEN)
+ * RATE_CAP: this sender honours a receiver's cap (section 12.3), and
+ * PIPELINE when the application asked for pipelined mode (12.3.2). */
+#define HELLO_EXT_MAX (4u * 4u + AFTP_HS_MAX_INIT + AFTP_WIRE_MAX_TOKEN + AFTP_WIRE_PIPELINE_LEN)
 
 static int hello_extensions(const aftp_sender *s, uint8_t *ext, uint16_t *ext_len)
 {
@@ -928,6 +1148,8 @@ static int hello_extensions(const aftp_sender *s, uint8_t *ext, uint16_t *ext_le
         rc = aftp_wire_ext_put(&w, AFTP_WIRE_EXT_COOKIE, s->token, s->token_len);
     if (rc == AFTP_OK)
         rc = aftp_wire_ext_put_rate_cap(&w, 0);
+    if (rc == AFTP_OK && s->set.pipeline_window > 0)
+        rc = aftp_wire_ext_put_pipeline(&w, s->set.pipeline_window);
     *ext_len = (uint16_t)w.pos;
     return rc;
 }
