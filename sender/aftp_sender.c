@@ -407,6 +407,20 @@ static uint32_t largest_block(const aftp_sender *s)
     return (uint32_t)(s->ss.max_datagram - AFTP_WIRE_DATA_OVERHEAD);
 }
 
+/* A block size the negotiated datagram cannot carry ends the session
+ * (1, after saying why). */
+static int block_size_too_large(aftp_sender *s, uint32_t block_size)
+{
+    char why[160];
+    if (block_size <= largest_block(s))
+        return 0;
+    snprintf(why, sizeof why, "blocks of %" PRIu32 " bytes need %" PRIu32 "-byte datagrams, "
+             "above this session's limit of %u bytes", block_size,
+             block_size + AFTP_WIRE_DATA_OVERHEAD, (unsigned)s->ss.max_datagram);
+    fail_and_close_saying(s, AFTP_ERR_LIMIT, why);
+    return 1;
+}
+
 /* Offers the next queued file, or closes after the last one (section 9.10). */
 static void start_next_file(aftp_sender *s)
 {
@@ -429,14 +443,8 @@ static void start_next_file(aftp_sender *s)
     if (f->info.block_size == 0)
         f->info.block_size = largest_block(s);
     s->phase = PHASE_OFFER;
-    if (f->info.block_size > largest_block(s)) {
-        char why[160];
-        snprintf(why, sizeof why, "blocks of %" PRIu32 " bytes need %" PRIu32 "-byte datagrams, "
-                 "above this session's limit of %u bytes", f->info.block_size,
-                 f->info.block_size + AFTP_WIRE_DATA_OVERHEAD, (unsigned)s->ss.max_datagram);
-        fail_and_close_saying(s, AFTP_ERR_LIMIT, why);
+    if (block_size_too_large(s, f->info.block_size))
         return;
-    }
     s->offer_due = 1;
     s->backoff = 0;
     arm_timer(s);
@@ -837,6 +845,7 @@ static void on_file_reply(aftp_sender *s, const aftp_wire_file_reply *r)
     /* Block numbers restart with every file: forget the previous file's. */
     aftp_sentlog_retire(&s->log, UINT64_MAX);
     s->next_block = 0;
+    s->first_sent = 0;
     s->acked_cum = 0;
     s->resends_asked = 0;
     s->has_feedback = 0;
@@ -846,6 +855,23 @@ static void on_file_reply(aftp_sender *s, const aftp_wire_file_reply *r)
     aftp_session_event(&s->ss, AFTP_EV_FILE_START, AFTP_OK, &f->info, NULL);
     if (s->block_count == 0)
         data_sent_once(s);
+}
+
+/* The pipelined entry that holds stream block b, when b may still be
+ * sent: its FILE is being sent and the receiver has not said it holds b
+ * (section 9.14.2: nothing is sent for a held block). */
+static aftp_entryq_item *sendable_entry(aftp_sender *s, uint64_t b)
+{
+    const aftp_stream_entry *se = aftp_stream_locate(&s->stream, b);
+    if (se == NULL || se->state != AFTP_STREAM_ACCEPTED)
+        return NULL;
+    aftp_entryq_item *e = aftp_entryq_find(&s->entries, se->id);
+    return e != NULL && !aftp_entryq_is_held(e, b - e->base) ? e : NULL;
+}
+
+static int repairable(aftp_sender *s, uint64_t b)
+{
+    return s->mode != MODE_PIPELINED || sendable_entry(s, b) != NULL;
 }
 
 /* Spec section 9.9: a block listed missing is lost when its latest
@@ -866,7 +892,7 @@ static void detect_losses(aftp_sender *s, const aftp_wire_feedback *fb)
             end = s->next_block; /* never sent: nothing to repair */
         for (uint64_t b = rg.start; b < end; b++) {
             uint64_t pn, sent_ns;
-            if (aftp_repairq_contains(&s->repairs, b))
+            if (aftp_repairq_contains(&s->repairs, b) || !repairable(s, b))
                 continue;
             if (aftp_sentlog_find_block(&s->log, b, &pn, &sent_ns)) {
                 if (pn > fb->largest_pn)
@@ -923,11 +949,19 @@ static void feed_controller(aftp_sender *s, const aftp_wire_feedback *fb)
  * than the sender becoming its traffic source. */
 static void check_repair_bound(aftp_sender *s)
 {
-    uint64_t bound = REPAIR_BOUND_PER_BLOCK * s->next_block + REPAIR_BOUND_SLACK;
+    uint64_t bound = REPAIR_BOUND_PER_BLOCK * s->first_sent + REPAIR_BOUND_SLACK;
     char why[AFTP_WIRE_MAX_REASON];
     if (s->resends_asked <= bound)
         return;
-    snprintf(why, sizeof why, "the receiver asked for %" PRIu64 " resends of file %" PRIu32
+    if (s->mode == MODE_PIPELINED)
+        snprintf(why, sizeof why, "the receiver asked for %" PRIu64 " resends after %" PRIu64
+                 " blocks of the session were sent, beyond the bound of %d per block sent + "
+                 "%d: it keeps reporting delivered blocks missing, or the path loses more "
+                 "than %d datagrams in %d", s->resends_asked, s->first_sent,
+                 REPAIR_BOUND_PER_BLOCK, REPAIR_BOUND_SLACK, REPAIR_BOUND_PER_BLOCK,
+                 REPAIR_BOUND_PER_BLOCK + 1);
+    else
+        snprintf(why, sizeof why, "the receiver asked for %" PRIu64 " resends of file %" PRIu32
              " after %" PRIu64 " of its %" PRIu64 " blocks were sent, beyond the bound of %d "
              "per block sent + %d: it keeps reporting delivered blocks missing, or the path "
              "loses more than %d datagrams in %d",
@@ -937,12 +971,22 @@ static void check_repair_bound(aftp_sender *s)
     fail_and_close_saying(s, AFTP_ERR_LIMIT, why);
 }
 
+/* Section 9.14.2: a pipelined FEEDBACK reports the stream (file_id 0) up
+ * to the end of the newest entry offered; otherwise the active file. */
+static int feedback_applies(aftp_sender *s, const aftp_wire_feedback *fb)
+{
+    if (s->mode == MODE_PIPELINED)
+        return fb->file_id == 0 && fb->scan_end <= s->offered_end &&
+               fb->blocks_received <= s->offered_end;
+    return (s->phase == PHASE_DATA || s->phase == PHASE_WAIT_RESULT) &&
+           is_current(s, fb->file_id) && feedback_fits_file(s, fb);
+}
+
 static void on_feedback(aftp_sender *s, uint64_t pkt_pn, const aftp_wire_feedback *fb)
 {
     /* Acknowledging a packet never sent, a block past the file or an older
      * FEEDBACK than one already used: drop it. */
-    if ((s->phase != PHASE_DATA && s->phase != PHASE_WAIT_RESULT) || !is_current(s, fb->file_id) ||
-        fb->largest_pn >= s->ss.next_pn || !feedback_fits_file(s, fb) ||
+    if (!feedback_applies(s, fb) || fb->largest_pn >= s->ss.next_pn ||
         (s->has_feedback && pkt_pn <= s->last_feedback_pn)) {
         aftp_session_drop(&s->ss);
         return;
@@ -971,26 +1015,37 @@ static void digest_hex(const uint8_t *digest, char *hex)
  * receiver a digest to check against) is a receiver breaking the protocol
  * about the one fact the transfer exists for: the file fails with
  * AFTP_ERR_DIGEST_MISMATCH and the session closes with DIGEST_MISMATCH. */
-static void refute_verdict(aftp_sender *s, const aftp_wire_file_result *r)
+static void refute_result(const aftp_wire_file_result *r, const uint8_t *streamed,
+                          uint64_t sent, uint64_t count, char *why, size_t cap)
 {
     char theirs[2 * AFTP_DIGEST_LEN + 1], ours[2 * AFTP_DIGEST_LEN + 1];
-    char why[AFTP_WIRE_MAX_REASON];
     digest_hex(r->digest, theirs);
-    if (s->phase == PHASE_WAIT_RESULT) {
-        digest_hex(s->digest, ours);
-        snprintf(why, sizeof why, "file %" PRIu32 " not verified: the receiver reports digest "
+    if (streamed != NULL) {
+        digest_hex(streamed, ours);
+        snprintf(why, cap, "file %" PRIu32 " not verified: the receiver reports digest "
                  "xxh3-128 %s, this side streamed %s", r->file_id, theirs, ours);
     } else {
-        snprintf(why, sizeof why, "file %" PRIu32 " not verified: the receiver reports it "
+        snprintf(why, cap, "file %" PRIu32 " not verified: the receiver reports it "
                  "verified (digest xxh3-128 %s) after %" PRIu64 " of its %" PRIu64
-                 " blocks, before this side sent its digest", r->file_id, theirs,
-                 s->next_block, s->block_count);
+                 " blocks, before this side sent its digest", r->file_id, theirs, sent, count);
     }
+}
+
+static void refute_verdict(aftp_sender *s, const aftp_wire_file_result *r)
+{
+    char why[AFTP_WIRE_MAX_REASON];
+    refute_result(r, s->phase == PHASE_WAIT_RESULT ? s->digest : NULL, s->next_block,
+                  s->block_count, why, sizeof why);
     fail_and_close_saying(s, AFTP_ERR_DIGEST_MISMATCH, why);
 }
 
+static void on_entry_result(aftp_sender *s, const aftp_wire_file_result *r);
 static void on_file_result(aftp_sender *s, const aftp_wire_file_result *r)
 {
+    if (s->mode == MODE_PIPELINED) {
+        on_entry_result(s, r);
+        return;
+    }
     if ((s->phase != PHASE_DATA && s->phase != PHASE_WAIT_RESULT) || !is_current(s, r->file_id)) {
         aftp_session_drop(&s->ss);
         return;
@@ -1003,6 +1058,89 @@ static void on_file_result(aftp_sender *s, const aftp_wire_file_result *r)
     }
     end_file(s, aftp_errmap_to_local(r->error), s->phase == PHASE_WAIT_RESULT ? s->digest : NULL,
              NULL);
+    start_next_file(s);
+}
+
+/* A receiver broke a rule of section 9.14.3: CLOSE(PROTOCOL, why). */
+static void protocol_violation(aftp_sender *s, const char *why)
+{
+    aftp_session_set_text(&s->ss, why);
+    end_all_entries(s, AFTP_ERR_MALFORMED, why);
+    aftp_session_start_closing(&s->ss, AFTP_ERR_MALFORMED, AFTP_WIRE_ERR_PROTOCOL, drain_time(s));
+}
+
+/* A new verdict (section 9.14.3): a FILE accepted joins the stream's first
+ * transmissions, RESUME's held blocks excepted; anything else ends the
+ * entry, and its blocks are held (never sent). */
+static void apply_verdict(aftp_sender *s, const aftp_wire_verdict *v, const aftp_stream_entry *se)
+{
+    aftp_entryq_item *e = aftp_entryq_find(&s->entries, v->entry_id);
+    e->verdict = v->verdict;
+    if (se->state == AFTP_STREAM_ACCEPTED) {
+        if (v->verdict == AFTP_WIRE_VERDICT_RESUME && aftp_entryq_hold(e, v) != AFTP_OK) {
+            fail_and_close(s, AFTP_ERR_NO_MEMORY);
+            return;
+        }
+        e->state = AFTP_ENTRYQ_SENDING;
+        entry_event(s, e, AFTP_EV_FILE_START, AFTP_OK, NULL, NULL);
+        return;
+    }
+    end_entry(s, e, v->verdict == AFTP_WIRE_VERDICT_REFUSED ? aftp_errmap_to_local(v->error)
+                                                             : AFTP_OK,
+              NULL, NULL);
+}
+
+static void on_verdicts(aftp_sender *s, const aftp_wire_verdicts *v)
+{
+    aftp_wire_record_iter it;
+    aftp_wire_verdict rec;
+    aftp_stream_entry se;
+    char why[AFTP_WIRE_MAX_REASON];
+    if (s->mode != MODE_PIPELINED) {
+        aftp_session_drop(&s->ss);
+        return;
+    }
+    aftp_wire_verdicts_iter_init(&it, v);
+    while (s->ss.state == AFTP_STATE_TRANSFER && aftp_wire_verdicts_next(&it, &rec)) {
+        int rc = aftp_stream_verdict(&s->stream, &rec, &se, why, sizeof why);
+        if (rc < 0) {
+            protocol_violation(s, why);
+            return;
+        }
+        if (rc > 0)
+            apply_verdict(s, &rec, &se);
+    }
+    progress(s);
+    start_next_file(s);
+}
+
+/* Blocks of entry e sent for the first time so far (for messages). */
+static uint64_t entry_blocks_sent(const aftp_sender *s, const aftp_entryq_item *e)
+{
+    if (s->cursor_entry == e->info.file.file_id)
+        return s->next_block - e->base;
+    return s->cursor_entry > e->info.file.file_id ? e->blocks : 0;
+}
+
+/* Section 9.14.3, DONE_SENT + FILE_RESULT: as 9.10, per file. */
+static void on_entry_result(aftp_sender *s, const aftp_wire_file_result *r)
+{
+    aftp_entryq_item *e = aftp_entryq_find(&s->entries, r->file_id);
+    if (e == NULL || (e->state != AFTP_ENTRYQ_SENDING && e->state != AFTP_ENTRYQ_DONE_SENT)) {
+        aftp_session_drop(&s->ss);
+        return;
+    }
+    int done = e->state == AFTP_ENTRYQ_DONE_SENT;
+    if (r->error == AFTP_WIRE_ERR_NONE &&
+        !(done && memcmp(r->digest, e->digest, AFTP_DIGEST_LEN) == 0)) {
+        char why[AFTP_WIRE_MAX_REASON];
+        refute_result(r, done ? e->digest : NULL, entry_blocks_sent(s, e), e->blocks, why,
+                      sizeof why);
+        fail_and_close_saying(s, AFTP_ERR_DIGEST_MISMATCH, why);
+        return;
+    }
+    end_entry(s, e, aftp_errmap_to_local(r->error), done ? e->digest : NULL, NULL);
+    progress(s);
     start_next_file(s);
 }
 
@@ -1046,6 +1184,7 @@ static void dispatch(aftp_sender *s, const aftp_wire_packet *p)
     case AFTP_WIRE_FILE_REPLY: on_file_reply(s, &p->u.file_reply); break;
     case AFTP_WIRE_FEEDBACK: on_feedback(s, p->hdr.pn, &p->u.feedback); break;
     case AFTP_WIRE_FILE_RESULT: on_file_result(s, &p->u.file_result); break;
+    case AFTP_WIRE_VERDICTS: on_verdicts(s, &p->u.verdicts); break;
     case AFTP_WIRE_CLOSE: on_close(s, &p->u.close); break;
     default: aftp_session_drop(&s->ss); break;
     }
@@ -1059,7 +1198,7 @@ static int client_receives(uint8_t type)
     return type == AFTP_WIRE_VERSION_NEG || type == AFTP_WIRE_HELLO_ACK ||
            type == AFTP_WIRE_FILE_REPLY || type == AFTP_WIRE_FEEDBACK ||
            type == AFTP_WIRE_FILE_RESULT || type == AFTP_WIRE_CLOSE || type == AFTP_WIRE_RETRY ||
-           type == AFTP_WIRE_SERVER_KEY;
+           type == AFTP_WIRE_SERVER_KEY || type == AFTP_WIRE_VERDICTS;
 }
 
 /* The receive steps (aftp_session.h): clear header, type and id (everything
@@ -1103,7 +1242,28 @@ int aftp_sender_read(aftp_sender *s, uint64_t now_ns, const uint8_t *pkt, size_t
 
 /* ---- output ---- */
 
-enum output_kind { OUT_NONE, OUT_CLOSE, OUT_HELLO, OUT_OFFER, OUT_DONE, OUT_REPAIR, OUT_NEW, OUT_PROBE };
+enum output_kind {
+    OUT_NONE, OUT_CLOSE, OUT_HELLO, OUT_OFFER, OUT_ENTRIES, OUT_DONE, OUT_REPAIR, OUT_NEW,
+    OUT_PROBE
+};
+
+/* Section 9.14.3: a resend round is under way, or the next entry is queued
+ * and inside the entry window. */
+static int entries_due(const aftp_sender *s)
+{
+    uint32_t next = s->stream.newest + 1;
+    return s->mode == MODE_PIPELINED &&
+           (s->resend_from != 0 ||
+            (next <= s->entries.newest &&
+             (uint64_t)next < (uint64_t)s->stream.oldest + s->stream.window));
+}
+
+static int new_block_ready(const aftp_sender *s)
+{
+    if (s->mode == MODE_PIPELINED)
+        return s->cursor_ready;
+    return s->phase == PHASE_DATA && s->next_block < s->block_count;
+}
 
 /* What the next datagram would be, in priority order: control first, then
  * repairs, then new blocks, then a probe (sections 9.7, 10.4). */
@@ -1118,6 +1278,8 @@ static int next_output(const aftp_sender *s)
     }
     if (s->offer_due)
         return OUT_OFFER;
+    if (entries_due(s))
+        return OUT_ENTRIES;
     if (s->done_due)
         return OUT_DONE;
     /* DATA beyond the controller's inflight cap waits for FEEDBACK; probes
@@ -1125,7 +1287,7 @@ static int next_output(const aftp_sender *s)
     int may_send_data = aftp_cc_may_send(&s->cc);
     if (may_send_data && aftp_repairq_len(&s->repairs) > 0)
         return OUT_REPAIR;
-    if (may_send_data && s->phase == PHASE_DATA && s->next_block < s->block_count)
+    if (may_send_data && new_block_ready(s))
         return OUT_NEW;
     if (s->probe_due)
         return OUT_PROBE;
@@ -1187,16 +1349,201 @@ static int encode_offer(aftp_sender *s, uint8_t *buf, size_t cap, aftp_datagram 
     return aftp_session_encode(&s->ss, &p, buf, cap, dg);
 }
 
+/* The pipelined entry whose FILE_DONE is due, oldest first. */
+static aftp_entryq_item *first_done_due(aftp_sender *s)
+{
+    for (uint32_t id = s->entries.oldest; id <= s->entries.newest; id++) {
+        aftp_entryq_item *e = aftp_entryq_find(&s->entries, id);
+        if (e->done_due)
+            return e;
+    }
+    return NULL;
+}
+
 static int encode_done(aftp_sender *s, uint8_t *buf, size_t cap, aftp_datagram *dg)
 {
     aftp_wire_packet p;
     aftp_session_packet(&s->ss, AFTP_WIRE_FILE_DONE, &p);
-    p.u.file_done.file_id = current_file(s)->info.file_id;
-    p.u.file_done.block_count = s->block_count;
-    memcpy(p.u.file_done.digest, s->digest, AFTP_DIGEST_LEN);
-    s->done_due = 0;
+    if (s->mode == MODE_PIPELINED) {
+        aftp_entryq_item *e = first_done_due(s);
+        p.u.file_done.file_id = e->info.file.file_id;
+        p.u.file_done.block_count = e->blocks;
+        memcpy(p.u.file_done.digest, e->digest, AFTP_DIGEST_LEN);
+        e->done_due = 0;
+        e->state = AFTP_ENTRYQ_DONE_SENT;
+        s->done_due--;
+    } else {
+        p.u.file_done.file_id = current_file(s)->info.file_id;
+        p.u.file_done.block_count = s->block_count;
+        memcpy(p.u.file_done.digest, s->digest, AFTP_DIGEST_LEN);
+        s->done_due = 0;
+    }
     arm_timer(s);
     return aftp_session_encode(&s->ss, &p, buf, cap, dg);
+}
+
+/* ---- pipelined output (section 9.14) ---- */
+
+/* The next entry, from `from` on, still waiting for its verdict; 0: none. */
+static uint32_t next_offered(aftp_sender *s, uint32_t from)
+{
+    if (from < s->entries.oldest)
+        from = s->entries.oldest;
+    for (uint32_t id = from; id <= s->stream.newest; id++) {
+        const aftp_entryq_item *e = aftp_entryq_find(&s->entries, id);
+        if (e != NULL && e->state == AFTP_ENTRYQ_OFFERED)
+            return id;
+    }
+    return 0;
+}
+
+/* Section 9.14.2: an entry offered for the first time takes its place at
+ * the end of the stream; the table of verdict rules learns it. */
+static void place_entry(aftp_sender *s, aftp_entryq_item *e)
+{
+    aftp_wire_entry rec;
+    e->base = s->offered_end;
+    e->blocks = e->info.kind == AFTP_ENTRY_FILE
+                    ? aftp_wire_block_count(e->info.file.size, e->info.file.block_size)
+                    : 0;
+    s->offered_end += e->blocks;
+    e->state = AFTP_ENTRYQ_OFFERED;
+    aftp_entryq_record(e, &rec);
+    aftp_stream_add(&s->stream, &rec, NULL, 0); /* in order, in the window: always added */
+}
+
+/* The entry record of `id` for the next ENTRIES, when it is one: an
+ * OFFERED entry in a resend round, else a queued one inside the window
+ * (placed in the stream now). 0 when the run ends here. */
+static int take_entry(aftp_sender *s, uint32_t id, int resend, size_t room, aftp_wire_entry *rec)
+{
+    aftp_entryq_item *e = aftp_entryq_find(&s->entries, id);
+    if (e == NULL || e->state != (resend ? AFTP_ENTRYQ_OFFERED : AFTP_ENTRYQ_QUEUED))
+        return 0;
+    if (!resend && (uint64_t)id >= (uint64_t)s->stream.oldest + s->stream.window)
+        return 0;
+    if (e->info.kind == AFTP_ENTRY_FILE && e->info.file.block_size == 0)
+        e->info.file.block_size = largest_block(s);
+    aftp_entryq_record(e, rec);
+    if (aftp_wire_entry_len(rec) > room)
+        return 0;
+    if (!resend)
+        place_entry(s, e);
+    aftp_entryq_record(e, rec); /* with its base */
+    return 1;
+}
+
+/* One ENTRIES: a run of consecutive entries, as many as fit the datagram
+ * (section 9.14.3), resends first. */
+static int encode_entries(aftp_sender *s, uint8_t *buf, size_t cap, aftp_datagram *dg)
+{
+    size_t room = s->ss.max_datagram - AFTP_WIRE_HEADER_LEN - 2 - aftp_session_overhead(&s->ss);
+    int resend = s->resend_from != 0;
+    uint32_t id = resend ? s->resend_from : s->stream.newest + 1;
+    uint16_t count = 0;
+    while (count < AFTP_WIRE_MAX_ENTRIES && take_entry(s, id, resend, room, &s->records[count])) {
+        room -= aftp_wire_entry_len(&s->records[count]);
+        count++;
+        id++;
+    }
+    if (resend)
+        s->resend_from = next_offered(s, id);
+    if (count == 0) {
+        char why[AFTP_WIRE_MAX_REASON];
+        snprintf(why, sizeof why, "entry %" PRIu32 " needs an ENTRIES record of more than the "
+                 "%zu bytes a %u-byte datagram leaves: shorten its path or target", id, room,
+                 (unsigned)s->ss.max_datagram);
+        fail_and_close_saying(s, AFTP_ERR_LIMIT, why);
+        return AFTP_ERR_LIMIT;
+    }
+    if (s->timer_deadline == AFTP_NO_EXPIRY)
+        arm_timer(s);
+    aftp_wire_packet p;
+    aftp_session_packet(&s->ss, AFTP_WIRE_ENTRIES, &p);
+    p.u.entries.count = count;
+    p.u.entries.entries = s->records;
+    return aftp_session_encode(&s->ss, &p, buf, cap, dg);
+}
+
+/* The first transmissions pass the blocks RESUME said are held, reading
+ * them through `view` for the digest only (section 9.14.2). */
+static int hash_held_blocks(aftp_sender *s, const aftp_entryq_item *e)
+{
+    const aftp_file_info *f = &e->info.file;
+    while (s->next_block < e->base + e->blocks &&
+           aftp_entryq_is_held(e, s->next_block - e->base)) {
+        uint64_t file_block = s->next_block - e->base;
+        uint32_t len = aftp_wire_block_len(f->size, f->block_size, file_block);
+        const uint8_t *bytes;
+        int rc = s->set.storage->view(s->set.user, f->file_id, file_block * f->block_size, len,
+                                      &bytes);
+        if (rc != AFTP_OK)
+            return rc;
+        aftp_digest_update(s->hash, bytes, len);
+        s->next_block++;
+    }
+    return AFTP_OK;
+}
+
+static void next_cursor_entry(aftp_sender *s)
+{
+    s->cursor_entry++;
+    s->cursor_started = 0;
+}
+
+/* Moves the first transmissions (section 9.14.2) to the next block to
+ * send: past ended entries and held blocks, finishing each file's digest
+ * and queuing its FILE_DONE on the way; it stops at an entry that waits
+ * for its verdict, or at the newest offered. */
+static int advance_cursor(aftp_sender *s)
+{
+    s->cursor_ready = 0;
+    for (;;) {
+        if (s->cursor_entry < s->entries.oldest) {
+            s->cursor_entry = s->entries.oldest;
+            s->cursor_started = 0;
+        }
+        aftp_entryq_item *e = aftp_entryq_find(&s->entries, s->cursor_entry);
+        if (e == NULL || s->cursor_entry > s->stream.newest || e->state == AFTP_ENTRYQ_OFFERED)
+            return AFTP_OK;
+        if (e->state != AFTP_ENTRYQ_SENDING) {
+            next_cursor_entry(s);
+            continue;
+        }
+        if (!s->cursor_started) {
+            s->next_block = e->base;
+            aftp_digest_reset(s->hash);
+            s->cursor_started = 1;
+        }
+        int rc = hash_held_blocks(s, e);
+        if (rc != AFTP_OK)
+            return rc;
+        if (s->next_block < e->base + e->blocks) {
+            s->cursor_ready = 1;
+            return AFTP_OK;
+        }
+        aftp_digest_final(s->hash, e->digest);
+        e->done_due = 1;
+        s->done_due++;
+        next_cursor_entry(s);
+    }
+}
+
+/* Before choosing a pipelined datagram: repairs and a probe of blocks
+ * whose entry ended since are dropped (nothing is sent for a held block),
+ * a finished resend round ends, the first transmissions move on. */
+static int prepare_stream(aftp_sender *s)
+{
+    uint64_t b;
+    if (s->mode != MODE_PIPELINED || s->ss.state != AFTP_STATE_TRANSFER)
+        return AFTP_OK;
+    while (aftp_repairq_peek(&s->repairs, &b) && sendable_entry(s, b) == NULL)
+        aftp_repairq_pop(&s->repairs, &b);
+    if (s->probe_due && sendable_entry(s, s->last_new_block) == NULL)
+        s->probe_due = 0;
+    if (s->resend_from != 0)
+        s->resend_from = next_offered(s, s->resend_from);
+    return advance_cursor(s);
 }
 
 /* Fills dg with a DATA datagram whose 28-byte head is in buf: protected,
@@ -1222,11 +1569,19 @@ static int seal_data(aftp_sender *s, const uint8_t *payload, uint32_t len, uint8
 static int encode_data(aftp_sender *s, uint64_t block, uint8_t *buf, size_t cap,
                        aftp_datagram *dg, const uint8_t **plain, uint32_t *plain_len)
 {
+    /* One-file: the active file's block; pipelined: a stream block of the
+     * entry that holds it (section 9.14.2). */
     const aftp_file_info *info = &current_file(s)->info;
-    uint32_t len = aftp_wire_block_len(info->size, info->block_size, block);
+    uint64_t file_block = block;
+    if (s->mode == MODE_PIPELINED) {
+        const aftp_entryq_item *e = sendable_entry(s, block);
+        info = &e->info.file;
+        file_block = block - e->base;
+    }
+    uint32_t len = aftp_wire_block_len(info->size, info->block_size, file_block);
     const uint8_t *payload = NULL;
-    int rc = s->set.storage->view(s->set.user, info->file_id, block * info->block_size, len,
-                                  &payload);
+    int rc = s->set.storage->view(s->set.user, info->file_id, file_block * info->block_size,
+                                  len, &payload);
     if (rc != AFTP_OK)
         return rc;
     aftp_wire_header hdr;
@@ -1254,7 +1609,11 @@ static int emit_new_block(aftp_sender *s, uint8_t *buf, size_t cap, aftp_datagra
     /* First transmissions go in order, so one streaming state hashes the
      * whole file without a pre-pass (section 9.7). */
     aftp_digest_update(s->hash, plain, len);
-    if (++s->next_block == s->block_count)
+    s->first_sent++;
+    s->last_new_block = s->next_block++;
+    if (s->mode == MODE_PIPELINED)
+        return advance_cursor(s);
+    if (s->next_block == s->block_count)
         data_sent_once(s);
     return AFTP_OK;
 }
@@ -1277,6 +1636,7 @@ static int emit(aftp_sender *s, int kind, uint8_t *buf, size_t cap, aftp_datagra
     case OUT_CLOSE: return aftp_session_encode_close(&s->ss, buf, cap, dg);
     case OUT_HELLO: return encode_hello(s, buf, cap, dg);
     case OUT_OFFER: return encode_offer(s, buf, cap, dg);
+    case OUT_ENTRIES: return encode_entries(s, buf, cap, dg);
     case OUT_DONE: return encode_done(s, buf, cap, dg);
     case OUT_REPAIR:
         aftp_repairq_pop(&s->repairs, &block);
@@ -1285,7 +1645,7 @@ static int emit(aftp_sender *s, int kind, uint8_t *buf, size_t cap, aftp_datagra
     default:
         /* Section 10.4 probe: the last block sent, again, to draw a FEEDBACK. */
         s->probe_due = 0;
-        return emit_repair(s, s->next_block - 1, buf, cap, dg);
+        return emit_repair(s, s->last_new_block, buf, cap, dg);
     }
 }
 
@@ -1297,6 +1657,11 @@ int aftp_sender_write(aftp_sender *s, uint64_t now_ns, uint8_t *buf, size_t cap,
     if (cap < s->ss.own_max_datagram)
         return AFTP_ERR_BUFFER_TOO_SMALL;
     aftp_session_tick(&s->ss, now_ns);
+    int rc = prepare_stream(s);
+    if (rc != AFTP_OK) {
+        fail_and_close(s, rc); /* the source cannot be read */
+        return 0;
+    }
     int kind = next_output(s);
     /* The answer to the peer's CLOSE leaves at once: the driver stops
      * once the session is CLOSED and this write is its last. */
@@ -1304,7 +1669,7 @@ int aftp_sender_write(aftp_sender *s, uint64_t now_ns, uint8_t *buf, size_t cap,
     if (kind == OUT_NONE || (paced && !aftp_pacer_ready(&s->pacer, s->ss.now_ns)))
         return 0;
     s->emitted_block = AFTP_SENTLOG_NO_BLOCK;
-    int rc = emit(s, kind, buf, cap, dg);
+    rc = emit(s, kind, buf, cap, dg);
     if (rc != AFTP_OK) {
         /* The source cannot be read: the file and the session end. */
         fail_and_close(s, rc);
@@ -1334,6 +1699,28 @@ uint64_t aftp_sender_expiry(const aftp_sender *s)
     return t;
 }
 
+/* Pipelined (section 9.14.3): resend the ENTRIES still without verdict and
+ * the FILE_DONE still without FILE_RESULT; probe when data is unanswered
+ * and nothing else can go. With nothing awaited the timer rests. */
+static void stream_timeout(aftp_sender *s)
+{
+    int awaited = 0;
+    for (uint32_t id = s->entries.oldest; id <= s->stream.newest; id++) {
+        aftp_entryq_item *e = aftp_entryq_find(&s->entries, id);
+        if (e->state == AFTP_ENTRYQ_DONE_SENT && !e->done_due) {
+            e->done_due = 1;
+            s->done_due++;
+        }
+        awaited |= e->state != AFTP_ENTRYQ_ENDED;
+    }
+    s->resend_from = next_offered(s, s->entries.oldest);
+    if (s->first_sent > 0 && s->last_new_block >= s->acked_cum &&
+        (aftp_repairq_len(&s->repairs) == 0 || !aftp_cc_may_send(&s->cc)))
+        s->probe_due = 1;
+    if (!awaited)
+        s->timer_deadline = AFTP_NO_EXPIRY;
+}
+
 /* The control timer fired: resend what is unanswered, or probe (sections 10.2, 10.4). */
 static void on_control_timeout(aftp_sender *s)
 {
@@ -1341,6 +1728,10 @@ static void on_control_timeout(aftp_sender *s)
     arm_timer(s);
     if (s->ss.state == AFTP_STATE_HANDSHAKE) {
         s->hello_due = 1;
+        return;
+    }
+    if (s->mode == MODE_PIPELINED) {
+        stream_timeout(s);
         return;
     }
     switch (s->phase) {
