@@ -129,6 +129,13 @@ struct aftp_sender {
     int cursor_started;     /* its digest has begun */
     int cursor_ready;       /* next_block is a block to send for the first time */
     uint32_t resend_from;   /* a round of ENTRIES resends: next id to look at; 0: none */
+    /* The control timer of pipelined mode: each ENTRIES and FILE_DONE is
+     * resent one PTO after it left unanswered, however much else the
+     * receiver answers meanwhile (FEEDBACK and other verdicts keep coming). */
+    uint64_t ctl_deadline;
+    uint64_t resend_before; /* this round resends what left at or before this */
+    unsigned ctl_backoff;
+    int ctl_answered;       /* a verdict or FILE_RESULT came since the last expiry */
     uint64_t first_sent;    /* first transmissions (the repair bound's `sent`) */
     uint64_t last_new_block; /* the latest block sent for the first time */
 };
@@ -764,6 +771,7 @@ static int choose_mode(aftp_sender *s, const aftp_wire_hello_ack *a)
         return AFTP_OK;
     }
     s->mode = MODE_PIPELINED;
+    s->ctl_deadline = AFTP_NO_EXPIRY;
     s->records = calloc(AFTP_WIRE_MAX_ENTRIES, sizeof *s->records);
     if (s->records == NULL)
         return AFTP_ERR_NO_MEMORY;
@@ -1110,6 +1118,7 @@ static void on_verdicts(aftp_sender *s, const aftp_wire_verdicts *v)
         if (rc > 0)
             apply_verdict(s, &rec, &se);
     }
+    s->ctl_answered = 1;
     progress(s);
     start_next_file(s);
 }
@@ -1140,6 +1149,7 @@ static void on_entry_result(aftp_sender *s, const aftp_wire_file_result *r)
         return;
     }
     end_entry(s, e, aftp_errmap_to_local(r->error), done ? e->digest : NULL, NULL);
+    s->ctl_answered = 1;
     progress(s);
     start_next_file(s);
 }
@@ -1349,6 +1359,13 @@ static int encode_offer(aftp_sender *s, uint8_t *buf, size_t cap, aftp_datagram 
     return aftp_session_encode(&s->ss, &p, buf, cap, dg);
 }
 
+/* Pipelined: the control timer runs while anything it resends is out. */
+static void arm_control_timer(aftp_sender *s)
+{
+    if (s->ctl_deadline == AFTP_NO_EXPIRY)
+        s->ctl_deadline = s->ss.now_ns + aftp_rtt_pto_backoff(&s->rtt, s->ctl_backoff);
+}
+
 /* The pipelined entry whose FILE_DONE is due, oldest first. */
 static aftp_entryq_item *first_done_due(aftp_sender *s)
 {
@@ -1371,7 +1388,9 @@ static int encode_done(aftp_sender *s, uint8_t *buf, size_t cap, aftp_datagram *
         memcpy(p.u.file_done.digest, e->digest, AFTP_DIGEST_LEN);
         e->done_due = 0;
         e->state = AFTP_ENTRYQ_DONE_SENT;
+        e->sent_ns = s->ss.now_ns;
         s->done_due--;
+        arm_control_timer(s);
     } else {
         p.u.file_done.file_id = current_file(s)->info.file_id;
         p.u.file_done.block_count = s->block_count;
@@ -1391,7 +1410,7 @@ static uint32_t next_offered(aftp_sender *s, uint32_t from)
         from = s->entries.oldest;
     for (uint32_t id = from; id <= s->stream.newest; id++) {
         const aftp_entryq_item *e = aftp_entryq_find(&s->entries, id);
-        if (e != NULL && e->state == AFTP_ENTRYQ_OFFERED)
+        if (e != NULL && e->state == AFTP_ENTRYQ_OFFERED && e->sent_ns <= s->resend_before)
             return id;
     }
     return 0;
@@ -1418,7 +1437,8 @@ static void place_entry(aftp_sender *s, aftp_entryq_item *e)
 static int take_entry(aftp_sender *s, uint32_t id, int resend, size_t room, aftp_wire_entry *rec)
 {
     aftp_entryq_item *e = aftp_entryq_find(&s->entries, id);
-    if (e == NULL || e->state != (resend ? AFTP_ENTRYQ_OFFERED : AFTP_ENTRYQ_QUEUED))
+    if (e == NULL || e->state != (resend ? AFTP_ENTRYQ_OFFERED : AFTP_ENTRYQ_QUEUED) ||
+        (resend && e->sent_ns > s->resend_before))
         return 0;
     if (!resend && (uint64_t)id >= (uint64_t)s->stream.oldest + s->stream.window)
         return 0;
@@ -1430,6 +1450,7 @@ static int take_entry(aftp_sender *s, uint32_t id, int resend, size_t room, aftp
     if (!resend)
         place_entry(s, e);
     aftp_entryq_record(e, rec); /* with its base */
+    e->sent_ns = s->ss.now_ns;
     return 1;
 }
 
@@ -1456,8 +1477,7 @@ static int encode_entries(aftp_sender *s, uint8_t *buf, size_t cap, aftp_datagra
         fail_and_close_saying(s, AFTP_ERR_LIMIT, why);
         return AFTP_ERR_LIMIT;
     }
-    if (s->timer_deadline == AFTP_NO_EXPIRY)
-        arm_timer(s);
+    arm_control_timer(s);
     aftp_wire_packet p;
     aftp_session_packet(&s->ss, AFTP_WIRE_ENTRIES, &p);
     p.u.entries.count = count;
@@ -1694,30 +1714,47 @@ uint64_t aftp_sender_expiry(const aftp_sender *s)
     uint64_t t = aftp_session_expiry(&s->ss);
     if (s->timer_deadline < t)
         t = s->timer_deadline;
+    if (s->mode == MODE_PIPELINED && s->ctl_deadline < t)
+        t = s->ctl_deadline;
     if (next_output(s) != OUT_NONE && aftp_pacer_next_send(&s->pacer) < t)
         t = aftp_pacer_next_send(&s->pacer);
     return t;
 }
 
-/* Pipelined (section 9.14.3): resend the ENTRIES still without verdict and
- * the FILE_DONE still without FILE_RESULT; probe when data is unanswered
- * and nothing else can go. With nothing awaited the timer rests. */
-static void stream_timeout(aftp_sender *s)
+/* Pipelined (section 9.14.3), the control timer: the ENTRIES still
+ * without verdict and the FILE_DONE still without FILE_RESULT that left a
+ * PTO ago or more are resent; the timer backs off only when nothing was
+ * answered since it last fired. */
+static void control_timeout(aftp_sender *s)
 {
     int awaited = 0;
+    s->ctl_backoff = s->ctl_answered ? 0 : s->ctl_backoff + 1;
+    s->ctl_answered = 0;
+    uint64_t pto = aftp_rtt_pto(&s->rtt);
+    s->resend_before = s->ss.now_ns > pto ? s->ss.now_ns - pto : 0;
     for (uint32_t id = s->entries.oldest; id <= s->stream.newest; id++) {
         aftp_entryq_item *e = aftp_entryq_find(&s->entries, id);
-        if (e->state == AFTP_ENTRYQ_DONE_SENT && !e->done_due) {
+        if (e->state == AFTP_ENTRYQ_DONE_SENT && !e->done_due &&
+            e->sent_ns <= s->resend_before) {
             e->done_due = 1;
             s->done_due++;
         }
-        awaited |= e->state != AFTP_ENTRYQ_ENDED;
+        awaited |= e->state == AFTP_ENTRYQ_OFFERED || e->state == AFTP_ENTRYQ_DONE_SENT;
     }
     s->resend_from = next_offered(s, s->entries.oldest);
+    s->ctl_deadline = AFTP_NO_EXPIRY;
+    if (awaited)
+        arm_control_timer(s);
+}
+
+/* Pipelined, the data timer: probe when data is unanswered and nothing
+ * else can go (section 10.4). */
+static void stream_timeout(aftp_sender *s)
+{
     if (s->first_sent > 0 && s->last_new_block >= s->acked_cum &&
         (aftp_repairq_len(&s->repairs) == 0 || !aftp_cc_may_send(&s->cc)))
         s->probe_due = 1;
-    if (!awaited)
+    else
         s->timer_deadline = AFTP_NO_EXPIRY;
 }
 
@@ -1768,6 +1805,9 @@ int aftp_sender_handle_expiry(aftp_sender *s, uint64_t now_ns)
     }
     if (s->ss.state != AFTP_STATE_CLOSING && s->ss.now_ns >= s->timer_deadline)
         on_control_timeout(s);
+    if (s->ss.state == AFTP_STATE_TRANSFER && s->mode == MODE_PIPELINED &&
+        s->ss.now_ns >= s->ctl_deadline)
+        control_timeout(s);
     return AFTP_OK;
 }
 
