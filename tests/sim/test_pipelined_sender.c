@@ -68,6 +68,7 @@ typedef struct world {
     pipe_link to_rcv, to_snd;
     /* The scripted receiver. */
     uint32_t ack_window;    /* PIPELINE in HELLO_ACK; 0: none */
+    uint32_t hello_window;  /* PIPELINE the sender's HELLO announced; 0: none */
     script_verdict script[MAX_IDS + 1];
     int script_contradict;  /* after a SEND for entry 1, a SKIP for it */
     int script_unknown;     /* a verdict for an entry never offered */
@@ -222,8 +223,10 @@ static void send_packet(world *w, aftp_wire_packet *p, uint8_t type)
     link_put(w, &w->to_snd, buf, len);
 }
 
-static void on_hello(world *w)
+static void on_hello(world *w, const aftp_wire_hello *h)
 {
+    if (aftp_wire_ext_pipeline(h->ext, h->ext_len, &w->hello_window) <= 0)
+        w->hello_window = 0;
     uint8_t ext[16];
     aftp_wire_writer wr;
     aftp_wire_packet a;
@@ -426,7 +429,7 @@ static void receiver_read(world *w, const uint8_t *buf, size_t len)
     aftp_wire_packet p;
     assert_int_equal(aftp_wire_decode(buf, len, &p), AFTP_OK);
     switch (p.hdr.type) {
-    case AFTP_WIRE_HELLO: on_hello(w); break;
+    case AFTP_WIRE_HELLO: on_hello(w, &p.u.hello); break;
     case AFTP_WIRE_ENTRIES: on_entries(w, &p.u.entries); break;
     case AFTP_WIRE_FILE_OFFER: on_offer(w, &p.u.file_offer); break;
     case AFTP_WIRE_DATA: on_data(w, &p); break;
@@ -510,6 +513,8 @@ static void many_files(unsigned loss_pct)
     run(w, 120 * SIM_S);
     assert_int_equal(aftp_sender_state(w->s), AFTP_STATE_CLOSED);
     assert_int_equal(w->closed_error, AFTP_OK);
+    assert_int_equal(w->hello_window, 1024);
+    assert_int_equal(w->entries_seen > 0, 1);
     assert_int_equal(w->results_ok, 1000);
     assert_int_equal(w->digests_wrong, 0);
     assert_int_equal(w->file_end_ok, 1000);
@@ -690,6 +695,25 @@ static void test_ack_without_pipeline_is_one_file_mode(void **state)
     free(w);
 }
 
+/* Section 12.3.2: a HELLO_ACK window above the one proposed breaks the
+ * negotiation: CLOSE(PROTOCOL), no ENTRIES, and the queued entries end. */
+static void test_ack_window_above_proposal_is_protocol(void **state)
+{
+    (void)state;
+    world *w = malloc(sizeof *w);
+    world_open(w, 3, 16, 0, ten_blocks);
+    w->ack_window = 17;
+    w->next_add = 1;
+    run(w, 10 * SIM_S);
+    assert_int_equal(w->hello_window, 16);
+    assert_int_equal(aftp_sender_state(w->s), AFTP_STATE_CLOSED);
+    assert_int_equal(w->close_error, AFTP_WIRE_ERR_PROTOCOL);
+    assert_int_equal(w->entries_seen, 0);
+    assert_int_equal(w->entry_end, 3);
+    world_close(w);
+    free(w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -703,6 +727,7 @@ int main(void)
         cmocka_unit_test(test_held_range_beyond_file_is_protocol),
         cmocka_unit_test(test_contradicting_verdict_is_protocol),
         cmocka_unit_test(test_ack_without_pipeline_is_one_file_mode),
+        cmocka_unit_test(test_ack_window_above_proposal_is_protocol),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
