@@ -1104,10 +1104,6 @@ static void on_verdicts(aftp_sender *s, const aftp_wire_verdicts *v)
     aftp_wire_verdict rec;
     aftp_stream_entry se;
     char why[AFTP_WIRE_MAX_REASON];
-    if (s->mode != MODE_PIPELINED) {
-        aftp_session_drop(&s->ss);
-        return;
-    }
     aftp_wire_verdicts_iter_init(&it, v);
     while (s->ss.state == AFTP_STATE_TRANSFER && aftp_wire_verdicts_next(&it, &rec)) {
         int rc = aftp_stream_verdict(&s->stream, &rec, &se, why, sizeof why);
@@ -1203,12 +1199,14 @@ static void dispatch(aftp_sender *s, const aftp_wire_packet *p)
 /* Section 9.2 step 3: the types a client receives; the others only a
  * client sends, so they are no input for it, and dropped before they can
  * count as the server's (an unsealed HELLO would restart the idle timer). */
-static int client_receives(uint8_t type)
+static int client_receives(const aftp_sender *s, uint8_t type)
 {
+    if (type == AFTP_WIRE_VERDICTS) /* only once PIPELINE was negotiated (12.3.2) */
+        return s->mode == MODE_PIPELINED;
     return type == AFTP_WIRE_VERSION_NEG || type == AFTP_WIRE_HELLO_ACK ||
            type == AFTP_WIRE_FILE_REPLY || type == AFTP_WIRE_FEEDBACK ||
            type == AFTP_WIRE_FILE_RESULT || type == AFTP_WIRE_CLOSE || type == AFTP_WIRE_RETRY ||
-           type == AFTP_WIRE_SERVER_KEY || type == AFTP_WIRE_VERDICTS;
+           type == AFTP_WIRE_SERVER_KEY;
 }
 
 /* The receive steps (aftp_session.h): clear header, type and id (everything
@@ -1219,7 +1217,7 @@ static int admit(aftp_sender *s, const uint8_t *pkt, size_t len, aftp_wire_packe
     aftp_wire_header hdr;
     if (aftp_session_peek(&s->ss, pkt, len, &hdr) != AFTP_OK)
         return 0;
-    if (!client_receives(hdr.type) || hdr.conn_id != s->ss.local_id) {
+    if (!client_receives(s, hdr.type) || hdr.conn_id != s->ss.local_id) {
         aftp_session_drop(&s->ss);
         return 0;
     }
