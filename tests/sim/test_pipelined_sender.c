@@ -190,7 +190,17 @@ static void feed(world *w)
     }
 }
 
-static void world_close(world *w)
+static world *world_new(uint32_t n, uint32_t window, unsigned loss_pct,
+                        uint64_t (*size_of)(uint32_t id))
+{
+    world *w = malloc(sizeof *w);
+    assert_non_null(w);
+    world_open(w, n, window, loss_pct, size_of);
+    w->next_add = 1;
+    return w;
+}
+
+static void world_free(world *w)
 {
     aftp_sender_del(w->s);
     free(w->src);
@@ -198,6 +208,7 @@ static void world_close(world *w)
     free(w->held);
     free(w->to_rcv.q);
     free(w->to_snd.q);
+    free(w);
 }
 
 static void link_put(world *w, pipe_link *l, const uint8_t *data, size_t len)
@@ -507,9 +518,7 @@ static uint64_t total_bytes(const world *w)
  * right digest, in a virtual time near bytes / rate, not per-file RTTs. */
 static void many_files(unsigned loss_pct)
 {
-    world *w = malloc(sizeof *w);
-    world_open(w, 1000, 1024, loss_pct, small_size);
-    w->next_add = 1;
+    world *w = world_new(1000, 1024, loss_pct, small_size);
     run(w, 120 * SIM_S);
     assert_int_equal(aftp_sender_state(w->s), AFTP_STATE_CLOSED);
     assert_int_equal(w->closed_error, AFTP_OK);
@@ -531,8 +540,7 @@ static void many_files(unsigned loss_pct)
            (unsigned long long)total_bytes(w), (double)w->last_end_ns / SIM_S, (double)bound / SIM_S,
            (unsigned long long)st.payload_bytes_retransmitted, (double)w->last_data_ns / SIM_S);
     assert_true(w->last_end_ns <= bound);
-    world_close(w);
-    free(w);
+    world_free(w);
 }
 
 static void test_thousand_files_0pct(void **state)
@@ -558,16 +566,13 @@ static void test_thousand_files_5pct(void **state)
 static void test_window_of_one_costs_a_round_trip_per_file(void **state)
 {
     (void)state;
-    world *w = malloc(sizeof *w);
-    world_open(w, 100, 1, 0, small_size);
-    w->next_add = 1;
+    world *w = world_new(100, 1, 0, small_size);
     run(w, 120 * SIM_S);
     assert_int_equal(w->closed_error, AFTP_OK);
     assert_int_equal(w->results_ok, 100);
     printf("# W=1, 100 files: %.3f s virtual\n", (double)w->clock / SIM_S);
     assert_true(w->clock >= 100 * 2 * ONE_WAY_NS);
-    world_close(w);
-    free(w);
+    world_free(w);
 }
 
 static uint64_t ten_blocks(uint32_t id)
@@ -581,12 +586,10 @@ static uint64_t ten_blocks(uint32_t id)
 static void test_skip_and_resume_send_only_missing_blocks(void **state)
 {
     (void)state;
-    world *w = malloc(sizeof *w);
-    world_open(w, 3, 16, 0, ten_blocks);
+    world *w = world_new(3, 16, 0, ten_blocks);
     w->script[1].verdict = AFTP_WIRE_VERDICT_SKIP;
     w->script[2].verdict = AFTP_WIRE_VERDICT_RESUME;
     w->script[2].held = (aftp_wire_range){2, 8}; /* blocks 2..9, the short last one too */
-    w->next_add = 1;
     run(w, 10 * SIM_S);
     assert_int_equal(w->closed_error, AFTP_OK);
     uint32_t bs = DGRAM - AFTP_WIRE_DATA_OVERHEAD;
@@ -598,8 +601,7 @@ static void test_skip_and_resume_send_only_missing_blocks(void **state)
     assert_int_equal(w->digests_wrong, 0);
     assert_int_equal(w->held_bytes, w->size[2] - 2 * bs);
     assert_int_equal(w->entry_end_ok, 3);
-    world_close(w);
-    free(w);
+    world_free(w);
 }
 
 static uint64_t no_bytes(uint32_t id)
@@ -612,18 +614,15 @@ static uint64_t no_bytes(uint32_t id)
 static void test_dirs_and_links_send_no_data(void **state)
 {
     (void)state;
-    world *w = malloc(sizeof *w);
-    world_open(w, 4, 16, 0, no_bytes);
+    world *w = world_new(4, 16, 0, no_bytes);
     w->kind[1] = w->kind[3] = AFTP_ENTRY_DIR;
     w->kind[2] = w->kind[4] = AFTP_ENTRY_SYMLINK;
-    w->next_add = 1;
     run(w, 10 * SIM_S);
     assert_int_equal(w->closed_error, AFTP_OK);
     assert_int_equal(w->data_packets, 0);
     assert_int_equal(w->entry_end_ok, 4);
     assert_int_equal(w->file_end_ok, 0);
-    world_close(w);
-    free(w);
+    world_free(w);
 }
 
 /* A receiver that breaks 9.14.3 gets CLOSE(PROTOCOL); every entry ends. */
@@ -640,38 +639,29 @@ static void broken_verdicts(world *w)
 static void test_verdict_for_unknown_entry_is_protocol(void **state)
 {
     (void)state;
-    world *w = malloc(sizeof *w);
-    world_open(w, 3, 16, 0, ten_blocks);
+    world *w = world_new(3, 16, 0, ten_blocks);
     w->script_unknown = 1;
-    w->next_add = 1;
     broken_verdicts(w);
-    world_close(w);
-    free(w);
+    world_free(w);
 }
 
 static void test_held_range_beyond_file_is_protocol(void **state)
 {
     (void)state;
-    world *w = malloc(sizeof *w);
-    world_open(w, 3, 16, 0, ten_blocks);
+    world *w = world_new(3, 16, 0, ten_blocks);
     w->script[2].verdict = AFTP_WIRE_VERDICT_RESUME;
     w->script[2].held = (aftp_wire_range){5, 6}; /* blocks 5..10 of a 10-block file */
-    w->next_add = 1;
     broken_verdicts(w);
-    world_close(w);
-    free(w);
+    world_free(w);
 }
 
 static void test_contradicting_verdict_is_protocol(void **state)
 {
     (void)state;
-    world *w = malloc(sizeof *w);
-    world_open(w, 3, 16, 0, ten_blocks);
+    world *w = world_new(3, 16, 0, ten_blocks);
     w->script_contradict = 1; /* SEND for entry 1, then SKIP for it */
-    w->next_add = 1;
     broken_verdicts(w);
-    world_close(w);
-    free(w);
+    world_free(w);
 }
 
 /* A HELLO_ACK without PIPELINE: one-file mode, FILE_OFFER per file (no
@@ -679,11 +669,9 @@ static void test_contradicting_verdict_is_protocol(void **state)
 static void test_ack_without_pipeline_is_one_file_mode(void **state)
 {
     (void)state;
-    world *w = malloc(sizeof *w);
-    world_open(w, 3, 0, 0, ten_blocks);
+    world *w = world_new(3, 0, 0, ten_blocks);
     w->kind[2] = AFTP_ENTRY_DIR;
     w->size[2] = 0;
-    w->next_add = 1;
     run(w, 10 * SIM_S);
     assert_int_equal(w->closed_error, AFTP_OK);
     assert_int_equal(w->entries_seen, 0);
@@ -691,8 +679,7 @@ static void test_ack_without_pipeline_is_one_file_mode(void **state)
     assert_int_equal(w->results_ok, 2);
     assert_int_equal(w->file_end_ok, 2);
     assert_int_equal(w->entry_end_error[2], AFTP_ERR_PEER_REFUSED);
-    world_close(w);
-    free(w);
+    world_free(w);
 }
 
 /* Section 12.3.2: a HELLO_ACK window above the one proposed breaks the
@@ -700,18 +687,15 @@ static void test_ack_without_pipeline_is_one_file_mode(void **state)
 static void test_ack_window_above_proposal_is_protocol(void **state)
 {
     (void)state;
-    world *w = malloc(sizeof *w);
-    world_open(w, 3, 16, 0, ten_blocks);
+    world *w = world_new(3, 16, 0, ten_blocks);
     w->ack_window = 17;
-    w->next_add = 1;
     run(w, 10 * SIM_S);
     assert_int_equal(w->hello_window, 16);
     assert_int_equal(aftp_sender_state(w->s), AFTP_STATE_CLOSED);
     assert_int_equal(w->close_error, AFTP_WIRE_ERR_PROTOCOL);
     assert_int_equal(w->entries_seen, 0);
     assert_int_equal(w->entry_end, 3);
-    world_close(w);
-    free(w);
+    world_free(w);
 }
 
 int main(void)
