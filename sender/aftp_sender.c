@@ -1589,12 +1589,14 @@ static int encode_data(aftp_sender *s, uint64_t block, uint8_t *buf, size_t cap,
 {
     /* One-file: the active file's block; pipelined: a stream block of the
      * entry that holds it (section 9.14.2). */
-    const aftp_file_info *info = &current_file(s)->info;
+    const aftp_file_info *info;
     uint64_t file_block = block;
     if (s->mode == MODE_PIPELINED) {
         const aftp_entryq_item *e = sendable_entry(s, block);
         info = &e->info.file;
         file_block = block - e->base;
+    } else {
+        info = &current_file(s)->info;
     }
     uint32_t len = aftp_wire_block_len(info->size, info->block_size, file_block);
     const uint8_t *payload = NULL;
