@@ -4,6 +4,13 @@
  * pacing, probe and idle timers, closing. Behaviour: spec/aftp-protocol.md
  * sections 9, 10 and 14; the section numbers below refer to it.
  *
+ * Pipelined mode (section 9.14, when the HELLO_ACK carries PIPELINE): the
+ * application's entries (sender/aftp_entryq) go out in ENTRIES batches
+ * ahead of the data, common/aftp_stream checks the verdicts, and the
+ * one-file machinery (sent log, repair queue, rate control, probes) runs
+ * over the session stream, keyed by stream block; FILE_DONE and
+ * FILE_RESULT are per entry.
+ *
  * Protected sessions: message 1 of the handshake is built once at
  * aftp_sender_new and every HELLO (resends, the answer to a RETRY) carries
  * the same bytes; HELLO_ACK's message 2 authenticates the server and the
@@ -572,6 +579,8 @@ static void end_entry(aftp_sender *s, aftp_entryq_item *e, int error, const uint
 {
     uint32_t id = e->info.file.file_id;
     int was_sending = e->state == AFTP_ENTRYQ_SENDING || e->state == AFTP_ENTRYQ_DONE_SENT;
+    if (e->state == AFTP_ENTRYQ_QUEUED || e->state == AFTP_ENTRYQ_OFFERED)
+        e->verdict = AFTP_WIRE_VERDICT_REFUSED; /* ended before the receiver decided */
     if (e->done_due)
         s->done_due--;
     e->done_due = 0;
@@ -600,6 +609,12 @@ static const char no_pipeline_text[] =
     "the receiver does not run pipelined mode (no PIPELINE in its HELLO_ACK): directories and "
     "symbolic links cannot be sent to it";
 
+static void refuse_unsent(aftp_sender *s, aftp_entryq_item *e)
+{
+    e->verdict = AFTP_WIRE_VERDICT_REFUSED;
+    entry_event(s, e, AFTP_EV_ENTRY_END, AFTP_ERR_PEER_REFUSED, NULL, no_pipeline_text);
+}
+
 static void fall_back_to_one_file(aftp_sender *s)
 {
     s->mode = MODE_ONE_FILE;
@@ -608,8 +623,7 @@ static void fall_back_to_one_file(aftp_sender *s)
         if (e->info.kind == AFTP_ENTRY_FILE)
             queue_file(s, &e->info.file);
         else
-            entry_event(s, e, AFTP_EV_ENTRY_END, AFTP_ERR_PEER_REFUSED, NULL,
-                        no_pipeline_text);
+            refuse_unsent(s, e);
     }
     aftp_entryq_free(&s->entries);
 }
@@ -1093,6 +1107,7 @@ static void apply_verdict(aftp_sender *s, const aftp_wire_verdict *v, const aftp
         entry_event(s, e, AFTP_EV_FILE_START, AFTP_OK, NULL, NULL);
         return;
     }
+    e->state = AFTP_ENTRYQ_ENDED; /* by this verdict */
     end_entry(s, e, v->verdict == AFTP_WIRE_VERDICT_REFUSED ? aftp_errmap_to_local(v->error)
                                                              : AFTP_OK,
               NULL, NULL);

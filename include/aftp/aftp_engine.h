@@ -195,6 +195,8 @@ typedef struct aftp_event {
      * verdict it cannot confirm), when it knows more than `error`. */
     const char *message;
     int verdict; /* ENTRY_END: enum aftp_verdict_kind */
+    /* (Sender: an entry that ended before the receiver's verdict, e.g. the
+     * session closed, reports AFTP_VERDICT_REFUSED with the error.) */
     uint64_t held_bytes; /* ENTRY_END: RESUME's bytes already there */
 } aftp_event;
 

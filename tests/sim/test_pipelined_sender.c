@@ -84,6 +84,7 @@ typedef struct world {
     /* The sender's events. */
     uint64_t file_end_ok, entry_end, entry_end_ok, held_bytes;
     int entry_end_error[MAX_IDS + 1];
+    int entry_end_verdict[MAX_IDS + 1];
     int closed_error;
 } world;
 
@@ -105,6 +106,7 @@ static void on_event(void *user, const aftp_event *ev)
         w->entry_end_ok += ev->error == AFTP_OK;
         w->held_bytes += ev->held_bytes;
         w->entry_end_error[ev->info->file_id] = ev->error;
+        w->entry_end_verdict[ev->info->file_id] = ev->verdict;
         w->last_end_ns = w->clock;
     }
     if (ev->type == AFTP_EV_CLOSED)
@@ -600,6 +602,9 @@ static void test_skip_and_resume_send_only_missing_blocks(void **state)
     assert_int_equal(w->results_ok, 2);
     assert_int_equal(w->digests_wrong, 0);
     assert_int_equal(w->held_bytes, w->size[2] - 2 * bs);
+    assert_int_equal(w->entry_end_verdict[1], AFTP_VERDICT_SKIP);
+    assert_int_equal(w->entry_end_verdict[2], AFTP_VERDICT_RESUME);
+    assert_int_equal(w->entry_end_verdict[3], AFTP_VERDICT_SEND);
     assert_int_equal(w->entry_end_ok, 3);
     world_free(w);
 }
@@ -679,6 +684,7 @@ static void test_ack_without_pipeline_is_one_file_mode(void **state)
     assert_int_equal(w->results_ok, 2);
     assert_int_equal(w->file_end_ok, 2);
     assert_int_equal(w->entry_end_error[2], AFTP_ERR_PEER_REFUSED);
+    assert_int_equal(w->entry_end_verdict[2], AFTP_VERDICT_REFUSED);
     world_free(w);
 }
 
