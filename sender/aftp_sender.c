@@ -56,6 +56,10 @@
  * 8 only at 89%, so a real path stays far below while a receiver that
  * keeps listing held blocks missing is cut off. */
 #define REPAIR_BOUND_PER_BLOCK 8
+/* Held blocks of a resumed file read for its digest per call into the
+ * engine: a file resumed after gigabytes is hashed a step at a time, so
+ * packets are still read and sent meanwhile. */
+#define HASH_STEP_BLOCKS 1024
 #define REPAIR_BOUND_SLACK 256
 
 enum file_phase {
@@ -135,6 +139,7 @@ struct aftp_sender {
     uint32_t cursor_entry;  /* the entry next_block lies in */
     int cursor_started;     /* its digest has begun */
     int cursor_ready;       /* next_block is a block to send for the first time */
+    int cursor_busy;        /* held blocks remain to hash before it can move on */
     uint32_t resend_from;   /* a round of ENTRIES resends: next id to look at; 0: none */
     /* The control timer of pipelined mode: each ENTRIES and FILE_DONE is
      * resent one PTO after it left unanswered, however much else the
@@ -1503,8 +1508,13 @@ static int encode_entries(aftp_sender *s, uint8_t *buf, size_t cap, aftp_datagra
 static int hash_held_blocks(aftp_sender *s, const aftp_entryq_item *e)
 {
     const aftp_file_info *f = &e->info.file;
-    while (s->next_block < e->base + e->blocks &&
-           aftp_entryq_is_held(e, s->next_block - e->base)) {
+    for (unsigned step = 0; s->next_block < e->base + e->blocks &&
+                            aftp_entryq_is_held(e, s->next_block - e->base);
+         step++) {
+        if (step == HASH_STEP_BLOCKS) {
+            s->cursor_busy = 1; /* the next call goes on */
+            return AFTP_OK;
+        }
         uint64_t file_block = s->next_block - e->base;
         uint32_t len = aftp_wire_block_len(f->size, f->block_size, file_block);
         const uint8_t *bytes;
@@ -1530,7 +1540,7 @@ static void next_cursor_entry(aftp_sender *s)
  * for its verdict, or at the newest offered. */
 static int advance_cursor(aftp_sender *s)
 {
-    s->cursor_ready = 0;
+    s->cursor_ready = s->cursor_busy = 0;
     for (;;) {
         if (s->cursor_entry < s->entries.oldest) {
             s->cursor_entry = s->entries.oldest;
@@ -1549,7 +1559,7 @@ static int advance_cursor(aftp_sender *s)
             s->cursor_started = 1;
         }
         int rc = hash_held_blocks(s, e);
-        if (rc != AFTP_OK)
+        if (rc != AFTP_OK || s->cursor_busy)
             return rc;
         if (s->next_block < e->base + e->blocks) {
             s->cursor_ready = 1;
@@ -1731,6 +1741,8 @@ uint64_t aftp_sender_expiry(const aftp_sender *s)
         t = s->timer_deadline;
     if (s->mode == MODE_PIPELINED && s->ctl_deadline < t)
         t = s->ctl_deadline;
+    if (s->cursor_busy)
+        t = s->ss.now_ns; /* hashing a resumed file: the next step is due now */
     if (next_output(s) != OUT_NONE && aftp_pacer_next_send(&s->pacer) < t)
         t = aftp_pacer_next_send(&s->pacer);
     return t;
