@@ -1741,7 +1741,7 @@ uint64_t aftp_sender_expiry(const aftp_sender *s)
         t = s->timer_deadline;
     if (s->mode == MODE_PIPELINED && s->ctl_deadline < t)
         t = s->ctl_deadline;
-    if (s->cursor_busy)
+    if (s->cursor_busy && s->ss.state == AFTP_STATE_TRANSFER)
         t = s->ss.now_ns; /* hashing a resumed file: the next step is due now */
     if (next_output(s) != OUT_NONE && aftp_pacer_next_send(&s->pacer) < t)
         t = aftp_pacer_next_send(&s->pacer);
