@@ -73,3 +73,11 @@ int aftp_repairq_pop(aftp_repairq *q, uint64_t *block)
     *index_of(q, *block) = 0;
     return 1;
 }
+
+int aftp_repairq_peek(const aftp_repairq *q, uint64_t *block)
+{
+    if (q->head == q->tail)
+        return 0;
+    *block = q->fifo[q->head & (q->cap - 1)];
+    return 1;
+}

@@ -39,6 +39,8 @@ int aftp_repairq_contains(const aftp_repairq *q, uint64_t block);
 int aftp_repairq_push(aftp_repairq *q, uint64_t block);
 /* 1 and the oldest queued block, or 0 when empty. */
 int aftp_repairq_pop(aftp_repairq *q, uint64_t *block);
+/* The same without removing it. */
+int aftp_repairq_peek(const aftp_repairq *q, uint64_t *block);
 uint64_t aftp_repairq_len(const aftp_repairq *q);
 
 #endif /* AFTP_REPAIRQ_H */

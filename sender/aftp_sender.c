@@ -4,6 +4,13 @@
  * pacing, probe and idle timers, closing. Behaviour: spec/aftp-protocol.md
  * sections 9, 10 and 14; the section numbers below refer to it.
  *
+ * Pipelined mode (section 9.14, when the HELLO_ACK carries PIPELINE): the
+ * application's entries (sender/aftp_entryq) go out in ENTRIES batches
+ * ahead of the data, common/aftp_stream checks the verdicts, and the
+ * one-file machinery (sent log, repair queue, rate control, probes) runs
+ * over the session stream, keyed by stream block; FILE_DONE and
+ * FILE_RESULT are per entry.
+ *
  * Protected sessions: message 1 of the handshake is built once at
  * aftp_sender_new and every HELLO (resends, the answer to a RETRY) carries
  * the same bytes; HELLO_ACK's message 2 authenticates the server and the
@@ -26,7 +33,9 @@
 #include "common/aftp_rtt.h"
 #include "common/aftp_sentlog.h"
 #include "common/aftp_session.h"
+#include "common/aftp_stream.h"
 #include "proto/aftp_wire.h"
+#include "sender/aftp_entryq.h"
 #include "sender/aftp_repairq.h"
 
 #define NS_PER_MS UINT64_C(1000000)
@@ -47,6 +56,10 @@
  * 8 only at 89%, so a real path stays far below while a receiver that
  * keeps listing held blocks missing is cut off. */
 #define REPAIR_BOUND_PER_BLOCK 8
+/* Held blocks of a resumed file read for its digest per call into the
+ * engine: a file resumed after gigabytes is hashed a step at a time, so
+ * packets are still read and sent meanwhile. */
+#define HASH_STEP_BLOCKS 1024
 #define REPAIR_BOUND_SLACK 256
 
 enum file_phase {
@@ -54,6 +67,13 @@ enum file_phase {
     PHASE_OFFER,       /* FILE_OFFER sent, waiting for FILE_REPLY */
     PHASE_DATA,        /* first transmissions in progress */
     PHASE_WAIT_RESULT  /* every block sent once, FILE_DONE out, repairs go on */
+};
+
+/* Which protocol the session runs (spec 9.14): known at HELLO_ACK. */
+enum session_mode {
+    MODE_UNKNOWN,   /* handshake: the receiver has not said */
+    MODE_ONE_FILE,  /* sections 9.4-9.10: one FILE_OFFER at a time */
+    MODE_PIPELINED  /* section 9.14: ENTRIES, VERDICTS, one stream */
 };
 
 typedef struct sender_file {
@@ -105,6 +125,31 @@ struct aftp_sender {
     uint8_t token[AFTP_WIRE_MAX_TOKEN];
     uint16_t token_len;
     uint64_t rate_cap_bps;  /* the receiver's cap (RATE_CAP), 0: none */
+
+    /* Pipelined mode (section 9.14). The application's entries wait in
+     * `entries` (pipeline_window of them at most); `stream` applies the
+     * verdict rules over the negotiated window W. First transmissions walk
+     * the stream with next_block, inside entry cursor_entry. */
+    int mode;               /* enum session_mode */
+    uint32_t last_entry_id; /* the newest id the application gave */
+    aftp_entryq entries;
+    aftp_stream stream;
+    aftp_wire_entry *records;  /* scratch for one ENTRIES */
+    uint64_t offered_end;   /* stream end of the newest entry offered */
+    uint32_t cursor_entry;  /* the entry next_block lies in */
+    int cursor_started;     /* its digest has begun */
+    int cursor_ready;       /* next_block is a block to send for the first time */
+    int cursor_busy;        /* held blocks remain to hash before it can move on */
+    uint32_t resend_from;   /* a round of ENTRIES resends: next id to look at; 0: none */
+    /* The control timer of pipelined mode: each ENTRIES and FILE_DONE is
+     * resent one PTO after it left unanswered, however much else the
+     * receiver answers meanwhile (FEEDBACK and other verdicts keep coming). */
+    uint64_t ctl_deadline;
+    uint64_t resend_before; /* this round resends what left at or before this */
+    unsigned ctl_backoff;
+    int ctl_answered;       /* a verdict or FILE_RESULT came since the last expiry */
+    uint64_t first_sent;    /* first transmissions (the repair bound's `sent`) */
+    uint64_t last_new_block; /* the latest block sent for the first time */
 };
 
 /* ---- settings and lifetime ---- */
@@ -126,7 +171,8 @@ static int settings_valid(const aftp_sender_settings *s)
            s->idle_timeout_ns > 0 && s->initial_rtt_ns > 0 && s->storage != NULL &&
            s->storage->view != NULL && s->storage->close != NULL && s->policy >= AFTP_CC_FAIR &&
            s->policy <= AFTP_CC_LOW &&
-           (s->max_rate_bps == 0 || s->max_rate_bps >= s->min_rate_bps);
+           (s->max_rate_bps == 0 || s->max_rate_bps >= s->min_rate_bps) &&
+           s->pipeline_window <= AFTP_WIRE_MAX_WINDOW;
 }
 
 /* The fastest the sender may pace: the rate itself when fixed. */
@@ -259,6 +305,9 @@ int aftp_sender_new(const aftp_sender_settings *settings, uint64_t now_ns, aftp_
         rc = aftp_repairq_init(&s->repairs, aftp_sentlog_slots(&s->log));
     if (rc == AFTP_OK)
         rc = aftp_digest_new(&s->hash);
+    s->mode = settings->pipeline_window > 0 ? MODE_UNKNOWN : MODE_ONE_FILE;
+    if (rc == AFTP_OK && settings->pipeline_window > 0)
+        rc = aftp_entryq_init(&s->entries, settings->pipeline_window);
     if (rc != AFTP_OK) {
         aftp_sender_del(s);
         return rc;
@@ -279,6 +328,9 @@ void aftp_sender_del(aftp_sender *s)
     for (size_t i = 0; i < s->file_count; i++)
         free(s->files[i].path);
     free(s->files);
+    aftp_entryq_free(&s->entries);
+    aftp_stream_free(&s->stream);
+    free(s->records);
     aftp_sentlog_free(&s->log);
     aftp_repairq_free(&s->repairs);
     aftp_digest_del(s->hash);
@@ -336,12 +388,15 @@ static void end_file(aftp_sender *s, int error, const uint8_t *digest, const cha
     s->ss.on_event(s->ss.user, &ev);
 }
 
+static void end_all_entries(aftp_sender *s, int error, const char *message);
+
 /* The session ends abruptly (idle, peer's CLOSE, version): the active file
- * ends with the same error, then CLOSED. */
+ * (or every live entry) ends with the same error, then CLOSED. */
 static void close_now(aftp_sender *s, int error)
 {
     if (file_active(s))
         end_file(s, error, NULL, NULL);
+    end_all_entries(s, error, NULL);
     aftp_session_set_closed(&s->ss, error);
 }
 
@@ -351,6 +406,7 @@ static void fail_and_close(aftp_sender *s, int error)
 {
     if (file_active(s))
         end_file(s, error, NULL, NULL);
+    end_all_entries(s, error, NULL);
     aftp_session_start_closing(&s->ss, error, aftp_errmap_to_wire(error), drain_time(s));
 }
 
@@ -361,6 +417,7 @@ static void fail_and_close_saying(aftp_sender *s, int error, const char *why)
     aftp_session_set_text(&s->ss, why);
     if (file_active(s))
         end_file(s, error, s->phase == PHASE_WAIT_RESULT ? s->digest : NULL, why);
+    end_all_entries(s, error, why);
     aftp_session_start_closing(&s->ss, error, aftp_errmap_to_wire(error), drain_time(s));
 }
 
@@ -369,10 +426,31 @@ static uint32_t largest_block(const aftp_sender *s)
     return (uint32_t)(s->ss.max_datagram - AFTP_WIRE_DATA_OVERHEAD);
 }
 
+/* A block size the negotiated datagram cannot carry ends the session
+ * (1, after saying why). */
+static int block_size_too_large(aftp_sender *s, uint32_t block_size)
+{
+    char why[160];
+    if (block_size <= largest_block(s))
+        return 0;
+    snprintf(why, sizeof why, "blocks of %" PRIu32 " bytes need %" PRIu32 "-byte datagrams, "
+             "above this session's limit of %u bytes", block_size,
+             block_size + AFTP_WIRE_DATA_OVERHEAD, (unsigned)s->ss.max_datagram);
+    fail_and_close_saying(s, AFTP_ERR_LIMIT, why);
+    return 1;
+}
+
 /* Offers the next queued file, or closes after the last one (section 9.10). */
 static void start_next_file(aftp_sender *s)
 {
     sender_file *f = current_file(s);
+    if (s->mode == MODE_PIPELINED) {
+        /* Section 9.14.3: CLOSE(NONE) once every entry ended. */
+        if (s->ss.state == AFTP_STATE_TRANSFER && s->finished &&
+            s->entries.oldest > s->entries.newest)
+            aftp_session_start_closing(&s->ss, AFTP_OK, AFTP_WIRE_ERR_NONE, drain_time(s));
+        return;
+    }
     if (s->ss.state != AFTP_STATE_TRANSFER || file_active(s))
         return;
     if (f == NULL) {
@@ -384,14 +462,8 @@ static void start_next_file(aftp_sender *s)
     if (f->info.block_size == 0)
         f->info.block_size = largest_block(s);
     s->phase = PHASE_OFFER;
-    if (f->info.block_size > largest_block(s)) {
-        char why[160];
-        snprintf(why, sizeof why, "blocks of %" PRIu32 " bytes need %" PRIu32 "-byte datagrams, "
-                 "above this session's limit of %u bytes", f->info.block_size,
-                 f->info.block_size + AFTP_WIRE_DATA_OVERHEAD, (unsigned)s->ss.max_datagram);
-        fail_and_close_saying(s, AFTP_ERR_LIMIT, why);
+    if (block_size_too_large(s, f->info.block_size))
         return;
-    }
     s->offer_due = 1;
     s->backoff = 0;
     arm_timer(s);
@@ -413,12 +485,14 @@ static int info_valid(const aftp_sender *s, const aftp_file_info *info)
     return s->file_count == 0 || info->file_id > s->files[s->file_count - 1].info.file_id;
 }
 
-int aftp_sender_add_file(aftp_sender *s, const aftp_file_info *info)
+static int accepts_more(const aftp_sender *s)
 {
-    if (s == NULL || !info_valid(s, info))
-        return AFTP_ERR_INVALID_ARGUMENT;
-    if (s->finished || s->ss.state == AFTP_STATE_CLOSING || s->ss.state == AFTP_STATE_CLOSED)
-        return AFTP_ERR_INVALID_STATE;
+    return !s->finished && s->ss.state != AFTP_STATE_CLOSING && s->ss.state != AFTP_STATE_CLOSED;
+}
+
+/* One-file mode's queue (unbounded: add_file's contract). */
+static int queue_file(aftp_sender *s, const aftp_file_info *info)
+{
     if (s->file_count == s->file_cap) {
         size_t cap = s->file_cap ? 2 * s->file_cap : 8;
         sender_file *grown = realloc(s->files, cap * sizeof *grown);
@@ -434,8 +508,23 @@ int aftp_sender_add_file(aftp_sender *s, const aftp_file_info *info)
     f->info = *info;
     f->info.path = f->path;
     s->file_count++;
+    s->last_entry_id = info->file_id;
     start_next_file(s);
     return AFTP_OK;
+}
+
+int aftp_sender_add_file(aftp_sender *s, const aftp_file_info *info)
+{
+    if (s == NULL || !info_valid(s, info))
+        return AFTP_ERR_INVALID_ARGUMENT;
+    if (!accepts_more(s))
+        return AFTP_ERR_INVALID_STATE;
+    if (s->mode != MODE_ONE_FILE) {
+        /* A session that may be pipelined numbers files as entries. */
+        aftp_entry_info entry = {.file = *info, .kind = AFTP_ENTRY_FILE};
+        return aftp_sender_add_entry(s, &entry);
+    }
+    return queue_file(s, info);
 }
 
 void aftp_sender_finish(aftp_sender *s)
@@ -444,6 +533,124 @@ void aftp_sender_finish(aftp_sender *s)
         return;
     s->finished = 1;
     start_next_file(s);
+}
+
+/* ---- entries (pipelined mode, section 9.14) ---- */
+
+/* The kinds' own rules on top of add_file's (spec 6.13). */
+static int entry_valid(const aftp_sender *s, const aftp_entry_info *e)
+{
+    if (!info_valid(s, &e->file))
+        return 0;
+    if (e->kind == AFTP_ENTRY_FILE)
+        return e->target == NULL;
+    if (e->kind != AFTP_ENTRY_DIR && e->kind != AFTP_ENTRY_SYMLINK)
+        return 0;
+    if (e->file.size != 0 || e->file.block_size != 0)
+        return 0;
+    if (e->kind == AFTP_ENTRY_DIR)
+        return e->target == NULL;
+    size_t target_len = e->target ? strnlen(e->target, AFTP_WIRE_MAX_PATH + 1) : 0;
+    return target_len > 0 && target_len <= AFTP_WIRE_MAX_PATH;
+}
+
+/* The bytes of a file's blocks that RESUME listed held (the last block
+ * may be short). */
+static uint64_t held_bytes(const aftp_entryq_item *e)
+{
+    uint32_t bs = e->info.file.block_size;
+    uint64_t bytes = e->held_blocks * bs;
+    if (e->blocks > 0 && aftp_entryq_is_held(e, e->blocks - 1))
+        bytes -= bs - aftp_wire_block_len(e->info.file.size, bs, e->blocks - 1);
+    return bytes;
+}
+
+static void entry_event(aftp_sender *s, const aftp_entryq_item *e, int type, int error,
+                        const uint8_t *digest, const char *message)
+{
+    if (s->ss.on_event == NULL)
+        return;
+    aftp_event ev = {.type = type, .error = error, .info = &e->info.file, .digest = digest,
+                     .message = message, .verdict = e->verdict,
+                     .held_bytes = e->state == AFTP_ENTRYQ_QUEUED ? 0 : held_bytes(e)};
+    s->ss.on_event(s->ss.user, &ev);
+}
+
+/* Entry e ends with `error`: its source is released, FILE_END for a file
+ * that was being sent, then ENTRY_END; its slot is freed after the events
+ * (so the application adds more once the callback has returned). */
+static void end_entry(aftp_sender *s, aftp_entryq_item *e, int error, const uint8_t *digest,
+                      const char *message)
+{
+    uint32_t id = e->info.file.file_id;
+    int was_sending = e->state == AFTP_ENTRYQ_SENDING || e->state == AFTP_ENTRYQ_DONE_SENT;
+    if (e->state == AFTP_ENTRYQ_QUEUED || e->state == AFTP_ENTRYQ_OFFERED)
+        e->verdict = AFTP_WIRE_VERDICT_REFUSED; /* ended before the receiver decided */
+    if (e->done_due)
+        s->done_due--;
+    e->done_due = 0;
+    aftp_stream_end(&s->stream, id, aftp_errmap_to_wire(error));
+    if (e->info.kind == AFTP_ENTRY_FILE)
+        s->set.storage->close(s->set.user, id, error == AFTP_OK);
+    if (was_sending)
+        entry_event(s, e, AFTP_EV_FILE_END, error, digest, message);
+    entry_event(s, e, AFTP_EV_ENTRY_END, error, digest, message);
+    aftp_entryq_end(&s->entries, id);
+}
+
+/* The session ends: every entry still live ends with its error. */
+static void end_all_entries(aftp_sender *s, int error, const char *message)
+{
+    for (uint32_t id = s->entries.oldest; id != 0 && id <= s->entries.newest; id++) {
+        aftp_entryq_item *e = aftp_entryq_find(&s->entries, id);
+        if (e != NULL && e->state != AFTP_ENTRYQ_ENDED)
+            end_entry(s, e, error, NULL, message);
+    }
+}
+
+/* No PIPELINE in the HELLO_ACK: the entries queued so far go the one-file
+ * way; a DIR or SYMLINK cannot, and ends at once. */
+static const char no_pipeline_text[] =
+    "the receiver does not run pipelined mode (no PIPELINE in its HELLO_ACK): directories and "
+    "symbolic links cannot be sent to it";
+
+static void refuse_unsent(aftp_sender *s, aftp_entryq_item *e)
+{
+    e->verdict = AFTP_WIRE_VERDICT_REFUSED;
+    entry_event(s, e, AFTP_EV_ENTRY_END, AFTP_ERR_PEER_REFUSED, NULL, no_pipeline_text);
+}
+
+static void fall_back_to_one_file(aftp_sender *s)
+{
+    s->mode = MODE_ONE_FILE;
+    for (uint32_t id = s->entries.oldest; id <= s->entries.newest; id++) {
+        aftp_entryq_item *e = aftp_entryq_find(&s->entries, id);
+        if (e->info.kind == AFTP_ENTRY_FILE)
+            queue_file(s, &e->info.file);
+        else
+            refuse_unsent(s, e);
+    }
+    aftp_entryq_free(&s->entries);
+}
+
+int aftp_sender_add_entry(aftp_sender *s, const aftp_entry_info *info)
+{
+    if (s == NULL || info == NULL || !entry_valid(s, info))
+        return AFTP_ERR_INVALID_ARGUMENT;
+    if (!accepts_more(s))
+        return AFTP_ERR_INVALID_STATE;
+    if (s->mode == MODE_ONE_FILE) {
+        if (info->kind == AFTP_ENTRY_FILE)
+            return queue_file(s, &info->file);
+        return AFTP_ERR_PEER_REFUSED;
+    }
+    /* Section 9.14.1: ids 1, 2, 3 ... in the order offered. */
+    if (info->file.file_id != s->last_entry_id + 1)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    int rc = aftp_entryq_add(&s->entries, info);
+    if (rc == AFTP_OK)
+        s->last_entry_id = info->file.file_id;
+    return rc;
 }
 
 /* ---- input ---- */
@@ -503,6 +710,27 @@ static int accept_protected_ack(aftp_sender *s, const aftp_wire_hello_ack *a)
     return -1;
 }
 
+/* Section 12.3.2: a HELLO_ACK's PIPELINE must be 4 bytes, a window of
+ * 1..the one this side proposed, and only when it proposed one. */
+static int pipeline_broken(const aftp_sender *s, const aftp_wire_hello_ack *a, char *why,
+                           size_t cap)
+{
+    uint32_t window = 0;
+    int found = aftp_wire_ext_pipeline(a->ext, a->ext_len, &window);
+    if (found < 0) {
+        snprintf(why, cap, "the receiver's HELLO_ACK carries a PIPELINE that is not a u32 "
+                 "window of 1-%u (spec 12.3.2)", (unsigned)AFTP_WIRE_MAX_WINDOW);
+        return 1;
+    }
+    if (found > 0 && window > s->set.pipeline_window) {
+        snprintf(why, cap, "the receiver's HELLO_ACK carries a PIPELINE window of %" PRIu32
+                 " entries, above the %" PRIu32 " this side proposed (spec 12.3.2)", window,
+                 s->set.pipeline_window);
+        return 1;
+    }
+    return 0;
+}
+
 /* Section 6.3's field checks, on a HELLO_ACK that is authenticated (or in
  * an unprotected session, where nothing is): 1 and why when one fails.
  * (A protected ack's cipher was checked before authentication.) */
@@ -526,7 +754,7 @@ static int ack_fields_broken(const aftp_sender *s, const aftp_wire_hello_ack *a,
                  "u64 (spec 12.3)");
         return 1;
     }
-    return 0;
+    return pipeline_broken(s, a, why, cap);
 }
 
 /* The fastest this sender may pace: its user's maximum, lowered to the
@@ -547,6 +775,28 @@ static void obey_rate_cap(aftp_sender *s, const aftp_wire_hello_ack *a)
         s->rate_cap_bps = 0;
     aftp_cc_set_limits(&s->cc, s->set.min_rate_bps, effective_max_rate(s));
     sync_pacer(s);
+}
+
+/* Section 12.3.2: the session is pipelined exactly when the HELLO_ACK
+ * (checked by pipeline_broken) carries PIPELINE. The repair queue then
+ * holds stream blocks, whatever entry they belong to. */
+static int choose_mode(aftp_sender *s, const aftp_wire_hello_ack *a)
+{
+    uint32_t window = 0;
+    if (s->mode == MODE_ONE_FILE)
+        return AFTP_OK;
+    if (aftp_wire_ext_pipeline(a->ext, a->ext_len, &window) <= 0) {
+        fall_back_to_one_file(s);
+        return AFTP_OK;
+    }
+    s->mode = MODE_PIPELINED;
+    s->ctl_deadline = AFTP_NO_EXPIRY;
+    s->records = calloc(AFTP_WIRE_MAX_ENTRIES, sizeof *s->records);
+    if (s->records == NULL)
+        return AFTP_ERR_NO_MEMORY;
+    aftp_repairq_reset(&s->repairs, AFTP_WIRE_MAX_BLOCKS);
+    s->cursor_entry = 1;
+    return aftp_stream_init(&s->stream, window);
 }
 
 /* Section 9.3 step 4. Protected: what cannot be the server's answer is
@@ -580,6 +830,10 @@ static void on_hello_ack(aftp_sender *s, const aftp_wire_hello_ack *a)
     }
     s->ss.max_datagram = a->max_datagram;
     obey_rate_cap(s, a);
+    if (choose_mode(s, a) != AFTP_OK) {
+        close_now(s, AFTP_ERR_NO_MEMORY);
+        return;
+    }
     s->ss.state = AFTP_STATE_TRANSFER;
     aftp_session_event(&s->ss, AFTP_EV_CONNECTED, AFTP_OK, NULL, NULL);
     start_next_file(s);
@@ -618,6 +872,7 @@ static void on_file_reply(aftp_sender *s, const aftp_wire_file_reply *r)
     /* Block numbers restart with every file: forget the previous file's. */
     aftp_sentlog_retire(&s->log, UINT64_MAX);
     s->next_block = 0;
+    s->first_sent = 0;
     s->acked_cum = 0;
     s->resends_asked = 0;
     s->has_feedback = 0;
@@ -627,6 +882,23 @@ static void on_file_reply(aftp_sender *s, const aftp_wire_file_reply *r)
     aftp_session_event(&s->ss, AFTP_EV_FILE_START, AFTP_OK, &f->info, NULL);
     if (s->block_count == 0)
         data_sent_once(s);
+}
+
+/* The pipelined entry that holds stream block b, when b may still be
+ * sent: its FILE is being sent and the receiver has not said it holds b
+ * (section 9.14.2: nothing is sent for a held block). */
+static aftp_entryq_item *sendable_entry(aftp_sender *s, uint64_t b)
+{
+    const aftp_stream_entry *se = aftp_stream_locate(&s->stream, b);
+    if (se == NULL || se->state != AFTP_STREAM_ACCEPTED)
+        return NULL;
+    aftp_entryq_item *e = aftp_entryq_find(&s->entries, se->id);
+    return e != NULL && !aftp_entryq_is_held(e, b - e->base) ? e : NULL;
+}
+
+static int repairable(aftp_sender *s, uint64_t b)
+{
+    return s->mode != MODE_PIPELINED || sendable_entry(s, b) != NULL;
 }
 
 /* Spec section 9.9: a block listed missing is lost when its latest
@@ -647,7 +919,7 @@ static void detect_losses(aftp_sender *s, const aftp_wire_feedback *fb)
             end = s->next_block; /* never sent: nothing to repair */
         for (uint64_t b = rg.start; b < end; b++) {
             uint64_t pn, sent_ns;
-            if (aftp_repairq_contains(&s->repairs, b))
+            if (aftp_repairq_contains(&s->repairs, b) || !repairable(s, b))
                 continue;
             if (aftp_sentlog_find_block(&s->log, b, &pn, &sent_ns)) {
                 if (pn > fb->largest_pn)
@@ -704,11 +976,19 @@ static void feed_controller(aftp_sender *s, const aftp_wire_feedback *fb)
  * than the sender becoming its traffic source. */
 static void check_repair_bound(aftp_sender *s)
 {
-    uint64_t bound = REPAIR_BOUND_PER_BLOCK * s->next_block + REPAIR_BOUND_SLACK;
+    uint64_t bound = REPAIR_BOUND_PER_BLOCK * s->first_sent + REPAIR_BOUND_SLACK;
     char why[AFTP_WIRE_MAX_REASON];
     if (s->resends_asked <= bound)
         return;
-    snprintf(why, sizeof why, "the receiver asked for %" PRIu64 " resends of file %" PRIu32
+    if (s->mode == MODE_PIPELINED)
+        snprintf(why, sizeof why, "the receiver asked for %" PRIu64 " resends after %" PRIu64
+                 " blocks of the session were sent, beyond the bound of %d per block sent + "
+                 "%d: it keeps reporting delivered blocks missing, or the path loses more "
+                 "than %d datagrams in %d", s->resends_asked, s->first_sent,
+                 REPAIR_BOUND_PER_BLOCK, REPAIR_BOUND_SLACK, REPAIR_BOUND_PER_BLOCK,
+                 REPAIR_BOUND_PER_BLOCK + 1);
+    else
+        snprintf(why, sizeof why, "the receiver asked for %" PRIu64 " resends of file %" PRIu32
              " after %" PRIu64 " of its %" PRIu64 " blocks were sent, beyond the bound of %d "
              "per block sent + %d: it keeps reporting delivered blocks missing, or the path "
              "loses more than %d datagrams in %d",
@@ -718,12 +998,22 @@ static void check_repair_bound(aftp_sender *s)
     fail_and_close_saying(s, AFTP_ERR_LIMIT, why);
 }
 
+/* Section 9.14.2: a pipelined FEEDBACK reports the stream (file_id 0) up
+ * to the end of the newest entry offered; otherwise the active file. */
+static int feedback_applies(aftp_sender *s, const aftp_wire_feedback *fb)
+{
+    if (s->mode == MODE_PIPELINED)
+        return fb->file_id == 0 && fb->scan_end <= s->offered_end &&
+               fb->blocks_received <= s->offered_end;
+    return (s->phase == PHASE_DATA || s->phase == PHASE_WAIT_RESULT) &&
+           is_current(s, fb->file_id) && feedback_fits_file(s, fb);
+}
+
 static void on_feedback(aftp_sender *s, uint64_t pkt_pn, const aftp_wire_feedback *fb)
 {
     /* Acknowledging a packet never sent, a block past the file or an older
      * FEEDBACK than one already used: drop it. */
-    if ((s->phase != PHASE_DATA && s->phase != PHASE_WAIT_RESULT) || !is_current(s, fb->file_id) ||
-        fb->largest_pn >= s->ss.next_pn || !feedback_fits_file(s, fb) ||
+    if (!feedback_applies(s, fb) || fb->largest_pn >= s->ss.next_pn ||
         (s->has_feedback && pkt_pn <= s->last_feedback_pn)) {
         aftp_session_drop(&s->ss);
         return;
@@ -752,26 +1042,37 @@ static void digest_hex(const uint8_t *digest, char *hex)
  * receiver a digest to check against) is a receiver breaking the protocol
  * about the one fact the transfer exists for: the file fails with
  * AFTP_ERR_DIGEST_MISMATCH and the session closes with DIGEST_MISMATCH. */
-static void refute_verdict(aftp_sender *s, const aftp_wire_file_result *r)
+static void refute_result(const aftp_wire_file_result *r, const uint8_t *streamed,
+                          uint64_t sent, uint64_t count, char *why, size_t cap)
 {
     char theirs[2 * AFTP_DIGEST_LEN + 1], ours[2 * AFTP_DIGEST_LEN + 1];
-    char why[AFTP_WIRE_MAX_REASON];
     digest_hex(r->digest, theirs);
-    if (s->phase == PHASE_WAIT_RESULT) {
-        digest_hex(s->digest, ours);
-        snprintf(why, sizeof why, "file %" PRIu32 " not verified: the receiver reports digest "
+    if (streamed != NULL) {
+        digest_hex(streamed, ours);
+        snprintf(why, cap, "file %" PRIu32 " not verified: the receiver reports digest "
                  "xxh3-128 %s, this side streamed %s", r->file_id, theirs, ours);
     } else {
-        snprintf(why, sizeof why, "file %" PRIu32 " not verified: the receiver reports it "
+        snprintf(why, cap, "file %" PRIu32 " not verified: the receiver reports it "
                  "verified (digest xxh3-128 %s) after %" PRIu64 " of its %" PRIu64
-                 " blocks, before this side sent its digest", r->file_id, theirs,
-                 s->next_block, s->block_count);
+                 " blocks, before this side sent its digest", r->file_id, theirs, sent, count);
     }
+}
+
+static void refute_verdict(aftp_sender *s, const aftp_wire_file_result *r)
+{
+    char why[AFTP_WIRE_MAX_REASON];
+    refute_result(r, s->phase == PHASE_WAIT_RESULT ? s->digest : NULL, s->next_block,
+                  s->block_count, why, sizeof why);
     fail_and_close_saying(s, AFTP_ERR_DIGEST_MISMATCH, why);
 }
 
+static void on_entry_result(aftp_sender *s, const aftp_wire_file_result *r);
 static void on_file_result(aftp_sender *s, const aftp_wire_file_result *r)
 {
+    if (s->mode == MODE_PIPELINED) {
+        on_entry_result(s, r);
+        return;
+    }
     if ((s->phase != PHASE_DATA && s->phase != PHASE_WAIT_RESULT) || !is_current(s, r->file_id)) {
         aftp_session_drop(&s->ss);
         return;
@@ -784,6 +1085,88 @@ static void on_file_result(aftp_sender *s, const aftp_wire_file_result *r)
     }
     end_file(s, aftp_errmap_to_local(r->error), s->phase == PHASE_WAIT_RESULT ? s->digest : NULL,
              NULL);
+    start_next_file(s);
+}
+
+/* A receiver broke a rule of section 9.14.3: CLOSE(PROTOCOL, why). */
+static void protocol_violation(aftp_sender *s, const char *why)
+{
+    aftp_session_set_text(&s->ss, why);
+    end_all_entries(s, AFTP_ERR_MALFORMED, why);
+    aftp_session_start_closing(&s->ss, AFTP_ERR_MALFORMED, AFTP_WIRE_ERR_PROTOCOL, drain_time(s));
+}
+
+/* A new verdict (section 9.14.3): a FILE accepted joins the stream's first
+ * transmissions, RESUME's held blocks excepted; anything else ends the
+ * entry, and its blocks are held (never sent). */
+static void apply_verdict(aftp_sender *s, const aftp_wire_verdict *v, const aftp_stream_entry *se)
+{
+    aftp_entryq_item *e = aftp_entryq_find(&s->entries, v->entry_id);
+    e->verdict = v->verdict;
+    if (se->state == AFTP_STREAM_ACCEPTED) {
+        if (v->verdict == AFTP_WIRE_VERDICT_RESUME && aftp_entryq_hold(e, v) != AFTP_OK) {
+            fail_and_close(s, AFTP_ERR_NO_MEMORY);
+            return;
+        }
+        e->state = AFTP_ENTRYQ_SENDING;
+        entry_event(s, e, AFTP_EV_FILE_START, AFTP_OK, NULL, NULL);
+        return;
+    }
+    e->state = AFTP_ENTRYQ_ENDED; /* by this verdict */
+    end_entry(s, e, v->verdict == AFTP_WIRE_VERDICT_REFUSED ? aftp_errmap_to_local(v->error)
+                                                             : AFTP_OK,
+              NULL, NULL);
+}
+
+static void on_verdicts(aftp_sender *s, const aftp_wire_verdicts *v)
+{
+    aftp_wire_record_iter it;
+    aftp_wire_verdict rec;
+    aftp_stream_entry se;
+    char why[AFTP_WIRE_MAX_REASON];
+    aftp_wire_verdicts_iter_init(&it, v);
+    while (s->ss.state == AFTP_STATE_TRANSFER && aftp_wire_verdicts_next(&it, &rec)) {
+        int rc = aftp_stream_verdict(&s->stream, &rec, &se, why, sizeof why);
+        if (rc < 0) {
+            protocol_violation(s, why);
+            return;
+        }
+        if (rc > 0)
+            apply_verdict(s, &rec, &se);
+    }
+    s->ctl_answered = 1;
+    progress(s);
+    start_next_file(s);
+}
+
+/* Blocks of entry e sent for the first time so far (for messages). */
+static uint64_t entry_blocks_sent(const aftp_sender *s, const aftp_entryq_item *e)
+{
+    if (s->cursor_entry == e->info.file.file_id)
+        return s->next_block - e->base;
+    return s->cursor_entry > e->info.file.file_id ? e->blocks : 0;
+}
+
+/* Section 9.14.3, DONE_SENT + FILE_RESULT: as 9.10, per file. */
+static void on_entry_result(aftp_sender *s, const aftp_wire_file_result *r)
+{
+    aftp_entryq_item *e = aftp_entryq_find(&s->entries, r->file_id);
+    if (e == NULL || (e->state != AFTP_ENTRYQ_SENDING && e->state != AFTP_ENTRYQ_DONE_SENT)) {
+        aftp_session_drop(&s->ss);
+        return;
+    }
+    int done = e->state == AFTP_ENTRYQ_DONE_SENT;
+    if (r->error == AFTP_WIRE_ERR_NONE &&
+        !(done && memcmp(r->digest, e->digest, AFTP_DIGEST_LEN) == 0)) {
+        char why[AFTP_WIRE_MAX_REASON];
+        refute_result(r, done ? e->digest : NULL, entry_blocks_sent(s, e), e->blocks, why,
+                      sizeof why);
+        fail_and_close_saying(s, AFTP_ERR_DIGEST_MISMATCH, why);
+        return;
+    }
+    end_entry(s, e, aftp_errmap_to_local(r->error), done ? e->digest : NULL, NULL);
+    s->ctl_answered = 1;
+    progress(s);
     start_next_file(s);
 }
 
@@ -827,6 +1210,7 @@ static void dispatch(aftp_sender *s, const aftp_wire_packet *p)
     case AFTP_WIRE_FILE_REPLY: on_file_reply(s, &p->u.file_reply); break;
     case AFTP_WIRE_FEEDBACK: on_feedback(s, p->hdr.pn, &p->u.feedback); break;
     case AFTP_WIRE_FILE_RESULT: on_file_result(s, &p->u.file_result); break;
+    case AFTP_WIRE_VERDICTS: on_verdicts(s, &p->u.verdicts); break;
     case AFTP_WIRE_CLOSE: on_close(s, &p->u.close); break;
     default: aftp_session_drop(&s->ss); break;
     }
@@ -835,8 +1219,10 @@ static void dispatch(aftp_sender *s, const aftp_wire_packet *p)
 /* Section 9.2 step 3: the types a client receives; the others only a
  * client sends, so they are no input for it, and dropped before they can
  * count as the server's (an unsealed HELLO would restart the idle timer). */
-static int client_receives(uint8_t type)
+static int client_receives(const aftp_sender *s, uint8_t type)
 {
+    if (type == AFTP_WIRE_VERDICTS) /* only once PIPELINE was negotiated (12.3.2) */
+        return s->mode == MODE_PIPELINED;
     return type == AFTP_WIRE_VERSION_NEG || type == AFTP_WIRE_HELLO_ACK ||
            type == AFTP_WIRE_FILE_REPLY || type == AFTP_WIRE_FEEDBACK ||
            type == AFTP_WIRE_FILE_RESULT || type == AFTP_WIRE_CLOSE || type == AFTP_WIRE_RETRY ||
@@ -851,7 +1237,7 @@ static int admit(aftp_sender *s, const uint8_t *pkt, size_t len, aftp_wire_packe
     aftp_wire_header hdr;
     if (aftp_session_peek(&s->ss, pkt, len, &hdr) != AFTP_OK)
         return 0;
-    if (!client_receives(hdr.type) || hdr.conn_id != s->ss.local_id) {
+    if (!client_receives(s, hdr.type) || hdr.conn_id != s->ss.local_id) {
         aftp_session_drop(&s->ss);
         return 0;
     }
@@ -884,7 +1270,28 @@ int aftp_sender_read(aftp_sender *s, uint64_t now_ns, const uint8_t *pkt, size_t
 
 /* ---- output ---- */
 
-enum output_kind { OUT_NONE, OUT_CLOSE, OUT_HELLO, OUT_OFFER, OUT_DONE, OUT_REPAIR, OUT_NEW, OUT_PROBE };
+enum output_kind {
+    OUT_NONE, OUT_CLOSE, OUT_HELLO, OUT_OFFER, OUT_ENTRIES, OUT_DONE, OUT_REPAIR, OUT_NEW,
+    OUT_PROBE
+};
+
+/* Section 9.14.3: a resend round is under way, or the next entry is queued
+ * and inside the entry window. */
+static int entries_due(const aftp_sender *s)
+{
+    uint32_t next = s->stream.newest + 1;
+    return s->mode == MODE_PIPELINED &&
+           (s->resend_from != 0 ||
+            (next <= s->entries.newest &&
+             (uint64_t)next < (uint64_t)s->stream.oldest + s->stream.window));
+}
+
+static int new_block_ready(const aftp_sender *s)
+{
+    if (s->mode == MODE_PIPELINED)
+        return s->cursor_ready;
+    return s->phase == PHASE_DATA && s->next_block < s->block_count;
+}
 
 /* What the next datagram would be, in priority order: control first, then
  * repairs, then new blocks, then a probe (sections 9.7, 10.4). */
@@ -899,6 +1306,8 @@ static int next_output(const aftp_sender *s)
     }
     if (s->offer_due)
         return OUT_OFFER;
+    if (entries_due(s))
+        return OUT_ENTRIES;
     if (s->done_due)
         return OUT_DONE;
     /* DATA beyond the controller's inflight cap waits for FEEDBACK; probes
@@ -906,7 +1315,7 @@ static int next_output(const aftp_sender *s)
     int may_send_data = aftp_cc_may_send(&s->cc);
     if (may_send_data && aftp_repairq_len(&s->repairs) > 0)
         return OUT_REPAIR;
-    if (may_send_data && s->phase == PHASE_DATA && s->next_block < s->block_count)
+    if (may_send_data && new_block_ready(s))
         return OUT_NEW;
     if (s->probe_due)
         return OUT_PROBE;
@@ -914,8 +1323,9 @@ static int next_output(const aftp_sender *s)
 }
 
 /* The HELLO's extensions: message 1, the RETRY token once there is one,
- * and RATE_CAP: this sender honours a receiver's cap (section 12.3). */
-#define HELLO_EXT_MAX (3u * 4u + AFTP_HS_MAX_INIT + AFTP_WIRE_MAX_TOKEN)
+ * RATE_CAP: this sender honours a receiver's cap (section 12.3), and
+ * PIPELINE when the application asked for pipelined mode (12.3.2). */
+#define HELLO_EXT_MAX (4u * 4u + AFTP_HS_MAX_INIT + AFTP_WIRE_MAX_TOKEN + AFTP_WIRE_PIPELINE_LEN)
 
 static int hello_extensions(const aftp_sender *s, uint8_t *ext, uint16_t *ext_len)
 {
@@ -928,6 +1338,8 @@ static int hello_extensions(const aftp_sender *s, uint8_t *ext, uint16_t *ext_le
         rc = aftp_wire_ext_put(&w, AFTP_WIRE_EXT_COOKIE, s->token, s->token_len);
     if (rc == AFTP_OK)
         rc = aftp_wire_ext_put_rate_cap(&w, 0);
+    if (rc == AFTP_OK && s->set.pipeline_window > 0)
+        rc = aftp_wire_ext_put_pipeline(&w, s->set.pipeline_window);
     *ext_len = (uint16_t)w.pos;
     return rc;
 }
@@ -965,16 +1377,216 @@ static int encode_offer(aftp_sender *s, uint8_t *buf, size_t cap, aftp_datagram 
     return aftp_session_encode(&s->ss, &p, buf, cap, dg);
 }
 
+/* Pipelined: the control timer runs while anything it resends is out. */
+static void arm_control_timer(aftp_sender *s)
+{
+    if (s->ctl_deadline == AFTP_NO_EXPIRY)
+        s->ctl_deadline = s->ss.now_ns + aftp_rtt_pto_backoff(&s->rtt, s->ctl_backoff);
+}
+
+/* The pipelined entry whose FILE_DONE is due, oldest first. */
+static aftp_entryq_item *first_done_due(aftp_sender *s)
+{
+    for (uint32_t id = s->entries.oldest; id <= s->entries.newest; id++) {
+        aftp_entryq_item *e = aftp_entryq_find(&s->entries, id);
+        if (e->done_due)
+            return e;
+    }
+    return NULL;
+}
+
 static int encode_done(aftp_sender *s, uint8_t *buf, size_t cap, aftp_datagram *dg)
 {
     aftp_wire_packet p;
     aftp_session_packet(&s->ss, AFTP_WIRE_FILE_DONE, &p);
-    p.u.file_done.file_id = current_file(s)->info.file_id;
-    p.u.file_done.block_count = s->block_count;
-    memcpy(p.u.file_done.digest, s->digest, AFTP_DIGEST_LEN);
-    s->done_due = 0;
+    if (s->mode == MODE_PIPELINED) {
+        aftp_entryq_item *e = first_done_due(s);
+        p.u.file_done.file_id = e->info.file.file_id;
+        p.u.file_done.block_count = e->blocks;
+        memcpy(p.u.file_done.digest, e->digest, AFTP_DIGEST_LEN);
+        e->done_due = 0;
+        e->state = AFTP_ENTRYQ_DONE_SENT;
+        e->sent_ns = s->ss.now_ns;
+        s->done_due--;
+        arm_control_timer(s);
+    } else {
+        p.u.file_done.file_id = current_file(s)->info.file_id;
+        p.u.file_done.block_count = s->block_count;
+        memcpy(p.u.file_done.digest, s->digest, AFTP_DIGEST_LEN);
+        s->done_due = 0;
+    }
     arm_timer(s);
     return aftp_session_encode(&s->ss, &p, buf, cap, dg);
+}
+
+/* ---- pipelined output (section 9.14) ---- */
+
+/* The next entry, from `from` on, still waiting for its verdict; 0: none. */
+static uint32_t next_offered(aftp_sender *s, uint32_t from)
+{
+    if (from < s->entries.oldest)
+        from = s->entries.oldest;
+    for (uint32_t id = from; id <= s->stream.newest; id++) {
+        const aftp_entryq_item *e = aftp_entryq_find(&s->entries, id);
+        if (e != NULL && e->state == AFTP_ENTRYQ_OFFERED && e->sent_ns <= s->resend_before)
+            return id;
+    }
+    return 0;
+}
+
+/* Section 9.14.2: an entry offered for the first time takes its place at
+ * the end of the stream; the table of verdict rules learns it. */
+static void place_entry(aftp_sender *s, aftp_entryq_item *e)
+{
+    aftp_wire_entry rec;
+    e->base = s->offered_end;
+    e->blocks = e->info.kind == AFTP_ENTRY_FILE
+                    ? aftp_wire_block_count(e->info.file.size, e->info.file.block_size)
+                    : 0;
+    s->offered_end += e->blocks;
+    e->state = AFTP_ENTRYQ_OFFERED;
+    aftp_entryq_record(e, &rec);
+    aftp_stream_add(&s->stream, &rec, NULL, 0); /* in order, in the window: always added */
+}
+
+/* The entry record of `id` for the next ENTRIES, when it is one: an
+ * OFFERED entry in a resend round, else a queued one inside the window
+ * (placed in the stream now). 0 when the run ends here. */
+static int take_entry(aftp_sender *s, uint32_t id, int resend, size_t room, aftp_wire_entry *rec)
+{
+    aftp_entryq_item *e = aftp_entryq_find(&s->entries, id);
+    if (e == NULL || e->state != (resend ? AFTP_ENTRYQ_OFFERED : AFTP_ENTRYQ_QUEUED) ||
+        (resend && e->sent_ns > s->resend_before))
+        return 0;
+    if (!resend && (uint64_t)id >= (uint64_t)s->stream.oldest + s->stream.window)
+        return 0;
+    if (e->info.kind == AFTP_ENTRY_FILE && e->info.file.block_size == 0)
+        e->info.file.block_size = largest_block(s);
+    aftp_entryq_record(e, rec);
+    if (aftp_wire_entry_len(rec) > room)
+        return 0;
+    if (!resend)
+        place_entry(s, e);
+    aftp_entryq_record(e, rec); /* with its base */
+    e->sent_ns = s->ss.now_ns;
+    return 1;
+}
+
+/* One ENTRIES: a run of consecutive entries, as many as fit the datagram
+ * (section 9.14.3), resends first. */
+static int encode_entries(aftp_sender *s, uint8_t *buf, size_t cap, aftp_datagram *dg)
+{
+    size_t room = s->ss.max_datagram - AFTP_WIRE_HEADER_LEN - 2 - aftp_session_overhead(&s->ss);
+    int resend = s->resend_from != 0;
+    uint32_t id = resend ? s->resend_from : s->stream.newest + 1;
+    uint16_t count = 0;
+    while (count < AFTP_WIRE_MAX_ENTRIES && take_entry(s, id, resend, room, &s->records[count])) {
+        room -= aftp_wire_entry_len(&s->records[count]);
+        count++;
+        id++;
+    }
+    if (resend)
+        s->resend_from = next_offered(s, id);
+    if (count == 0) {
+        char why[AFTP_WIRE_MAX_REASON];
+        snprintf(why, sizeof why, "entry %" PRIu32 " needs an ENTRIES record of more than the "
+                 "%zu bytes a %u-byte datagram leaves: shorten its path or target", id, room,
+                 (unsigned)s->ss.max_datagram);
+        fail_and_close_saying(s, AFTP_ERR_LIMIT, why);
+        return AFTP_ERR_LIMIT;
+    }
+    arm_control_timer(s);
+    aftp_wire_packet p;
+    aftp_session_packet(&s->ss, AFTP_WIRE_ENTRIES, &p);
+    p.u.entries.count = count;
+    p.u.entries.entries = s->records;
+    return aftp_session_encode(&s->ss, &p, buf, cap, dg);
+}
+
+/* The first transmissions pass the blocks RESUME said are held, reading
+ * them through `view` for the digest only (section 9.14.2). */
+static int hash_held_blocks(aftp_sender *s, const aftp_entryq_item *e)
+{
+    const aftp_file_info *f = &e->info.file;
+    for (unsigned step = 0; s->next_block < e->base + e->blocks &&
+                            aftp_entryq_is_held(e, s->next_block - e->base);
+         step++) {
+        if (step == HASH_STEP_BLOCKS) {
+            s->cursor_busy = 1; /* the next call goes on */
+            return AFTP_OK;
+        }
+        uint64_t file_block = s->next_block - e->base;
+        uint32_t len = aftp_wire_block_len(f->size, f->block_size, file_block);
+        const uint8_t *bytes;
+        int rc = s->set.storage->view(s->set.user, f->file_id, file_block * f->block_size, len,
+                                      &bytes);
+        if (rc != AFTP_OK)
+            return rc;
+        aftp_digest_update(s->hash, bytes, len);
+        s->next_block++;
+    }
+    return AFTP_OK;
+}
+
+static void next_cursor_entry(aftp_sender *s)
+{
+    s->cursor_entry++;
+    s->cursor_started = 0;
+}
+
+/* Moves the first transmissions (section 9.14.2) to the next block to
+ * send: past ended entries and held blocks, finishing each file's digest
+ * and queuing its FILE_DONE on the way; it stops at an entry that waits
+ * for its verdict, or at the newest offered. */
+static int advance_cursor(aftp_sender *s)
+{
+    s->cursor_ready = s->cursor_busy = 0;
+    for (;;) {
+        if (s->cursor_entry < s->entries.oldest) {
+            s->cursor_entry = s->entries.oldest;
+            s->cursor_started = 0;
+        }
+        aftp_entryq_item *e = aftp_entryq_find(&s->entries, s->cursor_entry);
+        if (e == NULL || s->cursor_entry > s->stream.newest || e->state == AFTP_ENTRYQ_OFFERED)
+            return AFTP_OK;
+        if (e->state != AFTP_ENTRYQ_SENDING) {
+            next_cursor_entry(s);
+            continue;
+        }
+        if (!s->cursor_started) {
+            s->next_block = e->base;
+            aftp_digest_reset(s->hash);
+            s->cursor_started = 1;
+        }
+        int rc = hash_held_blocks(s, e);
+        if (rc != AFTP_OK || s->cursor_busy)
+            return rc;
+        if (s->next_block < e->base + e->blocks) {
+            s->cursor_ready = 1;
+            return AFTP_OK;
+        }
+        aftp_digest_final(s->hash, e->digest);
+        e->done_due = 1;
+        s->done_due++;
+        next_cursor_entry(s);
+    }
+}
+
+/* Before choosing a pipelined datagram: repairs and a probe of blocks
+ * whose entry ended since are dropped (nothing is sent for a held block),
+ * a finished resend round ends, the first transmissions move on. */
+static int prepare_stream(aftp_sender *s)
+{
+    uint64_t b;
+    if (s->mode != MODE_PIPELINED || s->ss.state != AFTP_STATE_TRANSFER)
+        return AFTP_OK;
+    while (aftp_repairq_peek(&s->repairs, &b) && sendable_entry(s, b) == NULL)
+        aftp_repairq_pop(&s->repairs, &b);
+    if (s->probe_due && sendable_entry(s, s->last_new_block) == NULL)
+        s->probe_due = 0;
+    if (s->resend_from != 0)
+        s->resend_from = next_offered(s, s->resend_from);
+    return advance_cursor(s);
 }
 
 /* Fills dg with a DATA datagram whose 28-byte head is in buf: protected,
@@ -1000,11 +1612,21 @@ static int seal_data(aftp_sender *s, const uint8_t *payload, uint32_t len, uint8
 static int encode_data(aftp_sender *s, uint64_t block, uint8_t *buf, size_t cap,
                        aftp_datagram *dg, const uint8_t **plain, uint32_t *plain_len)
 {
-    const aftp_file_info *info = &current_file(s)->info;
-    uint32_t len = aftp_wire_block_len(info->size, info->block_size, block);
+    /* One-file: the active file's block; pipelined: a stream block of the
+     * entry that holds it (section 9.14.2). */
+    const aftp_file_info *info;
+    uint64_t file_block = block;
+    if (s->mode == MODE_PIPELINED) {
+        const aftp_entryq_item *e = sendable_entry(s, block);
+        info = &e->info.file;
+        file_block = block - e->base;
+    } else {
+        info = &current_file(s)->info;
+    }
+    uint32_t len = aftp_wire_block_len(info->size, info->block_size, file_block);
     const uint8_t *payload = NULL;
-    int rc = s->set.storage->view(s->set.user, info->file_id, block * info->block_size, len,
-                                  &payload);
+    int rc = s->set.storage->view(s->set.user, info->file_id, file_block * info->block_size,
+                                  len, &payload);
     if (rc != AFTP_OK)
         return rc;
     aftp_wire_header hdr;
@@ -1032,7 +1654,11 @@ static int emit_new_block(aftp_sender *s, uint8_t *buf, size_t cap, aftp_datagra
     /* First transmissions go in order, so one streaming state hashes the
      * whole file without a pre-pass (section 9.7). */
     aftp_digest_update(s->hash, plain, len);
-    if (++s->next_block == s->block_count)
+    s->first_sent++;
+    s->last_new_block = s->next_block++;
+    if (s->mode == MODE_PIPELINED)
+        return advance_cursor(s);
+    if (s->next_block == s->block_count)
         data_sent_once(s);
     return AFTP_OK;
 }
@@ -1055,6 +1681,7 @@ static int emit(aftp_sender *s, int kind, uint8_t *buf, size_t cap, aftp_datagra
     case OUT_CLOSE: return aftp_session_encode_close(&s->ss, buf, cap, dg);
     case OUT_HELLO: return encode_hello(s, buf, cap, dg);
     case OUT_OFFER: return encode_offer(s, buf, cap, dg);
+    case OUT_ENTRIES: return encode_entries(s, buf, cap, dg);
     case OUT_DONE: return encode_done(s, buf, cap, dg);
     case OUT_REPAIR:
         aftp_repairq_pop(&s->repairs, &block);
@@ -1063,7 +1690,7 @@ static int emit(aftp_sender *s, int kind, uint8_t *buf, size_t cap, aftp_datagra
     default:
         /* Section 10.4 probe: the last block sent, again, to draw a FEEDBACK. */
         s->probe_due = 0;
-        return emit_repair(s, s->next_block - 1, buf, cap, dg);
+        return emit_repair(s, s->last_new_block, buf, cap, dg);
     }
 }
 
@@ -1075,6 +1702,11 @@ int aftp_sender_write(aftp_sender *s, uint64_t now_ns, uint8_t *buf, size_t cap,
     if (cap < s->ss.own_max_datagram)
         return AFTP_ERR_BUFFER_TOO_SMALL;
     aftp_session_tick(&s->ss, now_ns);
+    int rc = prepare_stream(s);
+    if (rc != AFTP_OK) {
+        fail_and_close(s, rc); /* the source cannot be read */
+        return 0;
+    }
     int kind = next_output(s);
     /* The answer to the peer's CLOSE leaves at once: the driver stops
      * once the session is CLOSED and this write is its last. */
@@ -1082,7 +1714,7 @@ int aftp_sender_write(aftp_sender *s, uint64_t now_ns, uint8_t *buf, size_t cap,
     if (kind == OUT_NONE || (paced && !aftp_pacer_ready(&s->pacer, s->ss.now_ns)))
         return 0;
     s->emitted_block = AFTP_SENTLOG_NO_BLOCK;
-    int rc = emit(s, kind, buf, cap, dg);
+    rc = emit(s, kind, buf, cap, dg);
     if (rc != AFTP_OK) {
         /* The source cannot be read: the file and the session end. */
         fail_and_close(s, rc);
@@ -1107,9 +1739,50 @@ uint64_t aftp_sender_expiry(const aftp_sender *s)
     uint64_t t = aftp_session_expiry(&s->ss);
     if (s->timer_deadline < t)
         t = s->timer_deadline;
+    if (s->mode == MODE_PIPELINED && s->ctl_deadline < t)
+        t = s->ctl_deadline;
+    if (s->cursor_busy && s->ss.state == AFTP_STATE_TRANSFER)
+        t = s->ss.now_ns; /* hashing a resumed file: the next step is due now */
     if (next_output(s) != OUT_NONE && aftp_pacer_next_send(&s->pacer) < t)
         t = aftp_pacer_next_send(&s->pacer);
     return t;
+}
+
+/* Pipelined (section 9.14.3), the control timer: the ENTRIES still
+ * without verdict and the FILE_DONE still without FILE_RESULT that left a
+ * PTO ago or more are resent; the timer backs off only when nothing was
+ * answered since it last fired. */
+static void control_timeout(aftp_sender *s)
+{
+    int awaited = 0;
+    s->ctl_backoff = s->ctl_answered ? 0 : s->ctl_backoff + 1;
+    s->ctl_answered = 0;
+    uint64_t pto = aftp_rtt_pto(&s->rtt);
+    s->resend_before = s->ss.now_ns > pto ? s->ss.now_ns - pto : 0;
+    for (uint32_t id = s->entries.oldest; id <= s->stream.newest; id++) {
+        aftp_entryq_item *e = aftp_entryq_find(&s->entries, id);
+        if (e->state == AFTP_ENTRYQ_DONE_SENT && !e->done_due &&
+            e->sent_ns <= s->resend_before) {
+            e->done_due = 1;
+            s->done_due++;
+        }
+        awaited |= e->state == AFTP_ENTRYQ_OFFERED || e->state == AFTP_ENTRYQ_DONE_SENT;
+    }
+    s->resend_from = next_offered(s, s->entries.oldest);
+    s->ctl_deadline = AFTP_NO_EXPIRY;
+    if (awaited)
+        arm_control_timer(s);
+}
+
+/* Pipelined, the data timer: probe when data is unanswered and nothing
+ * else can go (section 10.4). */
+static void stream_timeout(aftp_sender *s)
+{
+    if (s->first_sent > 0 && s->last_new_block >= s->acked_cum &&
+        (aftp_repairq_len(&s->repairs) == 0 || !aftp_cc_may_send(&s->cc)))
+        s->probe_due = 1;
+    else
+        s->timer_deadline = AFTP_NO_EXPIRY;
 }
 
 /* The control timer fired: resend what is unanswered, or probe (sections 10.2, 10.4). */
@@ -1119,6 +1792,10 @@ static void on_control_timeout(aftp_sender *s)
     arm_timer(s);
     if (s->ss.state == AFTP_STATE_HANDSHAKE) {
         s->hello_due = 1;
+        return;
+    }
+    if (s->mode == MODE_PIPELINED) {
+        stream_timeout(s);
         return;
     }
     switch (s->phase) {
@@ -1155,6 +1832,9 @@ int aftp_sender_handle_expiry(aftp_sender *s, uint64_t now_ns)
     }
     if (s->ss.state != AFTP_STATE_CLOSING && s->ss.now_ns >= s->timer_deadline)
         on_control_timeout(s);
+    if (s->ss.state == AFTP_STATE_TRANSFER && s->mode == MODE_PIPELINED &&
+        s->ss.now_ns >= s->ctl_deadline)
+        control_timeout(s);
     return AFTP_OK;
 }
 

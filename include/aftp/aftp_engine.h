@@ -177,7 +177,8 @@ enum aftp_event_type {
     AFTP_EV_CONNECTED = 1, /* handshake complete */
     AFTP_EV_FILE_START,    /* file accepted by the receiver: info valid */
     AFTP_EV_FILE_END,      /* file finished: error (AFTP_OK when verified), digest */
-    AFTP_EV_CLOSED         /* session over: error says why (AFTP_OK: clean) */
+    AFTP_EV_CLOSED,        /* session over: error says why (AFTP_OK: clean) */
+    AFTP_EV_ENTRY_END      /* an entry ended: verdict, error, bytes already held for RESUME */
 };
 
 typedef struct aftp_event {
@@ -193,6 +194,10 @@ typedef struct aftp_event {
      * of a failed file: what this side found (e.g. the two digests of a
      * verdict it cannot confirm), when it knows more than `error`. */
     const char *message;
+    int verdict; /* ENTRY_END: enum aftp_verdict_kind */
+    /* (Sender: an entry that ended before the receiver's verdict, e.g. the
+     * session closed, reports AFTP_VERDICT_REFUSED with the error.) */
+    uint64_t held_bytes; /* ENTRY_END: RESUME's bytes already there */
 } aftp_event;
 
 typedef void (*aftp_event_cb)(void *user, const aftp_event *ev);
@@ -334,6 +339,7 @@ typedef struct aftp_sender_settings {
     uint64_t min_rate_bps;       /* never pace slower, even when congested; 0 = none */
     aftp_security_settings security; /* default: AUTO with no keys (aftp_sender_new then
                                       * fails with AFTP_ERR_BAD_KEY until keys are set) */
+    uint32_t pipeline_window; /* 0: one-file mode; else the W proposed in PIPELINE (spec 12.3.2) */
 } aftp_sender_settings;
 
 AFTP_EXTERN void aftp_sender_settings_default(aftp_sender_settings *s);
@@ -348,6 +354,28 @@ AFTP_EXTERN void aftp_sender_del(aftp_sender *s); /* NULL-safe */
 /* Queue a file (sent in queue order). info->block_size 0 picks the largest
  * block that max_datagram allows. */
 AFTP_EXTERN int aftp_sender_add_file(aftp_sender *s, const aftp_file_info *info);
+/* Queue an entry of a pipelined session (spec 9.14): a FILE, DIR or
+ * SYMLINK, offered in ENTRIES as the entry window allows. Entry ids are
+ * info->file.file_id, 1, 2, 3 ... in the order added, with no gap.
+ * info->file.block_size 0 picks as aftp_sender_add_file does. Memory is
+ * bounded: at most settings.pipeline_window entries are held, from the
+ * oldest that has not ended; beyond that AFTP_ERR_LIMIT, and every
+ * AFTP_EV_ENTRY_END makes room for one more once its callback has
+ * returned. Storage: `view` and `close` with the entry id
+ * as file_id, for FILE entries only; `close` is called once per FILE when
+ * it ends, whatever its verdict.
+ * Entries may be added before the handshake ends. When the receiver's
+ * HELLO_ACK carries no PIPELINE (or pipeline_window is 0), the session is
+ * one-file mode: each FILE entry is sent as aftp_sender_add_file would
+ * send it (FILE_START, FILE_END), and a DIR or SYMLINK queued before ends
+ * with AFTP_EV_ENTRY_END, error AFTP_ERR_PEER_REFUSED (the receiver does
+ * not run pipelined mode); added after, it returns AFTP_ERR_PEER_REFUSED.
+ * In a session that may be pipelined (pipeline_window > 0),
+ * aftp_sender_add_file adds a FILE entry and follows these rules.
+ * AFTP_ERR_INVALID_ARGUMENT for a bad entry (id out of order, kind, a
+ * DIR or SYMLINK with a size or block size, a SYMLINK without target);
+ * AFTP_ERR_INVALID_STATE after aftp_sender_finish or once closing. */
+AFTP_EXTERN int aftp_sender_add_entry(aftp_sender *s, const aftp_entry_info *info);
 /* No more files will be added: the session closes after the last one. */
 AFTP_EXTERN void aftp_sender_finish(aftp_sender *s);
 
