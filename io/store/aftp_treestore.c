@@ -171,8 +171,7 @@ static int place_failed(aftp_treestore *ts, int rc)
     return fail(ts, rc, "cannot place", ts->place.message);
 }
 
-/* XXH3-128 of the fd's first `size` bytes, as FILE_DONE carries it. */
-static int content_digest(int fd, uint64_t size, uint8_t out[AFTP_DIGEST_BYTES])
+int aftp_treestore_digest(int fd, uint64_t size, uint8_t out[AFTP_DIGEST_LEN])
 {
     aftp_digest *d;
     uint8_t *buf = malloc(DIGEST_CHUNK);
@@ -203,10 +202,10 @@ static int identical(int parent, const char *leaf, const struct stat *sb,
     if (!(info->flags & AFTP_ENTRY_CHECKSUM))
         return (int64_t)sb->st_mtim.tv_sec * 1000000000 + sb->st_mtim.tv_nsec ==
                info->file.mtime_ns;
-    uint8_t digest[AFTP_DIGEST_BYTES];
+    uint8_t digest[AFTP_DIGEST_LEN];
     int fd = openat(parent, leaf, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-    int same = fd >= 0 && content_digest(fd, info->file.size, digest) == AFTP_OK &&
-               memcmp(digest, info->digest, AFTP_DIGEST_BYTES) == 0;
+    int same = fd >= 0 && aftp_treestore_digest(fd, info->file.size, digest) == AFTP_OK &&
+               memcmp(digest, info->digest, AFTP_DIGEST_LEN) == 0;
     if (fd >= 0)
         close(fd);
     return same;

@@ -104,6 +104,10 @@ int aftp_treestore_sync(aftp_treestore *ts);
  * error. */
 int aftp_treestore_sweep_step(aftp_treestore *ts, unsigned budget);
 
+/* XXH3-128 of the first `size` bytes of fd, as FILE_DONE carries it (a
+ * file shorter than that: AFTP_ERR_IO). Both ends compare content with it. */
+int aftp_treestore_digest(int fd, uint64_t size, uint8_t out[AFTP_DIGEST_LEN]);
+
 /* Storage callbacks; `user` must be the aftp_treestore. `open` (one-file
  * mode) decides the file as an entry without flags: SEND or its error. */
 extern const aftp_storage_ops aftp_treestore_ops;
