@@ -250,8 +250,9 @@ static void test_skip_identical_by_mtime_or_content(void **state)
 
 enum { RBLOCKS = 10, RSIZE = RBLOCKS * BS - 300 };
 
-/* A partial copy of "f": blocks [0, synced) synced, then [synced, written)
- * written unsynced, then the store dropped as by a kill. */
+/* A partial copy of "f": blocks [0, synced) made durable by a group
+ * commit (of no file of its own), then [synced, written) written, then the
+ * store dropped as by a kill. */
 static void partial_copy(int root, const uint8_t *data, uint64_t synced, uint64_t written)
 {
     aftp_treestore ts;
@@ -260,7 +261,7 @@ static void partial_copy(int root, const uint8_t *data, uint64_t synced, uint64_
     aftp_entry_info e = file_entry(1, "f", RSIZE, T1, 77, AFTP_ENTRY_RESUME);
     assert_int_equal(verdict_of(&ts, &e, &v), AFTP_VERDICT_SEND);
     write_blocks(&ts, &e, &v, data, 0, synced);
-    assert_int_equal(aftp_treestore_sync(&ts), AFTP_OK);
+    assert_int_equal(ops->commit_group(&ts, NULL, 0, NULL), AFTP_OK);
     write_blocks(&ts, &e, &v, data, synced, written);
     aftp_treestore_fini(&ts);
 }
@@ -346,6 +347,34 @@ static void test_damaged_journal_sends(void **state)
     aftp_entry_info e = file_entry(2, "f", RSIZE, T1, 77, AFTP_ENTRY_RESUME);
     assert_int_equal(verdict_of(&ts, &e, &v), AFTP_VERDICT_SEND);
     aftp_treestore_fini(&ts);
+}
+
+/* Without any group commit, a file's journal is synced every
+ * AFTP_TREESTORE_SYNC_BYTES: a kill loses at most that much of it. */
+static void test_periodic_sync_bounds_loss(void **state)
+{
+    enum { MIB = 1 << 20, WRITTEN = AFTP_TREESTORE_SYNC_BYTES / MIB + 3 };
+    int root = io_test_scratch_fd(state);
+    uint8_t *block = malloc(MIB);
+    aftp_treestore ts;
+    aftp_entry_verdict v;
+    io_test_pattern(block, MIB, 3);
+    aftp_entry_info e = file_entry(1, "big", 2 * AFTP_TREESTORE_SYNC_BYTES, T1, 5,
+                                   AFTP_ENTRY_RESUME);
+    e.file.block_size = MIB;
+    store_init(&ts, root, 0, 0);
+    assert_int_equal(verdict_of(&ts, &e, &v), AFTP_VERDICT_SEND);
+    for (uint64_t b = 0; b < WRITTEN; b++)
+        assert_int_equal(ops->write(&ts, 1, b * MIB, block, MIB), AFTP_OK);
+    aftp_treestore_fini(&ts); /* killed */
+    store_init(&ts, root, 0, 0);
+    e.file.file_id = 2;
+    assert_int_equal(verdict_of(&ts, &e, &v), AFTP_VERDICT_RESUME);
+    assert_int_equal(v.held_count, 1);
+    assert_int_equal(v.held[0].start, 0);
+    assert_int_equal(v.held[0].len, AFTP_TREESTORE_SYNC_BYTES / MIB);
+    aftp_treestore_fini(&ts);
+    free(block);
 }
 
 /* A file discarded after all its bytes arrived failed verification: its
@@ -524,6 +553,7 @@ int main(void)
         IO_TEST_SCRATCH(test_resume_holds_exactly_the_synced_blocks),
         IO_TEST_SCRATCH(test_changed_source_or_no_resume_flag_sends),
         IO_TEST_SCRATCH(test_damaged_journal_sends),
+        IO_TEST_SCRATCH(test_periodic_sync_bounds_loss),
         IO_TEST_SCRATCH(test_discarded_whole_file_not_resumed),
         IO_TEST_SCRATCH(test_hostile_paths_refused),
         IO_TEST_SCRATCH(test_no_space_then_freed),
