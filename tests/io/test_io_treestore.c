@@ -153,34 +153,6 @@ static void commit_all(aftp_treestore *ts, uint32_t *ids, size_t *n)
     *n = 0;
 }
 
-/* Kind, bytes, permission bits, mtime and link target of the copy. */
-static void expect_copy(int dst, const aftp_tree_entry *e)
-{
-    struct stat sb;
-    assert_int_equal(fstatat(dst, e->path, &sb, AT_SYMLINK_NOFOLLOW), 0);
-    assert_int_equal((int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec, e->mtime_ns);
-    if (e->kind == AFTP_TREE_SYMLINK) {
-        char target[64];
-        ssize_t n = readlinkat(dst, e->path, target, sizeof target - 1);
-        assert_true(S_ISLNK(sb.st_mode) && n >= 0);
-        target[n] = '\0';
-        assert_string_equal(target, e->target);
-        return;
-    }
-    assert_int_equal(sb.st_mode & 07777, e->mode & AFTP_PLACE_MODE_DEFAULT);
-    assert_true(e->kind == AFTP_TREE_DIR ? S_ISDIR(sb.st_mode) : S_ISREG(sb.st_mode));
-    if (e->kind == AFTP_TREE_DIR)
-        return;
-    uint8_t *want = read_local(e->local, e->size);
-    int fd = openat(dst, e->path, O_RDONLY | O_NOFOLLOW);
-    uint8_t *got = malloc(e->size + 1);
-    assert_int_equal(pread(fd, got, e->size + 1, 0), (ssize_t)e->size);
-    assert_memory_equal(want, got, e->size);
-    close(fd);
-    free(want);
-    free(got);
-}
-
 /* Files are committed three at a time, so d1/f waits for its group after
  * the walk has left d1: d1's mtime must still come out as the source's. */
 static void test_tree_placed_through_ops(void **state)
@@ -211,7 +183,7 @@ static void test_tree_placed_through_ops(void **state)
     size_t count = 0;
     assert_int_equal(aftp_tree_init(&t, srcs, 1, NULL, NULL), AFTP_OK);
     for (; aftp_tree_next(&t, &e) == 1; count++)
-        expect_copy(dst, &e);
+        io_test_expect_tree_copy(dst, &e);
     aftp_tree_fini(&t);
     assert_int_equal(count, 7); /* big, d1, d1/f, empty, ln, ro, ro/g */
     assert_int_equal(io_test_count_entries(dst), 6); /* and the private directory */
@@ -502,16 +474,6 @@ static void test_no_final_name_before_commit_group(void **state)
     aftp_treestore_fini(&ts);
 }
 
-static int open_descriptors(void)
-{
-    DIR *d = opendir("/proc/self/fd");
-    int n = 0;
-    while (readdir(d) != NULL)
-        n++;
-    closedir(d);
-    return n;
-}
-
 enum { MANY = 10000 };
 
 static void test_descriptors_bounded_for_many_entries(void **state)
@@ -524,7 +486,7 @@ static void test_descriptors_bounded_for_many_entries(void **state)
     aftp_treestore ts;
     aftp_entry_verdict v;
     store_init(&ts, root, 0, 0);
-    int before = open_descriptors();
+    int before = io_test_count_open_fds();
     for (uint32_t i = 0; i < MANY; i++) {
         snprintf(paths[i], sizeof paths[i], "f%05u", i);
         aftp_entry_info e = file_entry(i, paths[i], 1, T1, i, 0);
@@ -535,14 +497,14 @@ static void test_descriptors_bounded_for_many_entries(void **state)
         assert_int_equal(ops->write(&ts, i, 0, &byte, 1), AFTP_OK);
         assert_int_equal(ops->close(&ts, i, AFTP_CLOSE_DEFER), AFTP_OK);
     }
-    assert_true(open_descriptors() - before <= (int)AFTP_TREESTORE_MAX_OPEN);
+    assert_true(io_test_count_open_fds() - before <= (int)AFTP_TREESTORE_MAX_OPEN);
     assert_int_equal(ops->commit_group(&ts, ids, 100, results), AFTP_OK);
     for (uint32_t i = 0; i < 100; i++)
         assert_int_equal(results[i], AFTP_OK);
     assert_true(io_test_exists(root, paths[99]));
     assert_false(io_test_exists(root, paths[100]));
     aftp_treestore_fini(&ts);
-    assert_int_equal(open_descriptors(), before - 1); /* the private directory closed */
+    assert_int_equal(io_test_count_open_fds(), before - 1); /* the private directory closed */
 }
 
 int main(void)
