@@ -158,7 +158,7 @@ int io_test_count_open_fds(void)
     return n;
 }
 
-void io_test_expect_tree_copy(int dst, const struct aftp_tree_entry *e)
+static void expect_tree_copy(int dst, const aftp_tree_entry *e)
 {
     struct stat sb;
     assert_int_equal(fstatat(dst, e->path, &sb, AT_SYMLINK_NOFOLLOW), 0);
@@ -187,4 +187,17 @@ void io_test_expect_tree_copy(int dst, const struct aftp_tree_entry *e)
     close(b);
     free(want);
     free(got);
+}
+
+size_t io_test_expect_tree_copies(const char *src, int dst)
+{
+    const char *srcs[] = {src};
+    aftp_tree t;
+    aftp_tree_entry e;
+    size_t n = 0;
+    assert_int_equal(aftp_tree_init(&t, srcs, 1, NULL, NULL), AFTP_OK);
+    for (; aftp_tree_next(&t, &e) == 1; n++)
+        expect_tree_copy(dst, &e);
+    aftp_tree_fini(&t);
+    return n;
 }

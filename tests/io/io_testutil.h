@@ -31,11 +31,11 @@ int io_test_count_entries(int dirfd);
 /* Descriptors this process has open (entries of /proc/self/fd). */
 int io_test_count_open_fds(void);
 
-struct aftp_tree_entry;
-/* The entry placed beneath dst is its source's copy: kind, bytes, holes
- * (give or take 8 KiB), permission bits masked by the default placement
- * policy, mtime, a link's target. */
-void io_test_expect_tree_copy(int dst, const struct aftp_tree_entry *e);
+/* Walks src (an aftp_tree SRC argument) and checks that each entry
+ * placed beneath dst is its source's copy: kind, bytes, holes (give or
+ * take 8 KiB), permission bits masked by the default placement policy,
+ * mtime, a link's target. Returns the number of entries. */
+size_t io_test_expect_tree_copies(const char *src, int dst);
 
 /* Skips the calling cmocka test, saying why, in a build without the
  * test-only hooks (CMake option AFTP_TEST_HOOKS) it needs. */
