@@ -31,9 +31,9 @@
  * written only when the write covers all of it. Durability: a file's
  * journal is synced (data flushed, then journal saved) at each group
  * commit and whenever AFTP_TREESTORE_SYNC_BYTES have been written to it
- * since its last sync, and when it is closed unfinished; so a kill
- * re-sends at most AFTP_TREESTORE_SYNC_BYTES per open file, plus what
- * arrived since the last group commit. A file closed DISCARD after all its
+ * since its last sync, and when it is closed unfinished; so a kill makes
+ * the sender send again at most AFTP_TREESTORE_SYNC_BYTES of each open
+ * file (less when a group commit came since). A file closed DISCARD after all its
  * bytes arrived failed its verification: its state is removed, never
  * resumed; one closed earlier keeps its state for a later session.
  *
@@ -41,6 +41,10 @@
  * mode and mtime, then aftp_journal_finish: fsync, rename of the partial
  * file itself to the final name (replacing a file only with `overwrite`),
  * fsync of the directory, journal removed. No final name exists before.
+ * Its cost is one fsync per file and one per file's directory: the
+ * journal's finish does both per file (a shared directory is not synced
+ * once for the group as aftp_place's batch does; that would take
+ * aftp_journal_finish split into its steps).
  *
  * Bounds: at most AFTP_TREESTORE_MAX_OPEN partial files hold a descriptor
  * at once; others are closed (aftp_journal_release_data) and reopened on
