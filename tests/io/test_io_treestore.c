@@ -217,6 +217,24 @@ static void test_skip_identical_by_mtime_or_content(void **state)
 
 enum { RBLOCKS = 10, RSIZE = RBLOCKS * BS - 300 };
 
+/* What the resume and commit tests share: the scratch directory, the
+ * source's bytes (RSIZE pattern bytes of a seed), a store, a verdict. */
+typedef struct rig {
+    int root;
+    uint8_t data[RSIZE];
+    aftp_treestore ts;
+    aftp_entry_verdict v;
+} rig;
+
+static rig *rig_start(void **state, uint32_t seed)
+{
+    static rig r;
+    memset(&r, 0, sizeof r);
+    r.root = io_test_scratch_fd(state);
+    io_test_pattern(r.data, RSIZE, seed);
+    return &r;
+}
+
 /* A partial copy of "f": blocks [0, synced) made durable by a group
  * commit (of no file of its own), then [synced, written) written, then the
  * store dropped as by a kill. */
@@ -235,64 +253,52 @@ static void partial_copy(int root, const uint8_t *data, uint64_t synced, uint64_
 
 static void test_resume_holds_exactly_the_synced_blocks(void **state)
 {
-    int root = io_test_scratch_fd(state);
-    uint8_t data[RSIZE];
-    aftp_treestore ts;
-    aftp_entry_verdict v;
     int results[1];
-    io_test_pattern(data, sizeof data, 5);
-    partial_copy(root, data, 4, 7);
-    store_init(&ts, root, 0, 0);
+    rig *r = rig_start(state, 5);
+    partial_copy(r->root, r->data, 4, 7);
+    store_init(&r->ts, r->root, 0, 0);
     aftp_entry_info e = file_entry(2, "f", RSIZE, T1, 77, AFTP_ENTRY_RESUME);
-    assert_int_equal(verdict_of(&ts, &e, &v), AFTP_VERDICT_RESUME);
-    assert_int_equal(v.held_count, 1);
-    assert_int_equal(v.held[0].start, 0);
-    assert_int_equal(v.held[0].len, 4);
-    write_blocks(&ts, &e, &v, data, 0, UINT64_MAX);
-    expect_view(&ts, &e, data);
-    assert_int_equal(ops->close(&ts, 2, AFTP_CLOSE_DEFER), AFTP_OK);
-    assert_int_equal(ops->commit_group(&ts, (const uint32_t[]){2}, 1, results), AFTP_OK);
+    assert_int_equal(verdict_of(&r->ts, &e, &r->v), AFTP_VERDICT_RESUME);
+    assert_int_equal(r->v.held_count, 1);
+    assert_int_equal(r->v.held[0].start, 0);
+    assert_int_equal(r->v.held[0].len, 4);
+    write_blocks(&r->ts, &e, &r->v, r->data, 0, UINT64_MAX);
+    expect_view(&r->ts, &e, r->data);
+    assert_int_equal(ops->close(&r->ts, 2, AFTP_CLOSE_DEFER), AFTP_OK);
+    assert_int_equal(ops->commit_group(&r->ts, (const uint32_t[]){2}, 1, results), AFTP_OK);
     assert_int_equal(results[0], AFTP_OK);
-    aftp_treestore_fini(&ts);
+    aftp_treestore_fini(&r->ts);
     uint8_t got[RSIZE + 1];
-    int fd = openat(root, "f", O_RDONLY);
+    int fd = openat(r->root, "f", O_RDONLY);
     assert_int_equal(read(fd, got, sizeof got), RSIZE);
-    assert_memory_equal(got, data, RSIZE);
+    assert_memory_equal(got, r->data, RSIZE);
     close(fd);
 }
 
 static void test_changed_source_or_no_resume_flag_sends(void **state)
 {
-    int root = io_test_scratch_fd(state);
-    uint8_t data[RSIZE];
-    aftp_treestore ts;
-    aftp_entry_verdict v;
-    io_test_pattern(data, sizeof data, 5);
-    partial_copy(root, data, 4, 4);
-    store_init(&ts, root, 0, 0);
+    rig *r = rig_start(state, 5);
+    partial_copy(r->root, r->data, 4, 4);
+    store_init(&r->ts, r->root, 0, 0);
     aftp_entry_info e = file_entry(2, "f", RSIZE, T1, 78, AFTP_ENTRY_RESUME); /* other source */
-    assert_int_equal(verdict_of(&ts, &e, &v), AFTP_VERDICT_SEND);
-    aftp_treestore_fini(&ts);
-    partial_copy(root, data, 4, 4);
-    store_init(&ts, root, 0, 0);
+    assert_int_equal(verdict_of(&r->ts, &e, &r->v), AFTP_VERDICT_SEND);
+    aftp_treestore_fini(&r->ts);
+    partial_copy(r->root, r->data, 4, 4);
+    store_init(&r->ts, r->root, 0, 0);
     e = file_entry(3, "f", RSIZE, T1, 77, 0); /* RESUME not allowed */
-    assert_int_equal(verdict_of(&ts, &e, &v), AFTP_VERDICT_SEND);
-    aftp_treestore_fini(&ts);
-    store_init(&ts, root, 0, 0); /* ...and the partial copy was dropped */
+    assert_int_equal(verdict_of(&r->ts, &e, &r->v), AFTP_VERDICT_SEND);
+    aftp_treestore_fini(&r->ts);
+    store_init(&r->ts, r->root, 0, 0); /* ...and the partial copy was dropped */
     e = file_entry(4, "f", RSIZE, T1, 77, AFTP_ENTRY_RESUME);
-    assert_int_equal(verdict_of(&ts, &e, &v), AFTP_VERDICT_SEND);
-    aftp_treestore_fini(&ts);
+    assert_int_equal(verdict_of(&r->ts, &e, &r->v), AFTP_VERDICT_SEND);
+    aftp_treestore_fini(&r->ts);
 }
 
 static void test_damaged_journal_sends(void **state)
 {
-    int root = io_test_scratch_fd(state);
-    uint8_t data[RSIZE];
-    aftp_treestore ts;
-    aftp_entry_verdict v;
-    io_test_pattern(data, sizeof data, 5);
-    partial_copy(root, data, 4, 4);
-    int pd = openat(root, AFTP_JOURNAL_DIR, O_RDONLY | O_DIRECTORY);
+    rig *r = rig_start(state, 5);
+    partial_copy(r->root, r->data, 4, 4);
+    int pd = openat(r->root, AFTP_JOURNAL_DIR, O_RDONLY | O_DIRECTORY);
     DIR *d = fdopendir(pd);
     struct dirent *de;
     int damaged = 0;
@@ -310,10 +316,10 @@ static void test_damaged_journal_sends(void **state)
     }
     closedir(d);
     assert_int_equal(damaged, 1);
-    store_init(&ts, root, 0, 0);
+    store_init(&r->ts, r->root, 0, 0);
     aftp_entry_info e = file_entry(2, "f", RSIZE, T1, 77, AFTP_ENTRY_RESUME);
-    assert_int_equal(verdict_of(&ts, &e, &v), AFTP_VERDICT_SEND);
-    aftp_treestore_fini(&ts);
+    assert_int_equal(verdict_of(&r->ts, &e, &r->v), AFTP_VERDICT_SEND);
+    aftp_treestore_fini(&r->ts);
 }
 
 /* Without any group commit, a file's journal is synced every
@@ -348,27 +354,23 @@ static void test_periodic_sync_bounds_loss(void **state)
  * blocks are not offered again. */
 static void test_discarded_whole_file_not_resumed(void **state)
 {
-    int root = io_test_scratch_fd(state);
-    uint8_t data[RSIZE];
-    aftp_treestore ts;
-    aftp_entry_verdict v;
-    io_test_pattern(data, sizeof data, 5);
-    store_init(&ts, root, 0, 0);
+    rig *r = rig_start(state, 5);
+    store_init(&r->ts, r->root, 0, 0);
     aftp_entry_info e = file_entry(1, "f", RSIZE, T1, 77, AFTP_ENTRY_RESUME);
-    assert_int_equal(verdict_of(&ts, &e, &v), AFTP_VERDICT_SEND);
-    write_blocks(&ts, &e, &v, data, 0, UINT64_MAX);
-    assert_int_equal(aftp_treestore_sync(&ts), AFTP_OK);
-    assert_int_equal(ops->close(&ts, 1, AFTP_CLOSE_DISCARD), AFTP_OK);
+    assert_int_equal(verdict_of(&r->ts, &e, &r->v), AFTP_VERDICT_SEND);
+    write_blocks(&r->ts, &e, &r->v, r->data, 0, UINT64_MAX);
+    assert_int_equal(aftp_treestore_sync(&r->ts), AFTP_OK);
+    assert_int_equal(ops->close(&r->ts, 1, AFTP_CLOSE_DISCARD), AFTP_OK);
     e.file.file_id = 2;
-    assert_int_equal(verdict_of(&ts, &e, &v), AFTP_VERDICT_SEND);
-    write_blocks(&ts, &e, &v, data, 0, 3); /* interrupted: kept */
-    assert_int_equal(ops->close(&ts, 2, AFTP_CLOSE_DISCARD), AFTP_OK);
+    assert_int_equal(verdict_of(&r->ts, &e, &r->v), AFTP_VERDICT_SEND);
+    write_blocks(&r->ts, &e, &r->v, r->data, 0, 3); /* interrupted: kept */
+    assert_int_equal(ops->close(&r->ts, 2, AFTP_CLOSE_DISCARD), AFTP_OK);
     e.file.file_id = 3;
-    assert_int_equal(verdict_of(&ts, &e, &v), AFTP_VERDICT_RESUME);
-    assert_int_equal(v.held_count, 1);
-    assert_int_equal(v.held[0].len, 3);
-    assert_false(io_test_exists(root, "f"));
-    aftp_treestore_fini(&ts);
+    assert_int_equal(verdict_of(&r->ts, &e, &r->v), AFTP_VERDICT_RESUME);
+    assert_int_equal(r->v.held_count, 1);
+    assert_int_equal(r->v.held[0].len, 3);
+    assert_false(io_test_exists(r->root, "f"));
+    aftp_treestore_fini(&r->ts);
 }
 
 /* ---- hostile paths ---- */
@@ -444,29 +446,25 @@ static void test_no_space_then_freed(void **state)
 
 static void test_no_final_name_before_commit_group(void **state)
 {
-    int root = io_test_scratch_fd(state);
-    uint8_t data[RSIZE];
-    aftp_treestore ts;
-    aftp_entry_verdict v;
     int results[2];
-    io_test_pattern(data, sizeof data, 9);
-    store_init(&ts, root, 0, 0);
+    rig *r = rig_start(state, 9);
+    store_init(&r->ts, r->root, 0, 0);
     aftp_entry_info a = file_entry(1, "d/a", RSIZE, T1, 1, 0);
     aftp_entry_info b = file_entry(2, "b", RSIZE, T2, 2, 0);
-    assert_int_equal(verdict_of(&ts, &a, &v), AFTP_VERDICT_SEND);
-    write_blocks(&ts, &a, &v, data, 0, UINT64_MAX);
-    assert_int_equal(verdict_of(&ts, &b, &v), AFTP_VERDICT_SEND);
-    write_blocks(&ts, &b, &v, data, 0, UINT64_MAX);
-    assert_int_equal(ops->close(&ts, 1, AFTP_CLOSE_DEFER), AFTP_OK);
-    assert_int_equal(ops->close(&ts, 2, AFTP_CLOSE_DEFER), AFTP_OK);
-    assert_false(io_test_exists(root, "d/a"));
-    assert_false(io_test_exists(root, "b"));
-    assert_int_equal(ops->commit_group(&ts, (const uint32_t[]){1, 2}, 2, results), AFTP_OK);
+    assert_int_equal(verdict_of(&r->ts, &a, &r->v), AFTP_VERDICT_SEND);
+    write_blocks(&r->ts, &a, &r->v, r->data, 0, UINT64_MAX);
+    assert_int_equal(verdict_of(&r->ts, &b, &r->v), AFTP_VERDICT_SEND);
+    write_blocks(&r->ts, &b, &r->v, r->data, 0, UINT64_MAX);
+    assert_int_equal(ops->close(&r->ts, 1, AFTP_CLOSE_DEFER), AFTP_OK);
+    assert_int_equal(ops->close(&r->ts, 2, AFTP_CLOSE_DEFER), AFTP_OK);
+    assert_false(io_test_exists(r->root, "d/a"));
+    assert_false(io_test_exists(r->root, "b"));
+    assert_int_equal(ops->commit_group(&r->ts, (const uint32_t[]){1, 2}, 2, results), AFTP_OK);
     assert_int_equal(results[0], AFTP_OK);
     assert_int_equal(results[1], AFTP_OK);
-    assert_true(io_test_exists(root, "d/a"));
-    assert_true(io_test_exists(root, "b"));
-    aftp_treestore_fini(&ts);
+    assert_true(io_test_exists(r->root, "d/a"));
+    assert_true(io_test_exists(r->root, "b"));
+    aftp_treestore_fini(&r->ts);
 }
 
 enum { MANY = 10000 };
