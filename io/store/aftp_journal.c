@@ -407,6 +407,26 @@ int aftp_journal_open(aftp_journal *j, int dirfd, const char *path,
 
 /* ---- recording ---- */
 
+void aftp_journal_release_data(aftp_journal *j)
+{
+    if (j->data_fd >= 0)
+        close(j->data_fd);
+    j->data_fd = -1;
+}
+
+int aftp_journal_reopen_data(aftp_journal *j)
+{
+    char name[STATE_NAME_CAP];
+    if (j->data_fd >= 0)
+        return AFTP_OK;
+    state_name(j->name, STATE_DATA, name);
+    j->data_fd = openat(j->dirfd, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+    if (j->data_fd < 0)
+        return explain(j, errno_to_error(errno), "cannot reopen the partial file of", "%s",
+                       strerror(errno));
+    return AFTP_OK;
+}
+
 int aftp_journal_written(aftp_journal *j, uint64_t first, uint64_t count)
 {
     if (j->data_fd < 0)

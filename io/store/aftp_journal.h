@@ -146,6 +146,14 @@ int aftp_journal_dir_open(int rootfd, int *dirfd, char *why, size_t cap);
 int aftp_journal_open(aftp_journal *j, int dirfd, const char *path,
                       const aftp_journal_source *src);
 
+/* Descriptors: a receiver with many files open closes the partial file's
+ * descriptor (aftp_journal_release_data: nothing is flushed or lost, the
+ * written blocks stay noted, and a later fdatasync of the file covers
+ * them) and reopens it before its next write or flush. AFTP_OK, or the
+ * error with j->why. */
+void aftp_journal_release_data(aftp_journal *j);
+int aftp_journal_reopen_data(aftp_journal *j);
+
 /* Notes blocks [first, first + count) as written into the partial file,
  * not yet durable. AFTP_ERR_INVALID_ARGUMENT beyond the block count. */
 int aftp_journal_written(aftp_journal *j, uint64_t first, uint64_t count);

@@ -64,7 +64,7 @@ static struct timespec timespec_of(int64_t ns)
 }
 
 /* Mode (masked by policy) and mtime of an open file or directory. */
-static int apply_meta(aftp_place *p, int fd, uint32_t mode, int64_t mtime_ns)
+int aftp_place_apply_meta(aftp_place *p, int fd, uint32_t mode, int64_t mtime_ns)
 {
     struct timespec times[2] = {{.tv_sec = 0, .tv_nsec = UTIME_OMIT}, timespec_of(mtime_ns)};
     if (fchmod(fd, (mode_t)(mode & p->opt.mode_mask & 07777)) != 0 || futimens(fd, times) != 0)
@@ -78,7 +78,8 @@ static int apply_meta(aftp_place *p, int fd, uint32_t mode, int64_t mtime_ns)
 static void settle_dir(aftp_place *p, aftp_place_dirrec *d)
 {
     while (d != NULL && d->left && d->pending == 0) {
-        if (apply_meta(p, d->fd, d->mode, d->mtime_ns) != AFTP_OK && p->dir_error == AFTP_OK)
+        if (aftp_place_apply_meta(p, d->fd, d->mode, d->mtime_ns) != AFTP_OK &&
+            p->dir_error == AFTP_OK)
             p->dir_error = fail_errno(p, "cannot set the mode or time of directory", d->path);
         aftp_place_dirrec *parent = d->parent;
         close(d->fd);
@@ -304,6 +305,22 @@ int aftp_place_file_open(aftp_place *p, const char *path, uint64_t size, uint32_
     return AFTP_OK;
 }
 
+aftp_place_dirrec *aftp_place_hold(aftp_place *p, const char *path)
+{
+    aftp_place_dirrec *up = walk_to(p, path);
+    if (up != NULL)
+        up->pending++;
+    return up;
+}
+
+void aftp_place_unhold(aftp_place *p, aftp_place_dirrec *d)
+{
+    if (d == NULL)
+        return;
+    d->pending--;
+    settle_dir(p, d);
+}
+
 static int is_zero(const uint8_t *b, size_t n)
 {
     return n == 0 || (b[0] == 0 && memcmp(b, b + 1, n - 1) == 0);
@@ -381,7 +398,7 @@ int aftp_place_batch_sync(aftp_place *p, aftp_place_batch *b)
         return AFTP_ERR_INVALID_STATE;
     for (size_t i = 0; i < b->count; i++) {
         aftp_place_file *f = b->files[i];
-        if (apply_meta(p, f->fd, f->mode, f->mtime_ns) != AFTP_OK)
+        if (aftp_place_apply_meta(p, f->fd, f->mode, f->mtime_ns) != AFTP_OK)
             rc = file_fail(p, f, "cannot set the mode or time of");
         else
             sync_file_range(f->fd, 0, 0, SYNC_FILE_RANGE_WRITE);

@@ -110,6 +110,15 @@ int aftp_place_dir(aftp_place *p, const char *path, uint32_t mode, int64_t mtime
  * (AFTP_ERR_PATH_REJECTED) unless links were asked for. */
 int aftp_place_symlink(aftp_place *p, const char *path, const char *target, int64_t mtime_ns);
 
+/* A file placed beneath `path`'s directories by other means (the resume
+ * journal's partial file, renamed in later): the nearest placed directory
+ * above `path` keeps its mode and mtime back until aftp_place_unhold, as
+ * for a file of aftp_place_file_open. Returns that directory (NULL: none). */
+aftp_place_dirrec *aftp_place_hold(aftp_place *p, const char *path);
+void aftp_place_unhold(aftp_place *p, aftp_place_dirrec *d); /* NULL-safe */
+/* The sender's mode (masked by policy) and mtime applied to an open file. */
+int aftp_place_apply_meta(aftp_place *p, int fd, uint32_t mode, int64_t mtime_ns);
+
 /* Opens a temporary file for `path`, `size` bytes of holes. */
 int aftp_place_file_open(aftp_place *p, const char *path, uint64_t size, uint32_t mode,
                          int64_t mtime_ns, aftp_place_file *f);

@@ -12,6 +12,8 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "aftp_journal.h"
+
 #define STORE_MIN_CHUNK (UINT64_C(8) << 20) /* residency is managed in chunks of >= 8 MiB */
 #define STORE_MAX_CHUNKS UINT64_C(4096)
 #define STORE_KEEP (UINT64_C(8) << 20) /* resident bytes behind the furthest write */
@@ -268,6 +270,9 @@ int aftp_store_open(aftp_store *st, const aftp_file_info *info)
     int rc = aftp_path_report_start(&st->report, info->path);
     if (rc != AFTP_OK)
         return rc;
+    if (aftp_journal_path_reserved(info->path))
+        return fail(st, AFTP_ERR_PATH_REJECTED, "refused path",
+                    AFTP_JOURNAL_DIR " holds the receiver's resume state");
     const char *leaf;
     rc = aftp_path_open_parent(st->dirfd, info->path, &st->parent_fd, &leaf);
     if (rc != AFTP_OK)

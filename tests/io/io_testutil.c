@@ -1,6 +1,9 @@
 #define _GNU_SOURCE
 #include "io_testutil.h"
 
+#include "aftp_place.h"
+#include "aftp_tree.h"
+
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -143,4 +146,58 @@ int io_test_mount_private_tmpfs(const char *dir, const char *size)
     snprintf(opts, sizeof opts, "size=%s", size);
     return unshare(CLONE_NEWNS) == 0 && mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0 &&
            mount("tmpfs", dir, "tmpfs", 0, opts) == 0;
+}
+
+int io_test_count_open_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    int n = 0;
+    while (readdir(d) != NULL)
+        n++;
+    closedir(d);
+    return n;
+}
+
+static void expect_tree_copy(int dst, const aftp_tree_entry *e)
+{
+    struct stat sb;
+    assert_int_equal(fstatat(dst, e->path, &sb, AT_SYMLINK_NOFOLLOW), 0);
+    assert_int_equal((int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec, e->mtime_ns);
+    if (e->kind == AFTP_TREE_SYMLINK) {
+        char target[256];
+        ssize_t n = readlinkat(dst, e->path, target, sizeof target - 1);
+        assert_true(S_ISLNK(sb.st_mode) && n >= 0);
+        target[n] = '\0';
+        assert_string_equal(target, e->target);
+        return;
+    }
+    assert_int_equal(sb.st_mode & 07777, e->mode & AFTP_PLACE_MODE_DEFAULT);
+    assert_true(e->kind == AFTP_TREE_DIR ? S_ISDIR(sb.st_mode) : S_ISREG(sb.st_mode));
+    if (e->kind == AFTP_TREE_DIR)
+        return;
+    uint8_t *want = malloc(e->size + 1), *got = malloc(e->size + 1);
+    int a = open(e->local, O_RDONLY), b = openat(dst, e->path, O_RDONLY | O_NOFOLLOW);
+    assert_int_equal(pread(a, want, e->size + 1, 0), (ssize_t)e->size);
+    assert_int_equal(pread(b, got, e->size + 1, 0), (ssize_t)e->size);
+    assert_memory_equal(want, got, e->size);
+    struct stat source;
+    assert_int_equal(stat(e->local, &source), 0);
+    assert_true(sb.st_blocks <= source.st_blocks + 16); /* holes kept, give or take 8 KiB */
+    close(a);
+    close(b);
+    free(want);
+    free(got);
+}
+
+size_t io_test_expect_tree_copies(const char *src, int dst)
+{
+    const char *srcs[] = {src};
+    aftp_tree t;
+    aftp_tree_entry e;
+    size_t n = 0;
+    assert_int_equal(aftp_tree_init(&t, srcs, 1, NULL, NULL), AFTP_OK);
+    for (; aftp_tree_next(&t, &e) == 1; n++)
+        expect_tree_copy(dst, &e);
+    aftp_tree_fini(&t);
+    return n;
 }

@@ -28,6 +28,15 @@ int io_test_exists(int dirfd, const char *name);
 /* Number of entries in dirfd other than . and .. */
 int io_test_count_entries(int dirfd);
 
+/* Descriptors this process has open (entries of /proc/self/fd). */
+int io_test_count_open_fds(void);
+
+/* Walks src (an aftp_tree SRC argument) and checks that each entry
+ * placed beneath dst is its source's copy: kind, bytes, holes (give or
+ * take 8 KiB), permission bits masked by the default placement policy,
+ * mtime, a link's target. Returns the number of entries. */
+size_t io_test_expect_tree_copies(const char *src, int dst);
+
 /* Skips the calling cmocka test, saying why, in a build without the
  * test-only hooks (CMake option AFTP_TEST_HOOKS) it needs. */
 void io_test_needs_hooks(void);

@@ -158,16 +158,6 @@ static void test_entry_metadata_and_local_path(void **state)
     aftp_tree_fini(&t);
 }
 
-static int count_open_fds(void)
-{
-    DIR *d = opendir("/proc/self/fd");
-    int n = 0;
-    while (readdir(d) != NULL)
-        n++;
-    closedir(d);
-    return n;
-}
-
 /* 100 directories of 100 files: the walk holds one directory per level
  * open, whatever the number of files. */
 static size_t heap_in_use(void)
@@ -196,12 +186,12 @@ static void test_ten_thousand_files_bounded_fds(void **state)
     const char *srcs[] = {src};
     aftp_tree t;
     aftp_tree_entry e;
-    int before = count_open_fds(), most = 0;
+    int before = io_test_count_open_fds(), most = 0;
     size_t files = 0, dirs = 0, heap_before = heap_in_use(), heap_most = 0;
     char last[64] = "";
     assert_int_equal(aftp_tree_init(&t, srcs, 1, NULL, NULL), AFTP_OK);
     while (aftp_tree_next(&t, &e) == 1) {
-        int now = count_open_fds() - before;
+        int now = io_test_count_open_fds() - before;
         most = now > most ? now : most;
         size_t heap = heap_in_use() - heap_before;
         heap_most = heap > heap_most ? heap : heap_most;
@@ -214,7 +204,7 @@ static void test_ten_thousand_files_bounded_fds(void **state)
     assert_int_equal(files, 10000);
     assert_int_equal(dirs, 101);
     assert_true(most <= 2); /* t and one d.. */
-    assert_int_equal(count_open_fds(), before);
+    assert_int_equal(io_test_count_open_fds(), before);
     /* the names of t and of one d.., never the 10,000 (0 under a sanitizer's malloc) */
     assert_true(heap_most < 64 * 1024);
     print_message("10,000 files: at most %d directories open and %zu bytes of heap held "

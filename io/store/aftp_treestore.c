@@ -1,0 +1,588 @@
+/* The receiver's storage for pipelined mode (aftp_treestore.h). */
+#include "aftp_treestore.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include "common/aftp_digest.h"
+#include "aftp_store.h"
+
+#define DIGEST_CHUNK (1u << 20) /* bytes read at a time for a CHECKSUM comparison */
+
+/* One FILE entry answered SEND or RESUME, until its close or commit. */
+struct aftp_treestore_file {
+    uint32_t id;
+    uint64_t size;
+    uint32_t mode;
+    int64_t mtime_ns;
+    uint64_t stored;   /* bytes held: resumed, then written */
+    uint64_t unsynced; /* bytes written since the journal's last sync */
+    int deferred;      /* verified, awaiting commit_group */
+    uint8_t *map;      /* read-only view of the partial file, or NULL */
+    aftp_place_dirrec *dir; /* the placed directory held back for it */
+    aftp_block_range *held; /* RESUME's verdict, owned */
+    aftp_journal j;
+};
+
+static int fail(aftp_treestore *ts, int err, const char *what, const char *detail)
+{
+    return aftp_path_report_fail(&ts->report, err, what, detail);
+}
+
+int aftp_treestore_init(aftp_treestore *ts, int root, const aftp_place_options *opt, char *why,
+                        size_t cap)
+{
+    memset(ts, 0, sizeof *ts);
+    ts->root = root;
+    aftp_place_init(&ts->place, root, opt);
+    int rc = aftp_journal_dir_open(root, &ts->partial_dir, why, cap);
+    if (rc != AFTP_OK)
+        return rc;
+    aftp_journal_sweep_init(&ts->sweep, ts->partial_dir, AFTP_JOURNAL_DEFAULT_MAX_AGE_S);
+    return AFTP_OK;
+}
+
+/* ---- records of open files, ascending id ---- */
+
+/* Index of id, or of where it would go. */
+static size_t position(const aftp_treestore *ts, uint32_t id)
+{
+    size_t lo = 0, hi = ts->count;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (ts->files[mid]->id < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static aftp_treestore_file *find(const aftp_treestore *ts, uint32_t id)
+{
+    size_t i = position(ts, id);
+    return i < ts->count && ts->files[i]->id == id ? ts->files[i] : NULL;
+}
+
+static int insert(aftp_treestore *ts, aftp_treestore_file *f)
+{
+    if (ts->count == ts->cap) {
+        size_t cap = ts->cap ? ts->cap * 2 : 64;
+        aftp_treestore_file **grown = realloc(ts->files, cap * sizeof *grown);
+        if (grown == NULL)
+            return AFTP_ERR_NO_MEMORY;
+        ts->files = grown;
+        ts->cap = cap;
+    }
+    size_t i = position(ts, f->id);
+    memmove(ts->files + i + 1, ts->files + i, (ts->count - i) * sizeof *ts->files);
+    ts->files[i] = f;
+    ts->count++;
+    return AFTP_OK;
+}
+
+/* Takes f out of the table and frees it; its journal must be closed. */
+static void drop(aftp_treestore *ts, aftp_treestore_file *f)
+{
+    size_t i = position(ts, f->id);
+    memmove(ts->files + i, ts->files + i + 1, (ts->count - i - 1) * sizeof *ts->files);
+    ts->count--;
+    if (f->map != NULL)
+        munmap(f->map, f->size);
+    aftp_place_unhold(&ts->place, f->dir);
+    free(f->held);
+    free(f);
+}
+
+/* How the journal ends: closed keeping its state, or with it removed. */
+enum { KEEP_STATE, DISCARD_STATE };
+
+static void end_file(aftp_treestore *ts, aftp_treestore_file *f, int how)
+{
+    if (f->j.data_fd >= 0)
+        ts->open_fds--;
+    if (how == DISCARD_STATE)
+        aftp_journal_discard(&f->j);
+    else
+        aftp_journal_close(&f->j);
+    drop(ts, f);
+}
+
+/* ---- descriptors, bounded ---- */
+
+/* Closes one other file's descriptor, the search going round the table
+ * so that each is closed in turn rather than the same one again. */
+static void release_one(aftp_treestore *ts, const aftp_treestore_file *keep)
+{
+    for (size_t n = 0; n < ts->count; n++) {
+        aftp_treestore_file *f = ts->files[ts->hand++ % ts->count];
+        if (f != keep && f->j.data_fd >= 0) {
+            aftp_journal_release_data(&f->j);
+            ts->open_fds--;
+            return;
+        }
+    }
+}
+
+static void make_room(aftp_treestore *ts, const aftp_treestore_file *keep)
+{
+    while (ts->open_fds >= AFTP_TREESTORE_MAX_OPEN)
+        release_one(ts, keep);
+}
+
+static int ensure_open(aftp_treestore *ts, aftp_treestore_file *f)
+{
+    if (f->j.data_fd >= 0)
+        return AFTP_OK;
+    make_room(ts, f);
+    int rc = aftp_journal_reopen_data(&f->j);
+    if (rc == AFTP_OK)
+        ts->open_fds++;
+    return rc;
+}
+
+/* ---- verdicts ---- */
+
+static void refuse(aftp_entry_verdict *out, int err)
+{
+    *out = (aftp_entry_verdict){.verdict = AFTP_VERDICT_REFUSED, .error = err};
+}
+
+/* Path rules of every kind: aftp_path_check, and never the private directory. */
+static int check_path(aftp_treestore *ts, const char *path)
+{
+    int rc = aftp_path_report_start(&ts->report, path);
+    if (rc == AFTP_OK && aftp_journal_path_reserved(path))
+        rc = fail(ts, AFTP_ERR_PATH_REJECTED, "refused path",
+                  AFTP_JOURNAL_DIR " holds the receiver's resume state");
+    return rc;
+}
+
+static int place_failed(aftp_treestore *ts, int rc)
+{
+    return fail(ts, rc, "cannot place", ts->place.message);
+}
+
+int aftp_treestore_digest(int fd, uint64_t size, uint8_t out[AFTP_DIGEST_LEN])
+{
+    aftp_digest *d;
+    uint8_t *buf = malloc(DIGEST_CHUNK);
+    int rc = buf != NULL ? aftp_digest_new(&d) : AFTP_ERR_NO_MEMORY;
+    for (uint64_t off = 0; rc == AFTP_OK && off < size;) {
+        size_t want = size - off < DIGEST_CHUNK ? (size_t)(size - off) : DIGEST_CHUNK;
+        ssize_t n = pread(fd, buf, want, (off_t)off);
+        if (n <= 0)
+            rc = n < 0 ? aftp_store_errno_error(errno) : AFTP_ERR_IO; /* shrank meanwhile */
+        else
+            aftp_digest_update(d, buf, (size_t)n);
+        off += n > 0 ? (uint64_t)n : 0;
+    }
+    if (buf != NULL && rc == AFTP_OK)
+        aftp_digest_final(d, out);
+    if (buf != NULL)
+        aftp_digest_del(d);
+    free(buf);
+    return rc;
+}
+
+/* SYNC: whether the regular file leaf (stat sb) is the entry's content. */
+static int identical(int parent, const char *leaf, const struct stat *sb,
+                     const aftp_entry_info *info)
+{
+    if ((uint64_t)sb->st_size != info->file.size)
+        return 0;
+    if (!(info->flags & AFTP_ENTRY_CHECKSUM))
+        return (int64_t)sb->st_mtim.tv_sec * 1000000000 + sb->st_mtim.tv_nsec ==
+               info->file.mtime_ns;
+    uint8_t digest[AFTP_DIGEST_LEN];
+    int fd = openat(parent, leaf, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    int same = fd >= 0 && aftp_treestore_digest(fd, info->file.size, digest) == AFTP_OK &&
+               memcmp(digest, info->digest, AFTP_DIGEST_LEN) == 0;
+    if (fd >= 0)
+        close(fd);
+    return same;
+}
+
+/* What is at the final name: nothing, a file to replace, or a SKIP. */
+static int check_existing(aftp_treestore *ts, const aftp_entry_info *info, int *skip)
+{
+    int parent;
+    const char *leaf;
+    struct stat sb;
+    int rc = aftp_path_open_parent(ts->root, info->file.path, &parent, &leaf);
+    if (rc != AFTP_OK)
+        return fail(ts, rc, "cannot open the directory of",
+                    rc == AFTP_ERR_PATH_REJECTED ? "a file or symbolic link is in the way"
+                                                 : aftp_strerror(rc));
+    if (fstatat(parent, leaf, &sb, AT_SYMLINK_NOFOLLOW) != 0)
+        rc = errno == ENOENT ? AFTP_OK
+                             : fail(ts, aftp_store_errno_error(errno), "cannot check",
+                                    strerror(errno));
+    else if (!S_ISREG(sb.st_mode) && !S_ISLNK(sb.st_mode))
+        rc = fail(ts, AFTP_ERR_PATH_REJECTED, "cannot store",
+                  S_ISDIR(sb.st_mode) ? "a directory is there, and only files are replaced"
+                                      : "a special file (device, FIFO, socket) is there, and "
+                                        "only files are replaced");
+    else if ((info->flags & AFTP_ENTRY_SYNC) && S_ISREG(sb.st_mode) &&
+             identical(parent, leaf, &sb, info))
+        *skip = 1;
+    else if (!ts->place.opt.overwrite)
+        rc = fail(ts, AFTP_ERR_FILE_EXISTS, "refusing to replace existing file",
+                  "use --overwrite");
+    close(parent);
+    return rc;
+}
+
+/* Free space for the whole file, checked at the offer so that a full disk
+ * refuses the entry before any data flows. */
+static int check_space(aftp_treestore *ts, uint64_t size)
+{
+    struct statvfs vfs;
+    if (fstatvfs(ts->partial_dir, &vfs) != 0 || vfs.f_blocks == 0)
+        return AFTP_OK; /* no block counts: writes will tell */
+    uint64_t unit = vfs.f_frsize ? vfs.f_frsize : vfs.f_bsize;
+    uint64_t free_blocks = geteuid() == 0 ? vfs.f_bfree : vfs.f_bavail;
+    if (unit == 0 || free_blocks >= size / unit + 1)
+        return AFTP_OK;
+    char detail[96];
+    snprintf(detail, sizeof detail, "%" PRIu64 " bytes needed, %" PRIu64 " free", size,
+             free_blocks * unit);
+    return fail(ts, AFTP_ERR_NO_SPACE, "not enough space to receive", detail);
+}
+
+static uint64_t block_bytes(const aftp_treestore_file *f, uint64_t first, uint64_t count)
+{
+    uint64_t bs = f->j.src.block_size;
+    uint64_t end = (first + count) * bs;
+    return (end < f->size ? end : f->size) - first * bs;
+}
+
+/* RESUME's held ranges from the journal's durable blocks. */
+static int resume_verdict(aftp_treestore_file *f, aftp_entry_verdict *out)
+{
+    const aftp_journal_set *s = &f->j.durable;
+    f->held = calloc(s->count, sizeof *f->held);
+    if (f->held == NULL)
+        return AFTP_ERR_NO_MEMORY;
+    for (uint32_t i = 0; i < s->count; i++) {
+        f->held[i] = (aftp_block_range){.start = s->ranges[i].first, .len = s->ranges[i].count};
+        f->stored += block_bytes(f, s->ranges[i].first, s->ranges[i].count);
+    }
+    *out = (aftp_entry_verdict){.verdict = AFTP_VERDICT_RESUME, .held = f->held,
+                                .held_count = s->count};
+    return AFTP_OK;
+}
+
+/* The file's journal: resumed when allowed and it holds blocks, else fresh. */
+static int open_journal(aftp_treestore *ts, aftp_treestore_file *f, const aftp_entry_info *info)
+{
+    aftp_journal_source src = {.size = info->file.size, .mtime_ns = info->file.mtime_ns,
+                               .identity = info->source_id,
+                               .block_size = info->file.block_size ? info->file.block_size : 1};
+    make_room(ts, NULL);
+    int rc = aftp_journal_open(&f->j, ts->partial_dir, info->file.path, &src);
+    int resumable = f->j.outcome == AFTP_JOURNAL_RESUMED && f->j.durable.count > 0 &&
+                    (info->flags & AFTP_ENTRY_RESUME);
+    if (rc == AFTP_OK && f->j.outcome == AFTP_JOURNAL_RESUMED && !resumable) {
+        aftp_journal_discard(&f->j); /* not to be resumed: start over */
+        rc = aftp_journal_open(&f->j, ts->partial_dir, info->file.path, &src);
+    }
+    if (f->j.data_fd >= 0)
+        ts->open_fds++;
+    return rc != AFTP_OK ? fail(ts, rc, "cannot keep resume state for", f->j.why) : AFTP_OK;
+}
+
+static int entry_file(aftp_treestore *ts, const aftp_entry_info *info, aftp_entry_verdict *out)
+{
+    int skip = 0;
+    int rc = check_existing(ts, info, &skip);
+    if (rc == AFTP_OK && skip) {
+        *out = (aftp_entry_verdict){.verdict = AFTP_VERDICT_SKIP};
+        return AFTP_OK;
+    }
+    if (rc == AFTP_OK)
+        rc = check_space(ts, info->file.size);
+    aftp_treestore_file *f = rc == AFTP_OK ? calloc(1, sizeof *f) : NULL;
+    if (rc == AFTP_OK && f == NULL)
+        return AFTP_ERR_NO_MEMORY; /* the storage itself failed: ends the session */
+    if (rc != AFTP_OK) {
+        refuse(out, rc);
+        return AFTP_OK;
+    }
+    *f = (aftp_treestore_file){.id = info->file.file_id, .size = info->file.size,
+                               .mode = info->file.mode, .mtime_ns = info->file.mtime_ns};
+    rc = open_journal(ts, f, info);
+    int listed = rc == AFTP_OK ? insert(ts, f) : rc;
+    if (listed != AFTP_OK) {
+        if (f->j.data_fd >= 0)
+            ts->open_fds--;
+        aftp_journal_close(&f->j); /* whatever state it found stays */
+        free(f);
+    }
+    if (rc != AFTP_OK)
+        refuse(out, rc);
+    if (listed != AFTP_OK)
+        return rc != AFTP_OK ? AFTP_OK : listed; /* a refusal, or out of memory */
+    f->dir = aftp_place_hold(&ts->place, info->file.path);
+    if (f->j.outcome == AFTP_JOURNAL_RESUMED)
+        return resume_verdict(f, out);
+    *out = (aftp_entry_verdict){.verdict = AFTP_VERDICT_SEND};
+    return AFTP_OK;
+}
+
+int aftp_treestore_entry(aftp_treestore *ts, const aftp_entry_info *info,
+                         aftp_entry_verdict *out)
+{
+    int rc = check_path(ts, info->file.path);
+    if (rc == AFTP_OK && info->kind == AFTP_ENTRY_FILE)
+        return entry_file(ts, info, out);
+    if (rc == AFTP_OK && info->kind == AFTP_ENTRY_DIR)
+        rc = aftp_place_dir(&ts->place, info->file.path, info->file.mode, info->file.mtime_ns);
+    else if (rc == AFTP_OK && info->kind == AFTP_ENTRY_SYMLINK)
+        rc = info->target != NULL
+                 ? aftp_place_symlink(&ts->place, info->file.path, info->target,
+                                      info->file.mtime_ns)
+                 : AFTP_ERR_INVALID_ARGUMENT;
+    else if (rc == AFTP_OK)
+        rc = AFTP_ERR_INVALID_ARGUMENT; /* a kind the engine should not pass */
+    if (rc != AFTP_OK && ts->report.last_error == AFTP_OK)
+        place_failed(ts, rc);
+    if (rc != AFTP_OK)
+        refuse(out, rc);
+    else
+        *out = (aftp_entry_verdict){.verdict = AFTP_VERDICT_SEND};
+    return AFTP_OK;
+}
+
+/* ---- data ---- */
+
+static aftp_treestore_file *open_file(const aftp_treestore *ts, uint32_t id, uint64_t off,
+                                      size_t len, int *rc)
+{
+    aftp_treestore_file *f = find(ts, id);
+    *rc = f == NULL || f->deferred ? AFTP_ERR_INVALID_STATE
+          : off > f->size || len > f->size - off ? AFTP_ERR_INVALID_ARGUMENT
+                                                 : AFTP_OK;
+    return *rc == AFTP_OK ? f : NULL;
+}
+
+static int write_all(int fd, uint64_t off, const uint8_t *data, size_t len)
+{
+    while (len > 0) {
+        ssize_t n = pwrite(fd, data, len, (off_t)off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return aftp_store_errno_error(errno);
+        off += (uint64_t)n;
+        data += n;
+        len -= (size_t)n;
+    }
+    return AFTP_OK;
+}
+
+/* The blocks [off, off+len) covers whole (the last block ends at size). */
+static int note_blocks(aftp_treestore_file *f, uint64_t off, size_t len)
+{
+    uint64_t bs = f->j.src.block_size;
+    uint64_t first = (off + bs - 1) / bs;
+    uint64_t end = off + len == f->size ? f->j.block_count : (off + len) / bs;
+    return end > first ? aftp_journal_written(&f->j, first, end - first) : AFTP_OK;
+}
+
+static int sync_file(aftp_treestore *ts, aftp_treestore_file *f)
+{
+    int rc = ensure_open(ts, f);
+    if (rc == AFTP_OK && (rc = aftp_journal_sync(&f->j)) == AFTP_OK)
+        f->unsynced = 0;
+    return rc;
+}
+
+int aftp_treestore_write(aftp_treestore *ts, uint32_t id, uint64_t off, const uint8_t *data,
+                         size_t len)
+{
+    int rc;
+    aftp_treestore_file *f = open_file(ts, id, off, len, &rc);
+    if (f == NULL || len == 0)
+        return rc;
+    if ((rc = ensure_open(ts, f)) != AFTP_OK || (rc = write_all(f->j.data_fd, off, data, len)) !=
+        AFTP_OK || (rc = note_blocks(f, off, len)) != AFTP_OK)
+        return rc;
+    f->stored += len;
+    f->unsynced += len;
+    return f->unsynced >= AFTP_TREESTORE_SYNC_BYTES ? sync_file(ts, f) : AFTP_OK;
+}
+
+int aftp_treestore_view(aftp_treestore *ts, uint32_t id, uint64_t off, size_t len,
+                        const uint8_t **out)
+{
+    static const uint8_t empty[1];
+    int rc;
+    aftp_treestore_file *f = open_file(ts, id, off, len, &rc);
+    if (f == NULL)
+        return rc;
+    if (f->size == 0) {
+        *out = empty;
+        return AFTP_OK;
+    }
+    if (f->map == NULL && (rc = ensure_open(ts, f)) != AFTP_OK)
+        return rc;
+    if (f->map == NULL) {
+        void *m = f->size <= SIZE_MAX ? mmap(NULL, (size_t)f->size, PROT_READ, MAP_SHARED,
+                                             f->j.data_fd, 0)
+                                      : MAP_FAILED;
+        if (m == MAP_FAILED)
+            return aftp_store_errno_error(errno);
+        f->map = m; /* stays valid after its descriptor is closed */
+    }
+    *out = f->map + off;
+    return AFTP_OK;
+}
+
+/* ---- close and commit ---- */
+
+/* Gives f its final name; f is gone afterwards, its state kept when
+ * that failed (a later session resumes it). */
+static int commit_file(aftp_treestore *ts, aftp_treestore_file *f)
+{
+    int parent = -1;
+    const char *leaf;
+    int rc = aftp_path_report_start(&ts->report, f->j.path);
+    if (rc == AFTP_OK && (rc = ensure_open(ts, f)) != AFTP_OK)
+        fail(ts, rc, "cannot commit", f->j.why);
+    else if (rc == AFTP_OK && (rc = aftp_place_apply_meta(&ts->place, f->j.data_fd, f->mode,
+                                                          f->mtime_ns)) != AFTP_OK)
+        fail(ts, rc, "cannot set the mode or time of", strerror(errno));
+    else if (rc == AFTP_OK &&
+             (rc = aftp_path_open_parent(ts->root, f->j.path, &parent, &leaf)) != AFTP_OK)
+        fail(ts, rc, "cannot open the directory of", aftp_strerror(rc));
+    if (rc == AFTP_OK) {
+        ts->open_fds--; /* finish closes it; after a failure end_file does */
+        rc = aftp_journal_finish(&f->j, parent, leaf, ts->place.opt.overwrite);
+        ts->open_fds += f->j.data_fd >= 0;
+    }
+    if (rc != AFTP_OK && ts->report.last_error == AFTP_OK)
+        fail(ts, rc, "cannot commit", f->j.why);
+    if (parent >= 0)
+        close(parent);
+    end_file(ts, f, KEEP_STATE); /* after a finish, nothing is left to keep */
+    return rc;
+}
+
+int aftp_treestore_close(aftp_treestore *ts, uint32_t id, int commit)
+{
+    aftp_treestore_file *f = find(ts, id);
+    if (f == NULL)
+        return AFTP_ERR_INVALID_STATE;
+    if (commit == AFTP_CLOSE_DEFER) {
+        f->deferred = 1;
+        return AFTP_OK;
+    }
+    if (commit == AFTP_CLOSE_COMMIT)
+        return commit_file(ts, f);
+    /* Discarded whole: it failed its verification, so its blocks are not
+     * to be resumed. Discarded unfinished: keep what arrived. */
+    if (f->stored >= f->size) {
+        end_file(ts, f, DISCARD_STATE);
+        return AFTP_OK;
+    }
+    int rc = f->unsynced > 0 ? sync_file(ts, f) : AFTP_OK;
+    end_file(ts, f, KEEP_STATE);
+    return rc;
+}
+
+int aftp_treestore_sync(aftp_treestore *ts)
+{
+    int first = AFTP_OK;
+    for (size_t i = 0; i < ts->count; i++) {
+        aftp_treestore_file *f = ts->files[i];
+        int rc = f->unsynced > 0 && !f->deferred ? sync_file(ts, f) : AFTP_OK;
+        first = first == AFTP_OK ? rc : first;
+    }
+    return first;
+}
+
+int aftp_treestore_commit_group(aftp_treestore *ts, const uint32_t *ids, size_t count,
+                                int *results)
+{
+    for (size_t i = 0; i < count; i++) {
+        aftp_treestore_file *f = find(ts, ids[i]);
+        results[i] = f == NULL || !f->deferred ? AFTP_ERR_INVALID_STATE : commit_file(ts, f);
+    }
+    /* The group commit is also when files still arriving make their
+     * blocks durable, bounding what a kill loses to one group's worth. */
+    return aftp_treestore_sync(ts);
+}
+
+int aftp_treestore_finish(aftp_treestore *ts)
+{
+    return aftp_place_finish(&ts->place);
+}
+
+void aftp_treestore_fini(aftp_treestore *ts)
+{
+    while (ts->count > 0)
+        end_file(ts, ts->files[ts->count - 1], KEEP_STATE);
+    aftp_place_finish(&ts->place);
+    aftp_journal_sweep_fini(&ts->sweep);
+    free(ts->files);
+    if (ts->partial_dir >= 0)
+        close(ts->partial_dir);
+    ts->files = NULL;
+    ts->partial_dir = -1;
+}
+
+int aftp_treestore_sweep_step(aftp_treestore *ts, unsigned budget)
+{
+    return aftp_journal_sweep_step(&ts->sweep, budget);
+}
+
+/* ---- storage ops ---- */
+
+static int ops_entry(void *user, const aftp_entry_info *info, aftp_entry_verdict *out)
+{
+    return aftp_treestore_entry(user, info, out);
+}
+
+static int ops_open(void *user, const aftp_file_info *info)
+{
+    aftp_entry_info entry = {.file = *info, .kind = AFTP_ENTRY_FILE};
+    aftp_entry_verdict v;
+    int rc = aftp_treestore_entry(user, &entry, &v);
+    return rc != AFTP_OK ? rc : v.verdict == AFTP_VERDICT_REFUSED ? v.error : AFTP_OK;
+}
+
+static int ops_write(void *user, uint32_t id, uint64_t off, const uint8_t *data, size_t len)
+{
+    return aftp_treestore_write(user, id, off, data, len);
+}
+
+static int ops_view(void *user, uint32_t id, uint64_t off, size_t len, const uint8_t **out)
+{
+    return aftp_treestore_view(user, id, off, len, out);
+}
+
+static int ops_close(void *user, uint32_t id, int commit)
+{
+    return aftp_treestore_close(user, id, commit);
+}
+
+static int ops_commit_group(void *user, const uint32_t *ids, size_t count, int *results)
+{
+    return aftp_treestore_commit_group(user, ids, count, results);
+}
+
+const aftp_storage_ops aftp_treestore_ops = {.view = ops_view,
+                                             .open = ops_open,
+                                             .write = ops_write,
+                                             .close = ops_close,
+                                             .entry = ops_entry,
+                                             .commit_group = ops_commit_group};

@@ -1,0 +1,119 @@
+/*
+ * The receiver's storage for pipelined mode (spec 9.14): the storage ops
+ * `entry`, `write`, `view`, `close` and `commit_group` over a destination
+ * root, composed of aftp_place (directories, links, directory metadata)
+ * and aftp_journal (each file's data and resume state).
+ *
+ * Why a module of its own rather than more of aftp_store: aftp_store
+ * holds one file, mapped beside its final name; here many files are open
+ * at once (entries run up to W ahead of the data, verified files wait for
+ * their group commit), and each file's data goes into its journal's
+ * partial file beneath AFTP_JOURNAL_DIR, so that a transfer interrupted in
+ * any way leaves durable, journalled blocks to resume from.
+ *
+ * Verdicts (spec 9.14.4), each entry in id order:
+ * - every kind: a path aftp_path_check refuses, or one beneath
+ *   AFTP_JOURNAL_DIR, is REFUSED(PATH_REJECTED); so is any path through a
+ *   link (nothing is followed).
+ * - DIR: placed (aftp_place_dir; mode and mtime once nothing beneath it
+ *   changes any more), SEND; a file or link in its way: REFUSED.
+ * - SYMLINK: placed with its target verbatim, SEND, when the options allow
+ *   links; otherwise REFUSED(PATH_REJECTED), never a silent skip.
+ * - FILE: a directory or special file at the path: REFUSED(PATH_REJECTED);
+ *   with SYNC, an existing regular file of equal size and equal mtime_ns
+ *   (with CHECKSUM: equal XXH3-128 of its content, read here): SKIP;
+ *   another existing file without `overwrite`: REFUSED(FILE_EXISTS); less
+ *   free space than its size: REFUSED(NO_SPACE); a journal of the same
+ *   path, size, mtime_ns, block size and source_id holding durable blocks,
+ *   with flag RESUME: RESUME with those blocks; otherwise SEND.
+ *
+ * Data: written with pwrite into the partial file; a block counts as
+ * written only when the write covers all of it. Durability: a file's
+ * journal is synced (data flushed, then journal saved) at each group
+ * commit and whenever AFTP_TREESTORE_SYNC_BYTES have been written to it
+ * since its last sync, and when it is closed unfinished; so a kill makes
+ * the sender send again at most AFTP_TREESTORE_SYNC_BYTES of each open
+ * file (less when a group commit came since). A file closed DISCARD after all its
+ * bytes arrived failed its verification: its state is removed, never
+ * resumed; one closed earlier keeps its state for a later session.
+ *
+ * Commit: close(DEFER) keeps a verified file; commit_group gives each its
+ * mode and mtime, then aftp_journal_finish: fsync, rename of the partial
+ * file itself to the final name (replacing a file only with `overwrite`),
+ * fsync of the directory, journal removed. No final name exists before.
+ * Its cost is one fsync per file and one per file's directory: the
+ * journal's finish does both per file (a shared directory is not synced
+ * once for the group as aftp_place's batch does; that would take
+ * aftp_journal_finish split into its steps).
+ *
+ * Bounds: at most AFTP_TREESTORE_MAX_OPEN partial files hold a descriptor
+ * at once; others are closed (aftp_journal_release_data) and reopened on
+ * their next write, view or commit. Memory: one record per open entry
+ * (at most W plus the files awaiting their group commit) and its journal.
+ */
+#ifndef AFTP_TREESTORE_H
+#define AFTP_TREESTORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "aftp/aftp_engine.h"
+#include "aftp_journal.h"
+#include "aftp_path.h"
+#include "aftp_place.h"
+
+#define AFTP_TREESTORE_MAX_OPEN 64u                      /* partial files with a descriptor */
+#define AFTP_TREESTORE_SYNC_BYTES (UINT64_C(64) << 20)   /* written between journal syncs */
+
+typedef struct aftp_treestore_file aftp_treestore_file;
+
+typedef struct aftp_treestore {
+    int root;        /* the destination root (borrowed) */
+    int partial_dir; /* AFTP_JOURNAL_DIR beneath it (owned) */
+    aftp_place place;
+    aftp_treestore_file **files; /* open entries, ascending id */
+    size_t count, cap;
+    size_t open_fds; /* partial files holding a descriptor */
+    size_t hand;     /* where the search for a descriptor to close resumes */
+    aftp_journal_sweep sweep;
+    aftp_path_report report; /* the last entry's refusal or failure */
+} aftp_treestore;
+
+/* Opens the private directory beneath root (aftp_journal_dir_open).
+ * AFTP_OK, or the error with the reason in `why`. */
+int aftp_treestore_init(aftp_treestore *ts, int root, const aftp_place_options *opt, char *why,
+                        size_t cap);
+/* Applies the metadata of directories placed (their files committed or
+ * discarded first). AFTP_OK or the first failure. */
+int aftp_treestore_finish(aftp_treestore *ts);
+/* Releases everything; files still open keep only what their journals
+ * last recorded, as after a kill. */
+void aftp_treestore_fini(aftp_treestore *ts);
+
+int aftp_treestore_entry(aftp_treestore *ts, const aftp_entry_info *info,
+                         aftp_entry_verdict *out);
+int aftp_treestore_write(aftp_treestore *ts, uint32_t id, uint64_t off, const uint8_t *data,
+                         size_t len);
+int aftp_treestore_view(aftp_treestore *ts, uint32_t id, uint64_t off, size_t len,
+                        const uint8_t **out);
+int aftp_treestore_close(aftp_treestore *ts, uint32_t id, int commit);
+int aftp_treestore_commit_group(aftp_treestore *ts, const uint32_t *ids, size_t count,
+                                int *results);
+/* Syncs the journal of every open file with blocks written since its last
+ * sync (the group commit does it too). AFTP_OK or the first error. */
+int aftp_treestore_sync(aftp_treestore *ts);
+/* The server's periodic cleanup of resume state untouched for
+ * ts->sweep.max_age_s (AFTP_JOURNAL_DEFAULT_MAX_AGE_S unless changed):
+ * aftp_journal_sweep_step, up to `budget` entries; states removed, or an
+ * error. */
+int aftp_treestore_sweep_step(aftp_treestore *ts, unsigned budget);
+
+/* XXH3-128 of the first `size` bytes of fd, as FILE_DONE carries it (a
+ * file shorter than that: AFTP_ERR_IO). Both ends compare content with it. */
+int aftp_treestore_digest(int fd, uint64_t size, uint8_t out[AFTP_DIGEST_LEN]);
+
+/* Storage callbacks; `user` must be the aftp_treestore. `open` (one-file
+ * mode) decides the file as an entry without flags: SEND or its error. */
+extern const aftp_storage_ops aftp_treestore_ops;
+
+#endif /* AFTP_TREESTORE_H */

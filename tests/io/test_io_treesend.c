@@ -1,0 +1,157 @@
+/* The sender's side of pipelined mode: walked entries turned into the
+ * engine's aftp_entry_info (kind, path, metadata, source_id that changes
+ * with the source, a CHECKSUM digest only when asked), and its storage
+ * over entries: a source opened at its first view only, checked against
+ * what its entry announced, released at close, and the cap on sources
+ * open at once. */
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "aftp_treesend.h"
+#include "aftp_treestore.h"
+#include "io_testutil.h"
+
+enum { BS = 1000 };
+
+static void make_file(int root, const char *name, size_t len, uint32_t seed)
+{
+    uint8_t buf[4096];
+    io_test_pattern(buf, len, seed);
+    int fd = openat(root, name, O_WRONLY | O_CREAT | O_TRUNC, 0640);
+    assert_int_equal(write(fd, buf, len), (ssize_t)len);
+    close(fd);
+}
+
+/* The walk's entries of the scratch directory's "src/", in order, into
+ * out[0..n) (strings copied into paths). */
+static size_t walk(void **state, aftp_entry_info *out, char (*paths)[64], unsigned flags)
+{
+    char src[600];
+    snprintf(src, sizeof src, "%s/src/", io_test_scratch_path(state));
+    const char *srcs[] = {src};
+    aftp_tree t;
+    aftp_tree_entry e;
+    size_t n = 0;
+    assert_int_equal(aftp_tree_init(&t, srcs, 1, NULL, NULL), AFTP_OK);
+    for (; aftp_tree_next(&t, &e) == 1; n++) {
+        assert_int_equal(aftp_treesend_entry_info(&e, (uint32_t)n + 1, BS, flags, &out[n]),
+                         AFTP_OK);
+        snprintf(paths[n], 64, "%s", e.path);
+        out[n].file.path = paths[n];
+        out[n].target = NULL; /* the walk's buffer: compared through paths */
+    }
+    aftp_tree_fini(&t);
+    return n;
+}
+
+static void test_entries_from_a_walk(void **state)
+{
+    int root = io_test_scratch_fd(state);
+    aftp_entry_info e[4], again[4];
+    char paths[4][64];
+    assert_int_equal(mkdirat(root, "src", 0755), 0);
+    assert_int_equal(mkdirat(root, "src/d", 0750), 0);
+    make_file(root, "src/d/f", 2500, 1);
+    assert_int_equal(symlinkat("d/f", root, "src/ln"), 0);
+    assert_int_equal(walk(state, e, paths, AFTP_ENTRY_SYNC | AFTP_ENTRY_CHECKSUM), 3);
+    assert_int_equal(e[0].kind, AFTP_ENTRY_DIR);
+    assert_int_equal(e[0].file.size, 0);
+    assert_int_equal(e[0].file.block_size, 0);
+    assert_int_equal(e[0].flags, 0);
+    assert_int_equal(e[0].file.mode, 0750);
+    assert_int_equal(e[1].kind, AFTP_ENTRY_FILE);
+    assert_string_equal(paths[1], "d/f");
+    assert_int_equal(e[1].file.size, 2500);
+    assert_int_equal(e[1].file.block_size, BS);
+    assert_int_equal(e[1].file.file_id, 2);
+    uint8_t want[AFTP_DIGEST_LEN];
+    int fd = openat(root, "src/d/f", O_RDONLY);
+    assert_int_equal(aftp_treestore_digest(fd, 2500, want), AFTP_OK);
+    close(fd);
+    assert_memory_equal(e[1].digest, want, AFTP_DIGEST_LEN);
+    assert_int_equal(e[2].kind, AFTP_ENTRY_SYMLINK);
+    /* Without CHECKSUM no digest is computed; touching the file changes
+     * its source_id (ctime), nothing else about it. */
+    const struct timespec times[2] = {{0, UTIME_OMIT}, {0, UTIME_NOW}};
+    assert_int_equal(utimensat(root, "src/d/f", times, 0), 0);
+    walk(state, again, paths, AFTP_ENTRY_RESUME);
+    static const uint8_t zeros[AFTP_DIGEST_LEN];
+    assert_memory_equal(again[1].digest, zeros, AFTP_DIGEST_LEN);
+    assert_int_equal(again[1].flags, AFTP_ENTRY_RESUME);
+    assert_true(again[1].source_id != e[1].source_id);
+    assert_int_equal(again[0].source_id, e[0].source_id);
+}
+
+static aftp_entry_info file_info(uint32_t id, const char *local)
+{
+    struct stat sb;
+    assert_int_equal(stat(local, &sb), 0);
+    aftp_entry_info e = {.kind = AFTP_ENTRY_FILE};
+    e.file = (aftp_file_info){.file_id = id, .size = (uint64_t)sb.st_size,
+                              .mtime_ns = (int64_t)sb.st_mtim.tv_sec * 1000000000 +
+                                          sb.st_mtim.tv_nsec,
+                              .block_size = BS, .path = "x"};
+    return e;
+}
+
+static void test_sources_opened_at_view_released_at_close(void **state)
+{
+    int root = io_test_scratch_fd(state);
+    enum { N = AFTP_TREESEND_MAX_OPEN + 3 }; /* two are closed before the cap is reached */
+    static char local[N][700];
+    aftp_treesend t;
+    const uint8_t *p;
+    uint8_t want[100];
+    aftp_treesend_init(&t);
+    for (uint32_t i = 0; i < N; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "f%u", i);
+        make_file(root, name, 100, i);
+        snprintf(local[i], sizeof local[i], "%s/%s", io_test_scratch_path(state), name);
+        aftp_entry_info e = file_info(i + 1, local[i]);
+        assert_int_equal(aftp_treesend_add(&t, &e, local[i]), AFTP_OK);
+    }
+    assert_int_equal(t.open, 0); /* nothing opened before it is read */
+    const aftp_storage_ops *ops = &aftp_treesend_ops;
+    assert_int_equal(ops->view(&t, 5, 10, 50, &p), AFTP_OK);
+    io_test_pattern(want, sizeof want, 4);
+    assert_memory_equal(p, want + 10, 50);
+    assert_int_equal(t.open, 1);
+    assert_int_equal(ops->close(&t, 5, 1), AFTP_OK);
+    assert_int_equal(t.open, 0);
+    assert_int_equal(ops->view(&t, 5, 0, 1, &p), AFTP_ERR_INVALID_STATE);
+    /* Changed since offered: refused at its first view. */
+    make_file(root, "f6", 90, 6);
+    assert_int_equal(ops->view(&t, 7, 0, 1, &p), AFTP_ERR_SOURCE_CHANGED);
+    assert_non_null(strstr(t.message, "changed since it was offered"));
+    ops->close(&t, 7, 1);
+    /* The cap: one source more than it allows is a LIMIT, with figures. */
+    uint32_t viewed = 0, id = 1;
+    for (; t.open < AFTP_TREESEND_MAX_OPEN && id < N; id++)
+        if (id != 5 && id != 7 && ops->view(&t, id, 0, 1, &p) == AFTP_OK)
+            viewed++;
+    assert_int_equal(viewed, AFTP_TREESEND_MAX_OPEN);
+    assert_int_equal(ops->view(&t, N, 0, 1, &p), AFTP_ERR_LIMIT);
+    assert_non_null(strstr(t.message, "pipeline window"));
+    aftp_treesend_fini(&t);
+    assert_int_equal(t.count, 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        IO_TEST_SCRATCH(test_entries_from_a_walk),
+        IO_TEST_SCRATCH(test_sources_opened_at_view_released_at_close),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
