@@ -50,8 +50,9 @@
 /* Largest datagram sent before the handshake completes (a CLOSE with the
  * longest reason); HELLO_ACK is smaller. */
 #define PRECONFIRM_MAX_LEN (AFTP_WIRE_HEADER_LEN + AFTP_WIRE_CLOSE_FIXED + AFTP_WIRE_MAX_REASON)
-/* A HELLO_ACK's extensions: RATE_CAP, then HANDSHAKE. */
-#define HELLO_ACK_EXT_MAX (4u + AFTP_WIRE_RATE_CAP_LEN + 4u + AFTP_HS_MAX_RESPONSE)
+/* A HELLO_ACK's extensions: RATE_CAP, PIPELINE, then HANDSHAKE. */
+#define HELLO_ACK_EXT_MAX \
+    (4u + AFTP_WIRE_RATE_CAP_LEN + 4u + AFTP_WIRE_PIPELINE_LEN + 4u + AFTP_HS_MAX_RESPONSE)
 /* A HELLO_ACK: header, fixed fields, extension length, its TLVs. */
 #define HELLO_ACK_MAX (AFTP_WIRE_HEADER_LEN + 9u + HELLO_ACK_EXT_MAX)
 
@@ -79,6 +80,7 @@ struct aftp_receiver {
     uint8_t hello_ack[HELLO_ACK_MAX]; /* protected: the answer, resent as is */
     size_t hello_ack_len;
     uint64_t rate_cap_bps;  /* the cap granted to the client (RATE_CAP), 0: none */
+    uint32_t window;        /* the session's entry window W (PIPELINE), 0: one-file mode */
 
     /* The current (latest offered) file. */
     int phase;
@@ -133,7 +135,7 @@ static int settings_valid(const aftp_receiver_settings *s)
     return s != NULL && s->conn_id != 0 && s->max_datagram >= AFTP_WIRE_MIN_DATAGRAM &&
            s->max_datagram <= AFTP_WIRE_MAX_DATAGRAM && s->idle_timeout_ns > 0 &&
            s->feedback_interval_ns >= MIN_FEEDBACK_NS && s->initial_rtt_ns > 0 &&
-           s->map_window_blocks > 0 &&
+           s->map_window_blocks > 0 && s->pipeline_window <= AFTP_WIRE_MAX_WINDOW &&
            s->storage != NULL && s->storage->view != NULL && s->storage->open != NULL &&
            s->storage->write != NULL && s->storage->close != NULL;
 }
@@ -620,10 +622,27 @@ static int decide_rate_cap(aftp_receiver *r, const aftp_wire_hello *h, const uin
     return AFTP_ERR_LIMIT;
 }
 
-/* The HELLO_ACK's extensions before message 2: the cap granted, if any. */
-static int put_rate_cap(const aftp_receiver *r, aftp_wire_writer *w)
+/* Section 12.3.2: pipelined mode when this receiver offers it (a window
+ * and storage that decides entries) and the HELLO announced a valid
+ * PIPELINE; the session's W is the smaller of the two windows. */
+static void decide_window(aftp_receiver *r, const aftp_wire_hello *h)
 {
-    return r->rate_cap_bps != 0 ? aftp_wire_ext_put_rate_cap(w, r->rate_cap_bps) : AFTP_OK;
+    uint32_t asked = 0;
+    r->window = 0;
+    if (r->set.pipeline_window == 0 || r->set.storage->entry == NULL ||
+        aftp_wire_ext_pipeline(h->ext, h->ext_len, &asked) != 1)
+        return;
+    r->window = asked < r->set.pipeline_window ? asked : r->set.pipeline_window;
+}
+
+/* The HELLO_ACK's extensions before message 2: the cap granted, if any,
+ * and the entry window of a pipelined session. */
+static int put_ack_extensions(const aftp_receiver *r, aftp_wire_writer *w)
+{
+    int rc = r->rate_cap_bps != 0 ? aftp_wire_ext_put_rate_cap(w, r->rate_cap_bps) : AFTP_OK;
+    if (rc == AFTP_OK && r->window != 0)
+        rc = aftp_wire_ext_put_pipeline(w, r->window);
+    return rc;
 }
 
 /* Message 2 authenticates the HELLO_ACK's fields and its other extensions
@@ -639,7 +658,7 @@ static int build_hello_ack(aftp_receiver *r, aftp_handshake *hs, uint8_t cipher)
     p.u.hello_ack = (aftp_wire_hello_ack){.server_conn_id = r->ss.local_id, .cipher = cipher,
                                           .max_datagram = r->ss.max_datagram, .ext = ext};
     aftp_wire_writer_init(&w, ext, sizeof ext);
-    int rc = put_rate_cap(r, &w);
+    int rc = put_ack_extensions(r, &w);
     p.u.hello_ack.ext_len = (uint16_t)w.pos;
     if (rc == AFTP_OK)
         rc = aftp_session_ack_payload(&p.u.hello_ack, payload, sizeof payload, &payload_len);
@@ -667,6 +686,7 @@ static void on_admitted_hello(aftp_receiver *r, const aftp_wire_packet *p, aftp_
         wipe_identity(r);
         return;
     }
+    decide_window(r, &p->u.hello);
     if (rc == AFTP_OK)
         rc = build_hello_ack(r, hs, cipher);
     if (rc == AFTP_OK)
@@ -748,8 +768,10 @@ static void on_hello(aftp_receiver *r, const aftp_wire_packet *p)
         close_protocol(r, "unprotected transfers are not enabled on this server");
     else if (!server_none)
         close_protocol(r, "no common cipher");
-    else if (decide_rate_cap(r, h, NULL) == AFTP_OK)
+    else if (decide_rate_cap(r, h, NULL) == AFTP_OK) {
+        decide_window(r, h);
         r->hello_ack_due = 1;
+    }
 }
 
 /* The first packet after HELLO_ACK proves the client's address and gives
@@ -918,7 +940,7 @@ static int encode_hello_ack(aftp_receiver *r, uint8_t *buf, size_t cap, aftp_dat
     uint8_t ext[HELLO_ACK_EXT_MAX];
     aftp_wire_writer w;
     aftp_wire_writer_init(&w, ext, sizeof ext);
-    int rc = put_rate_cap(r, &w); /* unprotected: unauthenticated, as all else */
+    int rc = put_ack_extensions(r, &w); /* unprotected: unauthenticated, as all else */
     if (rc != AFTP_OK)
         return rc;
     aftp_session_packet(&r->ss, AFTP_WIRE_HELLO_ACK, &p);

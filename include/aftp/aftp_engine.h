@@ -177,7 +177,8 @@ enum aftp_event_type {
     AFTP_EV_CONNECTED = 1, /* handshake complete */
     AFTP_EV_FILE_START,    /* file accepted by the receiver: info valid */
     AFTP_EV_FILE_END,      /* file finished: error (AFTP_OK when verified), digest */
-    AFTP_EV_CLOSED         /* session over: error says why (AFTP_OK: clean) */
+    AFTP_EV_CLOSED,        /* session over: error says why (AFTP_OK: clean) */
+    AFTP_EV_ENTRY_END      /* an entry ended: verdict, error, bytes already held for RESUME */
 };
 
 typedef struct aftp_event {
@@ -193,6 +194,8 @@ typedef struct aftp_event {
      * of a failed file: what this side found (e.g. the two digests of a
      * verdict it cannot confirm), when it knows more than `error`. */
     const char *message;
+    int verdict; /* ENTRY_END: enum aftp_verdict_kind */
+    uint64_t held_bytes; /* ENTRY_END: RESUME's bytes already there */
 } aftp_event;
 
 typedef void (*aftp_event_cb)(void *user, const aftp_event *ev);
@@ -334,6 +337,7 @@ typedef struct aftp_sender_settings {
     uint64_t min_rate_bps;       /* never pace slower, even when congested; 0 = none */
     aftp_security_settings security; /* default: AUTO with no keys (aftp_sender_new then
                                       * fails with AFTP_ERR_BAD_KEY until keys are set) */
+    uint32_t pipeline_window; /* 0: one-file mode; else the W proposed in PIPELINE (spec 12.3.2) */
 } aftp_sender_settings;
 
 AFTP_EXTERN void aftp_sender_settings_default(aftp_sender_settings *s);
@@ -348,6 +352,7 @@ AFTP_EXTERN void aftp_sender_del(aftp_sender *s); /* NULL-safe */
 /* Queue a file (sent in queue order). info->block_size 0 picks the largest
  * block that max_datagram allows. */
 AFTP_EXTERN int aftp_sender_add_file(aftp_sender *s, const aftp_file_info *info);
+AFTP_EXTERN int aftp_sender_add_entry(aftp_sender *s, const aftp_entry_info *info);
 /* No more files will be added: the session closes after the last one. */
 AFTP_EXTERN void aftp_sender_finish(aftp_sender *s);
 
@@ -401,6 +406,7 @@ typedef struct aftp_receiver_settings {
      * above a sender's flight (2 x bandwidth-delay product, in blocks), or
      * each loss wastes up to a flight of DATA. */
     uint64_t map_window_blocks;  /* default AFTP_RECEIVER_MAP_WINDOW */
+    uint32_t pipeline_window; /* 0: no pipelined mode; else the largest W accepted (needs storage->entry) */
 } aftp_receiver_settings;
 
 /* 2^27 blocks: 16 MiB + 256 KiB of map per receiving session, whatever the
