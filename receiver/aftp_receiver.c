@@ -37,6 +37,7 @@
 #include "common/aftp_handshake.h"
 #include "common/aftp_rtt.h"
 #include "common/aftp_session.h"
+#include "common/aftp_stream.h"
 #include "proto/aftp_wire.h"
 
 #define NS_PER_MS UINT64_C(1000000)
@@ -61,6 +62,35 @@ enum file_phase {
     FILE_OPEN,  /* accepted, receiving blocks */
     FILE_ENDED  /* refused, verified or failed: the answer is kept for repeats */
 };
+
+/* What the engine keeps of one entry of a pipelined session (the entry
+ * table, common/aftp_stream.h, keeps its place in the stream). */
+enum pipe_phase {
+    PIPE_OFFERED,   /* known, its verdict not decided yet */
+    PIPE_RECEIVING, /* a FILE accepted (SEND, RESUME): blocks arrive */
+    PIPE_READY,     /* FILE_DONE in, every block held: to be read back */
+    PIPE_DEFERRED,  /* verified, closed with AFTP_CLOSE_DEFER: in the group commit */
+    PIPE_ENDED      /* its verdict or FILE_RESULT sent: kept for repeats */
+};
+
+typedef struct pipe_entry {
+    uint32_t id;            /* 0: slot unused */
+    uint8_t phase;          /* enum pipe_phase */
+    uint8_t verdict;        /* wire verdict, once decided */
+    uint16_t wire_error;    /* REFUSED's error, then the FILE_RESULT's */
+    int done;               /* FILE_DONE arrived */
+    int has_result;         /* ended with a FILE_RESULT (repeated FILE_DONEs get it) */
+    int closed;             /* storage closed the file: its held list is gone */
+    char *path;             /* path, NUL, target, NUL: what info points at */
+    aftp_entry_info info;
+    uint64_t base, blocks;  /* its stream blocks [base, base + blocks) */
+    uint64_t missing;       /* blocks neither received nor held by the verdict */
+    const aftp_block_range *held; /* RESUME: storage's list, usable part */
+    size_t held_count;
+    uint64_t held_blocks;
+    uint8_t expected[AFTP_DIGEST_LEN];
+    uint8_t digest[AFTP_DIGEST_LEN];
+} pipe_entry;
 
 struct aftp_receiver {
     aftp_session ss;
@@ -116,7 +146,33 @@ struct aftp_receiver {
     uint64_t scan_cursor;   /* where the next FEEDBACK's list starts */
     aftp_wire_range *ranges;
     size_t max_ranges;
+
+    /* Pipelined mode (section 9.14), when window != 0; `held` then maps
+     * the stream. */
+    aftp_stream stream;
+    pipe_entry *pe;           /* W slots: entry id i in slot i mod W */
+    uint32_t decide_next;     /* the next id storage decides (verdicts in id order) */
+    uint32_t verdicts_from;   /* verdicts of ids [verdicts_from, decide_next) wait to leave */
+    uint64_t verdicts_deadline;
+    uint32_t repeat_lo, repeat_hi; /* a repeated ENTRIES' ids to answer (lo > hi: none) */
+    uint64_t done_end;        /* end of the highest entry whose FILE_DONE arrived */
+    uint32_t *results;        /* ring of W ids whose FILE_RESULT is due */
+    uint32_t results_head, results_len;
+    uint32_t *group;          /* W ids verified and waiting for the group commit */
+    int *group_results;
+    uint32_t group_len;
+    uint64_t group_deadline;
+    uint32_t verify_id;       /* the file being read back, 0: none */
+    uint32_t ready_count;     /* files waiting to be read back */
+    aftp_wire_verdict *vrecs; /* one VERDICTS' records and held ranges */
+    size_t max_vrecs;
+    aftp_wire_range *vranges;
+    size_t max_vranges;
 };
+
+static void pipe_close_all(aftp_receiver *r, int error);
+static int pipe_init(aftp_receiver *r);
+static void pipe_free(aftp_receiver *r);
 
 /* ---- settings and lifetime ---- */
 
@@ -201,6 +257,7 @@ void aftp_receiver_del(aftp_receiver *r)
 {
     if (r == NULL)
         return;
+    pipe_free(r);
     aftp_blockmap_free(&r->held);
     aftp_digest_del(r->hash);
     free(r->ranges);
@@ -275,6 +332,7 @@ static void close_now(aftp_receiver *r, int error)
 {
     if (r->phase == FILE_OPEN)
         end_file(r, error, NULL);
+    pipe_close_all(r, error);
     r->result_due = 0;
     r->resend_deadline = AFTP_NO_EXPIRY;
     aftp_session_set_closed(&r->ss, error);
@@ -284,6 +342,7 @@ static void start_closing(aftp_receiver *r, int error, uint16_t wire_error)
 {
     if (r->phase == FILE_OPEN)
         end_file(r, error, NULL);
+    pipe_close_all(r, error);
     r->result_due = 0;
     r->resend_deadline = AFTP_NO_EXPIRY;
     aftp_session_start_closing(&r->ss, error, wire_error, drain_time(r));
@@ -356,15 +415,15 @@ static int all_blocks_held(const aftp_receiver *r)
  * only limit the engine itself sets on an offer (the block map's memory
  * does not depend on the file's size, section 14.7); its refusal names
  * both figures. */
-static int check_block_size(aftp_receiver *r, const aftp_wire_file_offer *o)
+static int check_block_size(aftp_receiver *r, uint32_t block_size)
 {
-    uint32_t needed = o->block_size + AFTP_WIRE_DATA_OVERHEAD;
+    uint32_t needed = block_size + AFTP_WIRE_DATA_OVERHEAD;
     if (needed <= r->ss.max_datagram)
         return AFTP_OK;
     snprintf(r->refusal, sizeof r->refusal,
              "offer refused: blocks of %u bytes need %u-byte datagrams, above this session's "
              "limit of %u bytes (the smaller max_datagram of the two sides); send smaller "
-             "blocks", (unsigned)o->block_size, (unsigned)needed, (unsigned)r->ss.max_datagram);
+             "blocks", (unsigned)block_size, (unsigned)needed, (unsigned)r->ss.max_datagram);
     return AFTP_ERR_LIMIT;
 }
 
@@ -372,7 +431,7 @@ static int check_block_size(aftp_receiver *r, const aftp_wire_file_offer *o)
 static int accept_offer(aftp_receiver *r, const aftp_wire_file_offer *o)
 {
     r->block_count = aftp_wire_block_count(o->size, o->block_size);
-    int rc = check_block_size(r, o);
+    int rc = check_block_size(r, o->block_size);
     if (rc == AFTP_OK)
         rc = r->set.storage->open(r->set.user, &r->info);
     if (rc != AFTP_OK)
@@ -633,6 +692,8 @@ static void decide_window(aftp_receiver *r, const aftp_wire_hello *h)
         aftp_wire_ext_pipeline(h->ext, h->ext_len, &asked) != 1)
         return;
     r->window = asked < r->set.pipeline_window ? asked : r->set.pipeline_window;
+    if (pipe_init(r) != AFTP_OK)
+        r->window = 0; /* no memory for its state: a one-file session */
 }
 
 /* The HELLO_ACK's extensions before message 2: the cap granted, if any,
@@ -785,8 +846,634 @@ static void confirm(aftp_receiver *r)
     aftp_session_event(&r->ss, AFTP_EV_CONNECTED, AFTP_OK, NULL, NULL);
 }
 
+static int encode_file_result(aftp_receiver *r, uint32_t file_id, uint16_t wire_error,
+                              const uint8_t *digest, uint8_t *buf, size_t cap, aftp_datagram *dg);
+
+/* ---- pipelined mode (spec section 9.14) ----
+ *
+ * Many entries at once over one session stream. What the engine keeps per
+ * entry lives in a ring of W slots parallel to the entry table (entry id i
+ * in slot i mod W): a slot keeps an ended entry's verdict or FILE_RESULT
+ * for repeats until entry i + W takes it, which can only happen once the
+ * sender's window moved past i (spec 9.14.3). Bounded state: W slots (a
+ * path and a link target each, at most 4096 + 4096 bytes), W queued
+ * FILE_RESULTs, W files waiting for the group commit, one block map over
+ * the stream (its memory fixed by map_window_blocks), and one file read
+ * back at a time. */
+
+static pipe_entry *pipe_slot(const aftp_receiver *r, uint32_t id)
+{
+    pipe_entry *p = &r->pe[id % r->window];
+    return id != 0 && p->id == id ? p : NULL;
+}
+
+static void pipe_free(aftp_receiver *r)
+{
+    for (uint32_t i = 0; r->pe != NULL && i < r->window; i++)
+        free(r->pe[i].path);
+    free(r->pe);
+    free(r->results);
+    free(r->group);
+    free(r->group_results);
+    free(r->vrecs);
+    free(r->vranges);
+    aftp_stream_free(&r->stream);
+    r->pe = NULL;
+}
+
+/* Room for one VERDICTS: as many records and held ranges as a datagram
+ * can carry. */
+static size_t verdict_budget(const aftp_receiver *r)
+{
+    return r->ss.max_datagram - AFTP_WIRE_HEADER_LEN - 2 - aftp_session_overhead(&r->ss);
+}
+
+static int pipe_init(aftp_receiver *r)
+{
+    uint32_t w = r->window;
+    r->max_vrecs = r->ss.max_datagram / AFTP_WIRE_VERDICT_FIXED;
+    if (r->max_vrecs > AFTP_WIRE_MAX_VERDICTS)
+        r->max_vrecs = AFTP_WIRE_MAX_VERDICTS;
+    r->max_vranges = r->ss.max_datagram / 2u;
+    int rc = aftp_stream_init(&r->stream, w);
+    r->pe = calloc(w, sizeof *r->pe);
+    r->results = calloc(w, sizeof *r->results);
+    r->group = calloc(w, sizeof *r->group);
+    r->group_results = calloc(w, sizeof *r->group_results);
+    r->vrecs = calloc(r->max_vrecs, sizeof *r->vrecs);
+    r->vranges = calloc(r->max_vranges, sizeof *r->vranges);
+    if (rc == AFTP_OK && (r->pe == NULL || r->results == NULL || r->group == NULL ||
+                          r->group_results == NULL || r->vrecs == NULL || r->vranges == NULL))
+        rc = AFTP_ERR_NO_MEMORY;
+    if (rc == AFTP_OK)
+        rc = aftp_blockmap_init(&r->held, AFTP_WIRE_MAX_BLOCKS, r->set.map_window_blocks);
+    if (rc == AFTP_OK && aftp_blockmap_bytes(&r->held) > r->ss.stats.map_bytes)
+        r->ss.stats.map_bytes = aftp_blockmap_bytes(&r->held);
+    r->decide_next = r->verdicts_from = 1;
+    r->repeat_lo = 1;
+    r->repeat_hi = 0;
+    if (rc != AFTP_OK)
+        pipe_free(r);
+    return rc;
+}
+
+/* An entry event (ENTRY_END, FILE_START, FILE_END) with its verdict and
+ * what RESUME found held. */
+static void pipe_event(aftp_receiver *r, int type, const pipe_entry *p, int error,
+                       const uint8_t *digest, const char *message)
+{
+    uint64_t held = p->held_blocks * p->info.file.block_size;
+    aftp_event ev = {.type = type, .error = error, .info = &p->info.file, .digest = digest,
+                     .message = message, .verdict = p->verdict,
+                     .held_bytes = held < p->info.file.size ? held : p->info.file.size};
+    if (r->set.on_event != NULL)
+        r->set.on_event(r->set.user, &ev);
+}
+
+/* Keeps what the engine needs of a new entry in its slot (the slot's
+ * previous entry, W ids older, is forgotten). */
+static int pipe_keep(aftp_receiver *r, const aftp_wire_entry *e)
+{
+    pipe_entry *p = &r->pe[e->entry_id % r->window];
+    char *text = malloc((size_t)e->path_len + e->target_len + 2);
+    if (text == NULL)
+        return AFTP_ERR_NO_MEMORY;
+    free(p->path);
+    memset(p, 0, sizeof *p);
+    memcpy(text, e->path, e->path_len);
+    text[e->path_len] = '\0';
+    memcpy(text + e->path_len + 1, e->target, e->target_len);
+    text[e->path_len + 1 + e->target_len] = '\0';
+    p->id = e->entry_id;
+    p->path = text;
+    p->phase = PIPE_OFFERED;
+    p->base = e->base_block;
+    p->blocks = aftp_wire_entry_blocks(e);
+    p->info = (aftp_entry_info){
+        .file = {.file_id = e->entry_id, .size = e->size, .mtime_ns = e->mtime_ns,
+                 .mode = e->mode, .block_size = e->block_size,
+                 .overwrite = (e->flags & AFTP_WIRE_ENTRY_OVERWRITE) != 0, .path = text},
+        .kind = e->kind,
+        .flags = e->flags & (AFTP_ENTRY_RESUME | AFTP_ENTRY_SYNC | AFTP_ENTRY_CHECKSUM),
+        .source_id = e->source_id,
+        .target = e->kind == AFTP_WIRE_KIND_SYMLINK ? text + e->path_len + 1 : NULL};
+    memcpy(p->info.digest, e->digest, AFTP_DIGEST_LEN);
+    return AFTP_OK;
+}
+
+/* A repeated entry's verdict can be answered while it is remembered; a
+ * RESUME's ranges only while its file is open (storage's list is gone
+ * after close, and a file that reached FILE_RESULT had its verdict with
+ * the sender already: the repeat is a late copy). */
+static int pipe_repeatable(const pipe_entry *p)
+{
+    return p != NULL && !(p->verdict == AFTP_WIRE_VERDICT_RESUME && p->closed);
+}
+
+/* A repeated ENTRIES: its entries that have a verdict already get it
+ * again, in one VERDICTS (a batch is consecutive ids, so one range). */
+static void pipe_note_repeat(aftp_receiver *r, uint32_t id)
+{
+    if (id >= r->verdicts_from || !pipe_repeatable(pipe_slot(r, id)))
+        return; /* no verdict yet, or one still queued: it leaves anyway */
+    if (r->repeat_lo > r->repeat_hi)
+        r->repeat_lo = r->repeat_hi = id;
+    else if (id < r->repeat_lo)
+        r->repeat_lo = id;
+    else if (id > r->repeat_hi)
+        r->repeat_hi = id;
+}
+
+/* The file's held ranges a RESUME verdict sends: storage's list, cut
+ * where it stops ascending, leaves the file, or no longer fits one
+ * VERDICTS (spec 9.14.4: fewer than held is allowed, never more).
+ * Returns how many; *blocks the blocks they hold. */
+static size_t pipe_usable_held(const aftp_receiver *r, const pipe_entry *p, uint64_t *blocks)
+{
+    size_t budget = verdict_budget(r) - AFTP_WIRE_VERDICT_FIXED, n = 0;
+    uint64_t next_min = 0;
+    *blocks = 0;
+    for (; n < p->held_count && n < r->max_vranges; n++) {
+        const aftp_block_range *h = &p->held[n];
+        if (h->len == 0 || h->start < next_min || h->start > p->blocks ||
+            h->len > p->blocks - h->start)
+            break;
+        size_t cost = aftp_wire_varint_len(h->start - next_min) + aftp_wire_varint_len(h->len - 1);
+        if (cost > budget)
+            break;
+        budget -= cost;
+        next_min = h->start + h->len + 1;
+        *blocks += h->len;
+    }
+    return n;
+}
+
+/* The wire form of an entry's verdict; a RESUME's ranges go to `ranges`,
+ * which must have room for p->held_count. */
+static aftp_wire_verdict pipe_wire_verdict(const pipe_entry *p, aftp_wire_range *ranges)
+{
+    aftp_wire_verdict v = {.entry_id = p->id, .verdict = p->verdict};
+    if (p->verdict == AFTP_WIRE_VERDICT_REFUSED)
+        v.error = p->wire_error;
+    if (p->verdict == AFTP_WIRE_VERDICT_RESUME) {
+        for (size_t i = 0; i < p->held_count; i++)
+            ranges[i] = (aftp_wire_range){.start = p->held[i].start, .len = p->held[i].len};
+        v.range_count = (uint16_t)p->held_count;
+        v.ranges = ranges;
+    }
+    return v;
+}
+
+/* Storage's answer checked and trimmed: RESUME with its usable held
+ * ranges (none usable: SEND), SKIP and RESUME only where the entry
+ * allows them (else the file is discarded and REFUSED(INTERNAL): a fault
+ * of storage, not of the peer). */
+static void pipe_take_verdict(aftp_receiver *r, pipe_entry *p, const aftp_entry_verdict *v)
+{
+    int file = p->info.kind == AFTP_ENTRY_FILE;
+    p->verdict = (uint8_t)v->verdict;
+    p->wire_error = v->verdict == AFTP_VERDICT_REFUSED ? aftp_errmap_to_wire(v->error) : 0;
+    p->held = v->held;
+    p->held_count = v->held_count;
+    if (v->verdict == AFTP_VERDICT_RESUME) {
+        p->held_count = p->held != NULL ? pipe_usable_held(r, p, &p->held_blocks) : 0;
+        if (p->held_count == 0)
+            p->verdict = AFTP_WIRE_VERDICT_SEND;
+    }
+    int allowed = v->verdict == AFTP_VERDICT_SEND || v->verdict == AFTP_VERDICT_REFUSED ||
+                  (file && v->verdict == AFTP_VERDICT_SKIP && (p->info.flags & AFTP_ENTRY_SYNC)) ||
+                  (file && v->verdict == AFTP_VERDICT_RESUME &&
+                   (p->info.flags & AFTP_ENTRY_RESUME));
+    if (allowed && (p->verdict != AFTP_WIRE_VERDICT_REFUSED || p->wire_error != 0))
+        return;
+    if (file && (v->verdict == AFTP_VERDICT_SEND || v->verdict == AFTP_VERDICT_RESUME))
+        r->set.storage->close(r->set.user, p->id, AFTP_CLOSE_DISCARD);
+    p->verdict = AFTP_WIRE_VERDICT_REFUSED;
+    p->wire_error = aftp_errmap_to_wire(AFTP_ERR_INTERNAL);
+    p->held_blocks = 0;
+}
+
+/* Marks held what the verdict holds: a RESUME's ranges, all of a
+ * skipped or refused file (spec 9.14.2). */
+static void pipe_mark_verdict(aftp_receiver *r, const pipe_entry *p)
+{
+    if (p->verdict == AFTP_WIRE_VERDICT_RESUME) {
+        for (size_t i = 0; i < p->held_count; i++)
+            aftp_blockmap_set_range(&r->held, p->base + p->held[i].start,
+                                    p->base + p->held[i].start + p->held[i].len);
+    } else if (p->verdict != AFTP_WIRE_VERDICT_SEND) {
+        aftp_blockmap_set_range(&r->held, p->base, p->base + p->blocks);
+    }
+}
+
+/* Queues the verdict of `p` (to leave within one feedback interval, or
+ * at once when the queue fills a datagram: section 9.14.3). */
+static void pipe_queue_verdict(aftp_receiver *r)
+{
+    if (r->verdicts_from + 1 == r->decide_next)
+        r->verdicts_deadline = r->ss.now_ns + feedback_interval(r);
+    if ((size_t)(r->decide_next - r->verdicts_from) * AFTP_WIRE_VERDICT_FIXED >=
+        verdict_budget(r))
+        r->verdicts_deadline = r->ss.now_ns;
+}
+
+/* Storage decides entry p, the next in id order. */
+static void pipe_decide(aftp_receiver *r, pipe_entry *p)
+{
+    aftp_entry_verdict v = {.verdict = AFTP_VERDICT_REFUSED};
+    aftp_stream_entry copy;
+    r->refusal[0] = '\0';
+    v.error = p->info.kind == AFTP_ENTRY_FILE ? check_block_size(r, p->info.file.block_size)
+                                              : AFTP_OK;
+    if (v.error == AFTP_OK) {
+        int rc = r->set.storage->entry(r->set.user, &p->info, &v);
+        if (rc != AFTP_OK) {
+            aftp_session_set_text(&r->ss, "storage failed while deciding an entry");
+            start_closing(r, rc, aftp_errmap_to_wire(rc));
+            return;
+        }
+    }
+    pipe_take_verdict(r, p, &v);
+    aftp_wire_verdict wv = pipe_wire_verdict(p, r->vranges);
+    aftp_stream_verdict(&r->stream, &wv, &copy, NULL, 0); /* valid by construction */
+    r->decide_next++;
+    pipe_queue_verdict(r);
+    pipe_mark_verdict(r, p);
+    if (copy.state == AFTP_STREAM_ACCEPTED) {
+        p->phase = PIPE_RECEIVING;
+        p->missing = p->blocks - p->held_blocks;
+        pipe_event(r, AFTP_EV_FILE_START, p, AFTP_OK, NULL, NULL);
+        return;
+    }
+    p->phase = PIPE_ENDED;
+    int error = p->verdict == AFTP_WIRE_VERDICT_REFUSED ? aftp_errmap_to_local(p->wire_error)
+                                                        : AFTP_OK;
+    pipe_event(r, AFTP_EV_ENTRY_END, p, error, NULL, r->refusal[0] ? r->refusal : NULL);
+}
+
+/* Verdicts in id order: each entry waits for its predecessors. */
+static void pipe_decide_ready(aftp_receiver *r)
+{
+    pipe_entry *p;
+    while (r->ss.state == AFTP_STATE_TRANSFER && (p = pipe_slot(r, r->decide_next)) != NULL &&
+           p->phase == PIPE_OFFERED)
+        pipe_decide(r, p);
+}
+
+static void on_entries(aftp_receiver *r, const aftp_wire_entries *en)
+{
+    aftp_wire_record_iter it;
+    aftp_wire_entry e;
+    char why[200];
+    aftp_wire_entries_iter_init(&it, en);
+    while (aftp_wire_entries_next(&it, &e)) {
+        int rc = aftp_stream_add(&r->stream, &e, why, sizeof why);
+        if (rc < 0) {
+            close_protocol(r, why);
+            return;
+        }
+        if (rc == 0) {
+            pipe_note_repeat(r, e.entry_id);
+        } else if (pipe_keep(r, &e) != AFTP_OK) {
+            aftp_session_set_text(&r->ss, "out of memory for the sender's entries");
+            start_closing(r, AFTP_ERR_NO_MEMORY, aftp_errmap_to_wire(AFTP_ERR_NO_MEMORY));
+            return;
+        }
+    }
+    pipe_decide_ready(r);
+}
+
+/* FILE_RESULT due for p (dropped when W results wait already: the
+ * sender's next FILE_DONE asks again). */
+static void pipe_queue_result(aftp_receiver *r, const pipe_entry *p)
+{
+    if (r->results_len < r->window)
+        r->results[(r->results_head + r->results_len++) % r->window] = p->id;
+}
+
+/* The file ended (storage closed it): FILE_RESULT due, its missing
+ * blocks held (spec 9.14.2), FILE_END and ENTRY_END. */
+static void pipe_end_file(aftp_receiver *r, pipe_entry *p, int error, const uint8_t *digest)
+{
+    p->phase = PIPE_ENDED;
+    p->has_result = 1;
+    p->closed = 1;
+    p->held = NULL;
+    p->wire_error = aftp_errmap_to_wire(error);
+    memset(p->digest, 0, AFTP_DIGEST_LEN);
+    if (digest != NULL)
+        memcpy(p->digest, digest, AFTP_DIGEST_LEN);
+    if (error != AFTP_OK)
+        aftp_blockmap_set_range(&r->held, p->base, p->base + p->blocks);
+    aftp_stream_end(&r->stream, p->id, p->wire_error);
+    pipe_queue_result(r, p);
+    pipe_event(r, AFTP_EV_FILE_END, p, error, digest, NULL);
+    pipe_event(r, AFTP_EV_ENTRY_END, p, error, digest, NULL);
+}
+
+static void pipe_fail(aftp_receiver *r, pipe_entry *p, int error)
+{
+    if (p->phase == PIPE_READY)
+        r->ready_count--;
+    if (r->verify_id == p->id)
+        r->verify_id = 0;
+    r->set.storage->close(r->set.user, p->id, AFTP_CLOSE_DISCARD);
+    pipe_end_file(r, p, error, NULL);
+}
+
+/* The files waiting for the group commit are made durable together;
+ * each gets its FILE_RESULT only now (spec 9.14.3). */
+static void pipe_commit_group(aftp_receiver *r)
+{
+    uint32_t n = r->group_len;
+    if (n == 0)
+        return;
+    int rc = r->set.storage->commit_group(r->set.user, r->group, n, r->group_results);
+    r->group_len = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        pipe_entry *p = pipe_slot(r, r->group[i]);
+        if (p != NULL && p->phase == PIPE_DEFERRED)
+            pipe_end_file(r, p, rc != AFTP_OK ? rc : r->group_results[i], p->digest);
+    }
+}
+
+/* A verified file: committed alone, or deferred to the group commit,
+ * which runs within one feedback interval of the first file waiting or
+ * at once when half the window waits. */
+static void pipe_verified(aftp_receiver *r, pipe_entry *p, const uint8_t *digest)
+{
+    if (r->set.storage->commit_group == NULL) {
+        int rc = r->set.storage->close(r->set.user, p->id, AFTP_CLOSE_COMMIT);
+        pipe_end_file(r, p, rc, digest);
+        return;
+    }
+    int rc = r->set.storage->close(r->set.user, p->id, AFTP_CLOSE_DEFER);
+    if (rc != AFTP_OK) {
+        pipe_end_file(r, p, rc, NULL);
+        return;
+    }
+    p->phase = PIPE_DEFERRED;
+    memcpy(p->digest, digest, AFTP_DIGEST_LEN);
+    if (r->group_len == 0)
+        r->group_deadline = r->ss.now_ns + feedback_interval(r);
+    r->group[r->group_len++] = p->id;
+    if (r->group_len >= (r->window + 1) / 2)
+        pipe_commit_group(r);
+}
+
+/* The lowest entry waiting to be read back, now the one being read. */
+static pipe_entry *pipe_next_to_verify(aftp_receiver *r)
+{
+    for (uint32_t id = r->stream.oldest; id <= r->stream.newest; id++) {
+        pipe_entry *p = pipe_slot(r, id);
+        if (p != NULL && p->phase == PIPE_READY) {
+            r->ready_count--;
+            r->verify_id = id;
+            r->verified = 0;
+            aftp_digest_reset(r->hash);
+            return p;
+        }
+    }
+    return NULL;
+}
+
+/* One read-back step of section 9.10 over the file being verified. */
+static void pipe_verify_step(aftp_receiver *r)
+{
+    pipe_entry *p = r->verify_id ? pipe_slot(r, r->verify_id) : pipe_next_to_verify(r);
+    if (p == NULL)
+        return;
+    uint64_t end = min_u64(p->info.file.size, r->verified + AFTP_RECEIVER_VERIFY_STEP);
+    while (r->verified < end) {
+        const uint8_t *bytes = NULL;
+        size_t len = (size_t)min_u64(VERIFY_CHUNK, end - r->verified);
+        int rc = r->set.storage->view(r->set.user, p->id, r->verified, len, &bytes);
+        if (rc != AFTP_OK) {
+            pipe_fail(r, p, rc);
+            return;
+        }
+        aftp_digest_update(r->hash, bytes, len);
+        r->verified += len;
+    }
+    if (r->verified < p->info.file.size)
+        return;
+    uint8_t digest[AFTP_DIGEST_LEN];
+    aftp_digest_final(r->hash, digest);
+    r->verify_id = 0;
+    if (memcmp(digest, p->expected, AFTP_DIGEST_LEN) == 0)
+        pipe_verified(r, p, digest);
+    else
+        pipe_fail(r, p, AFTP_ERR_DIGEST_MISMATCH);
+}
+
+static void pipe_maybe_ready(aftp_receiver *r, pipe_entry *p)
+{
+    if (p->done && p->missing == 0 && p->phase == PIPE_RECEIVING) {
+        p->phase = PIPE_READY;
+        r->ready_count++;
+    }
+}
+
+/* A block a RESUME verdict listed as held: storage never gets it again. */
+static int pipe_held_by_verdict(const pipe_entry *p, uint64_t file_block)
+{
+    for (size_t i = 0; i < p->held_count; i++)
+        if (file_block - p->held[i].start < p->held[i].len && file_block >= p->held[i].start)
+            return 1;
+    return 0;
+}
+
+/* The receiving file of DATA(file_id, stream block) with payload_len
+ * bytes, or NULL when the packet has no place (spec 9.14.2). */
+static pipe_entry *pipe_data_entry(const aftp_receiver *r, uint32_t file_id, uint64_t block,
+                                   size_t payload_len)
+{
+    pipe_entry *p = pipe_slot(r, file_id);
+    if (p == NULL || p->phase != PIPE_RECEIVING || block < p->base ||
+        block - p->base >= p->blocks ||
+        payload_len != aftp_wire_block_len(p->info.file.size, p->info.file.block_size,
+                                           block - p->base) ||
+        pipe_held_by_verdict(p, block - p->base))
+        return NULL;
+    return p;
+}
+
+static void on_pipe_data(aftp_receiver *r, const aftp_wire_data *d)
+{
+    r->data_packets++;
+    pipe_entry *p = pipe_data_entry(r, d->file_id, d->block, d->payload_len);
+    if (p == NULL) {
+        aftp_session_drop(&r->ss);
+        return;
+    }
+    if (!block_wanted(r, d->block))
+        return;
+    schedule_feedback(r, feedback_interval(r));
+    if (d->block + 1 > r->scan_hi)
+        r->scan_hi = d->block + 1;
+    int rc = r->set.storage->write(r->set.user, p->id,
+                                   (d->block - p->base) * p->info.file.block_size, d->payload,
+                                   d->payload_len);
+    if (rc != AFTP_OK) {
+        pipe_fail(r, p, rc);
+        return;
+    }
+    aftp_blockmap_set(&r->held, d->block);
+    r->ss.stats.payload_bytes_received += d->payload_len;
+    p->missing--;
+    pipe_maybe_ready(r, p);
+}
+
+static void on_pipe_file_done(aftp_receiver *r, const aftp_wire_file_done *d)
+{
+    pipe_entry *p = pipe_slot(r, d->file_id);
+    if (p == NULL || p->info.kind != AFTP_ENTRY_FILE || p->phase == PIPE_OFFERED ||
+        (p->phase == PIPE_ENDED && !p->has_result)) {
+        aftp_session_drop(&r->ss);
+        return;
+    }
+    if (p->phase == PIPE_ENDED) {
+        pipe_queue_result(r, p); /* the same answer again */
+        return;
+    }
+    if (p->done) {
+        schedule_feedback(r, MIN_FEEDBACK_NS); /* verifying, committing: keep it waiting */
+        return;
+    }
+    p->done = 1;
+    memcpy(p->expected, d->digest, AFTP_DIGEST_LEN);
+    if (p->base + p->blocks > r->done_end)
+        r->done_end = p->base + p->blocks;
+    if (d->block_count != p->blocks)
+        pipe_fail(r, p, AFTP_ERR_DIGEST_MISMATCH);
+    else
+        pipe_maybe_ready(r, p);
+    if (p->phase == PIPE_RECEIVING)
+        schedule_feedback(r, MIN_FEEDBACK_NS); /* section 9.8: report the tail at once */
+}
+
+/* Session over: files still open are discarded, verified ones waiting
+ * for the group commit are committed (they are whole and checked). */
+static void pipe_close_all(aftp_receiver *r, int error)
+{
+    if (r->window == 0 || r->pe == NULL)
+        return;
+    pipe_commit_group(r);
+    for (uint32_t id = r->stream.oldest; id != 0 && id <= r->stream.newest; id++) {
+        pipe_entry *p = pipe_slot(r, id);
+        if (p != NULL && (p->phase == PIPE_RECEIVING || p->phase == PIPE_READY))
+            pipe_fail(r, p, error != AFTP_OK ? error : AFTP_ERR_PEER_CLOSED);
+    }
+    r->results_len = 0;
+}
+
+/* Repeats whose answer is gone meanwhile (a RESUME whose file closed)
+ * are passed over, so a due VERDICTS always has a record. */
+static void pipe_prune_repeats(aftp_receiver *r)
+{
+    while (r->repeat_lo <= r->repeat_hi &&
+           (r->repeat_lo >= r->verdicts_from || !pipe_repeatable(pipe_slot(r, r->repeat_lo))))
+        r->repeat_lo++;
+}
+
+static int pipe_verdicts_due(const aftp_receiver *r)
+{
+    return r->repeat_lo <= r->repeat_hi ||
+           (r->verdicts_from < r->decide_next && r->ss.now_ns >= r->verdicts_deadline);
+}
+
+/* Adds p's verdict to the VERDICTS being built when it fits: 1, else 0. */
+static int pipe_add_record(aftp_receiver *r, aftp_wire_verdicts *vs, const pipe_entry *p,
+                           size_t *used_ranges, size_t *budget)
+{
+    if (vs->count == r->max_vrecs || *used_ranges + p->held_count > r->max_vranges)
+        return 0;
+    aftp_wire_verdict v = pipe_wire_verdict(p, r->vranges + *used_ranges);
+    size_t cost = AFTP_WIRE_VERDICT_FIXED +
+                  (v.range_count ? aftp_wire_ranges_encoded_len(0, v.ranges, v.range_count) : 0);
+    if (cost > *budget)
+        return 0;
+    *budget -= cost;
+    *used_ranges += v.range_count;
+    r->vrecs[vs->count++] = v;
+    return 1;
+}
+
+/* One VERDICTS: the repeats asked for, then the queued verdicts in id
+ * order, as many as fit; the rest leave in the next one. */
+static int encode_verdicts(aftp_receiver *r, uint8_t *buf, size_t cap, aftp_datagram *dg)
+{
+    aftp_wire_packet pkt;
+    size_t used = 0, budget = verdict_budget(r);
+    aftp_session_packet(&r->ss, AFTP_WIRE_VERDICTS, &pkt);
+    aftp_wire_verdicts *vs = &pkt.u.verdicts;
+    for (; r->repeat_lo <= r->repeat_hi; r->repeat_lo++) {
+        const pipe_entry *p = pipe_slot(r, r->repeat_lo);
+        if (r->repeat_lo >= r->verdicts_from || !pipe_repeatable(p))
+            continue;
+        if (!pipe_add_record(r, vs, p, &used, &budget))
+            break;
+    }
+    for (; r->verdicts_from < r->decide_next; r->verdicts_from++)
+        if (!pipe_add_record(r, vs, pipe_slot(r, r->verdicts_from), &used, &budget))
+            break;
+    if (r->verdicts_from < r->decide_next)
+        r->verdicts_deadline = r->ss.now_ns; /* a full datagram left: the rest at once */
+    vs->verdicts = r->vrecs;
+    return aftp_session_encode(&r->ss, &pkt, buf, cap, dg);
+}
+
+static int encode_pipe_result(aftp_receiver *r, uint8_t *buf, size_t cap, aftp_datagram *dg)
+{
+    uint32_t id = r->results[r->results_head];
+    r->results_head = (r->results_head + 1) % r->window;
+    r->results_len--;
+    const pipe_entry *p = pipe_slot(r, id);
+    return encode_file_result(r, id, p->wire_error, p->digest, buf, cap, dg);
+}
+
+/* The pipelined timers: queued verdicts, the group commit, read-back. */
+static uint64_t pipe_expiry(const aftp_receiver *r, uint64_t t)
+{
+    if (r->window == 0)
+        return t;
+    if (r->verdicts_from < r->decide_next)
+        t = min_u64(t, r->verdicts_deadline);
+    if (r->group_len > 0)
+        t = min_u64(t, r->group_deadline);
+    if (r->verify_id != 0 || r->ready_count > 0)
+        t = min_u64(t, r->ss.now_ns);
+    return t;
+}
+
+static void pipe_handle_expiry(aftp_receiver *r)
+{
+    if (r->window == 0 || r->ss.state != AFTP_STATE_TRANSFER)
+        return;
+    if (r->group_len > 0 && r->ss.now_ns >= r->group_deadline)
+        pipe_commit_group(r);
+    if (r->verify_id != 0 || r->ready_count > 0)
+        pipe_verify_step(r);
+}
+
+/* Section 9.14: a pipelined session's input; FILE_OFFER has no place in it. */
+static void dispatch_pipelined(aftp_receiver *r, const aftp_wire_packet *p)
+{
+    switch (p->hdr.type) {
+    case AFTP_WIRE_ENTRIES: on_entries(r, &p->u.entries); break;
+    case AFTP_WIRE_DATA: on_pipe_data(r, &p->u.data); break;
+    case AFTP_WIRE_FILE_DONE: on_pipe_file_done(r, &p->u.file_done); break;
+    case AFTP_WIRE_CLOSE: on_close(r, &p->u.close); break;
+    default: aftp_session_drop(&r->ss); break;
+    }
+}
+
 static void dispatch(aftp_receiver *r, const aftp_wire_packet *p)
 {
+    if (r->window != 0) {
+        dispatch_pipelined(r, p);
+        return;
+    }
     switch (p->hdr.type) {
     case AFTP_WIRE_FILE_OFFER: on_file_offer(r, &p->u.file_offer); break;
     case AFTP_WIRE_DATA: on_data(r, &p->u.data); break;
@@ -799,8 +1486,10 @@ static void dispatch(aftp_receiver *r, const aftp_wire_packet *p)
 /* Section 9.2 step 3: the types a server receives; the others only a
  * server sends, so they are no input for it, and dropped before they can
  * count as the client's (idle timer, address validation). */
-static int server_receives(uint8_t type)
+static int server_receives(const aftp_receiver *r, uint8_t type)
 {
+    if (type == AFTP_WIRE_ENTRIES)
+        return r->window != 0; /* section 12.4: only in a pipelined session */
     return type == AFTP_WIRE_HELLO || type == AFTP_WIRE_FILE_OFFER || type == AFTP_WIRE_DATA ||
            type == AFTP_WIRE_FILE_DONE || type == AFTP_WIRE_CLOSE;
 }
@@ -824,6 +1513,17 @@ static int addressed_to_us(const aftp_receiver *r, const aftp_wire_header *hdr)
  * lost repair of the block holding it back would otherwise never be
  * detected). Returns 1 when the datagram is worth opening, with its block
  * in *block. */
+/* DATA(file_id, block) of payload_len bytes belongs to a file being
+ * received (sections 6.6, 9.14.2). */
+static int data_has_place(const aftp_receiver *r, uint32_t file_id, uint64_t block,
+                          size_t payload_len)
+{
+    if (r->window != 0)
+        return pipe_data_entry(r, file_id, block, payload_len) != NULL;
+    return r->phase == FILE_OPEN && file_id == r->info.file_id && block < r->block_count &&
+           payload_len == aftp_wire_block_len(r->info.size, r->info.block_size, block);
+}
+
 static int sealed_data_wanted(aftp_receiver *r, const uint8_t *pkt, size_t len, uint64_t *block_out)
 {
     aftp_wire_reader rd;
@@ -833,8 +1533,7 @@ static int sealed_data_wanted(aftp_receiver *r, const uint8_t *pkt, size_t len, 
     aftp_wire_reader_init(&rd, pkt + AFTP_WIRE_HEADER_LEN, len - AFTP_WIRE_HEADER_LEN);
     int ok = aftp_wire_read_u32(&rd, &file_id) == AFTP_OK &&
              aftp_wire_read_u64(&rd, &block) == AFTP_OK && len >= overhead &&
-             r->phase == FILE_OPEN && file_id == r->info.file_id && block < r->block_count &&
-             len - overhead == aftp_wire_block_len(r->info.size, r->info.block_size, block);
+             data_has_place(r, file_id, block, len - overhead);
     if (!ok) {
         aftp_session_drop(&r->ss);
         return 0;
@@ -844,16 +1543,33 @@ static int sealed_data_wanted(aftp_receiver *r, const uint8_t *pkt, size_t len, 
     return aftp_blockmap_test(&r->held, block) ? block_wanted(r, block) : 1;
 }
 
+/* The clear file id of a DATA whose length was checked. */
+static uint32_t data_file_id(const uint8_t *pkt)
+{
+    aftp_wire_reader rd;
+    uint32_t file_id = 0;
+    aftp_wire_reader_init(&rd, pkt + AFTP_WIRE_HEADER_LEN, 4);
+    aftp_wire_read_u32(&rd, &file_id);
+    return file_id;
+}
+
 /* Where the payload of a wanted sealed DATA for `block` can be opened in
  * place: the bytes storage lends for it, or NULL (then it opens into
  * scratch and goes through storage.write; a block beyond the window, to
  * be discarded, always does). */
-static uint8_t *payload_place(aftp_receiver *r, uint64_t block)
+static uint8_t *payload_place(aftp_receiver *r, uint32_t file_id, uint64_t block)
 {
     uint8_t *place = NULL;
+    const aftp_file_info *f = &r->info;
+    uint64_t file_block = block;
+    if (r->window != 0) {
+        const pipe_entry *p = pipe_slot(r, file_id); /* admitted by sealed_data_wanted */
+        f = &p->info.file;
+        file_block = block - p->base;
+    }
     if (r->set.storage->place == NULL || block >= aftp_blockmap_window_end(&r->held) ||
-        r->set.storage->place(r->set.user, r->info.file_id, block * r->info.block_size,
-                              aftp_wire_block_len(r->info.size, r->info.block_size, block),
+        r->set.storage->place(r->set.user, file_id, file_block * f->block_size,
+                              aftp_wire_block_len(f->size, f->block_size, file_block),
                               &place) != AFTP_OK)
         return NULL;
     return place;
@@ -870,7 +1586,7 @@ static int admit(aftp_receiver *r, const uint8_t *pkt, size_t len, aftp_wire_pac
     int sealed_data = 0;
     if (aftp_session_peek(&r->ss, pkt, len, &hdr) != AFTP_OK)
         return 0;
-    if (!server_receives(hdr.type) || !addressed_to_us(r, &hdr)) {
+    if (!server_receives(r, hdr.type) || !addressed_to_us(r, &hdr)) {
         aftp_session_drop(&r->ss);
         return 0;
     }
@@ -884,7 +1600,7 @@ static int admit(aftp_receiver *r, const uint8_t *pkt, size_t len, aftp_wire_pac
     }
     if (aftp_session_precheck(&r->ss, &hdr) != AFTP_OK)
         return 0;
-    uint8_t *place = sealed_data ? payload_place(r, block) : NULL;
+    uint8_t *place = sealed_data ? payload_place(r, data_file_id(pkt), block) : NULL;
     if (place != NULL)
         return aftp_session_open_data(&r->ss, pkt, len, &hdr, place, p) == AFTP_OK;
     return aftp_session_open(&r->ss, pkt, len, &hdr, p) == AFTP_OK;
@@ -964,17 +1680,25 @@ static int encode_reply(aftp_receiver *r, uint8_t *buf, size_t cap, aftp_datagra
     return aftp_session_encode(&r->ss, &p, buf, cap, dg);
 }
 
-static int encode_result(aftp_receiver *r, uint8_t *buf, size_t cap, aftp_datagram *dg)
+static int encode_file_result(aftp_receiver *r, uint32_t file_id, uint16_t wire_error,
+                              const uint8_t *digest, uint8_t *buf, size_t cap, aftp_datagram *dg)
 {
     aftp_wire_packet p;
     aftp_session_packet(&r->ss, AFTP_WIRE_FILE_RESULT, &p);
-    p.u.file_result.file_id = r->info.file_id;
-    p.u.file_result.error = r->result_error;
-    memcpy(p.u.file_result.digest, r->result_digest, AFTP_DIGEST_LEN);
+    p.u.file_result.file_id = file_id;
+    p.u.file_result.error = wire_error;
+    memcpy(p.u.file_result.digest, digest, AFTP_DIGEST_LEN);
+    return aftp_session_encode(&r->ss, &p, buf, cap, dg);
+}
+
+/* One-file mode: resent on the control timer until the next offer. */
+static int encode_result(aftp_receiver *r, uint8_t *buf, size_t cap, aftp_datagram *dg)
+{
     r->result_due = 0;
     r->result_sent = 1;
     r->resend_deadline = r->ss.now_ns + aftp_rtt_pto_backoff(&r->rtt, r->backoff);
-    return aftp_session_encode(&r->ss, &p, buf, cap, dg);
+    return encode_file_result(r, r->info.file_id, r->result_error, r->result_digest, buf, cap,
+                              dg);
 }
 
 /* Fills r->ranges with the missing ranges of [scan_start, *scan_end) that
@@ -1011,8 +1735,11 @@ static uint16_t collect_ranges(aftp_receiver *r, uint64_t scan_start, uint64_t *
  * ranges of f (cum_block already set). */
 static void fill_scan_window(aftp_receiver *r, aftp_wire_feedback *f)
 {
-    /* After FILE_DONE the receiver knows the end: the tail is reported too. */
+    /* After FILE_DONE the receiver knows the end: the tail is reported
+     * too (pipelined: the end of the highest entry whose FILE_DONE came). */
     uint64_t area_end = r->done_received ? r->block_count : r->scan_hi;
+    if (r->window != 0)
+        area_end = r->done_end > r->scan_hi ? r->done_end : r->scan_hi;
     if (area_end < f->cum_block)
         area_end = f->cum_block;
     f->scan_start = r->scan_cursor;
@@ -1029,7 +1756,7 @@ static int encode_feedback(aftp_receiver *r, uint8_t *buf, size_t cap, aftp_data
     aftp_wire_packet p;
     aftp_session_packet(&r->ss, AFTP_WIRE_FEEDBACK, &p);
     aftp_wire_feedback *f = &p.u.feedback;
-    f->file_id = r->info.file_id;
+    f->file_id = r->window != 0 ? 0 : r->info.file_id; /* 9.14.2: 0, the stream */
     f->largest_pn = r->largest_pn;
     f->ack_delay_us = (uint32_t)min_u64((r->ss.now_ns - r->largest_pn_ns) / 1000, UINT32_MAX);
     f->recv_time_us = r->ss.now_ns / 1000;
@@ -1043,7 +1770,10 @@ static int encode_feedback(aftp_receiver *r, uint8_t *buf, size_t cap, aftp_data
     return aftp_session_encode(&r->ss, &p, buf, cap, dg);
 }
 
-enum output_kind { OUT_NONE, OUT_CLOSE, OUT_HELLO_ACK, OUT_REPLY, OUT_RESULT, OUT_FEEDBACK };
+enum output_kind {
+    OUT_NONE, OUT_CLOSE, OUT_HELLO_ACK, OUT_REPLY, OUT_RESULT, OUT_VERDICTS, OUT_PIPE_RESULT,
+    OUT_FEEDBACK
+};
 
 /* Section 14.3: before the client proved its address, at most 3x its bytes. */
 static int within_amplification_limit(const aftp_receiver *r)
@@ -1068,7 +1798,11 @@ static int next_output(const aftp_receiver *r)
         return OUT_REPLY;
     if (r->result_due)
         return OUT_RESULT;
-    if (r->feedback_due && r->phase == FILE_OPEN)
+    if (r->window != 0 && pipe_verdicts_due(r))
+        return OUT_VERDICTS;
+    if (r->window != 0 && r->results_len > 0)
+        return OUT_PIPE_RESULT;
+    if (r->feedback_due && (r->phase == FILE_OPEN || r->window != 0))
         return OUT_FEEDBACK;
     return OUT_NONE;
 }
@@ -1080,6 +1814,8 @@ static int emit(aftp_receiver *r, int kind, uint8_t *buf, size_t cap, aftp_datag
     case OUT_HELLO_ACK: return encode_hello_ack(r, buf, cap, dg);
     case OUT_REPLY: return encode_reply(r, buf, cap, dg);
     case OUT_RESULT: return encode_result(r, buf, cap, dg);
+    case OUT_VERDICTS: return encode_verdicts(r, buf, cap, dg);
+    case OUT_PIPE_RESULT: return encode_pipe_result(r, buf, cap, dg);
     default: return encode_feedback(r, buf, cap, dg);
     }
 }
@@ -1092,6 +1828,8 @@ int aftp_receiver_write(aftp_receiver *r, uint64_t now_ns, uint8_t *buf, size_t 
     if (cap < r->ss.own_max_datagram)
         return AFTP_ERR_BUFFER_TOO_SMALL;
     aftp_session_tick(&r->ss, now_ns);
+    if (r->window != 0)
+        pipe_prune_repeats(r);
     int kind = next_output(r);
     if (kind == OUT_NONE)
         return 0;
@@ -1110,7 +1848,7 @@ uint64_t aftp_receiver_expiry(const aftp_receiver *r)
         t = min_u64(t, r->feedback_deadline);
     if (verify_due(r))
         t = min_u64(t, r->ss.now_ns); /* the next read-back step is due */
-    return min_u64(t, r->resend_deadline);
+    return min_u64(pipe_expiry(r, t), r->resend_deadline);
 }
 
 int aftp_receiver_handle_expiry(aftp_receiver *r, uint64_t now_ns)
@@ -1139,6 +1877,7 @@ int aftp_receiver_handle_expiry(aftp_receiver *r, uint64_t now_ns)
     }
     if (verify_due(r))
         verify_step(r);
+    pipe_handle_expiry(r);
     return AFTP_OK;
 }
 
