@@ -1,0 +1,595 @@
+/* The receiver engine in pipelined mode (spec sections 9.14, 12.3.2),
+ * driven by a scripted sender (sim_script) that builds ENTRIES, DATA and
+ * FILE_DONE with proto's encoders, against sim_storage's `entry` and
+ * `commit_group`: negotiation, many small files, empty files, directories
+ * and links byte-exact, FEEDBACK over the stream, SKIP and RESUME, the
+ * group commit, and hostile senders. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "common/aftp_digest.h"
+#include "sim_script.h"
+
+#define BS 1024u
+#define MAX_ID (SIM_MAX_FILES + 2)
+
+/* What the receiver sent, decoded. */
+typedef struct seen {
+    int verdicts_packets;
+    int verdicts[MAX_ID];        /* verdict records per entry id */
+    int verdict[MAX_ID];         /* the latest one's kind */
+    uint16_t verdict_error[MAX_ID];
+    aftp_wire_range resume[MAX_ID][4]; /* a RESUME's held ranges */
+    int resume_count[MAX_ID];
+    int results[MAX_ID];         /* FILE_RESULTs per file id */
+    uint16_t result_error[MAX_ID];
+    int results_total;
+    int feedbacks;
+    aftp_wire_feedback fb;       /* the latest FEEDBACK (ranges copied below) */
+    aftp_wire_range fb_ranges[64];
+    size_t fb_count;
+    int closes;
+    uint16_t close_error;
+} seen;
+
+static void note_verdicts(seen *s, const aftp_wire_verdicts *vs)
+{
+    aftp_wire_record_iter it;
+    aftp_wire_verdict v;
+    s->verdicts_packets++;
+    aftp_wire_verdicts_iter_init(&it, vs);
+    while (aftp_wire_verdicts_next(&it, &v)) {
+        assert_true(v.entry_id < MAX_ID);
+        s->verdicts[v.entry_id]++;
+        s->verdict[v.entry_id] = v.verdict;
+        s->verdict_error[v.entry_id] = v.error;
+        aftp_wire_range_iter rit;
+        aftp_wire_range rg;
+        s->resume_count[v.entry_id] = 0;
+        aftp_wire_verdict_ranges_init(&rit, &v);
+        while (v.range_count > 0 && aftp_wire_ranges_next(&rit, &rg) &&
+               s->resume_count[v.entry_id] < 4)
+            s->resume[v.entry_id][s->resume_count[v.entry_id]++] = rg;
+    }
+}
+
+static void note_feedback(seen *s, const aftp_wire_feedback *f)
+{
+    aftp_wire_range_iter it;
+    aftp_wire_range rg;
+    s->feedbacks++;
+    s->fb = *f;
+    s->fb_count = 0;
+    aftp_wire_range_iter_init(&it, f);
+    while (aftp_wire_ranges_next(&it, &rg) && s->fb_count < 64)
+        s->fb_ranges[s->fb_count++] = rg;
+}
+
+static void collect(sim_script *g, seen *s)
+{
+    while (sim_script_next(g)) {
+        const aftp_wire_packet *p = &g->out;
+        switch (p->hdr.type) {
+        case AFTP_WIRE_VERDICTS: note_verdicts(s, &p->u.verdicts); break;
+        case AFTP_WIRE_FILE_RESULT:
+            assert_true(p->u.file_result.file_id < MAX_ID);
+            s->results[p->u.file_result.file_id]++;
+            s->result_error[p->u.file_result.file_id] = p->u.file_result.error;
+            s->results_total++;
+            break;
+        case AFTP_WIRE_FEEDBACK: note_feedback(s, &p->u.feedback); break;
+        case AFTP_WIRE_CLOSE:
+            s->closes++;
+            s->close_error = p->u.close.error;
+            break;
+        default: break;
+        }
+    }
+}
+
+/* Runs the engine's timers for `ms` virtual milliseconds, collecting. */
+static void settle(sim_script *g, seen *s, int ms)
+{
+    for (int i = 0; i < ms; i++) {
+        for (int k = 0; k < 4; k++) {
+            sim_script_tick(g);
+            collect(g, s);
+        }
+        g->clock += UINT64_C(1000000);
+    }
+}
+
+static void send_file(sim_script *g, uint32_t id)
+{
+    for (uint64_t b = 0; b < g->st.files[id - 1].blocks; b++)
+        assert_int_equal(sim_script_stream_data(g, id, b), AFTP_OK);
+    assert_int_equal(sim_script_file_done(g, id), AFTP_OK);
+}
+
+static uint32_t connect_pipelined(sim_script *g, uint32_t window)
+{
+    uint32_t granted = sim_script_hello_pipeline(g, window);
+    assert_int_equal(aftp_receiver_state(g->r), AFTP_STATE_HANDSHAKE);
+    return granted;
+}
+
+/* ---- negotiation (spec 12.3.2) ---- */
+
+static aftp_storage_ops ops_without_entry;
+static void no_entry_op(aftp_receiver_settings *s)
+{
+    ops_without_entry = sim_receiver_storage;
+    ops_without_entry.entry = NULL;
+    s->storage = &ops_without_entry;
+}
+
+static void window_16(aftp_receiver_settings *s)
+{
+    s->pipeline_window = 16;
+}
+
+static void test_negotiation(void **state)
+{
+    (void)state;
+    sim_script g;
+    const struct { uint32_t own, asked, granted; void (*tune)(aftp_receiver_settings *); } cases[] = {
+        {16, 64, 16, NULL}, {16, 8, 8, NULL}, {16, 16, 16, NULL}, {0, 8, 0, NULL},
+        {16, 0, 0, NULL}, {16, 8, 0, no_entry_op},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        sim_script_start_pipelined(&g, cases[i].own, cases[i].tune);
+        assert_int_equal(connect_pipelined(&g, cases[i].asked), cases[i].granted);
+        sim_script_free(&g);
+    }
+}
+
+/* A client without PIPELINE gets today's session from a receiver that
+ * offers pipelined mode: FILE_OFFER works, ENTRIES is dropped. */
+static void test_client_without_pipeline_gets_one_file_session(void **state)
+{
+    (void)state;
+    sim_script g;
+    seen s = {0};
+    sim_script_start(&g, 3000, window_16);
+    assert_int_equal(sim_script_connect_and_offer(&g, BS), AFTP_WIRE_ERR_NONE);
+    aftp_stats before, after;
+    aftp_receiver_get_stats(g.r, &before);
+    aftp_wire_entry e = {.entry_id = 2, .kind = AFTP_WIRE_KIND_DIR, .path_len = 1,
+                         .path = (const uint8_t *)"d"};
+    assert_int_equal(sim_script_send_entries(&g, &e, 1), AFTP_OK);
+    aftp_receiver_get_stats(g.r, &after);
+    assert_int_equal(after.packets_dropped, before.packets_dropped + 1);
+    for (uint64_t b = 0; b < 3; b++)
+        assert_int_equal(sim_script_data(&g, b, BS), AFTP_OK);
+    aftp_wire_packet p;
+    memset(&p, 0, sizeof p);
+    p.u.file_done.file_id = 1;
+    p.u.file_done.block_count = 3;
+    aftp_digest *d = NULL;
+    assert_int_equal(aftp_digest_new(&d), AFTP_OK);
+    aftp_digest_update(d, g.st.files[0].src, 3000);
+    aftp_digest_final(d, p.u.file_done.digest);
+    aftp_digest_del(d);
+    assert_int_equal(sim_script_send(&g, &p, AFTP_WIRE_FILE_DONE), AFTP_OK);
+    settle(&g, &s, 30);
+    assert_int_equal(s.verdicts_packets, 0);
+    assert_true(s.results[1] >= 1);
+    assert_int_equal(s.result_error[1], AFTP_WIRE_ERR_NONE);
+    assert_true(sim_file_intact(&g.st, 1));
+    sim_script_free(&g);
+}
+
+/* ---- a tree of entries ---- */
+
+static const uint64_t small_sizes[] = {0, 1, 100, 1023, 1024, 1025, 5000, 0, 3000, 2048,
+                                       7, 4097, 0, 999, 65};
+
+/* d/, d/f* files of small_sizes, d/link -> ../x/y, d/sub/, d/sub/g. */
+static uint32_t add_tree(sim_storage *st)
+{
+    char path[48];
+    sim_storage_add_entry(st, AFTP_ENTRY_DIR, "d", 0, 0, NULL);
+    for (size_t i = 0; i < sizeof small_sizes / sizeof small_sizes[0]; i++) {
+        snprintf(path, sizeof path, "d/f%zu", i);
+        sim_storage_add_entry(st, AFTP_ENTRY_FILE, path, small_sizes[i], BS, NULL);
+    }
+    sim_storage_add_entry(st, AFTP_ENTRY_SYMLINK, "d/link", 0, 0, "../x/y");
+    sim_storage_add_entry(st, AFTP_ENTRY_DIR, "d/sub", 0, 0, NULL);
+    sim_storage_add_entry(st, AFTP_ENTRY_FILE, "d/sub/g", 6000, BS, NULL);
+    return (uint32_t)st->nfiles;
+}
+
+static void test_tree_arrives_byte_exact(void **state)
+{
+    (void)state;
+    sim_script g;
+    seen s = {0};
+    sim_script_start_pipelined(&g, 64, NULL);
+    uint32_t n = add_tree(&g.st);
+    assert_int_equal(connect_pipelined(&g, 64), 64);
+    assert_int_equal(sim_script_entries(&g, 1, (uint16_t)n, 0), AFTP_OK);
+    settle(&g, &s, 20);
+    assert_int_equal(s.verdicts_packets, 1); /* batched */
+    for (uint32_t id = 1; id <= n; id++) {
+        assert_int_equal(s.verdicts[id], 1);
+        assert_int_equal(s.verdict[id], AFTP_WIRE_VERDICT_SEND);
+    }
+    for (uint32_t id = 1; id <= n; id++)
+        if (g.st.files[id - 1].kind == AFTP_ENTRY_FILE)
+            send_file(&g, id);
+    settle(&g, &s, 50);
+    for (uint32_t id = 1; id <= n; id++) {
+        const sim_file *f = &g.st.files[id - 1];
+        if (f->kind == AFTP_ENTRY_FILE) {
+            assert_int_equal(s.results[id], 1);
+            assert_int_equal(s.result_error[id], AFTP_WIRE_ERR_NONE);
+            assert_true(sim_file_intact(&g.st, id));
+        } else {
+            assert_int_equal(s.results[id], 0);
+            assert_true(f->placed);
+        }
+    }
+    assert_string_equal(g.st.files[n - 3].placed_target, "../x/y");
+    assert_false(g.st.out_of_order);
+    assert_int_equal(g.side.ev.entry_end, (int)n);
+    assert_int_equal(s.closes, 0);
+    assert_int_equal(s.fb.file_id, 0);
+    assert_int_equal(s.fb.cum_block, g.st.stream_end);
+    sim_script_free(&g);
+}
+
+/* FEEDBACK reports the stream: exactly the stream blocks not received. */
+static void test_feedback_lists_missing_stream_blocks(void **state)
+{
+    (void)state;
+    sim_script g;
+    seen s = {0};
+    sim_script_start_pipelined(&g, 16, NULL);
+    for (int i = 0; i < 5; i++)
+        sim_storage_add_entry(&g.st, AFTP_ENTRY_FILE, "f", 3000, BS, NULL);
+    connect_pipelined(&g, 16);
+    assert_int_equal(sim_script_entries(&g, 1, 5, 0), AFTP_OK);
+    settle(&g, &s, 20);
+    const uint64_t skip[] = {1, 7, 8, 14}; /* stream blocks left out */
+    for (uint32_t id = 1; id <= 5; id++) {
+        for (uint64_t b = 0; b < 3; b++) {
+            uint64_t sb = g.st.files[id - 1].base + b;
+            if (sb != skip[0] && sb != skip[1] && sb != skip[2] && sb != skip[3])
+                assert_int_equal(sim_script_stream_data(&g, id, b), AFTP_OK);
+        }
+        assert_int_equal(sim_script_file_done(&g, id), AFTP_OK);
+    }
+    settle(&g, &s, 30);
+    assert_int_equal(s.fb.file_id, 0);
+    assert_int_equal(s.fb.cum_block, 1);
+    assert_int_equal(s.fb.blocks_received, 11);
+    assert_int_equal(s.fb.scan_end, 15);
+    assert_int_equal(s.fb_count, 3);
+    assert_int_equal(s.fb_ranges[0].start, 1);
+    assert_int_equal(s.fb_ranges[0].len, 1);
+    assert_int_equal(s.fb_ranges[1].start, 7);
+    assert_int_equal(s.fb_ranges[1].len, 2);
+    assert_int_equal(s.fb_ranges[2].start, 14);
+    assert_int_equal(s.fb_ranges[2].len, 1);
+    /* Only the files whose blocks all came are done. */
+    assert_int_equal(s.results_total, 2);
+    assert_int_equal(s.results[2], 1);
+    assert_int_equal(s.results[4], 1);
+    for (int i = 0; i < 4; i++) {
+        uint32_t id = (uint32_t)(skip[i] / 3) + 1;
+        assert_int_equal(sim_script_stream_data(&g, id, skip[i] - g.st.files[id - 1].base),
+                         AFTP_OK);
+    }
+    settle(&g, &s, 30);
+    assert_int_equal(s.results_total, 5);
+    for (uint32_t id = 1; id <= 5; id++)
+        assert_true(sim_file_intact(&g.st, id));
+    sim_script_free(&g);
+}
+
+/* ---- group commit (spec 9.14.3) ---- */
+
+static void test_group_commit_before_results(void **state)
+{
+    (void)state;
+    sim_script g;
+    seen s = {0};
+    sim_script_start_pipelined(&g, 16, NULL);
+    g.st.results_seen = &s.results_total;
+    for (int i = 0; i < 3; i++)
+        sim_storage_add_entry(&g.st, AFTP_ENTRY_FILE, "f", 2000, BS, NULL);
+    connect_pipelined(&g, 16);
+    assert_int_equal(sim_script_entries(&g, 1, 3, 0), AFTP_OK);
+    settle(&g, &s, 20);
+    for (uint32_t id = 1; id <= 3; id++)
+        send_file(&g, id);
+    /* Verified at once (timers at this very instant): deferred, no result. */
+    for (int k = 0; k < 10; k++) {
+        sim_script_tick(&g);
+        collect(&g, &s);
+    }
+    for (uint32_t id = 1; id <= 3; id++) {
+        assert_true(g.st.files[id - 1].deferred);
+        assert_false(g.st.files[id - 1].committed);
+    }
+    assert_int_equal(s.results_total, 0);
+    assert_int_equal(g.st.group_commits, 0);
+    settle(&g, &s, 30); /* within a feedback interval: one group commit */
+    assert_int_equal(g.st.group_commits, 1);
+    assert_int_equal(g.st.results_at_commit, 0);
+    assert_int_equal(s.results_total, 3);
+    for (uint32_t id = 1; id <= 3; id++)
+        assert_true(sim_file_intact(&g.st, id));
+    sim_script_free(&g);
+}
+
+/* Half the window waiting commits at once, without waiting for the timer. */
+static void test_group_commit_at_half_window(void **state)
+{
+    (void)state;
+    sim_script g;
+    seen s = {0};
+    sim_script_start_pipelined(&g, 4, NULL);
+    for (int i = 0; i < 2; i++)
+        sim_storage_add_entry(&g.st, AFTP_ENTRY_FILE, "f", 100, BS, NULL);
+    connect_pipelined(&g, 4);
+    assert_int_equal(sim_script_entries(&g, 1, 2, 0), AFTP_OK);
+    settle(&g, &s, 20);
+    send_file(&g, 1);
+    send_file(&g, 2);
+    for (int k = 0; k < 10; k++) {
+        sim_script_tick(&g);
+        collect(&g, &s);
+    }
+    assert_int_equal(g.st.group_commits, 1);
+    assert_int_equal(s.results_total, 2);
+    sim_script_free(&g);
+}
+
+static aftp_storage_ops ops_without_group;
+static void no_group_op(aftp_receiver_settings *s)
+{
+    ops_without_group = sim_receiver_storage;
+    ops_without_group.commit_group = NULL;
+    s->storage = &ops_without_group;
+}
+
+static void test_commit_alone_without_group_op(void **state)
+{
+    (void)state;
+    sim_script g;
+    seen s = {0};
+    sim_script_start_pipelined(&g, 16, no_group_op);
+    sim_storage_add_entry(&g.st, AFTP_ENTRY_FILE, "f", 2000, BS, NULL);
+    connect_pipelined(&g, 16);
+    assert_int_equal(sim_script_entries(&g, 1, 1, 0), AFTP_OK);
+    settle(&g, &s, 20);
+    send_file(&g, 1);
+    for (int k = 0; k < 10; k++) {
+        sim_script_tick(&g);
+        collect(&g, &s);
+    }
+    assert_int_equal(s.results[1], 1);
+    assert_false(g.st.files[0].deferred);
+    assert_true(sim_file_intact(&g.st, 1));
+    sim_script_free(&g);
+}
+
+/* ---- SKIP and RESUME (spec 9.14.4) ---- */
+
+static void test_skip_and_resume(void **state)
+{
+    (void)state;
+    sim_script g;
+    seen s = {0};
+    sim_script_start_pipelined(&g, 16, NULL);
+    sim_file *a = sim_storage_add_entry(&g.st, AFTP_ENTRY_FILE, "same", 4000, BS, NULL);
+    sim_file *b = sim_storage_add_entry(&g.st, AFTP_ENTRY_FILE, "part", 8000, BS, NULL);
+    a->identical = 1;
+    b->held[0] = (aftp_block_range){0, 2};
+    b->held[1] = (aftp_block_range){5, 1};
+    b->held_count = 2;
+    connect_pipelined(&g, 16);
+    aftp_wire_entry list[2] = {sim_script_entry(&g, 1, AFTP_WIRE_ENTRY_SYNC),
+                               sim_script_entry(&g, 2, AFTP_WIRE_ENTRY_RESUME)};
+    assert_int_equal(sim_script_send_entries(&g, list, 2), AFTP_OK);
+    settle(&g, &s, 20);
+    assert_int_equal(s.verdict[1], AFTP_WIRE_VERDICT_SKIP);
+    assert_int_equal(s.verdict[2], AFTP_WIRE_VERDICT_RESUME);
+    assert_int_equal(s.resume_count[2], 2);
+    assert_int_equal(s.resume[2][0].start, 0);
+    assert_int_equal(s.resume[2][0].len, 2);
+    assert_int_equal(s.resume[2][1].start, 5);
+    assert_int_equal(s.resume[2][1].len, 1);
+    assert_false(a->opened);
+    /* A held block is never written again, even when sent. */
+    assert_int_equal(sim_script_stream_data(&g, 2, 0), AFTP_OK);
+    for (uint64_t blk = 2; blk < 8; blk++)
+        if (blk != 3 && blk != 5)
+            assert_int_equal(sim_script_stream_data(&g, 2, blk), AFTP_OK);
+    assert_int_equal(sim_script_file_done(&g, 2), AFTP_OK);
+    settle(&g, &s, 30);
+    /* The skipped file and the held blocks count as held: only 3 is missing. */
+    assert_int_equal(s.fb.cum_block, b->base + 3);
+    assert_int_equal(s.fb_count, 1);
+    assert_int_equal(s.fb_ranges[0].start, b->base + 3);
+    assert_int_equal(s.fb_ranges[0].len, 1);
+    assert_int_equal(s.results_total, 0);
+    assert_int_equal(sim_script_stream_data(&g, 2, 3), AFTP_OK);
+    settle(&g, &s, 30);
+    assert_int_equal(s.results[2], 1);
+    assert_int_equal(s.result_error[2], AFTP_WIRE_ERR_NONE);
+    assert_true(sim_file_intact(&g.st, 2));
+    assert_int_equal(s.fb.cum_block, g.st.stream_end);
+    sim_script_free(&g);
+}
+
+/* ---- hostile senders ---- */
+
+static void expect_protocol_close(sim_script *g, seen *s)
+{
+    settle(g, s, 2);
+    assert_int_equal(aftp_receiver_state(g->r), AFTP_STATE_CLOSING);
+    assert_int_equal(s->closes, 1);
+    assert_int_equal(s->close_error, AFTP_WIRE_ERR_PROTOCOL);
+}
+
+static void test_entry_beyond_window_closes(void **state)
+{
+    (void)state;
+    sim_script g;
+    seen s = {0};
+    sim_script_start_pipelined(&g, 4, NULL);
+    for (int i = 0; i < 5; i++)
+        sim_storage_add_entry(&g.st, AFTP_ENTRY_FILE, "f", 100, BS, NULL);
+    connect_pipelined(&g, 4);
+    assert_int_equal(sim_script_entries(&g, 1, 4, 0), AFTP_OK); /* the window is full */
+    assert_int_equal(sim_script_entries(&g, 5, 1, 0), AFTP_ERR_MALFORMED);
+    expect_protocol_close(&g, &s);
+    assert_int_equal(g.st.last_decided, 4);
+    sim_script_free(&g);
+}
+
+/* Entry 2 against entry 1 across two batches: a gap, an overlap, a base
+ * going backwards. */
+static void test_bases_that_break_the_stream_close(void **state)
+{
+    (void)state;
+    const int64_t shift[] = {+1, -1, -3};
+    for (size_t i = 0; i < 3; i++) {
+        sim_script g;
+        seen s = {0};
+        sim_script_start_pipelined(&g, 8, NULL);
+        sim_storage_add_entry(&g.st, AFTP_ENTRY_FILE, "a", 3000, BS, NULL);
+        sim_storage_add_entry(&g.st, AFTP_ENTRY_FILE, "b", 3000, BS, NULL);
+        connect_pipelined(&g, 8);
+        assert_int_equal(sim_script_entries(&g, 1, 1, 0), AFTP_OK);
+        aftp_wire_entry e = sim_script_entry(&g, 2, 0);
+        e.base_block = (uint64_t)((int64_t)e.base_block + shift[i]);
+        assert_int_equal(sim_script_send_entries(&g, &e, 1), AFTP_ERR_MALFORMED);
+        expect_protocol_close(&g, &s);
+        assert_false(g.st.files[1].opened);
+        sim_script_free(&g);
+    }
+}
+
+static int data_raw(sim_script *g, uint32_t file_id, uint64_t block, const sim_file *f,
+                    uint64_t file_block)
+{
+    aftp_wire_packet p;
+    memset(&p, 0, sizeof p);
+    p.u.data = (aftp_wire_data){
+        .file_id = file_id, .block = block,
+        .payload_len = (uint16_t)aftp_wire_block_len(f->size, f->block_size, file_block),
+        .payload = f->src + file_block * f->block_size};
+    return sim_script_send(g, &p, AFTP_WIRE_DATA);
+}
+
+/* DATA for an entry that has no verdict yet (its predecessor is unknown,
+ * verdicts go in id order), or outside its entry's blocks: dropped. */
+static void test_data_without_verdict_or_outside_dropped(void **state)
+{
+    (void)state;
+    sim_script g;
+    seen s = {0};
+    sim_script_start_pipelined(&g, 8, NULL);
+    for (int i = 0; i < 3; i++)
+        sim_storage_add_entry(&g.st, AFTP_ENTRY_FILE, "f", 3000, BS, NULL);
+    connect_pipelined(&g, 8);
+    assert_int_equal(sim_script_entries(&g, 1, 1, 0), AFTP_OK);
+    assert_int_equal(sim_script_entries(&g, 3, 1, 0), AFTP_OK);
+    settle(&g, &s, 20);
+    assert_int_equal(s.verdicts[1], 1);
+    assert_int_equal(s.verdicts[3], 0); /* waits for entry 2 */
+    aftp_stats before, after;
+    aftp_receiver_get_stats(g.r, &before);
+    assert_int_equal(sim_script_stream_data(&g, 3, 0), AFTP_OK);
+    /* Entry 1's id with a stream block of entry 2 or 3, or past the stream. */
+    assert_int_equal(data_raw(&g, 1, 3, &g.st.files[0], 0), AFTP_OK);
+    assert_int_equal(data_raw(&g, 1, 6, &g.st.files[0], 0), AFTP_OK);
+    aftp_receiver_get_stats(g.r, &after);
+    assert_int_equal(after.packets_dropped, before.packets_dropped + 3);
+    assert_int_equal(g.st.files[0].writes_total, 0);
+    assert_false(g.st.files[2].opened);
+    assert_int_equal(sim_script_entries(&g, 2, 1, 0), AFTP_OK);
+    settle(&g, &s, 20);
+    assert_int_equal(s.verdict[2], AFTP_WIRE_VERDICT_SEND);
+    assert_int_equal(s.verdict[3], AFTP_WIRE_VERDICT_SEND);
+    assert_false(g.st.out_of_order);
+    for (uint32_t id = 1; id <= 3; id++)
+        send_file(&g, id);
+    settle(&g, &s, 30);
+    for (uint32_t id = 1; id <= 3; id++)
+        assert_true(sim_file_intact(&g.st, id));
+    sim_script_free(&g);
+}
+
+/* A path with '..' is REFUSED (PATH_REJECTED) and the session goes on; a
+ * repeated ENTRIES gets the same verdicts, storage is not asked again. */
+static void test_refused_path_and_repeated_entries(void **state)
+{
+    (void)state;
+    sim_script g;
+    seen s = {0};
+    sim_script_start_pipelined(&g, 8, NULL);
+    sim_storage_add_entry(&g.st, AFTP_ENTRY_FILE, "a/../../etc/passwd", 3000, BS, NULL);
+    sim_file *same = sim_storage_add_entry(&g.st, AFTP_ENTRY_FILE, "same", 2000, BS, NULL);
+    sim_storage_add_entry(&g.st, AFTP_ENTRY_FILE, "ok", 2000, BS, NULL);
+    same->identical = 1;
+    connect_pipelined(&g, 8);
+    aftp_wire_entry list[3] = {sim_script_entry(&g, 1, 0),
+                               sim_script_entry(&g, 2, AFTP_WIRE_ENTRY_SYNC),
+                               sim_script_entry(&g, 3, 0)};
+    assert_int_equal(sim_script_send_entries(&g, list, 3), AFTP_OK);
+    settle(&g, &s, 20);
+    assert_int_equal(s.verdict[1], AFTP_WIRE_VERDICT_REFUSED);
+    assert_int_equal(s.verdict_error[1], AFTP_WIRE_ERR_PATH_REJECTED);
+    assert_int_equal(s.verdict[2], AFTP_WIRE_VERDICT_SKIP);
+    assert_int_equal(s.verdict[3], AFTP_WIRE_VERDICT_SEND);
+    assert_int_equal(aftp_receiver_state(g.r), AFTP_STATE_TRANSFER);
+    assert_false(g.st.files[0].opened);
+    int packets = s.verdicts_packets;
+    assert_int_equal(sim_script_send_entries(&g, list, 3), AFTP_OK);
+    collect(&g, &s); /* answered at once, not on a timer */
+    assert_int_equal(s.verdicts_packets, packets + 1);
+    for (uint32_t id = 1; id <= 3; id++)
+        assert_int_equal(s.verdicts[id], 2);
+    assert_int_equal(s.verdict[1], AFTP_WIRE_VERDICT_REFUSED);
+    assert_int_equal(s.verdict_error[1], AFTP_WIRE_ERR_PATH_REJECTED);
+    assert_int_equal(s.verdict[2], AFTP_WIRE_VERDICT_SKIP);
+    assert_int_equal(s.verdict[3], AFTP_WIRE_VERDICT_SEND);
+    assert_false(g.st.out_of_order); /* each decided once */
+    send_file(&g, 3);
+    settle(&g, &s, 30);
+    assert_int_equal(s.results[3], 1);
+    assert_int_equal(s.result_error[3], AFTP_WIRE_ERR_NONE);
+    assert_true(sim_file_intact(&g.st, 3));
+    /* The refused and skipped files' blocks are held: the stream is whole. */
+    assert_int_equal(s.fb.cum_block, g.st.stream_end);
+    sim_script_free(&g);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_negotiation),
+        cmocka_unit_test(test_client_without_pipeline_gets_one_file_session),
+        cmocka_unit_test(test_tree_arrives_byte_exact),
+        cmocka_unit_test(test_feedback_lists_missing_stream_blocks),
+        cmocka_unit_test(test_group_commit_before_results),
+        cmocka_unit_test(test_group_commit_at_half_window),
+        cmocka_unit_test(test_commit_alone_without_group_op),
+        cmocka_unit_test(test_skip_and_resume),
+        cmocka_unit_test(test_entry_beyond_window_closes),
+        cmocka_unit_test(test_bases_that_break_the_stream_close),
+        cmocka_unit_test(test_data_without_verdict_or_outside_dropped),
+        cmocka_unit_test(test_refused_path_and_repeated_entries),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
