@@ -81,6 +81,7 @@ typedef struct pipe_entry {
     int done;               /* FILE_DONE arrived */
     int has_result;         /* ended with a FILE_RESULT (repeated FILE_DONEs get it) */
     int closed;             /* storage closed the file: its held list is gone */
+    int unmarked;           /* holds blocks beyond the map's window, not marked yet */
     char *path;             /* path, NUL, target, NUL: what info points at */
     aftp_entry_info info;
     uint64_t base, blocks;  /* its stream blocks [base, base + blocks) */
@@ -164,6 +165,8 @@ struct aftp_receiver {
     uint64_t group_deadline;
     uint32_t verify_id;       /* the file being read back, 0: none */
     uint32_t ready_count;     /* files waiting to be read back */
+    uint32_t mark_lo;         /* lowest entry flagged unmarked, 0: none */
+    uint64_t marked_end;      /* the map's window end when marks were last applied */
     aftp_wire_verdict *vrecs; /* one VERDICTS' records and held ranges */
     size_t max_vrecs;
     aftp_wire_range *vranges;
@@ -1055,15 +1058,54 @@ static void pipe_take_verdict(aftp_receiver *r, pipe_entry *p, const aftp_entry_
 
 /* Marks held what the verdict holds: a RESUME's ranges, all of a
  * skipped or refused file (spec 9.14.2). */
-static void pipe_mark_verdict(aftp_receiver *r, const pipe_entry *p)
+/* What the entry holds without its DATA: the blocks a RESUME verdict
+ * lists while the file is open, every block of an entry skipped,
+ * refused or failed (spec 9.14.2). The map records them up to its
+ * window's end only; where they reach beyond it the entry is flagged
+ * `unmarked` and marked again as the window moves (pipe_remark). */
+static void pipe_apply_marks(aftp_receiver *r, pipe_entry *p)
 {
-    if (p->verdict == AFTP_WIRE_VERDICT_RESUME) {
-        for (size_t i = 0; i < p->held_count; i++)
-            aftp_blockmap_set_range(&r->held, p->base + p->held[i].start,
-                                    p->base + p->held[i].start + p->held[i].len);
-    } else if (p->verdict != AFTP_WIRE_VERDICT_SEND) {
-        aftp_blockmap_set_range(&r->held, p->base, p->base + p->blocks);
+    int whole = p->verdict == AFTP_WIRE_VERDICT_SKIP || p->verdict == AFTP_WIRE_VERDICT_REFUSED ||
+                (p->has_result && p->wire_error != AFTP_WIRE_ERR_NONE);
+    uint64_t end = p->base;
+    if (whole) {
+        end = p->base + p->blocks;
+        aftp_blockmap_set_range(&r->held, p->base, end);
+    } else if (p->verdict == AFTP_WIRE_VERDICT_RESUME && !p->closed) {
+        for (size_t i = 0; i < p->held_count; i++) {
+            end = p->base + p->held[i].start + p->held[i].len;
+            aftp_blockmap_set_range(&r->held, p->base + p->held[i].start, end);
+        }
     }
+    p->unmarked = end > aftp_blockmap_window_end(&r->held);
+}
+
+/* The window moved: entries flagged unmarked, lowest id first, get
+ * their marks again; the lowest one still reaching beyond stops the walk
+ * (the window cannot pass it before its blocks are marked). */
+static void pipe_remark(aftp_receiver *r)
+{
+    uint64_t window_end = aftp_blockmap_window_end(&r->held);
+    if (window_end == r->marked_end)
+        return;
+    r->marked_end = window_end;
+    for (; r->mark_lo != 0 && r->mark_lo <= r->stream.newest; r->mark_lo++) {
+        pipe_entry *p = pipe_slot(r, r->mark_lo);
+        if (p == NULL || !p->unmarked)
+            continue;
+        pipe_apply_marks(r, p);
+        if (p->unmarked)
+            return;
+    }
+    r->mark_lo = 0;
+}
+
+static void pipe_mark(aftp_receiver *r, pipe_entry *p)
+{
+    pipe_apply_marks(r, p);
+    if (p->unmarked && (r->mark_lo == 0 || p->id < r->mark_lo))
+        r->mark_lo = p->id;
+    pipe_remark(r);
 }
 
 /* Queues the verdict of `p` (to leave within one feedback interval, or
@@ -1098,7 +1140,7 @@ static void pipe_decide(aftp_receiver *r, pipe_entry *p)
     aftp_stream_verdict(&r->stream, &wv, &copy, NULL, 0); /* valid by construction */
     r->decide_next++;
     pipe_queue_verdict(r);
-    pipe_mark_verdict(r, p);
+    pipe_mark(r, p);
     if (copy.state == AFTP_STREAM_ACCEPTED) {
         p->phase = PIPE_RECEIVING;
         p->missing = p->blocks - p->held_blocks;
@@ -1164,7 +1206,7 @@ static void pipe_end_file(aftp_receiver *r, pipe_entry *p, int error, const uint
     if (digest != NULL)
         memcpy(p->digest, digest, AFTP_DIGEST_LEN);
     if (error != AFTP_OK)
-        aftp_blockmap_set_range(&r->held, p->base, p->base + p->blocks);
+        pipe_mark(r, p);
     aftp_stream_end(&r->stream, p->id, p->wire_error);
     pipe_queue_result(r, p);
     pipe_event(r, AFTP_EV_FILE_END, p, error, digest, NULL);
@@ -1274,15 +1316,6 @@ static void pipe_maybe_ready(aftp_receiver *r, pipe_entry *p)
     }
 }
 
-/* A block a RESUME verdict listed as held: storage never gets it again. */
-static int pipe_held_by_verdict(const pipe_entry *p, uint64_t file_block)
-{
-    for (size_t i = 0; i < p->held_count; i++)
-        if (file_block - p->held[i].start < p->held[i].len && file_block >= p->held[i].start)
-            return 1;
-    return 0;
-}
-
 /* The receiving file of DATA(file_id, stream block) with payload_len
  * bytes, or NULL when the packet has no place (spec 9.14.2). */
 static pipe_entry *pipe_data_entry(const aftp_receiver *r, uint32_t file_id, uint64_t block,
@@ -1292,8 +1325,7 @@ static pipe_entry *pipe_data_entry(const aftp_receiver *r, uint32_t file_id, uin
     if (p == NULL || p->phase != PIPE_RECEIVING || block < p->base ||
         block - p->base >= p->blocks ||
         payload_len != aftp_wire_block_len(p->info.file.size, p->info.file.block_size,
-                                           block - p->base) ||
-        pipe_held_by_verdict(p, block - p->base))
+                                           block - p->base))
         return NULL;
     return p;
 }
@@ -1319,6 +1351,7 @@ static void on_pipe_data(aftp_receiver *r, const aftp_wire_data *d)
         return;
     }
     aftp_blockmap_set(&r->held, d->block);
+    pipe_remark(r);
     r->ss.stats.payload_bytes_received += d->payload_len;
     p->missing--;
     pipe_maybe_ready(r, p);

@@ -430,6 +430,50 @@ static void test_skip_and_resume(void **state)
     sim_script_free(&g);
 }
 
+/* Held marks beyond the block map's window are applied as the window
+ * reaches them: a skipped file and a resumed file's held blocks behind a
+ * file larger than the window, then a file after them. */
+static void small_map(aftp_receiver_settings *s)
+{
+    s->map_window_blocks = 64;
+}
+
+static void test_held_marks_follow_the_window(void **state)
+{
+    (void)state;
+    sim_script g;
+    seen s = {0};
+    sim_script_start_pipelined(&g, 16, small_map);
+    sim_storage_add_entry(&g.st, AFTP_ENTRY_FILE, "big", 100 * BS, BS, NULL);
+    sim_storage_add_entry(&g.st, AFTP_ENTRY_FILE, "same", 10 * BS, BS, NULL)->identical = 1;
+    sim_file *part = sim_storage_add_entry(&g.st, AFTP_ENTRY_FILE, "part", 10 * BS, BS, NULL);
+    part->held[0] = (aftp_block_range){2, 3};
+    part->held_count = 1;
+    sim_storage_add_entry(&g.st, AFTP_ENTRY_FILE, "last", 2 * BS, BS, NULL);
+    connect_pipelined(&g, 16);
+    aftp_wire_entry list[4] = {sim_script_entry(&g, 1, 0),
+                               sim_script_entry(&g, 2, AFTP_WIRE_ENTRY_SYNC),
+                               sim_script_entry(&g, 3, AFTP_WIRE_ENTRY_RESUME),
+                               sim_script_entry(&g, 4, 0)};
+    assert_int_equal(sim_script_send_entries(&g, list, 4), AFTP_OK);
+    settle(&g, &s, 20);
+    assert_int_equal(s.verdict[2], AFTP_WIRE_VERDICT_SKIP);
+    assert_int_equal(s.verdict[3], AFTP_WIRE_VERDICT_RESUME);
+    send_file(&g, 1);
+    for (uint64_t b = 0; b < 10; b++) /* the held ones too: never written */
+        assert_int_equal(sim_script_stream_data(&g, 3, b), AFTP_OK);
+    assert_int_equal(sim_script_file_done(&g, 3), AFTP_OK);
+    send_file(&g, 4);
+    settle(&g, &s, 30);
+    for (uint32_t id = 1; id <= 4; id++)
+        if (id != 2)
+            assert_true(sim_file_intact(&g.st, id));
+    assert_int_equal(s.results_total, 3);
+    assert_int_equal(s.fb.cum_block, g.st.stream_end);
+    assert_int_equal(s.fb_count, 0);
+    sim_script_free(&g);
+}
+
 /* ---- hostile senders ---- */
 
 static void expect_protocol_close(sim_script *g, seen *s)
@@ -586,6 +630,7 @@ int main(void)
         cmocka_unit_test(test_group_commit_at_half_window),
         cmocka_unit_test(test_commit_alone_without_group_op),
         cmocka_unit_test(test_skip_and_resume),
+        cmocka_unit_test(test_held_marks_follow_the_window),
         cmocka_unit_test(test_entry_beyond_window_closes),
         cmocka_unit_test(test_bases_that_break_the_stream_close),
         cmocka_unit_test(test_data_without_verdict_or_outside_dropped),
