@@ -1316,13 +1316,15 @@ static void pipe_maybe_ready(aftp_receiver *r, pipe_entry *p)
     }
 }
 
-/* The receiving file of DATA(file_id, stream block) with payload_len
- * bytes, or NULL when the packet has no place (spec 9.14.2). */
+/* The accepted, unended file of DATA(file_id, stream block) with
+ * payload_len bytes, or NULL when the packet has no place (spec 9.14.2).
+ * A file read back or waiting for its commit holds every block: its DATA
+ * is a duplicate, counted and answered as in 9.5. */
 static pipe_entry *pipe_data_entry(const aftp_receiver *r, uint32_t file_id, uint64_t block,
                                    size_t payload_len)
 {
     pipe_entry *p = pipe_slot(r, file_id);
-    if (p == NULL || p->phase != PIPE_RECEIVING || block < p->base ||
+    if (p == NULL || p->phase == PIPE_OFFERED || p->phase == PIPE_ENDED || block < p->base ||
         block - p->base >= p->blocks ||
         payload_len != aftp_wire_block_len(p->info.file.size, p->info.file.block_size,
                                            block - p->base))

@@ -320,6 +320,13 @@ static void test_group_commit_before_results(void **state)
     }
     assert_int_equal(s.results_total, 0);
     assert_int_equal(g.st.group_commits, 0);
+    /* A late copy of a block of a file waiting for its commit: a
+     * duplicate (counted, never written), as in one-file mode. */
+    aftp_stats before, after;
+    aftp_receiver_get_stats(g.r, &before);
+    assert_int_equal(sim_script_stream_data(&g, 1, 0), AFTP_OK);
+    aftp_receiver_get_stats(g.r, &after);
+    assert_int_equal(after.duplicate_packets, before.duplicate_packets + 1);
     settle(&g, &s, 30); /* within a feedback interval: one group commit */
     assert_int_equal(g.st.group_commits, 1);
     assert_int_equal(g.st.results_at_commit, 0);
