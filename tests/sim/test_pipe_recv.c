@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "common/aftp_digest.h"
+#include "sim_link.h"
 #include "sim_script.h"
 
 #define BS 1024u
@@ -626,6 +627,111 @@ static void test_refused_path_and_repeated_entries(void **state)
     sim_script_free(&g);
 }
 
+/* ---- a random sender ---- */
+
+#define RANDOM_W 8u
+
+/* The lowest entry the receiver has not ended, as far as its answers
+ * show (an honest sender's `oldest`). */
+static uint32_t oldest_seen(const sim_script *g, const seen *s)
+{
+    uint32_t id = 1;
+    for (; id <= (uint32_t)g->st.nfiles; id++) {
+        int kind = g->st.files[id - 1].kind;
+        int ended = s->results[id] > 0 ||
+                    (s->verdicts[id] > 0 && (s->verdict[id] >= AFTP_WIRE_VERDICT_SKIP ||
+                                             kind != AFTP_ENTRY_FILE));
+        if (!ended)
+            break;
+    }
+    return id;
+}
+
+/* One random step of a sender that mixes everything: ENTRIES of a
+ * consecutive run inside its window (rarely beyond it, or a lone one
+ * with its base off by one), DATA for any entry and block, FILE_DONE,
+ * DATA with a stream block outside its entry, time. */
+static void random_step(sim_script *g, const seen *s, uint64_t *rng)
+{
+    uint32_t n = (uint32_t)g->st.nfiles, lo = oldest_seen(g, s);
+    uint32_t id = 1 + (uint32_t)(sim_rand(rng) % n);
+    const sim_file *f = &g->st.files[id - 1];
+    int rc = AFTP_OK;
+    switch (sim_rand(rng) % 4) {
+    case 0: {
+        uint32_t hi = lo + RANDOM_W - 1 < n ? lo + RANDOM_W - 1 : n; /* the window's last id */
+        if (lo > n)
+            break;
+        id = lo + (uint32_t)(sim_rand(rng) % (hi - lo + 1));
+        if (sim_rand(rng) % 200 == 0)
+            hi = n; /* beyond the window, now and then */
+        uint32_t count = 1 + (uint32_t)(sim_rand(rng) % (hi - id + 1));
+        aftp_wire_entry list[SIM_MAX_FILES];
+        for (uint32_t i = 0; i < count; i++)
+            list[i] = sim_script_entry(g, id + i, AFTP_WIRE_ENTRY_SYNC | AFTP_WIRE_ENTRY_RESUME);
+        if (count == 1 && sim_rand(rng) % 200 == 0)
+            list[0].base_block++; /* a lone record: the encoder checks batches */
+        rc = sim_script_send_entries(g, list, (uint16_t)count);
+        break;
+    }
+    case 1:
+        if (f->blocks > 0)
+            rc = sim_script_stream_data(g, id, sim_rand(rng) % f->blocks);
+        break;
+    case 2:
+        if (f->blocks > 0 && sim_rand(rng) % 8 == 0)
+            rc = data_raw(g, id, sim_rand(rng) % (g->st.stream_end + 2), f, 0);
+        else if (f->kind == AFTP_ENTRY_FILE)
+            rc = sim_script_file_done(g, id);
+        break;
+    default: g->clock += sim_rand(rng) % 4000000; break;
+    }
+    int state = aftp_receiver_state(g->r);
+    assert_true(rc == AFTP_OK || state == AFTP_STATE_CLOSING || state == AFTP_STATE_CLOSED);
+}
+
+/* Whatever the order: no block written twice or outside its file, the
+ * files committed are the sender's bytes, storage asked in id order. */
+static void check_storage(const sim_storage *st)
+{
+    assert_false(st->out_of_order);
+    for (int i = 0; i < st->nfiles; i++) {
+        const sim_file *f = &st->files[i];
+        assert_int_equal(f->bad_writes, 0);
+        for (uint64_t b = 0; f->writes != NULL && b < f->blocks; b++)
+            assert_true(f->writes[b] <= 1);
+        if (f->committed)
+            assert_memory_equal(f->src, f->dst, f->size);
+    }
+}
+
+static void test_random_sender(void **state)
+{
+    (void)state;
+    int committed = 0;
+    for (uint64_t seed = 1; seed <= 40; seed++) {
+        sim_script g;
+        seen s = {0};
+        uint64_t rng = seed;
+        sim_script_start_pipelined(&g, RANDOM_W, NULL);
+        uint32_t n = add_tree(&g.st);
+        g.st.files[3].identical = 1;
+        g.st.files[7].held[0] = (aftp_block_range){1, 2};
+        g.st.files[7].held_count = 1;
+        connect_pipelined(&g, RANDOM_W);
+        for (int step = 0; step < 1500 && aftp_receiver_state(g.r) != AFTP_STATE_CLOSED; step++) {
+            random_step(&g, &s, &rng);
+            sim_script_tick(&g);
+            collect(&g, &s);
+        }
+        check_storage(&g.st);
+        for (uint32_t id = 1; id <= n; id++)
+            committed += g.st.files[id - 1].committed;
+        sim_script_free(&g);
+    }
+    assert_true(committed > 200); /* the walks reached whole files, many of them */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -642,6 +748,7 @@ int main(void)
         cmocka_unit_test(test_bases_that_break_the_stream_close),
         cmocka_unit_test(test_data_without_verdict_or_outside_dropped),
         cmocka_unit_test(test_refused_path_and_repeated_entries),
+        cmocka_unit_test(test_random_sender),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
