@@ -15,6 +15,7 @@
 
 #include "common/aftp_digest.h"
 #include "sim_link.h"
+#include "sim_run.h"
 #include "sim_script.h"
 
 #define BS 1024u
@@ -147,6 +148,78 @@ static void test_negotiation(void **state)
         sim_script_start_pipelined(&g, cases[i].own, cases[i].tune);
         assert_int_equal(connect_pipelined(&g, cases[i].asked), cases[i].granted);
         sim_script_free(&g);
+    }
+}
+
+/* The HELLO's extensions with a PIPELINE(window) added, unless the
+ * sender announced one itself; re-encoded into buf. */
+static size_t announce_pipeline(uint8_t *buf, size_t len, uint32_t window)
+{
+    aftp_wire_packet p;
+    uint8_t ext[1200];
+    uint32_t asked = 0;
+    aftp_wire_writer w;
+    assert_int_equal(aftp_wire_decode(buf, len, &p), AFTP_OK);
+    if (aftp_wire_ext_pipeline(p.u.hello.ext, p.u.hello.ext_len, &asked) == 1)
+        return len;
+    aftp_wire_writer_init(&w, ext, sizeof ext);
+    memcpy(ext, p.u.hello.ext, p.u.hello.ext_len);
+    w.pos = p.u.hello.ext_len;
+    assert_int_equal(aftp_wire_ext_put_pipeline(&w, window), AFTP_OK);
+    p.u.hello.ext = ext;
+    p.u.hello.ext_len = (uint16_t)w.pos;
+    uint8_t copy[AFTP_WIRE_MAX_DATAGRAM];
+    size_t out_len;
+    assert_int_equal(aftp_wire_encode(&p, copy, sizeof copy, &out_len), AFTP_OK);
+    memcpy(buf, copy, out_len);
+    return out_len;
+}
+
+/* Protected: the HELLO_ACK's PIPELINE stands before message 2, which
+ * covers it (spec 12.3.2, 14.2.3): the client connects with it as sent,
+ * and a window changed in flight fails message 2 (no connection). */
+static void test_protected_pipeline_covered_by_message_2(void **state)
+{
+    (void)state;
+    for (int tamper = 0; tamper < 2; tamper++) {
+        sim_storage st;
+        uint64_t clock = 0;
+        sim_storage_init(&st, 1, 1000, 2);
+        sim_side snd_side = {.st = &st, .clock = &clock}, rcv_side = snd_side;
+        aftp_sender_settings ss;
+        aftp_receiver_settings rs;
+        aftp_sender *snd;
+        aftp_receiver *rcv;
+        aftp_datagram dg;
+        uint8_t hello[AFTP_WIRE_MAX_DATAGRAM], ack[AFTP_WIRE_MAX_DATAGRAM];
+        aftp_wire_packet p;
+        uint32_t granted = 0;
+        sim_engine_settings(&ss, &snd_side, &rs, &rcv_side);
+        ss.pipeline_window = 8;
+        rs.pipeline_window = 4;
+        assert_int_equal(aftp_sender_new(&ss, 0, &snd), AFTP_OK);
+        assert_int_equal(aftp_receiver_new(&rs, 0, &rcv), AFTP_OK);
+        assert_int_equal(aftp_sender_write(snd, 0, hello, sizeof hello, &dg), 1);
+        memcpy(hello, dg.head, dg.head_len);
+        size_t hello_len = announce_pipeline(hello, dg.head_len, 8);
+        assert_int_equal(aftp_receiver_read(rcv, 0, hello, hello_len), AFTP_OK);
+        assert_int_equal(aftp_receiver_write(rcv, 0, ack, sizeof ack, &dg), 1);
+        size_t ack_len = dg.head_len;
+        assert_int_equal(aftp_wire_decode(ack, ack_len, &p), AFTP_OK);
+        assert_int_equal(p.hdr.type, AFTP_WIRE_HELLO_ACK);
+        assert_int_equal(aftp_wire_ext_pipeline(p.u.hello_ack.ext, p.u.hello_ack.ext_len,
+                                                &granted), 1);
+        assert_int_equal(granted, 4);
+        if (tamper) {
+            size_t value = (size_t)(p.u.hello_ack.ext - ack) + 4; /* PIPELINE comes first */
+            assert_int_equal(ack[value - 3], AFTP_WIRE_EXT_PIPELINE);
+            ack[value + 3] = 3;
+        }
+        aftp_sender_read(snd, 0, ack, ack_len);
+        assert_int_equal(snd_side.ev.connected, !tamper);
+        aftp_sender_del(snd);
+        aftp_receiver_del(rcv);
+        sim_storage_free(&st);
     }
 }
 
@@ -736,6 +809,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_negotiation),
+        cmocka_unit_test(test_protected_pipeline_covered_by_message_2),
         cmocka_unit_test(test_client_without_pipeline_gets_one_file_session),
         cmocka_unit_test(test_tree_arrives_byte_exact),
         cmocka_unit_test(test_feedback_lists_missing_stream_blocks),
