@@ -1402,13 +1402,19 @@ static void pipe_close_all(aftp_receiver *r, int error)
     r->results_len = 0;
 }
 
-/* Repeats whose answer is gone meanwhile (a RESUME whose file closed)
- * are passed over, so a due VERDICTS always has a record. */
-static void pipe_prune_repeats(aftp_receiver *r)
+/* Answers whose entry is gone meanwhile are passed over, so whatever is
+ * due has something to say: a repeat of a RESUME whose file closed, a
+ * FILE_RESULT whose slot a newer entry took (the sender moved its window
+ * past it without waiting for it). */
+static void pipe_prune(aftp_receiver *r)
 {
     while (r->repeat_lo <= r->repeat_hi &&
            (r->repeat_lo >= r->verdicts_from || !pipe_repeatable(pipe_slot(r, r->repeat_lo))))
         r->repeat_lo++;
+    while (r->results_len > 0 && pipe_slot(r, r->results[r->results_head]) == NULL) {
+        r->results_head = (r->results_head + 1) % r->window;
+        r->results_len--;
+    }
 }
 
 static int pipe_verdicts_due(const aftp_receiver *r)
@@ -1864,7 +1870,7 @@ int aftp_receiver_write(aftp_receiver *r, uint64_t now_ns, uint8_t *buf, size_t 
         return AFTP_ERR_BUFFER_TOO_SMALL;
     aftp_session_tick(&r->ss, now_ns);
     if (r->window != 0)
-        pipe_prune_repeats(r);
+        pipe_prune(r);
     int kind = next_output(r);
     if (kind == OUT_NONE)
         return 0;

@@ -700,6 +700,35 @@ static void test_refused_path_and_repeated_entries(void **state)
     sim_script_free(&g);
 }
 
+/* W = 1: entry 2 takes entry 1's slot as soon as 1 ended, before its
+ * queued FILE_RESULT left (a sender that did not wait for it). The
+ * result is forgotten with the slot; the session goes on. */
+static void test_slot_reused_before_its_result_left(void **state)
+{
+    (void)state;
+    sim_script g;
+    seen s = {0};
+    sim_script_start_pipelined(&g, 1, NULL);
+    sim_storage_add_entry(&g.st, AFTP_ENTRY_FILE, "a", 2000, BS, NULL);
+    sim_storage_add_entry(&g.st, AFTP_ENTRY_FILE, "b", 2000, BS, NULL);
+    assert_int_equal(connect_pipelined(&g, 1), 1);
+    assert_int_equal(sim_script_entries(&g, 1, 1, 0), AFTP_OK);
+    settle(&g, &s, 20);
+    send_file(&g, 1);
+    for (int k = 0; k < 4; k++)
+        sim_script_tick(&g); /* verified and committed: its result queued */
+    assert_true(g.st.files[0].committed);
+    assert_int_equal(sim_script_entries(&g, 2, 1, 0), AFTP_OK);
+    settle(&g, &s, 20);
+    assert_int_equal(s.results[1], 0);
+    assert_int_equal(s.verdict[2], AFTP_WIRE_VERDICT_SEND);
+    send_file(&g, 2);
+    settle(&g, &s, 20);
+    assert_int_equal(s.results[2], 1);
+    assert_true(sim_file_intact(&g.st, 2));
+    sim_script_free(&g);
+}
+
 /* ---- a random sender ---- */
 
 #define RANDOM_W 8u
@@ -822,6 +851,7 @@ int main(void)
         cmocka_unit_test(test_bases_that_break_the_stream_close),
         cmocka_unit_test(test_data_without_verdict_or_outside_dropped),
         cmocka_unit_test(test_refused_path_and_repeated_entries),
+        cmocka_unit_test(test_slot_reused_before_its_result_left),
         cmocka_unit_test(test_random_sender),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
