@@ -81,6 +81,7 @@ typedef struct pipe_entry {
     int done;               /* FILE_DONE arrived */
     int has_result;         /* ended with a FILE_RESULT (repeated FILE_DONEs get it) */
     int closed;             /* storage closed the file: its held list is gone */
+    int end_sent;           /* the verdict or FILE_RESULT that ended it left */
     int unmarked;           /* holds blocks beyond the map's window, not marked yet */
     char *path;             /* path, NUL, target, NUL: what info points at */
     aftp_entry_info info;
@@ -1162,6 +1163,22 @@ static void pipe_decide_ready(aftp_receiver *r)
         pipe_decide(r, p);
 }
 
+/* Section 9.14.1: the receiver's `oldest` counts the ends it has sent.
+ * The entry table moves on when an end is decided, so a new entry whose
+ * slot still holds an entry W ids older whose end has not left yet is
+ * beyond the sender's window. 1 when the slot is free for `id`. */
+static int pipe_slot_free(const aftp_receiver *r, uint32_t id, char *why, size_t cap)
+{
+    const pipe_entry *old = &r->pe[id % r->window];
+    if (old->id == 0 || (old->end_sent && old->id < r->verdicts_from))
+        return 1; /* (a hostile sender can draw a FILE_RESULT before the verdict left) */
+    snprintf(why, cap,
+             "entry %u is beyond the window of %u entries: the verdict or end of entry %u "
+             "was not sent yet",
+             id, r->window, old->id);
+    return 0;
+}
+
 static void on_entries(aftp_receiver *r, const aftp_wire_entries *en)
 {
     aftp_wire_record_iter it;
@@ -1176,6 +1193,9 @@ static void on_entries(aftp_receiver *r, const aftp_wire_entries *en)
         }
         if (rc == 0) {
             pipe_note_repeat(r, e.entry_id);
+        } else if (!pipe_slot_free(r, e.entry_id, why, sizeof why)) {
+            close_protocol(r, why);
+            return;
         } else if (pipe_keep(r, &e) != AFTP_OK) {
             aftp_session_set_text(&r->ss, "out of memory for the sender's entries");
             start_closing(r, AFTP_ERR_NO_MEMORY, aftp_errmap_to_wire(AFTP_ERR_NO_MEMORY));
@@ -1404,8 +1424,8 @@ static void pipe_close_all(aftp_receiver *r, int error)
 
 /* Answers whose entry is gone meanwhile are passed over, so whatever is
  * due has something to say: a repeat of a RESUME whose file closed, a
- * FILE_RESULT whose slot a newer entry took (the sender moved its window
- * past it without waiting for it). */
+ * repeated FILE_RESULT whose slot a newer entry took (the sender had the
+ * first one and moved on). */
 static void pipe_prune(aftp_receiver *r)
 {
     while (r->repeat_lo <= r->repeat_hi &&
@@ -1455,9 +1475,12 @@ static int encode_verdicts(aftp_receiver *r, uint8_t *buf, size_t cap, aftp_data
         if (!pipe_add_record(r, vs, p, &used, &budget))
             break;
     }
-    for (; r->verdicts_from < r->decide_next; r->verdicts_from++)
-        if (!pipe_add_record(r, vs, pipe_slot(r, r->verdicts_from), &used, &budget))
+    for (; r->verdicts_from < r->decide_next; r->verdicts_from++) {
+        pipe_entry *p = pipe_slot(r, r->verdicts_from);
+        if (!pipe_add_record(r, vs, p, &used, &budget))
             break;
+        p->end_sent = p->phase == PIPE_ENDED && !p->has_result;
+    }
     if (r->verdicts_from < r->decide_next)
         r->verdicts_deadline = r->ss.now_ns; /* a full datagram left: the rest at once */
     vs->verdicts = r->vrecs;
@@ -1469,7 +1492,8 @@ static int encode_pipe_result(aftp_receiver *r, uint8_t *buf, size_t cap, aftp_d
     uint32_t id = r->results[r->results_head];
     r->results_head = (r->results_head + 1) % r->window;
     r->results_len--;
-    const pipe_entry *p = pipe_slot(r, id);
+    pipe_entry *p = pipe_slot(r, id);
+    p->end_sent = 1;
     return encode_file_result(r, id, p->wire_error, p->digest, buf, cap, dg);
 }
 

@@ -700,10 +700,40 @@ static void test_refused_path_and_repeated_entries(void **state)
     sim_script_free(&g);
 }
 
-/* W = 1: entry 2 takes entry 1's slot as soon as 1 ended, before its
- * queued FILE_RESULT left (a sender that did not wait for it). The
- * result is forgotten with the slot; the session goes on. */
-static void test_slot_reused_before_its_result_left(void **state)
+/* The receiver's `oldest` counts the ends it has sent (spec 9.14.1): an
+ * entry that comes while the end W ids before it is decided but not sent
+ * yet (a verdict queued, a FILE_RESULT not yet out) is beyond the
+ * window. W = 1, so every entry needs the previous one's end. */
+static void test_entry_before_the_end_was_sent_closes(void **state)
+{
+    (void)state;
+    for (int file = 0; file < 2; file++) {
+        sim_script g;
+        seen s = {0};
+        sim_script_start_pipelined(&g, 1, NULL);
+        if (file)
+            sim_storage_add_entry(&g.st, AFTP_ENTRY_FILE, "a", 2000, BS, NULL);
+        else
+            sim_storage_add_entry(&g.st, AFTP_ENTRY_DIR, "a", 0, 0, NULL);
+        sim_storage_add_entry(&g.st, AFTP_ENTRY_FILE, "b", 2000, BS, NULL);
+        assert_int_equal(connect_pipelined(&g, 1), 1);
+        assert_int_equal(sim_script_entries(&g, 1, 1, 0), AFTP_OK);
+        if (file) {
+            settle(&g, &s, 20);
+            send_file(&g, 1);
+            for (int k = 0; k < 4; k++)
+                sim_script_tick(&g); /* verified and committed: its result queued */
+            assert_true(g.st.files[0].committed);
+        }
+        assert_int_equal(sim_script_entries(&g, 2, 1, 0), AFTP_ERR_MALFORMED);
+        expect_protocol_close(&g, &s);
+        assert_false(g.st.files[1].opened);
+        sim_script_free(&g);
+    }
+}
+
+/* Once the end left, the next entry takes the slot. */
+static void test_entry_after_the_end_was_sent(void **state)
 {
     (void)state;
     sim_script g;
@@ -711,27 +741,27 @@ static void test_slot_reused_before_its_result_left(void **state)
     sim_script_start_pipelined(&g, 1, NULL);
     sim_storage_add_entry(&g.st, AFTP_ENTRY_FILE, "a", 2000, BS, NULL);
     sim_storage_add_entry(&g.st, AFTP_ENTRY_FILE, "b", 2000, BS, NULL);
-    assert_int_equal(connect_pipelined(&g, 1), 1);
+    connect_pipelined(&g, 1);
     assert_int_equal(sim_script_entries(&g, 1, 1, 0), AFTP_OK);
     settle(&g, &s, 20);
     send_file(&g, 1);
-    for (int k = 0; k < 4; k++)
-        sim_script_tick(&g); /* verified and committed: its result queued */
-    assert_true(g.st.files[0].committed);
+    settle(&g, &s, 20);
+    assert_int_equal(s.results[1], 1);
     assert_int_equal(sim_script_entries(&g, 2, 1, 0), AFTP_OK);
     settle(&g, &s, 20);
-    assert_int_equal(s.results[1], 0);
-    assert_int_equal(s.verdict[2], AFTP_WIRE_VERDICT_SEND);
     send_file(&g, 2);
     settle(&g, &s, 20);
     assert_int_equal(s.results[2], 1);
     assert_true(sim_file_intact(&g.st, 2));
+    /* A late FILE_DONE of entry 1, whose slot entry 2 holds: no answer. */
+    assert_int_equal(sim_script_file_done(&g, 1), AFTP_OK);
+    settle(&g, &s, 20);
+    assert_int_equal(s.results[1], 1);
     sim_script_free(&g);
 }
 
 /* ---- a random sender ---- */
 
-#define RANDOM_W 8u
 
 /* The lowest entry the receiver has not ended, as far as its answers
  * show (an honest sender's `oldest`). */
@@ -753,7 +783,7 @@ static uint32_t oldest_seen(const sim_script *g, const seen *s)
  * consecutive run inside its window (rarely beyond it, or a lone one
  * with its base off by one), DATA for any entry and block, FILE_DONE,
  * DATA with a stream block outside its entry, time. */
-static void random_step(sim_script *g, const seen *s, uint64_t *rng)
+static void random_step(sim_script *g, const seen *s, uint32_t window, uint64_t *rng)
 {
     uint32_t n = (uint32_t)g->st.nfiles, lo = oldest_seen(g, s);
     uint32_t id = 1 + (uint32_t)(sim_rand(rng) % n);
@@ -761,7 +791,7 @@ static void random_step(sim_script *g, const seen *s, uint64_t *rng)
     int rc = AFTP_OK;
     switch (sim_rand(rng) % 4) {
     case 0: {
-        uint32_t hi = lo + RANDOM_W - 1 < n ? lo + RANDOM_W - 1 : n; /* the window's last id */
+        uint32_t hi = lo + window - 1 < n ? lo + window - 1 : n; /* the window's last id */
         if (lo > n)
             break;
         id = lo + (uint32_t)(sim_rand(rng) % (hi - lo + 1));
@@ -811,18 +841,19 @@ static void test_random_sender(void **state)
 {
     (void)state;
     int committed = 0;
-    for (uint64_t seed = 1; seed <= 40; seed++) {
+    for (uint64_t seed = 1; seed <= 80; seed++) { /* windows 1 to 8 */
         sim_script g;
         seen s = {0};
         uint64_t rng = seed;
-        sim_script_start_pipelined(&g, RANDOM_W, NULL);
+        uint32_t window = 1 + (uint32_t)(seed % 8);
+        sim_script_start_pipelined(&g, window, NULL);
         uint32_t n = add_tree(&g.st);
         g.st.files[3].identical = 1;
         g.st.files[7].held[0] = (aftp_block_range){1, 2};
         g.st.files[7].held_count = 1;
-        connect_pipelined(&g, RANDOM_W);
+        connect_pipelined(&g, window);
         for (int step = 0; step < 1500 && aftp_receiver_state(g.r) != AFTP_STATE_CLOSED; step++) {
-            random_step(&g, &s, &rng);
+            random_step(&g, &s, window, &rng);
             sim_script_tick(&g);
             collect(&g, &s);
         }
@@ -851,7 +882,8 @@ int main(void)
         cmocka_unit_test(test_bases_that_break_the_stream_close),
         cmocka_unit_test(test_data_without_verdict_or_outside_dropped),
         cmocka_unit_test(test_refused_path_and_repeated_entries),
-        cmocka_unit_test(test_slot_reused_before_its_result_left),
+        cmocka_unit_test(test_entry_before_the_end_was_sent_closes),
+        cmocka_unit_test(test_entry_after_the_end_was_sent),
         cmocka_unit_test(test_random_sender),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
