@@ -549,6 +549,25 @@ static int block_wanted(aftp_receiver *r, uint64_t block)
     return 0;
 }
 
+/* Section 9.5: a wanted block is written at file_offset and held from
+ * now on. 1 when stored, 0 when not wanted (a duplicate, beyond the
+ * window), or storage's error. */
+static int store_block(aftp_receiver *r, const aftp_wire_data *d, uint64_t file_offset)
+{
+    if (!block_wanted(r, d->block))
+        return 0;
+    schedule_feedback(r, feedback_interval(r));
+    if (d->block + 1 > r->scan_hi)
+        r->scan_hi = d->block + 1;
+    int rc = r->set.storage->write(r->set.user, d->file_id, file_offset, d->payload,
+                                   d->payload_len);
+    if (rc != AFTP_OK)
+        return rc;
+    aftp_blockmap_set(&r->held, d->block);
+    r->ss.stats.payload_bytes_received += d->payload_len;
+    return 1;
+}
+
 static void on_data(aftp_receiver *r, const aftp_wire_data *d)
 {
     r->data_packets++;
@@ -557,20 +576,10 @@ static void on_data(aftp_receiver *r, const aftp_wire_data *d)
         aftp_session_drop(&r->ss); /* sections 6.6, 9.5 */
         return;
     }
-    if (!block_wanted(r, d->block))
-        return;
-    schedule_feedback(r, feedback_interval(r));
-    if (d->block + 1 > r->scan_hi)
-        r->scan_hi = d->block + 1;
-    int rc = r->set.storage->write(r->set.user, d->file_id, d->block * r->info.block_size,
-                                   d->payload, d->payload_len);
-    if (rc != AFTP_OK) {
+    int rc = store_block(r, d, d->block * r->info.block_size);
+    if (rc < 0)
         end_file(r, rc, NULL);
-        return;
-    }
-    aftp_blockmap_set(&r->held, d->block);
-    r->ss.stats.payload_bytes_received += d->payload_len;
-    if (r->done_received && all_blocks_held(r))
+    else if (rc == 1 && r->done_received && all_blocks_held(r))
         start_verification(r);
 }
 
@@ -1360,23 +1369,14 @@ static void on_pipe_data(aftp_receiver *r, const aftp_wire_data *d)
         aftp_session_drop(&r->ss);
         return;
     }
-    if (!block_wanted(r, d->block))
-        return;
-    schedule_feedback(r, feedback_interval(r));
-    if (d->block + 1 > r->scan_hi)
-        r->scan_hi = d->block + 1;
-    int rc = r->set.storage->write(r->set.user, p->id,
-                                   (d->block - p->base) * p->info.file.block_size, d->payload,
-                                   d->payload_len);
-    if (rc != AFTP_OK) {
+    int rc = store_block(r, d, (d->block - p->base) * p->info.file.block_size);
+    if (rc < 0) {
         pipe_fail(r, p, rc);
-        return;
+    } else if (rc == 1) {
+        pipe_remark(r);
+        p->missing--;
+        pipe_maybe_ready(r, p);
     }
-    aftp_blockmap_set(&r->held, d->block);
-    pipe_remark(r);
-    r->ss.stats.payload_bytes_received += d->payload_len;
-    p->missing--;
-    pipe_maybe_ready(r, p);
 }
 
 static void on_pipe_file_done(aftp_receiver *r, const aftp_wire_file_done *d)
