@@ -107,6 +107,15 @@ static void settle(sim_script *g, seen *s, int ms)
     }
 }
 
+/* The timers due at this very instant, run until nothing more is due. */
+static void run_now(sim_script *g, seen *s)
+{
+    for (int k = 0; k < 10; k++) {
+        sim_script_tick(g);
+        collect(g, s);
+    }
+}
+
 static void send_file(sim_script *g, uint32_t id)
 {
     for (uint64_t b = 0; b < g->st.files[id - 1].blocks; b++)
@@ -119,6 +128,19 @@ static uint32_t connect_pipelined(sim_script *g, uint32_t window)
     uint32_t granted = sim_script_hello_pipeline(g, window);
     assert_int_equal(aftp_receiver_state(g->r), AFTP_STATE_HANDSHAKE);
     return granted;
+}
+
+/* A session of window W offering `count` files of `size` bytes in one
+ * ENTRIES, their verdicts in. */
+static void offer_files(sim_script *g, seen *s, uint32_t window,
+                        void (*tune)(aftp_receiver_settings *), uint16_t count, uint64_t size)
+{
+    sim_script_start_pipelined(g, window, tune);
+    for (uint16_t i = 0; i < count; i++)
+        sim_storage_add_entry(&g->st, AFTP_ENTRY_FILE, "f", size, BS, NULL);
+    assert_int_equal(connect_pipelined(g, window), window);
+    assert_int_equal(sim_script_entries(g, 1, count, 0), AFTP_OK);
+    settle(g, s, 20);
 }
 
 /* ---- negotiation (spec 12.3.2) ---- */
@@ -324,12 +346,7 @@ static void test_feedback_lists_missing_stream_blocks(void **state)
     (void)state;
     sim_script g;
     seen s = {0};
-    sim_script_start_pipelined(&g, 16, NULL);
-    for (int i = 0; i < 5; i++)
-        sim_storage_add_entry(&g.st, AFTP_ENTRY_FILE, "f", 3000, BS, NULL);
-    connect_pipelined(&g, 16);
-    assert_int_equal(sim_script_entries(&g, 1, 5, 0), AFTP_OK);
-    settle(&g, &s, 20);
+    offer_files(&g, &s, 16, NULL, 5, 3000);
     const uint64_t skip[] = {1, 7, 8, 14}; /* stream blocks left out */
     for (uint32_t id = 1; id <= 5; id++) {
         for (uint64_t b = 0; b < 3; b++) {
@@ -374,20 +391,11 @@ static void test_group_commit_before_results(void **state)
     (void)state;
     sim_script g;
     seen s = {0};
-    sim_script_start_pipelined(&g, 16, NULL);
+    offer_files(&g, &s, 16, NULL, 3, 2000);
     g.st.results_seen = &s.results_total;
-    for (int i = 0; i < 3; i++)
-        sim_storage_add_entry(&g.st, AFTP_ENTRY_FILE, "f", 2000, BS, NULL);
-    connect_pipelined(&g, 16);
-    assert_int_equal(sim_script_entries(&g, 1, 3, 0), AFTP_OK);
-    settle(&g, &s, 20);
     for (uint32_t id = 1; id <= 3; id++)
         send_file(&g, id);
-    /* Verified at once (timers at this very instant): deferred, no result. */
-    for (int k = 0; k < 10; k++) {
-        sim_script_tick(&g);
-        collect(&g, &s);
-    }
+    run_now(&g, &s); /* verified at once: deferred, no result yet */
     for (uint32_t id = 1; id <= 3; id++) {
         assert_true(g.st.files[id - 1].deferred);
         assert_false(g.st.files[id - 1].committed);
@@ -416,18 +424,10 @@ static void test_group_commit_at_half_window(void **state)
     (void)state;
     sim_script g;
     seen s = {0};
-    sim_script_start_pipelined(&g, 4, NULL);
-    for (int i = 0; i < 2; i++)
-        sim_storage_add_entry(&g.st, AFTP_ENTRY_FILE, "f", 100, BS, NULL);
-    connect_pipelined(&g, 4);
-    assert_int_equal(sim_script_entries(&g, 1, 2, 0), AFTP_OK);
-    settle(&g, &s, 20);
+    offer_files(&g, &s, 4, NULL, 2, 100);
     send_file(&g, 1);
     send_file(&g, 2);
-    for (int k = 0; k < 10; k++) {
-        sim_script_tick(&g);
-        collect(&g, &s);
-    }
+    run_now(&g, &s);
     assert_int_equal(g.st.group_commits, 1);
     assert_int_equal(s.results_total, 2);
     sim_script_free(&g);
@@ -446,16 +446,9 @@ static void test_commit_alone_without_group_op(void **state)
     (void)state;
     sim_script g;
     seen s = {0};
-    sim_script_start_pipelined(&g, 16, no_group_op);
-    sim_storage_add_entry(&g.st, AFTP_ENTRY_FILE, "f", 2000, BS, NULL);
-    connect_pipelined(&g, 16);
-    assert_int_equal(sim_script_entries(&g, 1, 1, 0), AFTP_OK);
-    settle(&g, &s, 20);
+    offer_files(&g, &s, 16, no_group_op, 1, 2000);
     send_file(&g, 1);
-    for (int k = 0; k < 10; k++) {
-        sim_script_tick(&g);
-        collect(&g, &s);
-    }
+    run_now(&g, &s);
     assert_int_equal(s.results[1], 1);
     assert_false(g.st.files[0].deferred);
     assert_true(sim_file_intact(&g.st, 1));
@@ -722,7 +715,7 @@ static void test_entry_before_the_end_was_sent_closes(void **state)
             settle(&g, &s, 20);
             send_file(&g, 1);
             for (int k = 0; k < 4; k++)
-                sim_script_tick(&g); /* verified and committed: its result queued */
+                sim_script_tick(&g); /* verified and committed: its result queued, not sent */
             assert_true(g.st.files[0].committed);
         }
         assert_int_equal(sim_script_entries(&g, 2, 1, 0), AFTP_ERR_MALFORMED);
@@ -738,12 +731,8 @@ static void test_entry_after_the_end_was_sent(void **state)
     (void)state;
     sim_script g;
     seen s = {0};
-    sim_script_start_pipelined(&g, 1, NULL);
-    sim_storage_add_entry(&g.st, AFTP_ENTRY_FILE, "a", 2000, BS, NULL);
+    offer_files(&g, &s, 1, NULL, 1, 2000);
     sim_storage_add_entry(&g.st, AFTP_ENTRY_FILE, "b", 2000, BS, NULL);
-    connect_pipelined(&g, 1);
-    assert_int_equal(sim_script_entries(&g, 1, 1, 0), AFTP_OK);
-    settle(&g, &s, 20);
     send_file(&g, 1);
     settle(&g, &s, 20);
     assert_int_equal(s.results[1], 1);
