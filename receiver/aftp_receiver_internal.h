@@ -38,6 +38,7 @@ enum pipe_phase {
     PIPE_OFFERED,   /* known, its verdict not decided yet */
     PIPE_RECEIVING, /* a FILE accepted (SEND, RESUME): blocks arrive */
     PIPE_READY,     /* FILE_DONE in, every block held: to be read back */
+    PIPE_VERIFYING, /* being read back (r->verify_id) */
     PIPE_DEFERRED,  /* verified, closed with AFTP_CLOSE_DEFER: in the group commit */
     PIPE_ENDED      /* its verdict or FILE_RESULT sent: kept for repeats */
 };

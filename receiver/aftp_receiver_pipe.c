@@ -390,7 +390,7 @@ static void pipe_fail(aftp_receiver *r, pipe_entry *p, int error)
 {
     if (p->phase == PIPE_READY)
         r->ready_count--;
-    if (r->verify_id == p->id)
+    if (p->phase == PIPE_VERIFYING)
         r->verify_id = 0;
     r->set.storage->close(r->set.user, p->id, AFTP_CLOSE_DISCARD);
     pipe_end_file(r, p, error, NULL);
@@ -443,6 +443,7 @@ static pipe_entry *pipe_next_to_verify(aftp_receiver *r)
         pipe_entry *p = aftp_rpipe_slot(r, id);
         if (p != NULL && p->phase == PIPE_READY) {
             r->ready_count--;
+            p->phase = PIPE_VERIFYING;
             r->verify_id = id;
             r->verified = 0;
             aftp_digest_reset(r->hash);
@@ -560,7 +561,8 @@ void aftp_rpipe_close_all(aftp_receiver *r, int error)
     pipe_commit_group(r);
     for (uint32_t id = r->stream.oldest; id != 0 && id <= r->stream.newest; id++) {
         pipe_entry *p = aftp_rpipe_slot(r, id);
-        if (p != NULL && (p->phase == PIPE_RECEIVING || p->phase == PIPE_READY))
+        if (p != NULL && (p->phase == PIPE_RECEIVING || p->phase == PIPE_READY ||
+                          p->phase == PIPE_VERIFYING))
             pipe_fail(r, p, error != AFTP_OK ? error : AFTP_ERR_PEER_CLOSED);
     }
     r->results_len = 0;

@@ -455,6 +455,43 @@ static void test_commit_alone_without_group_op(void **state)
     sim_script_free(&g);
 }
 
+/* A file whose digest does not match ends alone with FILE_RESULT
+ * (DIGEST_MISMATCH), discarded; the session goes on. Each repeated
+ * FILE_DONE gets the same FILE_RESULT again (it is not resent on a timer
+ * in pipelined mode). */
+static void test_failed_file_ends_alone_and_results_repeat(void **state)
+{
+    (void)state;
+    sim_script g;
+    seen s = {0};
+    offer_files(&g, &s, 8, NULL, 2, 3000);
+    for (uint64_t b = 0; b < 3; b++)
+        assert_int_equal(sim_script_stream_data(&g, 1, b), AFTP_OK);
+    aftp_wire_packet p;
+    memset(&p, 0, sizeof p);
+    p.u.file_done = (aftp_wire_file_done){.file_id = 1, .block_count = 3}; /* digest: zeros */
+    assert_int_equal(sim_script_send(&g, &p, AFTP_WIRE_FILE_DONE), AFTP_OK);
+    send_file(&g, 2);
+    settle(&g, &s, 30);
+    assert_int_equal(s.results[1], 1);
+    assert_int_equal(s.result_error[1], AFTP_WIRE_ERR_DIGEST_MISMATCH);
+    assert_false(g.st.files[0].committed);
+    assert_int_equal(g.st.files[0].receiver_closed, 1);
+    assert_int_equal(s.results[2], 1);
+    assert_true(sim_file_intact(&g.st, 2));
+    settle(&g, &s, 200); /* no timer resends them */
+    assert_int_equal(s.results_total, 2);
+    for (uint32_t id = 1; id <= 2; id++) {
+        assert_int_equal(sim_script_file_done(&g, id), AFTP_OK);
+        collect(&g, &s);
+        assert_int_equal(s.results[id], 2);
+    }
+    assert_int_equal(s.result_error[1], AFTP_WIRE_ERR_DIGEST_MISMATCH);
+    assert_int_equal(s.result_error[2], AFTP_WIRE_ERR_NONE);
+    assert_int_equal(aftp_receiver_state(g.r), AFTP_STATE_TRANSFER);
+    sim_script_free(&g);
+}
+
 /* ---- SKIP and RESUME (spec 9.14.4) ---- */
 
 static void test_skip_and_resume(void **state)
@@ -865,6 +902,7 @@ int main(void)
         cmocka_unit_test(test_group_commit_before_results),
         cmocka_unit_test(test_group_commit_at_half_window),
         cmocka_unit_test(test_commit_alone_without_group_op),
+        cmocka_unit_test(test_failed_file_ends_alone_and_results_repeat),
         cmocka_unit_test(test_skip_and_resume),
         cmocka_unit_test(test_held_marks_follow_the_window),
         cmocka_unit_test(test_entry_beyond_window_closes),
