@@ -455,6 +455,15 @@ static void test_commit_alone_without_group_op(void **state)
     sim_script_free(&g);
 }
 
+/* FILE_DONE of entry id with its block count and a digest of zeros. */
+static int file_done_wrong_digest(sim_script *g, uint32_t id)
+{
+    aftp_wire_packet p;
+    memset(&p, 0, sizeof p);
+    p.u.file_done = (aftp_wire_file_done){.file_id = id, .block_count = g->st.files[id - 1].blocks};
+    return sim_script_send(g, &p, AFTP_WIRE_FILE_DONE);
+}
+
 /* A file whose digest does not match ends alone with FILE_RESULT
  * (DIGEST_MISMATCH), discarded; the session goes on. Each repeated
  * FILE_DONE gets the same FILE_RESULT again (it is not resent on a timer
@@ -467,10 +476,7 @@ static void test_failed_file_ends_alone_and_results_repeat(void **state)
     offer_files(&g, &s, 8, NULL, 2, 3000);
     for (uint64_t b = 0; b < 3; b++)
         assert_int_equal(sim_script_stream_data(&g, 1, b), AFTP_OK);
-    aftp_wire_packet p;
-    memset(&p, 0, sizeof p);
-    p.u.file_done = (aftp_wire_file_done){.file_id = 1, .block_count = 3}; /* digest: zeros */
-    assert_int_equal(sim_script_send(&g, &p, AFTP_WIRE_FILE_DONE), AFTP_OK);
+    assert_int_equal(file_done_wrong_digest(&g, 1), AFTP_OK);
     send_file(&g, 2);
     settle(&g, &s, 30);
     assert_int_equal(s.results[1], 1);
@@ -807,8 +813,9 @@ static uint32_t oldest_seen(const sim_script *g, const seen *s)
 
 /* One random step of a sender that mixes everything: ENTRIES of a
  * consecutive run inside its window (rarely beyond it, or a lone one
- * with its base off by one), DATA for any entry and block, FILE_DONE,
- * DATA with a stream block outside its entry, time. */
+ * with its base off by one), DATA for any entry and block, FILE_DONE
+ * (now and then with a wrong digest), DATA with a stream block outside
+ * its entry, time. */
 static void random_step(sim_script *g, const seen *s, uint32_t window, uint64_t *rng)
 {
     uint32_t n = (uint32_t)g->st.nfiles, lo = oldest_seen(g, s);
@@ -839,6 +846,8 @@ static void random_step(sim_script *g, const seen *s, uint32_t window, uint64_t 
     case 2:
         if (f->blocks > 0 && sim_rand(rng) % 8 == 0)
             rc = data_raw(g, id, sim_rand(rng) % (g->st.stream_end + 2), f, 0);
+        else if (f->kind == AFTP_ENTRY_FILE && sim_rand(rng) % 6 == 0)
+            rc = file_done_wrong_digest(g, id);
         else if (f->kind == AFTP_ENTRY_FILE)
             rc = sim_script_file_done(g, id);
         break;
@@ -846,6 +855,31 @@ static void random_step(sim_script *g, const seen *s, uint32_t window, uint64_t 
     }
     int state = aftp_receiver_state(g->r);
     assert_true(rc == AFTP_OK || state == AFTP_STATE_CLOSING || state == AFTP_STATE_CLOSED);
+}
+
+/* After the random walk, an honest sender: the rest offered window by
+ * window, every accepted file sent whole with its true digest. Whatever
+ * state the walk left, every entry must end (no file stuck waiting). */
+static void finish_honestly(sim_script *g, seen *s, uint32_t window)
+{
+    uint32_t n = (uint32_t)g->st.nfiles;
+    for (int round = 0; round < 4 * (int)n && aftp_receiver_state(g->r) == AFTP_STATE_TRANSFER;
+         round++) {
+        uint32_t lo = oldest_seen(g, s);
+        if (lo > n)
+            return;
+        uint32_t hi = lo + window - 1 < n ? lo + window - 1 : n;
+        assert_int_equal(sim_script_entries(g, lo, (uint16_t)(hi - lo + 1),
+                                            AFTP_WIRE_ENTRY_SYNC | AFTP_WIRE_ENTRY_RESUME),
+                         AFTP_OK);
+        settle(g, s, 20);
+        for (uint32_t id = lo; id <= hi; id++)
+            if (g->st.files[id - 1].kind == AFTP_ENTRY_FILE && s->verdicts[id] > 0 &&
+                s->verdict[id] <= AFTP_WIRE_VERDICT_RESUME && s->results[id] == 0)
+                send_file(g, id);
+        settle(g, s, 30);
+    }
+    assert_true(aftp_receiver_state(g->r) != AFTP_STATE_TRANSFER || oldest_seen(g, s) > n);
 }
 
 /* Whatever the order: no block written twice or outside its file, the
@@ -883,6 +917,7 @@ static void test_random_sender(void **state)
             sim_script_tick(&g);
             collect(&g, &s);
         }
+        finish_honestly(&g, &s, window);
         check_storage(&g.st);
         for (uint32_t id = 1; id <= n; id++)
             committed += g.st.files[id - 1].committed;
