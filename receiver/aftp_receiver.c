@@ -797,7 +797,8 @@ static int data_has_place(const aftp_receiver *r, uint32_t file_id, uint64_t blo
            payload_len == aftp_wire_block_len(r->info.size, r->info.block_size, block);
 }
 
-static int sealed_data_wanted(aftp_receiver *r, const uint8_t *pkt, size_t len, uint64_t *block_out)
+static int sealed_data_wanted(aftp_receiver *r, const uint8_t *pkt, size_t len,
+                              uint32_t *file_id_out, uint64_t *block_out)
 {
     aftp_wire_reader rd;
     uint32_t file_id = 0;
@@ -811,19 +812,10 @@ static int sealed_data_wanted(aftp_receiver *r, const uint8_t *pkt, size_t len, 
         aftp_session_drop(&r->ss);
         return 0;
     }
+    *file_id_out = file_id;
     *block_out = block;
     /* A block beyond the window is not held: opened, then on_data's. */
     return aftp_blockmap_test(&r->held, block) ? block_wanted(r, block) : 1;
-}
-
-/* The clear file id of a DATA whose length was checked. */
-static uint32_t data_file_id(const uint8_t *pkt)
-{
-    aftp_wire_reader rd;
-    uint32_t file_id = 0;
-    aftp_wire_reader_init(&rd, pkt + AFTP_WIRE_HEADER_LEN, 4);
-    aftp_wire_read_u32(&rd, &file_id);
-    return file_id;
 }
 
 /* Where the payload of a wanted sealed DATA for `block` can be opened in
@@ -855,6 +847,7 @@ static uint8_t *payload_place(aftp_receiver *r, uint32_t file_id, uint64_t block
 static int admit(aftp_receiver *r, const uint8_t *pkt, size_t len, aftp_wire_packet *p)
 {
     aftp_wire_header hdr;
+    uint32_t file_id = 0;
     uint64_t block = 0;
     int sealed_data = 0;
     if (aftp_session_peek(&r->ss, pkt, len, &hdr) != AFTP_OK)
@@ -867,13 +860,13 @@ static int admit(aftp_receiver *r, const uint8_t *pkt, size_t len, aftp_wire_pac
      * duplicate like any other copy of a held block. */
     if (hdr.type == AFTP_WIRE_DATA && aftp_session_protected(&r->ss) &&
         (hdr.flags & AFTP_WIRE_FLAG_PROTECTED)) {
-        if (!sealed_data_wanted(r, pkt, len, &block))
+        if (!sealed_data_wanted(r, pkt, len, &file_id, &block))
             return 0;
         sealed_data = 1;
     }
     if (aftp_session_precheck(&r->ss, &hdr) != AFTP_OK)
         return 0;
-    uint8_t *place = sealed_data ? payload_place(r, data_file_id(pkt), block) : NULL;
+    uint8_t *place = sealed_data ? payload_place(r, file_id, block) : NULL;
     if (place != NULL)
         return aftp_session_open_data(&r->ss, pkt, len, &hdr, place, p) == AFTP_OK;
     return aftp_session_open(&r->ss, pkt, len, &hdr, p) == AFTP_OK;
