@@ -14,6 +14,8 @@
 #include <cmocka.h>
 
 #include "common/aftp_digest.h"
+#include "common/aftp_handshake.h"
+#include "common/aftp_session.h"
 #include "sim_link.h"
 #include "sim_run.h"
 #include "sim_script.h"
@@ -173,76 +175,166 @@ static void test_negotiation(void **state)
     }
 }
 
-/* The HELLO's extensions with a PIPELINE(window) added, unless the
- * sender announced one itself; re-encoded into buf. */
-static size_t announce_pipeline(uint8_t *buf, size_t len, uint32_t window)
+/* ---- a protected pipelined session, packet by packet ---- */
+
+static void protect_receiver(aftp_receiver_settings *s)
+{
+    s->security.cipher = AFTP_CIPHER_AUTO; /* keys as sim_engine_settings set them */
+}
+
+/* The client's side of the handshake, by hand: HELLO with message 1 and
+ * PIPELINE(window); the HELLO_ACK's message 2 must authenticate exactly
+ * what aftp_session_ack_payload takes of it, PIPELINE included. Then cs
+ * seals and opens as the client. Returns the granted window. */
+static uint32_t protected_hello(sim_script *g, aftp_session *cs, uint32_t window)
 {
     aftp_wire_packet p;
-    uint8_t ext[1200];
-    uint32_t asked = 0;
+    uint8_t prologue[AFTP_WIRE_PROLOGUE_MAX], msg1[AFTP_HS_MAX_INIT], ext[512];
+    size_t prologue_len, msg1_len;
+    aftp_handshake *hs = NULL;
     aftp_wire_writer w;
-    assert_int_equal(aftp_wire_decode(buf, len, &p), AFTP_OK);
-    if (aftp_wire_ext_pipeline(p.u.hello.ext, p.u.hello.ext_len, &asked) == 1)
-        return len;
+    memset(&p, 0, sizeof p);
+    p.u.hello = (aftp_wire_hello){.role = AFTP_WIRE_ROLE_PUSH, .cipher_count = 2,
+                                  .ciphers = {AFTP_WIRE_CIPHER_AES256GCM,
+                                              AFTP_WIRE_CIPHER_CHACHA20POLY1305},
+                                  .max_datagram = 1452};
+    assert_int_equal(aftp_wire_hello_prologue(&p.u.hello, SIM_SCRIPT_CLIENT_ID, prologue,
+                                              sizeof prologue, &prologue_len), AFTP_OK);
+    aftp_hs_config cfg = {.role = AFTP_HS_INITIATOR, .static_secret = sim_client_secret,
+                          .server_key = sim_server_public(), .prologue = prologue,
+                          .prologue_len = prologue_len, .random = sim_random};
+    assert_int_equal(aftp_handshake_new(&hs, &cfg), AFTP_OK);
+    assert_int_equal(aftp_handshake_write_init(hs, UINT64_C(1700000000) * SIM_S, NULL, 0, msg1,
+                                               sizeof msg1, &msg1_len), AFTP_OK);
     aftp_wire_writer_init(&w, ext, sizeof ext);
-    memcpy(ext, p.u.hello.ext, p.u.hello.ext_len);
-    w.pos = p.u.hello.ext_len;
+    assert_int_equal(aftp_wire_ext_put(&w, AFTP_WIRE_EXT_HANDSHAKE, msg1, (uint16_t)msg1_len),
+                     AFTP_OK);
     assert_int_equal(aftp_wire_ext_put_pipeline(&w, window), AFTP_OK);
     p.u.hello.ext = ext;
     p.u.hello.ext_len = (uint16_t)w.pos;
-    uint8_t copy[AFTP_WIRE_MAX_DATAGRAM];
-    size_t out_len;
-    assert_int_equal(aftp_wire_encode(&p, copy, sizeof copy, &out_len), AFTP_OK);
-    memcpy(buf, copy, out_len);
-    return out_len;
+    assert_int_equal(sim_script_send(g, &p, AFTP_WIRE_HELLO), AFTP_OK);
+    assert_true(sim_script_next(g));
+    const aftp_wire_hello_ack *a = &g->out.u.hello_ack;
+    const uint8_t *msg2;
+    uint16_t msg2_len;
+    uint8_t got[AFTP_HS_MAX_PAYLOAD], expect[AFTP_HS_MAX_PAYLOAD];
+    size_t got_len, expect_len;
+    uint32_t granted = 0;
+    assert_true(aftp_wire_ext_find(a->ext, a->ext_len, AFTP_WIRE_EXT_HANDSHAKE, &msg2, &msg2_len));
+    assert_int_equal(aftp_handshake_read_response(hs, msg2, msg2_len, got, sizeof got, &got_len),
+                     AFTP_OK);
+    assert_int_equal(aftp_session_ack_payload(a, expect, sizeof expect, &expect_len), AFTP_OK);
+    assert_int_equal(got_len, expect_len);
+    assert_memory_equal(got, expect, got_len);
+    assert_int_equal(aftp_wire_ext_pipeline(a->ext, a->ext_len, &granted), 1);
+    assert_int_equal(aftp_session_init(cs, SIM_SCRIPT_CLIENT_ID, 1452, 30 * SIM_S, NULL, NULL, 0),
+                     AFTP_OK);
+    cs->peer_id = SIM_SCRIPT_SERVER_ID;
+    cs->next_pn = g->pn;
+    assert_int_equal(aftp_session_protect(cs, hs, a->cipher, 0), AFTP_OK);
+    aftp_handshake_del(hs);
+    return granted;
 }
 
-/* Protected: the HELLO_ACK's PIPELINE stands before message 2, which
- * covers it (spec 12.3.2, 14.2.3): the client connects with it as sent,
- * and a window changed in flight fails message 2 (no connection). */
-static void test_protected_pipeline_covered_by_message_2(void **state)
+/* A sealed packet of `type` from the client; DATA sealed as a sender
+ * seals it (file id and block in the clear, authenticated). */
+static int sealed_send(sim_script *g, aftp_session *cs, aftp_wire_packet *p, uint8_t type)
+{
+    uint8_t buf[AFTP_WIRE_MAX_DATAGRAM];
+    aftp_datagram dg;
+    aftp_session_header(cs, type, &p->hdr);
+    if (type != AFTP_WIRE_DATA) {
+        assert_int_equal(aftp_session_encode(cs, p, buf, sizeof buf, &dg), AFTP_OK);
+    } else {
+        size_t len, head = AFTP_WIRE_HEADER_LEN + AFTP_WIRE_DATA_FIXED;
+        p->hdr.flags |= AFTP_WIRE_FLAG_PROTECTED;
+        assert_int_equal(aftp_wire_encode(p, buf, sizeof buf, &len), AFTP_OK);
+        assert_int_equal(aftp_protect_seal(&cs->prot, buf, AFTP_AEAD_AD_DATA, p->u.data.payload,
+                                           p->u.data.payload_len, buf + head), AFTP_OK);
+        dg = (aftp_datagram){.head = buf,
+                             .head_len = head + p->u.data.payload_len + aftp_session_overhead(cs)};
+        aftp_session_sent(cs, &dg);
+    }
+    return aftp_receiver_read(g->r, g->clock, dg.head, dg.head_len);
+}
+
+/* The receiver's sealed datagrams, opened as the client. */
+static void sealed_collect(sim_script *g, aftp_session *cs, seen *s)
+{
+    aftp_datagram dg;
+    while (aftp_receiver_write(g->r, g->clock, g->buf, sizeof g->buf, &dg) == 1) {
+        aftp_wire_header hdr;
+        assert_int_equal(aftp_session_peek(cs, dg.head, dg.head_len, &hdr), AFTP_OK);
+        assert_int_equal(aftp_session_precheck(cs, &hdr), AFTP_OK);
+        assert_int_equal(aftp_session_open(cs, dg.head, dg.head_len, &hdr, &g->out), AFTP_OK);
+        if (g->out.hdr.type == AFTP_WIRE_VERDICTS)
+            note_verdicts(s, &g->out.u.verdicts);
+        if (g->out.hdr.type == AFTP_WIRE_FILE_RESULT) {
+            s->results[g->out.u.file_result.file_id]++;
+            s->result_error[g->out.u.file_result.file_id] = g->out.u.file_result.error;
+        }
+    }
+}
+
+static void sealed_settle(sim_script *g, aftp_session *cs, seen *s, int ms)
+{
+    for (int i = 0; i < ms; i++, g->clock += UINT64_C(1000000))
+        for (int k = 0; k < 4; k++) {
+            sim_script_tick(g);
+            sealed_collect(g, cs, s);
+        }
+}
+
+/* Sealed ENTRIES, DATA and FILE_DONE: each DATA payload opens straight
+ * into the bytes storage lends at its file offset (stream block - base). */
+static void test_protected_pipelined_session(void **state)
 {
     (void)state;
-    for (int tamper = 0; tamper < 2; tamper++) {
-        sim_storage st;
-        uint64_t clock = 0;
-        sim_storage_init(&st, 1, 1000, 2);
-        sim_side snd_side = {.st = &st, .clock = &clock}, rcv_side = snd_side;
-        aftp_sender_settings ss;
-        aftp_receiver_settings rs;
-        aftp_sender *snd;
-        aftp_receiver *rcv;
-        aftp_datagram dg;
-        uint8_t hello[AFTP_WIRE_MAX_DATAGRAM], ack[AFTP_WIRE_MAX_DATAGRAM];
-        aftp_wire_packet p;
-        uint32_t granted = 0;
-        sim_engine_settings(&ss, &snd_side, &rs, &rcv_side);
-        ss.pipeline_window = 8;
-        rs.pipeline_window = 4;
-        assert_int_equal(aftp_sender_new(&ss, 0, &snd), AFTP_OK);
-        assert_int_equal(aftp_receiver_new(&rs, 0, &rcv), AFTP_OK);
-        assert_int_equal(aftp_sender_write(snd, 0, hello, sizeof hello, &dg), 1);
-        memcpy(hello, dg.head, dg.head_len);
-        size_t hello_len = announce_pipeline(hello, dg.head_len, 8);
-        assert_int_equal(aftp_receiver_read(rcv, 0, hello, hello_len), AFTP_OK);
-        assert_int_equal(aftp_receiver_write(rcv, 0, ack, sizeof ack, &dg), 1);
-        size_t ack_len = dg.head_len;
-        assert_int_equal(aftp_wire_decode(ack, ack_len, &p), AFTP_OK);
-        assert_int_equal(p.hdr.type, AFTP_WIRE_HELLO_ACK);
-        assert_int_equal(aftp_wire_ext_pipeline(p.u.hello_ack.ext, p.u.hello_ack.ext_len,
-                                                &granted), 1);
-        assert_int_equal(granted, 4);
-        if (tamper) {
-            size_t value = (size_t)(p.u.hello_ack.ext - ack) + 4; /* PIPELINE comes first */
-            assert_int_equal(ack[value - 3], AFTP_WIRE_EXT_PIPELINE);
-            ack[value + 3] = 3;
+    sim_script g;
+    aftp_session cs;
+    seen s = {0};
+    sim_script_start_pipelined(&g, 8, protect_receiver);
+    sim_storage_add_entry(&g.st, AFTP_ENTRY_FILE, "a", 5000, BS, NULL);
+    sim_storage_add_entry(&g.st, AFTP_ENTRY_DIR, "d", 0, 0, NULL);
+    sim_storage_add_entry(&g.st, AFTP_ENTRY_FILE, "d/b", 3000, BS, NULL);
+    assert_int_equal(protected_hello(&g, &cs, 16), 8);
+    aftp_wire_entry list[3] = {sim_script_entry(&g, 1, 0), sim_script_entry(&g, 2, 0),
+                               sim_script_entry(&g, 3, 0)};
+    aftp_wire_packet p;
+    memset(&p, 0, sizeof p);
+    p.u.entries = (aftp_wire_entries){.count = 3, .entries = list};
+    assert_int_equal(sealed_send(&g, &cs, &p, AFTP_WIRE_ENTRIES), AFTP_OK);
+    sealed_settle(&g, &cs, &s, 20);
+    assert_int_equal(s.verdicts[3], 1);
+    for (uint32_t id = 1; id <= 3; id += 2) {
+        const sim_file *f = &g.st.files[id - 1];
+        for (uint64_t b = 0; b < f->blocks; b++) {
+            memset(&p, 0, sizeof p);
+            p.u.data = (aftp_wire_data){
+                .file_id = id, .block = f->base + b,
+                .payload_len = (uint16_t)aftp_wire_block_len(f->size, BS, b),
+                .payload = f->src + b * BS};
+            assert_int_equal(sealed_send(&g, &cs, &p, AFTP_WIRE_DATA), AFTP_OK);
         }
-        aftp_sender_read(snd, 0, ack, ack_len);
-        assert_int_equal(snd_side.ev.connected, !tamper);
-        aftp_sender_del(snd);
-        aftp_receiver_del(rcv);
-        sim_storage_free(&st);
+        memset(&p, 0, sizeof p);
+        p.u.file_done = (aftp_wire_file_done){.file_id = id, .block_count = f->blocks};
+        aftp_digest *d = NULL;
+        assert_int_equal(aftp_digest_new(&d), AFTP_OK);
+        aftp_digest_update(d, f->src, f->size);
+        aftp_digest_final(d, p.u.file_done.digest);
+        aftp_digest_del(d);
+        assert_int_equal(sealed_send(&g, &cs, &p, AFTP_WIRE_FILE_DONE), AFTP_OK);
     }
+    sealed_settle(&g, &cs, &s, 30);
+    for (uint32_t id = 1; id <= 3; id += 2) {
+        assert_int_equal(s.results[id], 1);
+        assert_int_equal(s.result_error[id], AFTP_WIRE_ERR_NONE);
+        assert_true(sim_file_intact(&g.st, id));
+        assert_int_equal(g.st.files[id - 1].placed_writes, g.st.files[id - 1].blocks);
+    }
+    assert_true(g.st.files[1].placed);
+    aftp_session_free(&cs);
+    sim_script_free(&g);
 }
 
 /* A client without PIPELINE gets today's session from a receiver that
@@ -930,7 +1022,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_negotiation),
-        cmocka_unit_test(test_protected_pipeline_covered_by_message_2),
+        cmocka_unit_test(test_protected_pipelined_session),
         cmocka_unit_test(test_client_without_pipeline_gets_one_file_session),
         cmocka_unit_test(test_tree_arrives_byte_exact),
         cmocka_unit_test(test_feedback_lists_missing_stream_blocks),
