@@ -8,7 +8,6 @@
 
 #include <cmocka.h>
 
-#include "common/aftp_digest.h"
 #include "sim_run.h"
 
 static void start_with_files(sim_script *g, int nfiles, uint64_t file_size, uint32_t window,
@@ -147,13 +146,9 @@ int sim_script_stream_data(sim_script *g, uint32_t id, uint64_t file_block)
 int sim_script_file_done(sim_script *g, uint32_t id)
 {
     const sim_file *f = &g->st.files[id - 1];
-    aftp_digest *d = NULL;
     aftp_wire_packet p;
     memset(&p, 0, sizeof p);
-    assert_int_equal(aftp_digest_new(&d), AFTP_OK);
-    aftp_digest_update(d, f->src, f->size);
-    aftp_digest_final(d, p.u.file_done.digest);
-    aftp_digest_del(d);
+    sim_file_digest(f, p.u.file_done.digest);
     p.u.file_done.file_id = id;
     p.u.file_done.block_count = f->blocks;
     return sim_script_send(g, &p, AFTP_WIRE_FILE_DONE);

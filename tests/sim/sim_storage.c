@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/aftp_digest.h"
 #include "proto/aftp_wire.h"
 #include "sim_link.h"
 
@@ -354,6 +355,16 @@ void sim_on_event(void *user, const aftp_event *ev)
         break;
     default: break;
     }
+}
+
+void sim_file_digest(const sim_file *f, uint8_t digest[AFTP_DIGEST_LEN])
+{
+    aftp_digest *d = NULL;
+    if (aftp_digest_new(&d) != AFTP_OK)
+        abort();
+    aftp_digest_update(d, f->src, f->size);
+    aftp_digest_final(d, digest);
+    aftp_digest_del(d);
 }
 
 int sim_file_intact(sim_storage *st, uint32_t id)

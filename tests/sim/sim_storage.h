@@ -110,6 +110,9 @@ typedef struct sim_side {
 
 void sim_on_event(void *user, const aftp_event *ev);
 
+/* The XXH3-128 of the file's source bytes (what FILE_DONE carries). */
+void sim_file_digest(const sim_file *f, uint8_t digest[AFTP_DIGEST_LEN]);
+
 /* 1 when file id arrived intact: committed, bytes equal, every block
  * written exactly once. */
 int sim_file_intact(sim_storage *st, uint32_t id);

@@ -13,7 +13,6 @@
 
 #include <cmocka.h>
 
-#include "common/aftp_digest.h"
 #include "common/aftp_handshake.h"
 #include "common/aftp_session.h"
 #include "sim_link.h"
@@ -318,11 +317,7 @@ static void test_protected_pipelined_session(void **state)
         }
         memset(&p, 0, sizeof p);
         p.u.file_done = (aftp_wire_file_done){.file_id = id, .block_count = f->blocks};
-        aftp_digest *d = NULL;
-        assert_int_equal(aftp_digest_new(&d), AFTP_OK);
-        aftp_digest_update(d, f->src, f->size);
-        aftp_digest_final(d, p.u.file_done.digest);
-        aftp_digest_del(d);
+        sim_file_digest(f, p.u.file_done.digest);
         assert_int_equal(sealed_send(&g, &cs, &p, AFTP_WIRE_FILE_DONE), AFTP_OK);
     }
     sealed_settle(&g, &cs, &s, 30);
@@ -359,11 +354,7 @@ static void test_client_without_pipeline_gets_one_file_session(void **state)
     memset(&p, 0, sizeof p);
     p.u.file_done.file_id = 1;
     p.u.file_done.block_count = 3;
-    aftp_digest *d = NULL;
-    assert_int_equal(aftp_digest_new(&d), AFTP_OK);
-    aftp_digest_update(d, g.st.files[0].src, 3000);
-    aftp_digest_final(d, p.u.file_done.digest);
-    aftp_digest_del(d);
+    sim_file_digest(&g.st.files[0], p.u.file_done.digest);
     assert_int_equal(sim_script_send(&g, &p, AFTP_WIRE_FILE_DONE), AFTP_OK);
     settle(&g, &s, 30);
     assert_int_equal(s.verdicts_packets, 0);
