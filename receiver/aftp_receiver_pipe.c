@@ -366,14 +366,21 @@ static void pipe_queue_result(aftp_receiver *r, const pipe_entry *p)
         r->results[(r->results_head + r->results_len++) % r->window] = p->id;
 }
 
+/* Storage closed the file (any way, AFTP_CLOSE_DEFER too): the RESUME
+ * held list it lent is gone. */
+static void pipe_closed(pipe_entry *p)
+{
+    p->closed = 1;
+    p->held = NULL;
+}
+
 /* The file ended (storage closed it): FILE_RESULT due, its missing
  * blocks held (spec 9.14.2), FILE_END and ENTRY_END. */
 static void pipe_end_file(aftp_receiver *r, pipe_entry *p, int error, const uint8_t *digest)
 {
     p->phase = PIPE_ENDED;
     p->has_result = 1;
-    p->closed = 1;
-    p->held = NULL;
+    pipe_closed(p);
     p->wire_error = aftp_errmap_to_wire(error);
     memset(p->digest, 0, AFTP_DIGEST_LEN);
     if (digest != NULL)
@@ -427,6 +434,7 @@ static void pipe_verified(aftp_receiver *r, pipe_entry *p, const uint8_t *digest
         pipe_end_file(r, p, rc, NULL);
         return;
     }
+    pipe_closed(p);
     p->phase = PIPE_DEFERRED;
     memcpy(p->digest, digest, AFTP_DIGEST_LEN);
     if (r->group_len == 0)

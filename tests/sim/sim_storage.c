@@ -223,6 +223,8 @@ static int receiver_close(void *user, uint32_t id, int commit)
     if (f == NULL)
         return AFTP_ERR_NOT_FOUND;
     f->receiver_closed++;
+    /* The RESUME list lent to the engine is gone with the close. */
+    memset(f->held, 0, sizeof f->held);
     f->committed = commit == AFTP_CLOSE_COMMIT;
     f->deferred = commit == AFTP_CLOSE_DEFER;
     return AFTP_OK;

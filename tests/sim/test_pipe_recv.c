@@ -674,6 +674,40 @@ static void test_held_marks_follow_the_window(void **state)
     sim_script_free(&g);
 }
 
+/* A resumed file closed for the group commit: storage's held list is
+ * gone, so a repeated ENTRIES gets no answer for it (the sender had the
+ * verdict, it sent FILE_DONE), never one read from the freed list. */
+static void test_resumed_file_waiting_for_commit_not_repeated(void **state)
+{
+    (void)state;
+    sim_script g;
+    seen s = {0};
+    sim_script_start_pipelined(&g, 16, NULL);
+    sim_file *f = sim_storage_add_entry(&g.st, AFTP_ENTRY_FILE, "part", 4000, BS, NULL);
+    f->held[0] = (aftp_block_range){1, 2};
+    f->held_count = 1;
+    connect_pipelined(&g, 16);
+    assert_int_equal(sim_script_entries(&g, 1, 1, AFTP_WIRE_ENTRY_RESUME), AFTP_OK);
+    settle(&g, &s, 20);
+    assert_int_equal(s.verdict[1], AFTP_WIRE_VERDICT_RESUME);
+    assert_int_equal(sim_script_stream_data(&g, 1, 0), AFTP_OK);
+    assert_int_equal(sim_script_stream_data(&g, 1, 3), AFTP_OK);
+    assert_int_equal(sim_script_file_done(&g, 1), AFTP_OK);
+    run_now(&g, &s);
+    assert_true(f->deferred);
+    assert_int_equal(sim_script_entries(&g, 1, 1, AFTP_WIRE_ENTRY_RESUME), AFTP_OK);
+    aftp_datagram dg;
+    int rc;
+    while ((rc = aftp_receiver_write(g.r, g.clock, g.buf, sizeof g.buf, &dg)) == 1)
+        assert_int_equal(aftp_wire_decode(dg.head, dg.head_len, &g.out), AFTP_OK);
+    assert_int_equal(rc, 0); /* nothing built from the freed list */
+    assert_int_equal(s.verdicts[1], 1);
+    settle(&g, &s, 30);
+    assert_int_equal(s.results[1], 1);
+    assert_true(sim_file_intact(&g.st, 1));
+    sim_script_free(&g);
+}
+
 /* ---- hostile senders ---- */
 
 static void expect_protocol_close(sim_script *g, seen *s)
@@ -1023,6 +1057,7 @@ int main(void)
         cmocka_unit_test(test_failed_file_ends_alone_and_results_repeat),
         cmocka_unit_test(test_skip_and_resume),
         cmocka_unit_test(test_held_marks_follow_the_window),
+        cmocka_unit_test(test_resumed_file_waiting_for_commit_not_repeated),
         cmocka_unit_test(test_entry_beyond_window_closes),
         cmocka_unit_test(test_bases_that_break_the_stream_close),
         cmocka_unit_test(test_data_without_verdict_or_outside_dropped),
