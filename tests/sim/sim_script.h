@@ -34,7 +34,8 @@ void sim_script_free(sim_script *g);
 /* Sends p (its header filled here: version 1, the type, the id the
  * type is addressed with, the next pn); returns aftp_receiver_read's code. */
 int sim_script_send(sim_script *g, aftp_wire_packet *p, uint8_t type);
-/* 1 and the engine's next datagram in g->out, or 0 when it has none. */
+/* 1 and the engine's next datagram in g->out, or 0 when it has none
+ * (the test fails when the engine cannot build it). */
 int sim_script_next(sim_script *g);
 
 /* A push HELLO listing these ciphers. */
