@@ -273,6 +273,19 @@ static void pipe_queue_verdict(aftp_receiver *r)
         r->verdicts_deadline = r->ss.now_ns;
 }
 
+/* Storage itself failed deciding p (not a refusal of the entry): the
+ * session ends, saying which entry and why. */
+static void pipe_storage_failed(aftp_receiver *r, const pipe_entry *p, int rc)
+{
+    char why[AFTP_WIRE_MAX_REASON + 1];
+    snprintf(why, sizeof why,
+             "the receiver's storage failed while deciding entry %u (%.200s): %s; check the "
+             "destination (space, permissions) and send again",
+             p->id, p->info.file.path, aftp_strerror(rc));
+    aftp_session_set_text(&r->ss, why);
+    aftp_recv_start_closing(r, rc, aftp_errmap_to_wire(rc));
+}
+
 /* Storage decides entry p, the next in id order. */
 static void pipe_decide(aftp_receiver *r, pipe_entry *p)
 {
@@ -284,8 +297,7 @@ static void pipe_decide(aftp_receiver *r, pipe_entry *p)
     if (v.error == AFTP_OK) {
         int rc = r->set.storage->entry(r->set.user, &p->info, &v);
         if (rc != AFTP_OK) {
-            aftp_session_set_text(&r->ss, "storage failed while deciding an entry");
-            aftp_recv_start_closing(r, rc, aftp_errmap_to_wire(rc));
+            pipe_storage_failed(r, p, rc);
             return;
         }
     }

@@ -283,6 +283,8 @@ static int receiver_entry(void *user, const aftp_entry_info *info, aftp_entry_ve
     sim_file *f = sim_storage_file(st, info->file.file_id);
     st->out_of_order |= info->file.file_id <= st->last_decided;
     st->last_decided = info->file.file_id;
+    if (st->entry_error)
+        return st->entry_error;
     *out = (aftp_entry_verdict){.verdict = AFTP_VERDICT_SEND};
     if (f == NULL || !path_allowed(info->file.path)) {
         *out = (aftp_entry_verdict){.verdict = AFTP_VERDICT_REFUSED,

@@ -61,6 +61,7 @@ typedef struct sim_storage {
     sim_file files[SIM_MAX_FILES];
     int nfiles;
     int open_error;        /* non-zero: open() fails with it */
+    int entry_error;       /* non-zero: entry() itself fails with it */
     int refuse_place;      /* non-zero: place() fails, payloads take scratch */
     int64_t corrupt_offset; /* >= 0: the byte at this offset is flipped on write */
     uint64_t receiver_view_bytes; /* bytes the receiver read back, all views */

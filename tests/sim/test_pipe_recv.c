@@ -704,6 +704,29 @@ static void test_resumed_file_waiting_for_commit_not_repeated(void **state)
     sim_script_free(&g);
 }
 
+/* Storage itself failing to decide (not a refusal): the session ends,
+ * its CLOSE carrying the error, the CLOSED event naming the entry. */
+static void test_storage_failure_ends_session(void **state)
+{
+    (void)state;
+    sim_script g;
+    seen s = {0};
+    sim_script_start_pipelined(&g, 8, NULL);
+    sim_storage_add_entry(&g.st, AFTP_ENTRY_FILE, "f", 100, BS, NULL);
+    g.st.entry_error = AFTP_ERR_IO;
+    connect_pipelined(&g, 8);
+    assert_int_equal(sim_script_entries(&g, 1, 1, 0), AFTP_ERR_IO);
+    settle(&g, &s, 2);
+    assert_int_equal(s.closes, 1);
+    assert_int_equal(s.close_error, AFTP_WIRE_ERR_IO);
+    assert_int_equal(s.verdicts_packets, 0);
+    g.clock += 10 * SIM_S; /* drained */
+    sim_script_tick(&g);
+    assert_int_equal(g.side.ev.closed_error, AFTP_ERR_IO);
+    assert_non_null(strstr(g.side.ev.message, "entry 1 (f)"));
+    sim_script_free(&g);
+}
+
 /* ---- hostile senders ---- */
 
 static void expect_protocol_close(sim_script *g, seen *s)
@@ -1054,6 +1077,7 @@ int main(void)
         cmocka_unit_test(test_skip_and_resume),
         cmocka_unit_test(test_held_marks_follow_the_window),
         cmocka_unit_test(test_resumed_file_waiting_for_commit_not_repeated),
+        cmocka_unit_test(test_storage_failure_ends_session),
         cmocka_unit_test(test_entry_beyond_window_closes),
         cmocka_unit_test(test_bases_that_break_the_stream_close),
         cmocka_unit_test(test_data_without_verdict_or_outside_dropped),
