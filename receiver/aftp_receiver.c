@@ -22,6 +22,10 @@
  * missing block, which opens straight into the bytes storage lends for it
  * (storage.place): a forgery can spoil only bytes that were never
  * written, and leaves its block missing.
+ *
+ * A session that negotiated PIPELINE (spec 12.3.2) runs pipelined mode,
+ * in aftp_receiver_pipe.c, over the same session, handshake, block map,
+ * FEEDBACK and output machinery.
  */
 #include "aftp/aftp_engine.h"
 
@@ -38,83 +42,16 @@
 #include "common/aftp_rtt.h"
 #include "common/aftp_session.h"
 #include "proto/aftp_wire.h"
+#include "receiver/aftp_receiver_internal.h"
 
-#define NS_PER_MS UINT64_C(1000000)
 #define DEFAULT_IDLE_NS (UINT64_C(30000) * NS_PER_MS)
 #define DEFAULT_FEEDBACK_NS (10 * NS_PER_MS)
-#define MIN_FEEDBACK_NS NS_PER_MS           /* section 9.8: never more often */
 #define DEFAULT_INITIAL_RTT_NS (100 * NS_PER_MS)
 #define AMPLIFICATION_FACTOR 3              /* section 14.3 */
-#define VERIFY_CHUNK (UINT64_C(1) << 20)    /* one storage view while verifying */
 #define FEEDBACK_HEAD (AFTP_WIRE_HEADER_LEN + AFTP_WIRE_FEEDBACK_FIXED)
 /* Largest datagram sent before the handshake completes (a CLOSE with the
  * longest reason); HELLO_ACK is smaller. */
 #define PRECONFIRM_MAX_LEN (AFTP_WIRE_HEADER_LEN + AFTP_WIRE_CLOSE_FIXED + AFTP_WIRE_MAX_REASON)
-/* A HELLO_ACK's extensions: RATE_CAP, then HANDSHAKE. */
-#define HELLO_ACK_EXT_MAX (4u + AFTP_WIRE_RATE_CAP_LEN + 4u + AFTP_HS_MAX_RESPONSE)
-/* A HELLO_ACK: header, fixed fields, extension length, its TLVs. */
-#define HELLO_ACK_MAX (AFTP_WIRE_HEADER_LEN + 9u + HELLO_ACK_EXT_MAX)
-
-enum file_phase {
-    FILE_NONE,  /* no file offered yet */
-    FILE_OPEN,  /* accepted, receiving blocks */
-    FILE_ENDED  /* refused, verified or failed: the answer is kept for repeats */
-};
-
-struct aftp_receiver {
-    aftp_session ss;
-    aftp_receiver_settings set;
-    aftp_rtt rtt;           /* one sample: HELLO_ACK to the next packet */
-    aftp_digest *hash;
-
-    int hello_seen;
-    int confirmed;          /* the client spoke after HELLO_ACK (section 14.3) */
-    uint64_t hello_ack_sent_ns;
-    int hello_ack_due;
-
-    /* Handshake (section 14). */
-    uint8_t *identity;      /* own private key (sodium_malloc) until the handshake */
-    uint8_t msg1[AFTP_HS_MAX_INIT]; /* the client's message 1, to know its resends */
-    size_t msg1_len;
-    uint8_t hello_ack[HELLO_ACK_MAX]; /* protected: the answer, resent as is */
-    size_t hello_ack_len;
-    uint64_t rate_cap_bps;  /* the cap granted to the client (RATE_CAP), 0: none */
-
-    /* The current (latest offered) file. */
-    int phase;
-    aftp_file_info info;    /* info.path points at path */
-    char *path;
-    uint64_t block_count;
-    aftp_blockmap held;     /* sliding window: memory fixed by settings (14.7) */
-    uint64_t scan_hi;       /* highest block received + 1 */
-    int done_received;
-    uint8_t expected[AFTP_DIGEST_LEN];
-    int verifying;          /* every block held and FILE_DONE in: finishing the read-back */
-    uint64_t verified;      /* bytes of the stored file read back and hashed so far */
-    int reply_due;
-    uint16_t reply_error;
-    char refusal[224];      /* why the offer was refused, when the engine refused it */
-    int result_due;
-    int result_sent;        /* a FILE_RESULT went out for this file (section 9.6) */
-    uint16_t result_error;
-    uint8_t result_digest[AFTP_DIGEST_LEN];
-    uint64_t resend_deadline; /* FILE_RESULT retransmission (section 9.10) */
-    unsigned backoff;
-
-    /* FEEDBACK (section 9.8). */
-    int has_largest;
-    uint64_t largest_pn;
-    uint64_t largest_pn_ns;
-    uint64_t data_packets;
-    int feedback_armed;
-    int feedback_due;
-    uint64_t feedback_deadline;
-    int feedback_sent;      /* for the current file */
-    uint64_t last_feedback_ns;
-    uint64_t scan_cursor;   /* where the next FEEDBACK's list starts */
-    aftp_wire_range *ranges;
-    size_t max_ranges;
-};
 
 /* ---- settings and lifetime ---- */
 
@@ -133,7 +70,7 @@ static int settings_valid(const aftp_receiver_settings *s)
     return s != NULL && s->conn_id != 0 && s->max_datagram >= AFTP_WIRE_MIN_DATAGRAM &&
            s->max_datagram <= AFTP_WIRE_MAX_DATAGRAM && s->idle_timeout_ns > 0 &&
            s->feedback_interval_ns >= MIN_FEEDBACK_NS && s->initial_rtt_ns > 0 &&
-           s->map_window_blocks > 0 &&
+           s->map_window_blocks > 0 && s->pipeline_window <= AFTP_WIRE_MAX_WINDOW &&
            s->storage != NULL && s->storage->view != NULL && s->storage->open != NULL &&
            s->storage->write != NULL && s->storage->close != NULL;
 }
@@ -199,6 +136,7 @@ void aftp_receiver_del(aftp_receiver *r)
 {
     if (r == NULL)
         return;
+    aftp_rpipe_free(r);
     aftp_blockmap_free(&r->held);
     aftp_digest_del(r->hash);
     free(r->ranges);
@@ -210,18 +148,13 @@ void aftp_receiver_del(aftp_receiver *r)
 
 /* ---- timers ---- */
 
-static uint64_t min_u64(uint64_t a, uint64_t b)
-{
-    return a < b ? a : b;
-}
-
 static uint64_t drain_time(const aftp_receiver *r)
 {
     return 3 * aftp_rtt_pto(&r->rtt);
 }
 
 /* ~RTT/4 once the handshake measured the RTT, within [1 ms, setting]. */
-static uint64_t feedback_interval(const aftp_receiver *r)
+uint64_t aftp_recv_feedback_interval(const aftp_receiver *r)
 {
     uint64_t t = r->rtt.has_sample ? r->rtt.smoothed / 4 : r->set.feedback_interval_ns;
     t = min_u64(t, r->set.feedback_interval_ns);
@@ -230,7 +163,7 @@ static uint64_t feedback_interval(const aftp_receiver *r)
 
 /* FEEDBACK no earlier than `earliest` after the previous one; the first
  * of a file leaves at once (the sender's first RTT sample). */
-static void schedule_feedback(aftp_receiver *r, uint64_t earliest)
+void aftp_recv_schedule_feedback(aftp_receiver *r, uint64_t earliest)
 {
     uint64_t t = r->feedback_sent ? r->last_feedback_ns + earliest : r->ss.now_ns;
     if (t < r->ss.now_ns)
@@ -273,15 +206,17 @@ static void close_now(aftp_receiver *r, int error)
 {
     if (r->phase == FILE_OPEN)
         end_file(r, error, NULL);
+    aftp_rpipe_close_all(r, error);
     r->result_due = 0;
     r->resend_deadline = AFTP_NO_EXPIRY;
     aftp_session_set_closed(&r->ss, error);
 }
 
-static void start_closing(aftp_receiver *r, int error, uint16_t wire_error)
+void aftp_recv_start_closing(aftp_receiver *r, int error, uint16_t wire_error)
 {
     if (r->phase == FILE_OPEN)
         end_file(r, error, NULL);
+    aftp_rpipe_close_all(r, error);
     r->result_due = 0;
     r->resend_deadline = AFTP_NO_EXPIRY;
     aftp_session_start_closing(&r->ss, error, wire_error, drain_time(r));
@@ -289,10 +224,10 @@ static void start_closing(aftp_receiver *r, int error, uint16_t wire_error)
 
 /* The peer broke the protocol (a HELLO refused, section 9.3, or an offer
  * against the rules of 9.6): CLOSE(PROTOCOL, reason). */
-static void close_protocol(aftp_receiver *r, const char *reason)
+void aftp_recv_close_protocol(aftp_receiver *r, const char *reason)
 {
     aftp_session_set_text(&r->ss, reason);
-    start_closing(r, AFTP_ERR_MALFORMED, AFTP_WIRE_ERR_PROTOCOL);
+    aftp_recv_start_closing(r, AFTP_ERR_MALFORMED, AFTP_WIRE_ERR_PROTOCOL);
 }
 
 /* Section 9.10: the stored file is read back through storage.view and its
@@ -354,15 +289,15 @@ static int all_blocks_held(const aftp_receiver *r)
  * only limit the engine itself sets on an offer (the block map's memory
  * does not depend on the file's size, section 14.7); its refusal names
  * both figures. */
-static int check_block_size(aftp_receiver *r, const aftp_wire_file_offer *o)
+int aftp_recv_check_block_size(aftp_receiver *r, uint32_t block_size)
 {
-    uint32_t needed = o->block_size + AFTP_WIRE_DATA_OVERHEAD;
+    uint32_t needed = block_size + AFTP_WIRE_DATA_OVERHEAD;
     if (needed <= r->ss.max_datagram)
         return AFTP_OK;
     snprintf(r->refusal, sizeof r->refusal,
              "offer refused: blocks of %u bytes need %u-byte datagrams, above this session's "
              "limit of %u bytes (the smaller max_datagram of the two sides); send smaller "
-             "blocks", (unsigned)o->block_size, (unsigned)needed, (unsigned)r->ss.max_datagram);
+             "blocks", (unsigned)block_size, (unsigned)needed, (unsigned)r->ss.max_datagram);
     return AFTP_ERR_LIMIT;
 }
 
@@ -370,7 +305,7 @@ static int check_block_size(aftp_receiver *r, const aftp_wire_file_offer *o)
 static int accept_offer(aftp_receiver *r, const aftp_wire_file_offer *o)
 {
     r->block_count = aftp_wire_block_count(o->size, o->block_size);
-    int rc = check_block_size(r, o);
+    int rc = aftp_recv_check_block_size(r, o->block_size);
     if (rc == AFTP_OK)
         rc = r->set.storage->open(r->set.user, &r->info);
     if (rc != AFTP_OK)
@@ -452,13 +387,13 @@ static void on_file_offer(aftp_receiver *r, const aftp_wire_file_offer *o)
 {
     uint32_t last_id = r->phase == FILE_NONE ? 0 : r->info.file_id;
     if (o->file_id == 0)
-        close_protocol(r, "the sender offered file id 0, which is reserved");
+        aftp_recv_close_protocol(r, "the sender offered file id 0, which is reserved");
     else if (o->file_id < last_id || (o->file_id == last_id && r->result_sent))
         aftp_session_drop(&r->ss);
     else if (o->file_id == last_id)
         r->reply_due = 1; /* no reopening */
     else if (r->phase == FILE_OPEN)
-        close_protocol(r, "the sender offered a new file before the open one ended");
+        aftp_recv_close_protocol(r, "the sender offered a new file before the open one ended");
     else
         on_new_offer(r, o);
 }
@@ -480,8 +415,27 @@ static int block_wanted(aftp_receiver *r, uint64_t block)
         r->ss.stats.beyond_window_packets++;
     else
         return 1;
-    schedule_feedback(r, feedback_interval(r));
+    aftp_recv_schedule_feedback(r, aftp_recv_feedback_interval(r));
     return 0;
+}
+
+/* Section 9.5: a wanted block is written at file_offset and held from
+ * now on. 1 when stored, 0 when not wanted (a duplicate, beyond the
+ * window), or storage's error. */
+int aftp_recv_store_block(aftp_receiver *r, const aftp_wire_data *d, uint64_t file_offset)
+{
+    if (!block_wanted(r, d->block))
+        return 0;
+    aftp_recv_schedule_feedback(r, aftp_recv_feedback_interval(r));
+    if (d->block + 1 > r->scan_hi)
+        r->scan_hi = d->block + 1;
+    int rc = r->set.storage->write(r->set.user, d->file_id, file_offset, d->payload,
+                                   d->payload_len);
+    if (rc != AFTP_OK)
+        return rc;
+    aftp_blockmap_set(&r->held, d->block);
+    r->ss.stats.payload_bytes_received += d->payload_len;
+    return 1;
 }
 
 static void on_data(aftp_receiver *r, const aftp_wire_data *d)
@@ -492,20 +446,10 @@ static void on_data(aftp_receiver *r, const aftp_wire_data *d)
         aftp_session_drop(&r->ss); /* sections 6.6, 9.5 */
         return;
     }
-    if (!block_wanted(r, d->block))
-        return;
-    schedule_feedback(r, feedback_interval(r));
-    if (d->block + 1 > r->scan_hi)
-        r->scan_hi = d->block + 1;
-    int rc = r->set.storage->write(r->set.user, d->file_id, d->block * r->info.block_size,
-                                   d->payload, d->payload_len);
-    if (rc != AFTP_OK) {
+    int rc = aftp_recv_store_block(r, d, d->block * r->info.block_size);
+    if (rc < 0)
         end_file(r, rc, NULL);
-        return;
-    }
-    aftp_blockmap_set(&r->held, d->block);
-    r->ss.stats.payload_bytes_received += d->payload_len;
-    if (r->done_received && all_blocks_held(r))
+    else if (rc == 1 && r->done_received && all_blocks_held(r))
         start_verification(r);
 }
 
@@ -522,7 +466,7 @@ static void on_file_done(aftp_receiver *r, const aftp_wire_file_done *d)
     if (r->verifying) {
         /* Section 9.10: a FEEDBACK showing every block held keeps the
          * sender waiting for the result rather than timing out. */
-        schedule_feedback(r, MIN_FEEDBACK_NS);
+        aftp_recv_schedule_feedback(r, MIN_FEEDBACK_NS);
         return;
     }
     memcpy(r->expected, d->digest, AFTP_DIGEST_LEN);
@@ -532,7 +476,7 @@ static void on_file_done(aftp_receiver *r, const aftp_wire_file_done *d)
     else if (all_blocks_held(r))
         start_verification(r);
     else
-        schedule_feedback(r, MIN_FEEDBACK_NS); /* section 9.8: report the tail at once */
+        aftp_recv_schedule_feedback(r, MIN_FEEDBACK_NS); /* section 9.8: report the tail at once */
 }
 
 static void on_close(aftp_receiver *r, const aftp_wire_close *c)
@@ -620,10 +564,29 @@ static int decide_rate_cap(aftp_receiver *r, const aftp_wire_hello *h, const uin
     return AFTP_ERR_LIMIT;
 }
 
-/* The HELLO_ACK's extensions before message 2: the cap granted, if any. */
-static int put_rate_cap(const aftp_receiver *r, aftp_wire_writer *w)
+/* Section 12.3.2: pipelined mode when this receiver offers it (a window
+ * and storage that decides entries) and the HELLO announced a valid
+ * PIPELINE; the session's W is the smaller of the two windows. */
+static void decide_window(aftp_receiver *r, const aftp_wire_hello *h)
 {
-    return r->rate_cap_bps != 0 ? aftp_wire_ext_put_rate_cap(w, r->rate_cap_bps) : AFTP_OK;
+    uint32_t asked = 0;
+    r->window = 0;
+    if (r->set.pipeline_window == 0 || r->set.storage->entry == NULL ||
+        aftp_wire_ext_pipeline(h->ext, h->ext_len, &asked) != 1)
+        return;
+    r->window = asked < r->set.pipeline_window ? asked : r->set.pipeline_window;
+    if (aftp_rpipe_init(r) != AFTP_OK)
+        r->window = 0; /* no memory for its state: a one-file session */
+}
+
+/* The HELLO_ACK's extensions before message 2: the cap granted, if any,
+ * and the entry window of a pipelined session. */
+static int put_ack_extensions(const aftp_receiver *r, aftp_wire_writer *w)
+{
+    int rc = r->rate_cap_bps != 0 ? aftp_wire_ext_put_rate_cap(w, r->rate_cap_bps) : AFTP_OK;
+    if (rc == AFTP_OK && r->window != 0)
+        rc = aftp_wire_ext_put_pipeline(w, r->window);
+    return rc;
 }
 
 /* Message 2 authenticates the HELLO_ACK's fields and its other extensions
@@ -639,7 +602,7 @@ static int build_hello_ack(aftp_receiver *r, aftp_handshake *hs, uint8_t cipher)
     p.u.hello_ack = (aftp_wire_hello_ack){.server_conn_id = r->ss.local_id, .cipher = cipher,
                                           .max_datagram = r->ss.max_datagram, .ext = ext};
     aftp_wire_writer_init(&w, ext, sizeof ext);
-    int rc = put_rate_cap(r, &w);
+    int rc = put_ack_extensions(r, &w);
     p.u.hello_ack.ext_len = (uint16_t)w.pos;
     if (rc == AFTP_OK)
         rc = aftp_session_ack_payload(&p.u.hello_ack, payload, sizeof payload, &payload_len);
@@ -667,6 +630,7 @@ static void on_admitted_hello(aftp_receiver *r, const aftp_wire_packet *p, aftp_
         wipe_identity(r);
         return;
     }
+    decide_window(r, &p->u.hello);
     if (rc == AFTP_OK)
         rc = build_hello_ack(r, hs, cipher);
     if (rc == AFTP_OK)
@@ -740,16 +704,18 @@ static void on_hello(aftp_receiver *r, const aftp_wire_packet *p)
     }
     take_hello(r, p);
     if (h->role != AFTP_WIRE_ROLE_PUSH)
-        close_protocol(r, "only push is supported");
+        aftp_recv_close_protocol(r, "only push is supported");
     else if (server_none && !none_offered)
-        close_protocol(r, "server runs without encryption (--cipher none); the client must opt "
+        aftp_recv_close_protocol(r, "server runs without encryption (--cipher none); the client must opt "
                         "in too");
     else if (!server_none && none_offered)
-        close_protocol(r, "unprotected transfers are not enabled on this server");
+        aftp_recv_close_protocol(r, "unprotected transfers are not enabled on this server");
     else if (!server_none)
-        close_protocol(r, "no common cipher");
-    else if (decide_rate_cap(r, h, NULL) == AFTP_OK)
+        aftp_recv_close_protocol(r, "no common cipher");
+    else if (decide_rate_cap(r, h, NULL) == AFTP_OK) {
+        decide_window(r, h);
         r->hello_ack_due = 1;
+    }
 }
 
 /* The first packet after HELLO_ACK proves the client's address and gives
@@ -763,8 +729,24 @@ static void confirm(aftp_receiver *r)
     aftp_session_event(&r->ss, AFTP_EV_CONNECTED, AFTP_OK, NULL, NULL);
 }
 
+/* Section 9.14: a pipelined session's input; FILE_OFFER has no place in it. */
+static void dispatch_pipelined(aftp_receiver *r, const aftp_wire_packet *p)
+{
+    switch (p->hdr.type) {
+    case AFTP_WIRE_ENTRIES: aftp_rpipe_on_entries(r, &p->u.entries); break;
+    case AFTP_WIRE_DATA: aftp_rpipe_on_data(r, &p->u.data); break;
+    case AFTP_WIRE_FILE_DONE: aftp_rpipe_on_file_done(r, &p->u.file_done); break;
+    case AFTP_WIRE_CLOSE: on_close(r, &p->u.close); break;
+    default: aftp_session_drop(&r->ss); break;
+    }
+}
+
 static void dispatch(aftp_receiver *r, const aftp_wire_packet *p)
 {
+    if (r->window != 0) {
+        dispatch_pipelined(r, p);
+        return;
+    }
     switch (p->hdr.type) {
     case AFTP_WIRE_FILE_OFFER: on_file_offer(r, &p->u.file_offer); break;
     case AFTP_WIRE_DATA: on_data(r, &p->u.data); break;
@@ -777,8 +759,10 @@ static void dispatch(aftp_receiver *r, const aftp_wire_packet *p)
 /* Section 9.2 step 3: the types a server receives; the others only a
  * server sends, so they are no input for it, and dropped before they can
  * count as the client's (idle timer, address validation). */
-static int server_receives(uint8_t type)
+static int server_receives(const aftp_receiver *r, uint8_t type)
 {
+    if (type == AFTP_WIRE_ENTRIES)
+        return r->window != 0; /* section 12.4: only in a pipelined session */
     return type == AFTP_WIRE_HELLO || type == AFTP_WIRE_FILE_OFFER || type == AFTP_WIRE_DATA ||
            type == AFTP_WIRE_FILE_DONE || type == AFTP_WIRE_CLOSE;
 }
@@ -802,7 +786,19 @@ static int addressed_to_us(const aftp_receiver *r, const aftp_wire_header *hdr)
  * lost repair of the block holding it back would otherwise never be
  * detected). Returns 1 when the datagram is worth opening, with its block
  * in *block. */
-static int sealed_data_wanted(aftp_receiver *r, const uint8_t *pkt, size_t len, uint64_t *block_out)
+/* DATA(file_id, block) of payload_len bytes belongs to a file being
+ * received (sections 6.6, 9.14.2). */
+static int data_has_place(const aftp_receiver *r, uint32_t file_id, uint64_t block,
+                          size_t payload_len)
+{
+    if (r->window != 0)
+        return aftp_rpipe_data_entry(r, file_id, block, payload_len) != NULL;
+    return r->phase == FILE_OPEN && file_id == r->info.file_id && block < r->block_count &&
+           payload_len == aftp_wire_block_len(r->info.size, r->info.block_size, block);
+}
+
+static int sealed_data_wanted(aftp_receiver *r, const uint8_t *pkt, size_t len,
+                              uint32_t *file_id_out, uint64_t *block_out)
 {
     aftp_wire_reader rd;
     uint32_t file_id = 0;
@@ -811,12 +807,12 @@ static int sealed_data_wanted(aftp_receiver *r, const uint8_t *pkt, size_t len, 
     aftp_wire_reader_init(&rd, pkt + AFTP_WIRE_HEADER_LEN, len - AFTP_WIRE_HEADER_LEN);
     int ok = aftp_wire_read_u32(&rd, &file_id) == AFTP_OK &&
              aftp_wire_read_u64(&rd, &block) == AFTP_OK && len >= overhead &&
-             r->phase == FILE_OPEN && file_id == r->info.file_id && block < r->block_count &&
-             len - overhead == aftp_wire_block_len(r->info.size, r->info.block_size, block);
+             data_has_place(r, file_id, block, len - overhead);
     if (!ok) {
         aftp_session_drop(&r->ss);
         return 0;
     }
+    *file_id_out = file_id;
     *block_out = block;
     /* A block beyond the window is not held: opened, then on_data's. */
     return aftp_blockmap_test(&r->held, block) ? block_wanted(r, block) : 1;
@@ -826,12 +822,19 @@ static int sealed_data_wanted(aftp_receiver *r, const uint8_t *pkt, size_t len, 
  * place: the bytes storage lends for it, or NULL (then it opens into
  * scratch and goes through storage.write; a block beyond the window, to
  * be discarded, always does). */
-static uint8_t *payload_place(aftp_receiver *r, uint64_t block)
+static uint8_t *payload_place(aftp_receiver *r, uint32_t file_id, uint64_t block)
 {
     uint8_t *place = NULL;
+    const aftp_file_info *f = &r->info;
+    uint64_t file_block = block;
+    if (r->window != 0) {
+        const pipe_entry *p = aftp_rpipe_slot(r, file_id); /* admitted by sealed_data_wanted */
+        f = &p->info.file;
+        file_block = block - p->base;
+    }
     if (r->set.storage->place == NULL || block >= aftp_blockmap_window_end(&r->held) ||
-        r->set.storage->place(r->set.user, r->info.file_id, block * r->info.block_size,
-                              aftp_wire_block_len(r->info.size, r->info.block_size, block),
+        r->set.storage->place(r->set.user, file_id, file_block * f->block_size,
+                              aftp_wire_block_len(f->size, f->block_size, file_block),
                               &place) != AFTP_OK)
         return NULL;
     return place;
@@ -844,11 +847,12 @@ static uint8_t *payload_place(aftp_receiver *r, uint64_t block)
 static int admit(aftp_receiver *r, const uint8_t *pkt, size_t len, aftp_wire_packet *p)
 {
     aftp_wire_header hdr;
+    uint32_t file_id = 0;
     uint64_t block = 0;
     int sealed_data = 0;
     if (aftp_session_peek(&r->ss, pkt, len, &hdr) != AFTP_OK)
         return 0;
-    if (!server_receives(hdr.type) || !addressed_to_us(r, &hdr)) {
+    if (!server_receives(r, hdr.type) || !addressed_to_us(r, &hdr)) {
         aftp_session_drop(&r->ss);
         return 0;
     }
@@ -856,13 +860,13 @@ static int admit(aftp_receiver *r, const uint8_t *pkt, size_t len, aftp_wire_pac
      * duplicate like any other copy of a held block. */
     if (hdr.type == AFTP_WIRE_DATA && aftp_session_protected(&r->ss) &&
         (hdr.flags & AFTP_WIRE_FLAG_PROTECTED)) {
-        if (!sealed_data_wanted(r, pkt, len, &block))
+        if (!sealed_data_wanted(r, pkt, len, &file_id, &block))
             return 0;
         sealed_data = 1;
     }
     if (aftp_session_precheck(&r->ss, &hdr) != AFTP_OK)
         return 0;
-    uint8_t *place = sealed_data ? payload_place(r, block) : NULL;
+    uint8_t *place = sealed_data ? payload_place(r, file_id, block) : NULL;
     if (place != NULL)
         return aftp_session_open_data(&r->ss, pkt, len, &hdr, place, p) == AFTP_OK;
     return aftp_session_open(&r->ss, pkt, len, &hdr, p) == AFTP_OK;
@@ -918,7 +922,7 @@ static int encode_hello_ack(aftp_receiver *r, uint8_t *buf, size_t cap, aftp_dat
     uint8_t ext[HELLO_ACK_EXT_MAX];
     aftp_wire_writer w;
     aftp_wire_writer_init(&w, ext, sizeof ext);
-    int rc = put_rate_cap(r, &w); /* unprotected: unauthenticated, as all else */
+    int rc = put_ack_extensions(r, &w); /* unprotected: unauthenticated, as all else */
     if (rc != AFTP_OK)
         return rc;
     aftp_session_packet(&r->ss, AFTP_WIRE_HELLO_ACK, &p);
@@ -942,17 +946,25 @@ static int encode_reply(aftp_receiver *r, uint8_t *buf, size_t cap, aftp_datagra
     return aftp_session_encode(&r->ss, &p, buf, cap, dg);
 }
 
-static int encode_result(aftp_receiver *r, uint8_t *buf, size_t cap, aftp_datagram *dg)
+int aftp_recv_encode_file_result(aftp_receiver *r, uint32_t file_id, uint16_t wire_error,
+                              const uint8_t *digest, uint8_t *buf, size_t cap, aftp_datagram *dg)
 {
     aftp_wire_packet p;
     aftp_session_packet(&r->ss, AFTP_WIRE_FILE_RESULT, &p);
-    p.u.file_result.file_id = r->info.file_id;
-    p.u.file_result.error = r->result_error;
-    memcpy(p.u.file_result.digest, r->result_digest, AFTP_DIGEST_LEN);
+    p.u.file_result.file_id = file_id;
+    p.u.file_result.error = wire_error;
+    memcpy(p.u.file_result.digest, digest, AFTP_DIGEST_LEN);
+    return aftp_session_encode(&r->ss, &p, buf, cap, dg);
+}
+
+/* One-file mode: resent on the control timer until the next offer. */
+static int encode_result(aftp_receiver *r, uint8_t *buf, size_t cap, aftp_datagram *dg)
+{
     r->result_due = 0;
     r->result_sent = 1;
     r->resend_deadline = r->ss.now_ns + aftp_rtt_pto_backoff(&r->rtt, r->backoff);
-    return aftp_session_encode(&r->ss, &p, buf, cap, dg);
+    return aftp_recv_encode_file_result(r, r->info.file_id, r->result_error, r->result_digest, buf, cap,
+                              dg);
 }
 
 /* Fills r->ranges with the missing ranges of [scan_start, *scan_end) that
@@ -989,8 +1001,11 @@ static uint16_t collect_ranges(aftp_receiver *r, uint64_t scan_start, uint64_t *
  * ranges of f (cum_block already set). */
 static void fill_scan_window(aftp_receiver *r, aftp_wire_feedback *f)
 {
-    /* After FILE_DONE the receiver knows the end: the tail is reported too. */
+    /* After FILE_DONE the receiver knows the end: the tail is reported
+     * too (pipelined: the end of the highest entry whose FILE_DONE came). */
     uint64_t area_end = r->done_received ? r->block_count : r->scan_hi;
+    if (r->window != 0)
+        area_end = r->done_end > r->scan_hi ? r->done_end : r->scan_hi;
     if (area_end < f->cum_block)
         area_end = f->cum_block;
     f->scan_start = r->scan_cursor;
@@ -1007,7 +1022,7 @@ static int encode_feedback(aftp_receiver *r, uint8_t *buf, size_t cap, aftp_data
     aftp_wire_packet p;
     aftp_session_packet(&r->ss, AFTP_WIRE_FEEDBACK, &p);
     aftp_wire_feedback *f = &p.u.feedback;
-    f->file_id = r->info.file_id;
+    f->file_id = r->window != 0 ? 0 : r->info.file_id; /* 9.14.2: 0, the stream */
     f->largest_pn = r->largest_pn;
     f->ack_delay_us = (uint32_t)min_u64((r->ss.now_ns - r->largest_pn_ns) / 1000, UINT32_MAX);
     f->recv_time_us = r->ss.now_ns / 1000;
@@ -1021,7 +1036,10 @@ static int encode_feedback(aftp_receiver *r, uint8_t *buf, size_t cap, aftp_data
     return aftp_session_encode(&r->ss, &p, buf, cap, dg);
 }
 
-enum output_kind { OUT_NONE, OUT_CLOSE, OUT_HELLO_ACK, OUT_REPLY, OUT_RESULT, OUT_FEEDBACK };
+enum output_kind {
+    OUT_NONE, OUT_CLOSE, OUT_HELLO_ACK, OUT_REPLY, OUT_RESULT, OUT_VERDICTS, OUT_PIPE_RESULT,
+    OUT_FEEDBACK
+};
 
 /* Section 14.3: before the client proved its address, at most 3x its bytes. */
 static int within_amplification_limit(const aftp_receiver *r)
@@ -1046,7 +1064,11 @@ static int next_output(const aftp_receiver *r)
         return OUT_REPLY;
     if (r->result_due)
         return OUT_RESULT;
-    if (r->feedback_due && r->phase == FILE_OPEN)
+    if (r->window != 0 && aftp_rpipe_verdicts_due(r))
+        return OUT_VERDICTS;
+    if (r->window != 0 && r->results_len > 0)
+        return OUT_PIPE_RESULT;
+    if (r->feedback_due && (r->phase == FILE_OPEN || r->window != 0))
         return OUT_FEEDBACK;
     return OUT_NONE;
 }
@@ -1058,6 +1080,8 @@ static int emit(aftp_receiver *r, int kind, uint8_t *buf, size_t cap, aftp_datag
     case OUT_HELLO_ACK: return encode_hello_ack(r, buf, cap, dg);
     case OUT_REPLY: return encode_reply(r, buf, cap, dg);
     case OUT_RESULT: return encode_result(r, buf, cap, dg);
+    case OUT_VERDICTS: return aftp_rpipe_encode_verdicts(r, buf, cap, dg);
+    case OUT_PIPE_RESULT: return aftp_rpipe_encode_result(r, buf, cap, dg);
     default: return encode_feedback(r, buf, cap, dg);
     }
 }
@@ -1070,6 +1094,8 @@ int aftp_receiver_write(aftp_receiver *r, uint64_t now_ns, uint8_t *buf, size_t 
     if (cap < r->ss.own_max_datagram)
         return AFTP_ERR_BUFFER_TOO_SMALL;
     aftp_session_tick(&r->ss, now_ns);
+    if (r->window != 0)
+        aftp_rpipe_prune(r);
     int kind = next_output(r);
     if (kind == OUT_NONE)
         return 0;
@@ -1088,7 +1114,7 @@ uint64_t aftp_receiver_expiry(const aftp_receiver *r)
         t = min_u64(t, r->feedback_deadline);
     if (verify_due(r))
         t = min_u64(t, r->ss.now_ns); /* the next read-back step is due */
-    return min_u64(t, r->resend_deadline);
+    return min_u64(aftp_rpipe_expiry(r, t), r->resend_deadline);
 }
 
 int aftp_receiver_handle_expiry(aftp_receiver *r, uint64_t now_ns)
@@ -1117,6 +1143,7 @@ int aftp_receiver_handle_expiry(aftp_receiver *r, uint64_t now_ns)
     }
     if (verify_due(r))
         verify_step(r);
+    aftp_rpipe_handle_expiry(r);
     return AFTP_OK;
 }
 
@@ -1145,5 +1172,5 @@ void aftp_receiver_cancel(aftp_receiver *r, uint64_t now_ns)
     if (r == NULL || r->ss.state == AFTP_STATE_CLOSING || r->ss.state == AFTP_STATE_CLOSED)
         return;
     aftp_session_tick(&r->ss, now_ns);
-    start_closing(r, AFTP_ERR_CANCELLED, AFTP_WIRE_ERR_CANCELLED); /* section 9.13 */
+    aftp_recv_start_closing(r, AFTP_ERR_CANCELLED, AFTP_WIRE_ERR_CANCELLED); /* section 9.13 */
 }

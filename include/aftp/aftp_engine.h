@@ -429,12 +429,27 @@ typedef struct aftp_receiver_settings {
      * above a sender's flight (2 x bandwidth-delay product, in blocks), or
      * each loss wastes up to a flight of DATA. */
     uint64_t map_window_blocks;  /* default AFTP_RECEIVER_MAP_WINDOW */
+    uint32_t pipeline_window; /* 0: no pipelined mode; else the largest W accepted (needs storage->entry) */
 } aftp_receiver_settings;
 
 /* 2^27 blocks: 16 MiB + 256 KiB of map per receiving session, whatever the
  * file's size; 176 GiB of data ahead of a missing block at the default
  * block size, far beyond what a sender has in flight. */
 #define AFTP_RECEIVER_MAP_WINDOW (UINT64_C(1) << 27)
+
+/* Pipelined mode, receiver side (spec 9.14): with pipeline_window W > 0
+ * and storage->entry set, a client whose HELLO announces PIPELINE gets a
+ * session with window min(its W, this W); any other client gets the
+ * one-file session. Storage is asked to decide entries in id order; a
+ * FILE accepted (SEND, RESUME) emits FILE_START, then FILE_END (error,
+ * digest) when its FILE_RESULT is decided; every entry emits ENTRY_END
+ * when it ends (verdict; error; for RESUME held_bytes). Verified files
+ * are closed with AFTP_CLOSE_DEFER and committed by commit_group within
+ * one feedback interval or when W/2 wait, else each with
+ * AFTP_CLOSE_COMMIT. Memory is bounded by W: per entry its path and link
+ * target, W queued FILE_RESULTs, W files waiting for the group commit;
+ * the block map over the whole stream is map_window_blocks as in
+ * one-file mode; one file is read back at a time. */
 
 /* Verification (reading the stored file back to check its digest) goes in
  * steps of at most this many bytes, one per aftp_receiver_handle_expiry

@@ -34,7 +34,8 @@ void sim_script_free(sim_script *g);
 /* Sends p (its header filled here: version 1, the type, the id the
  * type is addressed with, the next pn); returns aftp_receiver_read's code. */
 int sim_script_send(sim_script *g, aftp_wire_packet *p, uint8_t type);
-/* 1 and the engine's next datagram in g->out, or 0 when it has none. */
+/* 1 and the engine's next datagram in g->out, or 0 when it has none
+ * (the test fails when the engine cannot build it). */
 int sim_script_next(sim_script *g);
 
 /* A push HELLO listing these ciphers. */
@@ -48,5 +49,25 @@ uint16_t sim_script_connect_and_offer(sim_script *g, uint32_t block_size);
 int sim_script_data(sim_script *g, uint64_t block, uint32_t block_size);
 /* Runs the engine's due timers at the current clock. */
 void sim_script_tick(sim_script *g);
+
+/* ---- pipelined mode (spec 9.14) ---- */
+
+/* A receiver whose pipeline_window is `window`, its storage empty: the
+ * test adds entries with sim_storage_add_entry. */
+void sim_script_start_pipelined(sim_script *g, uint32_t window,
+                                void (*tune)(aftp_receiver_settings *));
+/* HELLO [NONE] announcing PIPELINE(window) (0: no PIPELINE), then its
+ * HELLO_ACK: the window the receiver granted, 0 when it sent none. */
+uint32_t sim_script_hello_pipeline(sim_script *g, uint32_t window);
+/* Storage entry `id` as an ENTRIES record (flags as given). */
+aftp_wire_entry sim_script_entry(const sim_script *g, uint32_t id, uint16_t flags);
+/* One ENTRIES with these records, as given (any of them hostile). */
+int sim_script_send_entries(sim_script *g, const aftp_wire_entry *list, uint16_t count);
+/* One ENTRIES with storage entries [first, first + count). */
+int sim_script_entries(sim_script *g, uint32_t first, uint16_t count, uint16_t flags);
+/* DATA for block `file_block` of entry id: its stream block, true bytes. */
+int sim_script_stream_data(sim_script *g, uint32_t id, uint64_t file_block);
+/* FILE_DONE of entry id with its true block count and digest. */
+int sim_script_file_done(sim_script *g, uint32_t id);
 
 #endif /* SIM_SCRIPT_H */

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/aftp_digest.h"
 #include "proto/aftp_wire.h"
 #include "sim_link.h"
 
@@ -49,6 +50,27 @@ void sim_storage_init(sim_storage *st, int nfiles, uint64_t size, uint64_t seed)
         else
             f->src = seeded_bytes(size, rng);
     }
+}
+
+sim_file *sim_storage_add_entry(sim_storage *st, int kind, const char *path, uint64_t size,
+                                uint32_t block_size, const char *target)
+{
+    if (st->nfiles == SIM_MAX_FILES)
+        abort();
+    sim_file *f = &st->files[st->nfiles++];
+    memset(f, 0, sizeof *f);
+    f->id = (uint32_t)st->nfiles;
+    f->kind = kind;
+    f->size = size;
+    f->block_size = kind == AFTP_ENTRY_FILE ? block_size : 0;
+    f->blocks = kind == AFTP_ENTRY_FILE ? aftp_wire_block_count(size, block_size) : 0;
+    f->src = seeded_bytes(size, 77 + f->id);
+    f->base = st->stream_end;
+    f->verdict = -1;
+    st->stream_end += f->blocks;
+    snprintf(f->path, sizeof f->path, "%s", path);
+    snprintf(f->target, sizeof f->target, "%s", target ? target : "");
+    return f;
 }
 
 /* The synthetic file's bytes at off, or NULL when a view of len bytes
@@ -201,7 +223,95 @@ static int receiver_close(void *user, uint32_t id, int commit)
     if (f == NULL)
         return AFTP_ERR_NOT_FOUND;
     f->receiver_closed++;
-    f->committed = commit;
+    /* The RESUME list lent to the engine is gone with the close. */
+    memset(f->held, 0, sizeof f->held);
+    f->committed = commit == AFTP_CLOSE_COMMIT;
+    f->deferred = commit == AFTP_CLOSE_DEFER;
+    return AFTP_OK;
+}
+
+/* Spec 14.4 in brief: a relative path with no ".." component. */
+static int path_allowed(const char *path)
+{
+    if (path[0] == '/')
+        return 0;
+    for (const char *c = path; c != NULL; c = strchr(c, '/')) {
+        c += *c == '/';
+        if (strncmp(c, "..", 2) == 0 && (c[2] == '/' || c[2] == '\0'))
+            return 0;
+    }
+    return 1;
+}
+
+/* A RESUME: the held blocks are the source's bytes already in place,
+ * counted as written once (by the earlier session). */
+static void preload_held(sim_file *f)
+{
+    for (size_t i = 0; i < f->held_count; i++)
+        for (uint64_t b = f->held[i].start; b < f->held[i].start + f->held[i].len; b++) {
+            uint64_t off = b * f->block_size;
+            memcpy(f->dst + off, f->src + off, aftp_wire_block_len(f->size, f->block_size, b));
+            f->writes[b] = 1;
+            f->blocks_written++;
+        }
+}
+
+static void decide_file(void *user, sim_file *f, const aftp_entry_info *info,
+                        aftp_entry_verdict *out)
+{
+    if ((info->flags & AFTP_ENTRY_SYNC) && f->identical) {
+        out->verdict = AFTP_VERDICT_SKIP;
+        return;
+    }
+    int rc = receiver_open(user, &info->file);
+    if (rc != AFTP_OK) {
+        *out = (aftp_entry_verdict){.verdict = AFTP_VERDICT_REFUSED, .error = rc};
+        return;
+    }
+    if ((info->flags & AFTP_ENTRY_RESUME) && f->held_count > 0) {
+        preload_held(f);
+        *out = (aftp_entry_verdict){.verdict = AFTP_VERDICT_RESUME, .held = f->held,
+                                    .held_count = f->held_count};
+    }
+}
+
+/* Pipelined mode: entries decided in id order; DIR and SYMLINK are
+ * "placed" in memory, a FILE opened, skipped or resumed as set up. */
+static int receiver_entry(void *user, const aftp_entry_info *info, aftp_entry_verdict *out)
+{
+    sim_storage *st = storage_of(user);
+    sim_file *f = sim_storage_file(st, info->file.file_id);
+    st->out_of_order |= info->file.file_id <= st->last_decided;
+    st->last_decided = info->file.file_id;
+    if (st->entry_error)
+        return st->entry_error;
+    *out = (aftp_entry_verdict){.verdict = AFTP_VERDICT_SEND};
+    if (f == NULL || !path_allowed(info->file.path)) {
+        *out = (aftp_entry_verdict){.verdict = AFTP_VERDICT_REFUSED,
+                                    .error = AFTP_ERR_PATH_REJECTED};
+    } else if (info->kind == AFTP_ENTRY_FILE) {
+        decide_file(user, f, info, out);
+    } else {
+        f->placed = 1;
+        snprintf(f->placed_target, sizeof f->placed_target, "%s",
+                 info->target ? info->target : "");
+    }
+    if (f != NULL)
+        f->verdict = out->verdict;
+    return AFTP_OK;
+}
+
+static int receiver_commit_group(void *user, const uint32_t *ids, size_t count, int *results)
+{
+    sim_storage *st = storage_of(user);
+    if (st->group_commits++ == 0 && st->results_seen != NULL)
+        st->results_at_commit = *st->results_seen;
+    for (size_t i = 0; i < count; i++) {
+        sim_file *f = sim_storage_file(st, ids[i]);
+        results[i] = f != NULL && f->deferred ? AFTP_OK : AFTP_ERR_NOT_FOUND;
+        if (f != NULL && f->deferred)
+            f->committed = 1;
+    }
     return AFTP_OK;
 }
 
@@ -216,6 +326,8 @@ const aftp_storage_ops sim_receiver_storage = {
     .write = receiver_write,
     .close = receiver_close,
     .place = receiver_place,
+    .entry = receiver_entry,
+    .commit_group = receiver_commit_group,
 };
 
 void sim_on_event(void *user, const aftp_event *ev)
@@ -234,6 +346,11 @@ void sim_on_event(void *user, const aftp_event *ev)
         if (ev->digest)
             memcpy(e->digest, ev->digest, AFTP_DIGEST_LEN);
         break;
+    case AFTP_EV_ENTRY_END:
+        e->entry_end++;
+        e->last_entry_verdict = ev->verdict;
+        e->last_entry_error = ev->error;
+        break;
     case AFTP_EV_CLOSED:
         e->closed++;
         e->closed_error = ev->error;
@@ -242,6 +359,16 @@ void sim_on_event(void *user, const aftp_event *ev)
         break;
     default: break;
     }
+}
+
+void sim_file_digest(const sim_file *f, uint8_t digest[AFTP_DIGEST_LEN])
+{
+    aftp_digest *d = NULL;
+    if (aftp_digest_new(&d) != AFTP_OK)
+        abort();
+    aftp_digest_update(d, f->src, f->size);
+    aftp_digest_final(d, digest);
+    aftp_digest_del(d);
 }
 
 int sim_file_intact(sim_storage *st, uint32_t id)

@@ -17,7 +17,7 @@
 
 #include "aftp/aftp_engine.h"
 
-#define SIM_MAX_FILES 4
+#define SIM_MAX_FILES 64
 #define SIM_SYNTHETIC_ABOVE (UINT64_C(64) << 20)
 
 typedef struct sim_file {
@@ -41,21 +41,46 @@ typedef struct sim_file {
     uint64_t viewed_early;    /* receiver read-back bytes while blocks were missing */
     int opened;
     int sender_closed, receiver_closed;
-    int committed;
+    int committed;      /* closed with AFTP_CLOSE_COMMIT, or in a commit_group */
+    int deferred;       /* closed with AFTP_CLOSE_DEFER */
+    /* Pipelined mode: what the entry is, and what the receiver's `entry`
+     * found (sim_storage_add_entry). */
+    int kind;           /* enum aftp_entry_kind */
+    char path[64];
+    char target[64];    /* SYMLINK */
+    uint64_t base;      /* first stream block */
+    int identical;      /* the receiver holds an identical file: SKIP with SYNC */
+    aftp_block_range held[4]; /* the receiver holds these blocks of a partial copy */
+    size_t held_count;
+    int placed;         /* DIR, SYMLINK: created by `entry` */
+    char placed_target[64];
+    int verdict;        /* what `entry` answered, -1 before */
 } sim_file;
 
 typedef struct sim_storage {
     sim_file files[SIM_MAX_FILES];
     int nfiles;
     int open_error;        /* non-zero: open() fails with it */
+    int entry_error;       /* non-zero: entry() itself fails with it */
     int refuse_place;      /* non-zero: place() fails, payloads take scratch */
     int64_t corrupt_offset; /* >= 0: the byte at this offset is flipped on write */
     uint64_t receiver_view_bytes; /* bytes the receiver read back, all views */
+    uint64_t stream_end;   /* pipelined: where the next entry added begins */
+    uint32_t last_decided; /* the latest entry `entry` decided (ids must ascend) */
+    int out_of_order;      /* `entry` was asked out of id order */
+    int group_commits;     /* commit_group calls */
+    int results_at_commit; /* FILE_RESULTs the script had seen at the first commit_group */
+    const int *results_seen; /* the script's count, read at commit_group */
 } sim_storage;
 
 /* Files 1..nfiles of `size` bytes each, different seeded content. */
 void sim_storage_init(sim_storage *st, int nfiles, uint64_t size, uint64_t seed);
 void sim_storage_free(sim_storage *st);
+/* Pipelined mode: one more entry (id nfiles + 1), laid in the stream after
+ * the ones before it; a FILE of `size` seeded bytes in blocks of
+ * block_size, DIR and SYMLINK (`target`) hold no block. Returns it. */
+sim_file *sim_storage_add_entry(sim_storage *st, int kind, const char *path, uint64_t size,
+                                uint32_t block_size, const char *target);
 sim_file *sim_storage_file(sim_storage *st, uint32_t id);
 
 /* Both tables take a sim_side (below) as user. */
@@ -65,6 +90,9 @@ extern const aftp_storage_ops sim_receiver_storage;
 /* What one simulated endpoint's callbacks see. */
 typedef struct sim_events {
     int connected, file_start, file_end, closed;
+    int entry_end;          /* pipelined: ENTRY_END events */
+    int last_entry_verdict; /* the latest ENTRY_END's verdict and error */
+    int last_entry_error;
     int last_file_error;
     int closed_error;
     int has_digest;
@@ -82,6 +110,9 @@ typedef struct sim_side {
 } sim_side;
 
 void sim_on_event(void *user, const aftp_event *ev);
+
+/* The XXH3-128 of the file's source bytes (what FILE_DONE carries). */
+void sim_file_digest(const sim_file *f, uint8_t digest[AFTP_DIGEST_LEN]);
 
 /* 1 when file id arrived intact: committed, bytes equal, every block
  * written exactly once. */

@@ -1,0 +1,194 @@
+/*
+ * What the receiver engine's two files share (not an API): the engine's
+ * state, and the few steps both the one-file session (aftp_receiver.c)
+ * and pipelined mode (aftp_receiver_pipe.c, spec section 9.14) use.
+ */
+#ifndef AFTP_RECEIVER_INTERNAL_H
+#define AFTP_RECEIVER_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "aftp/aftp_engine.h"
+#include "common/aftp_blockmap.h"
+#include "common/aftp_digest.h"
+#include "common/aftp_rtt.h"
+#include "common/aftp_session.h"
+#include "common/aftp_stream.h"
+#include "proto/aftp_wire.h"
+
+#define NS_PER_MS UINT64_C(1000000)
+#define MIN_FEEDBACK_NS NS_PER_MS           /* section 9.8: never more often */
+#define VERIFY_CHUNK (UINT64_C(1) << 20)    /* one storage view while verifying */
+/* A HELLO_ACK's extensions: RATE_CAP, PIPELINE, then HANDSHAKE. */
+#define HELLO_ACK_EXT_MAX \
+    (4u + AFTP_WIRE_RATE_CAP_LEN + 4u + AFTP_WIRE_PIPELINE_LEN + 4u + AFTP_HS_MAX_RESPONSE)
+/* A HELLO_ACK: header, fixed fields, extension length, its TLVs. */
+#define HELLO_ACK_MAX (AFTP_WIRE_HEADER_LEN + 9u + HELLO_ACK_EXT_MAX)
+
+enum file_phase {
+    FILE_NONE,  /* no file offered yet */
+    FILE_OPEN,  /* accepted, receiving blocks */
+    FILE_ENDED  /* refused, verified or failed: the answer is kept for repeats */
+};
+
+/* What the engine keeps of one entry of a pipelined session (the entry
+ * table, common/aftp_stream.h, keeps its place in the stream). */
+enum pipe_phase {
+    PIPE_OFFERED,   /* known, its verdict not decided yet */
+    PIPE_RECEIVING, /* a FILE accepted (SEND, RESUME): blocks arrive */
+    PIPE_READY,     /* FILE_DONE in, every block held: to be read back */
+    PIPE_VERIFYING, /* being read back (r->verify_id) */
+    PIPE_DEFERRED,  /* verified, closed with AFTP_CLOSE_DEFER: in the group commit */
+    PIPE_ENDED      /* its verdict or FILE_RESULT sent: kept for repeats */
+};
+
+typedef struct pipe_entry {
+    uint32_t id;            /* 0: slot unused */
+    uint8_t phase;          /* enum pipe_phase */
+    uint8_t verdict;        /* wire verdict, once decided */
+    uint16_t wire_error;    /* REFUSED's error, then the FILE_RESULT's */
+    int done;               /* FILE_DONE arrived */
+    int has_result;         /* ended with a FILE_RESULT (repeated FILE_DONEs get it) */
+    int closed;             /* storage closed the file: its held list is gone */
+    int end_sent;           /* the verdict or FILE_RESULT that ended it left */
+    int unmarked;           /* holds blocks beyond the map's window, not marked yet */
+    char *path;             /* path, NUL, target, NUL: what info points at */
+    aftp_entry_info info;
+    uint64_t base, blocks;  /* its stream blocks [base, base + blocks) */
+    uint64_t missing;       /* blocks neither received nor held by the verdict */
+    const aftp_block_range *held; /* RESUME: storage's list, usable part */
+    size_t held_count;
+    uint64_t held_blocks;
+    uint8_t expected[AFTP_DIGEST_LEN];
+    uint8_t digest[AFTP_DIGEST_LEN];
+} pipe_entry;
+
+struct aftp_receiver {
+    aftp_session ss;
+    aftp_receiver_settings set;
+    aftp_rtt rtt;           /* one sample: HELLO_ACK to the next packet */
+    aftp_digest *hash;
+
+    int hello_seen;
+    int confirmed;          /* the client spoke after HELLO_ACK (section 14.3) */
+    uint64_t hello_ack_sent_ns;
+    int hello_ack_due;
+
+    /* Handshake (section 14). */
+    uint8_t *identity;      /* own private key (sodium_malloc) until the handshake */
+    uint8_t msg1[AFTP_HS_MAX_INIT]; /* the client's message 1, to know its resends */
+    size_t msg1_len;
+    uint8_t hello_ack[HELLO_ACK_MAX]; /* protected: the answer, resent as is */
+    size_t hello_ack_len;
+    uint64_t rate_cap_bps;  /* the cap granted to the client (RATE_CAP), 0: none */
+    uint32_t window;        /* the session's entry window W (PIPELINE), 0: one-file mode */
+
+    /* The current (latest offered) file. */
+    int phase;
+    aftp_file_info info;    /* info.path points at path */
+    char *path;
+    uint64_t block_count;
+    aftp_blockmap held;     /* sliding window: memory fixed by settings (14.7) */
+    uint64_t scan_hi;       /* highest block received + 1 */
+    int done_received;
+    uint8_t expected[AFTP_DIGEST_LEN];
+    int verifying;          /* every block held and FILE_DONE in: finishing the read-back */
+    uint64_t verified;      /* bytes of the stored file read back and hashed so far */
+    int reply_due;
+    uint16_t reply_error;
+    char refusal[224];      /* why the offer was refused, when the engine refused it */
+    int result_due;
+    int result_sent;        /* a FILE_RESULT went out for this file (section 9.6) */
+    uint16_t result_error;
+    uint8_t result_digest[AFTP_DIGEST_LEN];
+    uint64_t resend_deadline; /* FILE_RESULT retransmission (section 9.10) */
+    unsigned backoff;
+
+    /* FEEDBACK (section 9.8). */
+    int has_largest;
+    uint64_t largest_pn;
+    uint64_t largest_pn_ns;
+    uint64_t data_packets;
+    int feedback_armed;
+    int feedback_due;
+    uint64_t feedback_deadline;
+    int feedback_sent;      /* for the current file */
+    uint64_t last_feedback_ns;
+    uint64_t scan_cursor;   /* where the next FEEDBACK's list starts */
+    aftp_wire_range *ranges;
+    size_t max_ranges;
+
+    /* Pipelined mode (section 9.14), when window != 0; `held` then maps
+     * the stream. */
+    aftp_stream stream;
+    pipe_entry *pe;           /* W slots: entry id i in slot i mod W */
+    uint32_t decide_next;     /* the next id storage decides (verdicts in id order) */
+    uint32_t verdicts_from;   /* verdicts of ids [verdicts_from, decide_next) wait to leave */
+    uint64_t verdicts_deadline;
+    uint32_t repeat_lo, repeat_hi; /* a repeated ENTRIES' ids to answer (lo > hi: none) */
+    uint64_t done_end;        /* end of the highest entry whose FILE_DONE arrived */
+    uint32_t *results;        /* ring of W ids whose FILE_RESULT is due */
+    uint32_t results_head, results_len;
+    uint32_t *group;          /* W ids verified and waiting for the group commit */
+    int *group_results;
+    uint32_t group_len;
+    uint64_t group_deadline;
+    uint32_t verify_id;       /* the file being read back, 0: none */
+    uint32_t ready_count;     /* files waiting to be read back */
+    uint32_t mark_lo;         /* lowest entry flagged unmarked, 0: none */
+    uint64_t marked_end;      /* the map's window end when marks were last applied */
+    aftp_wire_verdict *vrecs; /* one VERDICTS' records and held ranges */
+    size_t max_vrecs;
+    aftp_wire_range *vranges;
+    size_t max_vranges;
+};
+
+static inline uint64_t min_u64(uint64_t a, uint64_t b)
+{
+    return a < b ? a : b;
+}
+
+/* ---- aftp_receiver.c, for pipelined mode ---- */
+
+/* ~RTT/4 once the handshake measured the RTT, within [1 ms, setting]. */
+uint64_t aftp_recv_feedback_interval(const aftp_receiver *r);
+/* FEEDBACK no earlier than `earliest` after the previous one. */
+void aftp_recv_schedule_feedback(aftp_receiver *r, uint64_t earliest);
+void aftp_recv_start_closing(aftp_receiver *r, int error, uint16_t wire_error);
+/* CLOSE(PROTOCOL, reason): the peer broke the protocol. */
+void aftp_recv_close_protocol(aftp_receiver *r, const char *reason);
+/* Section 9.6: a block must fit one DATA datagram (refusal text kept). */
+int aftp_recv_check_block_size(aftp_receiver *r, uint32_t block_size);
+/* Section 9.5: 1 when stored, 0 when not wanted, or storage's error. */
+int aftp_recv_store_block(aftp_receiver *r, const aftp_wire_data *d, uint64_t file_offset);
+int aftp_recv_encode_file_result(aftp_receiver *r, uint32_t file_id, uint16_t wire_error,
+                                 const uint8_t *digest, uint8_t *buf, size_t cap,
+                                 aftp_datagram *dg);
+
+/* ---- aftp_receiver_pipe.c: pipelined mode ---- */
+
+/* The session's state for window r->window: AFTP_OK or NO_MEMORY (then
+ * nothing is kept). aftp_rpipe_free is safe on a receiver without it. */
+int aftp_rpipe_init(aftp_receiver *r);
+void aftp_rpipe_free(aftp_receiver *r);
+/* Session over: open files discarded, verified ones committed. */
+void aftp_rpipe_close_all(aftp_receiver *r, int error);
+/* The slot of entry id, or NULL when it holds another (or none). */
+pipe_entry *aftp_rpipe_slot(const aftp_receiver *r, uint32_t id);
+/* The accepted, unended file a DATA belongs to, or NULL (drop it). */
+pipe_entry *aftp_rpipe_data_entry(const aftp_receiver *r, uint32_t file_id, uint64_t block,
+                                  size_t payload_len);
+void aftp_rpipe_on_entries(aftp_receiver *r, const aftp_wire_entries *en);
+void aftp_rpipe_on_data(aftp_receiver *r, const aftp_wire_data *d);
+void aftp_rpipe_on_file_done(aftp_receiver *r, const aftp_wire_file_done *d);
+/* Before choosing output: drops answers whose entry is gone. */
+void aftp_rpipe_prune(aftp_receiver *r);
+int aftp_rpipe_verdicts_due(const aftp_receiver *r);
+int aftp_rpipe_encode_verdicts(aftp_receiver *r, uint8_t *buf, size_t cap, aftp_datagram *dg);
+int aftp_rpipe_encode_result(aftp_receiver *r, uint8_t *buf, size_t cap, aftp_datagram *dg);
+/* t, or earlier when a pipelined timer is due sooner. */
+uint64_t aftp_rpipe_expiry(const aftp_receiver *r, uint64_t t);
+void aftp_rpipe_handle_expiry(aftp_receiver *r);
+
+#endif /* AFTP_RECEIVER_INTERNAL_H */

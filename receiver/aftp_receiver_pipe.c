@@ -1,0 +1,688 @@
+/*
+ * The receiver engine's pipelined mode (spec section 9.14).
+ *
+ * Many entries at once over one session stream. What the engine keeps per
+ * entry lives in a ring of W slots parallel to the entry table (entry id i
+ * in slot i mod W): a slot keeps an ended entry's verdict or FILE_RESULT
+ * for repeats until entry i + W takes it, which can only happen once the
+ * sender's window moved past i (spec 9.14.3). Bounded state: W slots (a
+ * path and a link target each, at most 4096 + 4096 bytes), W queued
+ * FILE_RESULTs, W files waiting for the group commit, one block map over
+ * the stream (its memory fixed by map_window_blocks), and one file read
+ * back at a time.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/aftp_errmap.h"
+#include "receiver/aftp_receiver_internal.h"
+
+pipe_entry *aftp_rpipe_slot(const aftp_receiver *r, uint32_t id)
+{
+    pipe_entry *p = &r->pe[id % r->window];
+    return id != 0 && p->id == id ? p : NULL;
+}
+
+void aftp_rpipe_free(aftp_receiver *r)
+{
+    for (uint32_t i = 0; r->pe != NULL && i < r->window; i++)
+        free(r->pe[i].path);
+    free(r->pe);
+    free(r->results);
+    free(r->group);
+    free(r->group_results);
+    free(r->vrecs);
+    free(r->vranges);
+    aftp_stream_free(&r->stream);
+    r->pe = NULL;
+}
+
+/* Room for one VERDICTS: as many records and held ranges as a datagram
+ * can carry. */
+static size_t verdict_budget(const aftp_receiver *r)
+{
+    return r->ss.max_datagram - AFTP_WIRE_HEADER_LEN - 2 - aftp_session_overhead(&r->ss);
+}
+
+int aftp_rpipe_init(aftp_receiver *r)
+{
+    uint32_t w = r->window;
+    r->max_vrecs = r->ss.max_datagram / AFTP_WIRE_VERDICT_FIXED;
+    if (r->max_vrecs > AFTP_WIRE_MAX_VERDICTS)
+        r->max_vrecs = AFTP_WIRE_MAX_VERDICTS;
+    r->max_vranges = r->ss.max_datagram / 2u;
+    int rc = aftp_stream_init(&r->stream, w);
+    r->pe = calloc(w, sizeof *r->pe);
+    r->results = calloc(w, sizeof *r->results);
+    r->group = calloc(w, sizeof *r->group);
+    r->group_results = calloc(w, sizeof *r->group_results);
+    r->vrecs = calloc(r->max_vrecs, sizeof *r->vrecs);
+    r->vranges = calloc(r->max_vranges, sizeof *r->vranges);
+    if (rc == AFTP_OK && (r->pe == NULL || r->results == NULL || r->group == NULL ||
+                          r->group_results == NULL || r->vrecs == NULL || r->vranges == NULL))
+        rc = AFTP_ERR_NO_MEMORY;
+    if (rc == AFTP_OK)
+        rc = aftp_blockmap_init(&r->held, AFTP_WIRE_MAX_BLOCKS, r->set.map_window_blocks);
+    if (rc == AFTP_OK && aftp_blockmap_bytes(&r->held) > r->ss.stats.map_bytes)
+        r->ss.stats.map_bytes = aftp_blockmap_bytes(&r->held);
+    r->decide_next = r->verdicts_from = 1;
+    r->repeat_lo = 1;
+    r->repeat_hi = 0;
+    if (rc != AFTP_OK)
+        aftp_rpipe_free(r);
+    return rc;
+}
+
+/* An entry event (ENTRY_END, FILE_START, FILE_END) with its verdict and
+ * what RESUME found held. */
+static void pipe_event(aftp_receiver *r, int type, const pipe_entry *p, int error,
+                       const uint8_t *digest, const char *message)
+{
+    uint64_t held = p->held_blocks * p->info.file.block_size;
+    aftp_event ev = {.type = type, .error = error, .info = &p->info.file, .digest = digest,
+                     .message = message, .verdict = p->verdict,
+                     .held_bytes = held < p->info.file.size ? held : p->info.file.size};
+    if (r->set.on_event != NULL)
+        r->set.on_event(r->set.user, &ev);
+}
+
+/* Keeps what the engine needs of a new entry in its slot (the slot's
+ * previous entry, W ids older, is forgotten). */
+static int pipe_keep(aftp_receiver *r, const aftp_wire_entry *e)
+{
+    pipe_entry *p = &r->pe[e->entry_id % r->window];
+    char *text = malloc((size_t)e->path_len + e->target_len + 2);
+    if (text == NULL)
+        return AFTP_ERR_NO_MEMORY;
+    free(p->path);
+    memset(p, 0, sizeof *p);
+    memcpy(text, e->path, e->path_len);
+    text[e->path_len] = '\0';
+    memcpy(text + e->path_len + 1, e->target, e->target_len);
+    text[e->path_len + 1 + e->target_len] = '\0';
+    p->id = e->entry_id;
+    p->path = text;
+    p->phase = PIPE_OFFERED;
+    p->base = e->base_block;
+    p->blocks = aftp_wire_entry_blocks(e);
+    p->info = (aftp_entry_info){
+        .file = {.file_id = e->entry_id, .size = e->size, .mtime_ns = e->mtime_ns,
+                 .mode = e->mode, .block_size = e->block_size,
+                 .overwrite = (e->flags & AFTP_WIRE_ENTRY_OVERWRITE) != 0, .path = text},
+        .kind = e->kind,
+        .flags = e->flags & (AFTP_ENTRY_RESUME | AFTP_ENTRY_SYNC | AFTP_ENTRY_CHECKSUM),
+        .source_id = e->source_id,
+        .target = e->kind == AFTP_WIRE_KIND_SYMLINK ? text + e->path_len + 1 : NULL};
+    memcpy(p->info.digest, e->digest, AFTP_DIGEST_LEN);
+    return AFTP_OK;
+}
+
+/* A repeated entry's verdict can be answered while it is remembered; a
+ * RESUME's ranges only while its file is open (storage's list is gone
+ * after close, and a file that reached FILE_RESULT had its verdict with
+ * the sender already: the repeat is a late copy). */
+static int pipe_repeatable(const pipe_entry *p)
+{
+    return p != NULL && !(p->verdict == AFTP_WIRE_VERDICT_RESUME && p->closed);
+}
+
+/* A repeated ENTRIES: its entries that have a verdict already get it
+ * again, in one VERDICTS (a batch is consecutive ids, so one range). */
+static void pipe_note_repeat(aftp_receiver *r, uint32_t id)
+{
+    if (id >= r->verdicts_from || !pipe_repeatable(aftp_rpipe_slot(r, id)))
+        return; /* no verdict yet, or one still queued: it leaves anyway */
+    if (r->repeat_lo > r->repeat_hi)
+        r->repeat_lo = r->repeat_hi = id;
+    else if (id < r->repeat_lo)
+        r->repeat_lo = id;
+    else if (id > r->repeat_hi)
+        r->repeat_hi = id;
+}
+
+/* The file's held ranges a RESUME verdict sends: storage's list, cut
+ * where it stops ascending, leaves the file, or no longer fits one
+ * VERDICTS (spec 9.14.4: fewer than held is allowed, never more).
+ * Returns how many; *blocks the blocks they hold. */
+static size_t pipe_usable_held(const aftp_receiver *r, const pipe_entry *p, uint64_t *blocks)
+{
+    size_t budget = verdict_budget(r) - AFTP_WIRE_VERDICT_FIXED, n = 0;
+    uint64_t next_min = 0;
+    *blocks = 0;
+    for (; n < p->held_count && n < r->max_vranges; n++) {
+        const aftp_block_range *h = &p->held[n];
+        if (h->len == 0 || h->start < next_min || h->start > p->blocks ||
+            h->len > p->blocks - h->start)
+            break;
+        size_t cost = aftp_wire_varint_len(h->start - next_min) + aftp_wire_varint_len(h->len - 1);
+        if (cost > budget)
+            break;
+        budget -= cost;
+        next_min = h->start + h->len + 1;
+        *blocks += h->len;
+    }
+    return n;
+}
+
+/* The wire form of an entry's verdict; a RESUME's ranges go to `ranges`,
+ * which must have room for p->held_count. */
+static aftp_wire_verdict pipe_wire_verdict(const pipe_entry *p, aftp_wire_range *ranges)
+{
+    aftp_wire_verdict v = {.entry_id = p->id, .verdict = p->verdict};
+    if (p->verdict == AFTP_WIRE_VERDICT_REFUSED)
+        v.error = p->wire_error;
+    if (p->verdict == AFTP_WIRE_VERDICT_RESUME) {
+        for (size_t i = 0; i < p->held_count; i++)
+            ranges[i] = (aftp_wire_range){.start = p->held[i].start, .len = p->held[i].len};
+        v.range_count = (uint16_t)p->held_count;
+        v.ranges = ranges;
+    }
+    return v;
+}
+
+/* Storage's answer checked and trimmed: RESUME with its usable held
+ * ranges (none usable: SEND), SKIP and RESUME only where the entry
+ * allows them (else the file is discarded and REFUSED(INTERNAL): a fault
+ * of storage, not of the peer). */
+static void pipe_take_verdict(aftp_receiver *r, pipe_entry *p, const aftp_entry_verdict *v)
+{
+    int file = p->info.kind == AFTP_ENTRY_FILE;
+    p->verdict = (uint8_t)v->verdict;
+    p->wire_error = v->verdict == AFTP_VERDICT_REFUSED ? aftp_errmap_to_wire(v->error) : 0;
+    p->held = v->held;
+    p->held_count = v->held_count;
+    if (v->verdict == AFTP_VERDICT_RESUME) {
+        p->held_count = p->held != NULL ? pipe_usable_held(r, p, &p->held_blocks) : 0;
+        if (p->held_count == 0)
+            p->verdict = AFTP_WIRE_VERDICT_SEND;
+    }
+    int allowed = v->verdict == AFTP_VERDICT_SEND || v->verdict == AFTP_VERDICT_REFUSED ||
+                  (file && v->verdict == AFTP_VERDICT_SKIP && (p->info.flags & AFTP_ENTRY_SYNC)) ||
+                  (file && v->verdict == AFTP_VERDICT_RESUME &&
+                   (p->info.flags & AFTP_ENTRY_RESUME));
+    if (allowed && (p->verdict != AFTP_WIRE_VERDICT_REFUSED || p->wire_error != 0))
+        return;
+    if (file && (v->verdict == AFTP_VERDICT_SEND || v->verdict == AFTP_VERDICT_RESUME))
+        r->set.storage->close(r->set.user, p->id, AFTP_CLOSE_DISCARD);
+    p->verdict = AFTP_WIRE_VERDICT_REFUSED;
+    p->wire_error = aftp_errmap_to_wire(AFTP_ERR_INTERNAL);
+    p->held_blocks = 0;
+}
+
+/* Marks held what the verdict holds: a RESUME's ranges, all of a
+ * skipped or refused file (spec 9.14.2). */
+/* What the entry holds without its DATA: the blocks a RESUME verdict
+ * lists while the file is open, every block of an entry skipped,
+ * refused or failed (spec 9.14.2). The map records them up to its
+ * window's end only; where they reach beyond it the entry is flagged
+ * `unmarked` and marked again as the window moves (pipe_remark). */
+static void pipe_apply_marks(aftp_receiver *r, pipe_entry *p)
+{
+    int whole = p->verdict == AFTP_WIRE_VERDICT_SKIP || p->verdict == AFTP_WIRE_VERDICT_REFUSED ||
+                (p->has_result && p->wire_error != AFTP_WIRE_ERR_NONE);
+    uint64_t end = p->base;
+    if (whole) {
+        end = p->base + p->blocks;
+        aftp_blockmap_set_range(&r->held, p->base, end);
+    } else if (p->verdict == AFTP_WIRE_VERDICT_RESUME && !p->closed) {
+        for (size_t i = 0; i < p->held_count; i++) {
+            end = p->base + p->held[i].start + p->held[i].len;
+            aftp_blockmap_set_range(&r->held, p->base + p->held[i].start, end);
+        }
+    }
+    p->unmarked = end > aftp_blockmap_window_end(&r->held);
+}
+
+/* The window moved: entries flagged unmarked, lowest id first, get
+ * their marks again; the lowest one still reaching beyond stops the walk
+ * (the window cannot pass it before its blocks are marked). */
+static void pipe_remark(aftp_receiver *r)
+{
+    uint64_t window_end = aftp_blockmap_window_end(&r->held);
+    if (window_end == r->marked_end)
+        return;
+    r->marked_end = window_end;
+    for (; r->mark_lo != 0 && r->mark_lo <= r->stream.newest; r->mark_lo++) {
+        pipe_entry *p = aftp_rpipe_slot(r, r->mark_lo);
+        if (p == NULL || !p->unmarked)
+            continue;
+        pipe_apply_marks(r, p);
+        if (p->unmarked)
+            return;
+    }
+    r->mark_lo = 0;
+}
+
+static void pipe_mark(aftp_receiver *r, pipe_entry *p)
+{
+    pipe_apply_marks(r, p);
+    if (p->unmarked && (r->mark_lo == 0 || p->id < r->mark_lo))
+        r->mark_lo = p->id;
+    pipe_remark(r);
+}
+
+/* Queues the verdict of `p` (to leave within one feedback interval, or
+ * at once when the queue fills a datagram: section 9.14.3). */
+static void pipe_queue_verdict(aftp_receiver *r)
+{
+    if (r->verdicts_from + 1 == r->decide_next)
+        r->verdicts_deadline = r->ss.now_ns + aftp_recv_feedback_interval(r);
+    if ((size_t)(r->decide_next - r->verdicts_from) * AFTP_WIRE_VERDICT_FIXED >=
+        verdict_budget(r))
+        r->verdicts_deadline = r->ss.now_ns;
+}
+
+/* Storage itself failed deciding p (not a refusal of the entry): the
+ * session ends, saying which entry and why. */
+static void pipe_storage_failed(aftp_receiver *r, const pipe_entry *p, int rc)
+{
+    char why[AFTP_WIRE_MAX_REASON + 1];
+    snprintf(why, sizeof why,
+             "the receiver's storage failed while deciding entry %u (%.200s): %s; check the "
+             "destination (space, permissions) and send again",
+             p->id, p->info.file.path, aftp_strerror(rc));
+    aftp_session_set_text(&r->ss, why);
+    aftp_recv_start_closing(r, rc, aftp_errmap_to_wire(rc));
+}
+
+/* Storage decides entry p, the next in id order. */
+static void pipe_decide(aftp_receiver *r, pipe_entry *p)
+{
+    aftp_entry_verdict v = {.verdict = AFTP_VERDICT_REFUSED};
+    aftp_stream_entry copy;
+    r->refusal[0] = '\0';
+    v.error = p->info.kind == AFTP_ENTRY_FILE ? aftp_recv_check_block_size(r, p->info.file.block_size)
+                                              : AFTP_OK;
+    if (v.error == AFTP_OK) {
+        int rc = r->set.storage->entry(r->set.user, &p->info, &v);
+        if (rc != AFTP_OK) {
+            pipe_storage_failed(r, p, rc);
+            return;
+        }
+    }
+    pipe_take_verdict(r, p, &v);
+    aftp_wire_verdict wv = pipe_wire_verdict(p, r->vranges);
+    aftp_stream_verdict(&r->stream, &wv, &copy, NULL, 0); /* valid by construction */
+    r->decide_next++;
+    pipe_queue_verdict(r);
+    pipe_mark(r, p);
+    if (copy.state == AFTP_STREAM_ACCEPTED) {
+        p->phase = PIPE_RECEIVING;
+        p->missing = p->blocks - p->held_blocks;
+        pipe_event(r, AFTP_EV_FILE_START, p, AFTP_OK, NULL, NULL);
+        return;
+    }
+    p->phase = PIPE_ENDED;
+    int error = p->verdict == AFTP_WIRE_VERDICT_REFUSED ? aftp_errmap_to_local(p->wire_error)
+                                                        : AFTP_OK;
+    pipe_event(r, AFTP_EV_ENTRY_END, p, error, NULL, r->refusal[0] ? r->refusal : NULL);
+}
+
+/* Verdicts in id order: each entry waits for its predecessors. */
+static void pipe_decide_ready(aftp_receiver *r)
+{
+    pipe_entry *p;
+    while (r->ss.state == AFTP_STATE_TRANSFER && (p = aftp_rpipe_slot(r, r->decide_next)) != NULL &&
+           p->phase == PIPE_OFFERED)
+        pipe_decide(r, p);
+}
+
+/* Section 9.14.1: the receiver's `oldest` counts the ends it has sent.
+ * The entry table moves on when an end is decided, so a new entry whose
+ * slot still holds an entry W ids older whose end has not left yet is
+ * beyond the sender's window. 1 when the slot is free for `id`. */
+static int pipe_slot_free(const aftp_receiver *r, uint32_t id, char *why, size_t cap)
+{
+    const pipe_entry *old = &r->pe[id % r->window];
+    if (old->id == 0 || (old->end_sent && old->id < r->verdicts_from))
+        return 1; /* (a hostile sender can draw a FILE_RESULT before the verdict left) */
+    snprintf(why, cap,
+             "entry %u is beyond the window of %u entries: the verdict or end of entry %u "
+             "was not sent yet",
+             id, r->window, old->id);
+    return 0;
+}
+
+void aftp_rpipe_on_entries(aftp_receiver *r, const aftp_wire_entries *en)
+{
+    aftp_wire_record_iter it;
+    aftp_wire_entry e;
+    char why[200];
+    aftp_wire_entries_iter_init(&it, en);
+    while (aftp_wire_entries_next(&it, &e)) {
+        int rc = aftp_stream_add(&r->stream, &e, why, sizeof why);
+        if (rc < 0) {
+            aftp_recv_close_protocol(r, why);
+            return;
+        }
+        if (rc == 0) {
+            pipe_note_repeat(r, e.entry_id);
+        } else if (!pipe_slot_free(r, e.entry_id, why, sizeof why)) {
+            aftp_recv_close_protocol(r, why);
+            return;
+        } else if (pipe_keep(r, &e) != AFTP_OK) {
+            aftp_session_set_text(&r->ss, "out of memory for the sender's entries");
+            aftp_recv_start_closing(r, AFTP_ERR_NO_MEMORY, aftp_errmap_to_wire(AFTP_ERR_NO_MEMORY));
+            return;
+        }
+    }
+    pipe_decide_ready(r);
+}
+
+/* FILE_RESULT due for p (dropped when W results wait already: the
+ * sender's next FILE_DONE asks again). */
+static void pipe_queue_result(aftp_receiver *r, const pipe_entry *p)
+{
+    if (r->results_len < r->window)
+        r->results[(r->results_head + r->results_len++) % r->window] = p->id;
+}
+
+/* Storage closed the file (any way, AFTP_CLOSE_DEFER too): the RESUME
+ * held list it lent is gone. */
+static void pipe_closed(pipe_entry *p)
+{
+    p->closed = 1;
+    p->held = NULL;
+}
+
+/* The file ended (storage closed it): FILE_RESULT due, its missing
+ * blocks held (spec 9.14.2), FILE_END and ENTRY_END. */
+static void pipe_end_file(aftp_receiver *r, pipe_entry *p, int error, const uint8_t *digest)
+{
+    p->phase = PIPE_ENDED;
+    p->has_result = 1;
+    pipe_closed(p);
+    p->wire_error = aftp_errmap_to_wire(error);
+    memset(p->digest, 0, AFTP_DIGEST_LEN);
+    if (digest != NULL)
+        memcpy(p->digest, digest, AFTP_DIGEST_LEN);
+    if (error != AFTP_OK)
+        pipe_mark(r, p);
+    aftp_stream_end(&r->stream, p->id, p->wire_error);
+    pipe_queue_result(r, p);
+    pipe_event(r, AFTP_EV_FILE_END, p, error, digest, NULL);
+    pipe_event(r, AFTP_EV_ENTRY_END, p, error, digest, NULL);
+}
+
+static void pipe_fail(aftp_receiver *r, pipe_entry *p, int error)
+{
+    if (p->phase == PIPE_READY)
+        r->ready_count--;
+    if (p->phase == PIPE_VERIFYING)
+        r->verify_id = 0;
+    r->set.storage->close(r->set.user, p->id, AFTP_CLOSE_DISCARD);
+    pipe_end_file(r, p, error, NULL);
+}
+
+/* The files waiting for the group commit are made durable together;
+ * each gets its FILE_RESULT only now (spec 9.14.3). */
+static void pipe_commit_group(aftp_receiver *r)
+{
+    uint32_t n = r->group_len;
+    if (n == 0)
+        return;
+    int rc = r->set.storage->commit_group(r->set.user, r->group, n, r->group_results);
+    r->group_len = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        pipe_entry *p = aftp_rpipe_slot(r, r->group[i]);
+        if (p != NULL && p->phase == PIPE_DEFERRED)
+            pipe_end_file(r, p, rc != AFTP_OK ? rc : r->group_results[i], p->digest);
+    }
+}
+
+/* A verified file: committed alone, or deferred to the group commit,
+ * which runs within one feedback interval of the first file waiting or
+ * at once when half the window waits. */
+static void pipe_verified(aftp_receiver *r, pipe_entry *p, const uint8_t *digest)
+{
+    if (r->set.storage->commit_group == NULL) {
+        int rc = r->set.storage->close(r->set.user, p->id, AFTP_CLOSE_COMMIT);
+        pipe_end_file(r, p, rc, digest);
+        return;
+    }
+    int rc = r->set.storage->close(r->set.user, p->id, AFTP_CLOSE_DEFER);
+    if (rc != AFTP_OK) {
+        pipe_end_file(r, p, rc, NULL);
+        return;
+    }
+    pipe_closed(p);
+    p->phase = PIPE_DEFERRED;
+    memcpy(p->digest, digest, AFTP_DIGEST_LEN);
+    if (r->group_len == 0)
+        r->group_deadline = r->ss.now_ns + aftp_recv_feedback_interval(r);
+    r->group[r->group_len++] = p->id;
+    if (r->group_len >= (r->window + 1) / 2)
+        pipe_commit_group(r);
+}
+
+/* The lowest entry waiting to be read back, now the one being read. */
+static pipe_entry *pipe_next_to_verify(aftp_receiver *r)
+{
+    for (uint32_t id = r->stream.oldest; id <= r->stream.newest; id++) {
+        pipe_entry *p = aftp_rpipe_slot(r, id);
+        if (p != NULL && p->phase == PIPE_READY) {
+            r->ready_count--;
+            p->phase = PIPE_VERIFYING;
+            r->verify_id = id;
+            r->verified = 0;
+            aftp_digest_reset(r->hash);
+            return p;
+        }
+    }
+    return NULL;
+}
+
+/* One read-back step of section 9.10 over the file being verified. */
+static void pipe_verify_step(aftp_receiver *r)
+{
+    pipe_entry *p = r->verify_id ? aftp_rpipe_slot(r, r->verify_id) : pipe_next_to_verify(r);
+    if (p == NULL)
+        return;
+    uint64_t end = min_u64(p->info.file.size, r->verified + AFTP_RECEIVER_VERIFY_STEP);
+    while (r->verified < end) {
+        const uint8_t *bytes = NULL;
+        size_t len = (size_t)min_u64(VERIFY_CHUNK, end - r->verified);
+        int rc = r->set.storage->view(r->set.user, p->id, r->verified, len, &bytes);
+        if (rc != AFTP_OK) {
+            pipe_fail(r, p, rc);
+            return;
+        }
+        aftp_digest_update(r->hash, bytes, len);
+        r->verified += len;
+    }
+    if (r->verified < p->info.file.size)
+        return;
+    uint8_t digest[AFTP_DIGEST_LEN];
+    aftp_digest_final(r->hash, digest);
+    r->verify_id = 0;
+    if (memcmp(digest, p->expected, AFTP_DIGEST_LEN) == 0)
+        pipe_verified(r, p, digest);
+    else
+        pipe_fail(r, p, AFTP_ERR_DIGEST_MISMATCH);
+}
+
+static void pipe_maybe_ready(aftp_receiver *r, pipe_entry *p)
+{
+    if (p->done && p->missing == 0 && p->phase == PIPE_RECEIVING) {
+        p->phase = PIPE_READY;
+        r->ready_count++;
+    }
+}
+
+/* The accepted, unended file of DATA(file_id, stream block) with
+ * payload_len bytes, or NULL when the packet has no place (spec 9.14.2).
+ * A file read back or waiting for its commit holds every block: its DATA
+ * is a duplicate, counted and answered as in 9.5. */
+pipe_entry *aftp_rpipe_data_entry(const aftp_receiver *r, uint32_t file_id, uint64_t block,
+                                   size_t payload_len)
+{
+    pipe_entry *p = aftp_rpipe_slot(r, file_id);
+    if (p == NULL || p->phase == PIPE_OFFERED || p->phase == PIPE_ENDED || block < p->base ||
+        block - p->base >= p->blocks ||
+        payload_len != aftp_wire_block_len(p->info.file.size, p->info.file.block_size,
+                                           block - p->base))
+        return NULL;
+    return p;
+}
+
+void aftp_rpipe_on_data(aftp_receiver *r, const aftp_wire_data *d)
+{
+    r->data_packets++;
+    pipe_entry *p = aftp_rpipe_data_entry(r, d->file_id, d->block, d->payload_len);
+    if (p == NULL) {
+        aftp_session_drop(&r->ss);
+        return;
+    }
+    int rc = aftp_recv_store_block(r, d, (d->block - p->base) * p->info.file.block_size);
+    if (rc < 0) {
+        pipe_fail(r, p, rc);
+    } else if (rc == 1) {
+        pipe_remark(r);
+        p->missing--;
+        pipe_maybe_ready(r, p);
+    }
+}
+
+void aftp_rpipe_on_file_done(aftp_receiver *r, const aftp_wire_file_done *d)
+{
+    pipe_entry *p = aftp_rpipe_slot(r, d->file_id);
+    if (p == NULL || p->info.kind != AFTP_ENTRY_FILE || p->phase == PIPE_OFFERED ||
+        (p->phase == PIPE_ENDED && !p->has_result)) {
+        aftp_session_drop(&r->ss);
+        return;
+    }
+    if (p->phase == PIPE_ENDED) {
+        pipe_queue_result(r, p); /* the same answer again */
+        return;
+    }
+    if (p->done) {
+        aftp_recv_schedule_feedback(r, MIN_FEEDBACK_NS); /* verifying, committing: keep it waiting */
+        return;
+    }
+    p->done = 1;
+    memcpy(p->expected, d->digest, AFTP_DIGEST_LEN);
+    if (p->base + p->blocks > r->done_end)
+        r->done_end = p->base + p->blocks;
+    if (d->block_count != p->blocks)
+        pipe_fail(r, p, AFTP_ERR_DIGEST_MISMATCH);
+    else
+        pipe_maybe_ready(r, p);
+    if (p->phase == PIPE_RECEIVING)
+        aftp_recv_schedule_feedback(r, MIN_FEEDBACK_NS); /* section 9.8: report the tail at once */
+}
+
+/* Session over: files still open are discarded, verified ones waiting
+ * for the group commit are committed (they are whole and checked). */
+void aftp_rpipe_close_all(aftp_receiver *r, int error)
+{
+    if (r->window == 0 || r->pe == NULL)
+        return;
+    pipe_commit_group(r);
+    for (uint32_t id = r->stream.oldest; id != 0 && id <= r->stream.newest; id++) {
+        pipe_entry *p = aftp_rpipe_slot(r, id);
+        if (p != NULL && (p->phase == PIPE_RECEIVING || p->phase == PIPE_READY ||
+                          p->phase == PIPE_VERIFYING))
+            pipe_fail(r, p, error != AFTP_OK ? error : AFTP_ERR_PEER_CLOSED);
+    }
+    r->results_len = 0;
+}
+
+/* Answers whose entry is gone meanwhile are passed over, so whatever is
+ * due has something to say: a repeat of a RESUME whose file closed, a
+ * repeated FILE_RESULT whose slot a newer entry took (the sender had the
+ * first one and moved on). */
+void aftp_rpipe_prune(aftp_receiver *r)
+{
+    while (r->repeat_lo <= r->repeat_hi &&
+           (r->repeat_lo >= r->verdicts_from || !pipe_repeatable(aftp_rpipe_slot(r, r->repeat_lo))))
+        r->repeat_lo++;
+    while (r->results_len > 0 && aftp_rpipe_slot(r, r->results[r->results_head]) == NULL) {
+        r->results_head = (r->results_head + 1) % r->window;
+        r->results_len--;
+    }
+}
+
+int aftp_rpipe_verdicts_due(const aftp_receiver *r)
+{
+    return r->repeat_lo <= r->repeat_hi ||
+           (r->verdicts_from < r->decide_next && r->ss.now_ns >= r->verdicts_deadline);
+}
+
+/* Adds p's verdict to the VERDICTS being built when it fits: 1, else 0. */
+static int pipe_add_record(aftp_receiver *r, aftp_wire_verdicts *vs, const pipe_entry *p,
+                           size_t *used_ranges, size_t *budget)
+{
+    if (vs->count == r->max_vrecs || *used_ranges + p->held_count > r->max_vranges)
+        return 0;
+    aftp_wire_verdict v = pipe_wire_verdict(p, r->vranges + *used_ranges);
+    size_t cost = AFTP_WIRE_VERDICT_FIXED +
+                  (v.range_count ? aftp_wire_ranges_encoded_len(0, v.ranges, v.range_count) : 0);
+    if (cost > *budget)
+        return 0;
+    *budget -= cost;
+    *used_ranges += v.range_count;
+    r->vrecs[vs->count++] = v;
+    return 1;
+}
+
+/* One VERDICTS: the repeats asked for, then the queued verdicts in id
+ * order, as many as fit; the rest leave in the next one. */
+int aftp_rpipe_encode_verdicts(aftp_receiver *r, uint8_t *buf, size_t cap, aftp_datagram *dg)
+{
+    aftp_wire_packet pkt;
+    size_t used = 0, budget = verdict_budget(r);
+    aftp_session_packet(&r->ss, AFTP_WIRE_VERDICTS, &pkt);
+    aftp_wire_verdicts *vs = &pkt.u.verdicts;
+    for (; r->repeat_lo <= r->repeat_hi; r->repeat_lo++) {
+        const pipe_entry *p = aftp_rpipe_slot(r, r->repeat_lo);
+        if (r->repeat_lo >= r->verdicts_from || !pipe_repeatable(p))
+            continue;
+        if (!pipe_add_record(r, vs, p, &used, &budget))
+            break;
+    }
+    for (; r->verdicts_from < r->decide_next; r->verdicts_from++) {
+        pipe_entry *p = aftp_rpipe_slot(r, r->verdicts_from);
+        if (!pipe_add_record(r, vs, p, &used, &budget))
+            break;
+        p->end_sent = p->phase == PIPE_ENDED && !p->has_result;
+    }
+    if (r->verdicts_from < r->decide_next)
+        r->verdicts_deadline = r->ss.now_ns; /* a full datagram left: the rest at once */
+    vs->verdicts = r->vrecs;
+    return aftp_session_encode(&r->ss, &pkt, buf, cap, dg);
+}
+
+int aftp_rpipe_encode_result(aftp_receiver *r, uint8_t *buf, size_t cap, aftp_datagram *dg)
+{
+    uint32_t id = r->results[r->results_head];
+    r->results_head = (r->results_head + 1) % r->window;
+    r->results_len--;
+    pipe_entry *p = aftp_rpipe_slot(r, id);
+    p->end_sent = 1;
+    return aftp_recv_encode_file_result(r, id, p->wire_error, p->digest, buf, cap, dg);
+}
+
+/* The pipelined timers: queued verdicts, the group commit, read-back. */
+uint64_t aftp_rpipe_expiry(const aftp_receiver *r, uint64_t t)
+{
+    if (r->window == 0)
+        return t;
+    if (r->verdicts_from < r->decide_next)
+        t = min_u64(t, r->verdicts_deadline);
+    if (r->group_len > 0)
+        t = min_u64(t, r->group_deadline);
+    if (r->verify_id != 0 || r->ready_count > 0)
+        t = min_u64(t, r->ss.now_ns);
+    return t;
+}
+
+void aftp_rpipe_handle_expiry(aftp_receiver *r)
+{
+    if (r->window == 0 || r->ss.state != AFTP_STATE_TRANSFER)
+        return;
+    if (r->group_len > 0 && r->ss.now_ns >= r->group_deadline)
+        pipe_commit_group(r);
+    if (r->verify_id != 0 || r->ready_count > 0)
+        pipe_verify_step(r);
+}
