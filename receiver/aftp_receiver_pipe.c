@@ -394,8 +394,9 @@ static void pipe_end_file(aftp_receiver *r, pipe_entry *p, int error, const uint
     p->has_result = 1;
     pipe_closed(p);
     p->wire_error = aftp_errmap_to_wire(error);
-    memset(p->digest, 0, AFTP_DIGEST_LEN);
-    if (digest != NULL)
+    if (digest == NULL) /* the group commit hands back p->digest itself */
+        memset(p->digest, 0, AFTP_DIGEST_LEN);
+    else if (digest != p->digest)
         memcpy(p->digest, digest, AFTP_DIGEST_LEN);
     if (error != AFTP_OK)
         pipe_mark(r, p);

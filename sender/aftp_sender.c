@@ -1737,9 +1737,12 @@ uint64_t aftp_sender_expiry(const aftp_sender *s)
     if (s == NULL || s->ss.state == AFTP_STATE_CLOSED)
         return AFTP_NO_EXPIRY;
     uint64_t t = aftp_session_expiry(&s->ss);
-    if (s->timer_deadline < t)
+    /* The timers handle_expiry runs only before closing (the control
+     * timer, pipelined mode's too): once closing, one still armed must not
+     * hold the expiry at a time already past. */
+    if (s->ss.state != AFTP_STATE_CLOSING && s->timer_deadline < t)
         t = s->timer_deadline;
-    if (s->mode == MODE_PIPELINED && s->ctl_deadline < t)
+    if (s->mode == MODE_PIPELINED && s->ss.state == AFTP_STATE_TRANSFER && s->ctl_deadline < t)
         t = s->ctl_deadline;
     if (s->cursor_busy && s->ss.state == AFTP_STATE_TRANSFER)
         t = s->ss.now_ns; /* hashing a resumed file: the next step is due now */
