@@ -725,6 +725,21 @@ static void emit_door_seeds(const char *dir)
     write_seed(dir, "door", "retry-echo", out, n);
 }
 
+/* The pipelined engines' seeds (fuzz_pipe_input.c): the verdicts byte (2
+ * bits per FILE: 0 SEND, 1 RESUME, 2 SKIP, 3 REFUSED) and link operations.
+ * A small tree all sent, with the HELLO delivered, the HELLO_ACK dropped
+ * and the clock moved on; one FILE skipped; one resumed, with a datagram
+ * corrupted on its way to the receiver. */
+static void emit_pipe_seeds(const char *dir)
+{
+    static const uint8_t tree[] = {0x00, 0, 4 | 1, 20 << 3, 4};
+    static const uint8_t skip[] = {2 << 2, 0, 4, 0, 4};
+    static const uint8_t resume[] = {1, 0, 4, 0, 2, 40, 0x5A};
+    write_seed(dir, "pipe_input", "tree", tree, sizeof tree);
+    write_seed(dir, "pipe_input", "skip", skip, sizeof skip);
+    write_seed(dir, "pipe_input", "resume", resume, sizeof resume);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -742,6 +757,7 @@ int main(int argc, char **argv)
     emit_ranges_seeds(argv[1]);
     emit_framed_seeds(argv[1]);
     emit_door_seeds(argv[1]);
+    emit_pipe_seeds(argv[1]);
     if (failures > 0)
         return 1;
     printf("gen_fuzz_seeds: seeds written to %s\n", argv[1]);
