@@ -36,17 +36,17 @@
 #define RATE_BPS 10000000u
 #define BLOCK 1000u
 #define WINDOW 8u
-#define ENTRIES 5u      /* ids 1..5: DIR d, FILEs d/a d/b d/c, SYMLINK l */
+#define IDS 5u          /* entries 1..5: DIR d, FILEs d/a d/b d/c, SYMLINK l */
 #define FIRST_FILE 2u
 #define FILES 3u
 #define FILE_CAP 3000u
-#define FILE_BLOCKS 3u
 #define QUEUE 32u       /* datagrams in flight each way; more are lost */
 #define MS 1000000u
 #define EXPIRY_ROUNDS 256
 #define FINAL_STEPS 20000
 
-static const uint64_t file_size[FILES] = {2500, 1000, 3000};
+/* The sender's true sizes, by entry id (0: not a FILE). */
+static const uint64_t true_size[IDS + 1] = {0, 0, 2500, 1000, 3000, 0};
 
 typedef struct link_queue {
     uint8_t dg[QUEUE][MAX_DGRAM];
@@ -54,19 +54,27 @@ typedef struct link_queue {
     unsigned head, count;
 } link_queue;
 
+/* One entry id: the sender's source and the receiver's copy, as the
+ * receiver's storage was told it (size, block size: a tampered ENTRIES
+ * may say anything). */
 typedef struct pipe_file {
     uint8_t src[FILE_CAP];
     uint8_t dst[FILE_CAP];
-    uint8_t written[FILE_BLOCKS]; /* held or written, by block */
-    uint8_t held[FILE_BLOCKS];    /* RESUME's held blocks: never written */
-    int verdict;                  /* what the receiver's storage answers */
+    uint8_t written[FILE_CAP]; /* by block: written */
+    uint8_t held;              /* RESUME: block 0 is there, never written */
+    int verdict;               /* what storage answers a true FILE */
+    uint64_t size;
+    uint32_t block;
     int open;
     int committed;
 } pipe_file;
 
 typedef struct harness {
-    pipe_file file[FILES];
+    pipe_file file[IDS + 1];
     aftp_block_range held_range;
+    uint32_t last_decided;
+    int tampered_rcv; /* a corrupted or injected datagram reached the receiver */
+    int tampered;     /* ... or the sender */
     uint64_t now;
     aftp_sender *snd;
     aftp_receiver *rcv;
@@ -76,59 +84,65 @@ typedef struct harness {
 
 static harness h;
 
-static pipe_file *file_of(uint32_t id)
+static int true_file(uint32_t id)
 {
-    FUZZ_CHECK(id >= FIRST_FILE && id < FIRST_FILE + FILES);
-    return &h.file[id - FIRST_FILE];
+    return id >= FIRST_FILE && id < FIRST_FILE + FILES;
+}
+
+/* The receiver's storage is asked only about entries it opened. */
+static pipe_file *opened(uint32_t id)
+{
+    FUZZ_CHECK(id >= 1 && id <= IDS && h.file[id].open);
+    return &h.file[id];
 }
 
 static int view_src(void *user, uint32_t id, uint64_t off, size_t len, const uint8_t **out)
 {
     (void)user;
-    uint64_t size = file_size[id - FIRST_FILE];
-    FUZZ_CHECK(off <= size && len <= size - off);
-    *out = file_of(id)->src + off;
+    FUZZ_CHECK(true_file(id) && off <= true_size[id] && len <= true_size[id] - off);
+    *out = h.file[id].src + off;
     return AFTP_OK;
 }
 
 static int view_dst(void *user, uint32_t id, uint64_t off, size_t len, const uint8_t **out)
 {
     (void)user;
-    uint64_t size = file_size[id - FIRST_FILE];
-    FUZZ_CHECK(file_of(id)->open && off <= size && len <= size - off);
-    *out = file_of(id)->dst + off;
+    pipe_file *f = opened(id);
+    FUZZ_CHECK(off <= f->size && len <= f->size - off);
+    *out = f->dst + off;
     return AFTP_OK;
 }
 
 static int write_block(void *user, uint32_t id, uint64_t off, const uint8_t *data, size_t len)
 {
     (void)user;
-    pipe_file *f = file_of(id);
-    uint64_t size = file_size[id - FIRST_FILE];
-    FUZZ_CHECK(f->open && off % BLOCK == 0 && off < size && len <= size - off);
-    FUZZ_CHECK(len == (size - off < BLOCK ? size - off : BLOCK));
-    FUZZ_CHECK(!f->written[off / BLOCK] && !f->held[off / BLOCK]);
-    f->written[off / BLOCK] = 1;
+    pipe_file *f = opened(id);
+    FUZZ_CHECK(off % f->block == 0 && off < f->size);
+    FUZZ_CHECK(len == (f->size - off < f->block ? f->size - off : f->block));
+    uint64_t b = off / f->block;
+    FUZZ_CHECK(!f->written[b] && !(b == 0 && f->held));
+    f->written[b] = 1;
     memcpy(f->dst + off, data, len);
     return AFTP_OK;
 }
 
-/* A committed file holds every block, each the source's bytes. */
+/* A committed file holds every block it was told of; unless the receiver
+ * saw tampered datagrams, it is the sender's file, byte for byte. */
 static void check_committed(uint32_t id)
 {
-    pipe_file *f = file_of(id);
-    uint64_t size = file_size[id - FIRST_FILE];
-    for (uint64_t b = 0; b * BLOCK < size; b++)
-        FUZZ_CHECK(f->written[b] || f->held[b]);
-    FUZZ_CHECK(memcmp(f->dst, f->src, size) == 0);
+    pipe_file *f = &h.file[id];
+    for (uint64_t b = 0; b * f->block < f->size; b++)
+        FUZZ_CHECK(f->written[b] || (b == 0 && f->held));
+    if (!h.tampered_rcv)
+        FUZZ_CHECK(true_file(id) && f->size == true_size[id] &&
+                   memcmp(f->dst, f->src, f->size) == 0);
     f->committed = 1;
 }
 
 static int close_dst(void *user, uint32_t id, int commit)
 {
     (void)user;
-    pipe_file *f = file_of(id);
-    FUZZ_CHECK(f->open);
+    pipe_file *f = opened(id);
     if (commit == AFTP_CLOSE_COMMIT || commit == AFTP_CLOSE_DEFER)
         check_committed(id);
     f->open = commit == AFTP_CLOSE_DEFER;
@@ -147,33 +161,54 @@ static int commit_group(void *user, const uint32_t *ids, size_t count, int *resu
 {
     (void)user;
     for (size_t i = 0; i < count; i++) {
-        check_committed(ids[i]);
-        file_of(ids[i])->open = 0;
+        FUZZ_CHECK(opened(ids[i])->committed);
+        h.file[ids[i]].open = 0;
         results[i] = AFTP_OK;
     }
     return AFTP_OK;
 }
 
-/* The receiver's storage: DIR and SYMLINK placed, each FILE as the
- * input's first byte chose (its copy on "disk" prepared in setup). */
+/* SKIP and RESUME only for the copy of this very source version. */
+static int same_version(const aftp_entry_info *info)
+{
+    uint32_t id = info->file.file_id;
+    return true_file(id) && info->file.size == true_size[id] && info->file.block_size == BLOCK &&
+           info->source_id == id;
+}
+
+/* The receiver's storage, asked once per entry in ascending id order: DIR
+ * and SYMLINK placed; a FILE it has no room for refused; a true FILE as
+ * the input's first byte chose; SKIP or RESUME of another version sent. */
 static int decide_entry(void *user, const aftp_entry_info *info, aftp_entry_verdict *out)
 {
     (void)user;
+    uint32_t id = info->file.file_id;
+    FUZZ_CHECK(id > h.last_decided);
+    h.last_decided = id;
     memset(out, 0, sizeof *out);
-    if (info->kind != AFTP_ENTRY_FILE) {
-        FUZZ_CHECK(info->file.file_id < FIRST_FILE || info->file.file_id >= FIRST_FILE + FILES);
+    if (info->kind != AFTP_ENTRY_FILE)
+        return AFTP_OK;
+    if (id > IDS || info->file.size > FILE_CAP || info->file.block_size == 0) {
+        out->verdict = AFTP_VERDICT_REFUSED;
+        out->error = AFTP_ERR_NO_SPACE;
         return AFTP_OK;
     }
-    pipe_file *f = file_of(info->file.file_id);
-    FUZZ_CHECK(info->file.size == file_size[info->file.file_id - FIRST_FILE]);
-    out->verdict = f->verdict;
-    if (f->verdict == AFTP_VERDICT_REFUSED)
+    pipe_file *f = &h.file[id];
+    out->verdict = true_file(id) ? f->verdict : AFTP_VERDICT_SEND;
+    if ((out->verdict == AFTP_VERDICT_SKIP || out->verdict == AFTP_VERDICT_RESUME) &&
+        !same_version(info))
+        out->verdict = AFTP_VERDICT_SEND;
+    if (out->verdict == AFTP_VERDICT_REFUSED)
         out->error = AFTP_ERR_FILE_EXISTS;
-    if (f->verdict == AFTP_VERDICT_RESUME) {
+    if (out->verdict == AFTP_VERDICT_RESUME) {
+        memcpy(f->dst, f->src, BLOCK);
+        f->held = 1;
         out->held = &h.held_range;
         out->held_count = 1;
     }
-    f->open = f->verdict == AFTP_VERDICT_SEND || f->verdict == AFTP_VERDICT_RESUME;
+    f->size = info->file.size;
+    f->block = info->file.block_size;
+    f->open = out->verdict == AFTP_VERDICT_SEND || out->verdict == AFTP_VERDICT_RESUME;
     return AFTP_OK;
 }
 
@@ -251,6 +286,14 @@ static size_t queue_pop(link_queue *q, uint8_t *d)
     return len;
 }
 
+/* Puts back the datagram queue_pop just took (its bytes are still in
+ * its slot). */
+static void queue_unpop(link_queue *q)
+{
+    q->head = (q->head + QUEUE - 1) % QUEUE;
+    q->count++;
+}
+
 static void add_entry(uint32_t id, int kind, const char *path, uint64_t size, const char *target)
 {
     aftp_entry_info e = {.kind = kind, .target = target, .source_id = id};
@@ -270,17 +313,11 @@ static void setup(uint8_t verdicts)
                                       AFTP_VERDICT_SKIP, AFTP_VERDICT_REFUSED};
     memset(&h, 0, sizeof h);
     h.held_range = (aftp_block_range){.start = 0, .len = 1};
-    for (unsigned i = 0; i < FILES; i++) {
-        pipe_file *f = &h.file[i];
+    for (uint32_t id = 1; id <= IDS; id++) {
         for (size_t j = 0; j < FILE_CAP; j++)
-            f->src[j] = (uint8_t)(j * 7 + i * 31);
-        f->verdict = verdict_of[(verdicts >> (2 * i)) & 3];
-        if (f->verdict == AFTP_VERDICT_SKIP)
-            memcpy(f->dst, f->src, file_size[i]);
-        if (f->verdict == AFTP_VERDICT_RESUME) {
-            memcpy(f->dst, f->src, BLOCK);
-            f->held[0] = 1;
-        }
+            h.file[id].src[j] = (uint8_t)(j * 7 + id * 31);
+        if (true_file(id))
+            h.file[id].verdict = verdict_of[(verdicts >> (2 * (id - FIRST_FILE))) & 3];
     }
     aftp_sender_settings ss;
     aftp_receiver_settings rs;
@@ -299,12 +336,29 @@ static void setup(uint8_t verdicts)
     FUZZ_CHECK(aftp_sender_new(&ss, 0, &h.snd) == AFTP_OK);
     FUZZ_CHECK(aftp_receiver_new(&rs, 0, &h.rcv) == AFTP_OK);
     add_entry(1, AFTP_ENTRY_DIR, "d", 0, NULL);
-    add_entry(2, AFTP_ENTRY_FILE, "d/a", file_size[0], NULL);
-    add_entry(3, AFTP_ENTRY_FILE, "d/b", file_size[1], NULL);
-    add_entry(4, AFTP_ENTRY_FILE, "d/c", file_size[2], NULL);
+    add_entry(2, AFTP_ENTRY_FILE, "d/a", true_size[2], NULL);
+    add_entry(3, AFTP_ENTRY_FILE, "d/b", true_size[3], NULL);
+    add_entry(4, AFTP_ENTRY_FILE, "d/c", true_size[4], NULL);
     add_entry(5, AFTP_ENTRY_SYMLINK, "l", 0, "d/a");
     aftp_sender_finish(h.snd);
     drain();
+}
+
+/* An injected datagram: [length u8][bytes] from data[pos] into d, its
+ * connection id the target's; returns the position after it. */
+static size_t take_injected(const uint8_t *data, size_t size, size_t pos, int to_sender,
+                            uint8_t *d, size_t *len)
+{
+    *len = pos < size ? data[pos++] : 0;
+    if (*len > size - pos)
+        *len = size - pos;
+    memcpy(d, data + pos, *len);
+    if (*len >= AFTP_WIRE_HEADER_LEN) {
+        uint32_t id = to_sender ? SENDER_ID : RECEIVER_ID;
+        for (int i = 0; i < 4; i++)
+            d[4 + i] = (uint8_t)(id >> (24 - 8 * i));
+    }
+    return pos + *len;
 }
 
 /* One record of the input from data[pos]; returns the position after it. */
@@ -312,37 +366,28 @@ static size_t run_record(const uint8_t *data, size_t size, size_t pos)
 {
     static uint8_t d[AFTP_WIRE_MAX_DATAGRAM];
     uint8_t op = data[pos++];
-    int to_sender = (op >> 2) & 1;
+    int to_sender = (op >> 2) & 1, tampered = 0;
     link_queue *q = to_sender ? &h.to_snd : &h.to_rcv;
     h.now += (uint64_t)(op >> 3) * MS;
     drain();
-    size_t len = 0;
-    switch (op & 3) {
-    case 0:
-        len = queue_pop(q, d);
-        break;
-    case 1:
-        queue_pop(q, d);
-        return pos;
-    case 2:
-        len = queue_pop(q, d);
-        if (size - pos >= 2 && len > 0)
+    size_t len = queue_pop(q, d);
+    if ((op & 3) == 1)
+        return pos; /* dropped */
+    if ((op & 3) == 2) {
+        if (size - pos >= 2 && len > 0) {
             d[data[pos] % len] ^= data[pos + 1];
-        pos = size - pos >= 2 ? pos + 2 : size;
-        break;
-    default:
-        len = pos < size ? data[pos++] : 0;
-        if (len > size - pos)
-            len = size - pos;
-        memcpy(d, data + pos, len);
-        pos += len;
-        if (len >= AFTP_WIRE_HEADER_LEN) {
-            uint32_t id = to_sender ? SENDER_ID : RECEIVER_ID;
-            for (int i = 0; i < 4; i++)
-                d[4 + i] = (uint8_t)(id >> (24 - 8 * i));
+            tampered = data[pos + 1] != 0;
         }
-        break;
+        pos = size - pos >= 2 ? pos + 2 : size;
+    } else if ((op & 3) == 3) {
+        /* The link's next datagram stays queued. */
+        if (len > 0)
+            queue_unpop(q);
+        pos = take_injected(data, size, pos, to_sender, d, &len);
+        tampered = len > 0;
     }
+    h.tampered |= tampered;
+    h.tampered_rcv |= tampered && !to_sender;
     if (len > 0)
         deliver(to_sender, d, len);
     return pos;
@@ -358,12 +403,13 @@ static uint64_t next_expiry(void)
  * is committed, none still open. */
 static void check_clean_end(void)
 {
-    if (aftp_sender_error(h.snd) != AFTP_OK || aftp_receiver_error(h.rcv) != AFTP_OK)
+    if (h.tampered || aftp_sender_error(h.snd) != AFTP_OK ||
+        aftp_receiver_error(h.rcv) != AFTP_OK)
         return;
-    for (unsigned i = 0; i < FILES; i++) {
-        int sent = h.file[i].verdict == AFTP_VERDICT_SEND ||
-                   h.file[i].verdict == AFTP_VERDICT_RESUME;
-        FUZZ_CHECK(!h.file[i].open && h.file[i].committed == sent);
+    for (uint32_t id = FIRST_FILE; id < FIRST_FILE + FILES; id++) {
+        int sent = h.file[id].verdict == AFTP_VERDICT_SEND ||
+                   h.file[id].verdict == AFTP_VERDICT_RESUME;
+        FUZZ_CHECK(!h.file[id].open && h.file[id].committed == sent);
     }
 }
 
