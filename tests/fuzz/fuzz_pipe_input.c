@@ -22,7 +22,9 @@
  * FILE and never writes a block twice nor a block RESUME held; every file
  * committed (alone or in a group) is byte-exact; every datagram fits
  * max_datagram; expiry always advances (an engine handled at its expiry
- * has a later one within a bounded number of steps); both sessions end.
+ * has a later one within a bounded number of steps); both sessions end, unless datagrams were tampered with (then the two
+ * sides may disagree for good on what the receiver holds, and trade
+ * FILE_DONE and FEEDBACK on a backed-off timer without ending).
  */
 #include <string.h>
 
@@ -415,8 +417,9 @@ static void check_clean_end(void)
     }
 }
 
-/* A faithful link and a clock that runs to each next expiry: both
- * sessions end (done, or an error, or the idle timeout). */
+/* A faithful link and a clock that runs to each next expiry, for at most
+ * FINAL_STEPS expiries: both sessions end (done, or an error, or the idle
+ * timeout), unless the input tampered with datagrams. */
 static void finish(void)
 {
     static uint8_t d[AFTP_WIRE_MAX_DATAGRAM];
@@ -438,7 +441,11 @@ static void finish(void)
         h.now = at;
         drain();
     }
-    FUZZ_CHECK(!"both sessions end");
+    /* Tampered, the two sides may disagree for good on what the receiver
+     * holds (a forged VERDICTS or FEEDBACK): they may then go on trading
+     * FILE_DONE and FEEDBACK at the sender's backed-off timer, neither
+     * spinning (checked above) nor ending. Untampered, they must end. */
+    FUZZ_CHECK(h.tampered);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
