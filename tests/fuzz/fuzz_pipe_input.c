@@ -18,13 +18,18 @@
  * When the input ends, the link delivers everything faithfully and the
  * clock runs to each next expiry until both engines have closed.
  *
- * Properties: nothing crashes; the receiver writes only inside an open
- * FILE and never writes a block twice nor a block RESUME held; every file
- * committed (alone or in a group) is byte-exact; every datagram fits
- * max_datagram; expiry always advances (an engine handled at its expiry
- * has a later one within a bounded number of steps); both sessions end, unless datagrams were tampered with (then the two
- * sides may disagree for good on what the receiver holds, and trade
- * FILE_DONE and FEEDBACK on a backed-off timer without ending).
+ * Properties: nothing crashes; the receiver's storage is asked about each
+ * entry once, in ascending id order; the receiver writes only inside an
+ * open FILE (as the ENTRIES it decoded describe it) and never writes a
+ * block twice nor a block RESUME held; every committed file (alone or in a
+ * group) holds all its blocks and, unless a corrupted or injected datagram
+ * reached the receiver, is the sender's file byte for byte; every datagram
+ * fits max_datagram; expiry always advances (an engine handled at its
+ * expiry has a later one within a bounded number of steps). Untampered
+ * (the link only lost datagrams), both sessions end, and cleanly unless at
+ * the idle timeout. Tampered, the two sides may disagree for good on what
+ * the receiver holds and trade FILE_DONE and FEEDBACK on a backed-off
+ * timer without ending; only the spinning is checked then.
  */
 #include <string.h>
 
