@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <setjmp.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -36,6 +37,7 @@ typedef struct test_server {
     pthread_mutex_t lock;
     pthread_cond_t cond;
     pthread_t thread;
+    atomic_int stop; /* a push that failed before its HELLO leaves the server waiting */
     aftp_io_result res;
     unsigned entries_ended, skipped;
 } test_server;
@@ -67,7 +69,7 @@ static void *serve_thread(void *arg)
     aftp_serve_opts o = {.listen = (struct sockaddr *)&any, .listen_len = sizeof any,
                          .dirfd = s->dirfd, .once = 1, .pipeline_window = WINDOW,
                          .security = {.cipher = AFTP_CIPHER_NONE},
-                         .hooks = {.app = s}, .on_listening = on_listening,
+                         .hooks = {.app = s, .interrupt = &s->stop}, .on_listening = on_listening,
                          .on_session_event = on_server_event};
     aftp_serve_run(&o, &s->res);
     return NULL;
@@ -140,6 +142,8 @@ static void push_tree(const char *src, int dst, unsigned flags, test_server *s,
                         .policy = AFTP_CC_FIXED, .security = {.cipher = AFTP_CIPHER_NONE},
                         .hooks = {.on_event = on_push_event, .app = count}};
     int rc = aftp_push_run(&o, res);
+    if (rc != AFTP_OK)
+        atomic_store(&s->stop, 1);
     pthread_join(s->thread, NULL);
     if (rc != AFTP_OK || s->res.error != AFTP_OK)
         print_message("push: %s; serve: %s\n", res->io.message, s->res.message);
