@@ -181,6 +181,7 @@ static void test_tree_then_sync(void **state)
     print_message("sync push: receiver sent %llu datagrams for %u entries\n",
                   (unsigned long long)s.res.stats.packets_sent, s.entries_ended);
     io_test_rmtree(srcdir);
+    free(srcdir);
     close(srcfd);
 }
 
