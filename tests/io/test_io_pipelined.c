@@ -19,6 +19,7 @@
 
 #include <cmocka.h>
 
+#include "aftp/aftp_global.h"
 #include "aftp_push.h"
 #include "aftp_serve.h"
 #include "io_testutil.h"
@@ -121,7 +122,20 @@ static void make_tree(int dirfd)
 
 typedef struct push_count {
     unsigned entries_ended;
+    const char *shrink; /* optional: truncated to 0 once DATA has gone out */
 } push_count;
+
+/* The source shrinks mid-transfer: the sender's next reads of its mapping
+ * fault (SIGBUS), or its size check sees it. */
+static void on_push_tick(void *app, const aftp_stats *st, uint64_t now_ns)
+{
+    push_count *c = app;
+    (void)now_ns;
+    if (c->shrink != NULL && st->payload_bytes_sent > 0) {
+        assert_int_equal(truncate(c->shrink, 0), 0);
+        c->shrink = NULL;
+    }
+}
 
 static void on_push_event(void *app, const aftp_event *ev)
 {
@@ -130,21 +144,29 @@ static void on_push_event(void *app, const aftp_event *ev)
 }
 
 /* Pushes SRC `src` to a fresh pipelined server writing into dst. */
-static void push_tree(const char *src, int dst, unsigned flags, test_server *s,
-                      aftp_push_result *res, push_count *count)
+static int push_tree_at(const char *src, int dst, unsigned flags, uint64_t rate_bps,
+                        test_server *s, aftp_push_result *res, push_count *count)
 {
     server_start(s, dst);
     const char *files[] = {src};
-    memset(count, 0, sizeof *count);
     aftp_push_opts o = {.files = files, .file_count = 1, .pipeline_window = WINDOW,
                         .entry_flags = flags, .peer = (struct sockaddr *)&s->addr,
-                        .peer_len = sizeof s->addr, .rate_bps = UINT64_C(1000000000),
+                        .peer_len = sizeof s->addr, .rate_bps = rate_bps,
                         .policy = AFTP_CC_FIXED, .security = {.cipher = AFTP_CIPHER_NONE},
-                        .hooks = {.on_event = on_push_event, .app = count}};
+                        .hooks = {.on_event = on_push_event, .on_tick = on_push_tick,
+                                  .app = count}};
     int rc = aftp_push_run(&o, res);
     if (rc != AFTP_OK)
         atomic_store(&s->stop, 1);
     pthread_join(s->thread, NULL);
+    return rc;
+}
+
+static void push_tree(const char *src, int dst, unsigned flags, test_server *s,
+                      aftp_push_result *res, push_count *count)
+{
+    memset(count, 0, sizeof *count);
+    int rc = push_tree_at(src, dst, flags, UINT64_C(1000000000), s, res, count);
     if (rc != AFTP_OK || s->res.error != AFTP_OK)
         print_message("push: %s; serve: %s\n", res->io.message, s->res.message);
     assert_int_equal(rc, AFTP_OK);
@@ -185,10 +207,39 @@ static void test_tree_then_sync(void **state)
     close(srcfd);
 }
 
+/* A source truncated while its entry is in flight: the session fails
+ * with SOURCE_CHANGED, saying so, and the process lives (the guard over
+ * every mapped source caught the faulting reads). */
+static void test_source_shrinks_mid_tree(void **state)
+{
+    int srcfd, dst = io_test_scratch_fd(state);
+    char *srcdir = io_test_mkdtemp(&srcfd), src[512], big[600];
+    assert_int_equal(mkdirat(srcfd, "top", 0755), 0);
+    write_file(srcfd, "top/big", BIG_FILE, 7, 0644, 1700000000);
+    snprintf(src, sizeof src, "%s/top", srcdir);
+    snprintf(big, sizeof big, "%s/big", src);
+    test_server s;
+    aftp_push_result res;
+    push_count count = {.shrink = big};
+    /* ~1 s for the file: ticks come every 250 ms */
+    int rc = push_tree_at(src, dst, 0, UINT64_C(40000000), &s, &res, &count);
+    assert_null(count.shrink);
+    print_message("shrunk source: %s\n", res.io.message);
+    assert_int_equal(rc, AFTP_ERR_SOURCE_CHANGED);
+    assert_false(io_test_exists(dst, "top/big"));
+    io_test_rmtree(srcdir);
+    free(srcdir);
+    close(srcfd);
+}
+
 int main(void)
 {
+    /* The embedder's permission for the SIGBUS guard, as the CLI gives it. */
+    if (aftp_global_init(AFTP_INIT_GUARD_SOURCE) != AFTP_OK)
+        return 1;
     const struct CMUnitTest tests[] = {
         IO_TEST_SCRATCH(test_tree_then_sync),
+        IO_TEST_SCRATCH(test_source_shrinks_mid_tree),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
