@@ -475,11 +475,14 @@ static int push_tree_run(const aftp_push_opts *o, aftp_push_result *out)
     if (rc == AFTP_OK)
         rc = connect_and_run(o, &ctx, &turn, NULL, out);
     if (aftp_mapguard_tripped(&feed.guard)) {
-        aftp_treesend_check(&ctx.storage.tree_src); /* the detail, if a check finds it */
+        /* the detail, if the changed source is still open (a faulting
+         * read ends its entry before anyone can ask which it was) */
+        aftp_treesend_check(&ctx.storage.tree_src);
         rc = res->error = AFTP_ERR_SOURCE_CHANGED;
         snprintf(res->message, sizeof res->message, "%s",
                  ctx.storage.tree_src.message[0] ? ctx.storage.tree_src.message
-                                                 : "a source file shrank while it was sent");
+                                                 : "a source file shrank while it was sent (another program "
+                                                   "truncated it); send again once it is stable");
     }
     aftp_tree_fini(&feed.walk);
     aftp_treesend_fini(&ctx.storage.tree_src);
