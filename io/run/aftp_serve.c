@@ -124,15 +124,21 @@ static int storage_move(serve_state *st, int dirfd)
     return storage_open(st, dirfd);
 }
 
-/* The session's root goes with the session (or the HELLO that was to
- * start it); the store writes beneath the server's directory again. */
+static void close_session_root(serve_state *st)
+{
+    if (st->session_root >= 0)
+        close(st->session_root);
+    st->session_root = -1;
+}
+
+/* The root of a HELLO that started nothing goes with it; the storage
+ * writes beneath the server's directory again. */
 static void drop_session_root(serve_state *st)
 {
     if (st->session_root < 0)
         return;
     storage_move(st, st->o->dirfd);
-    close(st->session_root);
-    st->session_root = -1;
+    close_session_root(st);
 }
 
 /* The server's own admission (o->admit): refuse, or admit into a root. */
@@ -433,8 +439,8 @@ static void serve_one(serve_state *st, aftp_io_result *res)
     }
     aftp_receiver_del(d.receiver);
     d.receiver = NULL; /* the listener is not polled for this session any more */
-    drop_session_root(st);
-    storage_close(st);
+    storage_close(st); /* beneath the session's root, which goes after it */
+    close_session_root(st);
     aftp_udp_close(&sess);
 }
 
