@@ -479,10 +479,11 @@ static int push_tree_run(const aftp_push_opts *o, aftp_push_result *out)
          * read ends its entry before anyone can ask which it was) */
         aftp_treesend_check(&ctx.storage.tree_src);
         rc = res->error = AFTP_ERR_SOURCE_CHANGED;
+        const char *why = ctx.storage.tree_src.message;
         snprintf(res->message, sizeof res->message, "%s",
-                 ctx.storage.tree_src.message[0] ? ctx.storage.tree_src.message
-                                                 : "a source file shrank while it was sent (another program "
-                                                   "truncated it); send again once it is stable");
+                 why[0] ? why
+                        : "a source file shrank while it was sent (another program truncated "
+                          "it); send again once it is stable");
     }
     aftp_tree_fini(&feed.walk);
     aftp_treesend_fini(&ctx.storage.tree_src);

@@ -210,7 +210,9 @@ static int new_receiver(serve_state *st, aftp_receiver **out)
     set.max_datagram = aftp_io_max_datagram(o->max_datagram);
     if (o->idle_timeout_ns)
         set.idle_timeout_ns = o->idle_timeout_ns;
-    set.storage = o->faux ? &aftp_faux_sink_ops : pipelined(o) ? &aftp_treestore_ops : &aftp_store_ops;
+    set.storage = o->faux        ? &aftp_faux_sink_ops
+                  : pipelined(o) ? &aftp_treestore_ops
+                                 : &aftp_store_ops;
     set.pipeline_window = pipelined(o) ? o->pipeline_window : 0;
     set.on_event = serve_on_event;
     set.user = &ctx->storage;
