@@ -38,6 +38,10 @@ static void note_event(aftp_io_result *res, const aftp_event *ev)
         else if (res->error == AFTP_OK)
             res->error = ev->error;
         break;
+    case AFTP_EV_ENTRY_END: /* pipelined mode: a refused or failed entry */
+        if (ev->error != AFTP_OK && res->error == AFTP_OK)
+            res->error = ev->error;
+        break;
     default:
         break;
     }

@@ -12,6 +12,8 @@
 #include "aftp_faux.h"
 #include "aftp_source.h"
 #include "aftp_store.h"
+#include "aftp_treesend.h"
+#include "aftp_treestore.h"
 
 /* Datagram sizes follow from the path MTU (spec section 4.1): an IP packet
  * of `mtu` bytes carries mtu - 48 bytes of UDP payload over IPv6 (40 + 8
@@ -65,6 +67,8 @@ typedef struct aftp_io_ctx {
         aftp_source src; /* client */
         aftp_store store; /* server */
         aftp_faux_sink sink; /* server into faux:// */
+        aftp_treesend tree_src;    /* client, pipelined mode: the entries' sources */
+        aftp_treestore tree_dst;   /* server, pipelined mode: the destination tree */
     } storage;
     aftp_io_result *res;
     const aftp_io_hooks *hooks;

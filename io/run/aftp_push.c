@@ -8,6 +8,8 @@
 #include "aftp_keyfetch.h"
 #include "aftp_path.h"
 #include "aftp_source.h"
+#include "aftp_tree.h"
+#include "aftp_treesend.h"
 #include "aftp_udp.h"
 #include "aftp_wallclock.h"
 
@@ -261,73 +263,170 @@ static void queue_turn(push_queue *q, uint64_t now)
         aftp_sender_finish(q->sender);
 }
 
-/* What the datapath loop does each turn besides the engine's work. */
+/* Pipelined mode: the walk of o->files feeding the engine its entries as
+ * its window frees (an entry refused with AFTP_ERR_LIMIT waits for the
+ * next turn, after an ENTRY_END). */
+typedef struct push_feed {
+    const aftp_push_opts *o;
+    aftp_io_ctx *ctx;
+    aftp_sender *sender;
+    aftp_tree walk;
+    aftp_tree_entry e;
+    aftp_entry_info info; /* the entry waiting for room, its strings the walk's */
+    uint32_t next_id;
+    int pending, done;
+    /* One guard for every mapped source: the treesend's sources each have
+     * their own, but a SIGBUS handler arms one guard per thread. The
+     * engine's writes read nothing file-backed but the sources, so a
+     * fault anywhere during them is a source that shrank: the guard spans
+     * the whole address space, and aftp_treesend_check tells which. */
+    aftp_mapguard guard;
+} push_feed;
+
+static void walk_notice(void *user, const char *local, int err, const char *why)
+{
+    const aftp_push_opts *o = user;
+    char shown[256], text[600];
+    (void)err;
+    aftp_path_printable(local, shown, sizeof shown);
+    snprintf(text, sizeof text, "skipped %s: %s", shown, why);
+    aftp_io_warn(&o->hooks, text);
+}
+
+/* The walk's next entry into f->info (a FILE noted with its local path
+ * for the storage): 1, 0 when the walk is over, or the error. */
+static int feed_load(push_feed *f)
+{
+    if (aftp_tree_next(&f->walk, &f->e) != 1)
+        return 0;
+    int rc = aftp_treesend_entry_info(&f->e, f->next_id, 0, f->o->entry_flags, &f->info);
+    if (rc == AFTP_OK && f->e.kind == AFTP_TREE_FILE)
+        rc = aftp_treesend_add(&f->ctx->storage.tree_src, &f->info, f->e.local);
+    if (rc != AFTP_OK)
+        return rc;
+    f->next_id++;
+    return 1;
+}
+
+static void feed_turn(push_feed *f, uint64_t now)
+{
+    while (f != NULL && !f->done) {
+        int rc = f->pending ? 1 : feed_load(f);
+        if (rc == 0) {
+            aftp_sender_finish(f->sender);
+            f->done = 1;
+            return;
+        }
+        f->pending = 1;
+        if (rc == 1)
+            rc = aftp_sender_add_entry(f->sender, &f->info);
+        if (rc == AFTP_ERR_LIMIT)
+            return; /* the window is full */
+        f->pending = 0;
+        if (rc != AFTP_OK) {
+            char reason[96];
+            snprintf(reason, sizeof reason, "the sender cannot read its entry %u", f->next_id - 1);
+            aftp_sender_abort(f->sender, now, rc, reason);
+            f->done = 1;
+        }
+    }
+}
+
+/* After each batch, as after_batch does for one source: a source whose
+ * size or mtime changed trips the session's guard. */
+static void after_tree_batch(void *ctx)
+{
+    push_feed *f = ctx;
+    if (aftp_treesend_check(&f->ctx->storage.tree_src) != AFTP_OK)
+        aftp_mapguard_trip(&f->guard);
+}
+
+/* What the datapath loop does each turn besides the engine's work: one
+ * of q (one-file mode) and feed (pipelined mode). */
 typedef struct push_turn {
     push_key_probe kp;
     push_queue *q;
+    push_feed *feed;
 } push_turn;
 
 static void on_turn(void *ctx, uint64_t now)
 {
     push_turn *t = ctx;
     key_probe_turn(&t->kp, now);
-    queue_turn(t->q, now);
+    if (t->q != NULL)
+        queue_turn(t->q, now);
+    feed_turn(t->feed, now);
 }
 
-static int run_session(const aftp_push_opts *o, push_queue *q, aftp_udp *udp,
-                       const aftp_file_info *info, uint16_t max_datagram,
-                       aftp_push_result *res)
+static void sender_settings(const aftp_push_opts *o, aftp_io_ctx *ctx, int pipelined,
+                            uint16_t max_datagram, aftp_sender_settings *set)
 {
-    aftp_io_ctx *ctx = q->ctx;
-    aftp_sender_settings set;
-    aftp_sender_settings_default(&set);
-    set.conn_id = aftp_io_random_conn_id();
-    set.rate_bps = o->rate_bps;
-    set.policy = o->policy;
-    set.max_rate_bps = o->max_rate_bps;
-    set.min_rate_bps = o->min_rate_bps;
-    set.max_datagram = max_datagram;
+    aftp_sender_settings_default(set);
+    set->conn_id = aftp_io_random_conn_id();
+    set->rate_bps = o->rate_bps;
+    set->policy = o->policy;
+    set->max_rate_bps = o->max_rate_bps;
+    set->min_rate_bps = o->min_rate_bps;
+    set->max_datagram = max_datagram;
     if (o->idle_timeout_ns)
-        set.idle_timeout_ns = o->idle_timeout_ns;
-    set.storage = &aftp_source_ops;
-    set.on_event = aftp_io_on_event;
-    set.user = &ctx->storage.src;
-    set.security = o->security;
+        set->idle_timeout_ns = o->idle_timeout_ns;
+    set->storage = pipelined ? &aftp_treesend_ops : &aftp_source_ops;
+    set->pipeline_window = pipelined ? o->pipeline_window : 0;
+    set->on_event = aftp_io_on_event;
+    set->user = &ctx->storage; /* src or tree_src: aftp_io_on_event finds ctx */
+    set->security = o->security;
     /* Wall-clock time, not the datapath's monotonic clock: the server
      * refuses a repeat or one older than its replay window (spec 14.2.4),
      * so it must move forward across runs and hosts. */
-    set.security.unix_time_ns = aftp_wallclock_now_ns();
+    set->security.unix_time_ns = aftp_wallclock_now_ns();
+}
+
+/* The session, in one-file mode (turn->q, its first file `info`) or
+ * pipelined mode (turn->feed). */
+static int run_session(const aftp_push_opts *o, aftp_io_ctx *ctx, push_turn *turn, aftp_udp *udp,
+                       const aftp_file_info *info, uint16_t max_datagram,
+                       aftp_push_result *res)
+{
+    push_queue *q = turn->q;
+    push_feed *f = turn->feed;
+    aftp_sender_settings set;
+    sender_settings(o, ctx, f != NULL, max_datagram, &set);
     aftp_sender *s = NULL;
     int rc = aftp_sender_new(&set, aftp_drive_now_ns(), &s);
-    if (rc == AFTP_OK)
+    if (rc == AFTP_OK && q != NULL)
         rc = aftp_sender_add_file(s, info);
     if (rc == AFTP_OK) {
-        push_turn turn = {.q = q};
-        q->sender = s;
-        key_probe_init(&turn.kp, o, s, res);
-        if (o->file_count == 1)
+        if (q != NULL)
+            q->sender = s;
+        else
+            f->sender = s;
+        key_probe_init(&turn->kp, o, s, res);
+        if (q != NULL && o->file_count == 1)
             aftp_sender_finish(s);
+        feed_turn(f, aftp_drive_now_ns());
         aftp_drive d = {.sender = s, .udp = udp, .max_datagram = set.max_datagram,
                         .interrupt = o->hooks.interrupt, .on_tick = o->hooks.on_tick,
-                        .app = o->hooks.app, .after_send = after_batch,
-                        .after_send_ctx = &ctx->storage.src,
-                        .source_guard = &ctx->storage.src.guard,
-                        .on_turn = on_turn, .on_turn_ctx = &turn};
+                        .app = o->hooks.app,
+                        .after_send = f != NULL ? after_tree_batch : after_batch,
+                        .after_send_ctx = f != NULL ? (void *)f : (void *)&ctx->storage.src,
+                        .source_guard = f != NULL ? &f->guard : &ctx->storage.src.guard,
+                        .on_turn = on_turn, .on_turn_ctx = turn};
         rc = aftp_drive_run(&d);
-        key_probe_end(&turn.kp);
+        key_probe_end(&turn->kp);
         aftp_drive_stats(&d, &ctx->res->stats);
-        if (q->ended) /* the session closed in the turn of the verdict */
+        if (q != NULL && q->ended) /* the session closed in the turn of the verdict */
             report_file(q);
     }
-    q->sender = NULL;
+    if (q != NULL)
+        q->sender = NULL;
     aftp_sender_del(s);
     return rc;
 }
 
 /* Opens the socket and runs the session; the result's message says why
  * either failed. */
-static int connect_and_run(const aftp_push_opts *o, push_queue *q, const aftp_file_info *info,
-                           aftp_push_result *out)
+static int connect_and_run(const aftp_push_opts *o, aftp_io_ctx *ctx, push_turn *turn,
+                           const aftp_file_info *info, aftp_push_result *out)
 {
     aftp_io_result *res = &out->io;
     aftp_udp udp;
@@ -339,7 +438,7 @@ static int connect_and_run(const aftp_push_opts *o, push_queue *q, const aftp_fi
         rc = fit_route(o, &udp, &max_datagram, res);
     if (rc == AFTP_OK) {
         res->phase = AFTP_IO_PHASE_SESSION;
-        rc = run_session(o, q, &udp, info, max_datagram, out);
+        rc = run_session(o, ctx, turn, &udp, info, max_datagram, out);
     }
     res->datagram_asked = max_datagram;
     /* The session may end before its CLOSE event (the receiver gone once
@@ -362,6 +461,37 @@ static void report_failure(push_queue *q)
     report_file(q);
 }
 
+/* Pipelined mode: the walk of o->files in one session. */
+static int push_tree_run(const aftp_push_opts *o, aftp_push_result *out)
+{
+    aftp_io_result *res = &out->io;
+    aftp_io_ctx ctx = {.res = res, .hooks = &o->hooks};
+    push_feed feed = {.o = o, .ctx = &ctx, .next_id = 1};
+    push_turn turn = {.feed = &feed};
+    aftp_treesend_init(&ctx.storage.tree_src);
+    int rc = aftp_tree_init(&feed.walk, o->files, o->file_count, walk_notice, (void *)o);
+    if (rc == AFTP_OK)
+        rc = aftp_mapguard_init(&feed.guard, NULL, SIZE_MAX);
+    if (rc == AFTP_OK)
+        rc = connect_and_run(o, &ctx, &turn, NULL, out);
+    if (aftp_mapguard_tripped(&feed.guard)) {
+        /* the detail, if the changed source is still open (a faulting
+         * read ends its entry before anyone can ask which it was) */
+        aftp_treesend_check(&ctx.storage.tree_src);
+        rc = res->error = AFTP_ERR_SOURCE_CHANGED;
+        const char *why = ctx.storage.tree_src.message;
+        snprintf(res->message, sizeof res->message, "%s",
+                 why[0] ? why
+                        : "a source file shrank while it was sent (another program truncated "
+                          "it); send again once it is stable");
+    }
+    aftp_tree_fini(&feed.walk);
+    aftp_treesend_fini(&ctx.storage.tree_src);
+    if (res->error == AFTP_OK)
+        res->error = rc;
+    return res->error;
+}
+
 int aftp_push_run(const aftp_push_opts *o, aftp_push_result *out)
 {
     aftp_io_result *res = &out->io;
@@ -377,6 +507,8 @@ int aftp_push_run(const aftp_push_opts *o, aftp_push_result *out)
         snprintf(res->message, sizeof res->message, "no file to send");
         return res->error = AFTP_ERR_INVALID_ARGUMENT;
     }
+    if (o->pipeline_window > 0)
+        return push_tree_run(o, out);
     int rc = open_file(&q, 0, &info);
     if (rc != AFTP_OK)
         return res->error = rc;
@@ -385,7 +517,8 @@ int aftp_push_run(const aftp_push_opts *o, aftp_push_result *out)
         snprintf(res->message, sizeof res->message, "interrupted before the transfer started");
         rc = AFTP_ERR_CANCELLED;
     } else {
-        rc = connect_and_run(o, &q, &info, out);
+        push_turn turn = {.q = &q};
+        rc = connect_and_run(o, &ctx, &turn, &info, out);
     }
     /* A transfer that failed because its source changed says what changed;
      * otherwise a file's own failure says more than the session's closing

@@ -32,6 +32,13 @@ typedef struct aftp_push_file_end {
 typedef struct aftp_push_opts {
     const char *const *files;  /* sent in this order, in one session */
     size_t file_count;         /* at least 1 */
+    /* 0: one-file mode, `files` are files. Else pipelined mode (spec 9.14)
+     * with this entry window: `files` are SRC arguments walked by
+     * aftp_tree (directories with their contents), each entry offered with
+     * `entry_flags` (AFTP_ENTRY_SYNC ...) as the window frees. on_file_end
+     * is not called in this mode: hooks.on_event sees each ENTRY_END. */
+    uint32_t pipeline_window;
+    unsigned entry_flags;
     const struct sockaddr *peer;
     socklen_t peer_len;
     uint64_t rate_bps;         /* FIXED: the rate; adaptive policies: the starting cap */

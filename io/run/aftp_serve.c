@@ -75,15 +75,70 @@ static int probe_lookup(void *user, const uint8_t *client_key, uint8_t *psk)
     return policy->lookup(policy->user, client_key, psk);
 }
 
-/* The session's root goes with the session (or the HELLO that was to
- * start it); the store writes beneath the server's directory again. */
-static void drop_session_root(serve_state *st)
+static int pipelined(const aftp_serve_opts *o)
+{
+    return o->pipeline_window > 0 && !o->faux;
+}
+
+/* The session's storage, empty, writing beneath `dirfd`. */
+static int storage_open(serve_state *st, int dirfd)
+{
+    const aftp_serve_opts *o = st->o;
+    aftp_io_ctx *ctx = st->ctx;
+    if (o->faux) {
+        memset(&ctx->storage.sink, 0, sizeof ctx->storage.sink);
+        return AFTP_OK;
+    }
+    if (!pipelined(o)) {
+        aftp_store_init(&ctx->storage.store, dirfd, o->overwrite);
+        return AFTP_OK;
+    }
+    aftp_place_options opt = {.mode_mask = AFTP_PLACE_MODE_DEFAULT, .overwrite = o->overwrite};
+    char why[256];
+    int rc = aftp_treestore_init(&ctx->storage.tree_dst, dirfd, &opt, why, sizeof why);
+    if (rc != AFTP_OK)
+        snprintf(ctx->res->message, sizeof ctx->res->message, "%s", why);
+    return rc;
+}
+
+static void storage_close(serve_state *st)
+{
+    if (st->o->faux)
+        return;
+    if (pipelined(st->o))
+        aftp_treestore_fini(&st->ctx->storage.tree_dst);
+    else
+        aftp_store_fini(&st->ctx->storage.store);
+}
+
+/* The storage writes beneath `dirfd` from now on. */
+static int storage_move(serve_state *st, int dirfd)
+{
+    if (st->o->faux)
+        return AFTP_OK;
+    if (!pipelined(st->o)) {
+        st->ctx->storage.store.dirfd = dirfd;
+        return AFTP_OK;
+    }
+    storage_close(st); /* nothing received yet: only the partial directory */
+    return storage_open(st, dirfd);
+}
+
+static void close_session_root(serve_state *st)
 {
     if (st->session_root >= 0)
         close(st->session_root);
     st->session_root = -1;
-    if (!st->o->faux)
-        st->ctx->storage.store.dirfd = st->o->dirfd;
+}
+
+/* The root of a HELLO that started nothing goes with it; the storage
+ * writes beneath the server's directory again. */
+static void drop_session_root(serve_state *st)
+{
+    if (st->session_root < 0)
+        return;
+    storage_move(st, st->o->dirfd);
+    close_session_root(st);
 }
 
 /* The server's own admission (o->admit): refuse, or admit into a root. */
@@ -99,9 +154,7 @@ static int admit_session(serve_state *st, const uint8_t *client_key)
     if (rc != AFTP_OK || rootfd < 0)
         return rc;
     st->session_root = rootfd;
-    if (!o->faux)
-        st->ctx->storage.store.dirfd = rootfd;
-    return AFTP_OK;
+    return storage_move(st, rootfd);
 }
 
 /* Message 1 opened in full (the client proved its key) once the timestamp
@@ -157,7 +210,10 @@ static int new_receiver(serve_state *st, aftp_receiver **out)
     set.max_datagram = aftp_io_max_datagram(o->max_datagram);
     if (o->idle_timeout_ns)
         set.idle_timeout_ns = o->idle_timeout_ns;
-    set.storage = o->faux ? &aftp_faux_sink_ops : &aftp_store_ops;
+    set.storage = o->faux        ? &aftp_faux_sink_ops
+                  : pipelined(o) ? &aftp_treestore_ops
+                                 : &aftp_store_ops;
+    set.pipeline_window = pipelined(o) ? o->pipeline_window : 0;
     set.on_event = serve_on_event;
     set.user = &ctx->storage;
     set.security = o->security;
@@ -320,8 +376,9 @@ static int accept_session(serve_state *st)
 static void settle_result(const aftp_serve_opts *o, aftp_io_ctx *ctx, int session_rc)
 {
     aftp_io_result *res = ctx->res;
-    const aftp_path_report *storage = o->faux ? &ctx->storage.sink.report
-                                              : &ctx->storage.store.report;
+    const aftp_path_report *storage = o->faux         ? &ctx->storage.sink.report
+                                      : pipelined(o) ? &ctx->storage.tree_dst.report
+                                                     : &ctx->storage.store.report;
     if (storage->last_error != AFTP_OK) {
         res->error = storage->last_error;
         snprintf(res->message, sizeof res->message, "%s", storage->message);
@@ -341,6 +398,21 @@ static int handshake_refused(const aftp_io_result *res)
                                res->error == AFTP_ERR_AUTH || res->error == AFTP_ERR_REPLAY);
 }
 
+/* Pipelined mode: the directories placed get their metadata once their
+ * files are committed (aftp_treestore_finish); a failure there fails a
+ * session that had not failed. */
+static void finish_tree(serve_state *st)
+{
+    aftp_io_result *res = st->ctx->res;
+    if (!pipelined(st->o))
+        return;
+    int rc = aftp_treestore_finish(&st->ctx->storage.tree_dst);
+    if (rc == AFTP_OK || res->error != AFTP_OK)
+        return;
+    res->error = rc;
+    snprintf(res->message, sizeof res->message, "%s", st->ctx->storage.tree_dst.place.message);
+}
+
 static void serve_one(serve_state *st, aftp_io_result *res)
 {
     const aftp_serve_opts *o = st->o;
@@ -352,17 +424,16 @@ static void serve_one(serve_state *st, aftp_io_result *res)
                     .app = o->hooks.app, .on_turn = poll_listener_while_busy, .on_turn_ctx = st};
     memset(res, 0, sizeof *res);
     res->phase = AFTP_IO_PHASE_SESSION;
-    if (o->faux)
-        memset(&ctx->storage.sink, 0, sizeof ctx->storage.sink);
-    else
-        aftp_store_init(&ctx->storage.store, o->dirfd, o->overwrite);
     st->ctx = ctx;
     st->d = &d;
-    int rc = accept_session(st);
+    int rc = storage_open(st, o->dirfd);
+    if (rc == AFTP_OK)
+        rc = accept_session(st);
     if (rc == AFTP_OK) {
         rc = aftp_drive_run(&d);
         aftp_drive_stats(&d, &res->stats);
         settle_result(o, ctx, rc);
+        finish_tree(st);
         if (o->on_session_end)
             o->on_session_end(o->hooks.app, res, (struct sockaddr *)&st->client.addr);
     } else {
@@ -370,9 +441,8 @@ static void serve_one(serve_state *st, aftp_io_result *res)
     }
     aftp_receiver_del(d.receiver);
     d.receiver = NULL; /* the listener is not polled for this session any more */
-    if (!o->faux)
-        aftp_store_fini(&ctx->storage.store);
-    drop_session_root(st);
+    storage_close(st); /* beneath the session's root, which goes after it */
+    close_session_root(st);
     aftp_udp_close(&sess);
 }
 

@@ -41,6 +41,10 @@ typedef struct aftp_serve_opts {
     int faux;              /* no directory: receive into faux:// (aftp_faux.h) */
     int overwrite;         /* replace existing files */
     int once;              /* return after the first session */
+    /* 0: one-file mode only. Else (with a directory, not faux) the largest
+     * pipelined entry window accepted (spec 9.14): each session's files,
+     * directories and metadata go through aftp_treestore beneath its root. */
+    uint32_t pipeline_window;
     uint64_t idle_timeout_ns; /* 0: the engine's default */
     uint16_t max_datagram;    /* largest datagram to accept; 0: AFTP_IO_DATAGRAM */
     aftp_security_settings security; /* identity, admission policy (borrowed), cipher */
