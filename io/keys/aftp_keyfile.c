@@ -561,7 +561,7 @@ int aftp_keyfile_known_hosts_append(const char *path, const char *host, const ui
         return fail(AFTP_ERR_INVALID_ARGUMENT, err, err_len, "invalid host name");
     aftp_keyfile_format_public(key, NULL, pub, sizeof pub);
     int n = snprintf(line, sizeof line, "%s %s", host, pub);
-    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0)
         return open_error(path, err, err_len);
     int rc = write_all(fd, line, (size_t)n);

@@ -86,7 +86,7 @@ int aftp_keyfile_known_hosts_lookup(const char *name, const char *text, size_t l
 /* The same on a file; a missing file lists nothing. */
 int aftp_keyfile_known_hosts_lookup_file(const char *path, const char *host, uint8_t *key,
                                          char *err, size_t err_len);
-/* Appends "host aftp-x25519 <base64>\n" (creating the file, mode 0644). */
+/* Appends "host aftp-x25519 <base64>\n" (creating the file, mode 0600). */
 int aftp_keyfile_known_hosts_append(const char *path, const char *host, const uint8_t *key,
                                     char *err, size_t err_len);
 
