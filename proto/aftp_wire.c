@@ -924,7 +924,7 @@ static int write_entry(aftp_wire_writer *w, const aftp_wire_entry *e)
 /* Reads and checks `count` entry records (6.13 steps 2 and 3). */
 static int skip_entries(aftp_wire_reader *r, uint16_t count)
 {
-    aftp_wire_entry prev, e;
+    aftp_wire_entry prev = {0}, e; /* prev: read only from the second record on */
     for (uint16_t i = 0; i < count; i++) {
         TRY(read_entry(r, &e));
         if (!valid_entry(&e) || (i > 0 && !entry_follows(&prev, &e)))
