@@ -122,14 +122,20 @@ int aftp_treesend_add(aftp_treesend *t, const aftp_entry_info *info, const char 
     return AFTP_OK;
 }
 
-/* Index of entry id, or count. Entries end about in order: the wanted
- * one is near the front. */
+/* Index of entry id, or count: a binary search (files ascend by id), as
+ * each DATA's view comes here and the file being sent sits behind the
+ * window's files still waiting for their results. */
 static size_t index_of(const aftp_treesend *t, uint32_t id)
 {
-    size_t i = 0;
-    while (i < t->count && t->files[i]->id != id)
-        i++;
-    return i;
+    size_t lo = 0, hi = t->count;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (t->files[mid]->id < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < t->count && t->files[lo]->id == id ? lo : t->count;
 }
 
 /* Opens f's source; it must still be what the entry announced. */
