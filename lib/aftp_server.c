@@ -626,13 +626,18 @@ static int prepare_security(aftp_server *s, aftp_security_settings *sec)
     return AFTP_OK;
 }
 
+/* The entry window a pipelined client gets at most (spec 12.3.2): enough
+ * entries in flight to keep a 1 Gbit/s, 150 ms path busy with files of a
+ * few KiB; each costs the session its path and a record. */
+#define AFTP_SERVER_PIPELINE_WINDOW 4096u
+
 static int serve(aftp_server *s, int dirfd)
 {
     aftp_io_result res;
     aftp_serve_opts o = {
         .listen = (const struct sockaddr *)&s->listen, .listen_len = s->listen_len,
         .dirfd = dirfd, .faux = keeps_nothing(s), .overwrite = s->overwrite, .once = s->once,
-        .idle_timeout_ns = s->idle_timeout_ns,
+        .pipeline_window = AFTP_SERVER_PIPELINE_WINDOW, .idle_timeout_ns = s->idle_timeout_ns,
         .max_datagram = (uint16_t)AFTP_IO_DATAGRAM_FOR(s->mtu),
         .hooks = {.on_warning = on_warning, .on_tick = on_tick, .app = s,
                   .interrupt = &s->stop},

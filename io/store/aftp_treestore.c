@@ -26,6 +26,8 @@ struct aftp_treestore_file {
     uint64_t stored;   /* bytes held: resumed, then written */
     uint64_t unsynced; /* bytes written since the journal's last sync */
     int deferred;      /* verified, awaiting commit_group */
+    int resumable;     /* its sender can resume (flag RESUME): an unfinished
+                        * file keeps its state for that, else it is removed */
     uint8_t *map;      /* read-only view of the partial file, or NULL */
     aftp_place_dirrec *dir; /* the placed directory held back for it */
     aftp_block_range *held; /* RESUME's verdict, owned */
@@ -37,17 +39,32 @@ static int fail(aftp_treestore *ts, int err, const char *what, const char *detai
     return aftp_path_report_fail(&ts->report, err, what, detail);
 }
 
+/* AFTP_JOURNAL_DIR beneath the root, made when missing. */
+static int open_partial_dir(aftp_treestore *ts, char *why, size_t cap)
+{
+    if (ts->partial_dir >= 0)
+        return AFTP_OK;
+    int rc = aftp_journal_dir_open(ts->root, &ts->partial_dir, why, cap);
+    if (rc == AFTP_OK)
+        aftp_journal_sweep_init(&ts->sweep, ts->partial_dir, ts->sweep.max_age_s);
+    return rc;
+}
+
 int aftp_treestore_init(aftp_treestore *ts, int root, const aftp_place_options *opt, char *why,
                         size_t cap)
 {
     memset(ts, 0, sizeof *ts);
     ts->root = root;
+    ts->partial_dir = -1;
     aftp_place_init(&ts->place, root, opt);
-    int rc = aftp_journal_dir_open(root, &ts->partial_dir, why, cap);
-    if (rc != AFTP_OK)
-        return rc;
-    aftp_journal_sweep_init(&ts->sweep, ts->partial_dir, AFTP_JOURNAL_DEFAULT_MAX_AGE_S);
-    return AFTP_OK;
+    aftp_journal_sweep_init(&ts->sweep, -1, AFTP_JOURNAL_DEFAULT_MAX_AGE_S);
+    /* An existing resume directory is opened now, so that a bad one (a
+     * link, another user's) is reported before any entry; a missing one
+     * is made only when a file needs it, so that a session that receives
+     * no file leaves the destination as it was. */
+    if (faccessat(root, AFTP_JOURNAL_DIR, F_OK, AT_SYMLINK_NOFOLLOW) != 0 && errno == ENOENT)
+        return AFTP_OK;
+    return open_partial_dir(ts, why, cap);
 }
 
 /* ---- records of open files, ascending id ---- */
@@ -246,7 +263,7 @@ static int check_existing(aftp_treestore *ts, const aftp_entry_info *info, int *
 static int check_space(aftp_treestore *ts, uint64_t size)
 {
     struct statvfs vfs;
-    if (fstatvfs(ts->partial_dir, &vfs) != 0 || vfs.f_blocks == 0)
+    if (fstatvfs(ts->root, &vfs) != 0 || vfs.f_blocks == 0)
         return AFTP_OK; /* no block counts: writes will tell */
     uint64_t unit = vfs.f_frsize ? vfs.f_frsize : vfs.f_bsize;
     uint64_t free_blocks = geteuid() == 0 ? vfs.f_bfree : vfs.f_bavail;
@@ -287,8 +304,12 @@ static int open_journal(aftp_treestore *ts, aftp_treestore_file *f, const aftp_e
     aftp_journal_source src = {.size = info->file.size, .mtime_ns = info->file.mtime_ns,
                                .identity = info->source_id,
                                .block_size = info->file.block_size ? info->file.block_size : 1};
+    char why[sizeof f->j.why];
+    int rc = open_partial_dir(ts, why, sizeof why);
+    if (rc != AFTP_OK)
+        return fail(ts, rc, "cannot keep resume state for", why);
     make_room(ts, NULL);
-    int rc = aftp_journal_open(&f->j, ts->partial_dir, info->file.path, &src);
+    rc = aftp_journal_open(&f->j, ts->partial_dir, info->file.path, &src);
     int resumable = f->j.outcome == AFTP_JOURNAL_RESUMED && f->j.durable.count > 0 &&
                     (info->flags & AFTP_ENTRY_RESUME);
     if (rc == AFTP_OK && f->j.outcome == AFTP_JOURNAL_RESUMED && !resumable) {
@@ -318,7 +339,8 @@ static int entry_file(aftp_treestore *ts, const aftp_entry_info *info, aftp_entr
         return AFTP_OK;
     }
     *f = (aftp_treestore_file){.id = info->file.file_id, .size = info->file.size,
-                               .mode = info->file.mode, .mtime_ns = info->file.mtime_ns};
+                               .mode = info->file.mode, .mtime_ns = info->file.mtime_ns,
+                               .resumable = (info->flags & AFTP_ENTRY_RESUME) != 0};
     rc = open_journal(ts, f, info);
     int listed = rc == AFTP_OK ? insert(ts, f) : rc;
     if (listed != AFTP_OK) {
@@ -406,6 +428,20 @@ static int sync_file(aftp_treestore *ts, aftp_treestore_file *f)
     return rc;
 }
 
+/* Names the file a write failed for, with the figures a full disk needs. */
+static int write_failed(aftp_treestore *ts, aftp_treestore_file *f, int rc)
+{
+    char detail[160];
+    if (aftp_path_report_start(&ts->report, f->j.path) != AFTP_OK)
+        return rc;
+    if (rc == AFTP_ERR_NO_SPACE) {
+        snprintf(detail, sizeof detail, "%" PRIu64 " bytes needed, %" PRIu64 " held: %s",
+                 f->size, f->stored, strerror(ENOSPC));
+        return fail(ts, rc, "not enough space to receive", detail);
+    }
+    return fail(ts, rc, "cannot write", f->j.why[0] ? f->j.why : aftp_strerror(rc));
+}
+
 int aftp_treestore_write(aftp_treestore *ts, uint32_t id, uint64_t off, const uint8_t *data,
                          size_t len)
 {
@@ -415,7 +451,7 @@ int aftp_treestore_write(aftp_treestore *ts, uint32_t id, uint64_t off, const ui
         return rc;
     if ((rc = ensure_open(ts, f)) != AFTP_OK || (rc = write_all(f->j.data_fd, off, data, len)) !=
         AFTP_OK || (rc = note_blocks(f, off, len)) != AFTP_OK)
-        return rc;
+        return write_failed(ts, f, rc);
     f->stored += len;
     f->unsynced += len;
     return f->unsynced >= AFTP_TREESTORE_SYNC_BYTES ? sync_file(ts, f) : AFTP_OK;
@@ -489,8 +525,9 @@ int aftp_treestore_close(aftp_treestore *ts, uint32_t id, int commit)
     if (commit == AFTP_CLOSE_COMMIT)
         return commit_file(ts, f);
     /* Discarded whole: it failed its verification, so its blocks are not
-     * to be resumed. Discarded unfinished: keep what arrived. */
-    if (f->stored >= f->size) {
+     * to be resumed. Discarded unfinished: keep what arrived, for a
+     * sender that can resume. */
+    if (f->stored >= f->size || !f->resumable) {
         end_file(ts, f, DISCARD_STATE);
         return AFTP_OK;
     }
@@ -529,19 +566,27 @@ int aftp_treestore_finish(aftp_treestore *ts)
 
 void aftp_treestore_fini(aftp_treestore *ts)
 {
-    while (ts->count > 0)
-        end_file(ts, ts->files[ts->count - 1], KEEP_STATE);
+    while (ts->count > 0) {
+        aftp_treestore_file *f = ts->files[ts->count - 1];
+        end_file(ts, f, f->resumable ? KEEP_STATE : DISCARD_STATE);
+    }
     aftp_place_finish(&ts->place);
     aftp_journal_sweep_fini(&ts->sweep);
     free(ts->files);
-    if (ts->partial_dir >= 0)
+    if (ts->partial_dir >= 0) {
         close(ts->partial_dir);
+        /* Nothing left to resume: leave no empty resume directory behind
+         * (one that still holds state stays, ENOTEMPTY). */
+        (void)unlinkat(ts->root, AFTP_JOURNAL_DIR, AT_REMOVEDIR);
+    }
     ts->files = NULL;
     ts->partial_dir = -1;
 }
 
 int aftp_treestore_sweep_step(aftp_treestore *ts, unsigned budget)
 {
+    if (ts->partial_dir < 0)
+        return 0; /* no resume directory: nothing to sweep */
     return aftp_journal_sweep_step(&ts->sweep, budget);
 }
 
