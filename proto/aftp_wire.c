@@ -839,9 +839,18 @@ uint64_t aftp_wire_entry_blocks(const aftp_wire_entry *e)
     return aftp_wire_block_count(e->size, e->block_size);
 }
 
+/* Bytes of the hole list after the target: its count and ranges. */
+static size_t holes_len(const aftp_wire_entry *e)
+{
+    if (!(e->flags & AFTP_WIRE_ENTRY_HOLES))
+        return 0;
+    return 2 + (e->holes != NULL ? aftp_wire_ranges_encoded_len(0, e->holes, e->hole_count)
+                                 : e->hole_bytes_len);
+}
+
 size_t aftp_wire_entry_len(const aftp_wire_entry *e)
 {
-    return AFTP_WIRE_ENTRY_FIXED + (size_t)e->path_len + e->target_len;
+    return AFTP_WIRE_ENTRY_FIXED + (size_t)e->path_len + e->target_len + holes_len(e);
 }
 
 static int valid_name(const uint8_t *p, uint16_t len, uint16_t min)
@@ -900,7 +909,55 @@ static int read_entry(aftp_wire_reader *r, aftp_wire_entry *e)
     TRY(aftp_wire_read_bytes(r, e->target_len, &e->target));
     memcpy(e->digest, digest, AFTP_WIRE_DIGEST_LEN);
     e->mtime_ns = (int64_t)mtime;
+    e->hole_count = 0;
+    e->holes = NULL;
+    e->hole_bytes = NULL;
+    e->hole_bytes_len = 0;
     return AFTP_OK;
+}
+
+/* The hole list of a record whose other fields are valid (6.13 step 4):
+ * FILE only, 1..AFTP_WIRE_MAX_HOLES ranges inside the file's blocks. */
+static int read_holes(aftp_wire_reader *r, aftp_wire_entry *e)
+{
+    if (!(e->flags & AFTP_WIRE_ENTRY_HOLES))
+        return AFTP_OK;
+    if (e->kind != AFTP_WIRE_KIND_FILE)
+        return AFTP_ERR_MALFORMED;
+    TRY(aftp_wire_read_u16(r, &e->hole_count));
+    if (e->hole_count == 0)
+        return AFTP_ERR_MALFORMED;
+    if (e->hole_count > AFTP_WIRE_MAX_HOLES)
+        return AFTP_ERR_LIMIT;
+    size_t at = r->pos;
+    TRY(skip_ranges(r, e->hole_count, 0, aftp_wire_entry_blocks(e)));
+    e->hole_bytes = r->buf + at;
+    e->hole_bytes_len = r->pos - at;
+    return AFTP_OK;
+}
+
+/* Flag HOLES exactly when a FILE has a list of 1..AFTP_WIRE_MAX_HOLES. */
+static int valid_holes_field(const aftp_wire_entry *e)
+{
+    if (!(e->flags & AFTP_WIRE_ENTRY_HOLES))
+        return e->hole_count == 0;
+    return e->kind == AFTP_WIRE_KIND_FILE && e->hole_count >= 1 &&
+           e->hole_count <= AFTP_WIRE_MAX_HOLES;
+}
+
+static int write_holes(aftp_wire_writer *w, const aftp_wire_entry *e)
+{
+    if (!(e->flags & AFTP_WIRE_ENTRY_HOLES))
+        return AFTP_OK;
+    TRY(aftp_wire_write_u16(w, e->hole_count));
+    range_list l = {e->hole_count, e->holes, e->hole_bytes, e->hole_bytes_len, 0,
+                    aftp_wire_entry_blocks(e)};
+    return write_ranges(w, &l);
+}
+
+void aftp_wire_entry_holes_init(aftp_wire_range_iter *it, const aftp_wire_entry *e)
+{
+    range_iter_init(it, e->hole_bytes, e->hole_bytes_len, e->hole_count, 0);
 }
 
 static int write_entry(aftp_wire_writer *w, const aftp_wire_entry *e)
@@ -918,7 +975,8 @@ static int write_entry(aftp_wire_writer *w, const aftp_wire_entry *e)
     TRY(aftp_wire_write_u16(w, e->path_len));
     TRY(aftp_wire_write_u16(w, e->target_len));
     TRY(aftp_wire_write_bytes(w, e->path, e->path_len));
-    return aftp_wire_write_bytes(w, e->target, e->target_len);
+    TRY(aftp_wire_write_bytes(w, e->target, e->target_len));
+    return write_holes(w, e);
 }
 
 /* Reads and checks `count` entry records (6.13 steps 2 and 3). */
@@ -929,6 +987,7 @@ static int skip_entries(aftp_wire_reader *r, uint16_t count)
         TRY(read_entry(r, &e));
         if (!valid_entry(&e) || (i > 0 && !entry_follows(&prev, &e)))
             return AFTP_ERR_MALFORMED;
+        TRY(read_holes(r, &e));
         prev = e;
     }
     return AFTP_OK;
@@ -963,7 +1022,8 @@ static int encode_entries(aftp_wire_writer *w, const aftp_wire_packet *p)
                                      skip_entries);
     for (uint16_t i = 0; i < b->count; i++) {
         const aftp_wire_entry *e = &b->entries[i];
-        if (!valid_entry(e) || (i > 0 && !entry_follows(&b->entries[i - 1], e)))
+        if (!valid_entry(e) || !valid_holes_field(e) ||
+            (i > 0 && !entry_follows(&b->entries[i - 1], e)))
             return AFTP_ERR_INVALID_ARGUMENT;
         TRY(write_entry(w, e));
     }
@@ -1061,7 +1121,7 @@ int aftp_wire_entries_next(aftp_wire_record_iter *it, aftp_wire_entry *out)
 {
     /* The records were validated by aftp_wire_decode: a failed read means
      * they were not, and the safe answer is "no more". */
-    if (it->left == 0 || read_entry(&it->r, out) != AFTP_OK)
+    if (it->left == 0 || read_entry(&it->r, out) != AFTP_OK || read_holes(&it->r, out) != AFTP_OK)
         return 0;
     it->left--;
     return 1;

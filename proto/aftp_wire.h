@@ -130,6 +130,7 @@ enum aftp_wire_error {
 #define AFTP_WIRE_MAX_ENTRIES 1024u     /* entry records in one ENTRIES */
 #define AFTP_WIRE_MAX_VERDICTS 1024u    /* verdict records in one VERDICTS */
 #define AFTP_WIRE_ENTRY_FIXED 67u
+#define AFTP_WIRE_MAX_HOLES 1024u       /* hole ranges of one entry (flag HOLES) */
 #define AFTP_WIRE_VERDICT_FIXED 9u
 #define AFTP_WIRE_BATCH_FIXED 2u        /* the record count before the records */
 
@@ -256,6 +257,7 @@ enum aftp_wire_entry_kind {
 #define AFTP_WIRE_ENTRY_RESUME 0x0002u    /* the receiver may answer RESUME */
 #define AFTP_WIRE_ENTRY_SYNC 0x0004u      /* the receiver may answer SKIP */
 #define AFTP_WIRE_ENTRY_CHECKSUM 0x0008u  /* with SYNC: identical by digest */
+#define AFTP_WIRE_ENTRY_HOLES 0x0010u     /* FILE: a hole list follows the target */
 
 /* One entry record of ENTRIES (spec section 6.13). */
 typedef struct aftp_wire_entry {
@@ -273,6 +275,14 @@ typedef struct aftp_wire_entry {
     const uint8_t *path;    /* borrowed */
     uint16_t target_len;    /* SYMLINK: 1..4096; else 0 */
     const uint8_t *target;  /* borrowed */
+    /* Flag HOLES (FILE only): the blocks wholly inside holes of the
+     * source, never sent, in the file's own block indices, coded like
+     * VERDICTS' held ranges: `holes` (encoding) or, when NULL, hole_bytes
+     * (as decoded; walk with aftp_wire_entry_holes_init). */
+    uint16_t hole_count;    /* 1..AFTP_WIRE_MAX_HOLES with HOLES; else 0 */
+    const aftp_wire_range *holes;
+    const uint8_t *hole_bytes;
+    size_t hole_bytes_len;
 } aftp_wire_entry;
 
 /* ENTRIES. Encoding: `entries` points to count records, or is NULL and
@@ -458,6 +468,10 @@ int aftp_wire_verdicts_next(aftp_wire_record_iter *it, aftp_wire_verdict *out);
 /* The held ranges of a decoded RESUME verdict, walked with
  * aftp_wire_ranges_next() (file block indices). */
 void aftp_wire_verdict_ranges_init(aftp_wire_range_iter *it, const aftp_wire_verdict *v);
+
+/* The hole ranges of a decoded entry with flag HOLES, walked with
+ * aftp_wire_ranges_next() (file block indices). */
+void aftp_wire_entry_holes_init(aftp_wire_range_iter *it, const aftp_wire_entry *e);
 
 /* Stream blocks an entry occupies: its file's block count, 0 for DIR and
  * SYMLINK (spec section 6.13). The entry's end is base_block + this. */

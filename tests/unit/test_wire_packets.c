@@ -32,8 +32,12 @@ static void test_round_trip_every_type(void **state)
 static size_t entries_records_len(const aftp_wire_entries *b)
 {
     size_t n = 0;
-    for (uint16_t i = 0; i < b->count; i++)
-        n += AFTP_WIRE_ENTRY_FIXED + b->entries[i].path_len + b->entries[i].target_len;
+    for (uint16_t i = 0; i < b->count; i++) {
+        const aftp_wire_entry *e = &b->entries[i];
+        n += AFTP_WIRE_ENTRY_FIXED + e->path_len + e->target_len;
+        if (e->flags & AFTP_WIRE_ENTRY_HOLES) /* hole_count, then the ranges from 0 */
+            n += 2 + aftp_wire_ranges_encoded_len(0, e->holes, e->hole_count);
+    }
     return n;
 }
 

@@ -134,6 +134,99 @@ static void test_entries_encoder_rejects_what_decoder_would(void **state)
     expect_entries_encode_error(two, 1);
 }
 
+/* ---- the hole list of flag HOLES (spec 6.13) ---- */
+
+/* A 5-block FILE whose blocks 1-2 lie in a hole. */
+static const aftp_wire_range holes_1_2[] = {{1, 2}};
+
+static aftp_wire_entry sparse_entry(void)
+{
+    aftp_wire_entry e = file_entry(1, 0, 5000);
+    e.flags = AFTP_WIRE_ENTRY_HOLES;
+    e.hole_count = 1;
+    e.holes = holes_1_2;
+    return e;
+}
+
+static void test_entry_holes_encode_rules(void **state)
+{
+    (void)state;
+    aftp_wire_entry e = sparse_entry(), got;
+    aftp_wire_packet p, d;
+    aftp_wire_record_iter it;
+    aftp_wire_range_iter ri;
+    aftp_wire_range rg;
+    /* count u16, then (gap 1, len - 1 = 1) */
+    assert_int_equal(aftp_wire_entry_len(&e), AFTP_WIRE_ENTRY_FIXED + 1 + 2 + 2);
+    wire_fixture(AFTP_WIRE_ENTRIES, &p);
+    p.u.entries = (aftp_wire_entries){1, &e, NULL, 0};
+    size_t n = wire_encode_ok(&p, buf, sizeof buf);
+    assert_memory_equal(buf + n - 4, "\x00\x01\x01\x01", 4);
+    wire_decode_ok(buf, n, &d);
+    aftp_wire_entries_iter_init(&it, &d.u.entries);
+    assert_int_equal(aftp_wire_entries_next(&it, &got), 1);
+    assert_int_equal(got.hole_count, 1);
+    assert_int_equal(aftp_wire_entry_len(&got), aftp_wire_entry_len(&e));
+    aftp_wire_entry_holes_init(&ri, &got);
+    assert_int_equal(aftp_wire_ranges_next(&ri, &rg), 1);
+    assert_int_equal(rg.start, 1);
+    assert_int_equal(rg.len, 2);
+    assert_int_equal(aftp_wire_ranges_next(&ri, &rg), 0);
+
+    e.hole_count = 0; /* the flag without a list */
+    expect_entries_encode_error(&e, 1);
+    e = sparse_entry();
+    e.flags = 0; /* a list without the flag */
+    expect_entries_encode_error(&e, 1);
+    e = sparse_entry();
+    e.size = 2000; /* 2 blocks: the hole ends at block 3, past the file */
+    expect_entries_encode_error(&e, 1);
+    e = sparse_entry();
+    e.hole_count = AFTP_WIRE_MAX_HOLES + 1;
+    expect_entries_encode_error(&e, 1);
+    e = file_entry(1, 0, 0);
+    e.kind = AFTP_WIRE_KIND_DIR;
+    e.block_size = 0;
+    e.flags = AFTP_WIRE_ENTRY_HOLES; /* FILE only */
+    e.hole_count = 1;
+    e.holes = holes_1_2;
+    expect_entries_encode_error(&e, 1);
+}
+
+/* The encoded sparse_entry() batch in buf; its length. The hole list is
+ * the last 4 bytes: count (2), gap, len - 1. */
+static size_t encoded_sparse(void)
+{
+    aftp_wire_entry e = sparse_entry();
+    aftp_wire_packet p;
+    wire_fixture(AFTP_WIRE_ENTRIES, &p);
+    p.u.entries = (aftp_wire_entries){1, &e, NULL, 0};
+    return wire_encode_ok(&p, buf, sizeof buf);
+}
+
+static void test_entry_holes_decode_rules(void **state)
+{
+    (void)state;
+    size_t n = encoded_sparse();
+    buf[n - 3] = 0; /* hole_count 0 */
+    wire_expect_decode_error(buf, n, AFTP_ERR_MALFORMED);
+    n = encoded_sparse();
+    buf[n - 4] = 0x04; /* hole_count 1025 */
+    buf[n - 3] = 0x01;
+    wire_expect_decode_error(buf, n, AFTP_ERR_LIMIT);
+    n = encoded_sparse();
+    buf[n - 3] = 2; /* a second range that is not there */
+    wire_expect_decode_error(buf, n, AFTP_ERR_TRUNCATED);
+    n = encoded_sparse();
+    buf[n - 2] = 4; /* blocks 4-5 of a 5-block file */
+    wire_expect_decode_error(buf, n, AFTP_ERR_MALFORMED);
+    n = encoded_sparse();
+    wire_expect_decode_error(buf, n - 4, AFTP_ERR_TRUNCATED); /* flag, no list */
+    n = encoded_sparse();
+    buf[AFTP_WIRE_HEADER_LEN + 2 + 4] = AFTP_WIRE_KIND_DIR; /* a DIR of 5000 bytes */
+    wire_expect_decode_error(buf, n, AFTP_ERR_MALFORMED);
+}
+
 /* An ENTRIES whose ids would wrap past 2^32 - 1 is malformed: the next id
  * after UINT32_MAX is not 0 (0 is no id at all). */
 static void test_entries_ids_do_not_wrap(void **state)
@@ -277,6 +370,8 @@ int main(void)
         cmocka_unit_test(test_entry_blocks_and_len),
         cmocka_unit_test(test_entries_encoder_rejects_what_decoder_would),
         cmocka_unit_test(test_entries_ids_do_not_wrap),
+        cmocka_unit_test(test_entry_holes_encode_rules),
+        cmocka_unit_test(test_entry_holes_decode_rules),
         cmocka_unit_test(test_entries_iterator_walks_a_full_batch),
         cmocka_unit_test(test_verdicts_encoder_rules),
         cmocka_unit_test(test_verdicts_range_total_is_per_packet),

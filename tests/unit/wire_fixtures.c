@@ -21,6 +21,8 @@ static const uint8_t fixture_file[] = "photos/a.jpg";
 static const uint8_t fixture_link[] = "photos/latest";
 static const uint8_t fixture_target[] = "a.jpg";
 static aftp_wire_entry fixture_entry_list[3];
+/* Blocks 1-2 and 5 of the fixture's 8-block file lie in holes. */
+static const aftp_wire_range fixture_holes[2] = {{1, 2}, {5, 1}};
 static const aftp_wire_range fixture_held[] = {{0, 3}, {5, 2}};
 static const aftp_wire_verdict fixture_verdict_list[] = {
     {7, AFTP_WIRE_VERDICT_SEND, 0, 0, NULL, NULL, 0},
@@ -96,7 +98,8 @@ static void fixture_entries(aftp_wire_entries *b)
                              .path_len = sizeof fixture_dir - 1, .path = fixture_dir};
     e[1] = (aftp_wire_entry){.entry_id = 8, .kind = AFTP_WIRE_KIND_FILE,
                              .flags = AFTP_WIRE_ENTRY_RESUME | AFTP_WIRE_ENTRY_SYNC |
-                                      AFTP_WIRE_ENTRY_CHECKSUM,
+                                      AFTP_WIRE_ENTRY_CHECKSUM | AFTP_WIRE_ENTRY_HOLES,
+                             .hole_count = 2, .holes = fixture_holes,
                              .size = 7 * 1408 + 5, .mtime_ns = 1700000000123456789,
                              .mode = 0640, .base_block = 40, .block_size = 1408,
                              .source_id = 0xfedcba9876543210u,
@@ -266,6 +269,9 @@ static void expect_offer_equal(const aftp_wire_file_offer *want, const aftp_wire
     expect_bytes_equal(want->path, want->path_len, got->path, got->path_len);
 }
 
+static void expect_ranges_walk(aftp_wire_range_iter *it, const aftp_wire_range *want,
+                               uint16_t count);
+
 static void expect_entry_equal(const aftp_wire_entry *want, const aftp_wire_entry *got)
 {
     assert_int_equal(want->entry_id, got->entry_id);
@@ -280,6 +286,11 @@ static void expect_entry_equal(const aftp_wire_entry *want, const aftp_wire_entr
     assert_memory_equal(want->digest, got->digest, AFTP_WIRE_DIGEST_LEN);
     expect_bytes_equal(want->path, want->path_len, got->path, got->path_len);
     expect_bytes_equal(want->target, want->target_len, got->target, got->target_len);
+    aftp_wire_range_iter it;
+    assert_int_equal(want->hole_count, got->hole_count);
+    assert_null(got->holes);
+    aftp_wire_entry_holes_init(&it, got);
+    expect_ranges_walk(&it, want->holes, want->hole_count);
 }
 
 static void expect_entries_equal(const aftp_wire_entries *want, const aftp_wire_entries *got)
@@ -301,17 +312,24 @@ static void expect_entries_equal(const aftp_wire_entries *want, const aftp_wire_
     assert_int_equal(aftp_wire_entries_next(&it, &e), 0);
 }
 
+/* A decoded range list (it) yields exactly want[0..count). */
+static void expect_ranges_walk(aftp_wire_range_iter *it, const aftp_wire_range *want,
+                               uint16_t count)
+{
+    aftp_wire_range rg;
+    for (uint16_t i = 0; i < count; i++) {
+        assert_int_equal(aftp_wire_ranges_next(it, &rg), 1);
+        assert_int_equal(rg.start, want[i].start);
+        assert_int_equal(rg.len, want[i].len);
+    }
+    assert_int_equal(aftp_wire_ranges_next(it, &rg), 0);
+}
+
 static void expect_held_equal(const aftp_wire_verdict *want, const aftp_wire_verdict *got)
 {
     aftp_wire_range_iter it;
-    aftp_wire_range rg;
     aftp_wire_verdict_ranges_init(&it, got);
-    for (uint16_t i = 0; i < want->range_count; i++) {
-        assert_int_equal(aftp_wire_ranges_next(&it, &rg), 1);
-        assert_int_equal(rg.start, want->ranges[i].start);
-        assert_int_equal(rg.len, want->ranges[i].len);
-    }
-    assert_int_equal(aftp_wire_ranges_next(&it, &rg), 0);
+    expect_ranges_walk(&it, want->ranges, want->range_count);
 }
 
 static void expect_verdicts_equal(const aftp_wire_verdicts *want, const aftp_wire_verdicts *got)

@@ -28,6 +28,8 @@ DIGEST_LEN = 16
 MAX_TOKEN = 64
 SERVER_KEY_LEN = 32
 MAX_ENTRIES = 1024
+MAX_HOLES = 1024
+HOLES = 0x0010
 MAX_VERDICTS = 1024
 
 TYPES = ['VERSION_NEG', 'HELLO', 'HELLO_ACK', 'FILE_OFFER', 'FILE_REPLY', 'DATA',
@@ -255,6 +257,17 @@ def read_entry(c):
     return e
 
 
+def read_holes(c, e):
+    """Flag HOLES (0x10): a FILE's hole list, coded as VERDICTS' held ranges."""
+    if not e['entry_flags'] & HOLES:
+        return
+    check(e['kind'] == KINDS['FILE'], 'a hole list on a dir or link')
+    count = c.uint(2)
+    check(count != 0, 'a hole list of 0 ranges')
+    check(count <= MAX_HOLES, '%d hole ranges' % count)
+    e['holes'] = range_list(c, count, 0, entry_blocks(e))
+
+
 def body_entries(c):
     f, prev = {}, None
     for i in range(1, batch_count(c, MAX_ENTRIES) + 1):
@@ -264,6 +277,7 @@ def body_entries(c):
             check(e['entry_id'] == prev['entry_id'] + 1, 'entry ids not consecutive')
             check(e['base_block'] == prev['base_block'] + entry_blocks(prev),
                   'entry not laid right after the previous one')
+        read_holes(c, e)
         prev = e
         f.update(('entry.%d.%s' % (i, k), v) for k, v in e.items())
     return f
@@ -378,7 +392,7 @@ FIELD_KINDS = {
     'ranges': ranges,
     'ext': byte_string, 'path': byte_string, 'payload': byte_string, 'reason': byte_string,
     'digest': byte_string, 'token': byte_string, 'key': byte_string,
-    'target': byte_string, 'held': ranges,
+    'target': byte_string, 'held': ranges, 'holes': ranges,
     'kind': lambda t: named(t, KINDS), 'verdict': lambda t: named(t, VERDICTS),
 }
 

@@ -266,6 +266,16 @@ static void build_entry(vec_ctx *c, size_t n, void *out)
     need_fixed_bytes(c, ENTRY_KEY("digest"), e->digest, AFTP_WIRE_DIGEST_LEN);
     e->path = need_bytes16(c, ENTRY_KEY("path"), &e->path_len);
     e->target = need_bytes16(c, ENTRY_KEY("target"), &e->target_len);
+    /* entry.N.holes only on a record with flag HOLES (spec 6.13). */
+    const char *holes = vec_get(c->rec, ENTRY_KEY("holes"));
+    aftp_wire_range *list;
+    size_t count;
+    if (holes != NULL && (vec_parse_ranges(holes, &list, &count) != 0 || count > UINT16_MAX))
+        vec_fail(c, "'%s' is not a list of start+len", k);
+    if (holes != NULL) {
+        e->holes = own(c, list);
+        e->hole_count = (uint16_t)count;
+    }
 #undef ENTRY_KEY
 }
 
