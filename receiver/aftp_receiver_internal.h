@@ -60,6 +60,11 @@ typedef struct pipe_entry {
     const aftp_block_range *held; /* RESUME: storage's list, usable part */
     size_t held_count;
     uint64_t held_blocks;
+    /* Flag HOLES: the file's hole blocks (owned), held from the verdict
+     * on, and the same as bytes for storage (info.holes). */
+    aftp_block_range *holes;
+    aftp_byte_range *hole_bytes;
+    size_t hole_count;
     uint8_t expected[AFTP_DIGEST_LEN];
     uint8_t digest[AFTP_DIGEST_LEN];
 } pipe_entry;

@@ -24,10 +24,17 @@ pipe_entry *aftp_rpipe_slot(const aftp_receiver *r, uint32_t id)
     return id != 0 && p->id == id ? p : NULL;
 }
 
+static void pipe_release(pipe_entry *p)
+{
+    free(p->path);
+    free(p->holes);
+    free(p->hole_bytes);
+}
+
 void aftp_rpipe_free(aftp_receiver *r)
 {
     for (uint32_t i = 0; r->pe != NULL && i < r->window; i++)
-        free(r->pe[i].path);
+        pipe_release(&r->pe[i]);
     free(r->pe);
     free(r->results);
     free(r->group);
@@ -87,6 +94,29 @@ static void pipe_event(aftp_receiver *r, int type, const pipe_entry *p, int erro
         r->set.on_event(r->set.user, &ev);
 }
 
+/* A FILE's hole list (flag HOLES), decoded: blocks for the engine,
+ * bytes for storage. At most AFTP_WIRE_MAX_HOLES, as the decoder checked. */
+static int pipe_keep_holes(pipe_entry *p, const aftp_wire_entry *e)
+{
+    aftp_wire_range_iter it;
+    aftp_wire_range rg;
+    if (e->hole_count == 0)
+        return AFTP_OK;
+    p->holes = calloc(e->hole_count, sizeof *p->holes);
+    p->hole_bytes = calloc(e->hole_count, sizeof *p->hole_bytes);
+    if (p->holes == NULL || p->hole_bytes == NULL)
+        return AFTP_ERR_NO_MEMORY;
+    aftp_wire_entry_holes_init(&it, e);
+    while (p->hole_count < e->hole_count && aftp_wire_ranges_next(&it, &rg)) {
+        uint64_t off = rg.start * e->block_size, end = (rg.start + rg.len) * e->block_size;
+        p->holes[p->hole_count] = (aftp_block_range){rg.start, rg.len};
+        p->hole_bytes[p->hole_count++] = (aftp_byte_range){off, min_u64(end, e->size) - off};
+    }
+    p->info.holes = p->hole_bytes;
+    p->info.hole_count = p->hole_count;
+    return AFTP_OK;
+}
+
 /* Keeps what the engine needs of a new entry in its slot (the slot's
  * previous entry, W ids older, is forgotten). */
 static int pipe_keep(aftp_receiver *r, const aftp_wire_entry *e)
@@ -95,7 +125,7 @@ static int pipe_keep(aftp_receiver *r, const aftp_wire_entry *e)
     char *text = malloc((size_t)e->path_len + e->target_len + 2);
     if (text == NULL)
         return AFTP_ERR_NO_MEMORY;
-    free(p->path);
+    pipe_release(p);
     memset(p, 0, sizeof *p);
     memcpy(text, e->path, e->path_len);
     text[e->path_len] = '\0';
@@ -115,7 +145,7 @@ static int pipe_keep(aftp_receiver *r, const aftp_wire_entry *e)
         .source_id = e->source_id,
         .target = e->kind == AFTP_WIRE_KIND_SYMLINK ? text + e->path_len + 1 : NULL};
     memcpy(p->info.digest, e->digest, AFTP_DIGEST_LEN);
-    return AFTP_OK;
+    return pipe_keep_holes(p, e);
 }
 
 /* A repeated entry's verdict can be answered while it is remembered; a
@@ -210,13 +240,25 @@ static void pipe_take_verdict(aftp_receiver *r, pipe_entry *p, const aftp_entry_
     p->held_blocks = 0;
 }
 
-/* Marks held what the verdict holds: a RESUME's ranges, all of a
- * skipped or refused file (spec 9.14.2). */
+/* Marks p's blocks of `ranges` held; returns the end of the last one
+ * (ranges ascend), or `end` when there is none. */
+static uint64_t pipe_mark_ranges(aftp_receiver *r, const pipe_entry *p,
+                                 const aftp_block_range *ranges, size_t count, uint64_t end)
+{
+    for (size_t i = 0; i < count; i++) {
+        uint64_t stop = p->base + ranges[i].start + ranges[i].len;
+        aftp_blockmap_set_range(&r->held, p->base + ranges[i].start, stop);
+        end = stop > end ? stop : end;
+    }
+    return end;
+}
+
 /* What the entry holds without its DATA: the blocks a RESUME verdict
- * lists while the file is open, every block of an entry skipped,
- * refused or failed (spec 9.14.2). The map records them up to its
- * window's end only; where they reach beyond it the entry is flagged
- * `unmarked` and marked again as the window moves (pipe_remark). */
+ * lists while the file is open, the hole blocks of a file accepted (spec
+ * 6.13), every block of an entry skipped, refused or failed (spec
+ * 9.14.2). The map records them up to its window's end only; where they
+ * reach beyond it the entry is flagged `unmarked` and marked again as the
+ * window moves (pipe_remark). */
 static void pipe_apply_marks(aftp_receiver *r, pipe_entry *p)
 {
     int whole = p->verdict == AFTP_WIRE_VERDICT_SKIP || p->verdict == AFTP_WIRE_VERDICT_REFUSED ||
@@ -225,13 +267,41 @@ static void pipe_apply_marks(aftp_receiver *r, pipe_entry *p)
     if (whole) {
         end = p->base + p->blocks;
         aftp_blockmap_set_range(&r->held, p->base, end);
-    } else if (p->verdict == AFTP_WIRE_VERDICT_RESUME && !p->closed) {
-        for (size_t i = 0; i < p->held_count; i++) {
-            end = p->base + p->held[i].start + p->held[i].len;
-            aftp_blockmap_set_range(&r->held, p->base + p->held[i].start, end);
-        }
+    } else {
+        if (p->verdict == AFTP_WIRE_VERDICT_RESUME && !p->closed)
+            end = pipe_mark_ranges(r, p, p->held, p->held_count, end);
+        end = pipe_mark_ranges(r, p, p->holes, p->hole_count, end);
     }
     p->unmarked = end > aftp_blockmap_window_end(&r->held);
+}
+
+/* Blocks in both of two ascending lists of disjoint ranges. */
+static uint64_t pipe_overlap(const aftp_block_range *a, size_t na, const aftp_block_range *b,
+                             size_t nb)
+{
+    uint64_t both = 0;
+    for (size_t i = 0, j = 0; i < na && j < nb;) {
+        uint64_t a_end = a[i].start + a[i].len, b_end = b[j].start + b[j].len;
+        uint64_t lo = a[i].start > b[j].start ? a[i].start : b[j].start;
+        uint64_t hi = a_end < b_end ? a_end : b_end;
+        both += hi > lo ? hi - lo : 0;
+        if (a_end <= b_end)
+            i++;
+        else
+            j++;
+    }
+    return both;
+}
+
+/* Blocks a file accepted holds without DATA: RESUME's and the holes,
+ * counted once where they overlap (spec 6.13: the union is held). */
+static uint64_t pipe_held_without_data(const pipe_entry *p)
+{
+    uint64_t holes = 0;
+    size_t held = p->verdict == AFTP_WIRE_VERDICT_RESUME ? p->held_count : 0;
+    for (size_t i = 0; i < p->hole_count; i++)
+        holes += p->holes[i].len;
+    return p->held_blocks + holes - pipe_overlap(p->holes, p->hole_count, p->held, held);
 }
 
 /* The window moved: entries flagged unmarked, lowest id first, get
@@ -309,7 +379,7 @@ static void pipe_decide(aftp_receiver *r, pipe_entry *p)
     pipe_mark(r, p);
     if (copy.state == AFTP_STREAM_ACCEPTED) {
         p->phase = PIPE_RECEIVING;
-        p->missing = p->blocks - p->held_blocks;
+        p->missing = p->blocks - pipe_held_without_data(p);
         pipe_event(r, AFTP_EV_FILE_START, p, AFTP_OK, NULL, NULL);
         return;
     }

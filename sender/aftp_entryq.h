@@ -34,6 +34,12 @@ typedef struct aftp_entryq_item {
     aftp_wire_range *held; /* RESUME: held ranges (file blocks, ascending) */
     size_t held_count;
     uint64_t held_blocks;
+    /* Holes: the application's byte extents (info.holes, copied) until
+     * the entry is placed, then the blocks wholly inside them that its
+     * record lists (flag HOLES), fixed for the session. */
+    aftp_byte_range *hole_bytes;
+    aftp_wire_range *holes;
+    size_t hole_count;
     int done_due;          /* its FILE_DONE should leave */
     uint64_t sent_ns;      /* when its latest ENTRIES or FILE_DONE left */
     uint8_t digest[AFTP_DIGEST_LEN]; /* streamed digest, once DONE_SENT */
@@ -59,8 +65,20 @@ aftp_entryq_item *aftp_entryq_find(aftp_entryq *q, uint32_t id);
 
 /* Keeps RESUME's held ranges of a decoded verdict. AFTP_OK or no memory. */
 int aftp_entryq_hold(aftp_entryq_item *e, const aftp_wire_verdict *v);
-/* 1 when the entry's own block `file_block` is held by its verdict. */
+/* 1 when the entry's own block `file_block` is held: listed by its
+ * RESUME verdict or by its hole list (never sent, either way). */
 int aftp_entryq_is_held(const aftp_entryq_item *e, uint64_t file_block);
+/* 1 when `file_block` is listed by the RESUME verdict alone. */
+int aftp_entryq_resumed(const aftp_entryq_item *e, uint64_t file_block);
+/* 1 when `file_block` is in the entry's hole list (reads as zeros). */
+int aftp_entryq_in_hole(const aftp_entryq_item *e, uint64_t file_block);
+
+/* Turns a FILE's hole extents into its hole list once its block size is
+ * set (spec 6.13): the blocks wholly inside a hole; then drops the
+ * smallest holes (sent as data) until at most AFTP_WIRE_MAX_HOLES remain
+ * and the record takes at most `room` bytes. Does nothing the second
+ * time. Out of memory, the list stays empty: the holes go as data. */
+void aftp_entryq_place_holes(aftp_entryq_item *e, size_t room);
 
 /* Marks `id` ended; frees the ended entries in a row from the oldest. */
 void aftp_entryq_end(aftp_entryq *q, uint32_t id);

@@ -537,13 +537,32 @@ void aftp_sender_finish(aftp_sender *s)
 
 /* ---- entries (pipelined mode, section 9.14) ---- */
 
+/* A FILE's holes: at most AFTP_ENTRY_MAX_HOLES byte extents, non-empty,
+ * ascending, disjoint, inside the file. */
+static int holes_valid(const aftp_entry_info *e)
+{
+    uint64_t next = 0;
+    if (e->hole_count > AFTP_ENTRY_MAX_HOLES || (e->hole_count > 0 && e->holes == NULL))
+        return 0;
+    for (size_t i = 0; i < e->hole_count; i++) {
+        const aftp_byte_range *h = &e->holes[i];
+        if (h->len == 0 || h->off < next || h->off > e->file.size ||
+            h->len > e->file.size - h->off)
+            return 0;
+        next = h->off + h->len;
+    }
+    return 1;
+}
+
 /* The kinds' own rules on top of add_file's (spec 6.13). */
 static int entry_valid(const aftp_sender *s, const aftp_entry_info *e)
 {
     if (!info_valid(s, &e->file))
         return 0;
     if (e->kind == AFTP_ENTRY_FILE)
-        return e->target == NULL;
+        return e->target == NULL && holes_valid(e);
+    if (e->hole_count != 0)
+        return 0;
     if (e->kind != AFTP_ENTRY_DIR && e->kind != AFTP_ENTRY_SYMLINK)
         return 0;
     if (e->file.size != 0 || e->file.block_size != 0)
@@ -560,7 +579,7 @@ static uint64_t held_bytes(const aftp_entryq_item *e)
 {
     uint32_t bs = e->info.file.block_size;
     uint64_t bytes = e->held_blocks * bs;
-    if (e->blocks > 0 && aftp_entryq_is_held(e, e->blocks - 1))
+    if (e->blocks > 0 && aftp_entryq_resumed(e, e->blocks - 1))
         bytes -= bs - aftp_wire_block_len(e->info.file.size, bs, e->blocks - 1);
     return bytes;
 }
@@ -1449,9 +1468,16 @@ static void place_entry(aftp_sender *s, aftp_entryq_item *e)
     aftp_stream_add(&s->stream, &rec, NULL, 0); /* in order, in the window: always added */
 }
 
+/* Bytes an ENTRIES leaves for its records. */
+static size_t entries_room(const aftp_sender *s)
+{
+    return s->ss.max_datagram - AFTP_WIRE_HEADER_LEN - 2 - aftp_session_overhead(&s->ss);
+}
+
 /* The entry record of `id` for the next ENTRIES, when it is one: an
  * OFFERED entry in a resend round, else a queued one inside the window
- * (placed in the stream now). 0 when the run ends here. */
+ * (placed in the stream now, its hole list fixed to fit an ENTRIES of
+ * its own). 0 when the run ends here. */
 static int take_entry(aftp_sender *s, uint32_t id, int resend, size_t room, aftp_wire_entry *rec)
 {
     aftp_entryq_item *e = aftp_entryq_find(&s->entries, id);
@@ -1462,6 +1488,7 @@ static int take_entry(aftp_sender *s, uint32_t id, int resend, size_t room, aftp
         return 0;
     if (e->info.kind == AFTP_ENTRY_FILE && e->info.file.block_size == 0)
         e->info.file.block_size = largest_block(s);
+    aftp_entryq_place_holes(e, entries_room(s));
     aftp_entryq_record(e, rec);
     if (aftp_wire_entry_len(rec) > room)
         return 0;
@@ -1476,7 +1503,7 @@ static int take_entry(aftp_sender *s, uint32_t id, int resend, size_t room, aftp
  * (section 9.14.3), resends first. */
 static int encode_entries(aftp_sender *s, uint8_t *buf, size_t cap, aftp_datagram *dg)
 {
-    size_t room = s->ss.max_datagram - AFTP_WIRE_HEADER_LEN - 2 - aftp_session_overhead(&s->ss);
+    size_t room = entries_room(s);
     int resend = s->resend_from != 0;
     uint32_t id = resend ? s->resend_from : s->stream.newest + 1;
     uint16_t count = 0;
@@ -1503,8 +1530,19 @@ static int encode_entries(aftp_sender *s, uint8_t *buf, size_t cap, aftp_datagra
     return aftp_session_encode(&s->ss, &p, buf, cap, dg);
 }
 
+/* A hole block's bytes, for the digest: zeros, never read from the source. */
+static void hash_zeros(aftp_digest *hash, uint32_t len)
+{
+    static const uint8_t zeros[4096];
+    for (uint32_t n; len > 0; len -= n) {
+        n = len < sizeof zeros ? len : (uint32_t)sizeof zeros;
+        aftp_digest_update(hash, zeros, n);
+    }
+}
+
 /* The first transmissions pass the blocks RESUME said are held, reading
- * them through `view` for the digest only (section 9.14.2). */
+ * them through `view` for the digest only, and the hole blocks, hashed as
+ * zeros (section 9.14.2, 6.13). */
 static int hash_held_blocks(aftp_sender *s, const aftp_entryq_item *e)
 {
     const aftp_file_info *f = &e->info.file;
@@ -1518,11 +1556,15 @@ static int hash_held_blocks(aftp_sender *s, const aftp_entryq_item *e)
         uint64_t file_block = s->next_block - e->base;
         uint32_t len = aftp_wire_block_len(f->size, f->block_size, file_block);
         const uint8_t *bytes;
-        int rc = s->set.storage->view(s->set.user, f->file_id, file_block * f->block_size, len,
-                                      &bytes);
-        if (rc != AFTP_OK)
-            return rc;
-        aftp_digest_update(s->hash, bytes, len);
+        if (aftp_entryq_in_hole(e, file_block)) {
+            hash_zeros(s->hash, len);
+        } else {
+            int rc = s->set.storage->view(s->set.user, f->file_id, file_block * f->block_size,
+                                          len, &bytes);
+            if (rc != AFTP_OK)
+                return rc;
+            aftp_digest_update(s->hash, bytes, len);
+        }
         s->next_block++;
     }
     return AFTP_OK;

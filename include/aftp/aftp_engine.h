@@ -88,6 +88,15 @@ typedef struct aftp_block_range {
     uint64_t len;
 } aftp_block_range;
 
+/* Bytes [off, off + len) of one file. */
+typedef struct aftp_byte_range {
+    uint64_t off;
+    uint64_t len;
+} aftp_byte_range;
+
+/* Most holes an entry lists (aftp_entry_info.holes; the wire's bound). */
+#define AFTP_ENTRY_MAX_HOLES 1024u
+
 /* One entry of a pipelined session; borrowed for the call. */
 typedef struct aftp_entry_info {
     aftp_file_info file;     /* file_id = the entry id; DIR, SYMLINK: size 0, block_size 0 */
@@ -102,6 +111,18 @@ typedef struct aftp_entry_info {
     /* SYMLINK: the target, NUL-terminated, to be stored literally: never
      * resolved, followed or rewritten (spec 14.4). NULL for other kinds. */
     const char *target;
+    /* FILE, optional (NULL, 0: none): holes of a sparse file, byte
+     * extents that hold no data and read as zeros; ascending, disjoint,
+     * non-empty, inside the file, at most AFTP_ENTRY_MAX_HOLES.
+     * Sender: the blocks lying wholly inside them are neither read nor
+     * sent (spec 6.13, flag HOLES); the engine copies the list, and sends
+     * the smallest holes as data when the list does not fit an ENTRIES.
+     * Receiver (storage's `entry`): the bytes of the hole blocks the
+     * sender announced, block-aligned (the last may end at the file's
+     * size): never written, they stay holes of the stored file and need
+     * no space; the file's verification covers them as zeros. */
+    const aftp_byte_range *holes;
+    size_t hole_count;
 } aftp_entry_info;
 
 /* Storage's answer for an entry. */

@@ -228,7 +228,7 @@ static void make_engines(sim_world *w)
         c->tune(c->tune_ctx, &ss, &rs);
     if (aftp_sender_new(&ss, 0, &w->snd) != AFTP_OK || aftp_receiver_new(&rs, 0, &w->rcv) != AFTP_OK)
         abort();
-    for (int i = 0; i < c->nfiles; i++) {
+    for (int i = 0; c->feed == NULL && i < c->nfiles; i++) {
         char path[32];
         snprintf(path, sizeof path, "dir/file-%d.bin", i + 1);
         aftp_file_info info = {.file_id = (uint32_t)i + 1, .size = c->file_size,
@@ -236,6 +236,8 @@ static void make_engines(sim_world *w)
         if (aftp_sender_add_file(w->snd, &info) != AFTP_OK)
             abort();
     }
+    if (c->feed != NULL)
+        c->feed(c->feed_ctx, &w->res->st, w->snd);
     aftp_sender_finish(w->snd);
 }
 

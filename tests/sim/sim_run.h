@@ -50,6 +50,11 @@ typedef struct sim_cfg {
     /* Adjusts the engine settings before the engines are made (NULL: none). */
     void (*tune)(void *ctx, aftp_sender_settings *s, aftp_receiver_settings *r);
     void *tune_ctx;
+    /* Adds the sender's entries and shapes the storage's files to match
+     * (NULL: nfiles files of file_size through aftp_sender_add_file);
+     * aftp_sender_finish follows. */
+    void (*feed)(void *ctx, sim_storage *st, aftp_sender *snd);
+    void *feed_ctx;
 } sim_cfg;
 
 typedef struct sim_result {
