@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <xxhash.h>
@@ -68,6 +69,8 @@ struct aftp_treesend_file {
     int64_t mtime_ns;
     int opened;
     char *local;
+    aftp_byte_range *holes; /* AFTP_TREESEND_MAX_HOLES of room once one is found */
+    size_t hole_count;
     aftp_source src;
 };
 
@@ -84,6 +87,7 @@ static void release(aftp_treesend *t, size_t i)
         t->open--;
     }
     free(f->local);
+    free(f->holes);
     free(f);
     memmove(t->files + i, t->files + i + 1, (t->count - i - 1) * sizeof *t->files);
     t->count--;
@@ -97,7 +101,63 @@ void aftp_treesend_fini(aftp_treesend *t)
     t->files = NULL;
 }
 
-int aftp_treesend_add(aftp_treesend *t, const aftp_entry_info *info, const char *local)
+/* Notes hole [off, off + len), keeping the largest ones: a full list
+ * gives up its smallest for a larger one (holes come in ascending
+ * order, so the list stays ascending). */
+static void keep_hole(aftp_treesend_file *f, uint64_t off, uint64_t len)
+{
+    if (f->holes == NULL && (f->holes = calloc(AFTP_TREESEND_MAX_HOLES, sizeof *f->holes)) == NULL)
+        return; /* no memory: the holes go as data */
+    if (f->hole_count == AFTP_TREESEND_MAX_HOLES) {
+        size_t min = 0;
+        for (size_t i = 1; i < f->hole_count; i++)
+            if (f->holes[i].len < f->holes[min].len)
+                min = i;
+        if (f->holes[min].len >= len)
+            return;
+        memmove(f->holes + min, f->holes + min + 1, (f->hole_count - min - 1) * sizeof *f->holes);
+        f->hole_count--;
+    }
+    f->holes[f->hole_count++] = (aftp_byte_range){off, len};
+}
+
+/* The holes of an opened source of f->size bytes: the gaps between its
+ * data extents, AFTP_TREESEND_HOLE_SCAN extents at most. A failure
+ * leaves no hole: the file goes as data. */
+static void scan_holes(aftp_treesend_file *f, int fd)
+{
+    uint64_t at = 0, start, end;
+    for (unsigned n = 0; n < AFTP_TREESEND_HOLE_SCAN; n++) {
+        int rc = aftp_tree_data_extent(fd, f->size, at, &start, &end);
+        if (rc < 0) {
+            f->hole_count = 0;
+            return;
+        }
+        uint64_t data = rc == 1 ? start : f->size;
+        if (data > at)
+            keep_hole(f, at, data - at);
+        if (rc != 1)
+            return;
+        at = end;
+    }
+}
+
+/* Holes of f's source, when it may have any (above). */
+static void find_holes(aftp_treesend_file *f)
+{
+    struct stat sb;
+    if (f->size < AFTP_TREESEND_HOLE_MIN_SIZE)
+        return;
+    int fd = open(f->local, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return; /* the source's open reports it, with its reason */
+    if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && (uint64_t)sb.st_size == f->size &&
+        (uint64_t)sb.st_blocks * 512 < f->size)
+        scan_holes(f, fd);
+    close(fd);
+}
+
+int aftp_treesend_add(aftp_treesend *t, aftp_entry_info *info, const char *local)
 {
     if (info->kind != AFTP_ENTRY_FILE ||
         (t->count > 0 && info->file.file_id <= t->files[t->count - 1]->id))
@@ -119,6 +179,9 @@ int aftp_treesend_add(aftp_treesend *t, const aftp_entry_info *info, const char 
     *f = (aftp_treesend_file){.id = info->file.file_id, .size = info->file.size,
                               .mtime_ns = info->file.mtime_ns, .local = copy};
     t->files[t->count++] = f;
+    find_holes(f);
+    info->holes = f->hole_count > 0 ? f->holes : NULL;
+    info->hole_count = f->hole_count;
     return AFTP_OK;
 }
 

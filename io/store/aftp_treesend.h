@@ -26,6 +26,18 @@
  * AFTP_ERR_LIMIT, naming both figures. */
 #define AFTP_TREESEND_MAX_OPEN 256u
 
+/* Holes of a sparse source (spec 6.13, flag HOLES), found with
+ * SEEK_DATA / SEEK_HOLE when a FILE is added: at most
+ * AFTP_TREESEND_HOLE_SCAN data extents are looked at (the rest of the
+ * file counts as data), and the AFTP_TREESEND_MAX_HOLES largest holes
+ * are kept (a smaller one is sent as data, zeros). A file below
+ * AFTP_TREESEND_HOLE_MIN_SIZE, or whose allocated blocks cover its size,
+ * is not scanned: an ordinary file costs one open and fstat more, no
+ * seek, and gets no hole list. */
+#define AFTP_TREESEND_MAX_HOLES 256u
+#define AFTP_TREESEND_HOLE_SCAN 4096u
+#define AFTP_TREESEND_HOLE_MIN_SIZE (UINT64_C(64) << 10)
+
 uint64_t aftp_treesend_source_id(const aftp_tree_entry *e);
 
 /* Fills *out for entry `id` from e (its strings borrowed from the walk
@@ -51,9 +63,12 @@ typedef struct aftp_treesend {
 
 void aftp_treesend_init(aftp_treesend *t);
 void aftp_treesend_fini(aftp_treesend *t);
-/* Notes FILE entry `info` (id, size, mtime) as read from `local`;
- * AFTP_ERR_INVALID_ARGUMENT for another kind, AFTP_ERR_NO_MEMORY. */
-int aftp_treesend_add(aftp_treesend *t, const aftp_entry_info *info, const char *local);
+/* Notes FILE entry `info` (id, size, mtime) as read from `local`, and
+ * sets info->holes / hole_count to the holes found in it (above; owned
+ * by t until the entry's close, none when the file has no hole or
+ * cannot be scanned). AFTP_ERR_INVALID_ARGUMENT for another kind,
+ * AFTP_ERR_NO_MEMORY. */
+int aftp_treesend_add(aftp_treesend *t, aftp_entry_info *info, const char *local);
 int aftp_treesend_view(aftp_treesend *t, uint32_t id, uint64_t off, size_t len,
                        const uint8_t **out);
 /* The entry ended: its source released (a second close is INVALID_STATE). */

@@ -282,6 +282,36 @@ static uint64_t block_bytes(const aftp_treestore_file *f, uint64_t first, uint64
     return (end < f->size ? end : f->size) - first * bs;
 }
 
+/* Bytes of the entry's holes (spec 6.13): never written, held from the
+ * verdict on. */
+static uint64_t hole_bytes(const aftp_entry_info *info)
+{
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < info->hole_count; i++)
+        bytes += info->holes[i].len;
+    return bytes;
+}
+
+/* Of the hole bytes, those RESUME's held blocks (f->held, `count` of
+ * them) do not cover already: what f holds from its verdict on beyond
+ * its resumed bytes, so that f->stored reaches the size exactly when
+ * every block is there. */
+static uint64_t holes_not_held(const aftp_treestore_file *f, const aftp_entry_info *info,
+                               size_t count)
+{
+    uint64_t bytes = hole_bytes(info), bs = f->j.src.block_size;
+    for (size_t i = 0; i < info->hole_count; i++) {
+        uint64_t lo = info->holes[i].off, hi = lo + info->holes[i].len;
+        for (size_t k = 0; k < count; k++) {
+            uint64_t a = f->held[k].start * bs, b = a + block_bytes(f, f->held[k].start,
+                                                                   f->held[k].len);
+            if (a < hi && b > lo)
+                bytes -= (b < hi ? b : hi) - (a > lo ? a : lo);
+        }
+    }
+    return bytes;
+}
+
 /* RESUME's held ranges from the journal's durable blocks. */
 static int resume_verdict(aftp_treestore_file *f, aftp_entry_verdict *out)
 {
@@ -329,8 +359,8 @@ static int entry_file(aftp_treestore *ts, const aftp_entry_info *info, aftp_entr
         *out = (aftp_entry_verdict){.verdict = AFTP_VERDICT_SKIP};
         return AFTP_OK;
     }
-    if (rc == AFTP_OK)
-        rc = check_space(ts, info->file.size);
+    if (rc == AFTP_OK) /* holes are never written: they need no space */
+        rc = check_space(ts, info->file.size - hole_bytes(info));
     aftp_treestore_file *f = rc == AFTP_OK ? calloc(1, sizeof *f) : NULL;
     if (rc == AFTP_OK && f == NULL)
         return AFTP_ERR_NO_MEMORY; /* the storage itself failed: ends the session */
@@ -354,10 +384,11 @@ static int entry_file(aftp_treestore *ts, const aftp_entry_info *info, aftp_entr
     if (listed != AFTP_OK)
         return rc != AFTP_OK ? AFTP_OK : listed; /* a refusal, or out of memory */
     f->dir = aftp_place_hold(&ts->place, info->file.path);
-    if (f->j.outcome == AFTP_JOURNAL_RESUMED)
-        return resume_verdict(f, out);
     *out = (aftp_entry_verdict){.verdict = AFTP_VERDICT_SEND};
-    return AFTP_OK;
+    rc = f->j.outcome == AFTP_JOURNAL_RESUMED ? resume_verdict(f, out) : AFTP_OK;
+    if (rc == AFTP_OK)
+        f->stored += holes_not_held(f, info, out->held_count);
+    return rc;
 }
 
 int aftp_treestore_entry(aftp_treestore *ts, const aftp_entry_info *info,
@@ -411,6 +442,22 @@ static int write_all(int fd, uint64_t off, const uint8_t *data, size_t len)
     return AFTP_OK;
 }
 
+/* Writes data at off but for its leading and trailing zero bytes, which
+ * the partial file reads as zeros already: it is made by ftruncate (a
+ * hole), and a byte written by an earlier session of this same source
+ * (the journal resumes nothing else) was the same byte. So the block a
+ * sparse source's data begins or ends in, partly hole, allocates no page
+ * of the hole, and a block of zeros is no write at all. */
+static int write_trimmed(int fd, uint64_t off, const uint8_t *data, size_t len)
+{
+    size_t lead = 0;
+    while (lead < len && data[lead] == 0)
+        lead++;
+    while (len > lead && data[len - 1] == 0)
+        len--;
+    return write_all(fd, off + lead, data + lead, len - lead);
+}
+
 /* The blocks [off, off+len) covers whole (the last block ends at size). */
 static int note_blocks(aftp_treestore_file *f, uint64_t off, size_t len)
 {
@@ -449,7 +496,7 @@ int aftp_treestore_write(aftp_treestore *ts, uint32_t id, uint64_t off, const ui
     aftp_treestore_file *f = open_file(ts, id, off, len, &rc);
     if (f == NULL || len == 0)
         return rc;
-    if ((rc = ensure_open(ts, f)) != AFTP_OK || (rc = write_all(f->j.data_fd, off, data, len)) !=
+    if ((rc = ensure_open(ts, f)) != AFTP_OK || (rc = write_trimmed(f->j.data_fd, off, data, len)) !=
         AFTP_OK || (rc = note_blocks(f, off, len)) != AFTP_OK)
         return write_failed(ts, f, rc);
     f->stored += len;

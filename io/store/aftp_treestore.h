@@ -27,7 +27,18 @@
  *   path, size, mtime_ns, block size and source_id holding durable blocks,
  *   with flag RESUME: RESUME with those blocks; otherwise SEND.
  *
- * Data: written with pwrite into the partial file; a block counts as
+ * Holes (spec 6.13, flag HOLES): the entry's hole blocks are never
+ * written nor reserved: the partial file is sized by ftruncate, so they
+ * stay holes and read as zeros; the space check at the offer counts the
+ * size less the holes; they count as stored from the verdict on (so a
+ * file is "all arrived" when its data is), and are not journalled (a
+ * later session of the same source announces them again). Nothing here
+ * preallocates (fallocate) a partial file; whoever adds it must do so
+ * over the data ranges only, never the holes.
+ *
+ * Data: written with pwrite into the partial file, its leading and
+ * trailing zero bytes left out (they read as zeros already), so a block
+ * that is partly hole allocates no page of the hole; a block counts as
  * written only when the write covers all of it. Durability: a file's
  * journal is synced (data flushed, then journal saved) at each group
  * commit and whenever AFTP_TREESTORE_SYNC_BYTES have been written to it

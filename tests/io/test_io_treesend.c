@@ -147,11 +147,60 @@ static void test_sources_opened_at_view_released_at_close(void **state)
     assert_int_equal(t.count, 0);
 }
 
+/* A FILE's holes come from SEEK_DATA / SEEK_HOLE when it is added: the
+ * gaps between its data, the trailing one too; a dense file and a small
+ * one get none. */
+static void test_holes_found_when_added(void **state)
+{
+    int root = io_test_scratch_fd(state);
+    char local[3][700];
+    const char *names[] = {"sparse", "dense", "small"};
+    for (int i = 0; i < 3; i++)
+        snprintf(local[i], sizeof local[i], "%s/%s", io_test_scratch_path(state), names[i]);
+    uint8_t page[4096];
+    memset(page, 0x5a, sizeof page);
+    int fd = openat(root, "sparse", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    assert_int_equal(ftruncate(fd, 1 << 20), 0);
+    assert_int_equal(pwrite(fd, page, sizeof page, 256 << 10), (ssize_t)sizeof page);
+    assert_int_equal(pwrite(fd, page, sizeof page, 768 << 10), (ssize_t)sizeof page);
+    close(fd);
+    struct stat sb;
+    assert_int_equal(stat(local[0], &sb), 0);
+    if ((uint64_t)sb.st_blocks * 512 >= (1u << 19))
+        skip(); /* a file system without holes here */
+    fd = openat(root, "dense", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    for (int i = 0; i < 64; i++)
+        assert_int_equal(write(fd, page, sizeof page), (ssize_t)sizeof page);
+    close(fd);
+    make_file(root, "small", 100, 1);
+
+    aftp_treesend t;
+    aftp_treesend_init(&t);
+    aftp_entry_info e[3];
+    for (uint32_t i = 0; i < 3; i++) {
+        e[i] = file_info(i + 1, local[i]);
+        assert_int_equal(aftp_treesend_add(&t, &e[i], local[i]), AFTP_OK);
+    }
+    const aftp_byte_range want[] = {{0, 256 << 10},
+                                    {(256 << 10) + 4096, (512 << 10) - 4096},
+                                    {(768 << 10) + 4096, (256 << 10) - 4096}};
+    assert_int_equal(e[0].hole_count, 3);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(e[0].holes[i].off, want[i].off);
+        assert_int_equal(e[0].holes[i].len, want[i].len);
+    }
+    assert_int_equal(e[1].hole_count, 0);
+    assert_null(e[1].holes);
+    assert_int_equal(e[2].hole_count, 0);
+    aftp_treesend_fini(&t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         IO_TEST_SCRATCH(test_entries_from_a_walk),
         IO_TEST_SCRATCH(test_sources_opened_at_view_released_at_close),
+        IO_TEST_SCRATCH(test_holes_found_when_added),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
