@@ -37,7 +37,9 @@
  *                  kind, u16 flags, value size, i64 mtime, u32 mode, u32
  *                  block_size, u64 source_id, 16 digest bytes, u16 path
  *                  length, u16 target length, then the path and the target
- *                  (written in wire order)
+ *                  (written in wire order); with flag HOLES, count hole
+ *                  ranges (up to one over the limit), each two values
+ *                  written as varints
  *     VERDICTS:    count records (up to one over the limit), each: u8 link
  *                  (bit 0: id = previous + 1, else a u32 follows), u8
  *                  verdict, u16 error, count held ranges (up to one over
@@ -210,6 +212,12 @@ static void copy_entry(fuzz_input *in, aftp_wire_writer *w, framed_link *link)
     put(w, target_len, 2);
     copy_bytes(in, w, path_len);
     copy_bytes(in, w, target_len);
+    if (e.flags & AFTP_WIRE_ENTRY_HOLES) {
+        size_t holes = fuzz_take_count(in, AFTP_WIRE_MAX_HOLES + 1);
+        put(w, holes, 2);
+        for (size_t r = 0; r < 2 * holes && in->left > 0; r++)
+            (void)aftp_wire_write_varint(w, fuzz_take_value(in) & AFTP_WIRE_VARINT_MAX);
+    }
     link->id = e.entry_id;
     link->end = e.base_block + aftp_wire_entry_blocks(&e);
 }

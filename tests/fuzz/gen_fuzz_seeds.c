@@ -445,6 +445,17 @@ static void emit_pipelined(const char *dir)
     emit_patched(dir, "entries-base-overlaps", &p, link_base + 7, 3, AFTP_ERR_MALFORMED);
     emit_patched(dir, "entries-kind-4", &p, AFTP_WIRE_HEADER_LEN + 2 + 4, 4, AFTP_ERR_MALFORMED);
     emit_patched(dir, "entries-count-zero", &p, AFTP_WIRE_HEADER_LEN + 1, 0, AFTP_ERR_LIMIT);
+    /* The file alone, sparse: blocks 1-2 of its 4 in a hole (flag HOLES);
+     * then the hole moved to blocks 3-4, past the file. */
+    static const aftp_wire_range holes[] = {{1, 2}};
+    aftp_wire_entry sparse = e[1];
+    sparse.flags |= AFTP_WIRE_ENTRY_HOLES;
+    sparse.hole_count = 1;
+    sparse.holes = holes;
+    p.u.entries = (aftp_wire_entries){1, &sparse, NULL, 0};
+    emit_valid(dir, "entries-sparse", &p);
+    size_t hole_gap = AFTP_WIRE_HEADER_LEN + 2 + AFTP_WIRE_ENTRY_FIXED + 3 + 2;
+    emit_patched(dir, "entries-hole-past-file", &p, hole_gap, 3, AFTP_ERR_MALFORMED);
 
     aftp_wire_verdict v[4] = {{1, AFTP_WIRE_VERDICT_SEND, 0, 0, NULL, NULL, 0},
                               {2, AFTP_WIRE_VERDICT_RESUME, 0, 2, held, NULL, 0},

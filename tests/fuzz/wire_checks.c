@@ -19,7 +19,9 @@
  *  - an ENTRIES or VERDICTS: its records lie inside the input and end it;
  *    the iterator yields exactly `count` records, each valid for its kind
  *    (entries: non-zero consecutive ids laid end to end in the stream,
- *    paths and targets inside the input without a zero byte; verdicts:
+ *    paths and targets inside the input without a zero byte, a hole list
+ *    exactly on flag HOLES, on a FILE only, of 1..1024 ascending,
+ *    non-adjacent ranges inside the file's blocks; verdicts:
  *    ascending ids, an error exactly on REFUSED, held ranges exactly on
  *    RESUME, ascending and non-adjacent, at most 8192 in the packet); and
  *    re-encoding from the iterated records as arrays gives the input again.
@@ -128,6 +130,34 @@ static int name_ok(const uint8_t *data, size_t size, const uint8_t *p, uint16_t 
            (len == 0 || memchr(p, 0, len) == NULL);
 }
 
+/* An entry's hole list (flag HOLES): walked into `ranges`, each inside
+ * the file's blocks, the encoding inside the input. */
+static void check_holes(const uint8_t *data, size_t size, const aftp_wire_entry *e)
+{
+    aftp_wire_range_iter it;
+    aftp_wire_range rg;
+    uint64_t next_min = 0, blocks = aftp_wire_entry_blocks(e);
+    size_t n = 0;
+    FUZZ_CHECK(e->holes == NULL);
+    if (!(e->flags & AFTP_WIRE_ENTRY_HOLES)) {
+        FUZZ_CHECK(e->hole_count == 0 && e->hole_bytes_len == 0);
+        return;
+    }
+    FUZZ_CHECK(e->kind == AFTP_WIRE_KIND_FILE);
+    FUZZ_CHECK(e->hole_count >= 1 && e->hole_count <= AFTP_WIRE_MAX_HOLES);
+    FUZZ_CHECK(fuzz_inside(data, size, e->hole_bytes, e->hole_bytes_len));
+    aftp_wire_entry_holes_init(&it, e);
+    while (aftp_wire_ranges_next(&it, &rg)) {
+        FUZZ_CHECK(n < e->hole_count);
+        FUZZ_CHECK(rg.len >= 1 && rg.start >= next_min);
+        FUZZ_CHECK(rg.start < blocks && rg.len <= blocks - rg.start);
+        ranges[n++] = rg;
+        next_min = rg.start + rg.len + 1;
+    }
+    FUZZ_CHECK(n == e->hole_count);
+    FUZZ_CHECK(aftp_wire_ranges_encoded_len(0, ranges, n) == e->hole_bytes_len);
+}
+
 static void check_entry(const uint8_t *data, size_t size, const aftp_wire_entry *e)
 {
     FUZZ_CHECK(e->entry_id != 0 && e->mode <= 07777);
@@ -143,6 +173,7 @@ static void check_entry(const uint8_t *data, size_t size, const aftp_wire_entry 
     }
     FUZZ_CHECK(e->base_block <= AFTP_WIRE_MAX_BLOCKS &&
                aftp_wire_entry_blocks(e) <= AFTP_WIRE_MAX_BLOCKS - e->base_block);
+    check_holes(data, size, e);
 }
 
 /* Walks the records into `entries` and checks each and their chaining. */
