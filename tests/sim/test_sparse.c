@@ -181,12 +181,75 @@ static void test_resume_and_holes_overlap(void **state)
     run_sparse("sparse resumed", &c, 0.01);
 }
 
+/* ---- a hole list longer than an ENTRIES can carry ---- */
+
+#define MANY_HOLES 1000u
+#define MANY_SIZE (4u * MANY_HOLES * BS)
+
+/* Hole i covers blocks [4i, 4i + len): one block, three for every
+ * hundredth; each is followed by data. */
+static aftp_byte_range many_holes[MANY_HOLES];
+
+static void feed_many(void *ctx, sim_storage *st, aftp_sender *snd)
+{
+    (void)ctx;
+    sim_file *f = sim_storage_add_entry(st, AFTP_ENTRY_FILE, "many", MANY_SIZE, BS, NULL);
+    for (uint32_t i = 0; i < MANY_HOLES; i++) {
+        many_holes[i] = (aftp_byte_range){4u * i * BS, (i % 100 == 0 ? 3u : 1u) * BS};
+        memset(f->src + many_holes[i].off, 0, many_holes[i].len);
+    }
+    aftp_entry_info e = {.file = {.file_id = f->id, .size = f->size, .mode = 0644,
+                                  .block_size = BS, .path = "many"},
+                         .kind = AFTP_ENTRY_FILE, .holes = many_holes, .hole_count = MANY_HOLES};
+    assert_int_equal(aftp_sender_add_entry(snd, &e), AFTP_OK);
+}
+
+/* 1000 holes take about 2000 bytes of ranges, more than a 1452-byte
+ * datagram: the sender sends its smallest holes as data until the rest
+ * fit (spec 6.13), and the file still arrives byte-exact; its largest
+ * holes are kept. */
+static void test_too_many_holes_smallest_sent_as_data(void **state)
+{
+    (void)state;
+    sim_cfg cfg;
+    sim_result r;
+    sim_cfg_default(&cfg);
+    cfg.nfiles = 0;
+    cfg.tune = set_windows;
+    cfg.feed = feed_many;
+    sim_run(&cfg, &r);
+    assert_false(r.stuck);
+    assert_int_equal(r.snd_error, AFTP_OK);
+    assert_int_equal(r.rcv_error, AFTP_OK);
+    assert_int_equal(r.snd_side.ev.last_file_error, AFTP_OK);
+    sim_file *f = sim_storage_file(&r.st, 1);
+    assert_true(f->committed);
+    assert_memory_equal(f->dst, f->src, f->size);
+    uint64_t hole_blocks = 0, unwritten = 0;
+    for (uint32_t i = 0; i < MANY_HOLES; i++)
+        hole_blocks += many_holes[i].len / BS;
+    for (uint64_t b = 0; b < f->blocks; b++)
+        unwritten += f->writes[b] == 0;
+    for (uint32_t i = 0; i < MANY_HOLES; i += 100) /* the three-block holes stay holes */
+        for (uint64_t b = 4u * i; b < 4u * i + 3u; b++)
+            assert_int_equal(f->writes[b], 0);
+    uint64_t sent = r.snd.payload_bytes_sent - r.snd.payload_bytes_retransmitted;
+    print_message("%u holes (%llu blocks): %llu blocks left unsent, %llu payload bytes sent "
+                  "first-hand of %u\n",
+                  MANY_HOLES, (unsigned long long)hole_blocks, (unsigned long long)unwritten,
+                  (unsigned long long)sent, MANY_SIZE);
+    assert_true(unwritten > 30 && unwritten < hole_blocks);
+    assert_int_equal(sent, (f->blocks - unwritten) * BS);
+    sim_result_free(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sparse_files_send_no_hole),
         cmocka_unit_test(test_sparse_files_over_loss),
         cmocka_unit_test(test_resume_and_holes_overlap),
+        cmocka_unit_test(test_too_many_holes_smallest_sent_as_data),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
