@@ -126,25 +126,34 @@ static void expect_arrived(const sparse_case *c, sim_storage *st, uint32_t id, i
     }
 }
 
-static void run_sparse(const char *name, sparse_case *c, double loss)
+typedef void (*feed_fn)(void *ctx, sim_storage *st, aftp_sender *snd);
+
+/* Runs both engines over the entries `fn` adds, `loss` each way; the
+ * session must end cleanly. */
+static void run_fed(const char *name, feed_fn fn, void *ctx, double loss, sim_result *r)
 {
     sim_cfg cfg;
-    sim_result r;
     sim_cfg_default(&cfg);
     cfg.nfiles = 0;
     cfg.fwd.loss = loss;
     cfg.rev.loss = loss;
     cfg.tune = set_windows;
-    cfg.feed = feed;
-    cfg.feed_ctx = c;
-    sim_run(&cfg, &r);
-    sim_report(name, &cfg, &r);
-    assert_false(r.stuck);
-    assert_int_equal(r.snd_error, AFTP_OK);
-    assert_int_equal(r.rcv_error, AFTP_OK);
+    cfg.feed = fn;
+    cfg.feed_ctx = ctx;
+    sim_run(&cfg, r);
+    sim_report(name, &cfg, r);
+    assert_false(r->stuck);
+    assert_int_equal(r->snd_error, AFTP_OK);
+    assert_int_equal(r->rcv_error, AFTP_OK);
+    assert_int_equal(r->snd_side.ev.last_file_error, AFTP_OK);
+}
+
+static void run_sparse(const char *name, sparse_case *c, double loss)
+{
+    sim_result r;
+    run_fed(name, feed, c, loss, &r);
     assert_int_equal(r.snd_side.ev.file_end, 4);
     assert_int_equal(r.rcv_side.ev.file_end, 4);
-    assert_int_equal(r.snd_side.ev.last_file_error, AFTP_OK);
     uint64_t wanted = 0;
     for (uint32_t id = 1; id <= 4; id++) {
         int sparse = id <= 2;
@@ -211,17 +220,8 @@ static void feed_many(void *ctx, sim_storage *st, aftp_sender *snd)
 static void test_too_many_holes_smallest_sent_as_data(void **state)
 {
     (void)state;
-    sim_cfg cfg;
     sim_result r;
-    sim_cfg_default(&cfg);
-    cfg.nfiles = 0;
-    cfg.tune = set_windows;
-    cfg.feed = feed_many;
-    sim_run(&cfg, &r);
-    assert_false(r.stuck);
-    assert_int_equal(r.snd_error, AFTP_OK);
-    assert_int_equal(r.rcv_error, AFTP_OK);
-    assert_int_equal(r.snd_side.ev.last_file_error, AFTP_OK);
+    run_fed("many holes", feed_many, NULL, 0.0, &r);
     sim_file *f = sim_storage_file(&r.st, 1);
     assert_true(f->committed);
     assert_memory_equal(f->dst, f->src, f->size);
