@@ -3,7 +3,8 @@
  * with the source, a CHECKSUM digest only when asked), and its storage
  * over entries: a source opened at its first view only, checked against
  * what its entry announced, released at close, and the cap on sources
- * open at once. */
+ * open at once. Sparse sources: holes found when a file is added, and
+ * the receiver's storage counting them held. */
 #include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -195,12 +196,83 @@ static void test_holes_found_when_added(void **state)
     aftp_treesend_fini(&t);
 }
 
+/* ---- the receiver's storage of a sparse entry (aftp_treestore) ---- */
+
+/* A 10-block file whose blocks 0-2 and 6-7 are holes (spec 6.13). */
+static const aftp_byte_range store_holes[] = {{0, 3 * BS}, {6 * BS, 2 * BS}};
+
+static aftp_entry_info store_entry(uint32_t id, int with_holes)
+{
+    aftp_entry_info e = {.kind = AFTP_ENTRY_FILE, .flags = AFTP_ENTRY_RESUME, .source_id = 9};
+    e.file = (aftp_file_info){.file_id = id, .size = 10 * BS, .mtime_ns = 5, .mode = 0644,
+                              .block_size = BS, .path = "disk.img"};
+    if (with_holes) {
+        e.holes = store_holes;
+        e.hole_count = 2;
+    }
+    return e;
+}
+
+static int store_verdict(aftp_treestore *ts, const aftp_entry_info *e, aftp_entry_verdict *v)
+{
+    assert_int_equal(aftp_treestore_ops.entry(ts, e, v), AFTP_OK);
+    return v->verdict;
+}
+
+/* Writes blocks [first, end) of entry id: the pattern, zeros in holes. */
+static void store_blocks(aftp_treestore *ts, uint32_t id, uint64_t first, uint64_t end)
+{
+    uint8_t data[10 * BS];
+    io_test_pattern(data, sizeof data, 11);
+    memset(data, 0, 3 * BS);
+    memset(data + 6 * BS, 0, 2 * BS);
+    for (uint64_t b = first; b < end; b++)
+        assert_int_equal(aftp_treestore_ops.write(ts, id, b * BS, data + b * BS, BS), AFTP_OK);
+    assert_int_equal(aftp_treestore_sync(ts), AFTP_OK);
+}
+
+/* The holes count as held from the verdict on: the file is "all arrived"
+ * (its state dropped when discarded, a failed verification) once its data
+ * is, and a resumed copy whose blocks overlap the holes counts those once:
+ * one data block short, it is still unfinished and kept. */
+static void test_store_counts_holes_held(void **state)
+{
+    int root = io_test_scratch_fd(state);
+    aftp_treestore ts;
+    aftp_place_options opt;
+    aftp_entry_verdict v;
+    char why[256];
+    aftp_place_defaults(&opt);
+    assert_int_equal(aftp_treestore_init(&ts, root, &opt, why, sizeof why), AFTP_OK);
+    /* A sender that did not know the holes wrote blocks 0-5, then stopped. */
+    aftp_entry_info e = store_entry(1, 0);
+    assert_int_equal(store_verdict(&ts, &e, &v), AFTP_VERDICT_SEND);
+    store_blocks(&ts, 1, 0, 6);
+    assert_int_equal(aftp_treestore_ops.close(&ts, 1, AFTP_CLOSE_DISCARD), AFTP_OK);
+    /* Resumed with the holes: 0-5 held, 6-7 holes; block 8 arrives, not 9. */
+    e = store_entry(2, 1);
+    assert_int_equal(store_verdict(&ts, &e, &v), AFTP_VERDICT_RESUME);
+    store_blocks(&ts, 2, 8, 9);
+    assert_int_equal(aftp_treestore_ops.close(&ts, 2, AFTP_CLOSE_DISCARD), AFTP_OK);
+    /* Kept: block 9 is still missing. Now it arrives: all there. */
+    e = store_entry(3, 1);
+    assert_int_equal(store_verdict(&ts, &e, &v), AFTP_VERDICT_RESUME);
+    store_blocks(&ts, 3, 9, 10);
+    assert_int_equal(aftp_treestore_ops.close(&ts, 3, AFTP_CLOSE_DISCARD), AFTP_OK);
+    /* Discarded whole (a failed verification): not resumed again. */
+    e = store_entry(4, 1);
+    assert_int_equal(store_verdict(&ts, &e, &v), AFTP_VERDICT_SEND);
+    aftp_treestore_ops.close(&ts, 4, AFTP_CLOSE_DISCARD);
+    aftp_treestore_fini(&ts);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         IO_TEST_SCRATCH(test_entries_from_a_walk),
         IO_TEST_SCRATCH(test_sources_opened_at_view_released_at_close),
         IO_TEST_SCRATCH(test_holes_found_when_added),
+        IO_TEST_SCRATCH(test_store_counts_holes_held),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
