@@ -2,7 +2,8 @@
  * Fuzz harness for the engines' pipelined input path (spec 9.14): the real
  * sender and receiver negotiate PIPELINE (unprotected, so the fuzzer reaches
  * what lies behind decryption, as fuzz_engine_input) and exchange a small
- * tree (a DIR, three FILEs, a SYMLINK) over a link the fuzzer runs: it
+ * tree (a DIR, three FILEs, the last sparse: its blocks 0-1 a hole, spec
+ * 6.13; a SYMLINK) over a link the fuzzer runs: it
  * delivers, drops, corrupts each datagram in flight, injects datagrams of its
  * own, and moves the clock. So ENTRIES, DATA and FILE_DONE reach the
  * receiver, and VERDICTS, FEEDBACK and FILE_RESULT reach the sender, valid
@@ -21,8 +22,9 @@
  * Properties: nothing crashes; the receiver's storage is asked about each
  * entry once, in ascending id order; the receiver writes only inside an
  * open FILE (as the ENTRIES it decoded describe it) and never writes a
- * block twice nor a block RESUME held; every committed file (alone or in a
- * group) holds all its blocks and, unless a corrupted or injected datagram
+ * block twice nor a block RESUME held nor a hole block it was told of;
+ * every committed file (alone or in a group) holds all its blocks (hole
+ * blocks as the zeros they read as) and, unless a corrupted or injected datagram
  * reached the receiver, is the sender's file byte for byte; every datagram
  * fits max_datagram; expiry always advances (an engine handled at its
  * expiry has a later one within a bounded number of steps). Untampered
@@ -69,6 +71,7 @@ typedef struct pipe_file {
     uint8_t dst[FILE_CAP];
     uint8_t written[FILE_CAP]; /* by block: written */
     uint8_t held;              /* RESUME: block 0 is there, never written */
+    uint8_t hole[FILE_CAP];    /* by block: a hole the entry announced, never written */
     int verdict;               /* what storage answers a true FILE */
     uint64_t size;
     uint32_t block;
@@ -127,7 +130,7 @@ static int write_block(void *user, uint32_t id, uint64_t off, const uint8_t *dat
     FUZZ_CHECK(off % f->block == 0 && off < f->size);
     FUZZ_CHECK(len == (f->size - off < f->block ? f->size - off : f->block));
     uint64_t b = off / f->block;
-    FUZZ_CHECK(!f->written[b] && !(b == 0 && f->held));
+    FUZZ_CHECK(!f->written[b] && !(b == 0 && f->held) && !f->hole[b]);
     f->written[b] = 1;
     memcpy(f->dst + off, data, len);
     return AFTP_OK;
@@ -139,7 +142,7 @@ static void check_committed(uint32_t id)
 {
     pipe_file *f = &h.file[id];
     for (uint64_t b = 0; b * f->block < f->size; b++)
-        FUZZ_CHECK(f->written[b] || (b == 0 && f->held));
+        FUZZ_CHECK(f->written[b] || (b == 0 && f->held) || f->hole[b]);
     if (!h.tampered_rcv)
         FUZZ_CHECK(true_file(id) && f->size == true_size[id] &&
                    memcmp(f->dst, f->src, f->size) == 0);
@@ -215,6 +218,10 @@ static int decide_entry(void *user, const aftp_entry_info *info, aftp_entry_verd
     }
     f->size = info->file.size;
     f->block = info->file.block_size;
+    for (size_t i = 0; i < info->hole_count; i++) /* block-aligned, inside the file */
+        for (uint64_t b = info->holes[i].off / f->block;
+             b * f->block < info->holes[i].off + info->holes[i].len; b++)
+            f->hole[b] = 1;
     f->open = out->verdict == AFTP_VERDICT_SEND || out->verdict == AFTP_VERDICT_RESUME;
     return AFTP_OK;
 }
@@ -301,9 +308,16 @@ static void queue_unpop(link_queue *q)
     q->count++;
 }
 
+/* Entry 4's hole: blocks 0-1, overlapping RESUME's held block 0. */
+static const aftp_byte_range hole_of_4 = {0, 2 * BLOCK};
+
 static void add_entry(uint32_t id, int kind, const char *path, uint64_t size, const char *target)
 {
     aftp_entry_info e = {.kind = kind, .target = target, .source_id = id};
+    if (id == 4) {
+        e.holes = &hole_of_4;
+        e.hole_count = 1;
+    }
     e.file = (aftp_file_info){.file_id = id, .size = size, .mode = 0644, .path = path};
     if (kind == AFTP_ENTRY_FILE) {
         e.file.block_size = BLOCK;
@@ -322,7 +336,7 @@ static void setup(uint8_t verdicts)
     h.held_range = (aftp_block_range){.start = 0, .len = 1};
     for (uint32_t id = 1; id <= IDS; id++) {
         for (size_t j = 0; j < FILE_CAP; j++)
-            h.file[id].src[j] = (uint8_t)(j * 7 + id * 31);
+            h.file[id].src[j] = id == 4 && j < hole_of_4.len ? 0 : (uint8_t)(j * 7 + id * 31);
         if (true_file(id))
             h.file[id].verdict = verdict_of[(verdicts >> (2 * (id - FIRST_FILE))) & 3];
     }
