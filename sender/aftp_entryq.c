@@ -50,7 +50,8 @@ int aftp_entryq_add(aftp_entryq *q, const aftp_entry_info *info)
     aftp_entryq_item *e = &q->slots[id % q->cap];
     e->path = strdup(info->file.path);
     e->target = info->target != NULL ? strdup(info->target) : NULL;
-    if (info->hole_count > 0 && (e->hole_bytes = calloc(info->hole_count, sizeof *e->hole_bytes)))
+    e->hole_bytes = info->hole_count > 0 ? calloc(info->hole_count, sizeof *e->hole_bytes) : NULL;
+    if (e->hole_bytes != NULL)
         memcpy(e->hole_bytes, info->holes, info->hole_count * sizeof *e->hole_bytes);
     if (e->path == NULL || (info->target != NULL && e->target == NULL) ||
         (info->hole_count > 0 && e->hole_bytes == NULL)) {
