@@ -235,18 +235,14 @@ if [[ ",$cases," == *,wan,* ]] && [ "$generate" = 0 ] && [ ! -d "$go_src" ]; the
 fi
 
 if wants aftp; then
-    if [ -z "$aftp" ]; then
-        for bin in "$root"/build*/cli/aftp; do
-            [ -x "$bin" ] || continue
-            grep -Eq '^AFTP_(SANITIZE|FUZZ):BOOL=ON' "$(dirname "$(dirname "$bin")")/CMakeCache.txt" \
-                2>/dev/null && continue
-            [ -n "$aftp" ] && [ "$bin" -ot "$aftp" ] || aftp=$bin
-        done
-    fi
-    [ -n "$aftp" ] && [ -x "$aftp" ] || die "no aftp binary: build it or pass --aftp PATH"
+    [ -n "$aftp" ] || aftp=$(newest_optimised cli/aftp)
+    if [ -z "$aftp" ] || [ ! -x "$aftp" ]; then die "no aftp binary: build it or pass --aftp PATH"; fi
     aftp=$(realpath "$aftp")
 fi
+# The link emulator of aftp's build (an emulator built with ASan is an
+# overloaded one), else the newest optimised one.
 linkemu=${aftp:+$(dirname "$(dirname "$aftp")")/netem/aftp-linkemu}
+[ -n "$linkemu" ] && [ -x "$linkemu" ] || linkemu=$(newest_optimised netem/aftp-linkemu)
 
 # shellcheck source=bench/wan/scratch.sh
 . "$here/wan/scratch.sh"
@@ -280,7 +276,7 @@ if [[ ",$cases," == *,wan,* ]]; then
     IFS=, read -r -a profile_list <<<"$profiles"
     for p in "${profile_list[@]}"; do
         wan=(--profile "$p")
-        [ -x "$linkemu" ] && wan+=(--linkemu "$linkemu")
+        [ -z "$linkemu" ] || wan+=(--linkemu "$linkemu")
         rc=0
         "$root/netem/wan.sh" "${wan[@]}" -- "$0" --inner "$work" --repeat "$repeat" --only "$only" \
             --scp-cap "$scp_cap" --time-cap "$cap" --aftp "${aftp:-none}" || rc=$?
@@ -288,7 +284,7 @@ if [[ ",$cases," == *,wan,* ]]; then
         0|3) ;; # 3: the emulator was overloaded; the runs it hit say invalid
         77) log "SKIP: no network namespaces here: the wan case did not run"
             [[ ",$cases," == *,loopback,* ]] || exit 77 ;;
-        *) status=1 ;;
+        *) log "the wan case over $p failed: netem/wan.sh exit $rc"; status=1 ;;
         esac
     done
     rm -rf "$work/src.tree"

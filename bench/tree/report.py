@@ -35,20 +35,20 @@ def read_first_line(path):
         return ""
 
 
-def loss_percent(text):
-    text = text.rstrip("%")
+def loss_percent(fraction):
+    """netem/wan.sh's WAN_FWD_LOSS (a fraction) in percent, rounded as the goals are."""
     try:
-        return float(text)
+        return round(float(fraction) * 100, 2)
     except ValueError:
         return None
 
 
 def wan_goal(link):
-    """(goal seconds, its text) for the issue's link, else (None, '')."""
-    rate, rtt, loss = link[0], link[1], loss_percent(link[2])
-    if float(rate) != 1e9 or int(rtt) != 150000 or loss not in WAN_GOAL_S:
-        return None, ""
-    return WAN_GOAL_S[loss], "at most %.1f s" % WAN_GOAL_S[loss]
+    """The goal in seconds on the issue's link, else None."""
+    rate, rtt, loss = float(link[0]), float(link[1]), loss_percent(link[2])
+    if rate != 1e9 or rtt != 150000 or loss not in WAN_GOAL_S:
+        return None
+    return WAN_GOAL_S[loss]
 
 
 def tool_row(tool, runs, total_files, rsync_median, goal_s, goal_files_s):
@@ -61,7 +61,7 @@ def tool_row(tool, runs, total_files, rsync_median, goal_s, goal_files_s):
         extrapolated = total_files / rate if rate > 0 else float("inf")
         return ("| %s | capped at %.0f s | %d of %d files | %.1f | **%.0f s (extrapolated)** | %s | - |"
                 % (tool, r["secs"], r["files"], total_files, rate, extrapolated,
-                   "%.3f (extrapolated)" % (extrapolated / rsync_median) if rsync_median else "-"))
+                   "%.4f (extrapolated)" % (rsync_median / extrapolated) if rsync_median else "-"))
     if not ok:
         return "| %s | 0/%d | - | - | - | - | %s |" % (tool, len(runs), "; ".join(notes) or "-")
     med = statistics.median(r["secs"] for r in ok)
@@ -119,9 +119,9 @@ def main(argv):
         goal_s = None
         title = case
         if len(link) == 4:
-            goal_s, _ = wan_goal(link)
-            title = "%s: %.0f Mbit/s, RTT %.0f ms, loss %s (%s backend)" % (
-                case, float(link[0]) / 1e6, int(link[1]) / 1000, link[2], link[3])
+            goal_s = wan_goal(link)
+            title = "%s: %.0f Mbit/s, RTT %.0f ms, loss %g%% (%s backend)" % (
+                case, float(link[0]) / 1e6, float(link[1]) / 1000, loss_percent(link[2]), link[3])
         table(title + "; " + read_first_line(os.path.join(work, "what.wan")), mine, total,
               goal_s=goal_s)
     print("seconds: from starting the sending command to its exit, disk to disk (connection set-up")

@@ -1,4 +1,5 @@
 # shellcheck shell=bash
+# shellcheck disable=SC2154 # rcv, snd and root are the caller's (see each function)
 # Sourced by bench/wan/run.sh, bench/wan/compete.sh (inside netem/wan.sh's
 # command namespace) and bench/tree.sh: what they need to talk to the
 # emulator, the hosts and a private sshd.
@@ -92,4 +93,20 @@ ssh_teardown() {
     kill -TERM "$sshd_pid" 2>/dev/null
     wait "$sshd_pid" 2>/dev/null
     sshd_pid=''
+}
+
+# The newest build*/PATH or build*/*/PATH (e.g. build/dev/cli/aftp) among
+# the build directories that are neither
+# sanitizer nor fuzzing builds (those are many times slower: a slow link
+# emulator is an overloaded one, a slow aftp skews its figures).
+newest_optimised() { # PATH inside a build directory, e.g. cli/aftp
+    local bin dir best='' best_time=0 t
+    for bin in "$root"/build*/"$1" "$root"/build*/*/"$1"; do # $root: the caller's source tree
+        [ -x "$bin" ] || continue
+        dir=${bin%/"$1"}
+        grep -Eq '^AFTP_(SANITIZE|FUZZ):BOOL=ON' "$dir/CMakeCache.txt" 2>/dev/null && continue
+        t=$(stat -c %Y "$bin")
+        [ "$t" -le "$best_time" ] || { best=$bin best_time=$t; }
+    done
+    echo "$best"
 }
