@@ -62,6 +62,9 @@ def tool_row(tool, runs, total_files, rsync_median, goal_s, goal_files_s):
         return ("| %s | capped at %.0f s | %d of %d files | %.1f | **%.0f s (extrapolated)** | %s | - |"
                 % (tool, r["secs"], r["files"], total_files, rate, extrapolated,
                    "%.4f (extrapolated)" % (rsync_median / extrapolated) if rsync_median else "-"))
+    invalid = [r["secs"] for r in runs if r["status"] == "invalid"]
+    if invalid:
+        notes.append("invalid runs took %.3f-%.3f s" % (min(invalid), max(invalid)))
     if not ok:
         return "| %s | 0/%d | - | - | - | - | %s |" % (tool, len(runs), "; ".join(notes) or "-")
     med = statistics.median(r["secs"] for r in ok)
