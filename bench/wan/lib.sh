@@ -78,7 +78,7 @@ Host wanrcv
     Compression no
     LogLevel ERROR
 EOC
-    mkdir -p /run/sshd # sshd's privilege separation directory must exist
+    [ "$(id -u)" -ne 0 ] || mkdir -p /run/sshd # sshd's privilege separation directory
     "${rcv[@]}" /usr/sbin/sshd -D -f "$ssh_dir/sshd_config" -E "$ssh_dir/sshd.log" &
     sshd_pid=$!
     wait_listening t "$port" "${rcv[@]}" ||
