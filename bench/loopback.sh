@@ -160,53 +160,15 @@ done
 
 # ---- scp through a private sshd on 127.0.0.1 (its own host key, key-only login) ----
 scp_skip=
-ssh_setup() {
-    local d=$work/ssh
+# shellcheck source=bench/wan/lib.sh
+. "$here/wan/lib.sh" # ssh_setup: the private sshd that bench/wan.sh uses too
+loopback_ssh_setup() {
     for tool in /usr/sbin/sshd ssh-keygen scp; do
         command -v "$tool" >/dev/null || { scp_skip="$tool not installed (openssh-server/client)"; return 1; }
     done
-    mkdir -m 700 "$d"
-    ssh-keygen -q -t ed25519 -N '' -C aftp-bench-host -f "$d/host_key"
-    ssh-keygen -q -t ed25519 -N '' -C aftp-bench-client -f "$d/client_key"
-    cp "$d/client_key.pub" "$d/authorized_keys"
-    ssh_port=$((30000 + RANDOM % 20000))
-    echo "[127.0.0.1]:$ssh_port $(cut -d' ' -f1,2 "$d/host_key.pub")" >"$d/known_hosts"
-    cat >"$d/sshd_config" <<EOF
-ListenAddress 127.0.0.1:$ssh_port
-HostKey $d/host_key
-PidFile none
-AuthorizedKeysFile $d/authorized_keys
-AuthenticationMethods publickey
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-PermitRootLogin prohibit-password
-UsePAM no
-StrictModes no
-Subsystem sftp internal-sftp
-EOF
-    cat >"$d/ssh_config" <<EOF
-Host benchsshd
-    HostName 127.0.0.1
-    Port $ssh_port
-    User $(id -un)
-    IdentityFile $d/client_key
-    IdentitiesOnly yes
-    UserKnownHostsFile $d/known_hosts
-    GlobalKnownHostsFile /dev/null
-    StrictHostKeyChecking yes
-    BatchMode yes
-    Compression no
-    LogLevel ERROR
-EOF
-    [ "$(id -u)" -ne 0 ] || mkdir -p /run/sshd # privilege separation directory
-    /usr/sbin/sshd -D -f "$d/sshd_config" -E "$d/sshd.log" &
-    sshd_pid=$!
-    for _ in $(seq 50); do
-        ssh -F "$d/ssh_config" benchsshd true 2>/dev/null && return 0
-        kill -0 "$sshd_pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    scp_skip="the private sshd did not accept a login: $(tail -n 1 "$d/sshd.log" 2>/dev/null)"
+    snd=() rcv=() # both ends on this host
+    ssh_setup "$work/ssh" 127.0.0.1 $((30000 + RANDOM % 20000)) 2>>"$work/ssh.err" && return 0
+    scp_skip="the private sshd did not accept a login: $(tail -n 1 "$work/ssh.err" 2>/dev/null)"
     return 1
 }
 
@@ -223,7 +185,7 @@ scp_run() { # label, scp options...
     warm_memory
     before=$(children_cpu "$sshd_pid")
     /usr/bin/time -v -o "$work/scp.time" scp -F "$work/ssh/ssh_config" -q "$@" "$work/src.bin" \
-        "benchsshd:$work/dst/src.bin"
+        "wanrcv:$work/dst/src.bin"
     for _ in $(seq 100); do # the session's process is counted once sshd reaped it
         [ -z "$(pgrep -P "$sshd_pid")" ] && break
         sleep 0.05
@@ -240,7 +202,7 @@ scp_run() { # label, scp options...
 }
 scp_labels=()
 if [ "$SCP" = 1 ]; then
-    if ssh_setup; then
+    if loopback_ssh_setup; then
         scp_labels=("scp (OpenSSH default cipher)")
         grep -qw aes /proc/cpuinfo && scp_labels+=("scp -c aes256-gcm@openssh.com")
         for ((run = 1; run <= REPEAT; run++)); do

@@ -114,20 +114,8 @@ done
 aftp_install_deps "${packages[@]}" ||
     echo "bench/wan: could not install every baseline; missing tools are reported as not run" >&2
 
-# The newest build*/PATH among the build directories that are neither
-# sanitizer nor fuzzing builds (those are many times slower: a slow link
-# emulator is an overloaded one, a slow aftp skews its figures).
-newest_optimised() { # PATH inside a build directory, e.g. cli/aftp
-    local bin dir best='' best_time=0 t
-    for bin in "$root"/build*/"$1"; do
-        [ -x "$bin" ] || continue
-        dir=${bin%/"$1"}
-        grep -Eq '^AFTP_(SANITIZE|FUZZ):BOOL=ON' "$dir/CMakeCache.txt" 2>/dev/null && continue
-        t=$(stat -c %Y "$bin")
-        [ "$t" -le "$best_time" ] || { best=$bin best_time=$t; }
-    done
-    echo "$best"
-}
+# shellcheck source=bench/wan/lib.sh
+. "$here/wan/lib.sh" # newest_optimised
 
 if [[ " ${tools[*]} " == *" aftp"[\ -]* ]]; then
     [ -n "$aftp" ] || aftp=$(newest_optimised cli/aftp)

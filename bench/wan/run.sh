@@ -232,59 +232,7 @@ iperf3_window() { # 2 x BDP (at least 1 MiB), as far as the socket buffer maximu
         IPERF_WINDOW_WHY="$IPERF_WINDOW_WHY, capped by net.core.rmem_max $rmax / wmem_max $wmax"
 }
 
-# --- scp, sftp, rsync through a private sshd on the receiver host -----------------
-ssh_dir='' sshd_pid=''
-ssh_setup() {
-    ssh_dir=$work/ssh
-    mkdir -m 700 "$ssh_dir"
-    ssh-keygen -q -t ed25519 -N '' -C aftp-bench-host -f "$ssh_dir/host_key"
-    ssh-keygen -q -t ed25519 -N '' -C aftp-bench-client -f "$ssh_dir/client_key"
-    cp "$ssh_dir/client_key.pub" "$ssh_dir/authorized_keys"
-    echo "$WAN_RCV_ADDR $(cut -d' ' -f1,2 "$ssh_dir/host_key.pub")" >"$ssh_dir/known_hosts"
-    cat >"$ssh_dir/sshd_config" <<EOF
-ListenAddress $WAN_RCV_ADDR:22
-HostKey $ssh_dir/host_key
-PidFile none
-AuthorizedKeysFile $ssh_dir/authorized_keys
-AuthenticationMethods publickey
-PubkeyAuthentication yes
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-PermitRootLogin prohibit-password
-UsePAM no
-StrictModes no
-Subsystem sftp internal-sftp
-LogLevel INFO
-EOF
-    cat >"$ssh_dir/ssh_config" <<EOF
-Host wanrcv
-    HostName $WAN_RCV_ADDR
-    User $(id -un)
-    IdentityFile $ssh_dir/client_key
-    IdentitiesOnly yes
-    UserKnownHostsFile $ssh_dir/known_hosts
-    GlobalKnownHostsFile /dev/null
-    StrictHostKeyChecking yes
-    BatchMode yes
-    Compression no
-    LogLevel ERROR
-EOF
-    mkdir -p /run/sshd # sshd's privilege separation directory must exist
-    "${rcv[@]}" /usr/sbin/sshd -D -f "$ssh_dir/sshd_config" -E "$ssh_dir/sshd.log" &
-    sshd_pid=$!
-    wait_listening t 22 "${rcv[@]}" || { log "sshd did not start: $(cat "$ssh_dir/sshd.log")"; return 1; }
-    "${snd[@]}" ssh -F "$ssh_dir/ssh_config" wanrcv true ||
-        { log "ssh login to the private sshd failed: $(tail -n 3 "$ssh_dir/sshd.log")"; return 1; }
-}
-
-# shellcheck disable=SC2317 # reached through the EXIT trap
-ssh_teardown() {
-    [ -n "$sshd_pid" ] || return 0
-    kill -TERM "$sshd_pid" 2>/dev/null
-    wait "$sshd_pid" 2>/dev/null
-    sshd_pid=''
-}
-
+# --- scp, sftp, rsync through a private sshd on the receiver host (lib.sh) -------
 run_ssh_tool() { # tool label command...
     local tool=$1 label=$2
     shift 2
@@ -336,7 +284,7 @@ run_uftp() {
 ssh_ready=unknown
 ensure_ssh() {
     [ "$ssh_ready" = unknown ] || { [ "$ssh_ready" = yes ]; return; }
-    if ssh_setup; then ssh_ready=yes; else ssh_ready=no; fi
+    if ssh_setup "$work/ssh" "$WAN_RCV_ADDR" 22; then ssh_ready=yes; else ssh_ready=no; fi
     [ "$ssh_ready" = yes ]
 }
 trap ssh_teardown EXIT
