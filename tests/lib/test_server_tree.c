@@ -228,6 +228,26 @@ static void make_tree(scratch *src, char *top, size_t cap)
     snprintf(top, cap, "%s/top", src->path);
 }
 
+/* The tree in src, an empty destination dst, a server into it. */
+typedef struct tree_case {
+    scratch src, dst;
+    char top[512];
+    server_run run;
+} tree_case;
+
+static void tree_case_new(tree_case *t)
+{
+    make_tree(&t->src, t->top, sizeof t->top);
+    scratch_new(&t->dst);
+    server_new(&t->run, t->dst.path);
+}
+
+static void tree_case_del(tree_case *t)
+{
+    scratch_del(&t->dst);
+    scratch_del(&t->src);
+}
+
 static void test_options_validated(void **state)
 {
     aftp_server *s = NULL;
@@ -265,79 +285,70 @@ static int find(const report *r, int count, const char *path)
  * then SYNC: every file SKIPPED, no receipt. */
 static void test_tree_outcomes_mask_links(void **state)
 {
-    scratch src, dst;
-    char top[512], target[64];
-    server_run run;
+    char target[64];
+    tree_case t;
     (void)state;
-    make_tree(&src, top, sizeof top);
-    scratch_new(&dst);
-    server_new(&run, dst.path);
-    assert_int_equal(aftp_server_set_mode_mask(run.s, 02750), AFTP_OK);
-    serve_push(&run, top, 0);
+    tree_case_new(&t);
+    assert_int_equal(aftp_server_set_mode_mask(t.run.s, 02750), AFTP_OK);
+    serve_push(&t.run, t.top, 0);
 
-    assert_int_equal(mode_of(dst.fd, "top/sub/x") & 07777, 0640);
-    assert_int_equal(mode_of(dst.fd, "top/sub/sgid") & 07777, 02750);
-    assert_int_equal(mode_of(dst.fd, "top/sub") & 07777, 0750);
-    ssize_t n = readlinkat(dst.fd, "top/link", target, sizeof target);
+    assert_int_equal(mode_of(t.dst.fd, "top/sub/x") & 07777, 0640);
+    assert_int_equal(mode_of(t.dst.fd, "top/sub/sgid") & 07777, 02750);
+    assert_int_equal(mode_of(t.dst.fd, "top/sub") & 07777, 0750);
+    ssize_t n = readlinkat(t.dst.fd, "top/link", target, sizeof target);
     assert_int_equal(n, 10);
     assert_memory_equal(target, "../nowhere", 10);
 
-    assert_int_equal(run.receipt_count, 2);
+    assert_int_equal(t.run.receipt_count, 2);
     for (int i = 0; i < 2; i++) {
-        assert_int_equal(run.receipts[i].kind, AFTP_ENTRY_FILE);
-        assert_int_equal(run.receipts[i].outcome, AFTP_OUTCOME_SENT);
-        assert_int_equal(run.receipts[i].held_bytes, 0);
+        assert_int_equal(t.run.receipts[i].kind, AFTP_ENTRY_FILE);
+        assert_int_equal(t.run.receipts[i].outcome, AFTP_OUTCOME_SENT);
+        assert_int_equal(t.run.receipts[i].held_bytes, 0);
     }
-    assert_int_equal(run.entry_count, 4); /* top, top/sub, top/empty, top/link */
-    int link = find(run.entries, run.entry_count, "top/link");
-    int sub = find(run.entries, run.entry_count, "top/sub");
+    assert_int_equal(t.run.entry_count, 4); /* top, top/sub, top/empty, top/link */
+    int link = find(t.run.entries, t.run.entry_count, "top/link");
+    int sub = find(t.run.entries, t.run.entry_count, "top/sub");
     assert_true(link >= 0 && sub >= 0);
-    assert_int_equal(run.entries[link].kind, AFTP_ENTRY_SYMLINK);
-    assert_int_equal(run.entries[link].outcome, AFTP_OUTCOME_PLACED);
-    assert_string_equal(run.entries[link].target, "../nowhere");
-    assert_int_equal(run.entries[sub].kind, AFTP_ENTRY_DIR);
-    assert_int_equal(run.entries[sub].outcome, AFTP_OUTCOME_PLACED);
-    assert_string_equal(run.entries[sub].root, dst.path);
+    assert_int_equal(t.run.entries[link].kind, AFTP_ENTRY_SYMLINK);
+    assert_int_equal(t.run.entries[link].outcome, AFTP_OUTCOME_PLACED);
+    assert_string_equal(t.run.entries[link].target, "../nowhere");
+    assert_int_equal(t.run.entries[sub].kind, AFTP_ENTRY_DIR);
+    assert_int_equal(t.run.entries[sub].outcome, AFTP_OUTCOME_PLACED);
+    assert_string_equal(t.run.entries[sub].root, t.dst.path);
 
     /* (a link already there is replaced only with overwrite) */
-    assert_int_equal(unlinkat(src.fd, "top/link", 0), 0);
-    server_new(&run, dst.path);
-    serve_push(&run, top, AFTP_ENTRY_SYNC);
-    assert_int_equal(run.receipt_count, 0);
-    int x = find(run.entries, run.entry_count, "top/sub/x");
-    int sgid = find(run.entries, run.entry_count, "top/sub/sgid");
+    assert_int_equal(unlinkat(t.src.fd, "top/link", 0), 0);
+    server_new(&t.run, t.dst.path);
+    serve_push(&t.run, t.top, AFTP_ENTRY_SYNC);
+    assert_int_equal(t.run.receipt_count, 0);
+    int x = find(t.run.entries, t.run.entry_count, "top/sub/x");
+    int sgid = find(t.run.entries, t.run.entry_count, "top/sub/sgid");
     assert_true(x >= 0 && sgid >= 0);
-    assert_int_equal(run.entries[x].outcome, AFTP_OUTCOME_SKIPPED);
-    assert_int_equal(run.entries[x].kind, AFTP_ENTRY_FILE);
-    assert_int_equal(run.entries[x].size, 1000);
-    assert_int_equal(run.entries[sgid].outcome, AFTP_OUTCOME_SKIPPED);
-    scratch_del(&dst);
-    scratch_del(&src);
+    assert_int_equal(t.run.entries[x].outcome, AFTP_OUTCOME_SKIPPED);
+    assert_int_equal(t.run.entries[x].kind, AFTP_ENTRY_FILE);
+    assert_int_equal(t.run.entries[x].size, 1000);
+    assert_int_equal(t.run.entries[sgid].outcome, AFTP_OUTCOME_SKIPPED);
+    tree_case_del(&t);
 }
 
 /* Links off: the link is refused, nothing is at its name, the files and
  * directories arrive and the session succeeds for them. */
 static void test_links_refused_when_off(void **state)
 {
-    scratch src, dst;
-    char top[512];
-    server_run run;
+    tree_case t;
     (void)state;
-    make_tree(&src, top, sizeof top);
-    scratch_new(&dst);
-    server_new(&run, dst.path);
-    assert_int_equal(aftp_server_set_links(run.s, 0), AFTP_OK);
-    server_start(&run);
-    assert_int_equal(push(&run, top, 0, UINT64_C(1000000000), 0), AFTP_ERR_PATH_REJECTED);
-    server_end(&run);
+    tree_case_new(&t);
+    assert_int_equal(aftp_server_set_links(t.run.s, 0), AFTP_OK);
+    server_start(&t.run);
+    assert_int_equal(push(&t.run, t.top, 0, UINT64_C(1000000000), 0), AFTP_ERR_PATH_REJECTED);
+    server_end(&t.run);
     struct stat sb;
-    assert_int_equal(fstatat(dst.fd, "top/link", &sb, AT_SYMLINK_NOFOLLOW), -1);
-    assert_true(io_test_exists(dst.fd, "top/sub/x"));
-    assert_int_equal(run.receipt_count, 2);
-    assert_int_equal(find(run.entries, run.entry_count, "top/link"), -1);
-    assert_int_equal(run.entry_count, 3);
-    scratch_del(&dst);
-    scratch_del(&src);
+    assert_int_equal(fstatat(t.dst.fd, "top/link", &sb, AT_SYMLINK_NOFOLLOW), -1);
+    assert_true(io_test_exists(t.dst.fd, "top/sub/x"));
+    assert_int_equal(t.run.receipt_count, 2);
+    assert_int_equal(find(t.run.entries, t.run.entry_count, "top/link"), -1);
+    assert_int_equal(t.run.entry_count, 3);
+    tree_case_del(&t);
 }
 
 /* A state (data and journal) in the resume directory, age_s old. */
@@ -385,31 +396,25 @@ static void make_states(int dirfd)
  * 1-day-old one, and says so once; the default age (7 days) keeps both. */
 static void test_sweep_at_start(void **state)
 {
-    scratch src, dst;
-    char top[512];
-    server_run run;
+    tree_case t;
     (void)state;
-    make_tree(&src, top, sizeof top);
-    scratch_new(&dst);
-    make_states(dst.fd);
+    tree_case_new(&t);
+    make_states(t.dst.fd);
+    serve_push(&t.run, t.top, 0);
+    assert_true(has_state(t.dst.fd, 'a'));
+    assert_true(has_state(t.dst.fd, 'b'));
+    assert_int_equal(t.run.swept_count, 0);
 
-    server_new(&run, dst.path);
-    serve_push(&run, top, 0);
-    assert_true(has_state(dst.fd, 'a'));
-    assert_true(has_state(dst.fd, 'b'));
-    assert_int_equal(run.swept_count, 0);
-
-    assert_int_equal(unlinkat(src.fd, "top/link", 0), 0);
-    server_new(&run, dst.path);
-    assert_int_equal(aftp_server_set_partial_max_age_s(run.s, 3 * DAY_S), AFTP_OK);
-    serve_push(&run, top, AFTP_ENTRY_SYNC);
-    assert_false(has_state(dst.fd, 'a'));
-    assert_true(has_state(dst.fd, 'b'));
-    assert_int_equal(run.swept_count, 1);
-    assert_non_null(strstr(run.swept[0], "removed 1 unfinished file "));
-    assert_non_null(strstr(run.swept[0], dst.path));
-    scratch_del(&dst);
-    scratch_del(&src);
+    assert_int_equal(unlinkat(t.src.fd, "top/link", 0), 0);
+    server_new(&t.run, t.dst.path);
+    assert_int_equal(aftp_server_set_partial_max_age_s(t.run.s, 3 * DAY_S), AFTP_OK);
+    serve_push(&t.run, t.top, AFTP_ENTRY_SYNC);
+    assert_false(has_state(t.dst.fd, 'a'));
+    assert_true(has_state(t.dst.fd, 'b'));
+    assert_int_equal(t.run.swept_count, 1);
+    assert_non_null(strstr(t.run.swept[0], "removed 1 unfinished file "));
+    assert_non_null(strstr(t.run.swept[0], t.dst.path));
+    tree_case_del(&t);
 }
 
 /* A root the admission chose: its old state goes with its session, the
