@@ -724,6 +724,12 @@ static int prepare_security(aftp_server *s, aftp_security_settings *sec)
     return AFTP_OK;
 }
 
+/* The public defaults are the storage's own. */
+_Static_assert(AFTP_SERVER_PIPELINE_WINDOW_MAX == AFTP_WIRE_MAX_WINDOW, "the wire's largest W");
+_Static_assert(AFTP_SERVER_PARTIAL_MAX_AGE_DEFAULT_S == AFTP_JOURNAL_DEFAULT_MAX_AGE_S,
+               "the journal's default age");
+_Static_assert(AFTP_SERVER_MODE_MASK_DEFAULT == AFTP_PLACE_MODE_DEFAULT, "the placement's mask");
+
 /* The operator learns what the sweep removed, where, and the age. */
 static void on_swept(void *app, int removed, int session_root)
 {
