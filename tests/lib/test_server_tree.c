@@ -11,7 +11,9 @@
  *               the rest of the tree arrives);
  *   sweep       at the start of a run, resume state older than the age is
  *               removed and younger state kept, and the log says so;
- *               an admitted root's old state goes with its session;
+ *               state that ages past it while the server idles goes at
+ *               a later step; an admitted root's old state goes with its
+ *               session;
  *   outcomes    a tree's files get receipts SENT, its directories and
  *               links PLACED; again with SYNC every file is SKIPPED and
  *               no receipt comes; a push interrupted half way then sent
@@ -57,6 +59,7 @@ typedef struct server_run {
     int receipt_count, entry_count;
     char swept[4][1024];
     int swept_count;
+    atomic_int sweeps; /* lines seen, read while the run goes on */
     char root[512]; /* the admission's root, or "" */
 } server_run;
 
@@ -90,6 +93,8 @@ static void on_log(void *user, int kind, const char *line)
     server_run *run = user;
     if (kind == AFTP_LOG_PARTIAL_SWEPT && run->swept_count < 4)
         snprintf(run->swept[run->swept_count++], sizeof run->swept[0], "%s", line);
+    if (kind == AFTP_LOG_PARTIAL_SWEPT)
+        atomic_fetch_add(&run->sweeps, 1);
 }
 
 static int admit_into_root(void *user, const aftp_peer *peer, aftp_admission *decision)
@@ -351,7 +356,8 @@ static void test_links_refused_when_off(void **state)
     tree_case_del(&t);
 }
 
-/* A state (data and journal) in the resume directory, age_s old. */
+/* A state (data and journal) in the resume directory, age_s old (made
+ * when missing, else only aged). */
 static void make_state(int partial, char digit, int64_t age_s)
 {
     char name[64];
@@ -359,7 +365,7 @@ static void make_state(int partial, char digit, int64_t age_s)
         memset(name, digit, AFTP_JOURNAL_NAME_BYTES);
         snprintf(name + AFTP_JOURNAL_NAME_BYTES, sizeof name - AFTP_JOURNAL_NAME_BYTES, "%s",
                  w ? ".jrnl" : ".part");
-        int fd = openat(partial, name, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        int fd = openat(partial, name, O_WRONLY | O_CREAT | O_APPEND, 0600);
         assert_true(fd >= 0);
         assert_int_equal(write(fd, "state", 5), 5);
         struct timespec t[2] = {{time(NULL) - age_s, 0}, {time(NULL) - age_s, 0}};
@@ -415,6 +421,44 @@ static void test_sweep_at_start(void **state)
     assert_non_null(strstr(t.run.swept[0], "removed 1 unfinished file "));
     assert_non_null(strstr(t.run.swept[0], t.dst.path));
     tree_case_del(&t);
+}
+
+/* Waits until the server has logged `count` sweeps; 0 when it has not
+ * after 10 s (a step comes every 100 ms while idle). */
+static int sweeps_reach(server_run *run, int count)
+{
+    for (int i = 0; i < 1000 && atomic_load(&run->sweeps) < count; i++)
+        usleep(10000);
+    return atomic_load(&run->sweeps) >= count;
+}
+
+/* While no session runs, state that ages past the age is removed by the
+ * server's periodic steps, and each removal is logged. */
+static void test_sweep_while_idle(void **state)
+{
+    scratch dst;
+    server_run run;
+    (void)state;
+    scratch_new(&dst);
+    make_states(dst.fd);
+    server_new(&run, dst.path);
+    assert_int_equal(aftp_server_set_once(run.s, 0), AFTP_OK);
+    assert_int_equal(aftp_server_set_partial_max_age_s(run.s, 3 * DAY_S), AFTP_OK);
+    server_start(&run);
+    assert_true(sweeps_reach(&run, 1)); /* the start's pass: 'a' */
+    int partial = openat(dst.fd, AFTP_JOURNAL_DIR, O_RDONLY | O_DIRECTORY);
+    assert_true(partial >= 0);
+    make_state(partial, 'b', 4 * DAY_S); /* 'b' ages past the age */
+    close(partial);
+    int seen = sweeps_reach(&run, 2);
+    aftp_server_stop(run.s);
+    server_end(&run);
+    assert_true(seen);
+    assert_int_equal(run.rc, AFTP_OK);
+    assert_false(has_state(dst.fd, 'a'));
+    assert_false(has_state(dst.fd, 'b'));
+    assert_non_null(strstr(run.swept[1], "removed 1 unfinished file "));
+    scratch_del(&dst);
 }
 
 /* A root the admission chose: its old state goes with its session, the
@@ -486,6 +530,7 @@ int main(void)
         cmocka_unit_test(test_tree_outcomes_mask_links),
         cmocka_unit_test(test_links_refused_when_off),
         cmocka_unit_test(test_sweep_at_start),
+        cmocka_unit_test(test_sweep_while_idle),
         cmocka_unit_test(test_sweep_admitted_root),
         cmocka_unit_test(test_resumed_receipt),
     };
