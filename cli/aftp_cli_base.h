@@ -230,6 +230,9 @@ typedef struct aftp_cli_json_recv_file {
     double duplicate;           /* share of the session's packets that were duplicates */
 } aftp_cli_json_recv_file;
 void aftp_cli_json_receipt(FILE *out, const aftp_cli_json_recv_file *f);
+/* "entry" per entry report: a file skipped, a directory or link placed
+ * (f->index unused). */
+void aftp_cli_json_recv_entry(FILE *out, const aftp_cli_json_recv_file *f);
 void aftp_cli_json_session_error(FILE *out, int error, const char *message);
 void aftp_cli_json_notice(FILE *out, const char *kind, const char *message);
 /* The aftp_error reported for a failure the library did not report (the

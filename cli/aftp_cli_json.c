@@ -221,6 +221,26 @@ static double seconds_between(int64_t from_ns, int64_t to_ns)
     return to_ns > from_ns ? (double)(to_ns - from_ns) / 1e9 : 0;
 }
 
+/* The client of a receipt or an entry report. */
+static void put_recv_client(FILE *out, const aftp_cli_json_recv_file *f)
+{
+    put_field_string(out, "client", f->client_address);
+    put_field_string_or_null(out, "client_key", f->client_key);
+    put_field_string(out, "client_comment", f->receipt->client->comment);
+}
+
+/* enum aftp_receipt_outcome and enum aftp_entry_kind as JSON says them. */
+static const char *outcome_name(int outcome)
+{
+    static const char *const names[] = {"?", "sent", "resumed", "skipped", "placed"};
+    return outcome >= AFTP_OUTCOME_SENT && outcome <= AFTP_OUTCOME_PLACED ? names[outcome] : "?";
+}
+
+static const char *kind_name(int kind)
+{
+    return kind == AFTP_ENTRY_DIR ? "dir" : kind == AFTP_ENTRY_SYMLINK ? "symlink" : "file";
+}
+
 void aftp_cli_json_receipt(FILE *out, const aftp_cli_json_recv_file *f)
 {
     const aftp_receipt *r = f->receipt;
@@ -241,9 +261,25 @@ void aftp_cli_json_receipt(FILE *out, const aftp_cli_json_recv_file *f)
     put_field_number(out, "duplicate", f->duplicate);
     put_field_string(out, "cipher", aftp_cli_cipher_name(r->cipher));
     put_field_u64(out, "rate_cap_bps", r->rate_cap_bps);
-    put_field_string(out, "client", f->client_address);
-    put_field_string_or_null(out, "client_key", f->client_key);
-    put_field_string(out, "client_comment", r->client->comment);
+    put_recv_client(out, f);
+    put_field_string(out, "kind", kind_name(r->kind));
+    put_field_string(out, "outcome", outcome_name(r->outcome));
+    put_field_u64(out, "held_bytes", r->held_bytes);
+    end(out);
+}
+
+void aftp_cli_json_recv_entry(FILE *out, const aftp_cli_json_recv_file *f)
+{
+    const aftp_receipt *r = f->receipt;
+    begin(out, "entry");
+    put_field_string(out, "name", r->printable_path);
+    put_field_string(out, "path", r->path);
+    put_field_string(out, "root", r->root);
+    put_field_string(out, "kind", kind_name(r->kind));
+    put_field_string(out, "outcome", outcome_name(r->outcome));
+    put_field_u64(out, "size", r->size);
+    put_field_string_or_null(out, "target", r->target);
+    put_recv_client(out, f);
     end(out);
 }
 

@@ -3,11 +3,13 @@
  * callback's, named in the CLI's terms (--dir, --idle-timeout,
  * --psk-file); the summary line of each file is its receipt's. With
  * --json, stdout carries the same callbacks as NDJSON (cli/JSON.md). */
+#include <errno.h>
 #include <getopt.h>
 #include <netdb.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -21,18 +23,23 @@ typedef struct recv_args {
     int once;
     int overwrite;
     int json; /* --json: NDJSON objects on stdout */
+    int no_links;
+    const char *mode_mask;       /* --mode-mask OCTAL, or NULL */
+    const char *partial_max_age; /* --partial-max-age DURATION, or NULL */
     aftp_cli_common common;
     aftp_cli_security sec;
 } recv_args;
 
-enum { OPT_ONCE = 256, OPT_OVERWRITE, OPT_JSON };
+enum { OPT_ONCE = 256, OPT_OVERWRITE, OPT_JSON, OPT_NO_LINKS, OPT_MODE_MASK, OPT_PARTIAL_AGE };
 
 static int parse_recv_options(int argc, char **argv, recv_args *a)
 {
     static const struct option opts[] = {
         {"listen", required_argument, NULL, 'l'}, {"dir", required_argument, NULL, 'd'},
         {"once", no_argument, NULL, OPT_ONCE}, {"overwrite", no_argument, NULL, OPT_OVERWRITE},
-        {"json", no_argument, NULL, OPT_JSON},
+        {"json", no_argument, NULL, OPT_JSON}, {"no-links", no_argument, NULL, OPT_NO_LINKS},
+        {"mode-mask", required_argument, NULL, OPT_MODE_MASK},
+        {"partial-max-age", required_argument, NULL, OPT_PARTIAL_AGE},
         {"authorized-keys", required_argument, NULL, AFTP_CLI_OPT_AUTHORIZED_KEYS},
         AFTP_CLI_SECURITY_LONG, AFTP_CLI_COMMON_LONG};
     int c, rc;
@@ -48,6 +55,12 @@ static int parse_recv_options(int argc, char **argv, recv_args *a)
             a->overwrite = 1;
         else if (c == OPT_JSON)
             a->json = 1;
+        else if (c == OPT_NO_LINKS)
+            a->no_links = 1;
+        else if (c == OPT_MODE_MASK)
+            a->mode_mask = optarg;
+        else if (c == OPT_PARTIAL_AGE)
+            a->partial_max_age = optarg;
         else if ((rc = aftp_cli_security_option(c, optarg, &a->sec, &a->common)) !=
                  AFTP_EXIT_OK)
             return rc;
@@ -118,6 +131,7 @@ static const char *notice_kind(int kind)
     case AFTP_LOG_WARNING: return "warning";
     case AFTP_LOG_HELLO_DROPPED: return "hello_dropped";
     case AFTP_LOG_RATE_CAP: return "rate_cap";
+    case AFTP_LOG_PARTIAL_SWEPT: return "partial_swept";
     default: return "notice";
     }
 }
@@ -170,8 +184,9 @@ static void client_address(const aftp_peer *peer, char *out, size_t cap)
     snprintf(out, cap, "%s%s%s:%s", v6 ? "[" : "", host, v6 ? "]" : "", port);
 }
 
-/* The "done" object of a receipt. */
-static void json_receipt(const recv_app *ra, const aftp_receipt *r)
+/* The "done" object of a receipt, or (receipt 0) the "entry" object of
+ * an entry report. */
+static void json_report(const recv_app *ra, const aftp_receipt *r, int receipt)
 {
     char address[NI_MAXHOST + NI_MAXSERV + 4], key[AFTP_CLIENT_KEY_TEXT_MAX];
     client_address(r->client, address, sizeof address);
@@ -181,7 +196,18 @@ static void json_receipt(const recv_app *ra, const aftp_receipt *r)
         .index = ra->out.delivered, .receipt = r, .client_address = address,
         .client_key = r->client->key != NULL ? key : NULL,
         .duplicate = aftp_cli_duplicate_pct(r->duplicate_packets, r->packets_received) / 100};
-    aftp_cli_json_receipt(ra->out.json, &json);
+    if (receipt)
+        aftp_cli_json_receipt(ra->out.json, &json);
+    else
+        aftp_cli_json_recv_entry(ra->out.json, &json);
+}
+
+/* A resumed file's line after its "received" line. */
+static void print_resumed(const aftp_receipt *r)
+{
+    printf("resumed %s (%llu bytes already there)\n", r->printable_path,
+           (unsigned long long)r->held_bytes);
+    fflush(stdout);
 }
 
 /* "received NAME: ... from ADDR key aftp-x25519 <base64> "comment"". */
@@ -191,7 +217,7 @@ static void on_receipt(void *user, const aftp_receipt *r)
     recv_app *ra = user;
     aftp_cli_output_clear(&ra->out);
     if (ra->out.json != NULL) /* the line's figures are the "done" object's */
-        json_receipt(ra, r);
+        json_report(ra, r, 1);
     ra->out.delivered++;
     ra->out.bytes += r->size;
     if (ra->out.json != NULL)
@@ -208,6 +234,24 @@ static void on_receipt(void *user, const aftp_receipt *r)
         .repeated_pct = aftp_cli_duplicate_pct(r->duplicate_packets, r->packets_received),
         .digest = r->digest, .cipher = r->cipher, .peer = peer, .rate_cap_bps = r->rate_cap_bps};
     aftp_cli_summary_print(&s);
+    if (r->outcome == AFTP_OUTCOME_RESUMED)
+        print_resumed(r);
+}
+
+/* A file skipped as identical: a line; a directory or link placed: only
+ * its JSON object (a tree's directories would drown the files). */
+static void on_entry(void *user, const aftp_receipt *r)
+{
+    recv_app *ra = user;
+    aftp_cli_output_clear(&ra->out);
+    if (ra->out.json != NULL) {
+        json_report(ra, r, 0);
+        return;
+    }
+    if (r->outcome == AFTP_OUTCOME_SKIPPED) {
+        printf("skipped %s (identical)\n", r->printable_path);
+        fflush(stdout);
+    }
 }
 
 /* The operator's Ctrl-C (SIGINT, SIGTERM) stops the server. */
@@ -291,6 +335,60 @@ static int load_recv_keys(const recv_args *a, recv_app *ra, aftp_server *s)
     return AFTP_EXIT_OK;
 }
 
+/* --mode-mask OCTAL: 1 and *mask when text is octal digits only. */
+static int parse_octal(const char *text, uint32_t *mask)
+{
+    if (text[0] == '\0' || strspn(text, "01234567") != strlen(text) || strlen(text) > 6)
+        return 0;
+    *mask = (uint32_t)strtoul(text, NULL, 8);
+    return 1;
+}
+
+/* --partial-max-age DURATION: a whole number with an optional unit, s
+ * (the default), m, h or d; 1 and *seconds when it is one. */
+static int parse_duration(const char *text, uint64_t *seconds)
+{
+    static const char units[] = "smhd";
+    static const uint64_t unit_s[] = {1, 60, 3600, 86400};
+    char *end;
+    if (text[0] < '0' || text[0] > '9')
+        return 0;
+    errno = 0;
+    unsigned long long n = strtoull(text, &end, 10);
+    const char *unit = end[0] != '\0' ? strchr(units, end[0]) : units;
+    if (errno != 0 || unit == NULL || (end[0] != '\0' && end[1] != '\0'))
+        return 0;
+    uint64_t scale = unit_s[unit - units];
+    if (n > UINT64_MAX / scale)
+        return 0;
+    *seconds = n * scale;
+    return 1;
+}
+
+/* --no-links, --mode-mask, --partial-max-age into the server. */
+static int configure_tree(const recv_args *a, aftp_server *s)
+{
+    uint32_t mask;
+    uint64_t age;
+    aftp_server_set_links(s, !a->no_links);
+    if (a->mode_mask != NULL &&
+        (!parse_octal(a->mode_mask, &mask) || aftp_server_set_mode_mask(s, mask) != AFTP_OK)) {
+        aftp_cli_error("--mode-mask '%s': give the permission bits kept in octal, 0 to 7777 "
+                       "(e.g. 755; the default 777 drops setuid, setgid and sticky)",
+                       a->mode_mask);
+        return AFTP_EXIT_USAGE;
+    }
+    if (a->partial_max_age != NULL &&
+        (!parse_duration(a->partial_max_age, &age) ||
+         aftp_server_set_partial_max_age_s(s, age) != AFTP_OK)) {
+        aftp_cli_error("--partial-max-age '%s': give a duration of 1 s to 100 years, a whole "
+                       "number with s, m, h or d (e.g. 7d, 12h, 30m; the default is 7d)",
+                       a->partial_max_age);
+        return AFTP_EXIT_USAGE;
+    }
+    return AFTP_EXIT_OK;
+}
+
 /* The settings of the command line; the destination is checked now: a
  * server that cannot store anything says so when it starts. */
 static int configure(const recv_args *a, recv_app *ra, aftp_server *s)
@@ -315,8 +413,10 @@ static int configure(const recv_args *a, recv_app *ra, aftp_server *s)
         aftp_server_set_mtu(s, a->common.mtu);
     aftp_server_set_log_cb(s, on_log, ra);
     aftp_server_set_receipt_cb(s, on_receipt, ra);
+    aftp_server_set_entry_cb(s, on_entry, ra);
     aftp_server_set_progress_cb(s, on_progress, ra);
-    return load_recv_keys(a, ra, s);
+    int rc = configure_tree(a, s);
+    return rc != AFTP_EXIT_OK ? rc : load_recv_keys(a, ra, s);
 }
 
 /* The run; ra->out.error: the library's aftp_error of a failure. */

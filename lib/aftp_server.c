@@ -17,6 +17,7 @@
 #include "door/aftp_admit.h"
 #include "aftp_drive.h"
 #include "aftp_handle.h"
+#include "aftp_journal.h"
 #include "aftp_meter.h"
 #include "aftp_parse.h"
 #include "aftp_path.h"
@@ -54,7 +55,6 @@ typedef struct server_client {
     const char *comment;            /* in the authorized list, or "" */
     char root[SERVER_PATH_MAX];     /* its files land beneath */
     char refusal[SERVER_ERRMSG_MAX]; /* why this server refused it, or "" */
-    int64_t file_start_ns;          /* the current file's offer accepted */
     int64_t connected_ns;           /* the handshake completed */
     char file[SERVER_PATH_MAX * 4]; /* the file under way, printable */
     int receiving;                  /* a file is under way: its meter runs */
@@ -76,6 +76,9 @@ struct aftp_server {
     int cipher;
     unsigned mtu;
     uint64_t idle_timeout_ns;
+    aftp_place_options place;   /* links, mode mask */
+    uint64_t partial_max_age_s;
+    uint32_t pipeline_window;
     server_secrets *secrets;
     char authorized_path[SERVER_PATH_MAX];
     aftp_keyfile_list authorized;
@@ -83,6 +86,8 @@ struct aftp_server {
     void *admit_user;
     aftp_receipt_cb receipt_cb;
     void *receipt_user;
+    aftp_receipt_cb entry_cb;
+    void *entry_user;
     aftp_progress_cb progress_cb;
     void *progress_user;
     aftp_log_cb log_cb;
@@ -93,6 +98,11 @@ struct aftp_server {
     unsigned port;              /* atomically: aftp_server_port from any thread */
     aftp_admit admit;           /* the run's policy */
     server_client client;
+    /* When each file under way had its offer accepted (wall clock), by
+     * entry id modulo the window: the entries in flight span at most the
+     * window, so no two share a slot. One slot in one-file mode. */
+    int64_t *file_starts;
+    uint32_t file_slots;
     int session_error;          /* the failed session's aftp_error, for its log line */
     char errmsg[SERVER_ERRMSG_MAX];
 };
@@ -133,6 +143,11 @@ int aftp_server_new(aftp_server **out)
     s->cipher = AFTP_CIPHER_AUTO;
     s->mtu = AFTP_IO_MAX_MTU;
     s->idle_timeout_ns = SERVER_DEFAULT_IDLE_NS;
+    aftp_place_defaults(&s->place);
+    s->place.links = 1; /* a client sends links only when its user asked */
+    s->place.mode_mask = AFTP_SERVER_MODE_MASK_DEFAULT;
+    s->partial_max_age_s = AFTP_SERVER_PARTIAL_MAX_AGE_DEFAULT_S;
+    s->pipeline_window = AFTP_SERVER_PIPELINE_WINDOW;
     snprintf(s->dir, sizeof s->dir, ".");
     aftp_server_set_terms(s, NULL);
     *out = s;
@@ -294,6 +309,41 @@ int aftp_server_set_idle_timeout_ms(aftp_server *s, uint64_t ms)
     return succeed(s);
 }
 
+int aftp_server_set_links(aftp_server *s, int allow)
+{
+    s->place.links = allow != 0;
+    return succeed(s);
+}
+
+int aftp_server_set_mode_mask(aftp_server *s, uint32_t mask)
+{
+    if (mask > 07777u)
+        return fail(s, AFTP_ERR_INVALID_ARGUMENT,
+                    "mode mask %#o has bits beyond the permission bits (0 to 07777)", mask);
+    s->place.mode_mask = mask;
+    return succeed(s);
+}
+
+int aftp_server_set_partial_max_age_s(aftp_server *s, uint64_t seconds)
+{
+    if (seconds == 0 || seconds > AFTP_SERVER_PARTIAL_MAX_AGE_MAX_S)
+        return fail(s, AFTP_ERR_INVALID_ARGUMENT,
+                    "resume state age %" PRIu64 " s is outside 1 to %" PRIu64 " s (100 years)",
+                    seconds, AFTP_SERVER_PARTIAL_MAX_AGE_MAX_S);
+    s->partial_max_age_s = seconds;
+    return succeed(s);
+}
+
+int aftp_server_set_pipeline_window(aftp_server *s, uint32_t window)
+{
+    if (window > AFTP_SERVER_PIPELINE_WINDOW_MAX)
+        return fail(s, AFTP_ERR_INVALID_ARGUMENT,
+                    "pipeline window %" PRIu32 " entries is above the most, %u (0 turns "
+                    "pipelined mode off)", window, AFTP_SERVER_PIPELINE_WINDOW_MAX);
+    s->pipeline_window = window;
+    return succeed(s);
+}
+
 int aftp_server_set_admit_cb(aftp_server *s, aftp_admit_cb cb, void *user)
 {
     s->admit_cb = cb;
@@ -305,6 +355,13 @@ int aftp_server_set_receipt_cb(aftp_server *s, aftp_receipt_cb cb, void *user)
 {
     s->receipt_cb = cb;
     s->receipt_user = user;
+    return succeed(s);
+}
+
+int aftp_server_set_entry_cb(aftp_server *s, aftp_receipt_cb cb, void *user)
+{
+    s->entry_cb = cb;
+    s->entry_user = user;
     return succeed(s);
 }
 
@@ -456,26 +513,67 @@ static int admit_client(void *app, const struct sockaddr *from, const uint8_t *k
     return AFTP_OK;
 }
 
-static void hand_receipt(aftp_server *s, const aftp_event *ev, const aftp_stats *st)
+/* The receipt's slot of the wall-clock time entry `id` was accepted. */
+static int64_t *file_start(const aftp_server *s, uint32_t id)
+{
+    return &s->file_starts[id % s->file_slots];
+}
+
+/* What a receipt or an entry report says of an entry; r's other fields
+ * (outcome, kind, digest, start, held bytes, target) are the caller's. */
+static void hand_report(aftp_server *s, aftp_receipt *r, const aftp_file_info *info,
+                        const aftp_stats *st, aftp_receipt_cb cb, void *user)
 {
     aftp_peer peer = client_peer(&s->client);
     char printable[SERVER_PATH_MAX * 4];
-    aftp_path_printable(ev->info->path, printable, sizeof printable);
-    aftp_receipt r = {.path = ev->info->path, .printable_path = printable, .root = s->client.root, .size = ev->info->size,
-                      .client = &peer, .start_unix_ns = s->client.file_start_ns,
-                      .end_unix_ns = (int64_t)aftp_wallclock_now_ns(),
-                      .cipher = aftp_session_cipher_choice(st->cipher),
-                      .connected_unix_ns = s->client.connected_ns,
-                      .packets_received = st->packets_received,
-                      .duplicate_packets = st->duplicate_packets,
-                      .rate_cap_bps = st->rate_cap_bps};
-    memcpy(r.digest, ev->digest, AFTP_DIGEST_LEN);
-    s->receipt_cb(s->receipt_user, &r);
+    aftp_path_printable(info->path, printable, sizeof printable);
+    r->path = info->path;
+    r->printable_path = printable;
+    r->root = s->client.root;
+    r->client = &peer;
+    r->end_unix_ns = (int64_t)aftp_wallclock_now_ns();
+    r->cipher = aftp_session_cipher_choice(st->cipher);
+    r->connected_unix_ns = s->client.connected_ns;
+    r->packets_received = st->packets_received;
+    r->duplicate_packets = st->duplicate_packets;
+    r->rate_cap_bps = st->rate_cap_bps;
+    cb(user, r);
 }
 
-static void start_file(server_client *c, const aftp_event *ev, const aftp_stats *st)
+/* A file committed: sent whole, or resumed from the blocks it held. */
+static void hand_receipt(aftp_server *s, const aftp_event *ev, const aftp_stats *st)
 {
-    c->file_start_ns = (int64_t)aftp_wallclock_now_ns();
+    int resumed = ev->verdict == AFTP_VERDICT_RESUME;
+    aftp_receipt r = {.size = ev->info->size, .kind = AFTP_ENTRY_FILE,
+                      .start_unix_ns = *file_start(s, ev->info->file_id),
+                      .outcome = resumed ? AFTP_OUTCOME_RESUMED : AFTP_OUTCOME_SENT,
+                      .held_bytes = resumed ? ev->held_bytes : 0};
+    memcpy(r.digest, ev->digest, AFTP_DIGEST_LEN);
+    hand_report(s, &r, ev->info, st, s->receipt_cb, s->receipt_user);
+}
+
+/* The serve driver's report of a decided entry: a skipped file, a placed
+ * directory or link go to the entry callback (a file sent or resumed
+ * gets its receipt once committed; a refused entry is its client's). */
+static void on_entry(void *app, const aftp_entry_info *info, const aftp_entry_verdict *v,
+                     const aftp_stats *st)
+{
+    aftp_server *s = app;
+    int skipped = info->kind == AFTP_ENTRY_FILE && v->verdict == AFTP_VERDICT_SKIP;
+    int placed = info->kind != AFTP_ENTRY_FILE && v->verdict == AFTP_VERDICT_SEND;
+    if (s->entry_cb == NULL || (!skipped && !placed))
+        return;
+    aftp_receipt r = {.size = info->file.size, .kind = info->kind,
+                      .start_unix_ns = (int64_t)aftp_wallclock_now_ns(),
+                      .outcome = skipped ? AFTP_OUTCOME_SKIPPED : AFTP_OUTCOME_PLACED,
+                      .target = info->target};
+    hand_report(s, &r, &info->file, st, s->entry_cb, s->entry_user);
+}
+
+static void start_file(aftp_server *s, const aftp_event *ev, const aftp_stats *st)
+{
+    server_client *c = &s->client;
+    *file_start(s, ev->info->file_id) = (int64_t)aftp_wallclock_now_ns();
     aftp_path_printable(ev->info->path, c->file, sizeof c->file);
     aftp_meter_start(&c->meter, ev->info->size, st->payload_bytes_received, aftp_drive_now_ns());
     c->receiving = 1;
@@ -502,7 +600,7 @@ static void on_session_event(void *app, const aftp_event *ev, const aftp_stats *
     if (ev->type == AFTP_EV_CONNECTED)
         s->client.connected_ns = (int64_t)aftp_wallclock_now_ns();
     else if (ev->type == AFTP_EV_FILE_START)
-        start_file(&s->client, ev, st);
+        start_file(s, ev, st);
     else if (ev->type == AFTP_EV_FILE_END)
         s->client.receiving = 0;
     if (ev->type == AFTP_EV_FILE_END && ev->error == AFTP_OK && ev->digest != NULL &&
@@ -626,10 +724,35 @@ static int prepare_security(aftp_server *s, aftp_security_settings *sec)
     return AFTP_OK;
 }
 
-/* The entry window a pipelined client gets at most (spec 12.3.2): enough
- * entries in flight to keep a 1 Gbit/s, 150 ms path busy with files of a
- * few KiB; each costs the session its path and a record. */
-#define AFTP_SERVER_PIPELINE_WINDOW 4096u
+/* The public defaults are the storage's own. */
+_Static_assert(AFTP_SERVER_PIPELINE_WINDOW_MAX == AFTP_WIRE_MAX_WINDOW, "the wire's largest W");
+_Static_assert(AFTP_SERVER_PARTIAL_MAX_AGE_DEFAULT_S == AFTP_JOURNAL_DEFAULT_MAX_AGE_S,
+               "the journal's default age");
+_Static_assert(AFTP_SERVER_MODE_MASK_DEFAULT == AFTP_PLACE_MODE_DEFAULT, "the placement's mask");
+
+/* The operator learns what the sweep removed, where, and the age. */
+static void on_swept(void *app, int removed, int session_root)
+{
+    aftp_server *s = app;
+    char line[SERVER_PATH_MAX + 256];
+    snprintf(line, sizeof line,
+             "removed %d unfinished file%s no sender came back for in %" PRIu64
+             " s (%.1f days) from %s/" AFTP_JOURNAL_DIR,
+             removed, removed == 1 ? "" : "s", s->partial_max_age_s,
+             (double)s->partial_max_age_s / 86400.0, session_root ? s->client.root : s->dir);
+    say(s, AFTP_LOG_PARTIAL_SWEPT, line);
+}
+
+/* The receipts' start times, one slot per entry the window holds. */
+static int alloc_file_starts(aftp_server *s)
+{
+    s->file_slots = s->pipeline_window > 0 ? s->pipeline_window : 1;
+    s->file_starts = calloc(s->file_slots, sizeof *s->file_starts);
+    return s->file_starts != NULL
+               ? AFTP_OK
+               : fail(s, AFTP_ERR_NO_MEMORY, "no memory for %" PRIu32 " entries' start times",
+                      s->file_slots);
+}
 
 static int serve(aftp_server *s, int dirfd)
 {
@@ -637,20 +760,24 @@ static int serve(aftp_server *s, int dirfd)
     aftp_serve_opts o = {
         .listen = (const struct sockaddr *)&s->listen, .listen_len = s->listen_len,
         .dirfd = dirfd, .faux = keeps_nothing(s), .overwrite = s->overwrite, .once = s->once,
-        .pipeline_window = AFTP_SERVER_PIPELINE_WINDOW, .idle_timeout_ns = s->idle_timeout_ns,
+        .pipeline_window = s->pipeline_window, .place = &s->place,
+        .partial_max_age_s = s->partial_max_age_s, .idle_timeout_ns = s->idle_timeout_ns,
         .max_datagram = (uint16_t)AFTP_IO_DATAGRAM_FOR(s->mtu),
         .hooks = {.on_warning = on_warning, .on_tick = on_tick, .app = s,
                   .interrupt = &s->stop},
         .on_listening = on_listening, .admit = admit_client, .on_session_event = on_session_event,
-        .on_session_end = on_session_end, .on_hello_dropped = on_hello_dropped};
-    int rc = prepare_security(s, &o.security);
-    if (rc != AFTP_OK)
-        return rc;
-    rc = aftp_serve_run(&o, &res);
-    aftp_admit_fini(&s->admit);
-    if (rc != AFTP_OK)
-        return fail(s, rc, "%s", res.message[0] ? res.message : aftp_strerror(rc));
-    return succeed(s);
+        .on_entry = on_entry, .on_swept = on_swept, .on_session_end = on_session_end,
+        .on_hello_dropped = on_hello_dropped};
+    int rc = alloc_file_starts(s);
+    if (rc == AFTP_OK && (rc = prepare_security(s, &o.security)) == AFTP_OK) {
+        rc = aftp_serve_run(&o, &res);
+        aftp_admit_fini(&s->admit);
+        if (rc != AFTP_OK)
+            fail(s, rc, "%s", res.message[0] ? res.message : aftp_strerror(rc));
+    }
+    free(s->file_starts);
+    s->file_starts = NULL;
+    return rc == AFTP_OK ? succeed(s) : rc;
 }
 
 int aftp_server_run(aftp_server *s)

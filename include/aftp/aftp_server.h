@@ -51,7 +51,9 @@ typedef struct aftp_server aftp_server;
 /* A server with the defaults: no listen address yet (required), files into
  * the current directory, existing files kept, cipher AFTP_CIPHER_AUTO,
  * idle timeout 30 s, datagrams up to what a 9216-byte MTU carries (the
- * client's --mtu decides: the smaller of the two is used).
+ * client's --mtu decides: the smaller of the two is used), trees in
+ * pipelined mode with a window of 4096 entries, links recreated, mode
+ * mask 0777, resume state removed after 7 days unclaimed.
  * *out is set to the new handle (NULL on failure). AFTP_ERR_NO_MEMORY, or
  * AFTP_ERR_INTERNAL when the crypto library cannot start. */
 AFTP_EXTERN int aftp_server_new(aftp_server **out);
@@ -116,6 +118,42 @@ AFTP_EXTERN int aftp_server_set_cipher(aftp_server *s, int cipher);
 AFTP_EXTERN int aftp_server_set_mtu(aftp_server *s, unsigned mtu);
 /* Silence from a client that ends its session; 0: the default (30 s). */
 AFTP_EXTERN int aftp_server_set_idle_timeout_ms(aftp_server *s, uint64_t ms);
+
+/* ---- trees (pipelined mode, spec 9.14) ---- */
+
+/* Non-zero (the default): symbolic links a client sends inside a tree are
+ * recreated beneath the root, their targets stored literally, never
+ * followed (a client sends them only when its user asked for them). 0:
+ * each is refused (AFTP_ERR_PATH_REJECTED, the client's entry fails, its
+ * session goes on). */
+AFTP_EXTERN int aftp_server_set_links(aftp_server *s, int allow);
+/* The permission bits kept of the mode a client sends for a file or
+ * directory: 0 to 07777, default 0777 (setuid, setgid and sticky only
+ * when the mask has them: 07777 keeps them). AFTP_ERR_INVALID_ARGUMENT
+ * for a mask with other bits. */
+#define AFTP_SERVER_MODE_MASK_DEFAULT 0777u
+AFTP_EXTERN int aftp_server_set_mode_mask(aftp_server *s, uint32_t mask);
+/* Resume state (a partial file and its journal in ".aftp-partial"
+ * beneath each root) that no sender came back for in this many seconds
+ * is removed: default 604800 (7 days), 1 to
+ * AFTP_SERVER_PARTIAL_MAX_AGE_MAX_S (AFTP_ERR_INVALID_ARGUMENT beyond).
+ * When: the server's dir in full when a run starts, then a bounded step
+ * (at most 256 entries of the directory, about 1 ms) every 100 ms while
+ * no session runs; a root an admission chose, one such step when its
+ * session opens it and the rest of the pass when that session ends. No
+ * state is removed while a session receives files. Each sweep that
+ * removed something is an AFTP_LOG_PARTIAL_SWEPT line. */
+#define AFTP_SERVER_PARTIAL_MAX_AGE_DEFAULT_S UINT64_C(604800)
+#define AFTP_SERVER_PARTIAL_MAX_AGE_MAX_S (UINT64_C(100) * 366 * 86400)
+AFTP_EXTERN int aftp_server_set_partial_max_age_s(aftp_server *s, uint64_t seconds);
+/* The largest pipelined entry window a client gets (spec 12.3.2): files,
+ * directories and links offered ahead of the data, 1 to 65536, default
+ * AFTP_SERVER_PIPELINE_WINDOW; each costs a session its path and a
+ * record of memory. 0: no pipelined mode: one file at a time, no trees,
+ * no resume state and no sweep (AFTP_ERR_INVALID_ARGUMENT beyond 65536). */
+#define AFTP_SERVER_PIPELINE_WINDOW 4096u
+#define AFTP_SERVER_PIPELINE_WINDOW_MAX 65536u
+AFTP_EXTERN int aftp_server_set_pipeline_window(aftp_server *s, uint32_t window);
 
 /* ---- admission: per client key, refuse or accept into a root ---- */
 
@@ -183,12 +221,39 @@ typedef struct aftp_receipt {      /* fields are only ever appended */
                                     * escaped ("\\xHH") */
     uint64_t rate_cap_bps;         /* the rate cap its sender obeyed, bits/s
                                     * (aftp_admission_set_rate_cap); 0: none */
+    int kind;                      /* enum aftp_entry_kind (aftp/aftp_engine.h): a
+                                    * receipt's is AFTP_ENTRY_FILE; the entry callback's
+                                    * also DIR and SYMLINK */
+    int outcome;                   /* enum aftp_receipt_outcome */
+    uint64_t held_bytes;           /* RESUMED: bytes the file already held from an
+                                    * earlier session (not sent again); else 0 */
+    const char *target;            /* a PLACED link's target, literal; else NULL */
 } aftp_receipt;
+
+/* What became of an entry. A receipt's outcome is SENT or RESUMED; the
+ * entry callback's SKIPPED or PLACED. */
+enum aftp_receipt_outcome {
+    AFTP_OUTCOME_SENT = 1, /* the whole file was sent, verified and committed */
+    AFTP_OUTCOME_RESUMED,  /* the file was completed from the blocks it held
+                            * (held_bytes), then verified whole and committed */
+    AFTP_OUTCOME_SKIPPED,  /* an identical file (size and mtime, or digest as the
+                            * client asked) was there and was kept as it is */
+    AFTP_OUTCOME_PLACED    /* a directory created (or one already there), a link made */
+};
 /* Called on the run's thread once the file is verified and durable under
  * its final name (with a faux:// dir: once verified; nothing is kept).
  * cb NULL: no receipts. */
 typedef void (*aftp_receipt_cb)(void *user, const aftp_receipt *r);
 AFTP_EXTERN int aftp_server_set_receipt_cb(aftp_server *s, aftp_receipt_cb cb, void *user);
+/* Entries of a tree that are not received files, one call each, as the
+ * server decides them: a file skipped as identical (outcome SKIPPED; its
+ * size and mtime as the client sent them), a directory or link placed
+ * (PLACED; size 0). Digest all zero, start and end the decision's time.
+ * Why a callback of its own rather than more receipts: a receipt is the
+ * audit trail of data that arrived and was verified, and callers written
+ * before trees count each one as a file received; a skip or a directory
+ * is neither. cb NULL: none (the default). */
+AFTP_EXTERN int aftp_server_set_entry_cb(aftp_server *s, aftp_receipt_cb cb, void *user);
 
 /* ---- progress: the file being received ---- */
 
@@ -215,7 +280,9 @@ enum aftp_log_kind {
     AFTP_LOG_SESSION_FAILED,
     AFTP_LOG_HELLO_DROPPED,
     AFTP_LOG_WARNING,
-    AFTP_LOG_RATE_CAP       /* a client admitted with a rate cap: its client and the cap */
+    AFTP_LOG_RATE_CAP,      /* a client admitted with a rate cap: its client and the cap */
+    AFTP_LOG_PARTIAL_SWEPT  /* resume state no sender came back for was removed: how
+                             * many, beneath which root, and the age */
 };
 typedef void (*aftp_log_cb)(void *user, int kind, const char *line);
 /* cb NULL: the lines go nowhere. */

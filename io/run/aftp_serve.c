@@ -1,6 +1,7 @@
 #include "aftp_serve.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,6 +64,9 @@ typedef struct serve_state {
     uint64_t session_rate_cap; /* its sender's cap, chosen by o->admit; 0: none */
     uint64_t next_poll_ns; /* when a session next looks at the listener */
     serve_probe probe;
+    aftp_storage_ops tree_ops; /* aftp_treestore_ops, its decisions reported (on_entry) */
+    int swept_at_start;        /* the server's dir had its full sweep */
+    uint64_t next_sweep_ns;    /* an idle server's next sweep step */
 } serve_state;
 
 /* The admission policy, as the receiver calls it, noting what it saw. */
@@ -93,11 +97,18 @@ static int storage_open(serve_state *st, int dirfd)
         aftp_store_init(&ctx->storage.store, dirfd, o->overwrite);
         return AFTP_OK;
     }
-    aftp_place_options opt = {.mode_mask = AFTP_PLACE_MODE_DEFAULT, .overwrite = o->overwrite};
+    aftp_place_options opt;
+    if (o->place != NULL)
+        opt = *o->place;
+    else
+        aftp_place_defaults(&opt);
+    opt.overwrite = o->overwrite;
     char why[256];
     int rc = aftp_treestore_init(&ctx->storage.tree_dst, dirfd, &opt, why, sizeof why);
     if (rc != AFTP_OK)
         snprintf(ctx->res->message, sizeof ctx->res->message, "%s", why);
+    else if (o->partial_max_age_s != 0)
+        ctx->storage.tree_dst.sweep.max_age_s = o->partial_max_age_s;
     return rc;
 }
 
@@ -122,6 +133,19 @@ static int storage_move(serve_state *st, int dirfd)
     }
     storage_close(st); /* nothing received yet: only the partial directory */
     return storage_open(st, dirfd);
+}
+
+/* Removes resume state no sender came back for beneath the storage's
+ * root, looking at up to `budget` entries (UINT_MAX: the rest of a pass);
+ * best effort: a sweep that fails is tried again at the next step. */
+static void sweep_partial(serve_state *st, unsigned budget)
+{
+    const aftp_serve_opts *o = st->o;
+    if (!pipelined(o))
+        return;
+    int removed = aftp_treestore_sweep_step(&st->ctx->storage.tree_dst, budget);
+    if (removed > 0 && o->on_swept != NULL)
+        o->on_swept(o->hooks.app, removed, st->session_root >= 0);
 }
 
 static void close_session_root(serve_state *st)
@@ -154,7 +178,10 @@ static int admit_session(serve_state *st, const uint8_t *client_key)
     if (rc != AFTP_OK || rootfd < 0)
         return rc;
     st->session_root = rootfd;
-    return storage_move(st, rootfd);
+    rc = storage_move(st, rootfd);
+    if (rc == AFTP_OK) /* bounded: the handshake waits for it */
+        sweep_partial(st, AFTP_SERVE_SWEEP_BUDGET);
+    return rc;
 }
 
 /* Message 1 opened in full (the client proved its key) once the timestamp
@@ -188,9 +215,15 @@ typedef struct serve_ctx {
     serve_state *st;
 } serve_ctx;
 
+/* The context of the engine's `user` (&io.storage). */
+static serve_ctx *serve_ctx_of(void *user)
+{
+    return (serve_ctx *)((char *)user - offsetof(aftp_io_ctx, storage));
+}
+
 static void serve_on_event(void *user, const aftp_event *ev)
 {
-    serve_ctx *sc = (serve_ctx *)((char *)user - offsetof(aftp_io_ctx, storage));
+    serve_ctx *sc = serve_ctx_of(user);
     const aftp_serve_opts *o = sc->st->o;
     aftp_stats stats;
     aftp_io_on_event(user, ev);
@@ -198,6 +231,20 @@ static void serve_on_event(void *user, const aftp_event *ev)
         return;
     aftp_receiver_get_stats(sc->st->d->receiver, &stats);
     o->on_session_event(o->hooks.app, ev, &stats);
+}
+
+/* The pipelined storage's decision, reported to the server (on_entry). */
+static int serve_entry(void *user, const aftp_entry_info *info, aftp_entry_verdict *out)
+{
+    serve_ctx *sc = serve_ctx_of(user);
+    const aftp_serve_opts *o = sc->st->o;
+    aftp_stats stats;
+    int rc = aftp_treestore_ops.entry(user, info, out);
+    if (rc != AFTP_OK || o->on_entry == NULL)
+        return rc;
+    aftp_receiver_get_stats(sc->st->d->receiver, &stats);
+    o->on_entry(o->hooks.app, info, out, &stats);
+    return rc;
 }
 
 static int new_receiver(serve_state *st, aftp_receiver **out)
@@ -210,8 +257,10 @@ static int new_receiver(serve_state *st, aftp_receiver **out)
     set.max_datagram = aftp_io_max_datagram(o->max_datagram);
     if (o->idle_timeout_ns)
         set.idle_timeout_ns = o->idle_timeout_ns;
+    st->tree_ops = aftp_treestore_ops;
+    st->tree_ops.entry = serve_entry;
     set.storage = o->faux        ? &aftp_faux_sink_ops
-                  : pipelined(o) ? &aftp_treestore_ops
+                  : pipelined(o) ? &st->tree_ops
                                  : &aftp_store_ops;
     set.pipeline_window = pipelined(o) ? o->pipeline_window : 0;
     set.on_event = serve_on_event;
@@ -353,6 +402,17 @@ static int stopped_locally(const aftp_serve_opts *o)
     return o->hooks.interrupt != NULL && *o->hooks.interrupt;
 }
 
+/* An idle server's step of its sweep, at most once per SERVE_ACCEPT_POLL_NS
+ * however many datagrams wake it. */
+static void idle_sweep(serve_state *st)
+{
+    uint64_t now = aftp_drive_now_ns();
+    if (now < st->next_sweep_ns)
+        return;
+    st->next_sweep_ns = now + SERVE_ACCEPT_POLL_NS;
+    sweep_partial(st, AFTP_SERVE_SWEEP_BUDGET);
+}
+
 /* Waits for a new client's HELLO on the listener and starts its session
  * (engine fed, session socket open). */
 static int accept_session(serve_state *st)
@@ -361,6 +421,7 @@ static int accept_session(serve_state *st)
     while (st->d->receiver == NULL) {
         if (stopped_locally(o))
             return AFTP_ERR_CANCELLED;
+        idle_sweep(st);
         aftp_udp_wait(&st->listener, SERVE_ACCEPT_POLL_NS);
         int rc = pump_listener(st);
         if (rc != AFTP_OK)
@@ -427,6 +488,10 @@ static void serve_one(serve_state *st, aftp_io_result *res)
     st->ctx = ctx;
     st->d = &d;
     int rc = storage_open(st, o->dirfd);
+    if (rc == AFTP_OK && !st->swept_at_start) { /* before any client: a full pass */
+        sweep_partial(st, UINT_MAX);
+        st->swept_at_start = 1;
+    }
     if (rc == AFTP_OK)
         rc = accept_session(st);
     if (rc == AFTP_OK) {
@@ -434,6 +499,8 @@ static void serve_one(serve_state *st, aftp_io_result *res)
         aftp_drive_stats(&d, &res->stats);
         settle_result(o, ctx, rc);
         finish_tree(st);
+        if (st->session_root >= 0) /* the rest of the pass its opening began */
+            sweep_partial(st, UINT_MAX);
         if (o->on_session_end)
             o->on_session_end(o->hooks.app, res, (struct sockaddr *)&st->client.addr);
     } else {

@@ -33,6 +33,9 @@ enum aftp_serve_drop {
  * option AFTP_TEST_HOOKS, never a release), makes the door answer every
  * HELLO without a valid cookie with a RETRY. */
 #define AFTP_SERVE_RETRY_ENV "AFTP_TEST_RETRY"
+/* Entries of a resume directory one sweep step looks at: a readdir and
+ * up to three fstatat each, about 1 ms in all. */
+#define AFTP_SERVE_SWEEP_BUDGET 256u
 
 typedef struct aftp_serve_opts {
     const struct sockaddr *listen;
@@ -45,6 +48,18 @@ typedef struct aftp_serve_opts {
      * pipelined entry window accepted (spec 9.14): each session's files,
      * directories and metadata go through aftp_treestore beneath its root. */
     uint32_t pipeline_window;
+    /* Pipelined storage: links recreated or refused, the mode mask
+     * (aftp_place.h). NULL: aftp_place_defaults (links refused, 0777). */
+    const aftp_place_options *place;
+    /* Pipelined storage: resume state untouched for this long is removed
+     * (0: AFTP_JOURNAL_DEFAULT_MAX_AGE_S). The server's dir is swept in
+     * full when the run starts, then a step of AFTP_SERVE_SWEEP_BUDGET
+     * entries each time an idle server looks at its stop flag; a root the
+     * admission chose gets one such step when its session opens it (before
+     * any entry) and the rest of its pass when that session ends. Never
+     * while files are received: a file that waits in the entry window may
+     * go untouched longer than the age. */
+    uint64_t partial_max_age_s;
     uint64_t idle_timeout_ns; /* 0: the engine's default */
     uint16_t max_datagram;    /* largest datagram to accept; 0: AFTP_IO_DATAGRAM */
     aftp_security_settings security; /* identity, admission policy (borrowed), cipher */
@@ -65,6 +80,14 @@ typedef struct aftp_serve_opts {
     /* optional: the session engine's events (hooks.on_event sees them
      * too), with its counters at that moment (the cipher in use, ...) */
     void (*on_session_event)(void *app, const aftp_event *ev, const aftp_stats *st);
+    /* optional: pipelined storage decided an entry (info, its verdict):
+     * what the engine's events do not tell, the entry's kind and link
+     * target, is here */
+    void (*on_entry)(void *app, const aftp_entry_info *info, const aftp_entry_verdict *v,
+                     const aftp_stats *st);
+    /* optional: a sweep removed `removed` resume states (> 0) beneath the
+     * server's dir (session_root 0) or the current session's root (1) */
+    void (*on_swept)(void *app, int removed, int session_root);
     /* optional: a session ended with `res` */
     void (*on_session_end)(void *app, const aftp_io_result *res, const struct sockaddr *peer);
     /* optional: a HELLO from `from` started nothing, `why` (enum
