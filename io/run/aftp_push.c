@@ -2,6 +2,7 @@
 
 #include <netinet/in.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "aftp_drive.h"
@@ -263,16 +264,31 @@ static void queue_turn(push_queue *q, uint64_t now)
         aftp_sender_finish(q->sender);
 }
 
+/* What the driver remembers of an entry the engine holds: the SRC it came
+ * from and its kind, for on_entry. Slot id % W: the engine holds at most
+ * W entries from the oldest that has not ended, so live ids never share a
+ * slot. */
+typedef struct push_slot {
+    uint32_t id;
+    int kind;
+    size_t index;
+    uint64_t accepted_ns;
+} push_slot;
+
 /* Pipelined mode: the walk of o->files feeding the engine its entries as
  * its window frees (an entry refused with AFTP_ERR_LIMIT waits for the
  * next turn, after an ENTRY_END). */
 typedef struct push_feed {
     const aftp_push_opts *o;
     aftp_io_ctx *ctx;
+    aftp_io_hooks hooks; /* ctx->hooks: feed_on_event first, then o->hooks.on_event */
+    aftp_push_result *out;
     aftp_sender *sender;
     aftp_tree walk;
     aftp_tree_entry e;
     aftp_entry_info info; /* the entry waiting for room, its strings the walk's */
+    size_t src_index;     /* the SRC of info */
+    push_slot *slots;     /* pipeline_window of them */
     uint32_t next_id;
     int pending, done;
     /* One guard for every mapped source: the treesend's sources each have
@@ -283,22 +299,73 @@ typedef struct push_feed {
     aftp_mapguard guard;
 } push_feed;
 
+static void skip_notice(push_feed *f, const char *local, const char *why)
+{
+    char shown[256], text[1024];
+    aftp_path_printable(local, shown, sizeof shown);
+    snprintf(text, sizeof text, "skipped %s: %.700s", shown, why);
+    aftp_io_warn(&f->o->hooks, text);
+    f->out->skipped_locally++;
+}
+
 static void walk_notice(void *user, const char *local, int err, const char *why)
 {
-    const aftp_push_opts *o = user;
-    char shown[256], text[600];
     (void)err;
-    aftp_path_printable(local, shown, sizeof shown);
-    snprintf(text, sizeof text, "skipped %s: %s", shown, why);
-    aftp_io_warn(&o->hooks, text);
+    skip_notice(user, local, why);
+}
+
+static push_slot *feed_slot(push_feed *f, uint32_t id)
+{
+    push_slot *sl = &f->slots[id % f->o->pipeline_window];
+    return sl->id == id ? sl : NULL;
+}
+
+/* A FILE accepted or an entry ended: on_entry learns it with its SRC. */
+static void feed_on_event(void *app, const aftp_event *ev)
+{
+    push_feed *f = app;
+    push_slot *sl = ev->info != NULL ? feed_slot(f, ev->info->file_id) : NULL;
+    if (sl != NULL && (ev->type == AFTP_EV_FILE_START || ev->type == AFTP_EV_ENTRY_END)) {
+        aftp_stats st;
+        aftp_sender_get_stats(f->sender, &st);
+        if (ev->type == AFTP_EV_FILE_START)
+            sl->accepted_ns = aftp_drive_now_ns();
+        aftp_push_entry pe = {.ended = ev->type == AFTP_EV_ENTRY_END, .index = sl->index,
+                              .id = sl->id, .kind = sl->kind, .path = ev->info->path,
+                              .size = ev->info->size, .verdict = ev->verdict,
+                              .error = ev->error, .held_bytes = ev->held_bytes,
+                              .accepted_ns = sl->accepted_ns,
+                              .digest = ev->error == AFTP_OK ? ev->digest : NULL,
+                              .message = ev->message ? ev->message : "", .stats = &st};
+        if (f->o->on_entry != NULL)
+            f->o->on_entry(f->o->hooks.app, &pe);
+    }
+    if (f->o->hooks.on_event)
+        f->o->hooks.on_event(f->o->hooks.app, ev);
+}
+
+/* A link inside a tree goes as a link only when asked for. */
+static int feed_wanted(push_feed *f)
+{
+    if (f->e.kind != AFTP_TREE_SYMLINK || f->o->send_links)
+        return 1;
+    char why[700], target[256];
+    aftp_path_printable(f->e.target, target, sizeof target);
+    snprintf(why, sizeof why, "a symbolic link (to %s) inside a tree is not sent unless links "
+             "are asked for (then it is recreated as a link)", target);
+    skip_notice(f, f->e.local, why);
+    return 0;
 }
 
 /* The walk's next entry into f->info (a FILE noted with its local path
  * for the storage): 1, 0 when the walk is over, or the error. */
 static int feed_load(push_feed *f)
 {
-    if (aftp_tree_next(&f->walk, &f->e) != 1)
-        return 0;
+    do {
+        if (aftp_tree_next(&f->walk, &f->e) != 1)
+            return 0;
+    } while (!feed_wanted(f));
+    f->src_index = f->walk.next_src - 1; /* the SRC being walked */
     int rc = aftp_treesend_entry_info(&f->e, f->next_id, 0, f->o->entry_flags, &f->info);
     if (rc == AFTP_OK && f->e.kind == AFTP_TREE_FILE)
         rc = aftp_treesend_add(&f->ctx->storage.tree_src, &f->info, f->e.local);
@@ -306,6 +373,14 @@ static int feed_load(push_feed *f)
         return rc;
     f->next_id++;
     return 1;
+}
+
+/* The engine took entry f->info: remember where it came from. */
+static void feed_note(push_feed *f)
+{
+    uint32_t id = f->info.file.file_id;
+    f->slots[id % f->o->pipeline_window] =
+        (push_slot){.id = id, .kind = f->info.kind, .index = f->src_index};
 }
 
 static void feed_turn(push_feed *f, uint64_t now)
@@ -323,6 +398,8 @@ static void feed_turn(push_feed *f, uint64_t now)
         if (rc == AFTP_ERR_LIMIT)
             return; /* the window is full */
         f->pending = 0;
+        if (rc == AFTP_OK)
+            feed_note(f);
         if (rc != AFTP_OK) {
             char reason[96];
             snprintf(reason, sizeof reason, "the sender cannot read its entry %u", f->next_id - 1);
@@ -465,20 +542,28 @@ static void report_failure(push_queue *q)
 static int push_tree_run(const aftp_push_opts *o, aftp_push_result *out)
 {
     aftp_io_result *res = &out->io;
-    aftp_io_ctx ctx = {.res = res, .hooks = &o->hooks};
-    push_feed feed = {.o = o, .ctx = &ctx, .next_id = 1};
+    aftp_io_ctx ctx = {.res = res};
+    push_feed feed = {.o = o, .ctx = &ctx, .out = out, .next_id = 1};
     push_turn turn = {.feed = &feed};
+    feed.hooks = o->hooks;
+    feed.hooks.on_event = feed_on_event;
+    feed.hooks.app = &feed;
+    ctx.hooks = &feed.hooks;
     aftp_treesend_init(&ctx.storage.tree_src);
-    int rc = aftp_tree_init(&feed.walk, o->files, o->file_count, walk_notice, (void *)o);
+    feed.slots = calloc(o->pipeline_window, sizeof *feed.slots);
+    int rc = feed.slots != NULL ? aftp_tree_init(&feed.walk, o->files, o->file_count,
+                                                 walk_notice, &feed)
+                                : AFTP_ERR_NO_MEMORY;
     if (rc == AFTP_OK)
         rc = aftp_mapguard_init(&feed.guard, NULL, SIZE_MAX);
     if (rc == AFTP_OK)
         rc = connect_and_run(o, &ctx, &turn, NULL, out);
+    out->session_error = rc;
     if (aftp_mapguard_tripped(&feed.guard)) {
         /* the detail, if the changed source is still open (a faulting
          * read ends its entry before anyone can ask which it was) */
         aftp_treesend_check(&ctx.storage.tree_src);
-        rc = res->error = AFTP_ERR_SOURCE_CHANGED;
+        rc = out->session_error = res->error = AFTP_ERR_SOURCE_CHANGED;
         const char *why = ctx.storage.tree_src.message;
         snprintf(res->message, sizeof res->message, "%s",
                  why[0] ? why
@@ -487,6 +572,7 @@ static int push_tree_run(const aftp_push_opts *o, aftp_push_result *out)
     }
     aftp_tree_fini(&feed.walk);
     aftp_treesend_fini(&ctx.storage.tree_src);
+    free(feed.slots);
     if (res->error == AFTP_OK)
         res->error = rc;
     return res->error;
