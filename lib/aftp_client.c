@@ -580,20 +580,32 @@ static void entry_message(aftp_client *c, const aftp_push_entry *pe, const char 
     aftp_explain_send_failure(&x, &pr, out, cap);
 }
 
-/* A source of ours that could not be read once the receiver took it. */
+/* A source of ours that could not be read: by the walk, or once the
+ * receiver took it. */
 static int local_failure(const aftp_push_entry *pe)
 {
-    return pe->accepted_ns != 0 &&
-           (pe->error == AFTP_ERR_SOURCE_CHANGED || pe->error == AFTP_ERR_NOT_FOUND ||
-            pe->error == AFTP_ERR_PERMISSION);
+    return pe->local || (pe->accepted_ns != 0 && (pe->error == AFTP_ERR_SOURCE_CHANGED ||
+                                                  pe->error == AFTP_ERR_NOT_FOUND ||
+                                                  pe->error == AFTP_ERR_PERMISSION));
 }
+
+static void explain(aftp_client *c, const char *host_port, const aftp_push_result *pr);
 
 static void entry_failed(aftp_client *c, const aftp_push_entry *pe, aftp_file_event *fe,
                          char *message, size_t cap)
 {
     fe->type = AFTP_FILE_FAILED;
     fe->error = pe->error;
-    entry_message(c, pe, fe->printable_name, message, cap);
+    if (pe->local) {
+        snprintf(message, cap, "%s", pe->message);
+    } else if (pe->session != NULL) { /* the send's own failure: its message */
+        aftp_push_result pr = *pe->session;
+        pr.io.error = pr.session_error;
+        explain(c, c->host_port, &pr);
+        snprintf(message, cap, "%s", c->errmsg);
+    } else {
+        entry_message(c, pe, fe->printable_name, message, cap);
+    }
     fe->message = message;
     if (c->first_error != AFTP_OK)
         return;

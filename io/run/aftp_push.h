@@ -45,6 +45,10 @@ typedef struct aftp_push_entry {
     const uint8_t *digest; /* a verified FILE's XXH3-128, else NULL */
     const char *message;   /* why it failed, never NULL ("" when the error says all) */
     const aftp_stats *stats; /* the session's counters now */
+    int local;             /* the walk could not read it here (no id: never offered) */
+    /* The session failed under the entry before the engine ended it (the
+     * run's result, its session_error set), else NULL. */
+    const struct aftp_push_result *session;
 } aftp_push_entry;
 
 typedef struct aftp_push_opts {
@@ -99,7 +103,8 @@ enum aftp_push_key_answer {
     AFTP_PUSH_KEY_OTHER      /* another key (server_key): io.error is AFTP_ERR_AUTH */
 };
 
-typedef struct aftp_push_result {
+typedef struct aftp_push_result aftp_push_result;
+struct aftp_push_result {
     aftp_io_result io;
     /* enum aftp_push_key_answer. Unauthenticated: a hint for the user,
      * never a key to trust. */
@@ -113,7 +118,7 @@ typedef struct aftp_push_result {
      * cleanly, whatever its entries' verdicts); io.error is the first
      * failed entry's error, or this. */
     int session_error;
-} aftp_push_result;
+};
 
 /* Sends o->files and returns res->io.error: AFTP_OK when every file was
  * delivered and verified, else the first failure (its detail in
