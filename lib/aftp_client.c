@@ -642,7 +642,7 @@ static void on_entry(void *app, const aftp_push_entry *pe)
         fe.type = AFTP_FILE_SKIPPED;
     } else {
         fe.type = AFTP_FILE_FINISHED;
-        fe.bytes = pe->size - fe.resumed_bytes;
+        fe.bytes = pe->size; /* delivered; resumed_bytes of them were there already */
         if (pe->digest != NULL)
             memcpy(fe.digest, pe->digest, AFTP_DIGEST_LEN);
     }

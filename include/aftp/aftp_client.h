@@ -147,15 +147,18 @@ enum aftp_file_event_type {
 /* Fields are only ever appended. */
 typedef struct aftp_file_event {
     int type;           /* enum aftp_file_event_type */
-    size_t index;       /* in the files given to aftp_client_send() */
-    const char *source; /* local path as given */
-    const char *name;   /* the name the receiver was offered (the base name) */
-    uint64_t size;      /* 0 when the file could not be opened */
+    size_t index;       /* the SRC in the files given to aftp_client_send() */
+    const char *source; /* that SRC as given */
+    const char *name;   /* the name the receiver was offered: the entry's path */
+    uint64_t size;      /* a file's bytes; 0 for a directory, a link, or a file that could
+                         * not be opened */
     uint64_t bytes;     /* FINISHED: the bytes delivered (size); FAILED: bytes sent at
-                         * least once before the failure */
+                         * least once before the failure (pipelined mode: 0, the session
+                         * counts bytes for all its files together) */
     double seconds;     /* FINISHED, FAILED: offer accepted to verdict (0 if never accepted) */
     uint8_t digest[AFTP_DIGEST_LEN]; /* FINISHED: XXH3-128 verified by both sides; else zeros */
-    double retransmitted; /* FINISHED, FAILED: bytes sent again / size */
+    double retransmitted; /* FINISHED, FAILED: bytes sent again / size (pipelined mode: the
+                           * session's bytes sent again / sent so far) */
     int cipher;         /* enum aftp_cipher_choice in use (AFTP_CIPHER_NONE: unprotected) */
     int error;          /* FAILED: aftp_error; else AFTP_OK */
     const char *message; /* FAILED: the reason in words (aftp_client_errmsg()); else "" */
@@ -170,8 +173,8 @@ typedef struct aftp_file_event {
     int kind;           /* enum aftp_entry_kind: AFTP_ENTRY_FILE, _DIR or _SYMLINK */
     const char *path;   /* the entry's path at the receiver, relative ("d/sub/f"), raw
                          * bytes; `name` and printable_name are this path too */
-    uint64_t resumed_bytes; /* FINISHED, FAILED: bytes the receiver already held and were
-                             * not sent again (resume); else 0 */
+    uint64_t resumed_bytes; /* FINISHED, FAILED: of size, the bytes the receiver already
+                             * held and that were not sent again (resume); else 0 */
 } aftp_file_event;
 typedef void (*aftp_file_cb)(void *user, const aftp_file_event *ev);
 /* Every entry of a send gets its events: a file STARTED when the receiver

@@ -339,10 +339,12 @@ static void walk_notice(void *user, const char *local, int err, const char *why)
         skip_notice(f, local, why);
         return;
     }
-    char message[1024];
-    aftp_path_printable(local, message, 256);
-    size_t used = strlen(message);
-    snprintf(message + used, sizeof message - used, ": %.700s", why);
+    char message[1024], shown[256];
+    const char *skipped = "skipped: "; /* the walk's words for a notice; this is a failure */
+    if (strncmp(why, skipped, strlen(skipped)) == 0)
+        why += strlen(skipped);
+    aftp_path_printable(local, shown, sizeof shown);
+    snprintf(message, sizeof message, "cannot send %s: %.700s", shown, why);
     /* its name at the receiver, had it been sent */
     const char *slash = strrchr(local, '/');
     const char *path = f->walk.depth > 0 ? f->walk.path : slash && slash[1] ? slash + 1 : local;
