@@ -598,6 +598,9 @@ static void entry_failed(aftp_client *c, const aftp_push_entry *pe, aftp_file_ev
     fe->error = pe->error;
     if (pe->local) {
         snprintf(message, cap, "%s", pe->message);
+    } else if (local_failure(pe)) { /* our source, once the receiver took it */
+        snprintf(message, cap, "%.400s: %.500s", fe->printable_name,
+                 pe->message[0] ? pe->message : aftp_strerror(pe->error));
     } else if (pe->session != NULL) { /* the send's own failure: its message */
         aftp_push_result pr = *pe->session;
         pr.io.error = pr.session_error;
@@ -811,6 +814,8 @@ static int entries_result(aftp_client *c)
     if (c->first_error == AFTP_OK)
         return ok(c);
     c->failure_place = c->first_place;
+    if (c->summary.entries == 1) /* "1 of 1" would add nothing */
+        return fail(c, c->first_error, "%s", c->first_message);
     return fail(c, c->first_error, "%llu of %llu entries failed; the first: %s",
                 (unsigned long long)c->summary.failed, (unsigned long long)c->summary.entries,
                 c->first_message);
@@ -849,6 +854,11 @@ static int push(aftp_client *c, const char *host_port, const struct sockaddr_sto
     tell_datagram_cap(c, &pr.io);
     if (c->pipelined && pr.session_error == AFTP_OK)
         return entries_result(c);
+    if (c->pipelined && pr.session_error == AFTP_ERR_SOURCE_CHANGED &&
+        c->first_error == AFTP_ERR_SOURCE_CHANGED) { /* the entry's message names the file */
+        c->failure_place = AFTP_CLIENT_FAILED_IN_SESSION;
+        return fail(c, AFTP_ERR_SOURCE_CHANGED, "%s", c->first_message);
+    }
     if (c->pipelined) /* the session failed: its error, not an entry's */
         rc = pr.io.error = pr.session_error;
     if (rc == AFTP_OK)

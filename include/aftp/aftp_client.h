@@ -337,7 +337,8 @@ AFTP_EXTERN int aftp_client_set_terms(aftp_client *c, const aftp_client_terms *t
  * When some entries failed and the session itself ended cleanly: the
  * first failed entry's error, failure place AFTP_CLIENT_FAILED_IN_SESSION
  * (AFTP_CLIENT_FAILED_LOCALLY when that entry's local source could not be
- * read), and aftp_client_errmsg() "N of M entries failed; the first: ...".
+ * read), and aftp_client_errmsg() "N of M entries failed; the first: ..."
+ * (when the send had one entry, only that entry's message).
  * Otherwise the session's error, and aftp_client_errmsg() says why:
  *   AFTP_ERR_INVALID_ARGUMENT  bad host_port, no files, min rate > max rate
  *   AFTP_ERR_BAD_KEY           protected without identity or server key
