@@ -1184,6 +1184,15 @@ static void env_start_tree(test_env *e)
     host_port(&e->s, e->hp, sizeof e->hp);
 }
 
+/* The tree at e's source directory, its path in top, and a client of e's
+ * pipelined server. */
+static aftp_client *tree_client(test_env *e, char *top, size_t cap)
+{
+    env_start_tree(e);
+    make_tree(e, top, cap);
+    return client_for(&e->t, &e->s);
+}
+
 static const aftp_file_event *event_at(const test_client *t, int type, const char *path)
 {
     for (size_t i = 0; i < t->event_count; i++)
@@ -1207,9 +1216,7 @@ static void test_tree_events_then_skipped(void **state)
     (void)state;
     test_env e;
     char top[600];
-    env_start_tree(&e);
-    make_tree(&e, top, sizeof top);
-    aftp_client *c = client_for(&e.t, &e.s);
+    aftp_client *c = tree_client(&e, top, sizeof top);
     const char *files[] = {top};
     assert_int_equal(aftp_client_send(c, e.hp, files, 1), AFTP_OK);
     assert_int_equal(e.t.event_count, 7); /* 3 dirs; 2 files STARTED and FINISHED */
@@ -1262,14 +1269,12 @@ static void test_tree_refused_entry_goes_on(void **state)
     (void)state;
     test_env e;
     char top[600];
-    env_start_tree(&e);
-    make_tree(&e, top, sizeof top);
+    aftp_client *c = tree_client(&e, top, sizeof top);
     assert_int_equal(mkdirat(e.s.dirfd, "top", 0755), 0);
     int fd = openat(e.s.dirfd, "top/a", O_CREAT | O_WRONLY, 0644);
     assert_true(fd >= 0);
     assert_int_equal(write(fd, "other", 5), 5);
     close(fd);
-    aftp_client *c = client_for(&e.t, &e.s);
     const char *files[] = {top};
     assert_int_equal(aftp_client_send(c, e.hp, files, 1), AFTP_ERR_FILE_EXISTS);
     assert_int_equal(aftp_client_failure_place(c), AFTP_CLIENT_FAILED_IN_SESSION);
@@ -1306,13 +1311,11 @@ static void test_tree_notices_and_links(void **state)
     (void)state;
     test_env e;
     char top[600], path[700];
-    env_start_tree(&e);
-    make_tree(&e, top, sizeof top);
+    aftp_client *c = tree_client(&e, top, sizeof top);
     snprintf(path, sizeof path, "%s/pipe", top);
     assert_int_equal(mkfifo(path, 0644), 0);
     snprintf(path, sizeof path, "%s/link", top);
     assert_int_equal(symlink("../outside", path), 0);
-    aftp_client *c = client_for(&e.t, &e.s);
     const char *files[] = {top};
     assert_int_equal(aftp_client_send(c, e.hp, files, 1), AFTP_OK);
     assert_true(noticed(&e.t, "top/pipe", "FIFO"));
