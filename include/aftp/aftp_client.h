@@ -115,11 +115,15 @@ AFTP_EXTERN int aftp_client_set_idle_timeout_ms(aftp_client *c, uint64_t ms);
 /* ---- callbacks ---- */
 
 /* About 4 times a second while a file is under way: the figures of the
- * CLI's progress line. Fields are only ever appended. */
+ * CLI's progress line. In a tree (pipelined mode) many files are in flight
+ * at once and the figures are the session's: `size` counts the bytes still
+ * to send of every file accepted so far (resumed bytes excluded), `name`
+ * is the file accepted last, and `seconds` runs from the first acceptance.
+ * Fields are only ever appended. */
 typedef struct aftp_progress {
     const char *name;    /* the file's name as offered to the receiver, printable (as
                           * aftp_file_event.printable_name) */
-    uint64_t size;       /* bytes in the file */
+    uint64_t size;       /* bytes in the file (a tree: see above) */
     uint64_t bytes_done; /* bytes sent at least once (what the receiver is getting) */
     double seconds;      /* since the receiver accepted the file */
     double goodput_bps;  /* bits per second of bytes_done since the previous call */

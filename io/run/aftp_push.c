@@ -726,6 +726,8 @@ static int push_tree_run(const aftp_push_opts *o, aftp_push_result *out)
         feed_fail_live(&feed, out);
     aftp_tree_fini(&feed.walk);
     aftp_treesend_fini(&ctx.storage.tree_src);
+    for (size_t i = 0; feed.slots != NULL && i < o->pipeline_window; i++)
+        free(feed.slots[i].path); /* none is left but after a failure of the driver itself */
     free(feed.slots);
     if (res->error == AFTP_OK)
         res->error = rc;
