@@ -854,7 +854,7 @@ static int push(aftp_client *c, const char *host_port, const struct sockaddr_sto
     tell_datagram_cap(c, &pr.io);
     if (c->pipelined && pr.session_error == AFTP_OK)
         return entries_result(c);
-    if (c->pipelined && pr.session_error == AFTP_ERR_SOURCE_CHANGED &&
+    if (c->pipelined && pr.session_error == AFTP_ERR_SOURCE_CHANGED && !pr.changed_named &&
         c->first_error == AFTP_ERR_SOURCE_CHANGED) { /* the entry's message names the file */
         c->failure_place = AFTP_CLIENT_FAILED_IN_SESSION;
         return fail(c, AFTP_ERR_SOURCE_CHANGED, "%s", c->first_message);

@@ -396,8 +396,10 @@ enum aftp_client_failure_place {
 };
 AFTP_EXTERN int aftp_client_failure_place(const aftp_client *c);
 
-/* Cancels a send in progress (the server is told; it keeps nothing of the
- * file under way); aftp_client_send() then returns AFTP_ERR_CANCELLED
+/* Cancels a send in progress (the server is told; nothing of the files
+ * under way appears under their final names: with resume on, the
+ * receiver keeps their partial copies in its resume state for the next
+ * send); aftp_client_send() then returns AFTP_ERR_CANCELLED
  * within about a second. Safe from any thread and from a signal handler
  * (it only stores to a lock-free atomic the send polls); a no-op when no
  * send runs, and NULL-safe. The handle must outlive the call. */

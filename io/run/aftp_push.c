@@ -717,6 +717,7 @@ static int push_tree_run(const aftp_push_opts *o, aftp_push_result *out)
         aftp_treesend_check(&ctx.storage.tree_src);
         rc = out->session_error = res->error = AFTP_ERR_SOURCE_CHANGED;
         const char *why = ctx.storage.tree_src.message;
+        out->changed_named = why[0] != '\0';
         snprintf(res->message, sizeof res->message, "%s",
                  why[0] ? why
                         : "a source file shrank while it was sent (another program truncated "

@@ -118,6 +118,9 @@ struct aftp_push_result {
      * cleanly, whatever its entries' verdicts); io.error is the first
      * failed entry's error, or this. */
     int session_error;
+    /* AFTP_ERR_SOURCE_CHANGED: io.message names the source and what
+     * changed (else it could not tell which source it was). */
+    int changed_named;
 };
 
 /* Sends o->files and returns res->io.error: AFTP_OK when every file was
