@@ -108,6 +108,10 @@ typedef struct aftp_cli_output {
                          * reported none */
     size_t delivered;   /* files delivered (send) or received (recv) */
     uint64_t bytes;     /* their bytes */
+    size_t failed;      /* aftp send: entries failed so far */
+    /* aftp send: the client's summary of the send, added to the summary
+     * object once the send ran; NULL before (and for aftp recv). */
+    const aftp_client_summary *send_summary;
 } aftp_cli_output;
 /* Starts the clock; --json anywhere before "--" (known before the options
  * are parsed, so that a usage error is reported as objects too). */
@@ -213,9 +217,11 @@ void aftp_cli_notice(int quiet, const char *fmt, ...) __attribute__((format(prin
 void aftp_cli_json_start(FILE *out, const char *const *sources, size_t count, const char *peer);
 void aftp_cli_json_progress(FILE *out, size_t index, const aftp_progress *p);
 void aftp_cli_json_file(FILE *out, const aftp_file_event *ev);
+/* One "file" object per entry that ended (sent, resumed, skipped, failed). */
+void aftp_cli_json_entry(FILE *out, const aftp_file_event *ev);
 void aftp_cli_json_error(FILE *out, int error, const char *message, int exit_status);
 void aftp_cli_json_summary(FILE *out, int exit_status, size_t files, size_t delivered,
-                           uint64_t bytes, double seconds);
+                           uint64_t bytes, double seconds, const aftp_client_summary *send);
 /* aftp recv's objects: "start" once it listens (the address bound; the
  * key line and fingerprint clients pin, NULL for --cipher none), "done"
  * per receipt, "session_error" per failed session, "notice" per warning

@@ -185,6 +185,47 @@ void aftp_cli_json_file(FILE *out, const aftp_file_event *ev)
     end(out);
 }
 
+static const char *kind_name(int kind)
+{
+    return kind == AFTP_ENTRY_DIR ? "dir" : kind == AFTP_ENTRY_SYMLINK ? "symlink" : "file";
+}
+
+/* What became of an entry: a directory or link placed counts as sent. */
+static const char *result_name(const aftp_file_event *ev)
+{
+    switch (ev->type) {
+    case AFTP_FILE_SKIPPED: return "skipped";
+    case AFTP_FILE_FAILED: return "failed";
+    default: return ev->resumed_bytes ? "resumed" : "sent";
+    }
+}
+
+void aftp_cli_json_entry(FILE *out, const aftp_file_event *ev)
+{
+    if (ev->type == AFTP_FILE_STARTED)
+        return;
+    int sent = ev->type == AFTP_FILE_FINISHED && ev->kind == AFTP_ENTRY_FILE;
+    begin(out, "file");
+    put_field_string(out, "result", result_name(ev));
+    put_field_string(out, "kind", kind_name(ev->kind));
+    put_field_int(out, "index", (long long)ev->index);
+    put_field_string(out, "source", ev->source);
+    put_field_string(out, "path", ev->path);
+    put_field_string(out, "name", ev->printable_name);
+    put_field_u64(out, "size", ev->size);
+    put_field_u64(out, "bytes", sent ? ev->size - ev->resumed_bytes : 0);
+    put_field_u64(out, "resumed_bytes", ev->resumed_bytes);
+    put_field_number(out, "seconds", ev->seconds);
+    if (sent)
+        put_digest(out, ev->digest);
+    if (ev->type == AFTP_FILE_FAILED) {
+        put_field_int(out, "error", ev->error);
+        put_field_string_or_null(out, "error_name", aftp_error_name(ev->error));
+        put_field_string(out, "message", ev->message);
+    }
+    end(out);
+}
+
 /* "code" and its stable "name" (null for a code this aftp does not know). */
 static void put_error_code(FILE *out, int error)
 {
@@ -299,8 +340,27 @@ void aftp_cli_json_notice(FILE *out, const char *kind, const char *message)
     end(out);
 }
 
+/* The send's figures (aftp_client_summary), in the summary object. */
+static void put_send_summary(FILE *out, const aftp_client_summary *s)
+{
+    put_field_u64(out, "entries", s->entries);
+    put_field_u64(out, "sent", s->files_sent);
+    put_field_u64(out, "resumed", s->files_resumed);
+    put_field_u64(out, "skipped", s->files_skipped);
+    put_field_u64(out, "failed", s->failed);
+    put_field_u64(out, "dirs", s->dirs);
+    put_field_u64(out, "links", s->links);
+    put_field_u64(out, "skipped_locally", s->skipped_locally);
+    put_field_u64(out, "file_bytes", s->file_bytes);
+    put_field_u64(out, "bytes_sent", s->bytes_sent);
+    put_field_u64(out, "resumed_bytes", s->bytes_resumed);
+    put_field_u64(out, "skipped_bytes", s->bytes_skipped);
+    put_field_number(out, "send_seconds", s->seconds);
+    put_field_number(out, "retransmitted", s->retransmitted);
+}
+
 void aftp_cli_json_summary(FILE *out, int exit_status, size_t files, size_t delivered,
-                           uint64_t bytes, double seconds)
+                           uint64_t bytes, double seconds, const aftp_client_summary *send)
 {
     begin(out, "summary");
     put_key(out, "ok");
@@ -310,6 +370,8 @@ void aftp_cli_json_summary(FILE *out, int exit_status, size_t files, size_t deli
     put_field_u64(out, "delivered", delivered);
     put_field_u64(out, "bytes", bytes);
     put_field_number(out, "seconds", seconds);
+    if (send != NULL)
+        put_send_summary(out, send);
     end(out);
 }
 

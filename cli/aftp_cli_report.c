@@ -107,7 +107,7 @@ void aftp_cli_output_end(const aftp_cli_output *o, int exit_status, size_t files
                             exit_status);
     }
     aftp_cli_json_summary(o->json, exit_status, files, o->delivered, o->bytes,
-                          aftp_cli_seconds_since(&o->t0));
+                          aftp_cli_seconds_since(&o->t0), o->send_summary);
 }
 
 double aftp_cli_duplicate_pct(uint64_t duplicates, uint64_t received)

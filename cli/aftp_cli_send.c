@@ -1,8 +1,10 @@
-/* aftp send: a client of the public client API (aftp/aftp_client.h), the
- * CLI as libaftp's first embedder. Its lines are the client's callbacks
- * (the summary line from the file events, the progress line and log from
- * the progress callback) and its failure messages the client's, named in
- * the CLI's terms (--idle-timeout, --peer-key, ...). */
+/* aftp send SRC... HOST:PORT: a client of the public client API
+ * (aftp/aftp_client.h), the CLI as libaftp's first embedder. Its lines are
+ * the client's callbacks (a line per file sent, resumed, skipped or failed
+ * from the file events, the progress line and log from the progress
+ * callback), the transfer's summary line from the client's summary, and
+ * its failure messages the client's, named in the CLI's terms
+ * (--idle-timeout, --peer-key, ...). */
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -20,14 +22,21 @@ typedef struct send_args {
     int json;                 /* --json: NDJSON objects on stdout */
     aftp_cli_common common;
     aftp_cli_security sec;
-    const char *file;
+    int sync;   /* enum aftp_client_sync */
+    int resume; /* --no-resume: 0 */
+    int links;  /* enum aftp_client_links */
+    const char *const *files; /* SRC... */
+    size_t count;
     const char *peer_text;
 } send_args;
+
+enum send_opt { OPT_CHECKSUM = 500, OPT_IGNORE_TIMES, OPT_NO_RESUME, OPT_LINKS };
 
 /* What the client's callbacks need, and how the run ended. */
 typedef struct send_run {
     aftp_cli_output out;
     FILE *log; /* --progress-log, or NULL */
+    aftp_client_summary summary; /* of the send, once it ran */
 } send_run;
 
 static const char *const policy_names[] = {
@@ -74,6 +83,18 @@ static int send_option(int c, const char *arg, send_args *a)
     case 'J':
         a->json = 1;
         return AFTP_EXIT_OK;
+    case OPT_CHECKSUM:
+        a->sync = AFTP_CLIENT_SYNC_CHECKSUM;
+        return AFTP_EXIT_OK;
+    case OPT_IGNORE_TIMES:
+        a->sync = AFTP_CLIENT_SYNC_OFF;
+        return AFTP_EXIT_OK;
+    case OPT_NO_RESUME:
+        a->resume = 0;
+        return AFTP_EXIT_OK;
+    case OPT_LINKS:
+        a->links = AFTP_CLIENT_LINKS_RECREATE;
+        return AFTP_EXIT_OK;
     default:
         return aftp_cli_security_option(c, arg, &a->sec, &a->common);
     }
@@ -92,7 +113,7 @@ static int settle_rates(send_args *a)
     return AFTP_EXIT_OK;
 }
 
-/* FILE and HOST:PORT as the client would refuse them (a faux:// source
+/* SRC... and HOST:PORT as the client would refuse them (a faux:// source
  * that does not parse, a bad address): a usage error, before any key or
  * socket. */
 static int check_target(const send_args *a)
@@ -102,7 +123,7 @@ static int check_target(const send_args *a)
         aftp_cli_error("cannot allocate memory for the client");
         return AFTP_EXIT_FAILED;
     }
-    int rc = aftp_client_check_send(c, a->peer_text, &a->file, 1);
+    int rc = aftp_client_check_send(c, a->peer_text, a->files, a->count);
     if (rc != AFTP_OK)
         aftp_cli_error("%s", aftp_client_errmsg(c));
     aftp_client_del(c);
@@ -117,6 +138,10 @@ static int parse_send_args(int argc, char **argv, send_args *a)
                                          {"min-rate", required_argument, NULL, 'm'},
                                          {"progress-log", required_argument, NULL, 'L'},
                                          {"json", no_argument, NULL, 'J'},
+                                         {"checksum", no_argument, NULL, OPT_CHECKSUM},
+                                         {"ignore-times", no_argument, NULL, OPT_IGNORE_TIMES},
+                                         {"no-resume", no_argument, NULL, OPT_NO_RESUME},
+                                         {"links", no_argument, NULL, OPT_LINKS},
                                          {"peer-key", required_argument, NULL,
                                           AFTP_CLI_OPT_PEER_KEY},
                                          {"known-hosts", required_argument, NULL,
@@ -127,40 +152,96 @@ static int parse_send_args(int argc, char **argv, send_args *a)
     a->rate_bps = AFTP_CLI_DEFAULT_RATE;
     a->policy = AFTP_CC_FAIR;
     a->common.idle_timeout_ns = AFTP_CLI_DEFAULT_IDLE_NS;
+    a->sync = AFTP_CLIENT_SYNC_MTIME;
+    a->resume = 1;
+    a->links = AFTP_CLIENT_LINKS_SKIP;
     while ((c = getopt_long(argc, argv, "r:" AFTP_CLI_COMMON_SHORT, opts, NULL)) != -1)
         if ((rc = send_option(c, optarg, a)) != AFTP_EXIT_OK)
             return rc;
-    if (argc - optind != 2) {
-        aftp_cli_error("send needs FILE and HOST:PORT (aftp --help)");
+    if (argc - optind < 2) {
+        aftp_cli_error("send needs SRC... and HOST:PORT (aftp --help)");
         return AFTP_EXIT_USAGE;
     }
-    a->file = argv[optind];
-    a->peer_text = argv[optind + 1];
+    a->files = (const char *const *)&argv[optind];
+    a->count = (size_t)(argc - optind - 1);
+    a->peer_text = argv[argc - 1];
     if ((rc = check_target(a)) != AFTP_EXIT_OK)
         return rc;
     return settle_rates(a);
 }
 
-/* The summary line of a delivered file (or its "done" object). */
-static void on_file(void *user, const aftp_file_event *ev)
+/* The errors that end a whole send: its error line says them, not a
+ * line per entry. */
+static int session_error(int error)
 {
-    aftp_cli_output *out = &((send_run *)user)->out;
-    if (ev->type == AFTP_FILE_FAILED) /* the error line and object come at the end */
+    return error == AFTP_ERR_NETWORK || error == AFTP_ERR_IDLE_TIMEOUT ||
+           error == AFTP_ERR_CANCELLED || error == AFTP_ERR_AUTH ||
+           error == AFTP_ERR_UNKNOWN_PEER || error == AFTP_ERR_BAD_KEY;
+}
+
+/* The line of an entry that did not get a summary line: skipped, or
+ * failed (directories and links only when they fail). The first failure
+ * gets none: the error line that ends the run names it. */
+static void print_entry_line(aftp_cli_output *out, const aftp_file_event *ev)
+{
+    if (ev->type == AFTP_FILE_SKIPPED)
+        printf("skipped %s: identical at the receiver (%llu bytes)\n", ev->printable_name,
+               (unsigned long long)ev->size);
+    else if (ev->type == AFTP_FILE_FAILED && !session_error(ev->error) && out->failed++ > 0)
+        aftp_cli_notice(out->quiet, "failed %s: %s", ev->printable_name, ev->message);
+}
+
+/* The summary line of a delivered file (or its "done" object). */
+static void print_delivered(const aftp_file_event *ev)
+{
+    if (ev->resumed_bytes) {
+        printf("resumed %s: %llu bytes already there, %llu sent\n", ev->printable_name,
+               (unsigned long long)ev->resumed_bytes,
+               (unsigned long long)(ev->size - ev->resumed_bytes));
         return;
-    if (out->json != NULL)
-        aftp_cli_json_file(out->json, ev);
-    if (ev->type != AFTP_FILE_FINISHED)
-        return;
-    out->delivered++;
-    out->bytes += ev->size;
-    aftp_cli_output_clear(out);
-    if (out->json != NULL) /* the line's figures are the "done" object's */
-        return;
+    }
     aftp_cli_summary s = {.sender = 1, .name = ev->printable_name, .size = ev->size,
                           .seconds = ev->session_seconds,
                           .repeated_pct = 100.0 * ev->retransmitted, .digest = ev->digest,
                           .cipher = ev->cipher, .rate_cap_bps = ev->rate_cap_bps};
     aftp_cli_summary_print(&s);
+}
+
+static void on_file(void *user, const aftp_file_event *ev)
+{
+    aftp_cli_output *out = &((send_run *)user)->out;
+    int delivered = ev->type == AFTP_FILE_FINISHED && ev->kind == AFTP_ENTRY_FILE;
+    if (out->json != NULL) {
+        if (ev->type == AFTP_FILE_STARTED || delivered) /* the error object ends a failure */
+            aftp_cli_json_file(out->json, ev);
+        aftp_cli_json_entry(out->json, ev);
+    }
+    if (delivered) {
+        out->delivered++;
+        out->bytes += ev->size;
+    }
+    if (ev->type == AFTP_FILE_STARTED || (ev->type == AFTP_FILE_FINISHED && !delivered))
+        return; /* quiet about directories and links placed */
+    aftp_cli_output_clear(out);
+    if (out->json != NULL) /* the line's figures are the objects' */
+        return;
+    if (delivered)
+        print_delivered(ev);
+    else
+        print_entry_line(out, ev);
+}
+
+/* The transfer's line: files and their fates, bytes, time and rate. */
+static void print_transfer(const aftp_client_summary *s)
+{
+    double mbit = s->seconds > 0 ? (double)s->bytes_sent * 8 / s->seconds / 1e6 : 0;
+    printf("transfer: %llu files (%llu sent, %llu resumed, %llu skipped), %llu failed, "
+           "%llu directories, %llu bytes sent of %llu in %.3f s, %.1f Mbit/s\n",
+           (unsigned long long)(s->files_sent + s->files_resumed + s->files_skipped),
+           (unsigned long long)s->files_sent, (unsigned long long)s->files_resumed,
+           (unsigned long long)s->files_skipped, (unsigned long long)s->failed,
+           (unsigned long long)s->dirs, (unsigned long long)s->bytes_sent,
+           (unsigned long long)s->file_bytes, s->seconds, mbit);
 }
 
 /* Tab-separated, one line per tick, for scripts and benchmarks: what the
@@ -238,7 +319,10 @@ static int configure(const send_args *a, send_run *run, aftp_client *c)
         aftp_client_set_min_rate(c, a->min_rate_bps) != AFTP_OK ||
         aftp_client_set_idle_timeout_ms(c, aftp_cli_idle_ms(&a->common)) != AFTP_OK ||
         (a->common.mtu != 0 && aftp_client_set_mtu(c, a->common.mtu) != AFTP_OK) ||
-        aftp_client_set_cipher(c, a->sec.cipher) != AFTP_OK) {
+        aftp_client_set_cipher(c, a->sec.cipher) != AFTP_OK ||
+        aftp_client_set_sync(c, a->sync) != AFTP_OK ||
+        aftp_client_set_resume(c, a->resume) != AFTP_OK ||
+        aftp_client_set_links(c, a->links) != AFTP_OK) {
         aftp_cli_error("%s", aftp_client_errmsg(c));
         return AFTP_EXIT_USAGE;
     }
@@ -297,13 +381,17 @@ static int unknown_host(const send_args *a, aftp_client *c)
 /* The send itself, once more after the user trusted an unknown server. */
 static int transfer(const send_args *a, send_run *run, aftp_client *c)
 {
-    int rc = aftp_client_send(c, a->peer_text, &a->file, 1);
+    int rc = aftp_client_send(c, a->peer_text, a->files, a->count);
     if (rc == AFTP_ERR_UNKNOWN_PEER && aftp_client_failure_place(c) == AFTP_CLIENT_FAILED_KEYS) {
         int learnt = unknown_host(a, c);
         if (learnt != AFTP_EXIT_OK)
             return learnt;
-        rc = aftp_client_send(c, a->peer_text, &a->file, 1);
+        rc = aftp_client_send(c, a->peer_text, a->files, a->count);
     }
+    aftp_client_get_summary(c, &run->summary);
+    run->out.send_summary = &run->summary;
+    if (run->out.json == NULL && run->summary.entries > 0)
+        print_transfer(&run->summary);
     if (rc == AFTP_OK)
         return AFTP_EXIT_OK;
     if (rc == AFTP_ERR_CANCELLED &&
@@ -317,7 +405,7 @@ static int transfer(const send_args *a, send_run *run, aftp_client *c)
 static int run_send(const send_args *a, send_run *run, aftp_client *c)
 {
     if (run->out.json != NULL)
-        aftp_cli_json_start(run->out.json, &a->file, 1, a->peer_text);
+        aftp_cli_json_start(run->out.json, a->files, a->count, a->peer_text);
     /* From here on SIGINT/SIGTERM cancel (exit 7), whatever step they break. */
     aftp_cli_catch_signals();
     aftp_cli_cancel_on_signal(c);
@@ -347,7 +435,7 @@ static int send_parsed(const send_args *a, send_run *run)
 int aftp_cli_send(int argc, char **argv)
 {
     send_args a;
-    send_run run = {.log = NULL};
+    send_run run = {.log = NULL, .summary = {.size = sizeof run.summary}};
     memset(&a, 0, sizeof a);
     aftp_cli_output_begin(&run.out, argc, argv);
     int rc = parse_send_args(argc, argv, &a);
@@ -356,6 +444,6 @@ int aftp_cli_send(int argc, char **argv)
     aftp_cli_output_options(&run.out, &a.common, a.json);
     if (rc == AFTP_EXIT_OK)
         rc = send_parsed(&a, &run);
-    aftp_cli_output_end(&run.out, rc, 1);
+    aftp_cli_output_end(&run.out, rc, a.count ? a.count : 1);
     return rc;
 }

@@ -8,7 +8,7 @@
 
 void aftp_cli_usage(FILE *to)
 {
-    fputs("usage: aftp send [--rate RATE] [--policy POLICY] [OPTIONS] FILE HOST:PORT\n"
+    fputs("usage: aftp send [--rate RATE] [--policy POLICY] [OPTIONS] SRC... HOST:PORT\n"
           "       aftp recv --listen [ADDR:]PORT --dir DIR [--once] [--overwrite] [OPTIONS]\n"
           "       aftp keygen [-f FILE] [-C COMMENT]\n"
           "       aftp --help | --version\n"
@@ -31,6 +31,15 @@ void aftp_cli_usage(FILE *to)
           "      --progress-log FILE    write a tab-separated line per quarter second:\n"
           "                             seconds, bytes sent, goodput, pacing rate (bit/s),\n"
           "                             loss (ppm), min RTT and queueing delay (us)\n"
+          "      SRC...                 files and directories (recursive; 'd' arrives as\n"
+          "                             d/..., 'd/' puts d's contents beneath DIR)\n"
+          "      --checksum             skip a file already there by content, not by\n"
+          "                             size and modification time (the default)\n"
+          "      --ignore-times         send every file (one already there is refused\n"
+          "                             unless the receiver allows overwriting)\n"
+          "      --no-resume            send interrupted files again from their start\n"
+          "      --links                recreate symbolic links inside a tree as links\n"
+          "                             (default: skipped with a notice)\n"
 
           "      --peer-key FILE        the receiver's public key (else its HOST:PORT line\n"
           "                             in the known hosts)\n"

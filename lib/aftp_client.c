@@ -78,12 +78,19 @@ struct aftp_client {
     aftp_notice_cb notice_cb;
     void *notice_user;
     char *terms[CLIENT_TERMS]; /* aftp_client_set_terms, in its fields' order; NULL: default */
+    int sync, resume, links;   /* enum aftp_client_sync, on/off, enum aftp_client_links */
+    aftp_client_summary summary; /* of the last send */
     /* Set by aftp_client_cancel (any thread, a signal handler); the
      * datapath loop polls it every turn. */
     atomic_int interrupt;
     atomic_int running;
     /* During a send: */
     const char *const *files;
+    const char *host_port;
+    int pipelined;          /* the send runs pipelined mode (every source a real one) */
+    int first_error;        /* pipelined: the first failed entry's error, its place and */
+    int first_place;        /* message; AFTP_OK while none failed */
+    char first_message[1024];
     client_file cur;
     aftp_file_event failed; /* the FAILED event, sent once errmsg is known */
     int have_failed;
@@ -136,6 +143,9 @@ int aftp_client_new(aftp_client **out)
     c->policy = AFTP_CC_FAIR;
     c->rate_bps = AFTP_CLIENT_DEFAULT_RATE;
     c->idle_timeout_ns = AFTP_CLIENT_DEFAULT_IDLE_MS * 1000000u;
+    c->sync = AFTP_CLIENT_SYNC_MTIME;
+    c->resume = 1;
+    c->links = AFTP_CLIENT_LINKS_SKIP;
     *out = c;
     return AFTP_OK;
 }
@@ -324,6 +334,88 @@ int aftp_client_set_idle_timeout_ms(aftp_client *c, uint64_t ms)
     return ok(c);
 }
 
+/* ---- trees: sync, resume, links ---- */
+
+int aftp_client_set_sync(aftp_client *c, int sync)
+{
+    if (c == NULL)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    if (sync < AFTP_CLIENT_SYNC_OFF || sync > AFTP_CLIENT_SYNC_CHECKSUM)
+        return fail(c, AFTP_ERR_INVALID_ARGUMENT, "unknown sync mode %d", sync);
+    c->sync = sync;
+    return ok(c);
+}
+
+int aftp_client_set_resume(aftp_client *c, int on)
+{
+    if (c == NULL)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    c->resume = on != 0;
+    return ok(c);
+}
+
+int aftp_client_set_links(aftp_client *c, int links)
+{
+    if (c == NULL)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    if (links < AFTP_CLIENT_LINKS_SKIP || links > AFTP_CLIENT_LINKS_RECREATE)
+        return fail(c, AFTP_ERR_INVALID_ARGUMENT, "unknown links choice %d", links);
+    c->links = links;
+    return ok(c);
+}
+
+/* The entry flags of the handle's settings (spec 9.14.4). */
+static unsigned entry_flags(const aftp_client *c)
+{
+    unsigned flags = c->resume ? AFTP_ENTRY_RESUME : 0;
+    if (c->sync == AFTP_CLIENT_SYNC_MTIME)
+        flags |= AFTP_ENTRY_SYNC;
+    else if (c->sync == AFTP_CLIENT_SYNC_CHECKSUM)
+        flags |= AFTP_ENTRY_SYNC | AFTP_ENTRY_CHECKSUM;
+    return flags;
+}
+
+int aftp_client_get_summary(const aftp_client *c, aftp_client_summary *out)
+{
+    if (c == NULL || out == NULL || out->size < sizeof out->size)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    size_t size = out->size < sizeof *out ? out->size : sizeof *out;
+    memcpy((char *)out + sizeof out->size, (const char *)&c->summary + sizeof out->size,
+           size - sizeof out->size);
+    return AFTP_OK;
+}
+
+/* An entry's end counted into the send's summary. */
+static void tally(aftp_client_summary *s, const aftp_file_event *fe)
+{
+    if (fe->type == AFTP_FILE_STARTED)
+        return;
+    s->entries++;
+    if (fe->type == AFTP_FILE_FAILED) {
+        s->failed++;
+    } else if (fe->type == AFTP_FILE_SKIPPED) {
+        s->files_skipped++;
+        s->file_bytes += fe->size;
+        s->bytes_skipped += fe->size;
+    } else if (fe->kind == AFTP_ENTRY_DIR) {
+        s->dirs++;
+    } else if (fe->kind == AFTP_ENTRY_SYMLINK) {
+        s->links++;
+    } else {
+        *(fe->resumed_bytes ? &s->files_resumed : &s->files_sent) += 1;
+        s->file_bytes += fe->size;
+        s->bytes_resumed += fe->resumed_bytes;
+    }
+}
+
+/* Every event goes out through here: counted, then to the application. */
+static void emit(aftp_client *c, const aftp_file_event *fe)
+{
+    tally(&c->summary, fe);
+    if (c->file_cb != NULL)
+        c->file_cb(c->file_user, fe);
+}
+
 /* ---- callbacks ---- */
 
 int aftp_client_set_progress_cb(aftp_client *c, aftp_progress_cb cb, void *user)
@@ -387,7 +479,7 @@ static void on_engine_event(void *app, const aftp_event *ev)
     aftp_client *c = app;
     if (ev->type == AFTP_EV_CONNECTED)
         c->connected_ns = aftp_drive_now_ns();
-    if (ev->type != AFTP_EV_FILE_START)
+    if (ev->type != AFTP_EV_FILE_START || c->pipelined) /* pipelined: on_entry */
         return;
     client_file *f = &c->cur;
     f->active = 1;
@@ -395,13 +487,12 @@ static void on_engine_event(void *app, const aftp_event *ev)
     aftp_meter_start(&f->meter, f->size, f->base_sent_once, aftp_drive_now_ns());
     snprintf(f->name, sizeof f->name, "%s", ev->info->path);
     aftp_path_printable(f->name, f->printable, sizeof f->printable);
-    if (c->file_cb == NULL)
-        return;
     size_t index = ev->info->file_id - 1; /* ids are 1, 2, 3 ... in files order */
     aftp_file_event fe = {.type = AFTP_FILE_STARTED, .index = index, .source = c->files[index],
                           .name = f->name, .size = f->size, .message = "",
-                          .printable_name = f->printable};
-    c->file_cb(c->file_user, &fe);
+                          .printable_name = f->printable, .kind = AFTP_ENTRY_FILE,
+                          .path = f->name};
+    emit(c, &fe);
 }
 
 static void on_file_end(void *app, const aftp_push_file_end *end)
@@ -423,7 +514,8 @@ static void on_file_end(void *app, const aftp_push_file_end *end)
                           .rate_cap_bps = st->rate_cap_bps,
                           .session_seconds = c->connected_ns
                                                  ? (double)(now - c->connected_ns) / 1e9
-                                                 : 0};
+                                                 : 0,
+                          .kind = AFTP_ENTRY_FILE};
     if (end->error == AFTP_OK)
         fe.bytes = end->size;
     else if (end->started) /* else its meter is not running: nothing was sent */
@@ -434,6 +526,7 @@ static void on_file_end(void *app, const aftp_push_file_end *end)
     snprintf(f->name, sizeof f->name, "%s", end->name);
     aftp_path_printable(f->name, f->printable, sizeof f->printable);
     fe.printable_name = f->printable;
+    fe.path = f->name;
     f->size = end->size;
     f->block_size = end->block_size;
     f->base_sent_once = aftp_meter_sent_once(st);
@@ -446,8 +539,117 @@ static void on_file_end(void *app, const aftp_push_file_end *end)
         c->have_failed = 1;
         return;
     }
-    if (c->file_cb != NULL)
-        c->file_cb(c->file_user, &fe);
+    emit(c, &fe);
+}
+
+/* ---- pipelined mode: the entries' events ---- */
+
+/* The session-wide progress meter takes in a file the receiver accepted:
+ * its bytes still to send, and its name as the one at the stream's front. */
+static void meter_accept(aftp_client *c, const aftp_push_entry *pe, const char *printable)
+{
+    client_file *f = &c->cur;
+    if (!f->active) {
+        aftp_meter_start(&f->meter, 0, aftp_meter_sent_once(pe->stats), aftp_drive_now_ns());
+        f->active = 1;
+    }
+    f->meter.size += pe->size - pe->held_bytes;
+    f->size = f->meter.size;
+    snprintf(f->printable, sizeof f->printable, "%s", printable);
+}
+
+/* A failed entry's message, in the application's terms, as a one-file
+ * send's failure would read. */
+static void entry_message(aftp_client *c, const aftp_push_entry *pe, const char *printable,
+                          char *out, size_t cap)
+{
+    aftp_push_result pr;
+    memset(&pr, 0, sizeof pr);
+    pr.io.error = pe->error;
+    pr.io.connected = 1;
+    pr.io.phase = AFTP_IO_PHASE_SESSION;
+    pr.io.stats.payload_bytes_sent = pe->accepted_ns != 0; /* past the offer, or at it */
+    pr.io.stats.max_datagram = pe->stats->max_datagram;
+    snprintf(pr.io.message, sizeof pr.io.message, "%s", pe->message);
+    aftp_explain_words words = {.server_program = term(c, 0), .idle_setting = term(c, 1),
+                                .peer_key_setting = term(c, 2), .psk_setting = term(c, 3),
+                                .cipher_none = term(c, 4), .overwrite_setting = term(c, 5)};
+    aftp_explain_ctx x = {.words = &words, .peer = c->host_port, .file = printable,
+                          .size = pe->size, .idle_s = (double)c->idle_timeout_ns / 1e9,
+                          .cipher = c->cipher, .cancelled_here = c->interrupt != 0};
+    aftp_explain_send_failure(&x, &pr, out, cap);
+}
+
+/* A source of ours that could not be read: by the walk, or once the
+ * receiver took it. */
+static int local_failure(const aftp_push_entry *pe)
+{
+    return pe->local || (pe->accepted_ns != 0 && (pe->error == AFTP_ERR_SOURCE_CHANGED ||
+                                                  pe->error == AFTP_ERR_NOT_FOUND ||
+                                                  pe->error == AFTP_ERR_PERMISSION));
+}
+
+static void explain(aftp_client *c, const char *host_port, const aftp_push_result *pr);
+
+static void entry_failed(aftp_client *c, const aftp_push_entry *pe, aftp_file_event *fe,
+                         char *message, size_t cap)
+{
+    fe->type = AFTP_FILE_FAILED;
+    fe->error = pe->error;
+    if (pe->local) {
+        snprintf(message, cap, "%s", pe->message);
+    } else if (local_failure(pe)) { /* our source, once the receiver took it */
+        snprintf(message, cap, "%.400s: %.500s", fe->printable_name,
+                 pe->message[0] ? pe->message : aftp_strerror(pe->error));
+    } else if (pe->session != NULL) { /* the send's own failure: its message */
+        aftp_push_result pr = *pe->session;
+        pr.io.error = pr.session_error;
+        explain(c, c->host_port, &pr);
+        snprintf(message, cap, "%s", c->errmsg);
+    } else {
+        entry_message(c, pe, fe->printable_name, message, cap);
+    }
+    fe->message = message;
+    if (c->first_error != AFTP_OK)
+        return;
+    c->first_error = pe->error;
+    c->first_place = local_failure(pe) ? AFTP_CLIENT_FAILED_LOCALLY : AFTP_CLIENT_FAILED_IN_SESSION;
+    snprintf(c->first_message, sizeof c->first_message, "%s", message);
+}
+
+static void on_entry(void *app, const aftp_push_entry *pe)
+{
+    aftp_client *c = app;
+    char printable[4 * AFTP_WIRE_MAX_PATH + 1], message[1024];
+    const aftp_stats *st = pe->stats;
+    uint64_t now = aftp_drive_now_ns(), sent = aftp_meter_sent_once(st);
+    aftp_path_printable(pe->path, printable, sizeof printable);
+    aftp_file_event fe = {.type = AFTP_FILE_STARTED, .index = pe->index,
+                          .source = c->files[pe->index], .name = pe->path, .size = pe->size,
+                          .cipher = aftp_session_cipher_choice(st->cipher), .message = "",
+                          .rate_cap_bps = st->rate_cap_bps, .printable_name = printable,
+                          .kind = pe->kind, .path = pe->path,
+                          .resumed_bytes = pe->verdict == AFTP_VERDICT_RESUME ? pe->held_bytes
+                                                                              : 0};
+    if (!pe->ended) {
+        meter_accept(c, pe, printable);
+        emit(c, &fe);
+        return;
+    }
+    fe.seconds = pe->accepted_ns ? (double)(now - pe->accepted_ns) / 1e9 : 0;
+    fe.session_seconds = c->connected_ns ? (double)(now - c->connected_ns) / 1e9 : 0;
+    fe.retransmitted = sent ? (double)st->payload_bytes_retransmitted / (double)sent : 0;
+    if (pe->error != AFTP_OK) {
+        entry_failed(c, pe, &fe, message, sizeof message);
+    } else if (pe->kind == AFTP_ENTRY_FILE && pe->verdict == AFTP_VERDICT_SKIP) {
+        fe.type = AFTP_FILE_SKIPPED;
+    } else {
+        fe.type = AFTP_FILE_FINISHED;
+        fe.bytes = pe->size; /* delivered; resumed_bytes of them were there already */
+        if (pe->digest != NULL)
+            memcpy(fe.digest, pe->digest, AFTP_DIGEST_LEN);
+    }
+    emit(c, &fe);
 }
 
 /* The figures of the CLI's progress line (aftp_meter.h). */
@@ -544,6 +746,12 @@ static int check_send_args(aftp_client *c, const char *host_port, const char *co
             return fail(c, AFTP_ERR_INVALID_ARGUMENT, "file %zu of %zu is NULL", i + 1, count);
         if (check_faux(c, files[i]) != AFTP_OK)
             return AFTP_ERR_INVALID_ARGUMENT;
+        if (aftp_faux_is(files[i]) != aftp_faux_is(files[0]))
+            return fail(c, AFTP_ERR_INVALID_ARGUMENT, "%s and %s cannot go in one send: "
+                        "faux:// sources go one file after another, real files and "
+                        "directories as a tree (send them apart)",
+                        aftp_faux_is(files[0]) ? files[0] : files[i],
+                        aftp_faux_is(files[0]) ? files[i] : files[0]);
     }
     if (c->max_rate_bps && c->min_rate_bps > c->max_rate_bps)
         return fail(c, AFTP_ERR_INVALID_ARGUMENT,
@@ -599,11 +807,39 @@ static void explain(aftp_client *c, const char *host_port, const aftp_push_resul
     aftp_explain_send_failure(&x, pr, c->errmsg, sizeof c->errmsg);
 }
 
+/* A pipelined send whose session ended cleanly: AFTP_OK, or the first
+ * failed entry's error, with how many failed. */
+static int entries_result(aftp_client *c)
+{
+    if (c->first_error == AFTP_OK)
+        return ok(c);
+    c->failure_place = c->first_place;
+    if (c->summary.entries == 1) /* "1 of 1" would add nothing */
+        return fail(c, c->first_error, "%s", c->first_message);
+    return fail(c, c->first_error, "%llu of %llu entries failed; the first: %s",
+                (unsigned long long)c->summary.failed, (unsigned long long)c->summary.entries,
+                c->first_message);
+}
+
+/* The send's figures from the session's counters. */
+static void summarize(aftp_client *c, const aftp_push_result *pr)
+{
+    uint64_t sent = aftp_meter_sent_once(&pr->io.stats);
+    c->summary.skipped_locally = pr->skipped_locally;
+    c->summary.bytes_sent = sent;
+    c->summary.retransmitted =
+        sent ? (double)pr->io.stats.payload_bytes_retransmitted / (double)sent : 0;
+}
+
 static int push(aftp_client *c, const char *host_port, const struct sockaddr_storage *peer,
                 socklen_t peer_len, const aftp_security_settings *sec, size_t count)
 {
     aftp_push_result pr;
     aftp_push_opts o = {.files = c->files, .file_count = count,
+                        .pipeline_window = c->pipelined ? AFTP_CLIENT_PIPELINE_WINDOW : 0,
+                        .entry_flags = entry_flags(c),
+                        .send_links = c->links == AFTP_CLIENT_LINKS_RECREATE,
+                        .on_entry = on_entry,
                         .peer = (const struct sockaddr *)peer, .peer_len = peer_len,
                         .rate_bps = c->rate_bps, .policy = c->policy,
                         .max_rate_bps = c->max_rate_bps, .min_rate_bps = c->min_rate_bps,
@@ -614,7 +850,17 @@ static int push(aftp_client *c, const char *host_port, const struct sockaddr_sto
                                   .on_warning = on_warning, .app = c,
                                   .interrupt = &c->interrupt}};
     int rc = aftp_push_run(&o, &pr);
+    summarize(c, &pr);
     tell_datagram_cap(c, &pr.io);
+    if (c->pipelined && pr.session_error == AFTP_OK)
+        return entries_result(c);
+    if (c->pipelined && pr.session_error == AFTP_ERR_SOURCE_CHANGED && !pr.changed_named &&
+        c->first_error == AFTP_ERR_SOURCE_CHANGED) { /* the entry's message names the file */
+        c->failure_place = AFTP_CLIENT_FAILED_IN_SESSION;
+        return fail(c, AFTP_ERR_SOURCE_CHANGED, "%s", c->first_message);
+    }
+    if (c->pipelined) /* the session failed: its error, not an entry's */
+        rc = pr.io.error = pr.session_error;
     if (rc == AFTP_OK)
         return ok(c);
     c->failure_place = pr.io.phase == AFTP_IO_PHASE_LOCAL ? AFTP_CLIENT_FAILED_LOCALLY
@@ -625,9 +871,9 @@ static int push(aftp_client *c, const char *host_port, const struct sockaddr_sto
         return fail(c, AFTP_ERR_CANCELLED, "cancelled before the transfer started: nothing "
                     "was sent");
     explain(c, host_port, &pr);
-    if (c->have_failed && c->file_cb != NULL) {
+    if (c->have_failed) {
         c->failed.message = c->errmsg;
-        c->file_cb(c->file_user, &c->failed);
+        emit(c, &c->failed);
     }
     return rc;
 }
@@ -660,6 +906,29 @@ int aftp_client_failure_place(const aftp_client *c)
     return c != NULL ? c->failure_place : 0;
 }
 
+/* The send once its arguments and keys are settled. */
+static int send_checked(aftp_client *c, const char *host_port, const char *const *files,
+                        size_t count, const struct sockaddr_storage *peer, socklen_t peer_len,
+                        const aftp_security_settings *sec)
+{
+    memset(&c->cur, 0, sizeof c->cur);
+    c->have_failed = 0;
+    c->connected_ns = 0;
+    c->files = files;
+    c->host_port = host_port;
+    c->pipelined = !aftp_faux_is(files[0]); /* faux:// sources: one-file mode */
+    c->first_error = AFTP_OK;
+    c->interrupt = 0;
+    c->running = 1;
+    int rc = push(c, host_port, peer, peer_len, sec, count);
+    if (rc == AFTP_OK)
+        c->failure_place = 0;
+    c->running = 0;
+    c->files = NULL;
+    c->host_port = NULL;
+    return rc;
+}
+
 int aftp_client_send(aftp_client *c, const char *host_port, const char *const *files,
                      size_t count)
 {
@@ -670,25 +939,16 @@ int aftp_client_send(aftp_client *c, const char *host_port, const char *const *f
         return AFTP_ERR_INVALID_ARGUMENT;
     if (c->running)
         return fail(c, AFTP_ERR_INVALID_STATE, "a send is already running on this handle");
+    uint64_t t0 = aftp_drive_now_ns();
+    memset(&c->summary, 0, sizeof c->summary);
+    c->summary.size = sizeof c->summary;
     c->failure_place = AFTP_CLIENT_FAILED_LOCALLY; /* until the push says otherwise */
     int rc = check_target(c, host_port, files, count, &peer, &peer_len);
-    if (rc != AFTP_OK)
-        return rc;
-    if ((rc = security_for(c, host_port, &sec)) != AFTP_OK) {
+    if (rc == AFTP_OK && (rc = security_for(c, host_port, &sec)) != AFTP_OK)
         c->failure_place = AFTP_CLIENT_FAILED_KEYS;
-        return rc;
-    }
-    memset(&c->cur, 0, sizeof c->cur);
-    c->have_failed = 0;
-    c->connected_ns = 0;
-    c->files = files;
-    c->interrupt = 0;
-    c->running = 1;
-    rc = push(c, host_port, &peer, peer_len, &sec, count);
-    if (rc == AFTP_OK)
-        c->failure_place = 0;
-    c->running = 0;
-    c->files = NULL;
+    else if (rc == AFTP_OK)
+        rc = send_checked(c, host_port, files, count, &peer, peer_len, &sec);
+    c->summary.seconds = (double)(aftp_drive_now_ns() - t0) / 1e9;
     return rc;
 }
 

@@ -115,11 +115,15 @@ AFTP_EXTERN int aftp_client_set_idle_timeout_ms(aftp_client *c, uint64_t ms);
 /* ---- callbacks ---- */
 
 /* About 4 times a second while a file is under way: the figures of the
- * CLI's progress line. Fields are only ever appended. */
+ * CLI's progress line. In a tree (pipelined mode) many files are in flight
+ * at once and the figures are the session's: `size` counts the bytes still
+ * to send of every file accepted so far (resumed bytes excluded), `name`
+ * is the file accepted last, and `seconds` runs from the first acceptance.
+ * Fields are only ever appended. */
 typedef struct aftp_progress {
     const char *name;    /* the file's name as offered to the receiver, printable (as
                           * aftp_file_event.printable_name) */
-    uint64_t size;       /* bytes in the file */
+    uint64_t size;       /* bytes in the file (a tree: see above) */
     uint64_t bytes_done; /* bytes sent at least once (what the receiver is getting) */
     double seconds;      /* since the receiver accepted the file */
     double goodput_bps;  /* bits per second of bytes_done since the previous call */
@@ -139,21 +143,26 @@ AFTP_EXTERN int aftp_client_set_progress_cb(aftp_client *c, aftp_progress_cb cb,
 
 enum aftp_file_event_type {
     AFTP_FILE_STARTED = 1, /* the receiver accepted the offer */
-    AFTP_FILE_FINISHED,    /* delivered and verified by the receiver */
-    AFTP_FILE_FAILED       /* error and message say why */
+    AFTP_FILE_FINISHED,    /* delivered and verified by the receiver; a directory or link:
+                            * placed */
+    AFTP_FILE_FAILED,      /* error and message say why */
+    AFTP_FILE_SKIPPED      /* an identical file is there already (sync): nothing sent */
 };
 /* Fields are only ever appended. */
 typedef struct aftp_file_event {
     int type;           /* enum aftp_file_event_type */
-    size_t index;       /* in the files given to aftp_client_send() */
-    const char *source; /* local path as given */
-    const char *name;   /* the name the receiver was offered (the base name) */
-    uint64_t size;      /* 0 when the file could not be opened */
+    size_t index;       /* the SRC in the files given to aftp_client_send() */
+    const char *source; /* that SRC as given */
+    const char *name;   /* the name the receiver was offered: the entry's path */
+    uint64_t size;      /* a file's bytes; 0 for a directory, a link, or a file that could
+                         * not be opened */
     uint64_t bytes;     /* FINISHED: the bytes delivered (size); FAILED: bytes sent at
-                         * least once before the failure */
+                         * least once before the failure (pipelined mode: 0, the session
+                         * counts bytes for all its files together) */
     double seconds;     /* FINISHED, FAILED: offer accepted to verdict (0 if never accepted) */
     uint8_t digest[AFTP_DIGEST_LEN]; /* FINISHED: XXH3-128 verified by both sides; else zeros */
-    double retransmitted; /* FINISHED, FAILED: bytes sent again / size */
+    double retransmitted; /* FINISHED, FAILED: bytes sent again / size (pipelined mode: the
+                           * session's bytes sent again / sent so far) */
     int cipher;         /* enum aftp_cipher_choice in use (AFTP_CIPHER_NONE: unprotected) */
     int error;          /* FAILED: aftp_error; else AFTP_OK */
     const char *message; /* FAILED: the reason in words (aftp_client_errmsg()); else "" */
@@ -165,18 +174,33 @@ typedef struct aftp_file_event {
                              * reports; 0 when no session was made */
     const char *printable_name; /* name for people: bytes that are not printable UTF-8 (a
                                  * tab, an escape) as \xHH */
+    int kind;           /* enum aftp_entry_kind: AFTP_ENTRY_FILE, _DIR or _SYMLINK */
+    const char *path;   /* the entry's path at the receiver, relative ("d/sub/f"), raw
+                         * bytes; `name` and printable_name are this path too */
+    uint64_t resumed_bytes; /* FINISHED, FAILED: of size, the bytes the receiver already
+                             * held and that were not sent again (resume); else 0 */
 } aftp_file_event;
 typedef void (*aftp_file_cb)(void *user, const aftp_file_event *ev);
-/* Each file delivered gets STARTED then FINISHED, in the order of the
- * files. A send that fails ends with one FAILED event, for the file it was
- * at (after its STARTED when the receiver had accepted it), just before
- * aftp_client_send() returns: its error is the send's and its message
- * aftp_client_errmsg(). The files after it get no event. cb NULL: no
+/* Every entry of a send gets its events: a file STARTED when the receiver
+ * accepts it (to be sent whole or resumed), then FINISHED, or FAILED; a
+ * file the receiver already holds identical gets SKIPPED alone; a
+ * directory or link FINISHED when placed (no STARTED). A refused or
+ * failed entry gets FAILED with its own error and message and the send
+ * goes on. Entries end in the order the receiver decides them, which is
+ * the walk's order except that files still being sent end after entries
+ * that follow them. `index` is the SRC the entry came from. A send that
+ * fails as a whole (the network, a cancel, the keys) ends the entries
+ * under way with FAILED, and those not yet offered get no event. With
+ * faux:// sources (one-file mode) the first failure ends the send, its
+ * FAILED event just before aftp_client_send() returns. cb NULL: no
  * events. */
 AFTP_EXTERN int aftp_client_set_file_cb(aftp_client *c, aftp_file_cb cb, void *user);
 
 /* What the library would tell the operator of a send that goes on
- * regardless, as one line of text without a newline: a socket buffer
+ * regardless, as one line of text without a newline: each thing of a tree
+ * skipped here, named ("skipped PATH: why": a FIFO, device or socket, a
+ * link inside a tree without links (aftp_client_set_links), a name with a
+ * control character, something unreadable), a socket buffer
  * smaller than the rate needs (and the setting that raises it), a route
  * that carries smaller IP packets than the MTU (the datagrams shrink), a
  * receiver that takes smaller datagrams than the MTU set
@@ -185,6 +209,68 @@ AFTP_EXTERN int aftp_client_set_file_cb(aftp_client *c, aftp_file_cb cb, void *u
  * (AFTP_ERR_INVALID_ARGUMENT for a NULL handle). */
 typedef void (*aftp_notice_cb)(void *user, const char *text);
 AFTP_EXTERN int aftp_client_set_notice_cb(aftp_client *c, aftp_notice_cb cb, void *user);
+
+/* ---- trees: sync, resume, links ----
+ * Each returns AFTP_OK, or AFTP_ERR_INVALID_ARGUMENT for a NULL handle or
+ * a value out of range (the setting is then unchanged). They apply to the
+ * next send, to every file in it. */
+
+/* Whether a file already at the receiver is left alone (spec 9.14.4):
+ * AFTP_CLIENT_SYNC_MTIME (the default): skipped (SKIPPED) when its size and
+ * modification time are the source's; AFTP_CLIENT_SYNC_CHECKSUM: when its
+ * content digest is the source's (each source is read once more, at its
+ * offer, to compute it); AFTP_CLIENT_SYNC_OFF: every file is sent. A file
+ * there that is not skipped is refused (FAILED, AFTP_ERR_FILE_EXISTS)
+ * unless the receiver allows replacing files. */
+enum aftp_client_sync {
+    AFTP_CLIENT_SYNC_OFF = 1,
+    AFTP_CLIENT_SYNC_MTIME,
+    AFTP_CLIENT_SYNC_CHECKSUM
+};
+AFTP_EXTERN int aftp_client_set_sync(aftp_client *c, int sync);
+/* on (the default): a file whose earlier send was interrupted is resumed
+ * from what the receiver holds durably of the same source version (same
+ * size, mtime, inode and ctime), and verified whole like any file; 0:
+ * always sent from its first byte. */
+AFTP_EXTERN int aftp_client_set_resume(aftp_client *c, int on);
+/* Symbolic links met inside a directory tree (a link named as a SRC is
+ * always followed): AFTP_CLIENT_LINKS_SKIP (the default) skips each with a
+ * notice; AFTP_CLIENT_LINKS_RECREATE sends each as a link whose target is
+ * taken literally (never followed, on either side). */
+enum aftp_client_links {
+    AFTP_CLIENT_LINKS_SKIP = 1,
+    AFTP_CLIENT_LINKS_RECREATE
+};
+AFTP_EXTERN int aftp_client_set_links(aftp_client *c, int links);
+
+/* ---- the summary of a send ----
+ * The figures of the last aftp_client_send() on the handle, complete once
+ * it returned (whatever it returned; zeros before any send). The caller
+ * sets `size` to sizeof(aftp_client_summary): fields are only ever
+ * appended, and a library newer than the caller fills only the fields
+ * within size. */
+typedef struct aftp_client_summary {
+    size_t size;
+    uint64_t entries;        /* entries offered: files, directories, links */
+    uint64_t files_sent;     /* files sent whole and verified */
+    uint64_t files_resumed;  /* files completed from what the receiver held, verified */
+    uint64_t files_skipped;  /* files identical at the receiver: nothing sent */
+    uint64_t failed;         /* entries refused or failed (any kind) */
+    uint64_t dirs;           /* directories placed */
+    uint64_t links;          /* links placed */
+    uint64_t skipped_locally; /* not offered, each with a notice: FIFOs, devices, sockets,
+                               * links without AFTP_CLIENT_LINKS_RECREATE, bad names */
+    uint64_t file_bytes;     /* bytes in the files sent, resumed and skipped */
+    uint64_t bytes_sent;     /* file bytes sent (at least once) in this send */
+    uint64_t bytes_resumed;  /* bytes the receiver already held of resumed files */
+    uint64_t bytes_skipped;  /* bytes of the skipped files */
+    double seconds;          /* from the call of aftp_client_send() to its return */
+    double retransmitted;    /* bytes sent again / bytes_sent, 0 when none sent */
+} aftp_client_summary;
+/* Fills the fields of *out within out->size. AFTP_OK;
+ * AFTP_ERR_INVALID_ARGUMENT for a NULL argument or a size below that of
+ * the first field. */
+AFTP_EXTERN int aftp_client_get_summary(const aftp_client *c, aftp_client_summary *out);
 
 /* ---- messages ---- */
 
@@ -213,15 +299,37 @@ AFTP_EXTERN int aftp_client_set_terms(aftp_client *c, const aftp_client_terms *t
 
 /* ---- perform ---- */
 
-/* Sends the files, in order, to the server at host_port ("HOST:PORT",
- * "[v6addr]:PORT", a numeric address or a name to resolve), in one
- * session (file ids 1, 2, 3 ..., spec 9.6); blocks until every file has
- * its verdict or the first failure. Each file's name at the receiver is
- * its base name. Files are opened one at a time, as their turn comes.
- * A file "faux:///NAME?SIZE" is no file but SIZE zero bytes (SIZE a byte
+/* Sends the files and directories (each a SRC) to the server at
+ * host_port ("HOST:PORT", "[v6addr]:PORT", a numeric address or a name to
+ * resolve), in one session in pipelined mode (spec 9.14, entry window
+ * AFTP_CLIENT_PIPELINE_WINDOW): the offers of the next entries flow while
+ * earlier files are still sent, so a small file costs no round trip of
+ * its own. Blocks until every entry has its verdict, or the session
+ * fails. Names at the receiver (rsync's trailing-slash rule): a file SRC
+ * arrives as its base name; a directory SRC "d" as "d" with its contents
+ * beneath ("d/sub/f"); "d/" puts d's contents directly beneath the
+ * receiver's directory. Directories are walked in sorted order, parents
+ * first; empty ones are kept. Modification time and permission bits are
+ * sent (the receiver's mode mask decides the bits kept). A link named as
+ * SRC is followed; see aftp_client_set_links for links inside a tree and
+ * aftp_client_set_sync, aftp_client_set_resume for files already there.
+ * Against a server without pipelined mode the files go one at a time and
+ * a directory entry fails.
+ * Bounds, for a tree of any size: the walk holds one open directory per
+ * level of the current path (at most 129) and the names of those
+ * directories; the session at most AFTP_CLIENT_PIPELINE_WINDOW entries
+ * (their paths, and a few dozen bytes each besides) and at most 256
+ * source files open and mapped at once (the files in flight; residency
+ * of each mapping is released as it is sent).
+ * A SRC "faux:///NAME?SIZE" is no file but SIZE zero bytes (SIZE a byte
  * count, suffixes k M G T binary) offered as NAME: a test source that
  * measures the network without disks (a server whose directory is
- * faux:// keeps nothing and checks that it gets such zeros).
+ * faux:// keeps nothing and checks that it gets such zeros). A send of
+ * faux:// sources runs one-file mode, files one after another (ids 1, 2,
+ * 3 ..., spec 9.6), as before pipelined mode: there is no file system to
+ * walk, sync and resume have nothing to compare, and the figures a
+ * benchmark takes stay comparable with earlier runs. faux:// sources and
+ * real ones cannot be mixed in one send (AFTP_ERR_INVALID_ARGUMENT).
  * The server's key: the pinned one (aftp_client_set_peer_key*), else the
  * known-hosts entry of host_port. A pinned key must agree with the
  * known-hosts file too, when the handle has one that lists host_port: a
@@ -229,8 +337,13 @@ AFTP_EXTERN int aftp_client_set_terms(aftp_client *c, const aftp_client_terms *t
  * datagram (the server's key changed, or the pin is wrong; the message
  * begins "WARNING:"), as does a known-hosts file listing host_port with
  * different keys.
- * Returns AFTP_OK when every file was delivered and verified; otherwise
- * the first error, and aftp_client_errmsg() says why:
+ * Returns AFTP_OK when every entry was sent, resumed, skipped or placed.
+ * When some entries failed and the session itself ended cleanly: the
+ * first failed entry's error, failure place AFTP_CLIENT_FAILED_IN_SESSION
+ * (AFTP_CLIENT_FAILED_LOCALLY when that entry's local source could not be
+ * read), and aftp_client_errmsg() "N of M entries failed; the first: ..."
+ * (when the send had one entry, only that entry's message).
+ * Otherwise the session's error, and aftp_client_errmsg() says why:
  *   AFTP_ERR_INVALID_ARGUMENT  bad host_port, no files, min rate > max rate
  *   AFTP_ERR_BAD_KEY           protected without identity or server key
  *   AFTP_ERR_UNKNOWN_PEER      the known hosts do not list host_port, or
@@ -243,6 +356,7 @@ AFTP_EXTERN int aftp_client_set_terms(aftp_client *c, const aftp_client_terms *t
  *                              a local file; FILE_EXISTS, NO_SPACE,
  *                              PATH_REJECTED, LIMIT ...: the receiver refused.
  * Not reentrant on one handle (AFTP_ERR_INVALID_STATE from a callback). */
+#define AFTP_CLIENT_PIPELINE_WINDOW 4096u
 AFTP_EXTERN int aftp_client_send(aftp_client *c, const char *host_port,
                                  const char *const *files, size_t count);
 /* Checks what aftp_client_send() would refuse at once with
@@ -282,8 +396,10 @@ enum aftp_client_failure_place {
 };
 AFTP_EXTERN int aftp_client_failure_place(const aftp_client *c);
 
-/* Cancels a send in progress (the server is told; it keeps nothing of the
- * file under way); aftp_client_send() then returns AFTP_ERR_CANCELLED
+/* Cancels a send in progress (the server is told; nothing of the files
+ * under way appears under their final names: with resume on, the
+ * receiver keeps their partial copies in its resume state for the next
+ * send); aftp_client_send() then returns AFTP_ERR_CANCELLED
  * within about a second. Safe from any thread and from a signal handler
  * (it only stores to a lock-free atomic the send polls); a no-op when no
  * send runs, and NULL-safe. The handle must outlive the call. */

@@ -2,6 +2,7 @@
 
 #include <netinet/in.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "aftp_drive.h"
@@ -263,16 +264,45 @@ static void queue_turn(push_queue *q, uint64_t now)
         aftp_sender_finish(q->sender);
 }
 
+/* What the driver remembers of an entry the engine holds: the SRC it came
+ * from and its kind, for on_entry. Slot id % W: the engine holds at most
+ * W entries from the oldest that has not ended, so live ids never share a
+ * slot. */
+typedef struct push_slot {
+    uint32_t id;
+    int kind;
+    int live;      /* added, not yet ended */
+    size_t index;
+    uint64_t accepted_ns;
+    uint64_t size;
+    char *path;    /* while live: for an end the engine never reports (the session failed) */
+} push_slot;
+
 /* Pipelined mode: the walk of o->files feeding the engine its entries as
  * its window frees (an entry refused with AFTP_ERR_LIMIT waits for the
  * next turn, after an ENTRY_END). */
 typedef struct push_feed {
     const aftp_push_opts *o;
     aftp_io_ctx *ctx;
+    aftp_io_hooks hooks; /* ctx->hooks: feed_on_event first, then o->hooks.on_event */
+    aftp_push_result *out;
     aftp_sender *sender;
     aftp_tree walk;
     aftp_tree_entry e;
     aftp_entry_info info; /* the entry waiting for room, its strings the walk's */
+    size_t src_index;     /* the SRC of info */
+    push_slot *slots;     /* pipeline_window of them */
+    size_t live;          /* entries the engine holds that have not ended */
+    size_t live_files;    /* of them FILEs: each may hold its source open until it ends */
+    /* A FILE_END waiting to learn whether an ENTRY_END of the same entry
+     * follows (pipelined mode: at once) or not (the receiver runs
+     * one-file mode: the FILE_END is the file's end). */
+    int end_pending;
+    aftp_push_entry end;
+    aftp_stats end_stats;
+    uint8_t end_digest[AFTP_DIGEST_LEN];
+    char end_path[AFTP_WIRE_MAX_PATH + 1];
+    char end_message[512];
     uint32_t next_id;
     int pending, done;
     /* One guard for every mapped source: the treesend's sources each have
@@ -283,22 +313,160 @@ typedef struct push_feed {
     aftp_mapguard guard;
 } push_feed;
 
+static void skip_notice(push_feed *f, const char *local, const char *why)
+{
+    char shown[256], text[1024];
+    aftp_path_printable(local, shown, sizeof shown);
+    snprintf(text, sizeof text, "skipped %s: %.700s", shown, why);
+    aftp_io_warn(&f->o->hooks, text);
+    f->out->skipped_locally++;
+}
+
+/* What the walk could not read is a failed entry: a SRC itself (the user
+ * named it), or anything beneath one that the system would not let us
+ * read. What it left out by nature (specials, names the receiver would
+ * refuse, a vanished or looping entry) is a notice. */
+static int walk_failure(const push_feed *f, int err)
+{
+    if (f->walk.depth == 0)
+        return 1;
+    return err == AFTP_ERR_PERMISSION || err == AFTP_ERR_IO || err == AFTP_ERR_NO_MEMORY;
+}
+
 static void walk_notice(void *user, const char *local, int err, const char *why)
 {
-    const aftp_push_opts *o = user;
-    char shown[256], text[600];
-    (void)err;
+    push_feed *f = user;
+    if (!walk_failure(f, err)) {
+        skip_notice(f, local, why);
+        return;
+    }
+    char message[1024], shown[256];
+    const char *skipped = "skipped: "; /* the walk's words for a notice; this is a failure */
+    if (strncmp(why, skipped, strlen(skipped)) == 0)
+        why += strlen(skipped);
     aftp_path_printable(local, shown, sizeof shown);
-    snprintf(text, sizeof text, "skipped %s: %s", shown, why);
-    aftp_io_warn(&o->hooks, text);
+    snprintf(message, sizeof message, "cannot send %s: %.700s", shown, why);
+    /* its name at the receiver, had it been sent */
+    const char *slash = strrchr(local, '/');
+    const char *path = f->walk.depth > 0 ? f->walk.path : slash && slash[1] ? slash + 1 : local;
+    aftp_stats st = f->ctx->res->stats;
+    if (f->sender != NULL)
+        aftp_sender_get_stats(f->sender, &st);
+    aftp_push_entry pe = {.ended = 1, .local = 1, .index = f->walk.next_src - 1,
+                          .kind = AFTP_ENTRY_FILE, .path = path, .verdict = AFTP_VERDICT_REFUSED,
+                          .error = err, .message = message, .stats = &st};
+    if (f->o->on_entry != NULL)
+        f->o->on_entry(f->o->hooks.app, &pe);
+}
+
+static push_slot *feed_slot(push_feed *f, uint32_t id)
+{
+    push_slot *sl = &f->slots[id % f->o->pipeline_window];
+    return sl->id == id ? sl : NULL;
+}
+
+/* on_entry learns of an entry; an end frees its place in the window. */
+static void feed_report(push_feed *f, const aftp_push_entry *pe)
+{
+    if (f->o->on_entry != NULL)
+        f->o->on_entry(f->o->hooks.app, pe);
+    push_slot *sl = pe->ended ? feed_slot(f, pe->id) : NULL;
+    if (sl != NULL && sl->live) { /* after the call: pe->path may be sl->path */
+        sl->live = 0;
+        free(sl->path);
+        sl->path = NULL;
+        f->live--;
+        f->live_files -= sl->kind == AFTP_ENTRY_FILE;
+    }
+}
+
+/* The FILE_END held back was a one-file session's: the file's end. */
+static void feed_flush(push_feed *f)
+{
+    if (!f->end_pending)
+        return;
+    f->end_pending = 0;
+    feed_report(f, &f->end);
+}
+
+/* ev (FILE_START, FILE_END, ENTRY_END) of slot sl as on_entry sees it. */
+static void feed_entry(const push_slot *sl, const aftp_event *ev, const aftp_stats *st,
+                       aftp_push_entry *pe)
+{
+    *pe = (aftp_push_entry){.ended = ev->type != AFTP_EV_FILE_START, .index = sl->index,
+                            .id = sl->id, .kind = sl->kind, .path = ev->info->path,
+                            .size = ev->info->size, .verdict = ev->verdict,
+                            .error = ev->error, .held_bytes = ev->held_bytes,
+                            .accepted_ns = sl->accepted_ns,
+                            .digest = ev->error == AFTP_OK ? ev->digest : NULL,
+                            .message = ev->message ? ev->message : "", .stats = st};
+}
+
+/* A FILE_END, held until the next event tells which mode it ended in. */
+static void feed_hold_end(push_feed *f, const aftp_push_entry *pe)
+{
+    f->end = *pe;
+    f->end_stats = *pe->stats;
+    f->end.stats = &f->end_stats;
+    snprintf(f->end_path, sizeof f->end_path, "%s", pe->path);
+    f->end.path = f->end_path;
+    snprintf(f->end_message, sizeof f->end_message, "%s", pe->message);
+    f->end.message = f->end_message;
+    if (pe->digest != NULL) {
+        memcpy(f->end_digest, pe->digest, AFTP_DIGEST_LEN);
+        f->end.digest = f->end_digest;
+    }
+    f->end_pending = 1;
+}
+
+/* A FILE accepted or an entry ended: on_entry learns it with its SRC. */
+static void feed_on_event(void *app, const aftp_event *ev)
+{
+    push_feed *f = app;
+    int interesting = ev->type == AFTP_EV_FILE_START || ev->type == AFTP_EV_FILE_END ||
+                      ev->type == AFTP_EV_ENTRY_END;
+    push_slot *sl = interesting && ev->info != NULL ? feed_slot(f, ev->info->file_id) : NULL;
+    if (f->end_pending && ev->type == AFTP_EV_ENTRY_END && sl != NULL && sl->id == f->end.id)
+        f->end_pending = 0; /* pipelined: the ENTRY_END says it all */
+    feed_flush(f);
+    if (sl != NULL) {
+        aftp_stats st;
+        aftp_push_entry pe;
+        aftp_sender_get_stats(f->sender, &st);
+        if (ev->type == AFTP_EV_FILE_START)
+            sl->accepted_ns = aftp_drive_now_ns();
+        feed_entry(sl, ev, &st, &pe);
+        if (ev->type == AFTP_EV_FILE_END)
+            feed_hold_end(f, &pe);
+        else
+            feed_report(f, &pe);
+    }
+    if (f->o->hooks.on_event)
+        f->o->hooks.on_event(f->o->hooks.app, ev);
+}
+
+/* A link inside a tree goes as a link only when asked for. */
+static int feed_wanted(push_feed *f)
+{
+    if (f->e.kind != AFTP_TREE_SYMLINK || f->o->send_links)
+        return 1;
+    char why[700], target[256];
+    aftp_path_printable(f->e.target, target, sizeof target);
+    snprintf(why, sizeof why, "a symbolic link (to %s) inside a tree is not sent unless links "
+             "are asked for (then it is recreated as a link)", target);
+    skip_notice(f, f->e.local, why);
+    return 0;
 }
 
 /* The walk's next entry into f->info (a FILE noted with its local path
  * for the storage): 1, 0 when the walk is over, or the error. */
 static int feed_load(push_feed *f)
 {
-    if (aftp_tree_next(&f->walk, &f->e) != 1)
-        return 0;
+    do {
+        if (aftp_tree_next(&f->walk, &f->e) != 1)
+            return 0;
+    } while (!feed_wanted(f));
+    f->src_index = f->walk.next_src - 1; /* the SRC being walked */
     int rc = aftp_treesend_entry_info(&f->e, f->next_id, 0, f->o->entry_flags, &f->info);
     if (rc == AFTP_OK && f->e.kind == AFTP_TREE_FILE)
         rc = aftp_treesend_add(&f->ctx->storage.tree_src, &f->info, f->e.local);
@@ -308,9 +476,53 @@ static int feed_load(push_feed *f)
     return 1;
 }
 
+/* The engine took entry f->info: remember where it came from. */
+static int feed_note(push_feed *f)
+{
+    uint32_t id = f->info.file.file_id;
+    char *path = strdup(f->info.file.path);
+    if (path == NULL)
+        return AFTP_ERR_NO_MEMORY;
+    f->slots[id % f->o->pipeline_window] =
+        (push_slot){.id = id, .kind = f->info.kind, .live = 1, .index = f->src_index,
+                    .size = f->info.file.size, .path = path};
+    f->live++;
+    f->live_files += f->info.kind == AFTP_ENTRY_FILE;
+    return AFTP_OK;
+}
+
+/* The session failed with entries the engine never ended (the socket
+ * failed under it): each ends with the session's error. */
+static void feed_fail_live(push_feed *f, const aftp_push_result *out)
+{
+    aftp_push_entry pe = {.ended = 1, .verdict = AFTP_VERDICT_REFUSED,
+                          .error = out->session_error, .message = out->io.message,
+                          .stats = &out->io.stats, .session = out};
+    for (size_t i = 0; f->slots != NULL && i < f->o->pipeline_window; i++) {
+        push_slot *sl = &f->slots[i];
+        if (!sl->live)
+            continue;
+        pe.index = sl->index;
+        pe.id = sl->id;
+        pe.kind = sl->kind;
+        pe.path = sl->path;
+        pe.size = sl->size;
+        pe.accepted_ns = sl->accepted_ns;
+        feed_report(f, &pe);
+    }
+}
+
 static void feed_turn(push_feed *f, uint64_t now)
 {
-    while (f != NULL && !f->done) {
+    if (f != NULL)
+        feed_flush(f);
+    /* The engine bounds a pipelined session's entries itself; against a
+     * one-file receiver it would take them all: the driver bounds both.
+     * A FILE holds its source open from its first view to its end, and the
+     * sender's storage opens at most AFTP_TREESEND_MAX_OPEN: no more files
+     * are in flight at once (beyond, a view would fail with LIMIT). */
+    while (f != NULL && !f->done && f->live < f->o->pipeline_window &&
+           f->live_files < AFTP_TREESEND_MAX_OPEN) {
         int rc = f->pending ? 1 : feed_load(f);
         if (rc == 0) {
             aftp_sender_finish(f->sender);
@@ -323,6 +535,8 @@ static void feed_turn(push_feed *f, uint64_t now)
         if (rc == AFTP_ERR_LIMIT)
             return; /* the window is full */
         f->pending = 0;
+        if (rc == AFTP_OK)
+            rc = feed_note(f);
         if (rc != AFTP_OK) {
             char reason[96];
             snprintf(reason, sizeof reason, "the sender cannot read its entry %u", f->next_id - 1);
@@ -330,6 +544,18 @@ static void feed_turn(push_feed *f, uint64_t now)
             f->done = 1;
         }
     }
+}
+
+/* The walk's first entry, before any socket: a send whose every SRC
+ * failed or was skipped makes no session. */
+static int feed_first(push_feed *f)
+{
+    int rc = feed_load(f);
+    if (rc < 0)
+        return rc;
+    f->pending = rc;
+    f->done = rc == 0;
+    return AFTP_OK;
 }
 
 /* After each batch, as after_batch does for one source: a source whose
@@ -465,28 +691,45 @@ static void report_failure(push_queue *q)
 static int push_tree_run(const aftp_push_opts *o, aftp_push_result *out)
 {
     aftp_io_result *res = &out->io;
-    aftp_io_ctx ctx = {.res = res, .hooks = &o->hooks};
-    push_feed feed = {.o = o, .ctx = &ctx, .next_id = 1};
+    aftp_io_ctx ctx = {.res = res};
+    push_feed feed = {.o = o, .ctx = &ctx, .out = out, .next_id = 1};
     push_turn turn = {.feed = &feed};
+    feed.hooks = o->hooks;
+    feed.hooks.on_event = feed_on_event;
+    feed.hooks.app = &feed;
+    ctx.hooks = &feed.hooks;
     aftp_treesend_init(&ctx.storage.tree_src);
-    int rc = aftp_tree_init(&feed.walk, o->files, o->file_count, walk_notice, (void *)o);
+    feed.slots = calloc(o->pipeline_window, sizeof *feed.slots);
+    int rc = feed.slots != NULL ? aftp_tree_init(&feed.walk, o->files, o->file_count,
+                                                 walk_notice, &feed)
+                                : AFTP_ERR_NO_MEMORY;
     if (rc == AFTP_OK)
         rc = aftp_mapguard_init(&feed.guard, NULL, SIZE_MAX);
     if (rc == AFTP_OK)
+        rc = feed_first(&feed);
+    if (rc == AFTP_OK && feed.pending)
         rc = connect_and_run(o, &ctx, &turn, NULL, out);
+    feed_flush(&feed);
+    out->session_error = rc;
     if (aftp_mapguard_tripped(&feed.guard)) {
         /* the detail, if the changed source is still open (a faulting
          * read ends its entry before anyone can ask which it was) */
         aftp_treesend_check(&ctx.storage.tree_src);
-        rc = res->error = AFTP_ERR_SOURCE_CHANGED;
+        rc = out->session_error = res->error = AFTP_ERR_SOURCE_CHANGED;
         const char *why = ctx.storage.tree_src.message;
+        out->changed_named = why[0] != '\0';
         snprintf(res->message, sizeof res->message, "%s",
                  why[0] ? why
                         : "a source file shrank while it was sent (another program truncated "
                           "it); send again once it is stable");
     }
+    if (rc != AFTP_OK)
+        feed_fail_live(&feed, out);
     aftp_tree_fini(&feed.walk);
     aftp_treesend_fini(&ctx.storage.tree_src);
+    for (size_t i = 0; feed.slots != NULL && i < o->pipeline_window; i++)
+        free(feed.slots[i].path); /* none is left but after a failure of the driver itself */
+    free(feed.slots);
     if (res->error == AFTP_OK)
         res->error = rc;
     return res->error;

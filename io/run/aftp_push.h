@@ -29,6 +29,28 @@ typedef struct aftp_push_file_end {
     const aftp_stats *stats;
 } aftp_push_file_end;
 
+/* Pipelined mode: an entry was accepted or ended, for
+ * aftp_push_opts.on_entry; valid during the call. */
+typedef struct aftp_push_entry {
+    int ended;             /* 0: the receiver accepted a FILE (SEND or RESUME); 1: it ended */
+    size_t index;          /* the SRC in aftp_push_opts.files it came from */
+    uint32_t id;           /* entry id, 1, 2, 3 ... */
+    int kind;              /* enum aftp_entry_kind */
+    const char *path;      /* its path at the receiver, relative */
+    uint64_t size;         /* a FILE's bytes; 0 for the other kinds */
+    int verdict;           /* ended: enum aftp_verdict_kind */
+    int error;             /* ended: AFTP_OK, or why it failed */
+    uint64_t held_bytes;   /* RESUME: bytes the receiver already held */
+    uint64_t accepted_ns;  /* when the FILE was accepted; 0 if never */
+    const uint8_t *digest; /* a verified FILE's XXH3-128, else NULL */
+    const char *message;   /* why it failed, never NULL ("" when the error says all) */
+    const aftp_stats *stats; /* the session's counters now */
+    int local;             /* the walk could not read it here (no id: never offered) */
+    /* The session failed under the entry before the engine ended it (the
+     * run's result, its session_error set), else NULL. */
+    const struct aftp_push_result *session;
+} aftp_push_entry;
+
 typedef struct aftp_push_opts {
     const char *const *files;  /* sent in this order, in one session */
     size_t file_count;         /* at least 1 */
@@ -36,9 +58,15 @@ typedef struct aftp_push_opts {
      * with this entry window: `files` are SRC arguments walked by
      * aftp_tree (directories with their contents), each entry offered with
      * `entry_flags` (AFTP_ENTRY_SYNC ...) as the window frees. on_file_end
-     * is not called in this mode: hooks.on_event sees each ENTRY_END. */
+     * is not called in this mode: hooks.on_event sees each ENTRY_END, and
+     * on_entry each entry with the SRC it came from. */
     uint32_t pipeline_window;
     unsigned entry_flags;
+    /* Pipelined mode: links inside a tree are sent as links (target
+     * literal); 0: skipped with a notice (hooks.on_warning). */
+    int send_links;
+    /* optional, pipelined mode: a FILE accepted, and every entry's end. */
+    void (*on_entry)(void *app, const aftp_push_entry *e);
     const struct sockaddr *peer;
     socklen_t peer_len;
     uint64_t rate_bps;         /* FIXED: the rate; adaptive policies: the starting cap */
@@ -75,13 +103,25 @@ enum aftp_push_key_answer {
     AFTP_PUSH_KEY_OTHER      /* another key (server_key): io.error is AFTP_ERR_AUTH */
 };
 
-typedef struct aftp_push_result {
+typedef struct aftp_push_result aftp_push_result;
+struct aftp_push_result {
     aftp_io_result io;
     /* enum aftp_push_key_answer. Unauthenticated: a hint for the user,
      * never a key to trust. */
     int key_answer;
     uint8_t server_key[AFTP_KEY_LEN];
-} aftp_push_result;
+    /* Pipelined mode: what the walk skipped here, each with a notice
+     * (FIFOs, devices, sockets, bad names, unreadable, links unless
+     * send_links). */
+    uint64_t skipped_locally;
+    /* Pipelined mode: the session's own end (AFTP_OK when it closed
+     * cleanly, whatever its entries' verdicts); io.error is the first
+     * failed entry's error, or this. */
+    int session_error;
+    /* AFTP_ERR_SOURCE_CHANGED: io.message names the source and what
+     * changed (else it could not tell which source it was). */
+    int changed_named;
+};
 
 /* Sends o->files and returns res->io.error: AFTP_OK when every file was
  * delivered and verified, else the first failure (its detail in

@@ -48,10 +48,12 @@ typedef struct test_server {
     int rc;
     pthread_t thread;
     uint16_t max_datagram; /* the largest it takes; 0: the default */
+    uint32_t pipeline_window; /* 0: a one-file server, as before pipelined mode */
 } test_server;
 
 /* A client's keys and the events and progress it saw. */
-#define MAX_EVENTS 8
+#define MAX_EVENTS 32
+#define MAX_NOTICES 8
 typedef struct test_client {
     uint8_t secret[AFTP_KEY_LEN], public_key[AFTP_KEY_LEN];
     aftp_file_event events[MAX_EVENTS];
@@ -59,6 +61,8 @@ typedef struct test_client {
     char printable_names[MAX_EVENTS][256];
     char messages[MAX_EVENTS][1024];
     size_t event_count;
+    char notices[MAX_NOTICES][512];
+    size_t notice_count;
     int progress_calls;
     uint64_t last_bytes_done;
     double last_min_rtt_ms, last_queue_ms; /* the path's state at the last call */
@@ -82,6 +86,7 @@ static void *serve_thread(void *arg)
     aftp_serve_opts o = {.listen = (struct sockaddr *)&any, .listen_len = sizeof any,
                          .dirfd = s->dirfd, .once = s->once,
                          .max_datagram = s->max_datagram,
+                         .pipeline_window = s->pipeline_window,
                          .security = {.cipher = AFTP_CIPHER_AUTO, .identity = s->secret,
                                       .peers = aftp_admit_policy(&s->admit)},
                          .hooks = {.app = s, .interrupt = &s->stop},
@@ -92,11 +97,12 @@ static void *serve_thread(void *arg)
 
 /* Starts a server admitting client_key that takes datagrams of up to
  * max_datagram bytes (0: the default); returns once it listens. */
-static void server_start_capped(test_server *s, const uint8_t *client_key, int once,
-                                uint16_t max_datagram)
+static void server_start_full(test_server *s, const uint8_t *client_key, int once,
+                              uint16_t max_datagram, uint32_t pipeline_window)
 {
     memset(s, 0, sizeof *s);
     s->max_datagram = max_datagram;
+    s->pipeline_window = pipeline_window;
     assert_int_equal(aftp_hs_keypair(s->secret, s->public_key), AFTP_OK);
     memcpy(s->client_key, client_key, AFTP_KEY_LEN);
     s->authorized.keys = (uint8_t(*)[AFTP_KEYFILE_KEY_LEN])s->client_key;
@@ -111,6 +117,12 @@ static void server_start_capped(test_server *s, const uint8_t *client_key, int o
     while (s->port == 0)
         pthread_cond_wait(&s->cond, &s->lock);
     pthread_mutex_unlock(&s->lock);
+}
+
+static void server_start_capped(test_server *s, const uint8_t *client_key, int once,
+                                uint16_t max_datagram)
+{
+    server_start_full(s, client_key, once, max_datagram, 0);
 }
 
 static void server_start(test_server *s, const uint8_t *client_key, int once)
@@ -163,6 +175,13 @@ static void on_file(void *user, const aftp_file_event *ev)
     pthread_mutex_unlock(&t->lock);
 }
 
+static void on_client_notice(void *user, const char *text)
+{
+    test_client *t = user;
+    if (t->notice_count < MAX_NOTICES)
+        snprintf(t->notices[t->notice_count++], sizeof t->notices[0], "%s", text);
+}
+
 static void on_progress(void *user, const aftp_progress *p)
 {
     test_client *t = user;
@@ -185,6 +204,7 @@ static aftp_client *client_for(test_client *t, const test_server *s)
         assert_int_equal(aftp_client_set_peer_key(c, s->public_key), AFTP_OK);
     assert_int_equal(aftp_client_set_file_cb(c, on_file, t), AFTP_OK);
     assert_int_equal(aftp_client_set_progress_cb(c, on_progress, t), AFTP_OK);
+    assert_int_equal(aftp_client_set_notice_cb(c, on_client_notice, t), AFTP_OK);
     return c;
 }
 
@@ -385,9 +405,18 @@ static void test_send_two_files(void **state)
     env_end(&e, c);
 }
 
-/* A later file that cannot be opened ends the send with its local error:
- * the first file FINISHED, the second FAILED naming it, the third gets no
- * event and never reaches the server. */
+/* The event of type `type` for SRC `index`, or NULL. */
+static const aftp_file_event *event_of(const test_client *t, int type, size_t index)
+{
+    for (size_t i = 0; i < t->event_count; i++)
+        if (t->events[i].type == type && t->events[i].index == index)
+            return &t->events[i];
+    return NULL;
+}
+
+/* A SRC that cannot be opened fails that entry alone, with its local
+ * error: the files before and after it are delivered, and the send then
+ * returns the failed entry's error, saying how many failed. */
 static void test_later_file_missing(void **state)
 {
     (void)state;
@@ -401,15 +430,18 @@ static void test_later_file_missing(void **state)
     const char *files[] = {a, missing, third};
     assert_int_equal(aftp_client_send(c, e.hp, files, 3), AFTP_ERR_NOT_FOUND);
     assert_non_null(strstr(aftp_client_errmsg(c), missing));
+    assert_non_null(strstr(aftp_client_errmsg(c), "1 of 3 entries failed; the first: "));
+    assert_int_equal(aftp_client_failure_place(c), AFTP_CLIENT_FAILED_LOCALLY);
     server_join(&e.s);
-    assert_int_equal(e.t.event_count, 3);
-    assert_delivered(&e.t, 0, 0, a, "first.bin", 70000);
-    assert_int_equal(e.t.events[2].type, AFTP_FILE_FAILED);
-    assert_int_equal(e.t.events[2].index, 1);
-    assert_int_equal(e.t.events[2].error, AFTP_ERR_NOT_FOUND);
-    assert_string_equal(e.t.events[2].name, "missing.bin");
+    assert_int_equal(e.t.event_count, 5);
+    const aftp_file_event *failed = event_of(&e.t, AFTP_FILE_FAILED, 1);
+    assert_non_null(failed);
+    assert_int_equal(failed->error, AFTP_ERR_NOT_FOUND);
+    assert_string_equal(failed->name, "missing.bin");
+    assert_non_null(event_of(&e.t, AFTP_FILE_FINISHED, 0));
+    assert_non_null(event_of(&e.t, AFTP_FILE_FINISHED, 2));
     assert_same_file(a, e.s.dir, "first.bin");
-    assert_false(io_test_exists(e.s.dirfd, "third.bin"));
+    assert_same_file(third, e.s.dir, "third.bin");
     env_end(&e, c);
 }
 
@@ -466,13 +498,15 @@ static void test_cancel_from_thread(void **state)
     assert_int_equal(rc, AFTP_ERR_CANCELLED);
     assert_true(returned - k.at_ns < UINT64_C(1000000000));
     assert_non_null(strstr(aftp_client_errmsg(c), "cancelled here"));
-    /* STARTED, then FAILED with the cancel; the second file: nothing */
-    assert_int_equal(e.t.event_count, 2);
+    /* the first file STARTED, then FAILED with the cancel, as does the
+     * second, offered behind it and never sent */
+    assert_int_equal(e.t.event_count, 3);
     assert_int_equal(e.t.events[0].type, AFTP_FILE_STARTED);
-    assert_int_equal(e.t.events[1].type, AFTP_FILE_FAILED);
-    assert_int_equal(e.t.events[1].error, AFTP_ERR_CANCELLED);
-    assert_string_equal(e.t.events[1].message, aftp_client_errmsg(c));
-    assert_true(e.t.events[1].bytes < (8u << 20));
+    for (size_t i = 1; i < 3; i++) {
+        assert_int_equal(e.t.events[i].type, AFTP_FILE_FAILED);
+        assert_int_equal(e.t.events[i].error, AFTP_ERR_CANCELLED);
+        assert_true(e.t.events[i].bytes < (8u << 20));
+    }
     server_join(&e.s);
     assert_false(io_test_exists(e.s.dirfd, "big.bin"));
     assert_int_equal(io_test_count_entries(e.s.dirfd), 0);
@@ -1051,12 +1085,14 @@ static void test_printable_name(void **state)
     const char *path = make_file(e.src_dir, "a\tb.bin", 2000, 44);
     aftp_client *c = client_for(&e.t, &e.s);
     const char *files[] = {path};
+    /* refused here (the receiver would refuse it, spec 14.4): no session */
     assert_int_equal(aftp_client_send(c, e.hp, files, 1), AFTP_ERR_PATH_REJECTED);
+    assert_int_equal(aftp_client_failure_place(c), AFTP_CLIENT_FAILED_LOCALLY);
     assert_int_equal(e.t.event_count, 1);
     assert_int_equal(e.t.events[0].type, AFTP_FILE_FAILED);
     assert_string_equal(e.t.events[0].name, "a\tb.bin");
     assert_string_equal(e.t.events[0].printable_name, "a\\x09b.bin");
-    assert_non_null(strstr(aftp_client_errmsg(c), "refused a\\x09b.bin"));
+    assert_non_null(strstr(aftp_client_errmsg(c), "a\\x09b.bin"));
     server_stop(&e.s);
     env_end(&e, c);
 }
@@ -1120,6 +1156,218 @@ static void test_parse_rate(void **state)
     assert_int_equal(aftp_client_parse_rate(NULL, &bps), AFTP_ERR_INVALID_ARGUMENT);
 }
 
+/* ---- trees ---- */
+
+/* src/top: a (1000 bytes), empty/, sub/b (70000 bytes). */
+#define TREE_A 1000u
+#define TREE_B 70000u
+static void make_tree(test_env *e, char *top, size_t cap)
+{
+    char dir[600];
+    snprintf(top, cap, "%s/top", e->src_dir);
+    assert_int_equal(mkdir(top, 0755), 0);
+    snprintf(dir, sizeof dir, "%s/empty", top);
+    assert_int_equal(mkdir(dir, 0755), 0);
+    snprintf(dir, sizeof dir, "%s/sub", top);
+    assert_int_equal(mkdir(dir, 0750), 0);
+    make_file(top, "a", TREE_A, 31);
+    make_file(dir, "b", TREE_B, 32);
+}
+
+/* A pipelined server (the library server's default window) admitting
+ * e's client, serving sessions until stopped. */
+static void env_start_tree(test_env *e)
+{
+    env_start(e, 0);
+    server_start_full(&e->s, e->t.public_key, 0, 0, AFTP_CLIENT_PIPELINE_WINDOW);
+    e->has_server = 1;
+    host_port(&e->s, e->hp, sizeof e->hp);
+}
+
+/* The tree at e's source directory, its path in top, and a client of e's
+ * pipelined server. */
+static aftp_client *tree_client(test_env *e, char *top, size_t cap)
+{
+    env_start_tree(e);
+    make_tree(e, top, cap);
+    return client_for(&e->t, &e->s);
+}
+
+static const aftp_file_event *event_at(const test_client *t, int type, const char *path)
+{
+    for (size_t i = 0; i < t->event_count; i++)
+        if (t->events[i].type == type && strcmp(t->events[i].name, path) == 0)
+            return &t->events[i];
+    return NULL;
+}
+
+static aftp_client_summary summary_of(const aftp_client *c)
+{
+    aftp_client_summary sum = {.size = sizeof sum};
+    assert_int_equal(aftp_client_get_summary(c, &sum), AFTP_OK);
+    return sum;
+}
+
+/* A directory SRC: every entry gets its events, with kind and path at the
+ * receiver, and the summary counts them; sent again, every file is
+ * SKIPPED and no file byte goes out. */
+static void test_tree_events_then_skipped(void **state)
+{
+    (void)state;
+    test_env e;
+    char top[600];
+    aftp_client *c = tree_client(&e, top, sizeof top);
+    const char *files[] = {top};
+    assert_int_equal(aftp_client_send(c, e.hp, files, 1), AFTP_OK);
+    assert_int_equal(e.t.event_count, 7); /* 3 dirs; 2 files STARTED and FINISHED */
+    const char *dirs[] = {"top", "top/empty", "top/sub"};
+    for (size_t i = 0; i < 3; i++) {
+        const aftp_file_event *d = event_at(&e.t, AFTP_FILE_FINISHED, dirs[i]);
+        assert_non_null(d);
+        assert_int_equal(d->kind, AFTP_ENTRY_DIR);
+        assert_int_equal(d->index, 0);
+    }
+    const aftp_file_event *b = event_at(&e.t, AFTP_FILE_FINISHED, "top/sub/b");
+    assert_non_null(b);
+    assert_non_null(event_at(&e.t, AFTP_FILE_STARTED, "top/sub/b"));
+    assert_int_equal(b->kind, AFTP_ENTRY_FILE);
+    assert_int_equal(b->size, TREE_B);
+    assert_int_equal(b->bytes, TREE_B);
+    assert_int_equal(b->resumed_bytes, 0);
+    char sent[700];
+    snprintf(sent, sizeof sent, "%s/sub/b", top);
+    assert_same_file(sent, e.s.dir, "top/sub/b");
+    aftp_client_summary sum = summary_of(c);
+    assert_int_equal(sum.entries, 5);
+    assert_int_equal(sum.files_sent, 2);
+    assert_int_equal(sum.dirs, 3);
+    assert_int_equal(sum.failed, 0);
+    assert_int_equal(sum.file_bytes, TREE_A + TREE_B);
+    assert_int_equal(sum.bytes_sent, TREE_A + TREE_B);
+    assert_true(sum.seconds > 0);
+
+    e.t.event_count = 0;
+    assert_int_equal(aftp_client_send(c, e.hp, files, 1), AFTP_OK);
+    assert_int_equal(e.t.event_count, 5); /* dirs FINISHED, files SKIPPED alone */
+    const aftp_file_event *skipped = event_at(&e.t, AFTP_FILE_SKIPPED, "top/sub/b");
+    assert_non_null(skipped);
+    assert_int_equal(skipped->size, TREE_B);
+    assert_non_null(event_at(&e.t, AFTP_FILE_SKIPPED, "top/a"));
+    sum = summary_of(c);
+    assert_int_equal(sum.files_skipped, 2);
+    assert_int_equal(sum.files_sent, 0);
+    assert_int_equal(sum.bytes_sent, 0);
+    assert_int_equal(sum.bytes_skipped, TREE_A + TREE_B);
+    server_stop(&e.s);
+    env_end(&e, c);
+}
+
+/* A file the receiver refuses (another file of that name is there) fails
+ * alone: the session goes on and delivers the rest. */
+static void test_tree_refused_entry_goes_on(void **state)
+{
+    (void)state;
+    test_env e;
+    char top[600];
+    aftp_client *c = tree_client(&e, top, sizeof top);
+    assert_int_equal(mkdirat(e.s.dirfd, "top", 0755), 0);
+    int fd = openat(e.s.dirfd, "top/a", O_CREAT | O_WRONLY, 0644);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, "other", 5), 5);
+    close(fd);
+    const char *files[] = {top};
+    assert_int_equal(aftp_client_send(c, e.hp, files, 1), AFTP_ERR_FILE_EXISTS);
+    assert_int_equal(aftp_client_failure_place(c), AFTP_CLIENT_FAILED_IN_SESSION);
+    assert_non_null(strstr(aftp_client_errmsg(c), "1 of 5 entries failed; the first: "));
+    assert_non_null(strstr(aftp_client_errmsg(c), "top/a"));
+    const aftp_file_event *a = event_at(&e.t, AFTP_FILE_FAILED, "top/a");
+    assert_non_null(a);
+    assert_int_equal(a->error, AFTP_ERR_FILE_EXISTS);
+    assert_non_null(event_at(&e.t, AFTP_FILE_FINISHED, "top/sub/b"));
+    char sent[700];
+    snprintf(sent, sizeof sent, "%s/sub/b", top);
+    assert_same_file(sent, e.s.dir, "top/sub/b");
+    aftp_client_summary sum = summary_of(c);
+    assert_int_equal(sum.failed, 1);
+    assert_int_equal(sum.files_sent, 1);
+    server_stop(&e.s);
+    env_end(&e, c);
+}
+
+static int noticed(const test_client *t, const char *a, const char *b)
+{
+    for (size_t i = 0; i < t->notice_count; i++)
+        if (strstr(t->notices[i], a) != NULL && strstr(t->notices[i], b) != NULL)
+            return 1;
+    return 0;
+}
+
+/* A FIFO and a link inside the tree: each skipped with a notice naming
+ * it; with links recreated, the link is offered as a link (a receiver
+ * whose policy recreates no links, as this one, refuses it by name:
+ * spec 14.4, never a silent skip). */
+static void test_tree_notices_and_links(void **state)
+{
+    (void)state;
+    test_env e;
+    char top[600], path[700];
+    aftp_client *c = tree_client(&e, top, sizeof top);
+    snprintf(path, sizeof path, "%s/pipe", top);
+    assert_int_equal(mkfifo(path, 0644), 0);
+    snprintf(path, sizeof path, "%s/link", top);
+    assert_int_equal(symlink("../outside", path), 0);
+    const char *files[] = {top};
+    assert_int_equal(aftp_client_send(c, e.hp, files, 1), AFTP_OK);
+    assert_true(noticed(&e.t, "top/pipe", "FIFO"));
+    assert_true(noticed(&e.t, "top/link", "symbolic link"));
+    assert_int_equal(summary_of(c).skipped_locally, 2);
+    assert_null(event_at(&e.t, AFTP_FILE_FAILED, "top/link"));
+    assert_false(io_test_exists(e.s.dirfd, "top/link"));
+    assert_false(io_test_exists(e.s.dirfd, "top/pipe"));
+
+    assert_int_equal(aftp_client_set_links(c, AFTP_CLIENT_LINKS_RECREATE), AFTP_OK);
+    e.t.notice_count = 0;
+    e.t.event_count = 0;
+    assert_int_equal(aftp_client_send(c, e.hp, files, 1), AFTP_ERR_PATH_REJECTED);
+    assert_false(noticed(&e.t, "top/link", "symbolic link"));
+    const aftp_file_event *link = event_at(&e.t, AFTP_FILE_FAILED, "top/link");
+    assert_non_null(link);
+    assert_int_equal(link->kind, AFTP_ENTRY_SYMLINK);
+    aftp_client_summary sum = summary_of(c);
+    assert_int_equal(sum.failed, 1);
+    assert_int_equal(sum.skipped_locally, 1);
+    assert_int_equal(sum.files_skipped, 2);
+    server_stop(&e.s);
+    env_end(&e, c);
+}
+
+/* The tree settings refuse values out of range and keep the previous;
+ * the summary is read within the caller's size. */
+static void test_tree_settings(void **state)
+{
+    (void)state;
+    aftp_client *c = NULL;
+    assert_int_equal(aftp_client_new(&c), AFTP_OK);
+    assert_int_equal(aftp_client_set_sync(c, 0), AFTP_ERR_INVALID_ARGUMENT);
+    assert_int_equal(aftp_client_set_sync(c, AFTP_CLIENT_SYNC_CHECKSUM + 1),
+                     AFTP_ERR_INVALID_ARGUMENT);
+    assert_int_equal(aftp_client_set_sync(c, AFTP_CLIENT_SYNC_OFF), AFTP_OK);
+    assert_int_equal(aftp_client_set_links(c, 3), AFTP_ERR_INVALID_ARGUMENT);
+    assert_int_equal(aftp_client_set_resume(c, 0), AFTP_OK);
+    assert_int_equal(aftp_client_set_resume(NULL, 0), AFTP_ERR_INVALID_ARGUMENT);
+    aftp_client_summary sum = {.size = 1};
+    assert_int_equal(aftp_client_get_summary(c, &sum), AFTP_ERR_INVALID_ARGUMENT);
+    sum.size = offsetof(aftp_client_summary, files_sent); /* an older caller's struct */
+    sum.files_sent = 77;
+    assert_int_equal(aftp_client_get_summary(c, &sum), AFTP_OK);
+    assert_int_equal(sum.files_sent, 77);
+    const char *mixed[] = {"faux:///z?1k", "/etc/hostname"};
+    assert_int_equal(aftp_client_check_send(c, "127.0.0.1:9", mixed, 2),
+                     AFTP_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(aftp_client_errmsg(c), "cannot go in one send"));
+    aftp_client_del(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1141,6 +1389,10 @@ int main(void)
         cmocka_unit_test(test_pinned_key_checked_against_known_hosts),
         cmocka_unit_test(test_check_send_and_failure_place),
         cmocka_unit_test(test_printable_name),
+        cmocka_unit_test(test_tree_events_then_skipped),
+        cmocka_unit_test(test_tree_refused_entry_goes_on),
+        cmocka_unit_test(test_tree_notices_and_links),
+        cmocka_unit_test(test_tree_settings),
         cmocka_unit_test(test_keygen),
         cmocka_unit_test(test_parse_rate),
     };

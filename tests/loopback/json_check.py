@@ -6,8 +6,9 @@ Usage: json_check.py [--recv] OUTPUT EXIT_STATUS [ERROR_NAME]
 Every line must be one JSON object of schema version 1 with the fields its
 type requires (aftp send's, or with --recv aftp recv's), of their types;
 the objects must come in the documented order (start first, per file
-file_start (send), progress..., done; an error object exactly when the run
-failed; the summary last), and the exit status in the error and summary
+file_start (send), progress..., done, and a "file" object per entry that
+ended (send); an error object exactly when the run failed; the summary
+last, with the send's figures once it ran), and the exit status in the error and summary
 objects must be the process's. With ERROR_NAME, the error object must
 carry that aftp_error name. Prints what is wrong and exits 1, else exits 0.
 """
@@ -34,7 +35,16 @@ SEND = dict(COMMON, **{
     "done": {"index": int, "source": str, "name": str, "size": int, "bytes": int,
              "seconds": NUMBER, "goodput_bps": NUMBER, "digest_algorithm": str,
              "digest": str, "retransmitted": NUMBER, "cipher": str, "rate_cap_bps": int},
+    "file": {"result": str, "kind": str, "index": int, "source": str, "path": str,
+             "name": str, "size": int, "bytes": int, "resumed_bytes": int, "seconds": NUMBER},
 })
+# aftp send's summary: the send's figures, once the send ran.
+SEND_SUMMARY = {"entries": int, "sent": int, "resumed": int, "skipped": int, "failed": int,
+                "dirs": int, "links": int, "skipped_locally": int, "file_bytes": int,
+                "bytes_sent": int, "resumed_bytes": int, "skipped_bytes": int,
+                "send_seconds": NUMBER, "retransmitted": NUMBER}
+RESULTS = {"sent", "resumed", "skipped", "failed"}
+KINDS = {"file", "dir", "symlink"}
 RECV = dict(COMMON, **{
     "start": {"program": str, "version": str, "listen": str, "server_key": NULLABLE_STRING,
               "fingerprint": NULLABLE_STRING},
@@ -87,6 +97,18 @@ def check_values(n, obj):
         raise Bad(f"line {n}: notice of an unknown kind or empty: {obj}")
     if kind == "start" and obj["program"] not in PROGRAMS:
         raise Bad(f"line {n}: start of an unknown program: {obj}")
+    if kind == "file":
+        if obj["result"] not in RESULTS or obj["kind"] not in KINDS:
+            raise Bad(f"line {n}: file of an unknown result or kind: {obj}")
+        failed = obj["result"] == "failed"
+        if failed != ("error" in obj) or (failed and not obj.get("message")):
+            raise Bad(f"line {n}: a failed file needs error and message, no other: {obj}")
+        if obj["bytes"] + obj["resumed_bytes"] > obj["size"]:
+            raise Bad(f"line {n}: bytes and resumed_bytes beyond the size: {obj}")
+    if kind == "summary" and "entries" in obj:
+        for field, types in SEND_SUMMARY.items():
+            if not isinstance(obj.get(field), types) or isinstance(obj.get(field), bool):
+                raise Bad(f"line {n}: summary.{field} is {obj.get(field)!r}, not {types}")
 
 
 def check_order(objs, exit_status, error_name):
@@ -106,8 +128,16 @@ def check_order(objs, exit_status, error_name):
     if "start" in kinds and kinds[0] != "start":
         raise Bad(f"start is not first: {kinds}")
     done = sum(k == "done" for k in kinds)
-    if done != summary["delivered"] or (exit_status == 0 and done != summary["files"]):
+    # a send's summary counts its files (a tree's may be more than its
+    # SRC arguments, "files"); without it, each SRC is one file
+    whole = summary["sent"] + summary["resumed"] if "entries" in summary else summary["files"]
+    if done != summary["delivered"] or (exit_status == 0 and done != whole):
         raise Bad(f"{done} done objects, summary says {summary['delivered']} delivered")
+    files = [o for o in objs if o["type"] == "file"]
+    if "entries" in summary and len(files) != summary["entries"]:
+        raise Bad(f"{len(files)} file objects, summary says {summary['entries']} entries")
+    if exit_status == 0 and any(o["result"] == "failed" for o in files):
+        raise Bad("a failed file in a run that succeeded")
     last = -1
     for o in objs:  # a file's progress never goes back
         if o["type"] == "file_start":
