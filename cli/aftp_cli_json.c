@@ -277,11 +277,6 @@ static const char *outcome_name(int outcome)
     return outcome >= AFTP_OUTCOME_SENT && outcome <= AFTP_OUTCOME_PLACED ? names[outcome] : "?";
 }
 
-static const char *kind_name(int kind)
-{
-    return kind == AFTP_ENTRY_DIR ? "dir" : kind == AFTP_ENTRY_SYMLINK ? "symlink" : "file";
-}
-
 void aftp_cli_json_receipt(FILE *out, const aftp_cli_json_recv_file *f)
 {
     const aftp_receipt *r = f->receipt;

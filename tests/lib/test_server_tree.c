@@ -162,7 +162,7 @@ static int push(server_run *run, const char *src, unsigned flags, uint64_t rate_
     push_stop stop = {.after = stop_after};
     aftp_push_result res;
     aftp_push_opts o = {.files = files, .file_count = 1, .pipeline_window = WINDOW,
-                        .entry_flags = flags, .peer = (struct sockaddr *)&to,
+                        .entry_flags = flags, .send_links = 1, .peer = (struct sockaddr *)&to,
                         .peer_len = sizeof to, .rate_bps = rate_bps, .policy = AFTP_CC_FIXED,
                         .security = {.cipher = AFTP_CIPHER_NONE},
                         .hooks = {.on_tick = on_push_tick, .app = &stop,

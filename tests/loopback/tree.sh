@@ -178,9 +178,9 @@ newline_name)
     same_tree "$WORK/src" "$WORK/dst" $'t/bad\nname' ;;
 links)
     # Links inside the tree, one pointing out of it: skipped with a notice
-    # each by default, never followed; with --links, offered as links with
-    # their targets literal (this receiver recreates none: it refuses each
-    # by name, spec 14.4), still never followed.
+    # each by default, never followed; with --links, recreated as links
+    # with their targets literal (the receiver's default), still never
+    # followed; a receiver with --no-links refuses each by name.
     mkfile "t/f" 10 0644
     mkfile "outside" 10 0644
     ln -s f "$WORK/src/t/in"
@@ -193,12 +193,19 @@ links)
     same_tree "$WORK/src/t" "$WORK/dst/t" in out
     send --links --json "$WORK/src/t"
     stop_recv
-    [ "$SEND_RC" -eq 0 ] || [ "$SEND_RC" -eq 5 ] || fail "aftp send --links exited $SEND_RC"
-    file_results | grep -qx 'failed t/in\|sent t/in' || fail "t/in was not offered as a link"
-    if [ -e "$WORK/dst/t/out" ] || [ -L "$WORK/dst/t/out" ]; then
-        [ "$(readlink "$WORK/dst/t/out")" = ../outside ] || fail "t/out is not the literal link"
-    fi
-    [ ! -f "$WORK/dst/outside" ] || fail "a link was followed" ;;
+    expect_rc "aftp send --links" "$SEND_RC" 0
+    [ "$(readlink "$WORK/dst/t/in")" = f ] || fail "t/in is not the literal link"
+    [ "$(readlink "$WORK/dst/t/out")" = ../outside ] || fail "t/out is not the literal link"
+    [ ! -e "$WORK/dst/outside" ] || fail "a link was followed"
+    rm -r "$WORK/dst/t"
+    start_recv --no-links
+    send --links --json "$WORK/src/t"
+    stop_recv
+    expect_rc "aftp send --links to a receiver with --no-links" "$SEND_RC" 5
+    [ "$(file_results | grep -c '^failed t/\(in\|out\)$')" -eq 2 ] ||
+        fail "the links were not refused by name: $(file_results)"
+    [ ! -L "$WORK/dst/t/in" ] && [ ! -L "$WORK/dst/t/out" ] || fail "a refused link was made"
+    same_tree "$WORK/src/t" "$WORK/dst/t" in out ;;
 fifo)
     # A FIFO inside a tree is skipped with a notice (never opened: no hang).
     mkfile "t/f" 10 0644
