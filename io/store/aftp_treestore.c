@@ -25,6 +25,7 @@ struct aftp_treestore_file {
     int64_t mtime_ns;
     uint64_t stored;   /* bytes held: resumed, then written */
     uint64_t unsynced; /* bytes written since the journal's last sync */
+    uint64_t unsynced_seen_ns; /* the first tick that saw them, 0: none yet */
     int deferred;      /* verified, awaiting commit_group */
     int resumable;     /* its sender can resume (flag RESUME): an unfinished
                         * file keeps its state for that, else it is removed */
@@ -423,8 +424,10 @@ static int note_blocks(aftp_treestore_file *f, uint64_t off, size_t len)
 static int sync_file(aftp_treestore *ts, aftp_treestore_file *f)
 {
     int rc = ensure_open(ts, f);
-    if (rc == AFTP_OK && (rc = aftp_journal_sync(&f->j)) == AFTP_OK)
+    if (rc == AFTP_OK && (rc = aftp_journal_sync(&f->j)) == AFTP_OK) {
         f->unsynced = 0;
+        f->unsynced_seen_ns = 0;
+    }
     return rc;
 }
 
@@ -547,6 +550,23 @@ int aftp_treestore_sync(aftp_treestore *ts)
     return first;
 }
 
+int aftp_treestore_tick(aftp_treestore *ts, uint64_t now_ns)
+{
+    int first = AFTP_OK;
+    for (size_t i = 0; i < ts->count; i++) {
+        aftp_treestore_file *f = ts->files[i];
+        int rc = AFTP_OK;
+        if (f->unsynced == 0 || f->deferred)
+            continue;
+        if (f->unsynced_seen_ns == 0)
+            f->unsynced_seen_ns = now_ns ? now_ns : 1;
+        else if (now_ns - f->unsynced_seen_ns >= AFTP_TREESTORE_SYNC_NS)
+            rc = sync_file(ts, f);
+        first = first == AFTP_OK ? rc : first;
+    }
+    return first;
+}
+
 int aftp_treestore_commit_group(aftp_treestore *ts, const uint32_t *ids, size_t count,
                                 int *results)
 {
@@ -568,6 +588,11 @@ void aftp_treestore_fini(aftp_treestore *ts)
 {
     while (ts->count > 0) {
         aftp_treestore_file *f = ts->files[ts->count - 1];
+        /* A session that ends with files unfinished (its sender vanished,
+         * the idle timeout): what arrived is made durable for the resume,
+         * a verified file awaiting its commit included. */
+        if (f->resumable && f->unsynced > 0)
+            (void)sync_file(ts, f); /* a failure keeps the last journal: still correct */
         end_file(ts, f, f->resumable ? KEEP_STATE : DISCARD_STATE);
     }
     aftp_place_finish(&ts->place);

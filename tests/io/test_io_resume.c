@@ -1,0 +1,520 @@
+/*
+ * Resume after any interruption, through the real drivers in processes of
+ * their own: aftp_push_run (pipelined, entry flags RESUME | SYNC) and
+ * aftp_serve_run (pipelined) in forked children, over a lossy path (a UDP
+ * relay child that drops a seeded 1-2% each way).
+ * - kill -9 of the receiver at 100+ random instants, and separately of the
+ *   sender at 100+: after every kill each file under its final name is its
+ *   source's copy; after the last resume the whole tree is (content, mtime,
+ *   mode); the bytes sent across all attempts stay within the bound the
+ *   durability policy states (aftp_treestore.h);
+ * - a source changed between interruption and resume (same size, new
+ *   mtime; same mtime, new content and inode) arrives as the new version;
+ * - damaged journals (flipped, cut short, empty, garbage, another path's)
+ *   are discarded and the resume still ends byte-exact;
+ * - the durability time bound itself (aftp_treestore_tick), with a given
+ *   clock and a kill.
+ * Seeds are printed; AFTP_RESUME_SEED=<n> in the test's environment
+ * replays one.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "aftp/aftp_global.h"
+#include "aftp_push.h"
+#include "aftp_serve.h"
+#include "aftp_treestore.h"
+#include "io_testutil.h"
+
+#define WINDOW 256u
+#define RATE_BPS UINT64_C(80000000)           /* 10 MB/s: a tree takes about a second */
+#define RECV_IDLE_NS UINT64_C(300000000)      /* a killed sender's session lingers this long */
+#define SEND_IDLE_NS UINT64_C(5000000000)
+#define KILLS_PER_PHASE 100u
+#define KILLS_PER_ROUND 10u                   /* then a fresh destination */
+#define MAX_KILL_DELAY_MS 300u
+#define MAX_TREE_FILES 64u
+/* What a lossy path adds: repairs of the dropped 1-2% with their own
+ * losses, generously: the allowance of the byte bound beyond the tree. */
+#define LOSS_ALLOWANCE 0.10
+/* What a killed sender had in flight (socket buffers, the relay, the
+ * engine's burst): the receiver cannot have stored it. */
+#define SENDER_KILL_ALLOWANCE (UINT64_C(1) << 20)
+
+/* Figures the children leave for the parent (a shared mapping). */
+typedef struct shared {
+    atomic_uint_fast64_t up_bytes;     /* relay: datagram bytes from the sender, before drops */
+    atomic_uint_fast64_t payload_sent; /* sender: its payload counter at its last tick */
+    atomic_int in_session;             /* receiver: between a session's first event and its end */
+    atomic_int last_error;             /* receiver: the last session's result */
+    char last_failure[512];            /* receiver: the last failed session's message */
+} shared;
+
+static shared *sh;
+static uint32_t seed;
+
+typedef struct tree_file {
+    char path[64]; /* beneath the tree's parent: "top/..." */
+    uint64_t size;
+} tree_file;
+
+typedef struct tree {
+    char *parent; /* directory holding top/ */
+    int parent_fd;
+    char src[600]; /* SRC argument: <parent>/top */
+    tree_file files[MAX_TREE_FILES];
+    unsigned count;
+    uint64_t bytes;
+} tree;
+
+typedef struct rig {
+    tree t;
+    const char *scratch;
+    struct sockaddr_in relay; /* where senders send */
+    uint16_t recv_port;
+    pid_t relay_pid, recv_pid, send_pid;
+    uint32_t rng;
+} rig;
+
+static uint32_t rnd(uint32_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 17;
+    *s ^= *s << 5;
+    return *s;
+}
+
+/* ---- the tree ---- */
+
+static void write_file(int dirfd, const char *name, uint64_t size, uint32_t fseed, mode_t mode,
+                       int64_t mtime_s)
+{
+    uint8_t *buf = malloc(size ? size : 1);
+    assert_non_null(buf);
+    io_test_pattern(buf, size, fseed);
+    int fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, buf, size), (ssize_t)size);
+    assert_int_equal(fchmod(fd, mode), 0);
+    struct timespec t[2] = {{mtime_s, 5}, {mtime_s, 5}};
+    assert_int_equal(futimens(fd, t), 0);
+    close(fd);
+    free(buf);
+}
+
+static void add_file(tree *t, const char *path, uint64_t size, uint32_t fseed)
+{
+    assert_true(t->count < MAX_TREE_FILES);
+    tree_file *f = &t->files[t->count++];
+    snprintf(f->path, sizeof f->path, "%s", path);
+    f->size = size;
+    t->bytes += size;
+    write_file(t->parent_fd, path, size, fseed, fseed % 3 ? 0640 : 0755,
+               1600000000 + (int64_t)fseed);
+}
+
+/* top/ with nested and empty directories and files from 0 bytes to 3 MiB:
+ * about 10 MiB in all, one second's worth at RATE_BPS. */
+static void make_tree(tree *t, uint32_t s)
+{
+    const char *dirs[] = {"top", "top/a", "top/a/b", "top/a/b/c", "top/empty", "top/many",
+                          "top/e2", "top/e2/nested_empty"};
+    char name[64];
+    memset(t, 0, sizeof *t);
+    t->parent = io_test_mkdtemp(&t->parent_fd);
+    snprintf(t->src, sizeof t->src, "%s/top", t->parent);
+    for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++)
+        assert_int_equal(mkdirat(t->parent_fd, dirs[i], 0755), 0);
+    add_file(t, "top/zero", 0, 1);
+    add_file(t, "top/a/b/c/one", 1, 2);
+    add_file(t, "top/a/big1", (UINT64_C(3) << 20) - 12345, 3);
+    add_file(t, "top/a/b/big2", UINT64_C(2) << 20, 4);
+    add_file(t, "top/mid", (UINT64_C(1) << 20) + 7, 5);
+    for (unsigned i = 0; i < 40; i++) {
+        snprintf(name, sizeof name, "top/many/f%02u", i);
+        add_file(t, name, rnd(&s) % (96u << 10), 100 + i);
+    }
+    for (unsigned i = 0; i < 3; i++) {
+        snprintf(name, sizeof name, "top/a/b/m%u", i);
+        add_file(t, name, (256u << 10) + rnd(&s) % (512u << 10), 200 + i);
+    }
+}
+
+static void free_tree(tree *t)
+{
+    io_test_rmtree(t->parent);
+    free(t->parent);
+    close(t->parent_fd);
+}
+
+/* ---- checks ---- */
+
+static int same_content(int a, int b)
+{
+    static uint8_t x[1 << 16], y[1 << 16];
+    for (;;) {
+        ssize_t n = read(a, x, sizeof x), m = read(b, y, sizeof y);
+        if (n != m || n < 0)
+            return 0;
+        if (n == 0)
+            return 1;
+        if (memcmp(x, y, (size_t)n) != 0)
+            return 0;
+    }
+}
+
+/* Every file present under its final name is its source's copy; the
+ * number of them. */
+static unsigned expect_finals_exact(const tree *t, int dst)
+{
+    unsigned present = 0;
+    for (unsigned i = 0; i < t->count; i++) {
+        int d = openat(dst, t->files[i].path, O_RDONLY | O_NOFOLLOW);
+        if (d < 0) {
+            assert_int_equal(errno, ENOENT);
+            continue;
+        }
+        int s = openat(t->parent_fd, t->files[i].path, O_RDONLY);
+        assert_true(s >= 0);
+        if (!same_content(s, d))
+            fail_msg("%s under its final name differs from its source", t->files[i].path);
+        present++;
+        close(s);
+        close(d);
+    }
+    return present;
+}
+
+/* ---- processes ---- */
+
+static void *map_shared(size_t len)
+{
+    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    assert_true(p != MAP_FAILED);
+    return p;
+}
+
+static int udp_socket(uint16_t port, struct sockaddr_in *bound)
+{
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = io_test_loopback(port);
+    socklen_t len = sizeof a;
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
+        getsockname(fd, (struct sockaddr *)&a, &len) != 0)
+        return -1;
+    if (bound != NULL)
+        *bound = a;
+    return fd;
+}
+
+/* The lossy path: datagrams from senders to A go on to the receiver's
+ * port from an upstream socket of that sender's own (a restarted sender
+ * is a new client), the answers back; each dropped with probability
+ * drop_per_mille. Runs until killed. */
+static void relay_loop(int a, uint16_t recv_port, uint32_t s, unsigned drop_per_mille)
+{
+    static uint8_t buf[65536];
+    struct sockaddr_in client = {0}, from;
+    struct sockaddr_in to = io_test_loopback(recv_port);
+    int up = -1;
+    for (;;) {
+        struct pollfd p[2] = {{a, POLLIN, 0}, {up, POLLIN, 0}};
+        if (poll(p, up >= 0 ? 2 : 1, -1) < 0)
+            continue;
+        socklen_t flen = sizeof from;
+        ssize_t n = p[0].revents ? recvfrom(a, buf, sizeof buf, MSG_DONTWAIT,
+                                            (struct sockaddr *)&from, &flen)
+                                 : -1;
+        if (n >= 0) {
+            if (memcmp(&from, &client, sizeof from) != 0) {
+                if (up >= 0)
+                    close(up);
+                up = udp_socket(0, NULL);
+                client = from;
+            }
+            atomic_fetch_add(&sh->up_bytes, (uint64_t)n);
+            if (rnd(&s) % 1000 >= drop_per_mille)
+                (void)sendto(up, buf, (size_t)n, 0, (struct sockaddr *)&to, sizeof to);
+        }
+        n = up >= 0 && p[1].revents ? recv(up, buf, sizeof buf, MSG_DONTWAIT) : -1;
+        if (n >= 0 && rnd(&s) % 1000 >= drop_per_mille)
+            (void)sendto(a, buf, (size_t)n, 0, (struct sockaddr *)&client, sizeof client);
+    }
+}
+
+static void on_session_end(void *app, const aftp_io_result *res, const struct sockaddr *peer)
+{
+    (void)app;
+    (void)peer;
+    snprintf(sh->last_failure, sizeof sh->last_failure, "%s", res->message);
+    atomic_store(&sh->last_error, res->error);
+    atomic_store(&sh->in_session, 0);
+}
+
+static void on_session_event(void *app, const aftp_event *ev, const aftp_stats *st)
+{
+    (void)app;
+    (void)ev;
+    (void)st;
+    atomic_store(&sh->in_session, 1);
+}
+
+static void serve_child(int dirfd, uint16_t port)
+{
+    struct sockaddr_in at = io_test_loopback(port);
+    aftp_serve_opts o = {.listen = (struct sockaddr *)&at, .listen_len = sizeof at,
+                         .dirfd = dirfd, .pipeline_window = WINDOW,
+                         .idle_timeout_ns = RECV_IDLE_NS,
+                         .security = {.cipher = AFTP_CIPHER_NONE},
+                         .on_session_end = on_session_end,
+                         .on_session_event = on_session_event};
+    aftp_io_result res;
+    _exit(aftp_serve_run(&o, &res) == AFTP_OK ? 0 : 3);
+}
+
+static void on_push_tick(void *app, const aftp_stats *st, uint64_t now_ns)
+{
+    (void)app;
+    (void)now_ns;
+    atomic_store(&sh->payload_sent, st->payload_bytes_sent);
+}
+
+static void push_child(const rig *r)
+{
+    const char *files[] = {r->t.src};
+    aftp_push_opts o = {.files = files, .file_count = 1, .pipeline_window = WINDOW,
+                        .entry_flags = AFTP_ENTRY_RESUME | AFTP_ENTRY_SYNC,
+                        .peer = (const struct sockaddr *)&r->relay, .peer_len = sizeof r->relay,
+                        .rate_bps = RATE_BPS, .policy = AFTP_CC_FIXED,
+                        .idle_timeout_ns = SEND_IDLE_NS,
+                        .security = {.cipher = AFTP_CIPHER_NONE},
+                        .hooks = {.on_tick = on_push_tick}};
+    aftp_push_result res;
+    int rc = aftp_push_run(&o, &res);
+    atomic_store(&sh->payload_sent, res.io.stats.payload_bytes_sent);
+    if (rc != AFTP_OK)
+        fprintf(stderr, "push failed: %s\n", res.io.message);
+    _exit(rc == AFTP_OK ? 0 : 3);
+}
+
+static pid_t start_receiver(rig *r, int dst)
+{
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0)
+        serve_child(dst, r->recv_port);
+    return pid;
+}
+
+static pid_t start_sender(rig *r)
+{
+    atomic_store(&sh->payload_sent, 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0)
+        push_child(r);
+    return pid;
+}
+
+static void kill_and_reap(pid_t pid)
+{
+    int status;
+    kill(pid, SIGKILL);
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+}
+
+/* The exit status of a child that ended by itself, or -1 when it is
+ * still running after ms milliseconds. */
+static int wait_ms(pid_t pid, unsigned ms)
+{
+    for (unsigned t = 0;; t++) {
+        int status;
+        pid_t got = waitpid(pid, &status, WNOHANG);
+        if (got == pid)
+            return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+        if (t >= ms)
+            return -1;
+        usleep(1000);
+    }
+}
+
+static void rig_start(rig *r, void **state, unsigned drop_per_mille)
+{
+    memset(r, 0, sizeof *r);
+    r->rng = seed;
+    r->scratch = io_test_scratch_path(state);
+    make_tree(&r->t, seed);
+    int a = udp_socket(0, &r->relay);
+    struct sockaddr_in probe;
+    int p = udp_socket(0, &probe); /* a port free now, for the receiver's every restart */
+    assert_true(a >= 0 && p >= 0);
+    r->recv_port = ntohs(probe.sin_port);
+    close(p);
+    memset(sh, 0, sizeof *sh);
+    r->relay_pid = fork();
+    assert_true(r->relay_pid >= 0);
+    if (r->relay_pid == 0)
+        relay_loop(a, r->recv_port, seed * 2654435761u + 1, drop_per_mille);
+    close(a);
+}
+
+static void rig_stop(rig *r)
+{
+    kill_and_reap(r->relay_pid);
+    free_tree(&r->t);
+}
+
+static int fresh_dst(rig *r, unsigned n)
+{
+    char dir[700];
+    snprintf(dir, sizeof dir, "%s/dst%u", r->scratch, n);
+    assert_int_equal(mkdir(dir, 0755), 0);
+    int fd = open(dir, O_RDONLY | O_DIRECTORY);
+    assert_true(fd >= 0);
+    return fd;
+}
+
+/* The last resume: the sender runs to its end, the receiver's session too
+ * (directories get their metadata then); the whole tree is there. */
+static void finish_round(rig *r, int dst)
+{
+    r->send_pid = start_sender(r);
+    int rc = wait_ms(r->send_pid, 60000);
+    if (rc != 0)
+        kill_and_reap(r->send_pid);
+    assert_int_equal(rc, 0);
+    /* Sessions are served one at a time: the sender's ran to its end,
+     * so the receiver's is the last, and ends next. */
+    for (unsigned t = 0; atomic_load(&sh->in_session) && t < 60000; t++)
+        usleep(1000);
+    if (atomic_load(&sh->last_error) != AFTP_OK)
+        fail_msg("the last session failed: %s", sh->last_failure);
+    kill_and_reap(r->recv_pid);
+    assert_int_equal(io_test_expect_tree_copies(r->t.src, dst), 8 + r->t.count);
+}
+
+enum victim { RECEIVER, SENDER };
+
+/* Attempts killed at random instants until `kills` kills, a fresh
+ * destination every KILLS_PER_ROUND; each round ends with a full resume.
+ * The bytes sent: *up the relay's count of datagram bytes from senders
+ * (at least their payload), *payload the senders' payload counters (at
+ * their last tick when killed). Returns the rounds. */
+static unsigned kill_rounds(rig *r, enum victim v, unsigned kills, uint64_t *up,
+                            uint64_t *payload)
+{
+    unsigned done = 0, rounds = 0;
+    *payload = 0;
+    atomic_store(&sh->up_bytes, 0);
+    while (done < kills) {
+        int dst = fresh_dst(r, v * 1000 + rounds++);
+        if (v == SENDER)
+            r->recv_pid = start_receiver(r, dst);
+        for (unsigned k = 0; k < KILLS_PER_ROUND && done < kills; k++) {
+            if (v == RECEIVER)
+                r->recv_pid = start_receiver(r, dst);
+            r->send_pid = start_sender(r);
+            int rc = wait_ms(r->send_pid, 1 + rnd(&r->rng) % MAX_KILL_DELAY_MS);
+            if (rc == -1) {
+                kill_and_reap(v == RECEIVER ? r->recv_pid : r->send_pid);
+                done++;
+            }
+            *payload += atomic_load(&sh->payload_sent);
+            expect_finals_exact(&r->t, dst);
+            if (v == RECEIVER && rc == -1)
+                kill_and_reap(r->send_pid); /* its peer is gone: no need to wait its idle time */
+            else if (v == RECEIVER)
+                kill_and_reap(r->recv_pid);
+            if (rc == 0)
+                break; /* it completed before its kill came */
+        }
+        if (v == RECEIVER)
+            r->recv_pid = start_receiver(r, dst);
+        finish_round(r, dst);
+        *payload += atomic_load(&sh->payload_sent);
+        close(dst);
+    }
+    *up = atomic_load(&sh->up_bytes);
+    return rounds;
+}
+
+static void report(const char *what, const rig *r, unsigned rounds, uint64_t up, uint64_t payload,
+                   uint64_t allowed)
+{
+    uint64_t total = r->t.bytes * rounds;
+    print_message("%s: %u kills in %u rounds, tree %" PRIu64 " bytes x %u = %" PRIu64
+                  "; sent: %" PRIu64 " datagram bytes from senders (%.3f x), payload counters %"
+                  PRIu64 " (%.3f x); bound %" PRIu64 " (%.3f x)\n",
+                  what, KILLS_PER_PHASE, rounds, r->t.bytes, rounds, total, up,
+                  (double)up / (double)total, payload, (double)payload / (double)total, allowed,
+                  (double)allowed / (double)total);
+}
+
+/* Receiver killed: it re-receives at most what arrived since its last
+ * sync, at most AFTP_TREESTORE_SYNC_NS plus a tick's worth at the rate. */
+static void test_receiver_killed_100_times(void **state)
+{
+    rig r;
+    uint64_t up, payload;
+    rig_start(&r, state, 10 + seed % 11);
+    unsigned rounds = kill_rounds(&r, RECEIVER, KILLS_PER_PHASE, &up, &payload);
+    uint64_t per_kill = (RATE_BPS / 8) * (AFTP_TREESTORE_SYNC_NS + 250000000) / 1000000000;
+    uint64_t allowed = (uint64_t)((double)(r.t.bytes * rounds) * (1 + LOSS_ALLOWANCE)) +
+                       KILLS_PER_PHASE * per_kill;
+    report("receiver killed", &r, rounds, up, payload, allowed);
+    assert_true(up <= allowed);
+    rig_stop(&r);
+}
+
+/* Sender killed: the receiver keeps all it stored (its session ends at
+ * the idle timeout and syncs); only what was in flight is sent again. */
+static void test_sender_killed_100_times(void **state)
+{
+    rig r;
+    uint64_t up, payload;
+    rig_start(&r, state, 10 + seed % 11);
+    unsigned rounds = kill_rounds(&r, SENDER, KILLS_PER_PHASE, &up, &payload);
+    uint64_t allowed = (uint64_t)((double)(r.t.bytes * rounds) * (1 + LOSS_ALLOWANCE)) +
+                       KILLS_PER_PHASE * SENDER_KILL_ALLOWANCE;
+    report("sender killed", &r, rounds, up, payload, allowed);
+    assert_true(up <= allowed);
+    rig_stop(&r);
+}
+
+int main(void)
+{
+    const char *env = getenv("AFTP_RESUME_SEED");
+    seed = env != NULL ? (uint32_t)strtoul(env, NULL, 10) : (uint32_t)time(NULL);
+    seed = seed ? seed : 1;
+    printf("test_io_resume: seed %" PRIu32 " (AFTP_RESUME_SEED=%" PRIu32 " replays it)\n", seed,
+           seed);
+    fflush(stdout);
+    if (aftp_global_init(AFTP_INIT_GUARD_SOURCE) != AFTP_OK)
+        return 1;
+    sh = map_shared(sizeof *sh);
+    const struct CMUnitTest tests[] = {
+        IO_TEST_SCRATCH(test_receiver_killed_100_times),
+        IO_TEST_SCRATCH(test_sender_killed_100_times),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
