@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <xxhash.h>
 
 #include "aftp/aftp_global.h"
 #include "aftp_push.h"
@@ -65,6 +66,7 @@
 typedef struct shared {
     atomic_uint_fast64_t up_bytes;     /* relay: datagram bytes from the sender, before drops */
     atomic_uint_fast64_t payload_sent; /* sender: its payload counter at its last tick */
+    atomic_uint_fast64_t payload_first; /* the same, repairs left out */
     atomic_int in_session;             /* receiver: between a session's first event and its end */
     atomic_int last_error;             /* receiver: the last session's result */
     char last_failure[512];            /* receiver: the last failed session's message */
@@ -84,6 +86,7 @@ typedef struct tree {
     char src[600]; /* SRC argument: <parent>/top */
     tree_file files[MAX_TREE_FILES];
     unsigned count;
+    unsigned dirs; /* top/ included */
     uint64_t bytes;
 } tree;
 
@@ -135,16 +138,22 @@ static void add_file(tree *t, const char *path, uint64_t size, uint32_t fseed)
 
 /* top/ with nested and empty directories and files from 0 bytes to 3 MiB:
  * about 10 MiB in all, one second's worth at RATE_BPS. */
+static void make_tree_dir(tree *t)
+{
+    memset(t, 0, sizeof *t);
+    t->parent = io_test_mkdtemp(&t->parent_fd);
+    snprintf(t->src, sizeof t->src, "%s/top", t->parent);
+}
+
 static void make_tree(tree *t, uint32_t s)
 {
     const char *dirs[] = {"top", "top/a", "top/a/b", "top/a/b/c", "top/empty", "top/many",
                           "top/e2", "top/e2/nested_empty"};
     char name[64];
-    memset(t, 0, sizeof *t);
-    t->parent = io_test_mkdtemp(&t->parent_fd);
-    snprintf(t->src, sizeof t->src, "%s/top", t->parent);
+    make_tree_dir(t);
     for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++)
         assert_int_equal(mkdirat(t->parent_fd, dirs[i], 0755), 0);
+    t->dirs = sizeof dirs / sizeof dirs[0];
     add_file(t, "top/zero", 0, 1);
     add_file(t, "top/a/b/c/one", 1, 2);
     add_file(t, "top/a/big1", (UINT64_C(3) << 20) - 12345, 3);
@@ -158,6 +167,17 @@ static void make_tree(tree *t, uint32_t s)
         snprintf(name, sizeof name, "top/a/b/m%u", i);
         add_file(t, name, (256u << 10) + rnd(&s) % (512u << 10), 200 + i);
     }
+}
+
+/* top/x then top/y, 4 MiB each: an interruption early in the transfer
+ * leaves x partial. */
+static void make_pair_tree(tree *t)
+{
+    make_tree_dir(t);
+    assert_int_equal(mkdirat(t->parent_fd, "top", 0755), 0);
+    t->dirs = 1;
+    add_file(t, "top/x", UINT64_C(4) << 20, 11);
+    add_file(t, "top/y", UINT64_C(4) << 20, 12);
 }
 
 static void free_tree(tree *t)
@@ -297,6 +317,7 @@ static void on_push_tick(void *app, const aftp_stats *st, uint64_t now_ns)
     (void)app;
     (void)now_ns;
     atomic_store(&sh->payload_sent, st->payload_bytes_sent);
+    atomic_store(&sh->payload_first, st->payload_bytes_sent - st->payload_bytes_retransmitted);
 }
 
 static void push_child(const rig *r)
@@ -311,7 +332,7 @@ static void push_child(const rig *r)
                         .hooks = {.on_tick = on_push_tick}};
     aftp_push_result res;
     int rc = aftp_push_run(&o, &res);
-    atomic_store(&sh->payload_sent, res.io.stats.payload_bytes_sent);
+    on_push_tick(NULL, &res.io.stats, 0);
     if (rc != AFTP_OK)
         fprintf(stderr, "push failed: %s\n", res.io.message);
     _exit(rc == AFTP_OK ? 0 : 3);
@@ -329,6 +350,7 @@ static pid_t start_receiver(rig *r, int dst)
 static pid_t start_sender(rig *r)
 {
     atomic_store(&sh->payload_sent, 0);
+    atomic_store(&sh->payload_first, 0);
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0)
@@ -358,12 +380,15 @@ static int wait_ms(pid_t pid, unsigned ms)
     }
 }
 
-static void rig_start(rig *r, void **state, unsigned drop_per_mille)
+static void rig_start(rig *r, void **state, unsigned drop_per_mille, int pair)
 {
     memset(r, 0, sizeof *r);
     r->rng = seed;
     r->scratch = io_test_scratch_path(state);
-    make_tree(&r->t, seed);
+    if (pair)
+        make_pair_tree(&r->t);
+    else
+        make_tree(&r->t, seed);
     int a = udp_socket(0, &r->relay);
     struct sockaddr_in probe;
     int p = udp_socket(0, &probe); /* a port free now, for the receiver's every restart */
@@ -410,7 +435,7 @@ static void finish_round(rig *r, int dst)
     if (atomic_load(&sh->last_error) != AFTP_OK)
         fail_msg("the last session failed: %s", sh->last_failure);
     kill_and_reap(r->recv_pid);
-    assert_int_equal(io_test_expect_tree_copies(r->t.src, dst), 8 + r->t.count);
+    assert_int_equal(io_test_expect_tree_copies(r->t.src, dst), r->t.dirs + r->t.count);
 }
 
 enum victim { RECEIVER, SENDER };
@@ -476,7 +501,7 @@ static void test_receiver_killed_100_times(void **state)
 {
     rig r;
     uint64_t up, payload;
-    rig_start(&r, state, 10 + seed % 11);
+    rig_start(&r, state, 10 + seed % 11, 0);
     unsigned rounds = kill_rounds(&r, RECEIVER, KILLS_PER_PHASE, &up, &payload);
     uint64_t per_kill = (RATE_BPS / 8) * (AFTP_TREESTORE_SYNC_NS + 250000000) / 1000000000;
     uint64_t allowed = (uint64_t)((double)(r.t.bytes * rounds) * (1 + LOSS_ALLOWANCE)) +
@@ -492,13 +517,195 @@ static void test_sender_killed_100_times(void **state)
 {
     rig r;
     uint64_t up, payload;
-    rig_start(&r, state, 10 + seed % 11);
+    rig_start(&r, state, 10 + seed % 11, 0);
     unsigned rounds = kill_rounds(&r, SENDER, KILLS_PER_PHASE, &up, &payload);
     uint64_t allowed = (uint64_t)((double)(r.t.bytes * rounds) * (1 + LOSS_ALLOWANCE)) +
                        KILLS_PER_PHASE * SENDER_KILL_ALLOWANCE;
     report("sender killed", &r, rounds, up, payload, allowed);
     assert_true(up <= allowed);
     rig_stop(&r);
+}
+
+/* ---- one interruption, then a change, then the resume ---- */
+
+static void wait_session_end(void)
+{
+    for (unsigned t = 0; atomic_load(&sh->in_session) && t < 60000; t++)
+        usleep(1000);
+    assert_false(atomic_load(&sh->in_session));
+}
+
+/* The sender killed once 1 MiB has gone out (x partly there), the
+ * receiver's session ended at its idle timeout: x's state is on disk. */
+static void interrupt(rig *r, int dst)
+{
+    r->recv_pid = start_receiver(r, dst);
+    r->send_pid = start_sender(r);
+    for (unsigned t = 0; atomic_load(&sh->payload_sent) < (UINT64_C(1) << 20) && t < 60000; t++)
+        usleep(1000);
+    kill_and_reap(r->send_pid);
+    wait_session_end();
+    kill_and_reap(r->recv_pid);
+    assert_false(io_test_exists(dst, "top/x"));
+}
+
+/* The resume: the whole tree arrives; the payload it sent, repairs left
+ * out. */
+static uint64_t resume(rig *r, int dst)
+{
+    r->recv_pid = start_receiver(r, dst);
+    finish_round(r, dst);
+    return atomic_load(&sh->payload_first);
+}
+
+/* The one journal beneath dst (x's): its name into name. */
+static void journal_name(int dst, char *name, size_t cap)
+{
+    int pd = openat(dst, AFTP_JOURNAL_DIR, O_RDONLY | O_DIRECTORY);
+    assert_true(pd >= 0);
+    DIR *d = fdopendir(pd);
+    const struct dirent *de;
+    unsigned found = 0;
+    while ((de = readdir(d)) != NULL) {
+        size_t len = strlen(de->d_name);
+        if (len > 5 && strcmp(de->d_name + len - 5, ".jrnl") == 0) {
+            snprintf(name, cap, "%s/%s", AFTP_JOURNAL_DIR, de->d_name);
+            found++;
+        }
+    }
+    closedir(d);
+    assert_int_equal(found, 1);
+}
+
+enum change {
+    UNCHANGED,
+    NEW_MTIME,        /* same size, new content and mtime */
+    NEW_INODE,        /* same size and mtime, new content, a new inode (and ctime) */
+    JOURNAL_FLIPPED,  /* one byte of the journal flipped, at several places */
+    JOURNAL_CUT,      /* cut to half its length */
+    JOURNAL_EMPTY,
+    JOURNAL_GARBAGE,  /* as long as it was, random bytes */
+    JOURNAL_MOVED     /* x's journal under y's name, x without one */
+};
+
+/* Cuts name beneath dst to `len` / 2 bytes (0 stays 0). */
+static int truncateat_half(int dst, const char *name, off_t len)
+{
+    int fd = openat(dst, name, O_WRONLY);
+    int rc = fd >= 0 ? ftruncate(fd, len / 2) : -1;
+    if (fd >= 0)
+        close(fd);
+    return rc;
+}
+
+static void flip_byte(int dst, const char *name, off_t at)
+{
+    int fd = openat(dst, name, O_RDWR);
+    uint8_t b;
+    assert_int_equal(pread(fd, &b, 1, at), 1);
+    b ^= 0x5a;
+    assert_int_equal(pwrite(fd, &b, 1, at), 1);
+    close(fd);
+}
+
+/* The state name of "top/y", as aftp_journal names it. */
+static void state_name_of_y(char *name, size_t cap)
+{
+    XXH128_hash_t h = XXH3_128bits("top/y", 5);
+    snprintf(name, cap, "%s/%016" PRIx64 "%016" PRIx64 ".jrnl", AFTP_JOURNAL_DIR,
+             (uint64_t)h.high64, (uint64_t)h.low64);
+}
+
+static void apply_change(rig *r, int dst, enum change c, unsigned variant)
+{
+    char jrnl[128], other[128];
+    struct stat sb;
+    journal_name(dst, jrnl, sizeof jrnl);
+    assert_int_equal(fstatat(dst, jrnl, &sb, 0), 0);
+    int fd;
+    switch (c) {
+    case UNCHANGED: break;
+    case NEW_MTIME: write_file(r->t.parent_fd, "top/x", UINT64_C(4) << 20, 21, 0640, 1700000000);
+        break;
+    case NEW_INODE:
+        assert_int_equal(fstatat(r->t.parent_fd, "top/x", &sb, 0), 0);
+        write_file(r->t.parent_fd, "top/x.new", UINT64_C(4) << 20, 22, sb.st_mode & 07777,
+                   sb.st_mtim.tv_sec);
+        assert_int_equal(renameat(r->t.parent_fd, "top/x.new", r->t.parent_fd, "top/x"), 0);
+        break;
+    case JOURNAL_FLIPPED: /* magic, size, block count, a range, the checksum */
+        flip_byte(dst, jrnl, (off_t[]){0, 17, 50, sb.st_size - 12, sb.st_size - 1}[variant]);
+        break;
+    case JOURNAL_CUT: assert_int_equal(truncateat_half(dst, jrnl, sb.st_size), 0); break;
+    case JOURNAL_EMPTY: assert_int_equal(truncateat_half(dst, jrnl, 0), 0); break;
+    case JOURNAL_GARBAGE: {
+        uint8_t junk[4096];
+        assert_true((size_t)sb.st_size <= sizeof junk);
+        io_test_pattern(junk, (size_t)sb.st_size, seed);
+        fd = openat(dst, jrnl, O_WRONLY);
+        assert_int_equal(pwrite(fd, junk, (size_t)sb.st_size, 0), sb.st_size);
+        close(fd);
+        break;
+    }
+    case JOURNAL_MOVED:
+        state_name_of_y(other, sizeof other);
+        assert_int_equal(renameat(dst, jrnl, dst, other), 0);
+        break;
+    }
+}
+
+/* An interruption, the change, the resume: the tree ends as its sources
+ * are now; x was sent in full after a change, only its rest otherwise. */
+static void interrupt_change_resume(void **state, enum change c, unsigned variant)
+{
+    static unsigned runs;
+    rig r;
+    rig_start(&r, state, 10, 1);
+    int dst = fresh_dst(&r, runs++);
+    interrupt(&r, dst);
+    apply_change(&r, dst, c, variant);
+    uint64_t sent = resume(&r, dst);
+    print_message("change %d.%u: the resume sent %" PRIu64 " payload bytes (repairs left out) "
+                  "for a tree of %" PRIu64 "\n", (int)c, variant, sent, r.t.bytes);
+    if (c == UNCHANGED)
+        assert_true(sent < r.t.bytes); /* x resumed: the other cases had state to drop */
+    else
+        assert_int_equal(sent, r.t.bytes);
+    close(dst);
+    rig_stop(&r);
+}
+
+static void test_unchanged_source_resumes(void **state)
+{
+    interrupt_change_resume(state, UNCHANGED, 0);
+}
+
+static void test_source_new_mtime_sent_in_full(void **state)
+{
+    interrupt_change_resume(state, NEW_MTIME, 0);
+}
+
+static void test_source_new_inode_same_mtime_sent_in_full(void **state)
+{
+    interrupt_change_resume(state, NEW_INODE, 0);
+}
+
+static void test_journal_flipped_discarded(void **state)
+{
+    for (unsigned v = 0; v < 5; v++)
+        interrupt_change_resume(state, JOURNAL_FLIPPED, v);
+}
+
+static void test_journal_cut_empty_garbage_discarded(void **state)
+{
+    interrupt_change_resume(state, JOURNAL_CUT, 0);
+    interrupt_change_resume(state, JOURNAL_EMPTY, 0);
+    interrupt_change_resume(state, JOURNAL_GARBAGE, 0);
+}
+
+static void test_journal_of_another_path_discarded(void **state)
+{
+    interrupt_change_resume(state, JOURNAL_MOVED, 0);
 }
 
 int main(void)
@@ -512,9 +719,17 @@ int main(void)
     if (aftp_global_init(AFTP_INIT_GUARD_SOURCE) != AFTP_OK)
         return 1;
     sh = map_shared(sizeof *sh);
+    if (getenv("AFTP_RESUME_ONLY") != NULL) /* a pattern of test names, while debugging */
+        cmocka_set_test_filter(getenv("AFTP_RESUME_ONLY"));
     const struct CMUnitTest tests[] = {
         IO_TEST_SCRATCH(test_receiver_killed_100_times),
         IO_TEST_SCRATCH(test_sender_killed_100_times),
+        IO_TEST_SCRATCH(test_unchanged_source_resumes),
+        IO_TEST_SCRATCH(test_source_new_mtime_sent_in_full),
+        IO_TEST_SCRATCH(test_source_new_inode_same_mtime_sent_in_full),
+        IO_TEST_SCRATCH(test_journal_flipped_discarded),
+        IO_TEST_SCRATCH(test_journal_cut_empty_garbage_discarded),
+        IO_TEST_SCRATCH(test_journal_of_another_path_discarded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
