@@ -259,20 +259,28 @@ static int check_existing(aftp_treestore *ts, const aftp_entry_info *info, int *
     return rc;
 }
 
+/* The bytes free beneath the root for us (root: all of them); 0 when the
+ * file system does not count blocks. */
+static int free_space(const aftp_treestore *ts, uint64_t *bytes)
+{
+    struct statvfs vfs;
+    if (fstatvfs(ts->root, &vfs) != 0 || vfs.f_blocks == 0)
+        return 0;
+    uint64_t unit = vfs.f_frsize ? vfs.f_frsize : vfs.f_bsize;
+    *bytes = (geteuid() == 0 ? vfs.f_bfree : vfs.f_bavail) * unit;
+    return unit != 0;
+}
+
 /* Free space for the whole file, checked at the offer so that a full disk
  * refuses the entry before any data flows. */
 static int check_space(aftp_treestore *ts, uint64_t size)
 {
-    struct statvfs vfs;
-    if (fstatvfs(ts->root, &vfs) != 0 || vfs.f_blocks == 0)
-        return AFTP_OK; /* no block counts: writes will tell */
-    uint64_t unit = vfs.f_frsize ? vfs.f_frsize : vfs.f_bsize;
-    uint64_t free_blocks = geteuid() == 0 ? vfs.f_bfree : vfs.f_bavail;
-    if (unit == 0 || free_blocks >= size / unit + 1)
-        return AFTP_OK;
+    uint64_t free_bytes;
+    if (!free_space(ts, &free_bytes) || free_bytes > size)
+        return AFTP_OK; /* or no block counts: writes will tell */
     char detail[96];
     snprintf(detail, sizeof detail, "%" PRIu64 " bytes needed, %" PRIu64 " free", size,
-             free_blocks * unit);
+             free_bytes);
     return fail(ts, AFTP_ERR_NO_SPACE, "not enough space to receive", detail);
 }
 
@@ -434,12 +442,16 @@ static int sync_file(aftp_treestore *ts, aftp_treestore_file *f)
 /* Names the file a write failed for, with the figures a full disk needs. */
 static int write_failed(aftp_treestore *ts, aftp_treestore_file *f, int rc)
 {
-    char detail[160];
+    char detail[224];
+    uint64_t free_bytes = 0;
     if (aftp_path_report_start(&ts->report, f->j.path) != AFTP_OK)
         return rc;
     if (rc == AFTP_ERR_NO_SPACE) {
-        snprintf(detail, sizeof detail, "%" PRIu64 " bytes needed, %" PRIu64 " held: %s",
-                 f->size, f->stored, strerror(ENOSPC));
+        (void)free_space(ts, &free_bytes);
+        /* What arrived stays as resume state (for a sender that resumes). */
+        snprintf(detail, sizeof detail, "%" PRIu64 " bytes needed, %" PRIu64 " held, %" PRIu64
+                 " free on the receiver's disk: %s; free space there and send again to resume",
+                 f->size, f->stored, free_bytes, strerror(ENOSPC));
         return fail(ts, rc, "not enough space to receive", detail);
     }
     return fail(ts, rc, "cannot write", f->j.why[0] ? f->j.why : aftp_strerror(rc));
