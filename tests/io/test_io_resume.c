@@ -33,6 +33,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -78,6 +79,9 @@ typedef struct shared {
 
 static shared *sh;
 static uint32_t seed;
+/* Children alive: a failed assertion leaves the test, and the teardown
+ * ends them. */
+static pid_t children[4];
 
 typedef struct tree_file {
     char path[64]; /* beneath the tree's parent: "top/..." */
@@ -286,6 +290,46 @@ static void relay_loop(int a, uint16_t recv_port, uint32_t s, unsigned drop_per_
     }
 }
 
+static void forget_child(pid_t pid)
+{
+    for (size_t i = 0; i < sizeof children / sizeof children[0]; i++)
+        children[i] = children[i] == pid ? 0 : children[i];
+}
+
+/* fork, the child noted (and killed with this process) */
+static pid_t fork_child(void)
+{
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof children / sizeof children[0]; i++)
+        if (children[i] == 0) {
+            children[i] = pid;
+            return pid;
+        }
+    fail_msg("more than %zu children", sizeof children / sizeof children[0]);
+    return -1;
+}
+
+static void kill_and_reap(pid_t pid)
+{
+    int status;
+    kill(pid, SIGKILL);
+    forget_child(pid);
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+}
+
+static int teardown(void **state)
+{
+    for (size_t i = 0; i < sizeof children / sizeof children[0]; i++)
+        if (children[i] != 0)
+            kill_and_reap(children[i]);
+    return io_test_scratch_teardown(state);
+}
+
 static void on_session_end(void *app, const aftp_io_result *res, const struct sockaddr *peer)
 {
     (void)app;
@@ -355,8 +399,7 @@ static void push_child(const rig *r)
 
 static pid_t start_receiver(rig *r, int dst)
 {
-    pid_t pid = fork();
-    assert_true(pid >= 0);
+    pid_t pid = fork_child();
     if (pid == 0)
         serve_child(dst, r->recv_port);
     return pid;
@@ -368,18 +411,10 @@ static pid_t start_sender(rig *r)
     atomic_store(&sh->payload_first, 0);
     atomic_store(&sh->held_bytes, 0);
     atomic_store(&sh->entries_failed, 0);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
+    pid_t pid = fork_child();
     if (pid == 0)
         push_child(r);
     return pid;
-}
-
-static void kill_and_reap(pid_t pid)
-{
-    int status;
-    kill(pid, SIGKILL);
-    assert_int_equal(waitpid(pid, &status, 0), pid);
 }
 
 /* The exit status of a child that ended by itself, or -1 when it is
@@ -389,6 +424,8 @@ static int wait_ms(pid_t pid, unsigned ms)
     for (unsigned t = 0;; t++) {
         int status;
         pid_t got = waitpid(pid, &status, WNOHANG);
+        if (got == pid)
+            forget_child(pid);
         if (got == pid)
             return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
         if (t >= ms)
@@ -413,8 +450,7 @@ static void rig_start(rig *r, void **state, unsigned drop_per_mille, int pair)
     r->recv_port = ntohs(probe.sin_port);
     close(p);
     memset(sh, 0, sizeof *sh);
-    r->relay_pid = fork();
-    assert_true(r->relay_pid >= 0);
+    r->relay_pid = fork_child();
     if (r->relay_pid == 0)
         relay_loop(a, r->recv_port, seed * 2654435761u + 1, drop_per_mille);
     close(a);
@@ -442,7 +478,7 @@ static void finish_round(rig *r, int dst)
 {
     r->send_pid = start_sender(r);
     int rc = wait_ms(r->send_pid, 60000);
-    if (rc != 0)
+    if (rc == -1)
         kill_and_reap(r->send_pid);
     assert_int_equal(rc, 0);
     /* Sessions are served one at a time: the sender's ran to its end,
@@ -797,6 +833,8 @@ static void test_disk_full_mid_tree_then_freed(void **state)
     rig_stop(&r);
 }
 
+#define RESUME_TEST(test) cmocka_unit_test_setup_teardown(test, io_test_scratch_setup, teardown)
+
 int main(void)
 {
     const char *env = getenv("AFTP_RESUME_SEED");
@@ -811,16 +849,16 @@ int main(void)
     if (getenv("AFTP_RESUME_ONLY") != NULL) /* a pattern of test names, while debugging */
         cmocka_set_test_filter(getenv("AFTP_RESUME_ONLY"));
     const struct CMUnitTest tests[] = {
-        IO_TEST_SCRATCH(test_receiver_killed_100_times),
-        IO_TEST_SCRATCH(test_sender_killed_100_times),
-        IO_TEST_SCRATCH(test_unchanged_source_resumes),
-        IO_TEST_SCRATCH(test_source_new_mtime_sent_in_full),
-        IO_TEST_SCRATCH(test_source_new_inode_same_mtime_sent_in_full),
-        IO_TEST_SCRATCH(test_journal_flipped_discarded),
-        IO_TEST_SCRATCH(test_journal_cut_empty_garbage_discarded),
-        IO_TEST_SCRATCH(test_journal_of_another_path_discarded),
+        RESUME_TEST(test_receiver_killed_100_times),
+        RESUME_TEST(test_sender_killed_100_times),
+        RESUME_TEST(test_unchanged_source_resumes),
+        RESUME_TEST(test_source_new_mtime_sent_in_full),
+        RESUME_TEST(test_source_new_inode_same_mtime_sent_in_full),
+        RESUME_TEST(test_journal_flipped_discarded),
+        RESUME_TEST(test_journal_cut_empty_garbage_discarded),
+        RESUME_TEST(test_journal_of_another_path_discarded),
         /* last: it leaves this process in a mount namespace of its own */
-        IO_TEST_SCRATCH(test_disk_full_mid_tree_then_freed),
+        RESUME_TEST(test_disk_full_mid_tree_then_freed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
