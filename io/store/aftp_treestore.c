@@ -449,9 +449,9 @@ static int write_failed(aftp_treestore *ts, aftp_treestore_file *f, int rc)
     if (rc == AFTP_ERR_NO_SPACE) {
         (void)free_space(ts, &free_bytes);
         /* What arrived stays as resume state (for a sender that resumes). */
-        snprintf(detail, sizeof detail, "%" PRIu64 " bytes needed, %" PRIu64 " held, %" PRIu64
-                 " free on the receiver's disk: %s; free space there and send again to resume",
-                 f->size, f->stored, free_bytes, strerror(ENOSPC));
+        snprintf(detail, sizeof detail, "%" PRIu64 " bytes needed, %" PRIu64 " held: %s (%" PRIu64
+                 " free on the receiver's disk); free space there and send again to resume",
+                 f->size, f->stored, strerror(ENOSPC), free_bytes);
         return fail(ts, rc, "not enough space to receive", detail);
     }
     return fail(ts, rc, "cannot write", f->j.why[0] ? f->j.why : aftp_strerror(rc));

@@ -98,8 +98,9 @@ int aftp_treestore_init(aftp_treestore *ts, int root, const aftp_place_options *
 /* Applies the metadata of directories placed (their files committed or
  * discarded first). AFTP_OK or the first failure. */
 int aftp_treestore_finish(aftp_treestore *ts);
-/* Releases everything; files still open keep only what their journals
- * last recorded, as after a kill. */
+/* Releases everything. Files still open whose sender can resume are
+ * synced first (their state keeps every block that arrived: the session
+ * ended with its sender gone, or stopped); the others' state is removed. */
 void aftp_treestore_fini(aftp_treestore *ts);
 
 int aftp_treestore_entry(aftp_treestore *ts, const aftp_entry_info *info,

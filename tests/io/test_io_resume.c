@@ -69,6 +69,7 @@ typedef struct shared {
     atomic_uint_fast64_t up_bytes;     /* relay: datagram bytes from the sender, before drops */
     atomic_uint_fast64_t payload_sent; /* sender: its payload counter at its last tick */
     atomic_uint_fast64_t payload_first; /* the same, repairs left out */
+    atomic_uint recv_port;             /* receiver: the port it listens on (0: not yet) */
     atomic_int in_session;             /* receiver: between a session's first event and its end */
     atomic_int last_error;             /* receiver: the last session's result */
     char last_failure[512];            /* receiver: the last failed session's message */
@@ -102,7 +103,6 @@ typedef struct rig {
     tree t;
     const char *scratch;
     struct sockaddr_in relay; /* where senders send */
-    uint16_t recv_port;
     pid_t relay_pid, recv_pid, send_pid;
     uint32_t rng;
 } rig;
@@ -120,17 +120,7 @@ static uint32_t rnd(uint32_t *s)
 static void write_file(int dirfd, const char *name, uint64_t size, uint32_t fseed, mode_t mode,
                        int64_t mtime_s)
 {
-    uint8_t *buf = malloc(size ? size : 1);
-    assert_non_null(buf);
-    io_test_pattern(buf, size, fseed);
-    int fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    assert_true(fd >= 0);
-    assert_int_equal(write(fd, buf, size), (ssize_t)size);
-    assert_int_equal(fchmod(fd, mode), 0);
-    struct timespec t[2] = {{mtime_s, 5}, {mtime_s, 5}};
-    assert_int_equal(futimens(fd, t), 0);
-    close(fd);
-    free(buf);
+    io_test_write_file(dirfd, name, size, fseed, mode, mtime_s * 1000000000 + 5);
 }
 
 static void add_file(tree *t, const char *path, uint64_t size, uint32_t fseed)
@@ -256,14 +246,13 @@ static int udp_socket(uint16_t port, struct sockaddr_in *bound)
 }
 
 /* The lossy path: datagrams from senders to A go on to the receiver's
- * port from an upstream socket of that sender's own (a restarted sender
- * is a new client), the answers back; each dropped with probability
- * drop_per_mille. Runs until killed. */
-static void relay_loop(int a, uint16_t recv_port, uint32_t s, unsigned drop_per_mille)
+ * port (sh->recv_port, the latest receiver's) from an upstream socket of
+ * that sender's own (a restarted sender is a new client), the answers
+ * back; each dropped with probability drop_per_mille. Runs until killed. */
+static void relay_loop(int a, uint32_t s, unsigned drop_per_mille)
 {
     static uint8_t buf[65536];
-    struct sockaddr_in client = {0}, from;
-    struct sockaddr_in to = io_test_loopback(recv_port);
+    struct sockaddr_in client = {0}, from, to;
     int up = -1;
     for (;;) {
         struct pollfd p[2] = {{a, POLLIN, 0}, {up, POLLIN, 0}};
@@ -281,6 +270,7 @@ static void relay_loop(int a, uint16_t recv_port, uint32_t s, unsigned drop_per_
                 client = from;
             }
             atomic_fetch_add(&sh->up_bytes, (uint64_t)n);
+            to = io_test_loopback((uint16_t)atomic_load(&sh->recv_port));
             if (rnd(&s) % 1000 >= drop_per_mille)
                 (void)sendto(up, buf, (size_t)n, 0, (struct sockaddr *)&to, sizeof to);
         }
@@ -347,14 +337,22 @@ static void on_session_event(void *app, const aftp_event *ev, const aftp_stats *
     atomic_store(&sh->in_session, 1);
 }
 
-static void serve_child(int dirfd, uint16_t port)
+static void on_listening(void *app, const struct sockaddr *local)
 {
-    struct sockaddr_in at = io_test_loopback(port);
+    (void)app;
+    atomic_store(&sh->recv_port, ntohs(((const struct sockaddr_in *)local)->sin_port));
+}
+
+/* Listens on a port of the kernel's choice: a fixed one could be taken by
+ * another test between restarts. */
+static void serve_child(int dirfd)
+{
+    struct sockaddr_in at = io_test_loopback(0);
     aftp_serve_opts o = {.listen = (struct sockaddr *)&at, .listen_len = sizeof at,
                          .dirfd = dirfd, .pipeline_window = WINDOW,
                          .idle_timeout_ns = RECV_IDLE_NS,
                          .security = {.cipher = AFTP_CIPHER_NONE},
-                         .on_session_end = on_session_end,
+                         .on_session_end = on_session_end, .on_listening = on_listening,
                          .on_session_event = on_session_event};
     aftp_io_result res;
     _exit(aftp_serve_run(&o, &res) == AFTP_OK ? 0 : 3);
@@ -397,26 +395,6 @@ static void push_child(const rig *r)
     _exit(rc == AFTP_OK ? 0 : 3);
 }
 
-static pid_t start_receiver(rig *r, int dst)
-{
-    pid_t pid = fork_child();
-    if (pid == 0)
-        serve_child(dst, r->recv_port);
-    return pid;
-}
-
-static pid_t start_sender(rig *r)
-{
-    atomic_store(&sh->payload_sent, 0);
-    atomic_store(&sh->payload_first, 0);
-    atomic_store(&sh->held_bytes, 0);
-    atomic_store(&sh->entries_failed, 0);
-    pid_t pid = fork_child();
-    if (pid == 0)
-        push_child(r);
-    return pid;
-}
-
 /* The exit status of a child that ended by itself, or -1 when it is
  * still running after ms milliseconds. */
 static int wait_ms(pid_t pid, unsigned ms)
@@ -434,6 +412,31 @@ static int wait_ms(pid_t pid, unsigned ms)
     }
 }
 
+/* Once it listens: senders started then reach it. */
+static pid_t start_receiver(int dst)
+{
+    atomic_store(&sh->recv_port, 0);
+    pid_t pid = fork_child();
+    if (pid == 0)
+        serve_child(dst);
+    while (atomic_load(&sh->recv_port) == 0)
+        assert_int_equal(wait_ms(pid, 1), -1);
+    return pid;
+}
+
+static pid_t start_sender(rig *r)
+{
+    atomic_store(&sh->payload_sent, 0);
+    atomic_store(&sh->payload_first, 0);
+    atomic_store(&sh->held_bytes, 0);
+    atomic_store(&sh->entries_failed, 0);
+    pid_t pid = fork_child();
+    if (pid == 0)
+        push_child(r);
+    return pid;
+}
+
+
 static void rig_start(rig *r, void **state, unsigned drop_per_mille, int pair)
 {
     memset(r, 0, sizeof *r);
@@ -444,15 +447,11 @@ static void rig_start(rig *r, void **state, unsigned drop_per_mille, int pair)
     else
         make_tree(&r->t, seed);
     int a = udp_socket(0, &r->relay);
-    struct sockaddr_in probe;
-    int p = udp_socket(0, &probe); /* a port free now, for the receiver's every restart */
-    assert_true(a >= 0 && p >= 0);
-    r->recv_port = ntohs(probe.sin_port);
-    close(p);
+    assert_true(a >= 0);
     memset(sh, 0, sizeof *sh);
     r->relay_pid = fork_child();
     if (r->relay_pid == 0)
-        relay_loop(a, r->recv_port, seed * 2654435761u + 1, drop_per_mille);
+        relay_loop(a, seed * 2654435761u + 1, drop_per_mille);
     close(a);
 }
 
@@ -507,10 +506,10 @@ static unsigned kill_rounds(rig *r, enum victim v, unsigned kills, uint64_t *up,
     while (done < kills) {
         int dst = fresh_dst(r, v * 1000 + rounds++);
         if (v == SENDER)
-            r->recv_pid = start_receiver(r, dst);
+            r->recv_pid = start_receiver(dst);
         for (unsigned k = 0; k < KILLS_PER_ROUND && done < kills; k++) {
             if (v == RECEIVER)
-                r->recv_pid = start_receiver(r, dst);
+                r->recv_pid = start_receiver(dst);
             r->send_pid = start_sender(r);
             int rc = wait_ms(r->send_pid, 1 + rnd(&r->rng) % MAX_KILL_DELAY_MS);
             if (rc == -1) {
@@ -527,7 +526,7 @@ static unsigned kill_rounds(rig *r, enum victim v, unsigned kills, uint64_t *up,
                 break; /* it completed before its kill came */
         }
         if (v == RECEIVER)
-            r->recv_pid = start_receiver(r, dst);
+            r->recv_pid = start_receiver(dst);
         finish_round(r, dst);
         *payload += atomic_load(&sh->payload_sent);
         close(dst);
@@ -592,7 +591,7 @@ static void wait_session_end(void)
  * receiver's session ended at its idle timeout: x's state is on disk. */
 static void interrupt(rig *r, int dst)
 {
-    r->recv_pid = start_receiver(r, dst);
+    r->recv_pid = start_receiver(dst);
     r->send_pid = start_sender(r);
     for (unsigned t = 0; atomic_load(&sh->payload_sent) < (UINT64_C(1) << 20) && t < 60000; t++)
         usleep(1000);
@@ -606,7 +605,7 @@ static void interrupt(rig *r, int dst)
  * out. */
 static uint64_t resume(rig *r, int dst)
 {
-    r->recv_pid = start_receiver(r, dst);
+    r->recv_pid = start_receiver(dst);
     finish_round(r, dst);
     return atomic_load(&sh->payload_first);
 }
@@ -803,7 +802,7 @@ static void test_disk_full_mid_tree_then_freed(void **state)
     free_tree(&r.t);
     make_disk_tree(&r.t);
     int dst = open(dir, O_RDONLY | O_DIRECTORY);
-    r.recv_pid = start_receiver(&r, dst);
+    r.recv_pid = start_receiver(dst);
     r.send_pid = start_sender(&r);
     int rc = wait_ms(r.send_pid, 60000);
     wait_session_end();
