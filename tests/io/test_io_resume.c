@@ -51,8 +51,9 @@
 
 #define WINDOW 256u
 #define RATE_BPS UINT64_C(80000000)           /* 10 MB/s: a tree takes about a second */
-#define RECV_IDLE_NS UINT64_C(300000000)      /* a killed sender's session lingers this long */
-#define SEND_IDLE_NS UINT64_C(5000000000)
+#define RECV_IDLE_NS UINT64_C(700000000)      /* a killed sender's session lingers this long: well
+                                               * beyond a slow (sanitized) sender's pauses */
+#define SEND_IDLE_NS UINT64_C(20000000000)
 #define KILLS_PER_PHASE 100u
 #define KILLS_PER_ROUND 10u                   /* then a fresh destination */
 #define MAX_KILL_DELAY_MS 300u
