@@ -392,6 +392,8 @@ static void poll_listener_while_busy(void *ctx, uint64_t now_ns)
     if (now_ns < st->next_poll_ns)
         return;
     st->next_poll_ns = now_ns + SERVE_BUSY_POLL_NS;
+    if (pipelined(st->o)) /* the time bound on unsynced blocks (aftp_treestore.h) */
+        (void)aftp_treestore_tick(&st->ctx->storage.tree_dst, now_ns);
     pump_listener(st);
 }
 

@@ -25,6 +25,7 @@ struct aftp_treestore_file {
     int64_t mtime_ns;
     uint64_t stored;   /* bytes held: resumed, then written */
     uint64_t unsynced; /* bytes written since the journal's last sync */
+    uint64_t unsynced_seen_ns; /* the first tick that saw them, 0: none yet */
     int deferred;      /* verified, awaiting commit_group */
     int resumable;     /* its sender can resume (flag RESUME): an unfinished
                         * file keeps its state for that, else it is removed */
@@ -258,20 +259,28 @@ static int check_existing(aftp_treestore *ts, const aftp_entry_info *info, int *
     return rc;
 }
 
+/* The bytes free beneath the root for us (root: all of them); 0 when the
+ * file system does not count blocks. */
+static int free_space(const aftp_treestore *ts, uint64_t *bytes)
+{
+    struct statvfs vfs;
+    if (fstatvfs(ts->root, &vfs) != 0 || vfs.f_blocks == 0)
+        return 0;
+    uint64_t unit = vfs.f_frsize ? vfs.f_frsize : vfs.f_bsize;
+    *bytes = (geteuid() == 0 ? vfs.f_bfree : vfs.f_bavail) * unit;
+    return unit != 0;
+}
+
 /* Free space for the whole file, checked at the offer so that a full disk
  * refuses the entry before any data flows. */
 static int check_space(aftp_treestore *ts, uint64_t size)
 {
-    struct statvfs vfs;
-    if (fstatvfs(ts->root, &vfs) != 0 || vfs.f_blocks == 0)
-        return AFTP_OK; /* no block counts: writes will tell */
-    uint64_t unit = vfs.f_frsize ? vfs.f_frsize : vfs.f_bsize;
-    uint64_t free_blocks = geteuid() == 0 ? vfs.f_bfree : vfs.f_bavail;
-    if (unit == 0 || free_blocks >= size / unit + 1)
-        return AFTP_OK;
+    uint64_t free_bytes;
+    if (!free_space(ts, &free_bytes) || free_bytes > size)
+        return AFTP_OK; /* or no block counts: writes will tell */
     char detail[96];
     snprintf(detail, sizeof detail, "%" PRIu64 " bytes needed, %" PRIu64 " free", size,
-             free_blocks * unit);
+             free_bytes);
     return fail(ts, AFTP_ERR_NO_SPACE, "not enough space to receive", detail);
 }
 
@@ -470,20 +479,26 @@ static int note_blocks(aftp_treestore_file *f, uint64_t off, size_t len)
 static int sync_file(aftp_treestore *ts, aftp_treestore_file *f)
 {
     int rc = ensure_open(ts, f);
-    if (rc == AFTP_OK && (rc = aftp_journal_sync(&f->j)) == AFTP_OK)
+    if (rc == AFTP_OK && (rc = aftp_journal_sync(&f->j)) == AFTP_OK) {
         f->unsynced = 0;
+        f->unsynced_seen_ns = 0;
+    }
     return rc;
 }
 
 /* Names the file a write failed for, with the figures a full disk needs. */
 static int write_failed(aftp_treestore *ts, aftp_treestore_file *f, int rc)
 {
-    char detail[160];
+    char detail[224];
+    uint64_t free_bytes = 0;
     if (aftp_path_report_start(&ts->report, f->j.path) != AFTP_OK)
         return rc;
     if (rc == AFTP_ERR_NO_SPACE) {
-        snprintf(detail, sizeof detail, "%" PRIu64 " bytes needed, %" PRIu64 " held: %s",
-                 f->size, f->stored, strerror(ENOSPC));
+        (void)free_space(ts, &free_bytes);
+        /* What arrived stays as resume state (for a sender that resumes). */
+        snprintf(detail, sizeof detail, "%" PRIu64 " bytes needed, %" PRIu64 " held: %s (%" PRIu64
+                 " free on the receiver's disk); free space there and send again to resume",
+                 f->size, f->stored, strerror(ENOSPC), free_bytes);
         return fail(ts, rc, "not enough space to receive", detail);
     }
     return fail(ts, rc, "cannot write", f->j.why[0] ? f->j.why : aftp_strerror(rc));
@@ -594,6 +609,23 @@ int aftp_treestore_sync(aftp_treestore *ts)
     return first;
 }
 
+int aftp_treestore_tick(aftp_treestore *ts, uint64_t now_ns)
+{
+    int first = AFTP_OK;
+    for (size_t i = 0; i < ts->count; i++) {
+        aftp_treestore_file *f = ts->files[i];
+        int rc = AFTP_OK;
+        if (f->unsynced == 0 || f->deferred)
+            continue;
+        if (f->unsynced_seen_ns == 0)
+            f->unsynced_seen_ns = now_ns ? now_ns : 1;
+        else if (now_ns - f->unsynced_seen_ns >= AFTP_TREESTORE_SYNC_NS)
+            rc = sync_file(ts, f);
+        first = first == AFTP_OK ? rc : first;
+    }
+    return first;
+}
+
 int aftp_treestore_commit_group(aftp_treestore *ts, const uint32_t *ids, size_t count,
                                 int *results)
 {
@@ -615,6 +647,11 @@ void aftp_treestore_fini(aftp_treestore *ts)
 {
     while (ts->count > 0) {
         aftp_treestore_file *f = ts->files[ts->count - 1];
+        /* A session that ends with files unfinished (its sender vanished,
+         * the idle timeout): what arrived is made durable for the resume,
+         * a verified file awaiting its commit included. */
+        if (f->resumable && f->unsynced > 0)
+            (void)sync_file(ts, f); /* a failure keeps the last journal: still correct */
         end_file(ts, f, f->resumable ? KEEP_STATE : DISCARD_STATE);
     }
     aftp_place_finish(&ts->place);

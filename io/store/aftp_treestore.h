@@ -41,10 +41,21 @@
  * that is partly hole allocates no page of the hole; a block counts as
  * written only when the write covers all of it. Durability: a file's
  * journal is synced (data flushed, then journal saved) at each group
- * commit and whenever AFTP_TREESTORE_SYNC_BYTES have been written to it
- * since its last sync, and when it is closed unfinished; so a kill makes
- * the sender send again at most AFTP_TREESTORE_SYNC_BYTES of each open
- * file (less when a group commit came since). A file closed DISCARD after all its
+ * commit; whenever AFTP_TREESTORE_SYNC_BYTES have been written to it since
+ * its last sync; at the first aftp_treestore_tick that comes
+ * AFTP_TREESTORE_SYNC_NS or more after a tick first saw it holding unsynced
+ * bytes; when it is closed unfinished; and when the store is released
+ * (aftp_treestore_fini: a session that ended with its sender gone). The
+ * serve driver ticks every few milliseconds, so no written block stays
+ * unsynced much longer than AFTP_TREESTORE_SYNC_NS. Bound: a kill -9 of
+ * the receiver makes the sender send again at most, for each open file,
+ * the lesser of AFTP_TREESTORE_SYNC_BYTES and what arrived for it in the
+ * last AFTP_TREESTORE_SYNC_NS plus one tick; all files together at most
+ * what arrived in that time (the link's rate x ~1 s), plus what was in
+ * flight. A kill -9 of the sender loses nothing the receiver got (the
+ * session ends at its idle timeout and syncs every file). The cost: one
+ * fdatasync and one small journal write per open file per second at
+ * most, beyond the group commits. A file closed DISCARD after all its
  * bytes arrived failed its verification: its state is removed, never
  * resumed; one closed earlier keeps its state for a later session.
  *
@@ -74,7 +85,8 @@
 #include "aftp_place.h"
 
 #define AFTP_TREESTORE_MAX_OPEN 64u                      /* partial files with a descriptor */
-#define AFTP_TREESTORE_SYNC_BYTES (UINT64_C(64) << 20)   /* written between journal syncs */
+#define AFTP_TREESTORE_SYNC_BYTES (UINT64_C(16) << 20)   /* written between journal syncs */
+#define AFTP_TREESTORE_SYNC_NS UINT64_C(1000000000)     /* unsynced age that a tick syncs */
 
 typedef struct aftp_treestore_file aftp_treestore_file;
 
@@ -97,8 +109,9 @@ int aftp_treestore_init(aftp_treestore *ts, int root, const aftp_place_options *
 /* Applies the metadata of directories placed (their files committed or
  * discarded first). AFTP_OK or the first failure. */
 int aftp_treestore_finish(aftp_treestore *ts);
-/* Releases everything; files still open keep only what their journals
- * last recorded, as after a kill. */
+/* Releases everything. Files still open whose sender can resume are
+ * synced first (their state keeps every block that arrived: the session
+ * ended with its sender gone, or stopped); the others' state is removed. */
 void aftp_treestore_fini(aftp_treestore *ts);
 
 int aftp_treestore_entry(aftp_treestore *ts, const aftp_entry_info *info,
@@ -113,6 +126,13 @@ int aftp_treestore_commit_group(aftp_treestore *ts, const uint32_t *ids, size_t 
 /* Syncs the journal of every open file with blocks written since its last
  * sync (the group commit does it too). AFTP_OK or the first error. */
 int aftp_treestore_sync(aftp_treestore *ts);
+/* The time bound on durability, called every few milliseconds by the
+ * serve driver with a monotonic clock: syncs each file whose unsynced
+ * blocks a tick first saw AFTP_TREESTORE_SYNC_NS or more ago. Without it
+ * a large file between group commits would keep up to
+ * AFTP_TREESTORE_SYNC_BYTES unsynced for as long as it took to arrive.
+ * AFTP_OK or the first error. */
+int aftp_treestore_tick(aftp_treestore *ts, uint64_t now_ns);
 /* The server's periodic cleanup of resume state untouched for
  * ts->sweep.max_age_s (AFTP_JOURNAL_DEFAULT_MAX_AGE_S unless changed):
  * aftp_journal_sweep_step, up to `budget` entries; states removed, or an

@@ -140,6 +140,23 @@ int io_test_guarded_read(aftp_mapguard *g, const volatile uint8_t *p, uint8_t *o
     return 0;
 }
 
+void io_test_write_file(int dirfd, const char *name, uint64_t size, uint32_t seed,
+                        unsigned mode, int64_t mtime_ns)
+{
+    uint8_t *buf = malloc(size ? size : 1);
+    assert_non_null(buf);
+    io_test_pattern(buf, size, seed);
+    int fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, buf, size), (ssize_t)size);
+    assert_int_equal(fchmod(fd, mode), 0);
+    struct timespec t[2] = {{mtime_ns / 1000000000, mtime_ns % 1000000000},
+                            {mtime_ns / 1000000000, mtime_ns % 1000000000}};
+    assert_int_equal(futimens(fd, t), 0);
+    close(fd);
+    free(buf);
+}
+
 int io_test_mount_private_tmpfs(const char *dir, const char *size)
 {
     char opts[32];

@@ -23,6 +23,10 @@ const char *io_test_scratch_path(void **state);
     cmocka_unit_test_setup_teardown(test, io_test_scratch_setup, io_test_scratch_teardown)
 /* Writes len bytes of a deterministic pattern seeded by seed. */
 void io_test_pattern(uint8_t *buf, size_t len, uint32_t seed);
+/* Writes `size` pattern bytes (seed) to a new file `name` beneath dirfd,
+ * with `mode` and mtime `mtime_ns`. */
+void io_test_write_file(int dirfd, const char *name, uint64_t size, uint32_t seed,
+                        unsigned mode, int64_t mtime_ns);
 /* Whether `name` exists beneath dirfd (without following symlinks). */
 int io_test_exists(int dirfd, const char *name);
 /* Number of entries in dirfd other than . and .. */

@@ -92,17 +92,7 @@ static void server_start(test_server *s, int dirfd)
 static void write_file(int dirfd, const char *name, size_t size, uint32_t seed, mode_t mode,
                        int64_t mtime_s)
 {
-    uint8_t *buf = malloc(size ? size : 1);
-    assert_non_null(buf);
-    io_test_pattern(buf, size, seed);
-    int fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    assert_true(fd >= 0);
-    assert_int_equal(write(fd, buf, size), (ssize_t)size);
-    assert_int_equal(fchmod(fd, mode), 0);
-    struct timespec t[2] = {{mtime_s, 123456789}, {mtime_s, 123456789}};
-    assert_int_equal(futimens(fd, t), 0);
-    close(fd);
-    free(buf);
+    io_test_write_file(dirfd, name, size, seed, mode, mtime_s * 1000000000 + 123456789);
 }
 
 /* top/{a/b/c/deep, empty/, many/f000..f199, big} beneath dirfd. */

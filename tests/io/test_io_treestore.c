@@ -15,7 +15,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -235,20 +237,44 @@ static rig *rig_start(void **state, uint32_t seed)
     return &r;
 }
 
+/* A kill -9 of a receiver: the store's work runs in a child (pid 0 from
+ * fork_to_kill) that kill9 ends as the signal would, with nothing
+ * released, so the test goes on in the parent with what is on disk. (A
+ * store released with aftp_treestore_fini syncs its files, as a session
+ * that ends does.) */
+static pid_t fork_to_kill(void)
+{
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    return pid;
+}
+
+static void kill9(pid_t pid)
+{
+    int status;
+    if (pid == 0)
+        raise(SIGKILL);
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+}
+
 /* A partial copy of "f": blocks [0, synced) made durable by a group
  * commit (of no file of its own), then [synced, written) written, then the
- * store dropped as by a kill. */
+ * receiver killed. */
 static void partial_copy(int root, const uint8_t *data, uint64_t synced, uint64_t written)
 {
     aftp_treestore ts;
     aftp_entry_verdict v;
-    store_init(&ts, root, 0, 0);
-    aftp_entry_info e = file_entry(1, "f", RSIZE, T1, 77, AFTP_ENTRY_RESUME);
-    assert_int_equal(verdict_of(&ts, &e, &v), AFTP_VERDICT_SEND);
-    write_blocks(&ts, &e, &v, data, 0, synced);
-    assert_int_equal(ops->commit_group(&ts, NULL, 0, NULL), AFTP_OK);
-    write_blocks(&ts, &e, &v, data, synced, written);
-    aftp_treestore_fini(&ts);
+    pid_t pid = fork_to_kill();
+    if (pid == 0) {
+        store_init(&ts, root, 0, 0);
+        aftp_entry_info e = file_entry(1, "f", RSIZE, T1, 77, AFTP_ENTRY_RESUME);
+        assert_int_equal(verdict_of(&ts, &e, &v), AFTP_VERDICT_SEND);
+        write_blocks(&ts, &e, &v, data, 0, synced);
+        assert_int_equal(ops->commit_group(&ts, NULL, 0, NULL), AFTP_OK);
+        write_blocks(&ts, &e, &v, data, synced, written);
+    }
+    kill9(pid);
 }
 
 static void test_resume_holds_exactly_the_synced_blocks(void **state)
@@ -335,11 +361,14 @@ static void test_periodic_sync_bounds_loss(void **state)
     aftp_entry_info e = file_entry(1, "big", 2 * AFTP_TREESTORE_SYNC_BYTES, T1, 5,
                                    AFTP_ENTRY_RESUME);
     e.file.block_size = MIB;
-    store_init(&ts, root, 0, 0);
-    assert_int_equal(verdict_of(&ts, &e, &v), AFTP_VERDICT_SEND);
-    for (uint64_t b = 0; b < WRITTEN; b++)
-        assert_int_equal(ops->write(&ts, 1, b * MIB, block, MIB), AFTP_OK);
-    aftp_treestore_fini(&ts); /* killed */
+    pid_t pid = fork_to_kill();
+    if (pid == 0) {
+        store_init(&ts, root, 0, 0);
+        assert_int_equal(verdict_of(&ts, &e, &v), AFTP_VERDICT_SEND);
+        for (uint64_t b = 0; b < WRITTEN; b++)
+            assert_int_equal(ops->write(&ts, 1, b * MIB, block, MIB), AFTP_OK);
+    }
+    kill9(pid);
     store_init(&ts, root, 0, 0);
     e.file.file_id = 2;
     assert_int_equal(verdict_of(&ts, &e, &v), AFTP_VERDICT_RESUME);
@@ -348,6 +377,54 @@ static void test_periodic_sync_bounds_loss(void **state)
     assert_int_equal(v.held[0].len, AFTP_TREESTORE_SYNC_BYTES / MIB);
     aftp_treestore_fini(&ts);
     free(block);
+}
+
+/* The time bound: a tick that comes AFTP_TREESTORE_SYNC_NS after one
+ * first saw unsynced blocks syncs them (the clock is the caller's), so a
+ * file between group commits keeps no blocks unsynced for long. */
+static void test_tick_syncs_blocks_a_second_old(void **state)
+{
+    enum { T0 = 1000000000 };
+    rig *r = rig_start(state, 6);
+    aftp_entry_info e = file_entry(1, "f", RSIZE, T1, 77, AFTP_ENTRY_RESUME);
+    pid_t pid = fork_to_kill();
+    if (pid == 0) {
+        store_init(&r->ts, r->root, 0, 0);
+        assert_int_equal(verdict_of(&r->ts, &e, &r->v), AFTP_VERDICT_SEND);
+        write_blocks(&r->ts, &e, &r->v, r->data, 0, 3);
+        assert_int_equal(aftp_treestore_tick(&r->ts, T0), AFTP_OK); /* first seen */
+        write_blocks(&r->ts, &e, &r->v, r->data, 3, 5);
+        assert_int_equal(aftp_treestore_tick(&r->ts, T0 + AFTP_TREESTORE_SYNC_NS - 1), AFTP_OK);
+        write_blocks(&r->ts, &e, &r->v, r->data, 5, 6);
+        assert_int_equal(aftp_treestore_tick(&r->ts, T0 + AFTP_TREESTORE_SYNC_NS), AFTP_OK);
+        write_blocks(&r->ts, &e, &r->v, r->data, 6, 8); /* unsynced at the kill */
+    }
+    kill9(pid);
+    store_init(&r->ts, r->root, 0, 0);
+    e.file.file_id = 2;
+    assert_int_equal(verdict_of(&r->ts, &e, &r->v), AFTP_VERDICT_RESUME);
+    assert_int_equal(r->v.held_count, 1);
+    assert_int_equal(r->v.held[0].start, 0);
+    assert_int_equal(r->v.held[0].len, 6);
+    aftp_treestore_fini(&r->ts);
+}
+
+/* A session that ends with a file unfinished (its sender vanished, the
+ * operator stopped the server) keeps every block that arrived. */
+static void test_session_end_keeps_all_received(void **state)
+{
+    rig *r = rig_start(state, 7);
+    aftp_entry_info e = file_entry(1, "f", RSIZE, T1, 77, AFTP_ENTRY_RESUME);
+    store_init(&r->ts, r->root, 0, 0);
+    assert_int_equal(verdict_of(&r->ts, &e, &r->v), AFTP_VERDICT_SEND);
+    write_blocks(&r->ts, &e, &r->v, r->data, 0, 7);
+    aftp_treestore_fini(&r->ts);
+    store_init(&r->ts, r->root, 0, 0);
+    e.file.file_id = 2;
+    assert_int_equal(verdict_of(&r->ts, &e, &r->v), AFTP_VERDICT_RESUME);
+    assert_int_equal(r->v.held_count, 1);
+    assert_int_equal(r->v.held[0].len, 7);
+    aftp_treestore_fini(&r->ts);
 }
 
 /* A file discarded after all its bytes arrived failed verification: its
@@ -510,6 +587,8 @@ int main(void)
         IO_TEST_SCRATCH(test_changed_source_or_no_resume_flag_sends),
         IO_TEST_SCRATCH(test_damaged_journal_sends),
         IO_TEST_SCRATCH(test_periodic_sync_bounds_loss),
+        IO_TEST_SCRATCH(test_tick_syncs_blocks_a_second_old),
+        IO_TEST_SCRATCH(test_session_end_keeps_all_received),
         IO_TEST_SCRATCH(test_discarded_whole_file_not_resumed),
         IO_TEST_SCRATCH(test_hostile_paths_refused),
         IO_TEST_SCRATCH(test_no_space_then_freed),
