@@ -332,11 +332,13 @@ static void feed_turn(push_feed *f, uint64_t now)
     }
 }
 
-/* After each batch, as after_batch does for one source: a source whose
- * size or mtime changed trips the session's guard. */
+/* After each batch, as after_batch does for one source: what the batch
+ * borrowed is released, and a source whose size or mtime changed trips
+ * the session's guard. */
 static void after_tree_batch(void *ctx)
 {
     push_feed *f = ctx;
+    aftp_treesend_settle(&f->ctx->storage.tree_src);
     if (aftp_treesend_check(&f->ctx->storage.tree_src) != AFTP_OK)
         aftp_mapguard_trip(&f->guard);
 }
