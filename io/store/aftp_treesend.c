@@ -239,18 +239,20 @@ static void scan_holes(aftp_treesend_file *f, int fd)
     }
 }
 
-/* Holes of f's source, when it may have any (above). */
+/* Holes of f's source, when it may have any (above): a stat tells, so
+ * only a file to scan is opened (O_NONBLOCK: should a FIFO take its place
+ * meanwhile, the open must not hang; its first view then fails). */
 static void find_holes(aftp_treesend_file *f)
 {
     struct stat sb;
-    if (f->size < AFTP_TREESEND_HOLE_MIN_SIZE)
-        return;
-    int fd = open(f->local, O_RDONLY | O_CLOEXEC);
+    if (f->size < AFTP_TREESEND_HOLE_MIN_SIZE || stat(f->local, &sb) != 0 ||
+        !S_ISREG(sb.st_mode) || (uint64_t)sb.st_size != f->size ||
+        (uint64_t)sb.st_blocks * 512 >= f->size)
+        return; /* the source's open reports a failure, with its reason */
+    int fd = open(f->local, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
     if (fd < 0)
-        return; /* the source's open reports it, with its reason */
-    if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && (uint64_t)sb.st_size == f->size &&
-        (uint64_t)sb.st_blocks * 512 < f->size)
-        scan_holes(f, fd);
+        return;
+    scan_holes(f, fd);
     close(fd);
 }
 

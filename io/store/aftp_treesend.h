@@ -59,8 +59,8 @@
  * file counts as data), and the AFTP_TREESEND_MAX_HOLES largest holes
  * are kept (a smaller one is sent as data, zeros). A file below
  * AFTP_TREESEND_HOLE_MIN_SIZE, or whose allocated blocks cover its size,
- * is not scanned: an ordinary file costs one open and fstat more, no
- * seek, and gets no hole list. */
+ * is not scanned: an ordinary file of that size costs one stat more (no
+ * open, no seek) and gets no hole list; a smaller one costs nothing. */
 #define AFTP_TREESEND_MAX_HOLES 256u
 #define AFTP_TREESEND_HOLE_SCAN 4096u
 #define AFTP_TREESEND_HOLE_MIN_SIZE (UINT64_C(64) << 10)
