@@ -476,7 +476,9 @@ static int push_tree_run(const aftp_push_opts *o, aftp_push_result *out)
         rc = aftp_mapguard_init(&feed.guard, NULL, SIZE_MAX);
     if (rc == AFTP_OK)
         rc = connect_and_run(o, &ctx, &turn, NULL, out);
-    if (aftp_mapguard_tripped(&feed.guard)) {
+    /* A source that changed: tripped the guard, or failed its view (the
+     * storage's message names it) */
+    if (aftp_mapguard_tripped(&feed.guard) || rc == AFTP_ERR_SOURCE_CHANGED) {
         /* the detail, if the changed source is still open (a faulting
          * read ends its entry before anyone can ask which it was) */
         aftp_treesend_check(&ctx.storage.tree_src);

@@ -327,15 +327,18 @@ static int check_version(aftp_treesend *t, aftp_treesend_file *f, const identity
         return AFTP_OK;
     }
     aftp_path_printable(f->local, shown, sizeof shown);
+    const identity *was = first ? NULL : &f->seen;
     const char *what = now->size != f->size ? "its size differs"
                        : now->mtime_ns != f->mtime_ns ? "it was written to"
-                                                      : "it was replaced or its status changed";
+                       : was != NULL && (now->ino != was->ino || now->dev != was->dev)
+                           ? "another file took its place"
+                           : "its inode or ctime differs: replaced, written to with its mtime "
+                             "put back, or its status changed";
     snprintf(t->message, sizeof t->message,
              "%s changed since it was %s (%s): %" PRIu64 " bytes, mtime %" PRId64
              " ns, inode %" PRIu64 " now; offered as %" PRIu64 " bytes, mtime %" PRId64
-             " ns%s. Send it again once it is stable", shown,
-             first ? "offered" : "first read", what, now->size, now->mtime_ns, now->ino,
-             f->size, f->mtime_ns, first ? "" : ", inode as first read");
+             " ns. Send it again once it is stable", shown, first ? "offered" : "first read",
+             what, now->size, now->mtime_ns, now->ino, f->size, f->mtime_ns);
     return AFTP_ERR_SOURCE_CHANGED;
 }
 

@@ -132,6 +132,7 @@ typedef struct push_count {
     unsigned window;    /* the pipeline window; 0: WINDOW */
     const char *src;    /* optional: count the descriptors open beneath it */
     int src_fds_most;
+    const char *rewrite_path, *rewrite_local; /* optional: rewritten when accepted */
 } push_count;
 
 /* The source shrinks mid-transfer: the sender's next reads of its mapping
@@ -163,10 +164,30 @@ static int count_fds_beneath(const char *dir)
     return n;
 }
 
+/* Other bytes written over `local`, its size and mtime put back: only
+ * its ctime tells. */
+static void rewrite_in_place(const char *local)
+{
+    struct stat sb;
+    uint8_t other[100];
+    memset(other, 0xa5, sizeof other);
+    assert_int_equal(stat(local, &sb), 0);
+    int fd = open(local, O_WRONLY);
+    assert_int_equal(pwrite(fd, other, sizeof other, 0), (ssize_t)sizeof other);
+    struct timespec times[2] = {sb.st_atim, sb.st_mtim};
+    assert_int_equal(futimens(fd, times), 0);
+    close(fd);
+}
+
 static void on_push_event(void *app, const aftp_event *ev)
 {
     push_count *c = app;
     c->entries_ended += ev->type == AFTP_EV_ENTRY_END;
+    if (c->rewrite_path != NULL && ev->type == AFTP_EV_FILE_START &&
+        strcmp(ev->info->path, c->rewrite_path) == 0) {
+        rewrite_in_place(c->rewrite_local);
+        c->rewrite_path = NULL;
+    }
     if (c->src != NULL && ev->type == AFTP_EV_ENTRY_END && c->entries_ended % 16 == 0) {
         int fds = count_fds_beneath(c->src);
         c->src_fds_most = fds > c->src_fds_most ? fds : c->src_fds_most;
@@ -260,6 +281,36 @@ static void test_source_shrinks_mid_tree(void **state)
     print_message("shrunk source: %s\n", res.io.message);
     assert_int_equal(rc, AFTP_ERR_SOURCE_CHANGED);
     assert_false(io_test_exists(dst, "top/big"));
+    io_test_rmtree(srcdir);
+    free(srcdir);
+    close(srcfd);
+}
+
+/* A file rewritten between its offer and its first read (same size and
+ * mtime: its ctime moved) is another version than the entry offered: the
+ * sender refuses to send it under that entry, saying which file, and no
+ * copy of it is placed. */
+static void test_source_changed_before_its_first_read(void **state)
+{
+    int srcfd, dst = io_test_scratch_fd(state);
+    char *srcdir = io_test_mkdtemp(&srcfd), src[512], local[600];
+    assert_int_equal(mkdirat(srcfd, "top", 0755), 0);
+    for (int i = 0; i < 10; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "top/a%d", i);
+        write_file(srcfd, name, 4096, (uint32_t)i, 0644, 1600000000);
+    }
+    snprintf(src, sizeof src, "%s/top", srcdir);
+    snprintf(local, sizeof local, "%s/a5", src);
+    test_server s;
+    aftp_push_result res;
+    push_count count = {.rewrite_path = "top/a5", .rewrite_local = local};
+    int rc = push_tree_at(src, dst, 0, UINT64_C(1000000000), &s, &res, &count);
+    print_message("rewritten source: %s\n", res.io.message);
+    assert_null(count.rewrite_path);
+    assert_int_equal(rc, AFTP_ERR_SOURCE_CHANGED);
+    assert_non_null(strstr(res.io.message, local));
+    assert_false(io_test_exists(dst, "top/a5"));
     io_test_rmtree(srcdir);
     free(srcdir);
     close(srcfd);
@@ -422,6 +473,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         IO_TEST_SCRATCH(test_tree_then_sync),
         IO_TEST_SCRATCH(test_source_shrinks_mid_tree),
+        IO_TEST_SCRATCH(test_source_changed_before_its_first_read),
         IO_TEST_SCRATCH(test_window_above_open_cap),
         IO_TEST_SCRATCH(test_sparse_file_arrives_sparse),
     };
