@@ -332,13 +332,12 @@ static void feed_turn(push_feed *f, uint64_t now)
     }
 }
 
-/* After each batch, as after_batch does for one source: what the batch
- * borrowed is released, and a source whose size or mtime changed trips
- * the session's guard. */
+/* After each batch, as after_batch does for one source: a source whose
+ * size or mtime changed trips the session's guard. */
 static void after_tree_batch(void *ctx)
 {
     push_feed *f = ctx;
-    aftp_treesend_settle(&f->ctx->storage.tree_src);
+    aftp_treesend_settle(&f->ctx->storage.tree_src); /* the batch's borrowed bytes */
     if (aftp_treesend_check(&f->ctx->storage.tree_src) != AFTP_OK)
         aftp_mapguard_trip(&f->guard);
 }
@@ -476,9 +475,7 @@ static int push_tree_run(const aftp_push_opts *o, aftp_push_result *out)
         rc = aftp_mapguard_init(&feed.guard, NULL, SIZE_MAX);
     if (rc == AFTP_OK)
         rc = connect_and_run(o, &ctx, &turn, NULL, out);
-    /* A source that changed: tripped the guard, or failed its view (the
-     * storage's message names it) */
-    if (aftp_mapguard_tripped(&feed.guard) || rc == AFTP_ERR_SOURCE_CHANGED) {
+    if (aftp_mapguard_tripped(&feed.guard)) {
         /* the detail, if the changed source is still open (a faulting
          * read ends its entry before anyone can ask which it was) */
         aftp_treesend_check(&ctx.storage.tree_src);

@@ -458,6 +458,7 @@ static int load(aftp_treesend *t, aftp_treesend_file *f)
                  ? read_small(t, f)
                  : open_mapped(t, f);
     t->reopened += again && rc == AFTP_OK;
+    t->view_changed |= rc == AFTP_ERR_SOURCE_CHANGED;
     return rc;
 }
 
@@ -495,6 +496,8 @@ int aftp_treesend_close(aftp_treesend *t, uint32_t id)
 
 int aftp_treesend_check(aftp_treesend *t)
 {
+    if (t->view_changed)
+        return AFTP_ERR_SOURCE_CHANGED;
     for (aftp_treesend_file *f = t->newest; f != NULL; f = f->older)
         if (aftp_source_check(&f->map->src) != AFTP_OK) {
             snprintf(t->message, sizeof t->message, "%s", f->map->src.message);

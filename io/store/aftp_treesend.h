@@ -91,6 +91,7 @@ typedef struct aftp_treesend {
     aftp_treesend_file *newest, *oldest; /* the open sources, by their last view */
     uint64_t buffered;        /* bytes in small files' buffers */
     uint64_t reopened;        /* sources read again after being closed */
+    int view_changed;         /* a view failed with SOURCE_CHANGED (message) */
     aftp_treesend_map *retired_maps;    /* closed, unmapped at the settle */
     aftp_treesend_file *retired_files;  /* ended, released at the settle */
 } aftp_treesend;
@@ -115,7 +116,9 @@ int aftp_treesend_close(aftp_treesend *t, uint32_t id);
  * releases the open sources' residency that is due (aftp_resident.h). */
 void aftp_treesend_settle(aftp_treesend *t);
 /* aftp_source_check of every open source: AFTP_OK, or the first
- * AFTP_ERR_SOURCE_CHANGED with the message. */
+ * AFTP_ERR_SOURCE_CHANGED with the message; also SOURCE_CHANGED, the
+ * message kept, once a view has failed so (the engine then ended the
+ * session: its driver learns which file here). */
 int aftp_treesend_check(aftp_treesend *t);
 
 /* Storage callbacks for the sender engine; `user` must be the aftp_treesend. */
