@@ -38,17 +38,19 @@
  *   the page faults of a few pages against one pread), and it is the size
  *   below which the hole scan never opens a file, so such a file is opened
  *   once in all. 32 MiB: a window of 4096 files of 8 KiB fits whole.
- * - Memory per entry in flight: its record (about 100 bytes) and local
+ * - Memory per entry in flight: its record (about 150 bytes) and local
  *   path; with holes, AFTP_TREESEND_MAX_HOLES ranges (4 KiB); while open,
- *   an aftp_source (about 1.3 KiB). Buffers count against the budget.
+ *   an aftp_source (about 1.2 KiB). Buffers count against the budget.
  *
- * A source opened again must still be the version its entry offered:
- * its device, inode, size, mtime and ctime (what source_id hashes) are
- * compared with the entry's at every open, and a difference fails the
- * view with AFTP_ERR_SOURCE_CHANGED naming the file: no entry ever mixes
- * versions. A small file is read once: what it holds after its read does
- * not matter to its entry, whose bytes are that read's (checked whole:
- * identity before and after it equal). */
+ * Every read of a source must find the version its entry offered: at the
+ * first, its device, inode, size, mtime and ctime must hash to the
+ * entry's source_id; at a later open (a repair after it was closed for
+ * others) they must equal the first read's. A difference fails the view
+ * with AFTP_ERR_SOURCE_CHANGED naming the file and what differs: no entry
+ * ever mixes versions. A small file is read once, its identity the same
+ * before and after the read: its entry's bytes are that version's, and
+ * what the file holds afterwards does not concern the entry (a later
+ * send offers it as the new version it is). */
 #define AFTP_TREESEND_MAX_OPEN 256u
 #define AFTP_TREESEND_SMALL_MAX (UINT64_C(64) << 10)
 #define AFTP_TREESEND_BUFFER_BUDGET (UINT64_C(32) << 20)
@@ -105,7 +107,7 @@ void aftp_treesend_fini(aftp_treesend *t);
  * AFTP_ERR_NO_MEMORY. */
 int aftp_treesend_add(aftp_treesend *t, aftp_entry_info *info, const char *local);
 /* Entry id's bytes [off, off + len): read or opened at need (above).
- * The bytes stay valid until the next aftp_treesend_settle. */
+ * The bytes stay valid at least until the next aftp_treesend_settle. */
 int aftp_treesend_view(aftp_treesend *t, uint32_t id, uint64_t off, size_t len,
                        const uint8_t **out);
 /* The entry ended: its source released (a second close is INVALID_STATE);

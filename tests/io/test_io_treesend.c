@@ -1,10 +1,12 @@
 /* The sender's side of pipelined mode: walked entries turned into the
  * engine's aftp_entry_info (kind, path, metadata, source_id that changes
  * with the source, a CHECKSUM digest only when asked), and its storage
- * over entries: a source opened at its first view only, checked against
- * what its entry announced, released at close, and the cap on sources
- * open at once. Sparse sources: holes found when a file is added, and
- * the receiver's storage counting them held. */
+ * over entries: a source read at its first view only (a small one into a
+ * buffer, a larger one mapped), released at close; more entries than it
+ * may hold open, the least recently viewed closed and opened again when
+ * viewed, which must find the version first read. Sparse sources: holes
+ * found when a file is added, and the receiver's storage counting them
+ * held. */
 #include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
