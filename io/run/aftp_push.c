@@ -563,6 +563,7 @@ static int feed_first(push_feed *f)
 static void after_tree_batch(void *ctx)
 {
     push_feed *f = ctx;
+    aftp_treesend_settle(&f->ctx->storage.tree_src); /* the batch's borrowed bytes */
     if (aftp_treesend_check(&f->ctx->storage.tree_src) != AFTP_OK)
         aftp_mapguard_trip(&f->guard);
 }

@@ -17,9 +17,14 @@
  * losses hit memory; older ones fault their page back in. */
 #define SOURCE_KEEP (UINT64_C(8) << 20)
 
+static int64_t ns_of(struct timespec ts)
+{
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 static int64_t mtime_of(const struct stat *sb)
 {
-    return (int64_t)sb->st_mtim.tv_sec * 1000000000 + sb->st_mtim.tv_nsec;
+    return ns_of(sb->st_mtim);
 }
 
 static int open_error(aftp_source *src, int err, const char *path, const char *why)
@@ -173,6 +178,9 @@ int aftp_source_open(aftp_source *src, const char *path, uint32_t file_id, aftp_
     const char *slash = strrchr(path, '/');
     src->name = slash ? slash + 1 : path;
     src->mtime_ns = mtime_of(&sb);
+    src->ctime_ns = ns_of(sb.st_ctim);
+    src->dev = (uint64_t)sb.st_dev;
+    src->ino = (uint64_t)sb.st_ino;
     describe(src, file_id, sb.st_mode & 07777, info);
     return AFTP_OK;
 }

@@ -31,6 +31,10 @@ typedef struct aftp_source {
     const uint8_t *map;
     uint64_t size;
     int64_t mtime_ns;
+    /* the rest of the file's identity as opened (a tree's entry compares
+     * it with what the walk saw: aftp_treesend.h) */
+    uint64_t dev, ino;
+    int64_t ctime_ns;
     uint32_t file_id;
     aftp_resident resident;
     aftp_mapguard guard;

@@ -12,6 +12,7 @@
 
 #include <xxhash.h>
 
+#include "aftp_path.h"
 #include "aftp_store.h"
 #include "aftp_treestore.h"
 
@@ -21,15 +22,27 @@ static void put_le64(uint8_t *p, uint64_t v)
         p[i] = (uint8_t)(v >> (8 * i));
 }
 
-uint64_t aftp_treesend_source_id(const aftp_tree_entry *e)
+/* What tells one version of a source from another (aftp_treesend.h). */
+typedef struct identity {
+    uint64_t dev, ino, size;
+    int64_t mtime_ns, ctime_ns;
+} identity;
+
+static uint64_t identity_hash(const identity *id)
 {
     uint8_t buf[40];
-    put_le64(buf, e->dev);
-    put_le64(buf + 8, e->ino);
-    put_le64(buf + 16, e->size);
-    put_le64(buf + 24, (uint64_t)e->mtime_ns);
-    put_le64(buf + 32, (uint64_t)e->ctime_ns);
+    put_le64(buf, id->dev);
+    put_le64(buf + 8, id->ino);
+    put_le64(buf + 16, id->size);
+    put_le64(buf + 24, (uint64_t)id->mtime_ns);
+    put_le64(buf + 32, (uint64_t)id->ctime_ns);
     return XXH3_64bits(buf, sizeof buf);
+}
+
+uint64_t aftp_treesend_source_id(const aftp_tree_entry *e)
+{
+    identity id = {e->dev, e->ino, e->size, e->mtime_ns, e->ctime_ns};
+    return identity_hash(&id);
 }
 
 static int file_digest(const char *local, uint64_t size, uint8_t out[AFTP_DIGEST_LEN])
@@ -63,15 +76,33 @@ int aftp_treesend_entry_info(const aftp_tree_entry *e, uint32_t id, uint32_t blo
 
 /* ---- the sender's storage over entries ---- */
 
+enum file_state {
+    FILE_UNREAD,   /* never read: its identity is the entry's source_id */
+    FILE_BUFFERED, /* a small file, read whole into `bytes` */
+    FILE_MAPPED,   /* open: `map`, on the recency list */
+    FILE_SHUT      /* was open, closed for another: opened again at need */
+};
+
+/* An open source, in its own allocation so that closing it needs none:
+ * its mapping waits on the retired list for the settle. */
+struct aftp_treesend_map {
+    aftp_source src;
+    aftp_treesend_map *next_retired;
+};
+
 struct aftp_treesend_file {
     uint32_t id;
     uint64_t size;
     int64_t mtime_ns;
-    int opened;
+    uint64_t source_id;
+    enum file_state state;
+    identity seen; /* at its first read, once not FILE_UNREAD */
     char *local;
     aftp_byte_range *holes; /* AFTP_TREESEND_MAX_HOLES of room once one is found */
     size_t hole_count;
-    aftp_source src;
+    uint8_t *bytes;         /* FILE_BUFFERED */
+    aftp_treesend_map *map; /* FILE_MAPPED */
+    aftp_treesend_file *newer, *older; /* FILE_MAPPED: the recency list; retired: older */
 };
 
 void aftp_treesend_init(aftp_treesend *t)
@@ -79,24 +110,90 @@ void aftp_treesend_init(aftp_treesend *t)
     memset(t, 0, sizeof *t);
 }
 
-static void release(aftp_treesend *t, size_t i)
+static void unlink_open(aftp_treesend *t, aftp_treesend_file *f)
 {
-    aftp_treesend_file *f = t->files[i];
-    if (f->opened) {
-        aftp_source_fini(&f->src);
-        t->open--;
-    }
+    if (f->newer != NULL)
+        f->newer->older = f->older;
+    else
+        t->newest = f->older;
+    if (f->older != NULL)
+        f->older->newer = f->newer;
+    else
+        t->oldest = f->newer;
+    f->newer = f->older = NULL;
+}
+
+static void link_newest(aftp_treesend *t, aftp_treesend_file *f)
+{
+    f->older = t->newest;
+    f->newer = NULL;
+    if (t->newest != NULL)
+        t->newest->newer = f;
+    else
+        t->oldest = f;
+    t->newest = f;
+}
+
+/* Closes f's open source: its descriptor now, its mapping at the settle
+ * (a datagram not yet sent may borrow its bytes). */
+static void shut(aftp_treesend *t, aftp_treesend_file *f)
+{
+    aftp_treesend_map *m = f->map;
+    unlink_open(t, f);
+    close(m->src.fd);
+    m->src.fd = -1;
+    m->next_retired = t->retired_maps;
+    t->retired_maps = m;
+    f->map = NULL;
+    f->state = FILE_SHUT;
+    t->open--;
+}
+
+static void free_file(aftp_treesend *t, aftp_treesend_file *f)
+{
+    if (f->bytes != NULL)
+        t->buffered -= f->size;
+    free(f->bytes);
     free(f->local);
     free(f->holes);
     free(f);
+}
+
+void aftp_treesend_settle(aftp_treesend *t)
+{
+    while (t->retired_maps != NULL) {
+        aftp_treesend_map *m = t->retired_maps;
+        t->retired_maps = m->next_retired;
+        aftp_source_fini(&m->src);
+        free(m);
+    }
+    while (t->retired_files != NULL) {
+        aftp_treesend_file *f = t->retired_files;
+        t->retired_files = f->older;
+        free_file(t, f);
+    }
+    for (aftp_treesend_file *f = t->newest; f != NULL; f = f->older)
+        aftp_source_settle(&f->map->src);
+}
+
+/* Entry i ends: out of the list of entries, its source closed, the rest
+ * of it released at the settle. */
+static void release(aftp_treesend *t, size_t i)
+{
+    aftp_treesend_file *f = t->files[i];
+    if (f->state == FILE_MAPPED)
+        shut(t, f);
     memmove(t->files + i, t->files + i + 1, (t->count - i - 1) * sizeof *t->files);
     t->count--;
+    f->older = t->retired_files;
+    t->retired_files = f;
 }
 
 void aftp_treesend_fini(aftp_treesend *t)
 {
     while (t->count > 0)
         release(t, t->count - 1);
+    aftp_treesend_settle(t);
     free(t->files);
     t->files = NULL;
 }
@@ -142,18 +239,20 @@ static void scan_holes(aftp_treesend_file *f, int fd)
     }
 }
 
-/* Holes of f's source, when it may have any (above). */
+/* Holes of f's source, when it may have any (above): a stat tells, so
+ * only a file to scan is opened (O_NONBLOCK: should a FIFO take its place
+ * meanwhile, the open must not hang; its first view then fails). */
 static void find_holes(aftp_treesend_file *f)
 {
     struct stat sb;
-    if (f->size < AFTP_TREESEND_HOLE_MIN_SIZE)
-        return;
-    int fd = open(f->local, O_RDONLY | O_CLOEXEC);
+    if (f->size < AFTP_TREESEND_HOLE_MIN_SIZE || stat(f->local, &sb) != 0 ||
+        !S_ISREG(sb.st_mode) || (uint64_t)sb.st_size != f->size ||
+        (uint64_t)sb.st_blocks * 512 >= f->size)
+        return; /* the source's open reports a failure, with its reason */
+    int fd = open(f->local, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
     if (fd < 0)
-        return; /* the source's open reports it, with its reason */
-    if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && (uint64_t)sb.st_size == f->size &&
-        (uint64_t)sb.st_blocks * 512 < f->size)
-        scan_holes(f, fd);
+        return;
+    scan_holes(f, fd);
     close(fd);
 }
 
@@ -177,7 +276,8 @@ int aftp_treesend_add(aftp_treesend *t, aftp_entry_info *info, const char *local
         return AFTP_ERR_NO_MEMORY;
     }
     *f = (aftp_treesend_file){.id = info->file.file_id, .size = info->file.size,
-                              .mtime_ns = info->file.mtime_ns, .local = copy};
+                              .mtime_ns = info->file.mtime_ns,
+                              .source_id = info->source_id, .local = copy};
     t->files[t->count++] = f;
     find_holes(f);
     info->holes = f->hole_count > 0 ? f->holes : NULL;
@@ -201,30 +301,165 @@ static size_t index_of(const aftp_treesend *t, uint32_t id)
     return lo < t->count && t->files[lo]->id == id ? lo : t->count;
 }
 
-/* Opens f's source; it must still be what the entry announced. */
-static int open_source(aftp_treesend *t, aftp_treesend_file *f)
+static identity identity_of(const struct stat *sb)
 {
-    aftp_file_info fi;
-    if (t->open >= AFTP_TREESEND_MAX_OPEN) {
-        snprintf(t->message, sizeof t->message, "cannot open %u sources at once (%zu are open): "
-                 "use a pipeline window of at most %u", AFTP_TREESEND_MAX_OPEN + 1, t->open,
-                 AFTP_TREESEND_MAX_OPEN);
-        return AFTP_ERR_LIMIT;
+    return (identity){(uint64_t)sb->st_dev, (uint64_t)sb->st_ino, (uint64_t)sb->st_size,
+                      (int64_t)sb->st_mtim.tv_sec * 1000000000 + sb->st_mtim.tv_nsec,
+                      (int64_t)sb->st_ctim.tv_sec * 1000000000 + sb->st_ctim.tv_nsec};
+}
+
+static int same_identity(const identity *a, const identity *b)
+{
+    return a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
+           a->mtime_ns == b->mtime_ns && a->ctime_ns == b->ctime_ns;
+}
+
+/* What f's source is now against what its entry offered (first read) or
+ * what its first read found (a source read again): AFTP_OK when it is
+ * the same version; else SOURCE_CHANGED, the message naming the file
+ * and what differs. */
+static int check_version(aftp_treesend *t, aftp_treesend_file *f, const identity *now)
+{
+    char shown[256];
+    int first = f->state == FILE_UNREAD;
+    if (first ? identity_hash(now) == f->source_id : same_identity(now, &f->seen)) {
+        f->seen = *now;
+        return AFTP_OK;
     }
-    int rc = aftp_source_open(&f->src, f->local, f->id, &fi);
+    aftp_path_printable(f->local, shown, sizeof shown);
+    const identity *was = first ? NULL : &f->seen;
+    const char *what = now->size != f->size ? "its size differs"
+                       : now->mtime_ns != f->mtime_ns ? "it was written to"
+                       : was != NULL && (now->ino != was->ino || now->dev != was->dev)
+                           ? "another file took its place"
+                           : "its inode or ctime differs: replaced, written to with its mtime "
+                             "put back, or its status changed";
+    snprintf(t->message, sizeof t->message,
+             "%s changed since it was %s (%s): %" PRIu64 " bytes, mtime %" PRId64
+             " ns, inode %" PRIu64 " now; offered as %" PRIu64 " bytes, mtime %" PRId64
+             " ns. Send it again once it is stable", shown, first ? "offered" : "first read",
+             what, now->size, now->mtime_ns, now->ino, f->size, f->mtime_ns);
+    return AFTP_ERR_SOURCE_CHANGED;
+}
+
+static int cannot_read(aftp_treesend *t, const aftp_treesend_file *f, int err)
+{
+    char shown[256];
+    aftp_path_printable(f->local, shown, sizeof shown);
+    snprintf(t->message, sizeof t->message, "cannot send %s: %s", shown, strerror(err));
+    return aftp_store_errno_error(err);
+}
+
+/* f's source as fd sees it now, against the version its entry has. */
+static int check_fd_version(aftp_treesend *t, aftp_treesend_file *f, int fd)
+{
+    struct stat sb;
+    if (fstat(fd, &sb) != 0)
+        return cannot_read(t, f, errno);
+    identity now = identity_of(&sb);
+    return check_version(t, f, &now);
+}
+
+/* A file that ends before its size: changed meanwhile, or on a file
+ * system whose sizes are not true. */
+static int read_short(aftp_treesend *t, aftp_treesend_file *f, int fd, uint64_t got)
+{
+    char shown[256];
+    int rc = check_fd_version(t, f, fd);
+    if (rc != AFTP_OK)
+        return rc;
+    aftp_path_printable(f->local, shown, sizeof shown);
+    snprintf(t->message, sizeof t->message, "cannot send %s: it ends after %" PRIu64
+             " of its %" PRIu64 " bytes (its file system does not tell its true size: copy "
+             "it to a regular file first)", shown, got, f->size);
+    return AFTP_ERR_INVALID_ARGUMENT;
+}
+
+/* pread of f's size bytes from fd into *out. */
+static int read_whole(aftp_treesend *t, aftp_treesend_file *f, int fd, uint8_t **out)
+{
+    uint8_t *bytes = malloc(f->size > 0 ? f->size : 1);
+    if (bytes == NULL)
+        return AFTP_ERR_NO_MEMORY;
+    for (uint64_t got = 0; got < f->size;) {
+        ssize_t n = pread(fd, bytes + got, f->size - got, (off_t)got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            free(bytes);
+            return n < 0 ? cannot_read(t, f, errno) : read_short(t, f, fd, got);
+        }
+        got += (uint64_t)n;
+    }
+    *out = bytes;
+    return AFTP_OK;
+}
+
+/* A small file read whole, its identity the entry's before and after the
+ * read, so the buffer holds that one version. O_NONBLOCK: a FIFO put in
+ * its place must not hang the open (its identity then differs). */
+static int read_small(aftp_treesend *t, aftp_treesend_file *f)
+{
+    uint8_t *bytes = NULL;
+    int fd = open(f->local, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd < 0)
+        return cannot_read(t, f, errno);
+    int rc = check_fd_version(t, f, fd);
+    if (rc == AFTP_OK)
+        rc = read_whole(t, f, fd, &bytes);
+    if (rc == AFTP_OK)
+        rc = check_fd_version(t, f, fd); /* not written to while read */
+    close(fd);
     if (rc != AFTP_OK) {
-        snprintf(t->message, sizeof t->message, "%s", f->src.message);
-        aftp_source_fini(&f->src);
+        free(bytes);
         return rc;
     }
-    f->opened = 1;
+    f->bytes = bytes;
+    f->state = FILE_BUFFERED;
+    t->buffered += f->size;
+    return AFTP_OK;
+}
+
+/* A larger file opened as an aftp_source, the least recently viewed open
+ * one closed first when AFTP_TREESEND_MAX_OPEN are. */
+static int open_mapped(aftp_treesend *t, aftp_treesend_file *f)
+{
+    aftp_file_info fi;
+    aftp_treesend_map *m = calloc(1, sizeof *m);
+    if (m == NULL)
+        return AFTP_ERR_NO_MEMORY;
+    if (t->open >= AFTP_TREESEND_MAX_OPEN)
+        shut(t, t->oldest);
+    int rc = aftp_source_open(&m->src, f->local, f->id, &fi);
+    if (rc != AFTP_OK)
+        snprintf(t->message, sizeof t->message, "%s", m->src.message);
+    identity now = {m->src.dev, m->src.ino, m->src.size, m->src.mtime_ns, m->src.ctime_ns};
+    if (rc == AFTP_OK)
+        rc = check_version(t, f, &now);
+    if (rc != AFTP_OK) {
+        aftp_source_fini(&m->src);
+        free(m);
+        return rc;
+    }
+    f->map = m;
+    f->state = FILE_MAPPED;
+    link_newest(t, f);
     t->open++;
-    if (fi.size == f->size && fi.mtime_ns == f->mtime_ns)
-        return AFTP_OK;
-    snprintf(t->message, sizeof t->message, "%s changed since it was offered: %" PRIu64
-             " bytes, mtime %" PRId64 " ns, offered as %" PRIu64 " bytes, mtime %" PRId64 " ns",
-             f->src.name, fi.size, fi.mtime_ns, f->size, f->mtime_ns);
-    return AFTP_ERR_SOURCE_CHANGED;
+    return AFTP_OK;
+}
+
+/* f's source read or opened; a small one is buffered while the budget
+ * has room. */
+static int load(aftp_treesend *t, aftp_treesend_file *f)
+{
+    int again = f->state == FILE_SHUT;
+    int rc = f->size <= AFTP_TREESEND_SMALL_MAX &&
+                     t->buffered + f->size <= AFTP_TREESEND_BUFFER_BUDGET
+                 ? read_small(t, f)
+                 : open_mapped(t, f);
+    t->reopened += again && rc == AFTP_OK;
+    t->view_changed |= rc == AFTP_ERR_SOURCE_CHANGED;
+    return rc;
 }
 
 int aftp_treesend_view(aftp_treesend *t, uint32_t id, uint64_t off, size_t len,
@@ -234,8 +469,20 @@ int aftp_treesend_view(aftp_treesend *t, uint32_t id, uint64_t off, size_t len,
     if (i == t->count)
         return AFTP_ERR_INVALID_STATE;
     aftp_treesend_file *f = t->files[i];
-    int rc = f->opened ? AFTP_OK : open_source(t, f);
-    return rc == AFTP_OK ? aftp_source_view(&f->src, id, off, len, out) : rc;
+    if (f->state == FILE_MAPPED) {
+        unlink_open(t, f);
+        link_newest(t, f);
+    } else if (f->state != FILE_BUFFERED) {
+        int rc = load(t, f);
+        if (rc != AFTP_OK)
+            return rc;
+    }
+    if (f->state == FILE_MAPPED)
+        return aftp_source_view(&f->map->src, id, off, len, out);
+    if (off > f->size || len > f->size - off)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    *out = f->bytes + off;
+    return AFTP_OK;
 }
 
 int aftp_treesend_close(aftp_treesend *t, uint32_t id)
@@ -249,13 +496,13 @@ int aftp_treesend_close(aftp_treesend *t, uint32_t id)
 
 int aftp_treesend_check(aftp_treesend *t)
 {
-    for (size_t i = 0; i < t->count; i++) {
-        aftp_treesend_file *f = t->files[i];
-        if (f->opened && aftp_source_check(&f->src) != AFTP_OK) {
-            snprintf(t->message, sizeof t->message, "%s", f->src.message);
+    if (t->view_changed)
+        return AFTP_ERR_SOURCE_CHANGED;
+    for (aftp_treesend_file *f = t->newest; f != NULL; f = f->older)
+        if (aftp_source_check(&f->map->src) != AFTP_OK) {
+            snprintf(t->message, sizeof t->message, "%s", f->map->src.message);
             return AFTP_ERR_SOURCE_CHANGED;
         }
-    }
     return AFTP_OK;
 }
 

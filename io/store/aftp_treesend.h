@@ -19,12 +19,41 @@
 #include "aftp_source.h"
 #include "aftp_tree.h"
 
-/* Source files open (descriptor and read-only mapping) at once. The
- * engine views only the files it has in flight, at most its pipeline
- * window W of them, and closes each when its entry ends, so this cap is
- * reached only by a window above it: the view then fails with
- * AFTP_ERR_LIMIT, naming both figures. */
+/* Bounds of the sender's storage, for any window W and tree size:
+ *
+ * - Descriptors: at most AFTP_TREESEND_MAX_OPEN sources are held open
+ *   (descriptor and read-only mapping); a view that needs another closes
+ *   the one viewed least recently (its entry stays: a later view, a
+ *   repair, opens it again). One more descriptor lives for the moment of
+ *   a small file's read, a hole scan or a CHECKSUM digest.
+ * - Mappings: the open sources' and, until aftp_treesend_settle, those
+ *   closed since (their bytes may sit in datagrams not yet sent): at most
+ *   AFTP_TREESEND_MAX_OPEN plus the views made since the last settle.
+ * - Small files (at most AFTP_TREESEND_SMALL_MAX bytes) are read whole
+ *   with pread at their first view into a buffer of their entry: no
+ *   mapping, no descriptor kept. Buffers hold at most
+ *   AFTP_TREESEND_BUFFER_BUDGET bytes in all (released ones awaiting the
+ *   settle included); a small file beyond that is mapped like a large one.
+ *   64 KiB: below it a mapping costs more than the copy (mmap, munmap and
+ *   the page faults of a few pages against one pread), and it is the size
+ *   below which the hole scan never opens a file, so such a file is opened
+ *   once in all. 32 MiB: a window of 4096 files of 8 KiB fits whole.
+ * - Memory per entry in flight: its record (about 150 bytes) and local
+ *   path; with holes, AFTP_TREESEND_MAX_HOLES ranges (4 KiB); while open,
+ *   an aftp_source (about 1.2 KiB). Buffers count against the budget.
+ *
+ * Every read of a source must find the version its entry offered: at the
+ * first, its device, inode, size, mtime and ctime must hash to the
+ * entry's source_id; at a later open (a repair after it was closed for
+ * others) they must equal the first read's. A difference fails the view
+ * with AFTP_ERR_SOURCE_CHANGED naming the file and what differs: no entry
+ * ever mixes versions. A small file is read once, its identity the same
+ * before and after the read: its entry's bytes are that version's, and
+ * what the file holds afterwards does not concern the entry (a later
+ * send offers it as the new version it is). */
 #define AFTP_TREESEND_MAX_OPEN 256u
+#define AFTP_TREESEND_SMALL_MAX (UINT64_C(64) << 10)
+#define AFTP_TREESEND_BUFFER_BUDGET (UINT64_C(32) << 20)
 
 /* Holes of a sparse source (spec 6.13, flag HOLES), found with
  * SEEK_DATA / SEEK_HOLE when a FILE is added: at most
@@ -32,8 +61,8 @@
  * file counts as data), and the AFTP_TREESEND_MAX_HOLES largest holes
  * are kept (a smaller one is sent as data, zeros). A file below
  * AFTP_TREESEND_HOLE_MIN_SIZE, or whose allocated blocks cover its size,
- * is not scanned: an ordinary file costs one open and fstat more, no
- * seek, and gets no hole list. */
+ * is not scanned: an ordinary file of that size costs one stat more (no
+ * open, no seek) and gets no hole list; a smaller one costs nothing. */
 #define AFTP_TREESEND_MAX_HOLES 256u
 #define AFTP_TREESEND_HOLE_SCAN 4096u
 #define AFTP_TREESEND_HOLE_MIN_SIZE (UINT64_C(64) << 10)
@@ -49,16 +78,24 @@ int aftp_treesend_entry_info(const aftp_tree_entry *e, uint32_t id, uint32_t blo
                              unsigned flags, aftp_entry_info *out);
 
 /* The sender's storage over its entries: each FILE entry added with the
- * local path it came from; its source (aftp_source: mapped, guarded,
- * residency bounded) is opened at its first view, checked against the
- * size and mtime the entry announced, and closed by `close`. */
+ * local path it came from; its source is read at its first view (a small
+ * file into a buffer, a larger one opened as an aftp_source: mapped,
+ * guarded, residency bounded), checked against the identity the entry
+ * announced, and released by `close` (above: the bounds). */
 typedef struct aftp_treesend_file aftp_treesend_file;
+typedef struct aftp_treesend_map aftp_treesend_map;
 
 typedef struct aftp_treesend {
     aftp_treesend_file **files; /* added, not yet closed, ascending id */
     size_t count, cap;
-    size_t open;       /* sources open */
+    size_t open;       /* sources open (descriptor and mapping) */
     char message[512]; /* the last failure, with its figures */
+    aftp_treesend_file *newest, *oldest; /* the open sources, by their last view */
+    uint64_t buffered;        /* bytes in small files' buffers */
+    uint64_t reopened;        /* sources read again after being closed */
+    int view_changed;         /* a view failed with SOURCE_CHANGED (message) */
+    aftp_treesend_map *retired_maps;    /* closed, unmapped at the settle */
+    aftp_treesend_file *retired_files;  /* ended, released at the settle */
 } aftp_treesend;
 
 void aftp_treesend_init(aftp_treesend *t);
@@ -69,12 +106,21 @@ void aftp_treesend_fini(aftp_treesend *t);
  * cannot be scanned). AFTP_ERR_INVALID_ARGUMENT for another kind,
  * AFTP_ERR_NO_MEMORY. */
 int aftp_treesend_add(aftp_treesend *t, aftp_entry_info *info, const char *local);
+/* Entry id's bytes [off, off + len): read or opened at need (above).
+ * The bytes stay valid at least until the next aftp_treesend_settle. */
 int aftp_treesend_view(aftp_treesend *t, uint32_t id, uint64_t off, size_t len,
                        const uint8_t **out);
-/* The entry ended: its source released (a second close is INVALID_STATE). */
+/* The entry ended: its source released (a second close is INVALID_STATE);
+ * its descriptor is closed at once, its bytes at the next settle. */
 int aftp_treesend_close(aftp_treesend *t, uint32_t id);
+/* Call once the datagrams of a batch have been sent (the kernel has read
+ * the bytes they borrowed): unmaps and frees what was closed since, and
+ * releases the open sources' residency that is due (aftp_resident.h). */
+void aftp_treesend_settle(aftp_treesend *t);
 /* aftp_source_check of every open source: AFTP_OK, or the first
- * AFTP_ERR_SOURCE_CHANGED with the message. */
+ * AFTP_ERR_SOURCE_CHANGED with the message; also SOURCE_CHANGED, the
+ * message kept, once a view has failed so (the engine then ended the
+ * session: its driver learns which file here). */
 int aftp_treesend_check(aftp_treesend *t);
 
 /* Storage callbacks for the sender engine; `user` must be the aftp_treesend. */

@@ -5,6 +5,7 @@
  * aftp_treestore. A second push of the same tree with SYNC skips every
  * file: no DATA at all.
  */
+#include <dirent.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -14,7 +15,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -22,6 +25,7 @@
 #include "aftp/aftp_global.h"
 #include "aftp_push.h"
 #include "aftp_serve.h"
+#include "aftp_treesend.h"
 #include "io_testutil.h"
 
 #define WINDOW 64u
@@ -39,6 +43,7 @@ typedef struct test_server {
     pthread_cond_t cond;
     pthread_t thread;
     atomic_int stop; /* a push that failed before its HELLO leaves the server waiting */
+    unsigned window;
     aftp_io_result res;
     unsigned entries_ended, skipped;
 } test_server;
@@ -68,7 +73,7 @@ static void *serve_thread(void *arg)
     test_server *s = arg;
     struct sockaddr_in any = io_test_loopback(0);
     aftp_serve_opts o = {.listen = (struct sockaddr *)&any, .listen_len = sizeof any,
-                         .dirfd = s->dirfd, .once = 1, .pipeline_window = WINDOW,
+                         .dirfd = s->dirfd, .once = 1, .pipeline_window = s->window,
                          .security = {.cipher = AFTP_CIPHER_NONE},
                          .hooks = {.app = s, .interrupt = &s->stop}, .on_listening = on_listening,
                          .on_session_event = on_server_event};
@@ -76,10 +81,11 @@ static void *serve_thread(void *arg)
     return NULL;
 }
 
-static void server_start(test_server *s, int dirfd)
+static void server_start(test_server *s, int dirfd, unsigned window)
 {
     memset(s, 0, sizeof *s);
     s->dirfd = dirfd;
+    s->window = window;
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->cond, NULL);
     assert_int_equal(pthread_create(&s->thread, NULL, serve_thread, s), 0);
@@ -113,6 +119,10 @@ static void make_tree(int dirfd)
 typedef struct push_count {
     unsigned entries_ended;
     const char *shrink; /* optional: truncated to 0 once DATA has gone out */
+    unsigned window;    /* the pipeline window; 0: WINDOW */
+    const char *src;    /* optional: count the descriptors open beneath it */
+    int src_fds_most;
+    const char *rewrite_path, *rewrite_local; /* optional: rewritten when accepted */
 } push_count;
 
 /* The source shrinks mid-transfer: the sender's next reads of its mapping
@@ -127,19 +137,61 @@ static void on_push_tick(void *app, const aftp_stats *st, uint64_t now_ns)
     }
 }
 
+/* Descriptors of this process open on files beneath `dir`. */
+static int count_fds_beneath(const char *dir)
+{
+    char link[300], target[600];
+    size_t len = strlen(dir);
+    int n = 0;
+    DIR *d = opendir("/proc/self/fd");
+    assert_non_null(d);
+    for (struct dirent *de; (de = readdir(d)) != NULL;) {
+        snprintf(link, sizeof link, "/proc/self/fd/%s", de->d_name);
+        ssize_t got = readlink(link, target, sizeof target - 1);
+        n += got > (ssize_t)len && strncmp(target, dir, len) == 0 && target[len] == '/';
+    }
+    closedir(d);
+    return n;
+}
+
+/* Other bytes written over `local`, its size and mtime put back: only
+ * its ctime tells. */
+static void rewrite_in_place(const char *local)
+{
+    struct stat sb;
+    uint8_t other[100];
+    memset(other, 0xa5, sizeof other);
+    assert_int_equal(stat(local, &sb), 0);
+    int fd = open(local, O_WRONLY);
+    assert_int_equal(pwrite(fd, other, sizeof other, 0), (ssize_t)sizeof other);
+    struct timespec times[2] = {sb.st_atim, sb.st_mtim};
+    assert_int_equal(futimens(fd, times), 0);
+    close(fd);
+}
+
 static void on_push_event(void *app, const aftp_event *ev)
 {
     push_count *c = app;
     c->entries_ended += ev->type == AFTP_EV_ENTRY_END;
+    if (c->rewrite_path != NULL && ev->type == AFTP_EV_FILE_START &&
+        strcmp(ev->info->path, c->rewrite_path) == 0) {
+        rewrite_in_place(c->rewrite_local);
+        c->rewrite_path = NULL;
+    }
+    if (c->src != NULL && ev->type == AFTP_EV_ENTRY_END && c->entries_ended % 16 == 0) {
+        int fds = count_fds_beneath(c->src);
+        c->src_fds_most = fds > c->src_fds_most ? fds : c->src_fds_most;
+    }
 }
 
 /* Pushes SRC `src` to a fresh pipelined server writing into dst. */
 static int push_tree_at(const char *src, int dst, unsigned flags, uint64_t rate_bps,
                         test_server *s, aftp_push_result *res, push_count *count)
 {
-    server_start(s, dst);
+    unsigned window = count->window ? count->window : WINDOW;
+    server_start(s, dst, window);
     const char *files[] = {src};
-    aftp_push_opts o = {.files = files, .file_count = 1, .pipeline_window = WINDOW,
+    aftp_push_opts o = {.files = files, .file_count = 1, .pipeline_window = window,
                         .entry_flags = flags, .peer = (struct sockaddr *)&s->addr,
                         .peer_len = sizeof s->addr, .rate_bps = rate_bps,
                         .policy = AFTP_CC_FIXED, .security = {.cipher = AFTP_CIPHER_NONE},
@@ -152,10 +204,12 @@ static int push_tree_at(const char *src, int dst, unsigned flags, uint64_t rate_
     return rc;
 }
 
+/* Pushes at 1 Gbit/s, expecting success (count's options kept). */
 static void push_tree(const char *src, int dst, unsigned flags, test_server *s,
                       aftp_push_result *res, push_count *count)
 {
-    memset(count, 0, sizeof *count);
+    count->entries_ended = 0;
+    count->shrink = NULL;
     int rc = push_tree_at(src, dst, flags, UINT64_C(1000000000), s, res, count);
     if (rc != AFTP_OK || s->res.error != AFTP_OK)
         print_message("push: %s; serve: %s\n", res->io.message, s->res.message);
@@ -171,7 +225,7 @@ static void test_tree_then_sync(void **state)
     snprintf(src, sizeof src, "%s/top", srcdir);
     test_server s;
     aftp_push_result res;
-    push_count count;
+    push_count count = {0};
 
     push_tree(src, dst, 0, &s, &res, &count);
     assert_int_equal(io_test_expect_tree_copies(src, dst), TREE_DIRS + TREE_FILES);
@@ -217,6 +271,109 @@ static void test_source_shrinks_mid_tree(void **state)
     print_message("shrunk source: %s\n", res.io.message);
     assert_int_equal(rc, AFTP_ERR_SOURCE_CHANGED);
     assert_false(io_test_exists(dst, "top/big"));
+    io_test_rmtree(srcdir);
+    free(srcdir);
+    close(srcfd);
+}
+
+/* A file rewritten between its offer and its first read (same size and
+ * mtime: its ctime moved) is another version than the entry offered: the
+ * sender refuses to send it under that entry, saying which file, and no
+ * copy of it is placed. */
+static void test_source_changed_before_its_first_read(void **state)
+{
+    int srcfd, dst = io_test_scratch_fd(state);
+    char *srcdir = io_test_mkdtemp(&srcfd), src[512], local[600];
+    assert_int_equal(mkdirat(srcfd, "top", 0755), 0);
+    for (int i = 0; i < 10; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "top/a%d", i);
+        write_file(srcfd, name, 4096, (uint32_t)i, 0644, 1600000000);
+    }
+    snprintf(src, sizeof src, "%s/top", srcdir);
+    snprintf(local, sizeof local, "%s/a5", src);
+    test_server s;
+    aftp_push_result res;
+    push_count count = {.rewrite_path = "top/a5", .rewrite_local = local};
+    int rc = push_tree_at(src, dst, 0, UINT64_C(1000000000), &s, &res, &count);
+    print_message("rewritten source: %s\n", res.io.message);
+    assert_null(count.rewrite_path);
+    assert_int_equal(rc, AFTP_ERR_SOURCE_CHANGED);
+    assert_non_null(strstr(res.io.message, local));
+    assert_false(io_test_exists(dst, "top/a5"));
+    io_test_rmtree(srcdir);
+    free(srcdir);
+    close(srcfd);
+}
+
+/* ---- a window above the sender's open-file cap ---- */
+
+#define LARGE_SIZE (AFTP_TREESEND_SMALL_MAX + 16000u) /* mapped, not buffered */
+/* argv[1..3] when given, for a run to measure */
+static unsigned many_small = 3000, many_large = AFTP_TREESEND_MAX_OPEN + 44u, big_window = 4096;
+
+/* top/many/dNN/fNNNN (4 KiB each, 100 per directory) and top/large/lNNN
+ * beneath dirfd; returns the entries, top included. */
+static size_t make_many(int dirfd)
+{
+    char name[64];
+    size_t dirs = 3;
+    assert_int_equal(mkdirat(dirfd, "top", 0755), 0);
+    assert_int_equal(mkdirat(dirfd, "top/many", 0755), 0);
+    assert_int_equal(mkdirat(dirfd, "top/large", 0755), 0);
+    for (unsigned i = 0; i < many_small; i++) {
+        if (i % 100 == 0) {
+            snprintf(name, sizeof name, "top/many/d%03u", i / 100);
+            assert_int_equal(mkdirat(dirfd, name, 0755), 0);
+            dirs++;
+        }
+        snprintf(name, sizeof name, "top/many/d%03u/f%05u", i / 100, i);
+        write_file(dirfd, name, 4096, i, 0644, 1600000000 + i);
+    }
+    for (unsigned i = 0; i < many_large; i++) {
+        snprintf(name, sizeof name, "top/large/l%03u", i);
+        write_file(dirfd, name, LARGE_SIZE, 50000 + i, 0644, 1600000000 + i);
+    }
+    return dirs + many_small + many_large;
+}
+
+static double seconds_of(struct timeval tv)
+{
+    return (double)tv.tv_sec + (double)tv.tv_usec / 1e6;
+}
+
+/* A window of 4096 over thousands of small files and more large ones than
+ * the sender may hold open: every entry arrives byte-exact, and the
+ * descriptors open on the sources never exceed the sender's cap (one more
+ * for the moment of a small file's read). Prints the sender's CPU time
+ * and the wall time. */
+static void test_window_above_open_cap(void **state)
+{
+    int srcfd, dst = io_test_scratch_fd(state);
+    char *srcdir = io_test_mkdtemp(&srcfd), src[512];
+    size_t entries = make_many(srcfd);
+    snprintf(src, sizeof src, "%s/top", srcdir);
+    test_server s;
+    aftp_push_result res;
+    push_count count = {.window = big_window, .src = src};
+    struct rusage before, after;
+    struct timespec t0, t1;
+    getrusage(RUSAGE_THREAD, &before);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    push_tree(src, dst, 0, &s, &res, &count);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    getrusage(RUSAGE_THREAD, &after);
+    print_message("%zu entries (%u x 4 KiB, %u x %u bytes), window %u: sender CPU %.3f s user "
+                  "+ %.3f s system, wall %.3f s; at most %d descriptors on the sources\n",
+                  entries, many_small, many_large, (unsigned)LARGE_SIZE, big_window,
+                  seconds_of(after.ru_utime) - seconds_of(before.ru_utime),
+                  seconds_of(after.ru_stime) - seconds_of(before.ru_stime),
+                  (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9,
+                  count.src_fds_most);
+    assert_int_equal(count.entries_ended, entries);
+    assert_int_equal(s.entries_ended, entries);
+    assert_int_equal(io_test_expect_tree_copies(src, dst), entries);
+    assert_true(count.src_fds_most <= (int)AFTP_TREESEND_MAX_OPEN + 1);
     io_test_rmtree(srcdir);
     free(srcdir);
     close(srcfd);
@@ -277,7 +434,7 @@ static void test_sparse_file_arrives_sparse(void **state)
     snprintf(src, sizeof src, "%s/vm", srcdir);
     test_server s;
     aftp_push_result res;
-    push_count count;
+    push_count count = {0};
     push_tree(src, dst, 0, &s, &res, &count);
     uint64_t sent = res.io.stats.payload_bytes_sent - res.io.stats.payload_bytes_retransmitted;
     uint64_t stored = allocated(dst, "vm/disk.img");
@@ -295,14 +452,19 @@ static void test_sparse_file_arrives_sparse(void **state)
     close(srcfd);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    unsigned *figures[] = {&many_small, &many_large, &big_window};
+    for (int i = 1; i < argc && i <= 3; i++)
+        *figures[i - 1] = (unsigned)strtoul(argv[i], NULL, 10);
     /* The embedder's permission for the SIGBUS guard, as the CLI gives it. */
     if (aftp_global_init(AFTP_INIT_GUARD_SOURCE) != AFTP_OK)
         return 1;
     const struct CMUnitTest tests[] = {
         IO_TEST_SCRATCH(test_tree_then_sync),
         IO_TEST_SCRATCH(test_source_shrinks_mid_tree),
+        IO_TEST_SCRATCH(test_source_changed_before_its_first_read),
+        IO_TEST_SCRATCH(test_window_above_open_cap),
         IO_TEST_SCRATCH(test_sparse_file_arrives_sparse),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
