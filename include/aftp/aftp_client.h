@@ -318,9 +318,11 @@ AFTP_EXTERN int aftp_client_set_terms(aftp_client *c, const aftp_client_terms *t
  * Bounds, for a tree of any size: the walk holds one open directory per
  * level of the current path (at most 129) and the names of those
  * directories; the session at most AFTP_CLIENT_PIPELINE_WINDOW entries
- * (their paths, and a few dozen bytes each besides) and at most 256
- * source files open and mapped at once (the files in flight; residency
- * of each mapping is released as it is sent).
+ * (their paths, and a few dozen bytes each besides), at most 256 source
+ * files open and mapped at once whatever the window (the least recently
+ * read is closed and reopened, checked unchanged, when a repair needs
+ * it), and files of up to 64 KiB read once into buffers of at most 32 MiB
+ * in all.
  * A SRC "faux:///NAME?SIZE" is no file but SIZE zero bytes (SIZE a byte
  * count, suffixes k M G T binary) offered as NAME: a test source that
  * measures the network without disks (a server whose directory is

@@ -293,7 +293,6 @@ typedef struct push_feed {
     size_t src_index;     /* the SRC of info */
     push_slot *slots;     /* pipeline_window of them */
     size_t live;          /* entries the engine holds that have not ended */
-    size_t live_files;    /* of them FILEs: each may hold its source open until it ends */
     /* A FILE_END waiting to learn whether an ENTRY_END of the same entry
      * follows (pipelined mode: at once) or not (the receiver runs
      * one-file mode: the FILE_END is the file's end). */
@@ -376,7 +375,6 @@ static void feed_report(push_feed *f, const aftp_push_entry *pe)
         free(sl->path);
         sl->path = NULL;
         f->live--;
-        f->live_files -= sl->kind == AFTP_ENTRY_FILE;
     }
 }
 
@@ -487,7 +485,6 @@ static int feed_note(push_feed *f)
         (push_slot){.id = id, .kind = f->info.kind, .live = 1, .index = f->src_index,
                     .size = f->info.file.size, .path = path};
     f->live++;
-    f->live_files += f->info.kind == AFTP_ENTRY_FILE;
     return AFTP_OK;
 }
 
@@ -518,11 +515,8 @@ static void feed_turn(push_feed *f, uint64_t now)
         feed_flush(f);
     /* The engine bounds a pipelined session's entries itself; against a
      * one-file receiver it would take them all: the driver bounds both.
-     * A FILE holds its source open from its first view to its end, and the
-     * sender's storage opens at most AFTP_TREESEND_MAX_OPEN: no more files
-     * are in flight at once (beyond, a view would fail with LIMIT). */
-    while (f != NULL && !f->done && f->live < f->o->pipeline_window &&
-           f->live_files < AFTP_TREESEND_MAX_OPEN) {
+     * (The sender's storage bounds its open sources for any window.) */
+    while (f != NULL && !f->done && f->live < f->o->pipeline_window) {
         int rc = f->pending ? 1 : feed_load(f);
         if (rc == 0) {
             aftp_sender_finish(f->sender);
