@@ -986,6 +986,8 @@ static void feed_controller(aftp_sender *s, const aftp_wire_feedback *fb)
     uint64_t sent_ns;
     if (aftp_sentlog_sent_time(&s->log, fb->largest_pn, &sent_ns) && s->ss.now_ns > sent_ns)
         in.rtt_ns = s->ss.now_ns - sent_ns;
+    if (!aftp_sentlog_data_upto(&s->log, fb->largest_pn, &in.data_sent))
+        in.data_sent = AFTP_CC_UNKNOWN;
     aftp_cc_on_feedback(&s->cc, &in);
     sync_pacer(s);
 }

@@ -36,6 +36,7 @@ typedef struct sim_world {
     aftp_receiver *rcv;
     sim_link fwd, rev;
     uint8_t *sbuf, *rbuf;
+    int all_fed;           /* every entry added, aftp_sender_finish called */
 } sim_world;
 
 static int alive(uint64_t now, uint64_t dies_at)
@@ -72,9 +73,21 @@ static void deliver(sim_world *w, uint64_t now)
     }
 }
 
+/* The entries the sender has room for now (sim_cfg.refill). */
+static void refill(sim_world *w, uint64_t now)
+{
+    if (w->cfg->refill == NULL || !alive(now, w->cfg->sender_dies_at))
+        return;
+    if (w->cfg->refill(w->cfg->feed_ctx, &w->res->st, w->snd, now) && !w->all_fed) {
+        aftp_sender_finish(w->snd);
+        w->all_fed = 1;
+    }
+}
+
 static void run_timers_and_output(sim_world *w, uint64_t now)
 {
     aftp_datagram dg;
+    refill(w, now);
     if (alive(now, w->cfg->sender_dies_at)) {
         if (now >= w->cfg->sender_cancels_at && w->cfg->sender_abort_error != 0)
             aftp_sender_abort(w->snd, now, w->cfg->sender_abort_error, "source changed");
@@ -228,6 +241,8 @@ static void make_engines(sim_world *w)
         c->tune(c->tune_ctx, &ss, &rs);
     if (aftp_sender_new(&ss, 0, &w->snd) != AFTP_OK || aftp_receiver_new(&rs, 0, &w->rcv) != AFTP_OK)
         abort();
+    if (c->refill != NULL)
+        return; /* refill() adds them as the run goes */
     for (int i = 0; c->feed == NULL && i < c->nfiles; i++) {
         char path[32];
         snprintf(path, sizeof path, "dir/file-%d.bin", i + 1);
@@ -239,6 +254,7 @@ static void make_engines(sim_world *w)
     if (c->feed != NULL)
         c->feed(c->feed_ctx, &w->res->st, w->snd);
     aftp_sender_finish(w->snd);
+    w->all_fed = 1;
 }
 
 static void collect(sim_world *w, uint64_t now)

@@ -55,6 +55,12 @@ typedef struct sim_cfg {
      * aftp_sender_finish follows. */
     void (*feed)(void *ctx, sim_storage *st, aftp_sender *snd);
     void *feed_ctx;
+    /* Instead of `feed`, for a tree larger than the sender's entry window:
+     * called at every step while the sender lives, adds entries as the
+     * sender takes them (aftp_sender_add_entry's LIMIT: at a later step);
+     * returns 1 once the last is added, and aftp_sender_finish follows
+     * (once). Takes feed_ctx. */
+    int (*refill)(void *ctx, sim_storage *st, aftp_sender *snd, uint64_t now);
 } sim_cfg;
 
 typedef struct sim_result {
