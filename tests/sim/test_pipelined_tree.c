@@ -29,7 +29,8 @@
 #define FILES_PER_DIR 12
 #define TREE_ENTRIES (TREE_FILES + TREE_FILES / FILES_PER_DIR + 1)
 #define MAX_FILE (UINT64_C(1) << 20)
-#define WINDOW 4096u
+#define WINDOW 4096u        /* the client's default */
+#define SMALL_WINDOW 256u   /* 16 ENTRIES: within the controller's initial window */
 #define LINK_BPS (UINT64_C(1000) * 1000 * 1000)
 #define ONE_WAY_NS (75 * SIM_MS)
 #define SAMPLE_NS (250 * SIM_MS)
@@ -47,6 +48,7 @@
 #define PACING_BOUND_BPS (UINT64_C(2) * 289 * LINK_BPS / 100)
 
 typedef struct tree_run {
+    uint32_t window;         /* both sides' pipeline_window */
     uint32_t added;          /* entries added so far */
     uint64_t bytes;          /* FILE bytes of the tree */
     int files;
@@ -130,9 +132,9 @@ static int refill(void *ctx, sim_storage *st, aftp_sender *snd, uint64_t now)
 
 static void set_windows(void *ctx, aftp_sender_settings *s, aftp_receiver_settings *r)
 {
-    (void)ctx;
-    s->pipeline_window = WINDOW;
-    r->pipeline_window = WINDOW;
+    const tree_run *t = ctx;
+    s->pipeline_window = t->window;
+    r->pipeline_window = t->window;
 }
 
 /* The longest any entry took from its adding to its end on both sides. */
@@ -201,9 +203,9 @@ static uint64_t wait_bound_ns(const tree_run *t)
     return 2 * t->bytes * 8 * SIM_S / LINK_BPS + 20 * RTT_NS;
 }
 
-static void send_tree(const char *name, double loss)
+static void send_tree(const char *name, uint32_t window, double loss)
 {
-    tree_run t = {0};
+    tree_run t = {.window = window};
     sim_cfg c;
     sim_cfg_default(&c);
     c.nfiles = 0;
@@ -215,6 +217,7 @@ static void send_tree(const char *name, double loss)
     c.idle_timeout_ns = 30 * SIM_S;
     c.time_limit_ns = 300 * SIM_S;
     c.tune = set_windows;
+    c.tune_ctx = &t;
     c.refill = refill;
     c.feed_ctx = &t;
     sim_result r;
@@ -231,13 +234,23 @@ static void send_tree(const char *name, double loss)
 static void test_tree_no_loss(void **state)
 {
     (void)state;
-    send_tree("Go-shaped tree, 1 Gbit/s 150 ms, 0% loss", 0);
+    send_tree("Go-shaped tree, 1 Gbit/s 150 ms, 0% loss", WINDOW, 0);
+}
+
+/* A window whose ENTRIES do not fill the controller's initial window: the
+ * session ran before the controller counted only DATA, but over 64 control
+ * packets (a FILE_DONE per file) between two FEEDBACKs its DATA count went
+ * wrong, read as loss up to 100% and rate samples of 1e15 bit/s. */
+static void test_tree_small_window(void **state)
+{
+    (void)state;
+    send_tree("Go-shaped tree, window 256, 0% loss", SMALL_WINDOW, 0);
 }
 
 static void test_tree_1pct(void **state)
 {
     (void)state;
-    send_tree("Go-shaped tree, 1 Gbit/s 150 ms, 1% loss", 0.01);
+    send_tree("Go-shaped tree, 1 Gbit/s 150 ms, 1% loss", WINDOW, 0.01);
 }
 
 int main(void)
@@ -245,6 +258,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tree_no_loss),
         cmocka_unit_test(test_tree_1pct),
+        cmocka_unit_test(test_tree_small_window),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
