@@ -25,9 +25,8 @@
 #include "proto/aftp_wire.h"
 #include "sim_run.h"
 
-#define TREE_FILES 8176
+#define GO_FILES 8176
 #define FILES_PER_DIR 12
-#define TREE_ENTRIES (TREE_FILES + TREE_FILES / FILES_PER_DIR + 1)
 #define MAX_FILE (UINT64_C(1) << 20)
 #define WINDOW 4096u        /* the client's default */
 #define SMALL_WINDOW 256u   /* 16 ENTRIES: within the controller's initial window */
@@ -47,8 +46,18 @@
 #define LOSS_MARGIN_PPM 20000u
 #define PACING_BOUND_BPS (UINT64_C(2) * 289 * LINK_BPS / 100)
 
-typedef struct tree_run {
+/* What is sent, and how. */
+typedef struct tree_case {
+    uint32_t files;
+    double median, sigma;    /* file sizes: log-normal, bytes */
     uint32_t window;         /* both sides' pipeline_window */
+    double loss;             /* each way */
+    uint64_t initial_rtt_ns; /* the sender's guess before a sample; 0: default */
+} tree_case;
+
+typedef struct tree_run {
+    const tree_case *tc;
+    uint32_t entries;        /* the tree's: files and a directory per FILES_PER_DIR */
     uint32_t added;          /* entries added so far */
     uint64_t bytes;          /* FILE bytes of the tree */
     int files;
@@ -58,16 +67,15 @@ typedef struct tree_run {
     uint64_t max_loss_ppm, max_recent_loss_ppm, max_pacing_bps;
 } tree_run;
 
-/* Entry id's size, shaped like a source tree's: log-normal around 4 KiB
- * (sigma 1.6: a mean near 14 KB), a few empty files, none above 1 MiB. */
-static uint64_t tree_file_size(uint32_t id)
+/* Entry id's size: log-normal, a few empty files, none above 1 MiB. */
+static uint64_t tree_file_size(const tree_case *tc, uint32_t id)
 {
     uint64_t state = UINT64_C(0x60119) * 1000003 + id, *rng = &state;
     if (sim_rand(rng) % 100 == 0)
         return 0;
     double u1 = sim_rand_unit(rng), u2 = sim_rand_unit(rng);
     double normal = sqrt(-2.0 * log(u1 > 0 ? u1 : 1e-12)) * cos(2 * M_PI * u2);
-    double size = 4096.0 * exp(1.6 * normal);
+    double size = tc->median * exp(tc->sigma * normal);
     return size > (double)MAX_FILE ? MAX_FILE : (uint64_t)size;
 }
 
@@ -83,7 +91,7 @@ static int add_next(tree_run *t, sim_storage *st, aftp_sender *snd, uint64_t now
         snprintf(path, sizeof path, "go/src/pkg%u", dir_no);
     else
         snprintf(path, sizeof path, "go/src/pkg%u/f%u.go", dir_no, id);
-    uint64_t size = dir ? 0 : tree_file_size(id);
+    uint64_t size = dir ? 0 : tree_file_size(t->tc, id);
     aftp_entry_info e = {.file = {.file_id = id, .size = size, .mode = dir ? 0755 : 0644,
                                   .mtime_ns = 1700000000 * SIM_S, .path = path},
                          .kind = dir ? AFTP_ENTRY_DIR : AFTP_ENTRY_FILE,
@@ -124,17 +132,19 @@ static int refill(void *ctx, sim_storage *st, aftp_sender *snd, uint64_t now)
 {
     tree_run *t = ctx;
     sample_controller(t, snd, now);
-    sim_storage_reserve(st, TREE_ENTRIES); /* before the first entry */
-    while (t->added < TREE_ENTRIES && add_next(t, st, snd, now))
+    sim_storage_reserve(st, (int)t->entries); /* before the first entry */
+    while (t->added < t->entries && add_next(t, st, snd, now))
         ;
-    return t->added == TREE_ENTRIES;
+    return t->added == t->entries;
 }
 
 static void set_windows(void *ctx, aftp_sender_settings *s, aftp_receiver_settings *r)
 {
     const tree_run *t = ctx;
-    s->pipeline_window = t->window;
-    r->pipeline_window = t->window;
+    s->pipeline_window = t->tc->window;
+    r->pipeline_window = t->tc->window;
+    if (t->tc->initial_rtt_ns != 0)
+        s->initial_rtt_ns = t->tc->initial_rtt_ns;
 }
 
 /* The longest any entry took from its adding to its end on both sides. */
@@ -181,10 +191,10 @@ static void expect_tree_arrived(const tree_run *t, sim_result *r)
                       r->rcv_side.ev.message);
     assert_int_equal(r->snd_error, AFTP_OK);
     assert_int_equal(r->rcv_error, AFTP_OK);
-    assert_int_equal(t->added, TREE_ENTRIES);
-    assert_int_equal(r->snd_side.ev.entry_end, TREE_ENTRIES);
-    assert_int_equal(r->rcv_side.ev.entry_end, TREE_ENTRIES);
-    for (uint32_t id = 1; id <= TREE_ENTRIES; id++) {
+    assert_int_equal(t->added, t->entries);
+    assert_int_equal(r->snd_side.ev.entry_end, t->entries);
+    assert_int_equal(r->rcv_side.ev.entry_end, t->entries);
+    for (uint32_t id = 1; id <= t->entries; id++) {
         const sim_file *f = sim_storage_file(&r->st, id);
         if (f->kind == AFTP_ENTRY_DIR)
             assert_true(f->placed);
@@ -203,9 +213,10 @@ static uint64_t wait_bound_ns(const tree_run *t)
     return 2 * t->bytes * 8 * SIM_S / LINK_BPS + 20 * RTT_NS;
 }
 
-static void send_tree(const char *name, uint32_t window, double loss)
+static void send_tree(const char *name, const tree_case *tc)
 {
-    tree_run t = {.window = window};
+    tree_run t = {.tc = tc, .entries = tc->files + (tc->files + FILES_PER_DIR - 1) / FILES_PER_DIR};
+    double loss = tc->loss;
     sim_cfg c;
     sim_cfg_default(&c);
     c.nfiles = 0;
@@ -231,10 +242,22 @@ static void send_tree(const char *name, uint32_t window, double loss)
     sim_result_free(&r);
 }
 
+/* Go 1.19's source tree in shape: sizes log-normal around 4 KiB (sigma
+ * 1.6: a mean near 14 KB), about 120 MB in all. */
+#define GO_TREE(w, l) {.files = GO_FILES, .median = 4096, .sigma = 1.6, .window = (w), .loss = (l)}
+
 static void test_tree_no_loss(void **state)
 {
     (void)state;
-    send_tree("Go-shaped tree, 1 Gbit/s 150 ms, 0% loss", WINDOW, 0);
+    static const tree_case tc = GO_TREE(WINDOW, 0);
+    send_tree("Go-shaped tree, 1 Gbit/s 150 ms, 0% loss", &tc);
+}
+
+static void test_tree_1pct(void **state)
+{
+    (void)state;
+    static const tree_case tc = GO_TREE(WINDOW, 0.01);
+    send_tree("Go-shaped tree, 1 Gbit/s 150 ms, 1% loss", &tc);
 }
 
 /* A window whose ENTRIES do not fill the controller's initial window: the
@@ -244,13 +267,21 @@ static void test_tree_no_loss(void **state)
 static void test_tree_small_window(void **state)
 {
     (void)state;
-    send_tree("Go-shaped tree, window 256, 0% loss", SMALL_WINDOW, 0);
+    static const tree_case tc = GO_TREE(SMALL_WINDOW, 0);
+    send_tree("Go-shaped tree, window 256, 0% loss", &tc);
 }
 
-static void test_tree_1pct(void **state)
+/* A few hundred small files, window 256, the sender's first RTT guess
+ * (10 ms) below the path's: the control timer sends the ENTRIES again
+ * before their verdicts can come. Those 32 control packets once filled
+ * the controller's initial window, no DATA left, no FEEDBACK came back:
+ * both sides sat at the idle timeout with the files open, none placed. */
+static void test_small_files_entries_resent(void **state)
 {
     (void)state;
-    send_tree("Go-shaped tree, 1 Gbit/s 150 ms, 1% loss", WINDOW, 0.01);
+    static const tree_case tc = {.files = 400, .median = 1500, .sigma = 0.3,
+                                 .window = SMALL_WINDOW, .initial_rtt_ns = 10 * SIM_MS};
+    send_tree("400 small files, ENTRIES resent early", &tc);
 }
 
 int main(void)
@@ -259,6 +290,7 @@ int main(void)
         cmocka_unit_test(test_tree_no_loss),
         cmocka_unit_test(test_tree_1pct),
         cmocka_unit_test(test_tree_small_window),
+        cmocka_unit_test(test_small_files_entries_resent),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
