@@ -152,6 +152,8 @@ struct aftp_sender {
     uint64_t last_new_block; /* the latest block sent for the first time */
 };
 
+#define ENTRIES_LEAD_RTTS 4.0 /* new data before ENTRIES while this much is offered ahead */
+
 /* ---- settings and lifetime ---- */
 
 void aftp_sender_settings_default(aftp_sender_settings *s)
@@ -1307,6 +1309,25 @@ static int entries_due(const aftp_sender *s)
              (uint64_t)next < (uint64_t)s->stream.oldest + s->stream.window));
 }
 
+/* An ENTRIES goes ahead of new data only while the blocks offered but not
+ * yet sent once would run out before the next ENTRIES' verdicts come, a
+ * lost one's included: ENTRIES_LEAD_RTTS round trips of blocks at the
+ * current rate (one for the verdicts; a PTO and one more when an ENTRIES
+ * or its VERDICTS is lost, since first transmissions wait at an entry
+ * without verdict). Sent first always, the ENTRIES of a whole window
+ * would hold the data back for as long as they take at the controller's
+ * first, low rate (256 ENTRIES: a third of a second), though the first
+ * verdicts came a round trip after the first ENTRIES. */
+static int entries_urgent(const aftp_sender *s)
+{
+    if (s->resend_from != 0)
+        return 1;
+    double rtt_s = (double)(s->rtt.has_sample ? s->rtt.smoothed : s->rtt.initial) / 1e9;
+    double lead = (double)aftp_pacer_rate(&s->pacer) / 8.0 / s->ss.max_datagram *
+                  ENTRIES_LEAD_RTTS * rtt_s;
+    return (double)(s->offered_end - s->next_block) < lead + 1.0;
+}
+
 static int new_block_ready(const aftp_sender *s)
 {
     if (s->mode == MODE_PIPELINED)
@@ -1327,7 +1348,8 @@ static int next_output(const aftp_sender *s)
     }
     if (s->offer_due)
         return OUT_OFFER;
-    if (entries_due(s))
+    int entries = entries_due(s);
+    if (entries && entries_urgent(s))
         return OUT_ENTRIES;
     if (s->done_due)
         return OUT_DONE;
@@ -1338,6 +1360,8 @@ static int next_output(const aftp_sender *s)
         return OUT_REPAIR;
     if (may_send_data && new_block_ready(s))
         return OUT_NEW;
+    if (entries)
+        return OUT_ENTRIES;
     if (s->probe_due)
         return OUT_PROBE;
     return OUT_NONE;
