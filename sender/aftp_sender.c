@@ -957,6 +957,46 @@ static void detect_losses(aftp_sender *s, const aftp_wire_feedback *fb)
     }
 }
 
+/* The control packet entry e last left in (an ENTRIES or its FILE_DONE)
+ * is lost as a block is (9.9): REORDER_PACKETS or more below largest_pn,
+ * and it left at `before` or earlier. */
+static int control_lost(const aftp_entryq_item *e, const aftp_wire_feedback *fb, uint64_t before)
+{
+    return e->sent_ns <= before && fb->largest_pn >= e->sent_pn + REORDER_PACKETS;
+}
+
+/* Section 9.14.3, loss of control packets detected from FEEDBACK, so that
+ * they are resent about a round trip after they left rather than a PTO
+ * (swollen by any queue) or up to two later, while the entry window stands
+ * still behind them:
+ * - an entry still without verdict, its ENTRIES lost (one loss delay
+ *   after it left: the receiver batches verdicts for at most a feedback
+ *   interval). The entries after it wait for it at the receiver, which
+ *   decides in id order, so the round resends them too;
+ * - a FILE_DONE still without FILE_RESULT though every block of its file
+ *   is acknowledged (below cum_block), two loss delays after it left (the
+ *   receiver also verifies and commits it): the FILE_DONE or the
+ *   FILE_RESULT was lost. */
+static void detect_lost_controls(aftp_sender *s, const aftp_wire_feedback *fb)
+{
+    uint64_t loss_delay = aftp_rtt_loss_delay(&s->rtt);
+    if (s->ss.now_ns < 2 * loss_delay)
+        return;
+    uint64_t before = s->ss.now_ns - loss_delay, done_before = before - loss_delay;
+    for (uint32_t id = s->entries.oldest; id <= s->stream.newest; id++) {
+        aftp_entryq_item *e = aftp_entryq_find(&s->entries, id);
+        if (e->state == AFTP_ENTRYQ_OFFERED && s->resend_from == 0 &&
+            control_lost(e, fb, before)) {
+            s->resend_before = before;
+            s->resend_from = id;
+        } else if (e->state == AFTP_ENTRYQ_DONE_SENT && !e->done_due &&
+                   e->base + e->blocks <= s->acked_cum && control_lost(e, fb, done_before)) {
+            e->done_due = 1;
+            s->done_due++;
+        }
+    }
+}
+
 /* Section 10.1: an RTT sample when the largest acknowledged packet grows. */
 static void sample_rtt(aftp_sender *s, const aftp_wire_feedback *fb)
 {
@@ -1050,6 +1090,8 @@ static void on_feedback(aftp_sender *s, uint64_t pkt_pn, const aftp_wire_feedbac
     if (fb->cum_block > s->acked_cum)
         s->acked_cum = fb->cum_block;
     detect_losses(s, fb);
+    if (s->mode == MODE_PIPELINED)
+        detect_lost_controls(s, fb);
     aftp_sentlog_retire(&s->log, s->acked_cum);
     check_repair_bound(s);
 }
@@ -1452,6 +1494,7 @@ static int encode_done(aftp_sender *s, uint8_t *buf, size_t cap, aftp_datagram *
         e->done_due = 0;
         e->state = AFTP_ENTRYQ_DONE_SENT;
         e->sent_ns = s->ss.now_ns;
+        e->sent_pn = s->ss.next_pn; /* this FILE_DONE */
         s->done_due--;
         arm_control_timer(s);
     } else {
@@ -1522,6 +1565,7 @@ static int take_entry(aftp_sender *s, uint32_t id, int resend, size_t room, aftp
         place_entry(s, e);
     aftp_entryq_record(e, rec); /* with its base */
     e->sent_ns = s->ss.now_ns;
+    e->sent_pn = s->ss.next_pn; /* the ENTRIES being built */
     return 1;
 }
 

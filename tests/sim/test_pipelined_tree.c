@@ -165,15 +165,29 @@ static uint64_t longest_wait(sim_storage *st)
     return longest;
 }
 
-static void report(const char *name, const tree_run *t, const sim_result *r, uint64_t wait)
+/* When the last entry ended: every file durable and confirmed; the
+ * session closes a round trip later (spec 9.11). */
+static uint64_t last_end(sim_storage *st)
+{
+    uint64_t last = 0;
+    for (uint32_t id = 1; id <= (uint32_t)st->nfiles; id++)
+        if (sim_storage_file(st, id)->ended_at > last)
+            last = sim_storage_file(st, id)->ended_at;
+    return last;
+}
+
+static void report(const char *name, const tree_run *t, const sim_result *r, uint64_t wait,
+                   uint64_t last)
 {
     double secs = (double)r->snd_side.ev.closed_at / 1e9;
     double bytes_s = (double)t->bytes * 8 / (double)LINK_BPS;
-    printf("[sim] %s: %d files + %d dirs, %.1f MB: done in %.3f s virtual (the bytes alone "
+    printf("[sim] %s: %d files + %d dirs, %.1f MB: done in %.3f s virtual (last entry ended at "
+           "%.3f s; the bytes alone "
            "%.3f s at the link rate), goodput %.0f Mbit/s; controller loss %.4f%% (max sampled "
            "%.4f%%, recent max %.4f%%), max pacing %.3g bit/s, retransmitted %.4f%% of sent "
            "(the link lost %.4f%%); longest entry wait %.3f s; %d samples\n",
-           name, t->files, (int)t->added - t->files, (double)t->bytes / 1e6, secs, bytes_s,
+           name, t->files, (int)t->added - t->files, (double)t->bytes / 1e6, secs,
+           (double)last / 1e9, bytes_s,
            secs > 0 ? (double)t->bytes * 8 / secs / 1e6 : 0.0, (double)r->snd.loss_ppm / 1e4,
            (double)t->max_loss_ppm / 1e4, (double)t->max_recent_loss_ppm / 1e4,
            (double)t->max_pacing_bps,
@@ -239,7 +253,7 @@ static void send_tree(const char *name, const tree_case *tc)
     sim_result r;
     sim_run(&c, &r);
     uint64_t wait = longest_wait(&r.st);
-    report(name, &t, &r, wait);
+    report(name, &t, &r, wait, last_end(&r.st));
     expect_tree_arrived(&t, &r);
     assert_true(r.snd.loss_ppm <= (uint64_t)(loss * 1e6) + LOSS_MARGIN_PPM);
     assert_true(t.max_loss_ppm < LOSS_CEILING_PPM);
