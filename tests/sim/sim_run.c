@@ -3,9 +3,14 @@
 
 #include "common/aftp_handshake.h"
 
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <cmocka.h>
 
 #define MAX_LOOPS_AT_ONE_TIME 100000
 
@@ -317,6 +322,16 @@ void sim_run(const sim_cfg *cfg, sim_result *out)
 void sim_result_free(sim_result *r)
 {
     sim_storage_free(&r->st);
+}
+
+void sim_expect_clean_end(const sim_result *r)
+{
+    assert_false(r->stuck);
+    if (r->snd_error != AFTP_OK || r->rcv_error != AFTP_OK)
+        print_message("sender: %s; receiver: %s\n", r->snd_side.ev.message,
+                      r->rcv_side.ev.message);
+    assert_int_equal(r->snd_error, AFTP_OK);
+    assert_int_equal(r->rcv_error, AFTP_OK);
 }
 
 void sim_report(const char *name, const sim_cfg *cfg, const sim_result *r)

@@ -99,6 +99,9 @@ void sim_cfg_default(sim_cfg *c);
 /* Runs until both sides are closed (or dead) or the time limit. */
 void sim_run(const sim_cfg *cfg, sim_result *out);
 void sim_result_free(sim_result *r);
+/* Asserts (cmocka) that the run ended cleanly: not stuck, both sides
+ * closed with AFTP_OK (their messages printed when not). */
+void sim_expect_clean_end(const sim_result *r);
 /* Prints one line of figures for the run. */
 void sim_report(const char *name, const sim_cfg *cfg, const sim_result *r);
 
