@@ -1869,24 +1869,36 @@ uint64_t aftp_sender_expiry(const aftp_sender *s)
  * answered since it last fired. */
 static void control_timeout(aftp_sender *s)
 {
-    int awaited = 0;
     s->ctl_backoff = s->ctl_answered ? 0 : s->ctl_backoff + 1;
     s->ctl_answered = 0;
     uint64_t pto = aftp_rtt_pto(&s->rtt);
     s->resend_before = s->ss.now_ns > pto ? s->ss.now_ns - pto : 0;
+    /* The next expiry is a PTO (backed off) after the earliest of what
+     * stays unanswered left (now, for what is resent now): one that left
+     * just after resend_before is due then, not two PTOs from its send,
+     * as a timer re-armed a PTO from now would make it. */
+    uint64_t earliest = AFTP_NO_EXPIRY;
     for (uint32_t id = s->entries.oldest; id <= s->stream.newest; id++) {
         aftp_entryq_item *e = aftp_entryq_find(&s->entries, id);
-        if (e->state == AFTP_ENTRYQ_DONE_SENT && !e->done_due &&
-            e->sent_ns <= s->resend_before) {
+        int resend = e->sent_ns <= s->resend_before;
+        if (e->state == AFTP_ENTRYQ_DONE_SENT && !e->done_due && resend) {
             e->done_due = 1;
             s->done_due++;
         }
-        awaited |= e->state == AFTP_ENTRYQ_OFFERED || e->state == AFTP_ENTRYQ_DONE_SENT;
+        if (e->state != AFTP_ENTRYQ_OFFERED && e->state != AFTP_ENTRYQ_DONE_SENT)
+            continue;
+        uint64_t left = resend || e->done_due ? s->ss.now_ns : e->sent_ns;
+        if (left < earliest)
+            earliest = left;
     }
     s->resend_from = next_offered(s, s->entries.oldest);
     s->ctl_deadline = AFTP_NO_EXPIRY;
-    if (awaited)
-        arm_control_timer(s);
+    /* Never less than the PTO the cut-off above uses (the backed-off one
+     * stops at 2 s, a PTO need not), so the next expiry finds the earliest
+     * due and never lies in the past. */
+    uint64_t wait = aftp_rtt_pto_backoff(&s->rtt, s->ctl_backoff);
+    if (earliest != AFTP_NO_EXPIRY)
+        s->ctl_deadline = earliest + (wait > pto ? wait : pto);
 }
 
 /* Pipelined, the data timer: probe when data is unanswered and nothing
