@@ -265,21 +265,6 @@ static void update_min_rtt(aftp_cc *cc, uint64_t rtt, uint64_t now)
     cc->qdelay_ns = rtt > cc->min_rtt_ns ? rtt - cc->min_rtt_ns : 0;
 }
 
-/* DATA packets among packet numbers 0..pn: all but the control packets. */
-static uint64_t data_sent_upto(const aftp_cc *cc, uint64_t pn)
-{
-    uint64_t later = 0;
-    uint64_t kept = min_u64(cc->control_count, AFTP_CC_CONTROL_RING);
-    for (uint64_t i = 0; i < kept; i++) {
-        uint64_t c = cc->control_pns[(cc->control_count - 1 - i) % AFTP_CC_CONTROL_RING];
-        if (c <= pn)
-            break;
-        later++;
-    }
-    uint64_t controls = cc->control_count - later;
-    return pn + 1 > controls ? pn + 1 - controls : 0;
-}
-
 /* ---- rate and cap ---- */
 
 static double gain_now(const aftp_cc *cc)
@@ -360,8 +345,7 @@ uint64_t aftp_cc_inflight_cap(const aftp_cc *cc)
 
 uint64_t aftp_cc_inflight(const aftp_cc *cc)
 {
-    uint64_t reported = cc->has_largest ? cc->largest_pn + 1 : 0;
-    return cc->next_pn > reported ? cc->next_pn - reported : 0;
+    return cc->data_count > cc->data_reported ? cc->data_count - cc->data_reported : 0;
 }
 
 int aftp_cc_may_send(const aftp_cc *cc)
@@ -812,10 +796,13 @@ static int measure(aftp_cc *cc, const aftp_cc_feedback *fb)
     uint64_t delay_us = fb->ack_delay_ns / 1000;
     uint64_t arrived_us = fb->recv_time_us > delay_us ? fb->recv_time_us - delay_us : 0;
     uint64_t sent_ns = fb->rtt_ns > 0 && fb->rtt_ns < fb->now_ns ? fb->now_ns - fb->rtt_ns : 0;
-    aftp_cc_mark m = {arrived_us, fb->packets_received, data_sent_upto(cc, fb->largest_pn),
-                      sent_ns};
+    aftp_cc_mark m = {arrived_us, fb->packets_received, fb->data_sent, sent_ns};
     note_feedback_gap(cc, fb->recv_time_us);
     cc->span_min_qdelay_ns = min_u64(cc->span_min_qdelay_ns, cc->qdelay_ns);
+    if (fb->data_sent == AFTP_CC_UNKNOWN) {
+        cc->has_mark = 0; /* nothing to measure from */
+        return 0;
+    }
     /* Packets sent before a back-off still show the old rate: measure
      * afresh once they are reported. */
     if (!cc->has_mark || fb->largest_pn < cc->hold_until_pn ||
@@ -860,6 +847,8 @@ void aftp_cc_on_feedback(aftp_cc *cc, const aftp_cc_feedback *fb)
     cc->now_ns = fb->now_ns;
     cc->has_largest = 1;
     cc->largest_pn = fb->largest_pn;
+    if (fb->data_sent != AFTP_CC_UNKNOWN && fb->data_sent > cc->data_reported)
+        cc->data_reported = min_u64(fb->data_sent, cc->data_count);
     if (fb->rtt_ns > 0) {
         uint64_t rtt = fb->rtt_ns > fb->ack_delay_ns ? fb->rtt_ns - fb->ack_delay_ns : fb->rtt_ns;
         update_min_rtt(cc, rtt, fb->now_ns);
@@ -880,9 +869,7 @@ void aftp_cc_on_sent(aftp_cc *cc, uint64_t now_ns, uint64_t pn, uint64_t bytes, 
         cc->hold_until_pn = pn;
     if (is_data) {
         cc->datagram_bytes = max_u64(cc->datagram_bytes, bytes);
-    } else {
-        cc->control_pns[cc->control_count % AFTP_CC_CONTROL_RING] = pn;
-        cc->control_count++;
+        cc->data_count++;
     }
     advance_phase(cc, now_ns);
 }

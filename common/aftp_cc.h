@@ -71,7 +71,6 @@
 #include "aftp/aftp_engine.h"
 
 #define AFTP_CC_BW_ROUNDS 10         /* bandwidth max-filter window, rounds */
-#define AFTP_CC_CONTROL_RING 64      /* control packets remembered by number */
 #define AFTP_CC_INITIAL_WINDOW 32u   /* packets in flight before any estimate */
 #define AFTP_CC_DEFAULT_DATAGRAM 1200u /* assumed size before the first DATA packet */
 
@@ -109,7 +108,12 @@ typedef struct aftp_cc_feedback {
     uint64_t ack_delay_ns;      /* receiver's delay before answering */
     uint64_t recv_time_us;      /* receiver's clock when it sent the FEEDBACK */
     uint64_t packets_received;  /* DATA datagrams that arrived, cumulative */
+    /* DATA packets among 0..largest_pn, from the sender's record of what
+     * it sent (AFTP_CC_UNKNOWN: no longer known; no rate sample then). */
+    uint64_t data_sent;
 } aftp_cc_feedback;
+
+#define AFTP_CC_UNKNOWN UINT64_MAX
 
 /* A receive-rate measurement point (receiver's clock and counters). */
 typedef struct aftp_cc_mark {
@@ -128,8 +132,8 @@ typedef struct aftp_cc {
 
     /* packet numbering */
     uint64_t next_pn;           /* one past the last packet sent */
-    uint64_t control_pns[AFTP_CC_CONTROL_RING]; /* most recent non-DATA packets */
-    uint64_t control_count;
+    uint64_t data_count;        /* DATA packets sent */
+    uint64_t data_reported;     /* DATA packets among 0..largest_pn */
     int has_largest;
     uint64_t largest_pn;
 
@@ -208,12 +212,15 @@ void aftp_cc_on_feedback(aftp_cc *cc, const aftp_cc_feedback *fb);
 void aftp_cc_set_limits(aftp_cc *cc, uint64_t min_rate_bps, uint64_t max_rate_bps);
 /* The pacing rate now, bits per second. */
 uint64_t aftp_cc_rate(const aftp_cc *cc);
-/* 1 when one more DATA packet may leave: packets sent after the largest
- * reported one stay below the inflight cap. */
+/* 1 when one more DATA packet may leave: DATA packets sent after the
+ * largest reported one stay below the inflight cap. Control packets do
+ * not count: the receiver answers DATA with FEEDBACK, not them, so a run
+ * of them (a pipelined session's ENTRIES) would otherwise hold DATA back
+ * for good. */
 int aftp_cc_may_send(const aftp_cc *cc);
-/* Packets the controller allows in flight (UINT64_MAX: no cap). */
+/* DATA packets the controller allows in flight (UINT64_MAX: no cap). */
 uint64_t aftp_cc_inflight_cap(const aftp_cc *cc);
-/* Packets sent and not yet covered by a FEEDBACK. */
+/* DATA packets sent and not yet covered by a FEEDBACK. */
 uint64_t aftp_cc_inflight(const aftp_cc *cc);
 
 /* Fills the controller's fields of a stats record. */

@@ -92,6 +92,8 @@ void aftp_sentlog_add(aftp_sentlog *l, uint64_t sent_ns, uint64_t block)
     l->ring[slot].sent_ns = sent_ns;
     l->ring[slot].block = AFTP_SENTLOG_NO_BLOCK;
     l->head_pn++;
+    l->data_count += block != AFTP_SENTLOG_NO_BLOCK;
+    l->ring[slot].data_upto = l->data_count;
     if (block == AFTP_SENTLOG_NO_BLOCK)
         return;
     aftp_sentlog_forget_block(l, block);
@@ -104,6 +106,14 @@ int aftp_sentlog_sent_time(const aftp_sentlog *l, uint64_t pn, uint64_t *sent_ns
     if (pn < l->tail_pn || pn >= l->head_pn)
         return 0;
     *sent_ns = l->ring[pn & l->mask].sent_ns;
+    return 1;
+}
+
+int aftp_sentlog_data_upto(const aftp_sentlog *l, uint64_t pn, uint64_t *count)
+{
+    if (pn >= l->head_pn || l->head_pn - pn > l->mask + 1)
+        return 0; /* not sent, or its slot holds a newer packet */
+    *count = l->ring[pn & l->mask].data_upto;
     return 1;
 }
 

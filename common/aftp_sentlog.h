@@ -9,7 +9,7 @@
  *
  * Records are only needed while a packet may still be declared lost. The
  * ring drops its oldest records when full (and whenever they are decided),
- * so its size caps memory at ~24 bytes per slot whatever the file size. A
+ * so its size caps memory at ~32 bytes per slot whatever the file size. A
  * block whose record is gone (dropped, or its index entry taken by a block
  * a whole index size further) counts as long gone: if the peer still lists
  * it missing, it is lost.
@@ -22,11 +22,12 @@
 
 #define AFTP_SENTLOG_NO_BLOCK UINT64_MAX
 #define AFTP_SENTLOG_MIN_SLOTS 1024u
-#define AFTP_SENTLOG_MAX_SLOTS (1u << 19) /* 12 MiB with the index */
+#define AFTP_SENTLOG_MAX_SLOTS (1u << 19) /* 16 MiB with the index */
 
 typedef struct aftp_sentlog_rec {
     uint64_t block;   /* AFTP_SENTLOG_NO_BLOCK: control packet or decided */
     uint64_t sent_ns;
+    uint64_t data_upto; /* DATA packets among 0..this packet's number */
 } aftp_sentlog_rec;
 
 typedef struct aftp_sentlog {
@@ -36,6 +37,7 @@ typedef struct aftp_sentlog {
     uint64_t index_mask; /* index slots - 1 (twice the ring) */
     uint64_t tail_pn;    /* oldest packet number still held */
     uint64_t head_pn;    /* next packet number to record */
+    uint64_t data_count; /* DATA packets recorded, all time */
 } aftp_sentlog;
 
 /* Ring sized for `packets` in flight, rounded up to a power of two and
@@ -53,6 +55,12 @@ void aftp_sentlog_add(aftp_sentlog *l, uint64_t sent_ns, uint64_t block);
 
 /* When packet pn left: 1 and *sent_ns, or 0 when no longer known. */
 int aftp_sentlog_sent_time(const aftp_sentlog *l, uint64_t pn, uint64_t *sent_ns);
+/* How many DATA packets were among packet numbers 0..pn: 1 and *count
+ * while pn is one of the ring's size of packets sent last (retired or
+ * not: the count stays true), else 0. The rate controller's sent count:
+ * control packets are not DATA, and a pipelined session sends them by the
+ * thousand (an ENTRIES or FILE_DONE per few files). */
+int aftp_sentlog_data_upto(const aftp_sentlog *l, uint64_t pn, uint64_t *count);
 /* The latest transmission of block: 1 with its pn and time, or 0. */
 int aftp_sentlog_find_block(const aftp_sentlog *l, uint64_t block, uint64_t *pn,
                             uint64_t *sent_ns);

@@ -42,6 +42,7 @@ typedef struct aftp_entryq_item {
     size_t hole_count;
     int done_due;          /* its FILE_DONE should leave */
     uint64_t sent_ns;      /* when its latest ENTRIES or FILE_DONE left */
+    uint64_t sent_pn;      /* and as which packet */
     uint8_t digest[AFTP_DIGEST_LEN]; /* streamed digest, once DONE_SENT */
 } aftp_entryq_item;
 

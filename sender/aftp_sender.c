@@ -152,6 +152,8 @@ struct aftp_sender {
     uint64_t last_new_block; /* the latest block sent for the first time */
 };
 
+#define ENTRIES_LEAD_RTTS 4.0 /* new data before ENTRIES while this much is offered ahead */
+
 /* ---- settings and lifetime ---- */
 
 void aftp_sender_settings_default(aftp_sender_settings *s)
@@ -955,6 +957,46 @@ static void detect_losses(aftp_sender *s, const aftp_wire_feedback *fb)
     }
 }
 
+/* The control packet entry e last left in (an ENTRIES or its FILE_DONE)
+ * is lost as a block is (9.9): REORDER_PACKETS or more below largest_pn,
+ * and it left at `before` or earlier. */
+static int control_lost(const aftp_entryq_item *e, const aftp_wire_feedback *fb, uint64_t before)
+{
+    return e->sent_ns <= before && fb->largest_pn >= e->sent_pn + REORDER_PACKETS;
+}
+
+/* Section 9.14.3, loss of control packets detected from FEEDBACK, so that
+ * they are resent about a round trip after they left rather than a PTO
+ * (swollen by any queue) or up to two later, while the entry window stands
+ * still behind them:
+ * - an entry still without verdict, its ENTRIES lost (one loss delay
+ *   after it left: the receiver batches verdicts for at most a feedback
+ *   interval). The entries after it wait for it at the receiver, which
+ *   decides in id order, so the round resends them too;
+ * - a FILE_DONE still without FILE_RESULT though every block of its file
+ *   is acknowledged (below cum_block), two loss delays after it left (the
+ *   receiver also verifies and commits it): the FILE_DONE or the
+ *   FILE_RESULT was lost. */
+static void detect_lost_controls(aftp_sender *s, const aftp_wire_feedback *fb)
+{
+    uint64_t loss_delay = aftp_rtt_loss_delay(&s->rtt);
+    if (s->ss.now_ns < 2 * loss_delay)
+        return;
+    uint64_t before = s->ss.now_ns - loss_delay, done_before = before - loss_delay;
+    for (uint32_t id = s->entries.oldest; id <= s->stream.newest; id++) {
+        aftp_entryq_item *e = aftp_entryq_find(&s->entries, id);
+        if (e->state == AFTP_ENTRYQ_OFFERED && s->resend_from == 0 &&
+            control_lost(e, fb, before)) {
+            s->resend_before = before;
+            s->resend_from = id;
+        } else if (e->state == AFTP_ENTRYQ_DONE_SENT && !e->done_due &&
+                   e->base + e->blocks <= s->acked_cum && control_lost(e, fb, done_before)) {
+            e->done_due = 1;
+            s->done_due++;
+        }
+    }
+}
+
 /* Section 10.1: an RTT sample when the largest acknowledged packet grows. */
 static void sample_rtt(aftp_sender *s, const aftp_wire_feedback *fb)
 {
@@ -986,6 +1028,8 @@ static void feed_controller(aftp_sender *s, const aftp_wire_feedback *fb)
     uint64_t sent_ns;
     if (aftp_sentlog_sent_time(&s->log, fb->largest_pn, &sent_ns) && s->ss.now_ns > sent_ns)
         in.rtt_ns = s->ss.now_ns - sent_ns;
+    if (!aftp_sentlog_data_upto(&s->log, fb->largest_pn, &in.data_sent))
+        in.data_sent = AFTP_CC_UNKNOWN;
     aftp_cc_on_feedback(&s->cc, &in);
     sync_pacer(s);
 }
@@ -1046,6 +1090,8 @@ static void on_feedback(aftp_sender *s, uint64_t pkt_pn, const aftp_wire_feedbac
     if (fb->cum_block > s->acked_cum)
         s->acked_cum = fb->cum_block;
     detect_losses(s, fb);
+    if (s->mode == MODE_PIPELINED)
+        detect_lost_controls(s, fb);
     aftp_sentlog_retire(&s->log, s->acked_cum);
     check_repair_bound(s);
 }
@@ -1305,6 +1351,25 @@ static int entries_due(const aftp_sender *s)
              (uint64_t)next < (uint64_t)s->stream.oldest + s->stream.window));
 }
 
+/* An ENTRIES goes ahead of new data only while the blocks offered but not
+ * yet sent once would run out before the next ENTRIES' verdicts come, a
+ * lost one's included: ENTRIES_LEAD_RTTS round trips of blocks at the
+ * current rate (one for the verdicts; a PTO and one more when an ENTRIES
+ * or its VERDICTS is lost, since first transmissions wait at an entry
+ * without verdict). Sent first always, the ENTRIES of a whole window
+ * would hold the data back for as long as they take at the controller's
+ * first, low rate (256 ENTRIES: a third of a second), though the first
+ * verdicts came a round trip after the first ENTRIES. */
+static int entries_urgent(const aftp_sender *s)
+{
+    if (s->resend_from != 0)
+        return 1;
+    double rtt_s = (double)(s->rtt.has_sample ? s->rtt.smoothed : s->rtt.initial) / 1e9;
+    double lead = (double)aftp_pacer_rate(&s->pacer) / 8.0 / s->ss.max_datagram *
+                  ENTRIES_LEAD_RTTS * rtt_s;
+    return (double)(s->offered_end - s->next_block) < lead + 1.0;
+}
+
 static int new_block_ready(const aftp_sender *s)
 {
     if (s->mode == MODE_PIPELINED)
@@ -1325,7 +1390,8 @@ static int next_output(const aftp_sender *s)
     }
     if (s->offer_due)
         return OUT_OFFER;
-    if (entries_due(s))
+    int entries = entries_due(s);
+    if (entries && entries_urgent(s))
         return OUT_ENTRIES;
     if (s->done_due)
         return OUT_DONE;
@@ -1336,6 +1402,8 @@ static int next_output(const aftp_sender *s)
         return OUT_REPAIR;
     if (may_send_data && new_block_ready(s))
         return OUT_NEW;
+    if (entries)
+        return OUT_ENTRIES;
     if (s->probe_due)
         return OUT_PROBE;
     return OUT_NONE;
@@ -1426,6 +1494,7 @@ static int encode_done(aftp_sender *s, uint8_t *buf, size_t cap, aftp_datagram *
         e->done_due = 0;
         e->state = AFTP_ENTRYQ_DONE_SENT;
         e->sent_ns = s->ss.now_ns;
+        e->sent_pn = s->ss.next_pn; /* this FILE_DONE */
         s->done_due--;
         arm_control_timer(s);
     } else {
@@ -1496,6 +1565,7 @@ static int take_entry(aftp_sender *s, uint32_t id, int resend, size_t room, aftp
         place_entry(s, e);
     aftp_entryq_record(e, rec); /* with its base */
     e->sent_ns = s->ss.now_ns;
+    e->sent_pn = s->ss.next_pn; /* the ENTRIES being built */
     return 1;
 }
 
@@ -1799,24 +1869,36 @@ uint64_t aftp_sender_expiry(const aftp_sender *s)
  * answered since it last fired. */
 static void control_timeout(aftp_sender *s)
 {
-    int awaited = 0;
     s->ctl_backoff = s->ctl_answered ? 0 : s->ctl_backoff + 1;
     s->ctl_answered = 0;
     uint64_t pto = aftp_rtt_pto(&s->rtt);
     s->resend_before = s->ss.now_ns > pto ? s->ss.now_ns - pto : 0;
+    /* The next expiry is a PTO (backed off) after the earliest of what
+     * stays unanswered left (now, for what is resent now): one that left
+     * just after resend_before is due then, not two PTOs from its send,
+     * as a timer re-armed a PTO from now would make it. */
+    uint64_t earliest = AFTP_NO_EXPIRY;
     for (uint32_t id = s->entries.oldest; id <= s->stream.newest; id++) {
         aftp_entryq_item *e = aftp_entryq_find(&s->entries, id);
-        if (e->state == AFTP_ENTRYQ_DONE_SENT && !e->done_due &&
-            e->sent_ns <= s->resend_before) {
+        int resend = e->sent_ns <= s->resend_before;
+        if (e->state == AFTP_ENTRYQ_DONE_SENT && !e->done_due && resend) {
             e->done_due = 1;
             s->done_due++;
         }
-        awaited |= e->state == AFTP_ENTRYQ_OFFERED || e->state == AFTP_ENTRYQ_DONE_SENT;
+        if (e->state != AFTP_ENTRYQ_OFFERED && e->state != AFTP_ENTRYQ_DONE_SENT)
+            continue;
+        uint64_t left = resend || e->done_due ? s->ss.now_ns : e->sent_ns;
+        if (left < earliest)
+            earliest = left;
     }
     s->resend_from = next_offered(s, s->entries.oldest);
     s->ctl_deadline = AFTP_NO_EXPIRY;
-    if (awaited)
-        arm_control_timer(s);
+    /* Never less than the PTO the cut-off above uses (the backed-off one
+     * stops at 2 s, a PTO need not), so the next expiry finds the earliest
+     * due and never lies in the past. */
+    uint64_t wait = aftp_rtt_pto_backoff(&s->rtt, s->ctl_backoff);
+    if (earliest != AFTP_NO_EXPIRY)
+        s->ctl_deadline = earliest + (wait > pto ? wait : pto);
 }
 
 /* Pipelined, the data timer: probe when data is unanswered and nothing

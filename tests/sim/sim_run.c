@@ -3,9 +3,14 @@
 
 #include "common/aftp_handshake.h"
 
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <cmocka.h>
 
 #define MAX_LOOPS_AT_ONE_TIME 100000
 
@@ -36,6 +41,7 @@ typedef struct sim_world {
     aftp_receiver *rcv;
     sim_link fwd, rev;
     uint8_t *sbuf, *rbuf;
+    int all_fed;           /* every entry added, aftp_sender_finish called */
 } sim_world;
 
 static int alive(uint64_t now, uint64_t dies_at)
@@ -72,9 +78,21 @@ static void deliver(sim_world *w, uint64_t now)
     }
 }
 
+/* The entries the sender has room for now (sim_cfg.refill). */
+static void refill(sim_world *w, uint64_t now)
+{
+    if (w->cfg->refill == NULL || !alive(now, w->cfg->sender_dies_at))
+        return;
+    if (w->cfg->refill(w->cfg->feed_ctx, &w->res->st, w->snd, now) && !w->all_fed) {
+        aftp_sender_finish(w->snd);
+        w->all_fed = 1;
+    }
+}
+
 static void run_timers_and_output(sim_world *w, uint64_t now)
 {
     aftp_datagram dg;
+    refill(w, now);
     if (alive(now, w->cfg->sender_dies_at)) {
         if (now >= w->cfg->sender_cancels_at && w->cfg->sender_abort_error != 0)
             aftp_sender_abort(w->snd, now, w->cfg->sender_abort_error, "source changed");
@@ -228,6 +246,8 @@ static void make_engines(sim_world *w)
         c->tune(c->tune_ctx, &ss, &rs);
     if (aftp_sender_new(&ss, 0, &w->snd) != AFTP_OK || aftp_receiver_new(&rs, 0, &w->rcv) != AFTP_OK)
         abort();
+    if (c->refill != NULL)
+        return; /* refill() adds them as the run goes */
     for (int i = 0; c->feed == NULL && i < c->nfiles; i++) {
         char path[32];
         snprintf(path, sizeof path, "dir/file-%d.bin", i + 1);
@@ -239,6 +259,7 @@ static void make_engines(sim_world *w)
     if (c->feed != NULL)
         c->feed(c->feed_ctx, &w->res->st, w->snd);
     aftp_sender_finish(w->snd);
+    w->all_fed = 1;
 }
 
 static void collect(sim_world *w, uint64_t now)
@@ -301,6 +322,16 @@ void sim_run(const sim_cfg *cfg, sim_result *out)
 void sim_result_free(sim_result *r)
 {
     sim_storage_free(&r->st);
+}
+
+void sim_expect_clean_end(const sim_result *r)
+{
+    assert_false(r->stuck);
+    if (r->snd_error != AFTP_OK || r->rcv_error != AFTP_OK)
+        print_message("sender: %s; receiver: %s\n", r->snd_side.ev.message,
+                      r->rcv_side.ev.message);
+    assert_int_equal(r->snd_error, AFTP_OK);
+    assert_int_equal(r->rcv_error, AFTP_OK);
 }
 
 void sim_report(const char *name, const sim_cfg *cfg, const sim_result *r)

@@ -55,6 +55,12 @@ typedef struct sim_cfg {
      * aftp_sender_finish follows. */
     void (*feed)(void *ctx, sim_storage *st, aftp_sender *snd);
     void *feed_ctx;
+    /* Instead of `feed`, for a tree larger than the sender's entry window:
+     * called at every step while the sender lives, adds entries as the
+     * sender takes them (aftp_sender_add_entry's LIMIT: at a later step);
+     * returns 1 once the last is added, and aftp_sender_finish follows
+     * (once). Takes feed_ctx. */
+    int (*refill)(void *ctx, sim_storage *st, aftp_sender *snd, uint64_t now);
 } sim_cfg;
 
 typedef struct sim_result {
@@ -93,6 +99,9 @@ void sim_cfg_default(sim_cfg *c);
 /* Runs until both sides are closed (or dead) or the time limit. */
 void sim_run(const sim_cfg *cfg, sim_result *out);
 void sim_result_free(sim_result *r);
+/* Asserts (cmocka) that the run ended cleanly: not stuck, both sides
+ * closed with AFTP_OK (their messages printed when not). */
+void sim_expect_clean_end(const sim_result *r);
 /* Prints one line of figures for the run. */
 void sim_report(const char *name, const sim_cfg *cfg, const sim_result *r);
 

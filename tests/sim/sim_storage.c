@@ -35,9 +35,21 @@ static void make_synthetic(sim_file *f, uint64_t rng)
         abort();
 }
 
+void sim_storage_reserve(sim_storage *st, int files)
+{
+    if (files <= st->room)
+        return;
+    st->files = realloc(st->files, (size_t)files * sizeof *st->files);
+    if (st->files == NULL)
+        abort();
+    memset(st->files + st->room, 0, (size_t)(files - st->room) * sizeof *st->files);
+    st->room = files;
+}
+
 void sim_storage_init(sim_storage *st, int nfiles, uint64_t size, uint64_t seed)
 {
     memset(st, 0, sizeof *st);
+    sim_storage_reserve(st, nfiles > SIM_MAX_FILES ? nfiles : SIM_MAX_FILES);
     st->nfiles = nfiles;
     st->corrupt_offset = -1;
     for (int i = 0; i < nfiles; i++) {
@@ -55,7 +67,7 @@ void sim_storage_init(sim_storage *st, int nfiles, uint64_t size, uint64_t seed)
 sim_file *sim_storage_add_entry(sim_storage *st, int kind, const char *path, uint64_t size,
                                 uint32_t block_size, const char *target)
 {
-    if (st->nfiles == SIM_MAX_FILES)
+    if (st->nfiles == st->room)
         abort();
     sim_file *f = &st->files[st->nfiles++];
     memset(f, 0, sizeof *f);
@@ -89,6 +101,7 @@ void sim_storage_free(sim_storage *st)
         free(st->files[i].pattern);
         free(st->files[i].landing);
     }
+    free(st->files);
     memset(st, 0, sizeof *st);
 }
 
@@ -330,6 +343,13 @@ const aftp_storage_ops sim_receiver_storage = {
     .commit_group = receiver_commit_group,
 };
 
+static void note_entry_end(sim_side *side, const aftp_event *ev)
+{
+    sim_file *f = ev->info ? sim_storage_file(side->st, ev->info->file_id) : NULL;
+    if (f != NULL && *side->clock > f->ended_at)
+        f->ended_at = *side->clock;
+}
+
 void sim_on_event(void *user, const aftp_event *ev)
 {
     sim_side *side = user;
@@ -347,6 +367,7 @@ void sim_on_event(void *user, const aftp_event *ev)
             memcpy(e->digest, ev->digest, AFTP_DIGEST_LEN);
         break;
     case AFTP_EV_ENTRY_END:
+        note_entry_end(side, ev);
         e->entry_end++;
         e->last_entry_verdict = ev->verdict;
         e->last_entry_error = ev->error;

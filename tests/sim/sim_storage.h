@@ -55,11 +55,13 @@ typedef struct sim_file {
     int placed;         /* DIR, SYMLINK: created by `entry` */
     char placed_target[64];
     int verdict;        /* what `entry` answered, -1 before */
+    uint64_t added_at;  /* set by a test: when the entry was added */
+    uint64_t ended_at;  /* the later ENTRY_END of the two sides */
 } sim_file;
 
 typedef struct sim_storage {
-    sim_file files[SIM_MAX_FILES];
-    int nfiles;
+    sim_file *files;       /* room for `room` files (SIM_MAX_FILES at least) */
+    int nfiles, room;
     int open_error;        /* non-zero: open() fails with it */
     int entry_error;       /* non-zero: entry() itself fails with it */
     int refuse_place;      /* non-zero: place() fails, payloads take scratch */
@@ -73,8 +75,12 @@ typedef struct sim_storage {
     const int *results_seen; /* the script's count, read at commit_group */
 } sim_storage;
 
-/* Files 1..nfiles of `size` bytes each, different seeded content. */
+/* Files 1..nfiles of `size` bytes each, different seeded content; room
+ * for SIM_MAX_FILES files or nfiles, whichever is more. */
 void sim_storage_init(sim_storage *st, int nfiles, uint64_t size, uint64_t seed);
+/* Room for `files` files in all (a tree larger than SIM_MAX_FILES); only
+ * before the first sim_storage_add_entry, whose files it would move. */
+void sim_storage_reserve(sim_storage *st, int files);
 void sim_storage_free(sim_storage *st);
 /* Pipelined mode: one more entry (id nfiles + 1), laid in the stream after
  * the ones before it; a FILE of `size` seeded bytes in blocks of

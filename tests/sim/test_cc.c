@@ -107,7 +107,8 @@ static void receive(path *p)
     f->at = p->now + p->delay_ns;
     f->fb = (aftp_cc_feedback){.largest_pn = p->largest, .recv_time_us = p->now / 1000,
                                .ack_delay_ns = p->now - p->arrive_at[p->largest],
-                               .packets_received = p->received};
+                               .packets_received = p->received,
+                               .data_sent = p->largest + 1};
 }
 
 static void deliver_feedback(path *p, aftp_cc *cc)
@@ -367,7 +368,7 @@ static void feed(aftp_cc *cc, uint64_t pn, uint64_t now, uint64_t rtt, uint64_t 
 {
     aftp_cc_feedback fb = {.now_ns = now, .largest_pn = pn, .rtt_ns = rtt,
                            .ack_delay_ns = ack_delay, .recv_time_us = now / 1000,
-                           .packets_received = pn + 1};
+                           .packets_received = pn + 1, .data_sent = pn + 1};
     aftp_cc_on_feedback(cc, &fb);
 }
 
@@ -401,12 +402,13 @@ static void test_control_packets_are_not_loss(void **state)
     cc_start(&cc, AFTP_CC_FAIR, 0, 0);
     for (uint64_t pn = 0; pn < 400; pn++)
         aftp_cc_on_sent(&cc, pn * MS, pn, pn % 4 == 0 ? 60 : PKT, pn % 4 != 0);
-    /* 300 DATA packets sent, all arrived: two FEEDBACKs 200 ms apart. */
+    /* 300 DATA packets sent, all arrived: two FEEDBACKs 200 ms apart;
+     * the sender's log counts the DATA among them. */
     aftp_cc_feedback fb = {.now_ns = 240 * MS, .largest_pn = 199, .rtt_ns = 41 * MS,
-                           .recv_time_us = 220000, .packets_received = 150};
+                           .recv_time_us = 220000, .packets_received = 150, .data_sent = 150};
     aftp_cc_on_feedback(&cc, &fb);
     fb = (aftp_cc_feedback){.now_ns = 440 * MS, .largest_pn = 399, .rtt_ns = 41 * MS,
-                            .recv_time_us = 420000, .packets_received = 300};
+                            .recv_time_us = 420000, .packets_received = 300, .data_sent = 300};
     aftp_cc_on_feedback(&cc, &fb);
     assert_true(cc.recent_loss == 0.0);
     /* 150 packets of 1200 bytes in 200 ms. */
@@ -509,6 +511,30 @@ static void test_startup_goes_on_while_winning_share(void **state)
  * faster than they were sent: the sample is the send rate, since a path
  * delivers no faster than that. A receive rate below the send rate (the
  * path's own limit) is taken as it is. */
+/* A pipelined session's run of control packets (ENTRIES of thousands of
+ * entries before any DATA): the receiver answers only DATA with FEEDBACK,
+ * so were they in flight, DATA could never leave. They are not. */
+static void test_control_packets_do_not_hold_data_back(void **state)
+{
+    (void)state;
+    aftp_cc cc;
+    cc_start(&cc, AFTP_CC_FAIR, 0, 0);
+    uint64_t pn = 0;
+    for (; pn < 4 * AFTP_CC_INITIAL_WINDOW; pn++)
+        aftp_cc_on_sent(&cc, pn * MS, pn, 1400, 0);
+    assert_int_equal(aftp_cc_inflight(&cc), 0);
+    assert_true(aftp_cc_may_send(&cc));
+    for (uint64_t data = 0; aftp_cc_may_send(&cc); data++, pn++)
+        aftp_cc_on_sent(&cc, pn * MS, pn, PKT, 1);
+    assert_int_equal(aftp_cc_inflight(&cc), aftp_cc_inflight_cap(&cc));
+    /* A FEEDBACK reporting the first DATA packet leaves the rest in flight. */
+    aftp_cc_feedback fb = {.now_ns = pn * MS, .largest_pn = 4 * AFTP_CC_INITIAL_WINDOW,
+                           .rtt_ns = 50 * MS, .recv_time_us = pn * 1000,
+                           .packets_received = 1, .data_sent = 1};
+    aftp_cc_on_feedback(&cc, &fb);
+    assert_int_equal(aftp_cc_inflight(&cc), cc.data_count - 1);
+}
+
 static void test_bunched_arrivals_do_not_raise_bw(void **state)
 {
     (void)state;
@@ -518,16 +544,19 @@ static void test_bunched_arrivals_do_not_raise_bw(void **state)
         aftp_cc_on_sent(&cc, pn * MS, pn, PKT, 1);
     /* pn 199..299 left over 100 ms and were stamped 50 ms apart. */
     aftp_cc_feedback fb = {.now_ns = 250 * MS, .largest_pn = 199, .rtt_ns = 51 * MS,
-                           .recv_time_us = 240000, .packets_received = 200};
+                           .recv_time_us = 240000, .packets_received = 200,
+                           .data_sent = 200};
     aftp_cc_on_feedback(&cc, &fb);
     fb = (aftp_cc_feedback){.now_ns = 350 * MS, .largest_pn = 299, .rtt_ns = 51 * MS,
-                            .recv_time_us = 290000, .packets_received = 300};
+                            .recv_time_us = 290000, .packets_received = 300,
+                            .data_sent = 300};
     aftp_cc_on_feedback(&cc, &fb);
     assert_int_equal(cc.bw_bps, 100 * PKT * 8 * 10);
     /* pn 299..399 left over 100 ms and arrived over 200 ms: the path's rate. */
     cc.bw_slot[cc.bw_index] = 0;
     fb = (aftp_cc_feedback){.now_ns = 500 * MS, .largest_pn = 399, .rtt_ns = 101 * MS,
-                            .recv_time_us = 490000, .packets_received = 400};
+                            .recv_time_us = 490000, .packets_received = 400,
+                            .data_sent = 400};
     aftp_cc_on_feedback(&cc, &fb);
     assert_int_equal(cc.bw_slot[cc.bw_index], 100 * PKT * 8 * 5);
 }
@@ -547,6 +576,7 @@ int main(void)
         cmocka_unit_test(test_min_rate_clamp),
         cmocka_unit_test(test_control_packets_are_not_loss),
         cmocka_unit_test(test_min_rtt_needs_two_low_samples),
+        cmocka_unit_test(test_control_packets_do_not_hold_data_back),
         cmocka_unit_test(test_bunched_arrivals_do_not_raise_bw),
         cmocka_unit_test(test_high_startup_ends_on_deep_queue),
         cmocka_unit_test(test_startup_goes_on_while_winning_share),

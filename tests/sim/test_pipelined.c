@@ -39,12 +39,7 @@ static void run_small_files(const char *name, windows *w, double loss, sim_resul
     c.tune_ctx = w;
     sim_run(&c, r);
     sim_report(name, &c, r);
-    assert_false(r->stuck);
-    if (r->snd_error != AFTP_OK || r->rcv_error != AFTP_OK)
-        print_message("sender: %s; receiver: %s\n", r->snd_side.ev.message,
-                      r->rcv_side.ev.message);
-    assert_int_equal(r->snd_error, AFTP_OK);
-    assert_int_equal(r->rcv_error, AFTP_OK);
+    sim_expect_clean_end(r);
     assert_int_equal(r->snd_side.ev.file_end, SIM_MAX_FILES);
     assert_int_equal(r->rcv_side.ev.file_end, SIM_MAX_FILES);
     assert_int_equal(r->snd_side.ev.last_file_error, AFTP_OK);

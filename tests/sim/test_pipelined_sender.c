@@ -374,8 +374,6 @@ static void on_data(world *w, const aftp_wire_packet *p)
     w->data_packets++;
     w->last_data_ns = w->clock;
     w->data_bytes += d->payload_len;
-    if (p->hdr.pn > w->largest_pn)
-        w->largest_pn = p->hdr.pn;
     if (d->block + 1 > w->highest)
         w->highest = d->block + 1;
     if (!w->held[d->block]) {
@@ -443,6 +441,8 @@ static void receiver_read(world *w, const uint8_t *buf, size_t len)
 {
     aftp_wire_packet p;
     assert_int_equal(aftp_wire_decode(buf, len, &p), AFTP_OK);
+    if (p.hdr.pn > w->largest_pn) /* any type (6.7), a repeated FILE_DONE too */
+        w->largest_pn = p.hdr.pn;
     switch (p.hdr.type) {
     case AFTP_WIRE_HELLO: on_hello(w, &p.u.hello); break;
     case AFTP_WIRE_ENTRIES: on_entries(w, &p.u.entries); break;

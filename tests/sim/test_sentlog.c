@@ -142,6 +142,28 @@ static void test_random_against_model(void **state)
     free(m.owner);
 }
 
+/* The DATA count up to a packet: exact across thousands of control
+ * packets (a pipelined session's FILE_DONEs), kept when the records are
+ * retired, unknown once the ring has reused the slot. */
+static void test_data_upto(void **state)
+{
+    (void)state;
+    aftp_sentlog l;
+    uint64_t count;
+    assert_int_equal(aftp_sentlog_init(&l, 1), AFTP_OK);
+    uint64_t slots = aftp_sentlog_slots(&l), block = 0;
+    for (uint64_t pn = 0; pn < 3 * slots; pn++) /* every third packet a control */
+        aftp_sentlog_add(&l, pn, pn % 3 == 2 ? AFTP_SENTLOG_NO_BLOCK : block++);
+    aftp_sentlog_retire(&l, UINT64_MAX);
+    for (uint64_t pn = 2 * slots; pn < 3 * slots; pn++) {
+        assert_int_equal(aftp_sentlog_data_upto(&l, pn, &count), 1);
+        assert_int_equal(count, pn + 1 - (pn + 1) / 3);
+    }
+    assert_int_equal(aftp_sentlog_data_upto(&l, 2 * slots - 1, &count), 0);
+    assert_int_equal(aftp_sentlog_data_upto(&l, 3 * slots, &count), 0);
+    aftp_sentlog_free(&l);
+}
+
 static void test_repairq(void **state)
 {
     (void)state;
@@ -206,6 +228,7 @@ int main(void)
         cmocka_unit_test(test_basic),
         cmocka_unit_test(test_size_clamp),
         cmocka_unit_test(test_random_against_model),
+        cmocka_unit_test(test_data_upto),
         cmocka_unit_test(test_repairq),
         cmocka_unit_test(test_repairq_huge_file),
     };
