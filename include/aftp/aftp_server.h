@@ -52,7 +52,7 @@ typedef struct aftp_server aftp_server;
  * the current directory, existing files kept, cipher AFTP_CIPHER_AUTO,
  * idle timeout 30 s, datagrams up to what a 9216-byte MTU carries (the
  * client's --mtu decides: the smaller of the two is used), trees in
- * pipelined mode with a window of 4096 entries, links recreated, mode
+ * pipelined mode with a window of 8192 entries, links recreated, mode
  * mask 0777, resume state removed after 7 days unclaimed.
  * *out is set to the new handle (NULL on failure). AFTP_ERR_NO_MEMORY, or
  * AFTP_ERR_INTERNAL when the crypto library cannot start. */
@@ -151,7 +151,7 @@ AFTP_EXTERN int aftp_server_set_partial_max_age_s(aftp_server *s, uint64_t secon
  * AFTP_SERVER_PIPELINE_WINDOW; each costs a session its path and a
  * record of memory. 0: no pipelined mode: one file at a time, no trees,
  * no resume state and no sweep (AFTP_ERR_INVALID_ARGUMENT beyond 65536). */
-#define AFTP_SERVER_PIPELINE_WINDOW 4096u
+#define AFTP_SERVER_PIPELINE_WINDOW 8192u
 #define AFTP_SERVER_PIPELINE_WINDOW_MAX 65536u
 AFTP_EXTERN int aftp_server_set_pipeline_window(aftp_server *s, uint32_t window);
 
