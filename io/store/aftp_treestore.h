@@ -87,8 +87,20 @@
 #define AFTP_TREESTORE_MAX_OPEN 64u                      /* partial files with a descriptor */
 #define AFTP_TREESTORE_SYNC_BYTES (UINT64_C(16) << 20)   /* written between journal syncs */
 #define AFTP_TREESTORE_SYNC_NS UINT64_C(1000000000)     /* unsynced age that a tick syncs */
+#define AFTP_TREESTORE_WHOLE_MAX (UINT64_C(64) << 10)    /* files this small keep no journal */
+#define AFTP_TREESTORE_DIR_CACHE 16u                     /* destination directories kept open */
 
 typedef struct aftp_treestore_file aftp_treestore_file;
+typedef struct aftp_treestore_group aftp_treestore_group;
+
+/* A destination directory kept open: files entered and committed in it
+ * open it once, not once each. */
+typedef struct aftp_treestore_dir {
+    char *path;      /* relative to the root, "" the root itself; NULL: unused */
+    int fd;
+    int dirty;       /* renamed into during the group commit, not yet synced */
+    uint64_t ticket; /* which opening of it (the group's files name it) */
+} aftp_treestore_dir;
 
 typedef struct aftp_treestore {
     int root;        /* the destination root (borrowed) */
@@ -100,6 +112,11 @@ typedef struct aftp_treestore {
     size_t hand;     /* where the search for a descriptor to close resumes */
     aftp_journal_sweep sweep;
     aftp_path_report report; /* the last entry's refusal or failure */
+    aftp_treestore_dir dirs[AFTP_TREESTORE_DIR_CACHE];
+    size_t dir_victim;       /* the slot a miss takes next, round the cache */
+    uint64_t dir_tickets;
+    aftp_treestore_group *group; /* the group commit running, or NULL */
+    uint8_t *readback;       /* AFTP_TREESTORE_WHOLE_MAX bytes: a whole file's view */
 } aftp_treestore;
 
 /* Opens the private directory beneath root (aftp_journal_dir_open).

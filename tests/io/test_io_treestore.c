@@ -29,7 +29,7 @@
 
 #define T1 INT64_C(1500000000111111111)
 #define T2 INT64_C(1600000000222222222)
-enum { BS = 1000 };
+enum { BS = 8000 }; /* RSIZE and src/big beyond AFTP_TREESTORE_WHOLE_MAX: journalled */
 
 static const aftp_storage_ops *ops = &aftp_treestore_ops;
 
@@ -117,7 +117,7 @@ static void make_source(int root)
     assert_int_equal(mkdirat(root, "src", 0755), 0);
     assert_int_equal(mkdirat(root, "src/d1", 0750), 0);
     assert_int_equal(mkdirat(root, "src/ro", 0555), 0);
-    write_file(root, "src/big", 5 * BS + 17, 1, T1);
+    write_file(root, "src/big", 9 * BS + 17, 1, T1);
     write_file(root, "src/d1/f", 2500, 2, T2);
     write_file(root, "src/empty", 0, 3, T1);
     write_file(root, "src/ro/g", 10, 4, T2);
