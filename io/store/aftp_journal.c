@@ -418,19 +418,22 @@ int aftp_journal_open(aftp_journal *j, int dirfd, const char *path,
 int aftp_journal_open_whole(aftp_journal *j, int dirfd, const char *path,
                             const aftp_journal_source *src)
 {
-    char name[STATE_NAME_CAP];
     int rc = open_common(j, dirfd, path, src);
-    if (rc != AFTP_OK)
-        return rc;
     j->whole = 1;
     j->outcome = AFTP_JOURNAL_FRESH;
-    /* O_TRUNC: an earlier session's partial data of this path is replaced
-     * in place, without a probe or an unlink first. */
-    state_name(j->name, STATE_DATA, name);
+    return rc; /* the partial file comes with aftp_journal_reopen_data */
+}
+
+/* A whole file's partial file, made at its first use. O_TRUNC: an
+ * earlier session's partial data of the path is replaced in place,
+ * without a probe or an unlink first. */
+static int create_whole(aftp_journal *j, const char *name)
+{
     j->data_fd = openat(j->dirfd, name, O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (j->data_fd < 0 || ftruncate(j->data_fd, (off_t)j->src.size) != 0)
         return explain(j, errno_to_error(errno), "cannot create the partial file of",
                        "%s (%" PRIu64 " bytes)", strerror(errno), j->src.size);
+    j->created = 1;
     return AFTP_OK;
 }
 
@@ -454,6 +457,8 @@ int aftp_journal_reopen_data(aftp_journal *j)
     if (j->data_fd >= 0)
         return AFTP_OK;
     state_name(j->name, STATE_DATA, name);
+    if (j->whole && !j->created)
+        return create_whole(j, name);
     j->data_fd = openat(j->dirfd, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
     if (j->data_fd < 0)
         return explain(j, errno_to_error(errno), "cannot reopen the partial file of", "%s",
@@ -600,10 +605,10 @@ void aftp_journal_close(aftp_journal *j)
 
 void aftp_journal_discard(aftp_journal *j)
 {
-    if (j->path != NULL && j->whole)
-        unlink_state(j->dirfd, j->name, STATE_DATA);
-    else if (j->path != NULL)
+    if (j->path != NULL && !j->whole)
         unlink_all_state(j->dirfd, j->name);
+    else if (j->path != NULL && j->created) /* a whole file has no more, if made at all */
+        unlink_state(j->dirfd, j->name, STATE_DATA);
     aftp_journal_close(j);
 }
 

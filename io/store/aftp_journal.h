@@ -124,6 +124,7 @@ typedef struct aftp_journal {
     aftp_journal_set durable; /* flushed: what the next save records */
     aftp_journal_outcome outcome;
     int whole;     /* no journal (aftp_journal_open_whole) */
+    int created;   /* whole: its partial file made */
     char why[320]; /* the last failure or discard, with its figures */
 } aftp_journal;
 
@@ -150,8 +151,9 @@ int aftp_journal_open(aftp_journal *j, int dirfd, const char *path,
 
 /* A file small enough to be sent again whole after any interruption: its
  * partial file only, created or truncated (an earlier session's partial
- * data of the path replaced), never a journal: no probe for one, no
- * unlink first, aftp_journal_save does nothing, aftp_journal_discard
+ * data of the path replaced) by the first aftp_journal_reopen_data (none
+ * is open after this call), never a journal: no probe for one, no unlink
+ * first, aftp_journal_save does nothing, aftp_journal_discard
  * removes the partial file alone. A journal left by an earlier, larger
  * version of the path is never resumed against this partial file: its
  * size differs, so aftp_journal_open would find the data damaged. */

@@ -423,7 +423,6 @@ static int open_journal(aftp_treestore *ts, aftp_treestore_file *f, const aftp_e
     make_room(ts, NULL);
     if (info->file.size <= AFTP_TREESTORE_WHOLE_MAX) { /* sent again whole after a crash */
         rc = aftp_journal_open_whole(&f->j, ts->partial_dir, info->file.path, &src);
-        ts->open_fds += f->j.data_fd >= 0;
         return rc != AFTP_OK ? fail(ts, rc, "cannot create the partial file for", f->j.why)
                              : AFTP_OK;
     }
@@ -665,12 +664,23 @@ static int fail_file(aftp_treestore *ts, const aftp_treestore_file *f, int err, 
     return fail(ts, err, what, detail);
 }
 
+/* Runs a durability step (a syscall returning 0 or -1 with errno), unless
+ * a test build's fault hook fails it first. */
+#ifdef AFTP_TEST_HOOKS
+#define STEP(ts, step, path, call)                                                           \
+    ((ts)->fault != NULL && (errno = (ts)->fault((ts)->fault_user, (step), (path))) != 0      \
+         ? -1                                                                                \
+         : (call))
+#else
+#define STEP(ts, step, path, call) (call)
+#endif
+
 static void dir_settle(aftp_treestore *ts, aftp_treestore_dir *d)
 {
     if (!d->dirty)
         return;
     d->dirty = 0;
-    if (fsync(d->fd) == 0)
+    if (STEP(ts, AFTP_TREESTORE_STEP_DIRSYNC, d->path, fsync(d->fd)) == 0)
         return;
     int e = errno;
     aftp_treestore_group *g = ts->group;
@@ -686,13 +696,15 @@ static void dir_settle(aftp_treestore *ts, aftp_treestore_dir *d)
 static int prepare_file(aftp_treestore *ts, aftp_treestore_file *f, int fsync_each)
 {
     char name[AFTP_JOURNAL_STATE_NAME_CAP];
+    int need_fd = fsync_each || (f->j.whole && !f->j.created); /* an empty file is made now */
+    int rc = need_fd ? ensure_open(ts, f) : AFTP_OK;
+    if (rc != AFTP_OK)
+        return fail_file(ts, f, rc, "cannot commit", f->j.why);
     aftp_journal_data_name(&f->j, name);
-    int rc = aftp_place_apply_meta_at(&ts->place, ts->partial_dir, name, f->mode, f->mtime_ns);
+    rc = aftp_place_apply_meta_at(&ts->place, ts->partial_dir, name, f->mode, f->mtime_ns);
     if (rc != AFTP_OK)
         return fail_file(ts, f, rc, "cannot set the mode or time of", strerror(errno));
-    if (fsync_each && (rc = ensure_open(ts, f)) != AFTP_OK)
-        return fail_file(ts, f, rc, "cannot commit", f->j.why);
-    if (fsync_each && fsync(f->j.data_fd) != 0)
+    if (fsync_each && STEP(ts, AFTP_TREESTORE_STEP_SYNC, "", fsync(f->j.data_fd)) != 0)
         return fail_file(ts, f, aftp_store_errno_error(errno), "cannot flush", strerror(errno));
     return AFTP_OK;
 }
@@ -708,6 +720,8 @@ static int place_file(aftp_treestore *ts, aftp_treestore_group *g, size_t i)
         return fail_file(ts, f, rc, "cannot open the directory of",
                          rc == AFTP_ERR_PATH_REJECTED ? "a file or symbolic link is in the way"
                                                       : aftp_strerror(rc));
+    if (STEP(ts, AFTP_TREESTORE_STEP_RENAME, f->j.path, 0) != 0)
+        return fail_file(ts, f, aftp_store_errno_error(errno), "cannot commit", strerror(errno));
     if ((rc = aftp_journal_place(&f->j, d->fd, leaf, ts->place.opt.overwrite)) != AFTP_OK)
         return fail_file(ts, f, rc, "cannot commit", f->j.why);
     d->dirty = 1;
@@ -740,13 +754,27 @@ static void sync_group_data(aftp_treestore *ts, aftp_treestore_group *g, size_t 
             g->results[i] = prepare_file(ts, g->files[i], !by_fs);
     /* syncfs reports a write-back error of any file since the last sync:
      * the group's files all fail rather than one vouched for wrongly. */
-    if (!by_fs || syncfs(ts->partial_dir) == 0)
+    if (!by_fs || STEP(ts, AFTP_TREESTORE_STEP_SYNC, "", syncfs(ts->partial_dir)) == 0)
         return;
     int e = errno;
     for (size_t i = 0; i < g->count; i++)
         if (g->files[i] != NULL && g->results[i] == AFTP_OK)
             g->results[i] = fail_file(ts, g->files[i], aftp_store_errno_error(e),
                                       "cannot make durable", strerror(e));
+}
+
+/* A file renamed is done (its journal removed, whatever its directory's
+ * sync said); one not renamed keeps its state: all its blocks, its data
+ * durable or not, written to its journal for the next session. */
+static void end_committed(aftp_treestore *ts, aftp_treestore_file *f, int renamed)
+{
+    if (renamed) {
+        end_file(ts, f, COMMITTED);
+        return;
+    }
+    if (unfinished_state(f) == KEEP_STATE)
+        (void)sync_file(ts, f); /* a failure keeps the last journal: still correct */
+    end_file(ts, f, unfinished_state(f));
 }
 
 static int commit_files(aftp_treestore *ts, aftp_treestore_group *g, const uint32_t *ids)
@@ -760,8 +788,8 @@ static int commit_files(aftp_treestore *ts, aftp_treestore_group *g, const uint3
         dir_settle(ts, &ts->dirs[i]);
     ts->group = NULL;
     for (size_t i = 0; i < g->count; i++)
-        if (g->files[i] != NULL) /* a file not renamed keeps its state */
-            end_file(ts, g->files[i], g->tickets[i] != 0 ? COMMITTED : KEEP_STATE);
+        if (g->files[i] != NULL)
+            end_committed(ts, g->files[i], g->tickets[i] != 0);
     return AFTP_OK;
 }
 

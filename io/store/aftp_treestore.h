@@ -117,7 +117,19 @@ typedef struct aftp_treestore {
     uint64_t dir_tickets;
     aftp_treestore_group *group; /* the group commit running, or NULL */
     uint8_t *readback;       /* AFTP_TREESTORE_WHOLE_MAX bytes: a whole file's view */
+#ifdef AFTP_TEST_HOOKS
+    /* Test builds only: called before each durability step of a group
+     * commit, AFTP_TREESTORE_STEP_* with the file's or directory's path
+     * ("" for the group's data sync); a nonzero return is an errno the step
+     * fails with instead of running. */
+    int (*fault)(void *user, int step, const char *path);
+    void *fault_user;
+#endif
 } aftp_treestore;
+
+#ifdef AFTP_TEST_HOOKS
+enum { AFTP_TREESTORE_STEP_SYNC, AFTP_TREESTORE_STEP_RENAME, AFTP_TREESTORE_STEP_DIRSYNC };
+#endif
 
 /* Opens the private directory beneath root (aftp_journal_dir_open).
  * AFTP_OK, or the error with the reason in `why`. */
