@@ -49,7 +49,12 @@
  *
  * Finish. aftp_journal_finish renames the partial file itself to its
  * final name (no second copy) and removes the journal; a refused or failed
- * file is closed (aftp_journal_close) and both stay for a later resume.
+ * file is closed (aftp_journal_close) and both stay for a later resume. A
+ * caller committing many files at once syncs them together and uses the
+ * finish's steps (aftp_journal_place, aftp_journal_forget) instead.
+ *
+ * Whole files. aftp_journal_open_whole keeps a partial file without any
+ * journal, for files cheap enough to send again whole.
  *
  * Cleanup. State untouched for longer than a given age (default
  * AFTP_JOURNAL_DEFAULT_MAX_AGE_S, 7 days) is removed by
