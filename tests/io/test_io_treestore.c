@@ -620,7 +620,6 @@ static void test_small_file_keeps_no_journal(void **state)
 /* What the hook saw, and the one step it fails. */
 typedef struct steps {
     int root;
-    int syncs, renames, dirsyncs;
     int fail_step;         /* -1: none */
     const char *fail_path; /* the path whose step fails */
     char order[32];        /* S, R, D in the order they came */
@@ -637,17 +636,16 @@ static int on_step(void *user, int step, const char *path)
     if (step == AFTP_TREESTORE_STEP_SYNC) { /* no final name before the data is durable */
         for (size_t i = 0; i < 3; i++)
             assert_false(io_test_exists(s->root, group_paths[i]));
-        s->syncs++;
     }
-    s->renames += step == AFTP_TREESTORE_STEP_RENAME;
-    s->dirsyncs += step == AFTP_TREESTORE_STEP_DIRSYNC;
     return step == s->fail_step && strcmp(path, s->fail_path) == 0 ? EIO : 0;
 }
 
 /* d/a (journalled, RESUME), b and d/c (whole) received and verified, then
- * committed as one group under the hook; results in results[3]. */
-static void commit_three(rig *r, steps *s, int results[3])
+ * committed as one group under the hook, whose results are `expected`. */
+static rig *commit_three(void **state, uint32_t seed, steps *s, const int expected[3])
 {
+    int results[3];
+    rig *r = rig_start(state, seed);
     uint32_t ids[3] = {1, 2, 3};
     uint64_t sizes[3] = {RSIZE, 2 * BS, BS + 7};
     assert_int_equal(mkdirat(r->root, "d", 0755), 0);
@@ -665,21 +663,22 @@ static void commit_three(rig *r, steps *s, int results[3])
     r->ts.fault_user = s;
     assert_int_equal(ops->commit_group(&r->ts, ids, 3, results), AFTP_OK);
     aftp_treestore_fini(&r->ts);
+    for (size_t i = 0; i < 3; i++) {
+        assert_int_equal(results[i], expected[i]);
+        assert_int_equal(io_test_exists(r->root, group_paths[i]),
+                         expected[i] == AFTP_OK || /* renamed, not vouched for */
+                             s->fail_step == AFTP_TREESTORE_STEP_DIRSYNC);
+    }
+    return r;
 }
 
 /* One data sync for the whole group, before any rename; then the renames;
  * then one sync per distinct directory (d and the root); all succeed. */
 static void test_group_syncs_data_once_before_any_rename(void **state)
 {
-    int results[3];
-    rig *r = rig_start(state, 12);
     steps s = {.fail_step = -1, .fail_path = ""};
-    commit_three(r, &s, results);
+    rig *r = commit_three(state, 12, &s, (const int[]){AFTP_OK, AFTP_OK, AFTP_OK});
     assert_string_equal(s.order, "SRRRDD");
-    for (size_t i = 0; i < 3; i++) {
-        assert_int_equal(results[i], AFTP_OK);
-        assert_true(io_test_exists(r->root, group_paths[i]));
-    }
     assert_false(io_test_exists(r->root, AFTP_JOURNAL_DIR));
 }
 
@@ -687,16 +686,9 @@ static void test_group_syncs_data_once_before_any_rename(void **state)
  * state, every block held, for the next session. */
 static void test_failed_rename_fails_only_its_file(void **state)
 {
-    int results[3];
-    rig *r = rig_start(state, 13);
     steps s = {.fail_step = AFTP_TREESTORE_STEP_RENAME, .fail_path = "d/a"};
-    commit_three(r, &s, results);
-    assert_int_equal(results[0], AFTP_ERR_IO);
-    assert_int_equal(results[1], AFTP_OK);
-    assert_int_equal(results[2], AFTP_OK);
+    rig *r = commit_three(state, 13, &s, (const int[]){AFTP_ERR_IO, AFTP_OK, AFTP_OK});
     assert_false(io_test_exists(r->root, "d/a"));
-    assert_true(io_test_exists(r->root, "b"));
-    assert_true(io_test_exists(r->root, "d/c"));
     store_init(&r->ts, r->root, 0, 0);
     aftp_entry_info e = file_entry(4, "d/a", RSIZE, T1, 40, AFTP_ENTRY_RESUME);
     assert_int_equal(verdict_of(&r->ts, &e, &r->v), AFTP_VERDICT_RESUME);
@@ -708,27 +700,17 @@ static void test_failed_rename_fails_only_its_file(void **state)
 /* The group's data sync failing fails every file of it, none renamed. */
 static void test_failed_data_sync_fails_the_group(void **state)
 {
-    int results[3];
-    rig *r = rig_start(state, 14);
     steps s = {.fail_step = AFTP_TREESTORE_STEP_SYNC, .fail_path = ""};
-    commit_three(r, &s, results);
+    commit_three(state, 14, &s, (const int[]){AFTP_ERR_IO, AFTP_ERR_IO, AFTP_ERR_IO});
     assert_string_equal(s.order, "S");
-    for (size_t i = 0; i < 3; i++) {
-        assert_int_equal(results[i], AFTP_ERR_IO);
-        assert_false(io_test_exists(r->root, group_paths[i]));
-    }
 }
 
 /* A directory's sync failing fails the files renamed into it, only those. */
 static void test_failed_dir_sync_fails_its_files(void **state)
 {
-    int results[3];
-    rig *r = rig_start(state, 15);
     steps s = {.fail_step = AFTP_TREESTORE_STEP_DIRSYNC, .fail_path = "d"};
-    commit_three(r, &s, results);
-    assert_int_equal(results[0], AFTP_ERR_IO);
-    assert_int_equal(results[1], AFTP_OK);
-    assert_int_equal(results[2], AFTP_ERR_IO);
+    commit_three(state, 15, &s, (const int[]){AFTP_ERR_IO, AFTP_OK, AFTP_ERR_IO});
+    assert_string_equal(s.order, "SRRRDD");
 }
 #else
 #define HOOKS_ONLY(name)                                                                      \
