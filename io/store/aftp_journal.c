@@ -26,7 +26,7 @@
 /* The suffixes of a state's files; the name of each is <32 hex><suffix>. */
 static const char *const state_suffixes[] = {".part", ".jrnl", ".jrnl.new"};
 enum { STATE_DATA, STATE_JOURNAL, STATE_JOURNAL_NEW, STATE_FILES };
-#define STATE_NAME_CAP (AFTP_JOURNAL_NAME_BYTES + 16)
+#define STATE_NAME_CAP AFTP_JOURNAL_STATE_NAME_CAP
 
 static int errno_to_error(int e)
 {
@@ -380,8 +380,9 @@ static int create_data(aftp_journal *j)
     return AFTP_OK;
 }
 
-int aftp_journal_open(aftp_journal *j, int dirfd, const char *path,
-                      const aftp_journal_source *src)
+/* What every open does first: the path checked, the state's name. */
+static int open_common(aftp_journal *j, int dirfd, const char *path,
+                       const aftp_journal_source *src)
 {
     memset(j, 0, sizeof *j);
     j->dirfd = dirfd;
@@ -397,12 +398,48 @@ int aftp_journal_open(aftp_journal *j, int dirfd, const char *path,
         return explain(j, AFTP_ERR_INVALID_ARGUMENT, "no resume state for", "block size 0");
     name_of_path(path, j->name);
     j->block_count = src->size / src->block_size + (src->size % src->block_size != 0);
-    int rc = load(j);
+    return AFTP_OK;
+}
+
+int aftp_journal_open(aftp_journal *j, int dirfd, const char *path,
+                      const aftp_journal_source *src)
+{
+    int rc = open_common(j, dirfd, path, src);
+    if (rc != AFTP_OK)
+        return rc;
+    rc = load(j);
     if (rc == AFTP_OK && j->outcome == AFTP_JOURNAL_RESUMED)
         rc = open_data(j);
     if (rc == AFTP_OK && j->outcome != AFTP_JOURNAL_RESUMED)
         rc = create_data(j);
     return rc;
+}
+
+int aftp_journal_open_whole(aftp_journal *j, int dirfd, const char *path,
+                            const aftp_journal_source *src)
+{
+    int rc = open_common(j, dirfd, path, src);
+    j->whole = 1;
+    j->outcome = AFTP_JOURNAL_FRESH;
+    return rc; /* the partial file comes with aftp_journal_reopen_data */
+}
+
+/* A whole file's partial file, made at its first use. O_TRUNC: an
+ * earlier session's partial data of the path is replaced in place,
+ * without a probe or an unlink first. */
+static int create_whole(aftp_journal *j, const char *name)
+{
+    j->data_fd = openat(j->dirfd, name, O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (j->data_fd < 0 || ftruncate(j->data_fd, (off_t)j->src.size) != 0)
+        return explain(j, errno_to_error(errno), "cannot create the partial file of",
+                       "%s (%" PRIu64 " bytes)", strerror(errno), j->src.size);
+    j->created = 1;
+    return AFTP_OK;
+}
+
+void aftp_journal_data_name(const aftp_journal *j, char out[AFTP_JOURNAL_STATE_NAME_CAP])
+{
+    state_name(j->name, STATE_DATA, out);
 }
 
 /* ---- recording ---- */
@@ -420,6 +457,8 @@ int aftp_journal_reopen_data(aftp_journal *j)
     if (j->data_fd >= 0)
         return AFTP_OK;
     state_name(j->name, STATE_DATA, name);
+    if (j->whole && !j->created)
+        return create_whole(j, name);
     j->data_fd = openat(j->dirfd, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
     if (j->data_fd < 0)
         return explain(j, errno_to_error(errno), "cannot reopen the partial file of", "%s",
@@ -474,6 +513,8 @@ int aftp_journal_save(aftp_journal *j)
     char new_name[STATE_NAME_CAP], name[STATE_NAME_CAP];
     if (j->data_fd < 0)
         return AFTP_ERR_INVALID_STATE;
+    if (j->whole)
+        return AFTP_OK; /* no journal: the file is sent again whole */
     uint8_t *buf = malloc(JOURNAL_MAX_BYTES);
     if (buf == NULL)
         return explain(j, AFTP_ERR_NO_MEMORY, "cannot record the resume journal of",
@@ -516,21 +557,39 @@ static int rename_data(aftp_journal *j, int parent_fd, const char *leaf, int rep
     return unlinkat(j->dirfd, name, 0);
 }
 
+static int move_failed(aftp_journal *j)
+{
+    int e = errno;
+    return explain(j, errno_to_error(e), "cannot move into place", "%s%s", strerror(e),
+                   e == EXDEV ? " (the destination is on another file system than "
+                                AFTP_JOURNAL_DIR ")"
+                              : "");
+}
+
+int aftp_journal_place(aftp_journal *j, int parent_fd, const char *leaf, int replace)
+{
+    return rename_data(j, parent_fd, leaf, replace) == 0 ? AFTP_OK : move_failed(j);
+}
+
+void aftp_journal_forget(aftp_journal *j)
+{
+    if (!j->whole)
+        unlink_state(j->dirfd, j->name, STATE_JOURNAL);
+    aftp_journal_close(j);
+}
+
 int aftp_journal_finish(aftp_journal *j, int parent_fd, const char *leaf, int replace)
 {
     if (j->data_fd < 0)
         return AFTP_ERR_INVALID_STATE;
-    if (fsync(j->data_fd) != 0 || rename_data(j, parent_fd, leaf, replace) != 0 ||
-        fsync(parent_fd) != 0) {
-        int e = errno;
-        return explain(j, errno_to_error(e), "cannot move into place", "%s%s", strerror(e),
-                       e == EXDEV ? " (the destination is on another file system than "
-                                    AFTP_JOURNAL_DIR ")"
-                                  : "");
-    }
-    unlink_state(j->dirfd, j->name, STATE_JOURNAL);
-    aftp_journal_close(j);
-    return AFTP_OK;
+    if (fsync(j->data_fd) != 0)
+        return move_failed(j);
+    int rc = aftp_journal_place(j, parent_fd, leaf, replace);
+    if (rc == AFTP_OK && fsync(parent_fd) != 0)
+        rc = move_failed(j);
+    if (rc == AFTP_OK)
+        aftp_journal_forget(j);
+    return rc;
 }
 
 void aftp_journal_close(aftp_journal *j)
@@ -546,8 +605,10 @@ void aftp_journal_close(aftp_journal *j)
 
 void aftp_journal_discard(aftp_journal *j)
 {
-    if (j->path != NULL)
+    if (j->path != NULL && !j->whole)
         unlink_all_state(j->dirfd, j->name);
+    else if (j->path != NULL && j->created) /* a whole file has no more, if made at all */
+        unlink_state(j->dirfd, j->name, STATE_DATA);
     aftp_journal_close(j);
 }
 

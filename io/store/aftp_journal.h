@@ -49,7 +49,12 @@
  *
  * Finish. aftp_journal_finish renames the partial file itself to its
  * final name (no second copy) and removes the journal; a refused or failed
- * file is closed (aftp_journal_close) and both stay for a later resume.
+ * file is closed (aftp_journal_close) and both stay for a later resume. A
+ * caller committing many files at once syncs them together and uses the
+ * finish's steps (aftp_journal_place, aftp_journal_forget) instead.
+ *
+ * Whole files. aftp_journal_open_whole keeps a partial file without any
+ * journal, for files cheap enough to send again whole.
  *
  * Cleanup. State untouched for longer than a given age (default
  * AFTP_JOURNAL_DEFAULT_MAX_AGE_S, 7 days) is removed by
@@ -82,6 +87,7 @@
 #define AFTP_JOURNAL_MAX_RANGES 1024u
 #define AFTP_JOURNAL_DEFAULT_MAX_AGE_S (7u * 24u * 3600u)
 #define AFTP_JOURNAL_NAME_BYTES 32u /* hex digits of a state's name */
+#define AFTP_JOURNAL_STATE_NAME_CAP (AFTP_JOURNAL_NAME_BYTES + 16) /* a state file's name */
 
 /* What decides "the same source as the partial copy", and its geometry. */
 typedef struct aftp_journal_source {
@@ -122,6 +128,8 @@ typedef struct aftp_journal {
     aftp_journal_set written; /* written, not yet flushed */
     aftp_journal_set durable; /* flushed: what the next save records */
     aftp_journal_outcome outcome;
+    int whole;     /* no journal (aftp_journal_open_whole) */
+    int created;   /* whole: its partial file made */
     char why[320]; /* the last failure or discard, with its figures */
 } aftp_journal;
 
@@ -145,6 +153,19 @@ int aftp_journal_dir_open(int rootfd, int *dirfd, char *why, size_t cap);
  * aftp_journal_close either way. */
 int aftp_journal_open(aftp_journal *j, int dirfd, const char *path,
                       const aftp_journal_source *src);
+
+/* A file small enough to be sent again whole after any interruption: its
+ * partial file only, created or truncated (an earlier session's partial
+ * data of the path replaced) by the first aftp_journal_reopen_data (none
+ * is open after this call), never a journal: no probe for one, no unlink
+ * first, aftp_journal_save does nothing, aftp_journal_discard
+ * removes the partial file alone. A journal left by an earlier, larger
+ * version of the path is never resumed against this partial file: its
+ * size differs, so aftp_journal_open would find the data damaged. */
+int aftp_journal_open_whole(aftp_journal *j, int dirfd, const char *path,
+                            const aftp_journal_source *src);
+/* The partial file's name in the private directory. */
+void aftp_journal_data_name(const aftp_journal *j, char out[AFTP_JOURNAL_STATE_NAME_CAP]);
 
 /* Descriptors: a receiver with many files open closes the partial file's
  * descriptor (aftp_journal_release_data: nothing is flushed or lost, the
@@ -170,6 +191,13 @@ int aftp_journal_sync(aftp_journal *j);
  * (replacing a file there only with `replace`), fsync parent_fd, remove
  * the journal, close. AFTP_OK, or the error with j->why (state kept). */
 int aftp_journal_finish(aftp_journal *j, int parent_fd, const char *leaf, int replace);
+/* The steps of a group's finish, whose caller syncs for the whole group:
+ * aftp_journal_place renames the partial file (its data made durable by
+ * the caller before) to `leaf` in parent_fd, replacing only with
+ * `replace` (AFTP_OK, or the error with j->why, state kept);
+ * aftp_journal_forget then removes the journal and closes. */
+int aftp_journal_place(aftp_journal *j, int parent_fd, const char *leaf, int replace);
+void aftp_journal_forget(aftp_journal *j);
 /* Closes, keeping the state on disk for a later resume. */
 void aftp_journal_close(aftp_journal *j);
 /* Closes and removes the state. */

@@ -72,6 +72,16 @@ int aftp_place_apply_meta(aftp_place *p, int fd, uint32_t mode, int64_t mtime_ns
     return AFTP_OK;
 }
 
+int aftp_place_apply_meta_at(aftp_place *p, int dirfd, const char *name, uint32_t mode,
+                             int64_t mtime_ns)
+{
+    struct timespec times[2] = {{.tv_sec = 0, .tv_nsec = UTIME_OMIT}, timespec_of(mtime_ns)};
+    if (fchmodat(dirfd, name, (mode_t)(mode & p->opt.mode_mask & 07777), 0) != 0 ||
+        utimensat(dirfd, name, times, AT_SYMLINK_NOFOLLOW) != 0)
+        return aftp_store_errno_error(errno);
+    return AFTP_OK;
+}
+
 /* A directory's metadata, once the walk left it and nothing beneath it is
  * pending; then its parent's turn may have come. A failure is kept for
  * aftp_place_finish: it belongs to no entry the caller is placing now. */

@@ -118,6 +118,11 @@ aftp_place_dirrec *aftp_place_hold(aftp_place *p, const char *path);
 void aftp_place_unhold(aftp_place *p, aftp_place_dirrec *d); /* NULL-safe */
 /* The sender's mode (masked by policy) and mtime applied to an open file. */
 int aftp_place_apply_meta(aftp_place *p, int fd, uint32_t mode, int64_t mtime_ns);
+/* The same for regular file `name` in dirfd, by name: no descriptor of
+ * the file needed. The name must be private to the caller (a directory
+ * no one else writes to): fchmodat follows a link there. */
+int aftp_place_apply_meta_at(aftp_place *p, int dirfd, const char *name, uint32_t mode,
+                             int64_t mtime_ns);
 
 /* Opens a temporary file for `path`, `size` bytes of holes. */
 int aftp_place_file_open(aftp_place *p, const char *path, uint64_t size, uint32_t mode,

@@ -57,6 +57,8 @@ int aftp_treestore_init(aftp_treestore *ts, int root, const aftp_place_options *
     memset(ts, 0, sizeof *ts);
     ts->root = root;
     ts->partial_dir = -1;
+    for (size_t i = 0; i < AFTP_TREESTORE_DIR_CACHE; i++)
+        ts->dirs[i].fd = -1;
     aftp_place_init(&ts->place, root, opt);
     aftp_journal_sweep_init(&ts->sweep, -1, AFTP_JOURNAL_DEFAULT_MAX_AGE_S);
     /* An existing resume directory is opened now, so that a bad one (a
@@ -120,8 +122,9 @@ static void drop(aftp_treestore *ts, aftp_treestore_file *f)
     free(f);
 }
 
-/* How the journal ends: closed keeping its state, or with it removed. */
-enum { KEEP_STATE, DISCARD_STATE };
+/* How the journal ends: closed keeping its state, with it removed, or
+ * committed (its data renamed away, its journal removed). */
+enum { KEEP_STATE, DISCARD_STATE, COMMITTED };
 
 static void end_file(aftp_treestore *ts, aftp_treestore_file *f, int how)
 {
@@ -129,22 +132,38 @@ static void end_file(aftp_treestore *ts, aftp_treestore_file *f, int how)
         ts->open_fds--;
     if (how == DISCARD_STATE)
         aftp_journal_discard(&f->j);
+    else if (how == COMMITTED)
+        aftp_journal_forget(&f->j);
     else
         aftp_journal_close(&f->j);
     drop(ts, f);
+}
+
+/* What an unfinished file leaves: its state for a sender that resumes,
+ * unless it is sent again whole anyway (no journal). */
+static int unfinished_state(const aftp_treestore_file *f)
+{
+    return f->resumable && !f->j.whole ? KEEP_STATE : DISCARD_STATE;
 }
 
 /* ---- descriptors, bounded ---- */
 
 /* Closes one other file's descriptor, the search going round the table
  * so that each is closed in turn rather than the same one again. */
+static void release_fd(aftp_treestore *ts, aftp_treestore_file *f)
+{
+    if (f->j.data_fd < 0)
+        return;
+    aftp_journal_release_data(&f->j);
+    ts->open_fds--;
+}
+
 static void release_one(aftp_treestore *ts, const aftp_treestore_file *keep)
 {
     for (size_t n = 0; n < ts->count; n++) {
         aftp_treestore_file *f = ts->files[ts->hand++ % ts->count];
         if (f != keep && f->j.data_fd >= 0) {
-            aftp_journal_release_data(&f->j);
-            ts->open_fds--;
+            release_fd(ts, f);
             return;
         }
     }
@@ -165,6 +184,60 @@ static int ensure_open(aftp_treestore *ts, aftp_treestore_file *f)
     if (rc == AFTP_OK)
         ts->open_fds++;
     return rc;
+}
+
+/* ---- destination directories, a few kept open ---- */
+
+/* A dirty directory synced: the renames into it made durable. A failure
+ * fails the files of the running group renamed into it, and only those. */
+static void dir_settle(aftp_treestore *ts, aftp_treestore_dir *d);
+
+static void dir_close(aftp_treestore *ts, aftp_treestore_dir *d)
+{
+    dir_settle(ts, d);
+    if (d->path != NULL)
+        close(d->fd);
+    free(d->path);
+    d->path = NULL;
+    d->fd = -1;
+}
+
+/* The directory `path` lies in, opened beneath the root on a miss (no
+ * link followed) into the next slot round the cache; *leaf is path's
+ * last component. AFTP_OK or the error of aftp_path_open_parent. */
+static int dir_of(aftp_treestore *ts, const char *path, aftp_treestore_dir **out,
+                  const char **leaf)
+{
+    const char *slash = strrchr(path, '/');
+    size_t len = slash != NULL ? (size_t)(slash - path) : 0;
+    for (size_t i = 0; i < AFTP_TREESTORE_DIR_CACHE; i++) {
+        aftp_treestore_dir *d = &ts->dirs[i];
+        if (d->path != NULL && strlen(d->path) == len && memcmp(d->path, path, len) == 0) {
+            *out = d;
+            *leaf = slash != NULL ? slash + 1 : path;
+            return AFTP_OK;
+        }
+    }
+    int fd;
+    int rc = aftp_path_open_parent(ts->root, path, &fd, leaf);
+    char *copy = rc == AFTP_OK ? strndup(path, len) : NULL;
+    if (rc == AFTP_OK && copy == NULL) {
+        close(fd);
+        rc = AFTP_ERR_NO_MEMORY;
+    }
+    if (rc != AFTP_OK)
+        return rc;
+    aftp_treestore_dir *d = &ts->dirs[ts->dir_victim++ % AFTP_TREESTORE_DIR_CACHE];
+    dir_close(ts, d);
+    *d = (aftp_treestore_dir){.path = copy, .fd = fd, .ticket = ++ts->dir_tickets};
+    *out = d;
+    return AFTP_OK;
+}
+
+static void dir_cache_fini(aftp_treestore *ts)
+{
+    for (size_t i = 0; i < AFTP_TREESTORE_DIR_CACHE; i++)
+        dir_close(ts, &ts->dirs[i]);
 }
 
 /* ---- verdicts ---- */
@@ -232,10 +305,11 @@ static int identical(int parent, const char *leaf, const struct stat *sb,
 /* What is at the final name: nothing, a file to replace, or a SKIP. */
 static int check_existing(aftp_treestore *ts, const aftp_entry_info *info, int *skip)
 {
-    int parent;
+    aftp_treestore_dir *dir = NULL;
     const char *leaf;
     struct stat sb;
-    int rc = aftp_path_open_parent(ts->root, info->file.path, &parent, &leaf);
+    int rc = dir_of(ts, info->file.path, &dir, &leaf);
+    int parent = rc == AFTP_OK ? dir->fd : -1;
     if (rc != AFTP_OK)
         return fail(ts, rc, "cannot open the directory of",
                     rc == AFTP_ERR_PATH_REJECTED ? "a file or symbolic link is in the way"
@@ -255,7 +329,6 @@ static int check_existing(aftp_treestore *ts, const aftp_entry_info *info, int *
     else if (!ts->place.opt.overwrite)
         rc = fail(ts, AFTP_ERR_FILE_EXISTS, "refusing to replace existing file",
                   "use --overwrite");
-    close(parent);
     return rc;
 }
 
@@ -348,6 +421,11 @@ static int open_journal(aftp_treestore *ts, aftp_treestore_file *f, const aftp_e
     if (rc != AFTP_OK)
         return fail(ts, rc, "cannot keep resume state for", why);
     make_room(ts, NULL);
+    if (info->file.size <= AFTP_TREESTORE_WHOLE_MAX) { /* sent again whole after a crash */
+        rc = aftp_journal_open_whole(&f->j, ts->partial_dir, info->file.path, &src);
+        return rc != AFTP_OK ? fail(ts, rc, "cannot create the partial file for", f->j.why)
+                             : AFTP_OK;
+    }
     rc = aftp_journal_open(&f->j, ts->partial_dir, info->file.path, &src);
     int resumable = f->j.outcome == AFTP_JOURNAL_RESUMED && f->j.durable.count > 0 &&
                     (info->flags & AFTP_ENTRY_RESUME);
@@ -512,11 +590,33 @@ int aftp_treestore_write(aftp_treestore *ts, uint32_t id, uint64_t off, const ui
     if (f == NULL || len == 0)
         return rc;
     if ((rc = ensure_open(ts, f)) != AFTP_OK || (rc = write_trimmed(f->j.data_fd, off, data, len)) !=
-        AFTP_OK || (rc = note_blocks(f, off, len)) != AFTP_OK)
+        AFTP_OK || (!f->j.whole && (rc = note_blocks(f, off, len)) != AFTP_OK))
         return write_failed(ts, f, rc);
     f->stored += len;
-    f->unsynced += len;
+    if (!f->j.whole) /* nothing to journal: the group commit syncs its data */
+        f->unsynced += len;
     return f->unsynced >= AFTP_TREESTORE_SYNC_BYTES ? sync_file(ts, f) : AFTP_OK;
+}
+
+/* A small file's bytes read into the store's one buffer (valid until the
+ * next view): a pread, where a mapping would cost mmap and munmap. */
+static int view_whole(aftp_treestore *ts, aftp_treestore_file *f, uint64_t off, size_t len,
+                      const uint8_t **out)
+{
+    int rc = ensure_open(ts, f);
+    if (rc == AFTP_OK && ts->readback == NULL &&
+        (ts->readback = malloc(AFTP_TREESTORE_WHOLE_MAX)) == NULL)
+        rc = AFTP_ERR_NO_MEMORY;
+    for (size_t got = 0; rc == AFTP_OK && got < len;) {
+        ssize_t n = pread(f->j.data_fd, ts->readback + got, len - got, (off_t)(off + got));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            rc = n < 0 ? aftp_store_errno_error(errno) : AFTP_ERR_IO; /* shrank: not ours */
+        got += n > 0 ? (size_t)n : 0;
+    }
+    *out = ts->readback;
+    return rc;
 }
 
 int aftp_treestore_view(aftp_treestore *ts, uint32_t id, uint64_t off, size_t len,
@@ -531,6 +631,8 @@ int aftp_treestore_view(aftp_treestore *ts, uint32_t id, uint64_t off, size_t le
         *out = empty;
         return AFTP_OK;
     }
+    if (f->j.whole)
+        return view_whole(ts, f, off, len, out);
     if (f->map == NULL && (rc = ensure_open(ts, f)) != AFTP_OK)
         return rc;
     if (f->map == NULL) {
@@ -547,32 +649,148 @@ int aftp_treestore_view(aftp_treestore *ts, uint32_t id, uint64_t off, size_t le
 
 /* ---- close and commit ---- */
 
-/* Gives f its final name; f is gone afterwards, its state kept when
- * that failed (a later session resumes it). */
-static int commit_file(aftp_treestore *ts, aftp_treestore_file *f)
+/* The files of one commit_group call, while it runs. */
+struct aftp_treestore_group {
+    size_t count;
+    int *results;
+    aftp_treestore_file **files; /* NULL: not a file awaiting commit */
+    uint64_t *tickets;           /* the directory opening renamed into, 0: not renamed */
+};
+
+static int fail_file(aftp_treestore *ts, const aftp_treestore_file *f, int err, const char *what,
+                     const char *detail)
 {
-    int parent = -1;
+    (void)aftp_path_report_start(&ts->report, f->j.path);
+    return fail(ts, err, what, detail);
+}
+
+/* Runs a durability step (a syscall returning 0 or -1 with errno), unless
+ * a test build's fault hook fails it first. */
+#ifdef AFTP_TEST_HOOKS
+#define STEP(ts, step, path, call)                                                           \
+    ((ts)->fault != NULL && (errno = (ts)->fault((ts)->fault_user, (step), (path))) != 0      \
+         ? -1                                                                                \
+         : (call))
+#else
+#define STEP(ts, step, path, call) (call)
+#endif
+
+static void dir_settle(aftp_treestore *ts, aftp_treestore_dir *d)
+{
+    if (!d->dirty)
+        return;
+    d->dirty = 0;
+    if (STEP(ts, AFTP_TREESTORE_STEP_DIRSYNC, d->path, fsync(d->fd)) == 0)
+        return;
+    int e = errno;
+    aftp_treestore_group *g = ts->group;
+    for (size_t i = 0; g != NULL && i < g->count; i++)
+        if (g->tickets[i] == d->ticket && g->results[i] == AFTP_OK)
+            g->results[i] = fail_file(ts, g->files[i], aftp_store_errno_error(e),
+                                      "cannot make durable the name of", strerror(e));
+}
+
+/* Step 1 for one file: its mode and mtime, by name (its descriptor may
+ * be closed); fsync of its own when the group does not sync the file
+ * system. */
+static int prepare_file(aftp_treestore *ts, aftp_treestore_file *f, int fsync_each)
+{
+    char name[AFTP_JOURNAL_STATE_NAME_CAP];
+    int need_fd = fsync_each || (f->j.whole && !f->j.created); /* an empty file is made now */
+    int rc = need_fd ? ensure_open(ts, f) : AFTP_OK;
+    if (rc != AFTP_OK)
+        return fail_file(ts, f, rc, "cannot commit", f->j.why);
+    aftp_journal_data_name(&f->j, name);
+    rc = aftp_place_apply_meta_at(&ts->place, ts->partial_dir, name, f->mode, f->mtime_ns);
+    if (rc != AFTP_OK)
+        return fail_file(ts, f, rc, "cannot set the mode or time of", strerror(errno));
+    if (fsync_each && STEP(ts, AFTP_TREESTORE_STEP_SYNC, "", fsync(f->j.data_fd)) != 0)
+        return fail_file(ts, f, aftp_store_errno_error(errno), "cannot flush", strerror(errno));
+    return AFTP_OK;
+}
+
+/* Step 3 for one file: renamed into its directory (kept open). */
+static int place_file(aftp_treestore *ts, aftp_treestore_group *g, size_t i)
+{
+    aftp_treestore_file *f = g->files[i];
+    aftp_treestore_dir *d;
     const char *leaf;
-    int rc = aftp_path_report_start(&ts->report, f->j.path);
-    if (rc == AFTP_OK && (rc = ensure_open(ts, f)) != AFTP_OK)
-        fail(ts, rc, "cannot commit", f->j.why);
-    else if (rc == AFTP_OK && (rc = aftp_place_apply_meta(&ts->place, f->j.data_fd, f->mode,
-                                                          f->mtime_ns)) != AFTP_OK)
-        fail(ts, rc, "cannot set the mode or time of", strerror(errno));
-    else if (rc == AFTP_OK &&
-             (rc = aftp_path_open_parent(ts->root, f->j.path, &parent, &leaf)) != AFTP_OK)
-        fail(ts, rc, "cannot open the directory of", aftp_strerror(rc));
-    if (rc == AFTP_OK) {
-        ts->open_fds--; /* finish closes it; after a failure end_file does */
-        rc = aftp_journal_finish(&f->j, parent, leaf, ts->place.opt.overwrite);
-        ts->open_fds += f->j.data_fd >= 0;
+    int rc = dir_of(ts, f->j.path, &d, &leaf);
+    if (rc != AFTP_OK)
+        return fail_file(ts, f, rc, "cannot open the directory of",
+                         rc == AFTP_ERR_PATH_REJECTED ? "a file or symbolic link is in the way"
+                                                      : aftp_strerror(rc));
+    if (STEP(ts, AFTP_TREESTORE_STEP_RENAME, f->j.path, 0) != 0)
+        return fail_file(ts, f, aftp_store_errno_error(errno), "cannot commit", strerror(errno));
+    if ((rc = aftp_journal_place(&f->j, d->fd, leaf, ts->place.opt.overwrite)) != AFTP_OK)
+        return fail_file(ts, f, rc, "cannot commit", f->j.why);
+    d->dirty = 1;
+    g->tickets[i] = d->ticket;
+    return AFTP_OK;
+}
+
+/* The group's files awaiting commit, each claimed once (a repeated id
+ * finds it claimed); returns how many. */
+static size_t claim_group(aftp_treestore *ts, const uint32_t *ids, aftp_treestore_group *g)
+{
+    size_t ready = 0;
+    for (size_t i = 0; i < g->count; i++) {
+        aftp_treestore_file *f = find(ts, ids[i]);
+        g->files[i] = f != NULL && f->deferred ? f : NULL;
+        g->results[i] = g->files[i] != NULL ? AFTP_OK : AFTP_ERR_INVALID_STATE;
+        if (f != NULL)
+            f->deferred = 0;
+        ready += g->files[i] != NULL;
     }
-    if (rc != AFTP_OK && ts->report.last_error == AFTP_OK)
-        fail(ts, rc, "cannot commit", f->j.why);
-    if (parent >= 0)
-        close(parent);
-    end_file(ts, f, KEEP_STATE); /* after a finish, nothing is left to keep */
-    return rc;
+    return ready;
+}
+
+/* Steps 1 and 2: every file's metadata, then its data durable. */
+static void sync_group_data(aftp_treestore *ts, aftp_treestore_group *g, size_t ready)
+{
+    int by_fs = ready > 1 || ts->place.opt.sync_fs;
+    for (size_t i = 0; i < g->count; i++)
+        if (g->files[i] != NULL)
+            g->results[i] = prepare_file(ts, g->files[i], !by_fs);
+    /* syncfs reports a write-back error of any file since the last sync:
+     * the group's files all fail rather than one vouched for wrongly. */
+    if (!by_fs || STEP(ts, AFTP_TREESTORE_STEP_SYNC, "", syncfs(ts->partial_dir)) == 0)
+        return;
+    int e = errno;
+    for (size_t i = 0; i < g->count; i++)
+        if (g->files[i] != NULL && g->results[i] == AFTP_OK)
+            g->results[i] = fail_file(ts, g->files[i], aftp_store_errno_error(e),
+                                      "cannot make durable", strerror(e));
+}
+
+/* A file renamed is done (its journal removed, whatever its directory's
+ * sync said); one not renamed keeps its state: all its blocks, its data
+ * durable or not, written to its journal for the next session. */
+static void end_committed(aftp_treestore *ts, aftp_treestore_file *f, int renamed)
+{
+    if (renamed) {
+        end_file(ts, f, COMMITTED);
+        return;
+    }
+    if (unfinished_state(f) == KEEP_STATE)
+        (void)sync_file(ts, f); /* a failure keeps the last journal: still correct */
+    end_file(ts, f, unfinished_state(f));
+}
+
+static int commit_files(aftp_treestore *ts, aftp_treestore_group *g, const uint32_t *ids)
+{
+    sync_group_data(ts, g, claim_group(ts, ids, g));
+    ts->group = g;
+    for (size_t i = 0; i < g->count; i++)
+        if (g->files[i] != NULL && g->results[i] == AFTP_OK)
+            g->results[i] = place_file(ts, g, i);
+    for (size_t i = 0; i < AFTP_TREESTORE_DIR_CACHE; i++)
+        dir_settle(ts, &ts->dirs[i]);
+    ts->group = NULL;
+    for (size_t i = 0; i < g->count; i++)
+        if (g->files[i] != NULL)
+            end_committed(ts, g->files[i], g->tickets[i] != 0);
+    return AFTP_OK;
 }
 
 int aftp_treestore_close(aftp_treestore *ts, uint32_t id, int commit)
@@ -582,14 +800,19 @@ int aftp_treestore_close(aftp_treestore *ts, uint32_t id, int commit)
         return AFTP_ERR_INVALID_STATE;
     if (commit == AFTP_CLOSE_DEFER) {
         f->deferred = 1;
+        release_fd(ts, f); /* the commit needs it no more (metadata by name) */
         return AFTP_OK;
     }
-    if (commit == AFTP_CLOSE_COMMIT)
-        return commit_file(ts, f);
+    if (commit == AFTP_CLOSE_COMMIT) { /* one-file mode: a group of one */
+        int result;
+        f->deferred = 1;
+        int rc = aftp_treestore_commit_group(ts, &id, 1, &result);
+        return result != AFTP_OK ? result : rc;
+    }
     /* Discarded whole: it failed its verification, so its blocks are not
      * to be resumed. Discarded unfinished: keep what arrived, for a
      * sender that can resume. */
-    if (f->stored >= f->size || !f->resumable) {
+    if (f->stored >= f->size || unfinished_state(f) == DISCARD_STATE) {
         end_file(ts, f, DISCARD_STATE);
         return AFTP_OK;
     }
@@ -629,13 +852,15 @@ int aftp_treestore_tick(aftp_treestore *ts, uint64_t now_ns)
 int aftp_treestore_commit_group(aftp_treestore *ts, const uint32_t *ids, size_t count,
                                 int *results)
 {
-    for (size_t i = 0; i < count; i++) {
-        aftp_treestore_file *f = find(ts, ids[i]);
-        results[i] = f == NULL || !f->deferred ? AFTP_ERR_INVALID_STATE : commit_file(ts, f);
-    }
+    aftp_treestore_group g = {.count = count, .results = results,
+                              .files = calloc(count + 1, sizeof *g.files),
+                              .tickets = calloc(count + 1, sizeof *g.tickets)};
+    int rc = g.files != NULL && g.tickets != NULL ? commit_files(ts, &g, ids) : AFTP_ERR_NO_MEMORY;
+    free(g.files);
+    free(g.tickets);
     /* The group commit is also when files still arriving make their
      * blocks durable, bounding what a kill loses to one group's worth. */
-    return aftp_treestore_sync(ts);
+    return rc != AFTP_OK ? rc : aftp_treestore_sync(ts);
 }
 
 int aftp_treestore_finish(aftp_treestore *ts)
@@ -652,8 +877,11 @@ void aftp_treestore_fini(aftp_treestore *ts)
          * a verified file awaiting its commit included. */
         if (f->resumable && f->unsynced > 0)
             (void)sync_file(ts, f); /* a failure keeps the last journal: still correct */
-        end_file(ts, f, f->resumable ? KEEP_STATE : DISCARD_STATE);
+        end_file(ts, f, unfinished_state(f));
     }
+    dir_cache_fini(ts);
+    free(ts->readback);
+    ts->readback = NULL;
     aftp_place_finish(&ts->place);
     aftp_journal_sweep_fini(&ts->sweep);
     free(ts->files);

@@ -25,7 +25,23 @@
  *   another existing file without `overwrite`: REFUSED(FILE_EXISTS); less
  *   free space than its size: REFUSED(NO_SPACE); a journal of the same
  *   path, size, mtime_ns, block size and source_id holding durable blocks,
- *   with flag RESUME: RESUME with those blocks; otherwise SEND.
+ *   with flag RESUME: RESUME with those blocks; otherwise SEND. A file of
+ *   at most AFTP_TREESTORE_WHOLE_MAX bytes is never RESUMEd (below).
+ *
+ * Small files (at most AFTP_TREESTORE_WHOLE_MAX, 64 KiB) keep no journal
+ * (aftp_journal_open_whole): their data goes straight into a partial file
+ * made at their first write (or commit, when empty), truncating whatever
+ * partial data an earlier session left there; they are never synced
+ * before their group commit; and after a crash they are simply sent again
+ * whole. Why 64 KiB: sending it again costs at most 64 KiB (0.5 ms at
+ * 1 Gbit/s, ~45 packets) per file open at the kill, while a journal costs
+ * every file, crash or not, a probe, two more files and a journal write
+ * with fdatasync and a directory fsync at each sync: for the small files
+ * that make up most trees that is more work than their data. The bound a
+ * kill costs them: every small file open then, at most W x 64 KiB. Their
+ * read-back for the digest is a pread into one buffer of the store
+ * (AFTP_TREESTORE_WHOLE_MAX bytes), not a mapping (mmap and munmap per
+ * file); larger files are mapped.
  *
  * Holes (spec 6.13, flag HOLES): the entry's hole blocks are never
  * written nor reserved: the partial file is sized by ftruncate, so they
@@ -59,19 +75,46 @@
  * bytes arrived failed its verification: its state is removed, never
  * resumed; one closed earlier keeps its state for a later session.
  *
- * Commit: close(DEFER) keeps a verified file; commit_group gives each its
- * mode and mtime, then aftp_journal_finish: fsync, rename of the partial
- * file itself to the final name (replacing a file only with `overwrite`),
- * fsync of the directory, journal removed. No final name exists before.
- * Its cost is one fsync per file and one per file's directory: the
- * journal's finish does both per file (a shared directory is not synced
- * once for the group as aftp_place's batch does; that would take
- * aftp_journal_finish split into its steps).
+ * Commit: close(DEFER) keeps a verified file (its descriptor closed);
+ * commit_group commits the group's files together, in this order:
+ * (1) each file's mode and mtime, set by name in the private directory;
+ * (2) the data and metadata of all of them durable: one syncfs of the
+ *     file system of AFTP_JOURNAL_DIR when the group holds two files or
+ *     more (or the place option sync_fs), else one fsync of the file;
+ * (3) each partial file renamed to its final name (replacing a file only
+ *     with `overwrite`) in its directory, kept open (below);
+ * (4) each distinct directory renamed into fsynced once;
+ * (5) only then the results, and the committed files' journals removed.
+ * Why crash-safe: before (2) completes no final name exists; a rename
+ * (3) only ever moves data made durable by (2), so whatever a crash
+ * leaves under a final name is complete, verified and durable; a rename
+ * not yet durable at the crash is simply not there (the partial file is,
+ * with its journal: resumed or sent again). The results follow (4), so a
+ * FILE_RESULT never vouches for a name that a crash could still take
+ * back (spec 9.14). A journal removed after a crash that kept the rename
+ * finds no partial file: discarded, never resumed into the wrong file.
+ * Failures fail exactly the files they concern: (1) or a per-file (2)
+ * that file; a syncfs (2) every file of the group (syncfs cannot say
+ * whose write-back failed); (3) that file; (4) the files renamed into
+ * that directory (already under their final name, but not vouched for).
+ * A file not renamed keeps its state: a journalled one with every block
+ * recorded (its data was flushed), a small one discarded (sent again).
+ * Cost per group: one syncfs plus one fsync per distinct directory, in
+ * place of an fsync per file and per file's directory. syncfs also
+ * writes back other dirty files of that file system, bounded by what the
+ * sync policy above leaves unsynced (AFTP_TREESTORE_SYNC_BYTES per open
+ * file, a second's arrivals).
  *
  * Bounds: at most AFTP_TREESTORE_MAX_OPEN partial files hold a descriptor
  * at once; others are closed (aftp_journal_release_data) and reopened on
- * their next write, view or commit. Memory: one record per open entry
- * (at most W plus the files awaiting their group commit) and its journal.
+ * their next write, view or commit. Destination directories: at most
+ * AFTP_TREESTORE_DIR_CACHE held open (a file's entry check and its rename
+ * reuse its directory's descriptor; a miss opens it beneath the root
+ * without following links and replaces the next slot round the cache,
+ * syncing it first if a running group renamed into it). Memory: one
+ * record per open entry (at most W plus the files awaiting their group
+ * commit) and its journal, the read-back buffer, and per group commit
+ * two pointers' worth per file.
  */
 #ifndef AFTP_TREESTORE_H
 #define AFTP_TREESTORE_H
@@ -87,8 +130,20 @@
 #define AFTP_TREESTORE_MAX_OPEN 64u                      /* partial files with a descriptor */
 #define AFTP_TREESTORE_SYNC_BYTES (UINT64_C(16) << 20)   /* written between journal syncs */
 #define AFTP_TREESTORE_SYNC_NS UINT64_C(1000000000)     /* unsynced age that a tick syncs */
+#define AFTP_TREESTORE_WHOLE_MAX (UINT64_C(64) << 10)    /* files this small keep no journal */
+#define AFTP_TREESTORE_DIR_CACHE 16u                     /* destination directories kept open */
 
 typedef struct aftp_treestore_file aftp_treestore_file;
+typedef struct aftp_treestore_group aftp_treestore_group;
+
+/* A destination directory kept open: files entered and committed in it
+ * open it once, not once each. */
+typedef struct aftp_treestore_dir {
+    char *path;      /* relative to the root, "" the root itself; NULL: unused */
+    int fd;
+    int dirty;       /* renamed into during the group commit, not yet synced */
+    uint64_t ticket; /* which opening of it (the group's files name it) */
+} aftp_treestore_dir;
 
 typedef struct aftp_treestore {
     int root;        /* the destination root (borrowed) */
@@ -100,7 +155,24 @@ typedef struct aftp_treestore {
     size_t hand;     /* where the search for a descriptor to close resumes */
     aftp_journal_sweep sweep;
     aftp_path_report report; /* the last entry's refusal or failure */
+    aftp_treestore_dir dirs[AFTP_TREESTORE_DIR_CACHE];
+    size_t dir_victim;       /* the slot a miss takes next, round the cache */
+    uint64_t dir_tickets;
+    aftp_treestore_group *group; /* the group commit running, or NULL */
+    uint8_t *readback;       /* AFTP_TREESTORE_WHOLE_MAX bytes: a whole file's view */
+#ifdef AFTP_TEST_HOOKS
+    /* Test builds only: called before each durability step of a group
+     * commit, AFTP_TREESTORE_STEP_* with the file's or directory's path
+     * ("" for the group's data sync); a nonzero return is an errno the step
+     * fails with instead of running. */
+    int (*fault)(void *user, int step, const char *path);
+    void *fault_user;
+#endif
 } aftp_treestore;
+
+#ifdef AFTP_TEST_HOOKS
+enum { AFTP_TREESTORE_STEP_SYNC, AFTP_TREESTORE_STEP_RENAME, AFTP_TREESTORE_STEP_DIRSYNC };
+#endif
 
 /* Opens the private directory beneath root (aftp_journal_dir_open).
  * AFTP_OK, or the error with the reason in `why`. */

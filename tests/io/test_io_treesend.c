@@ -337,14 +337,16 @@ static void test_holes_found_when_added(void **state)
 
 /* ---- the receiver's storage of a sparse entry (aftp_treestore) ---- */
 
+/* The store tests' block: 10 of them beyond AFTP_TREESTORE_WHOLE_MAX, so the file is journalled. */
+enum { SBS = 8000 };
 /* A 10-block file whose blocks 0-2 and 6-7 are holes (spec 6.13). */
-static const aftp_byte_range store_holes[] = {{0, 3 * BS}, {6 * BS, 2 * BS}};
+static const aftp_byte_range store_holes[] = {{0, 3 * SBS}, {6 * SBS, 2 * SBS}};
 
 static aftp_entry_info store_entry(uint32_t id, int with_holes)
 {
     aftp_entry_info e = {.kind = AFTP_ENTRY_FILE, .flags = AFTP_ENTRY_RESUME, .source_id = 9};
-    e.file = (aftp_file_info){.file_id = id, .size = 10 * BS, .mtime_ns = 5, .mode = 0644,
-                              .block_size = BS, .path = "disk.img"};
+    e.file = (aftp_file_info){.file_id = id, .size = 10 * SBS, .mtime_ns = 5, .mode = 0644,
+                              .block_size = SBS, .path = "disk.img"};
     if (with_holes) {
         e.holes = store_holes;
         e.hole_count = 2;
@@ -361,12 +363,12 @@ static int store_verdict(aftp_treestore *ts, const aftp_entry_info *e, aftp_entr
 /* Writes blocks [first, end) of entry id: the pattern, zeros in holes. */
 static void store_blocks(aftp_treestore *ts, uint32_t id, uint64_t first, uint64_t end)
 {
-    uint8_t data[10 * BS];
+    uint8_t data[10 * SBS];
     io_test_pattern(data, sizeof data, 11);
-    memset(data, 0, 3 * BS);
-    memset(data + 6 * BS, 0, 2 * BS);
+    memset(data, 0, 3 * SBS);
+    memset(data + 6 * SBS, 0, 2 * SBS);
     for (uint64_t b = first; b < end; b++)
-        assert_int_equal(aftp_treestore_ops.write(ts, id, b * BS, data + b * BS, BS), AFTP_OK);
+        assert_int_equal(aftp_treestore_ops.write(ts, id, b * SBS, data + b * SBS, SBS), AFTP_OK);
     assert_int_equal(aftp_treestore_sync(ts), AFTP_OK);
 }
 

@@ -29,7 +29,7 @@
 
 #define T1 INT64_C(1500000000111111111)
 #define T2 INT64_C(1600000000222222222)
-enum { BS = 1000 };
+enum { BS = 8000 }; /* RSIZE and src/big beyond AFTP_TREESTORE_WHOLE_MAX: journalled */
 
 static const aftp_storage_ops *ops = &aftp_treestore_ops;
 
@@ -101,13 +101,19 @@ static void expect_view(aftp_treestore *ts, const aftp_entry_info *e, const uint
     assert_memory_equal(got, data, (size_t)e->file.size);
 }
 
-static uint8_t *read_local(const char *local, uint64_t size)
+
+static uint8_t *read_local_at(int dirfd, const char *path, uint64_t size)
 {
     uint8_t *buf = malloc(size + 1);
-    int fd = open(local, O_RDONLY);
+    int fd = openat(dirfd, path, O_RDONLY);
     assert_int_equal(pread(fd, buf, size + 1, 0), (ssize_t)size);
     close(fd);
     return buf;
+}
+
+static uint8_t *read_local(const char *local, uint64_t size)
+{
+    return read_local_at(AT_FDCWD, local, size);
 }
 
 /* ---- a tree placed through the ops ---- */
@@ -117,7 +123,7 @@ static void make_source(int root)
     assert_int_equal(mkdirat(root, "src", 0755), 0);
     assert_int_equal(mkdirat(root, "src/d1", 0750), 0);
     assert_int_equal(mkdirat(root, "src/ro", 0555), 0);
-    write_file(root, "src/big", 5 * BS + 17, 1, T1);
+    write_file(root, "src/big", 9 * BS + 17, 1, T1);
     write_file(root, "src/d1/f", 2500, 2, T2);
     write_file(root, "src/empty", 0, 3, T1);
     write_file(root, "src/ro/g", 10, 4, T2);
@@ -544,6 +550,181 @@ static void test_no_final_name_before_commit_group(void **state)
     aftp_treestore_fini(&r->ts);
 }
 
+/* ---- files too small for a journal ---- */
+
+/* The names in the resume directory: how many, and whether any is a journal. */
+static int partial_names(int root, int *journals)
+{
+    int pd = openat(root, AFTP_JOURNAL_DIR, O_RDONLY | O_DIRECTORY);
+    int count = 0;
+    *journals = 0;
+    if (pd < 0)
+        return 0;
+    DIR *d = fdopendir(pd);
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (de->d_name[0] == '.')
+            continue;
+        count++;
+        *journals += strstr(de->d_name, ".jrnl") != NULL;
+    }
+    closedir(d);
+    return count;
+}
+
+/* A file of at most AFTP_TREESTORE_WHOLE_MAX bytes keeps no journal even
+ * for a sender that resumes, synced or not: a kill leaves its partial data
+ * alone, the next session sends it whole (SEND, never RESUME) and its
+ * partial file is replaced, and nothing is left once it is committed. */
+static void test_small_file_keeps_no_journal(void **state)
+{
+    enum { SMALL = 3 * BS + 5 };
+    static uint8_t data[SMALL];
+    int results[1];
+    int journals;
+    aftp_treestore ts;
+    aftp_entry_verdict v;
+    int root = io_test_scratch_fd(state);
+    io_test_pattern(data, SMALL, 11);
+    aftp_entry_info e = file_entry(1, "small", SMALL, T1, 9, AFTP_ENTRY_RESUME);
+    pid_t pid = fork_to_kill();
+    if (pid == 0) {
+        store_init(&ts, root, 0, 0);
+        assert_int_equal(verdict_of(&ts, &e, &v), AFTP_VERDICT_SEND);
+        write_blocks(&ts, &e, &v, data, 0, 2);
+        assert_int_equal(aftp_treestore_sync(&ts), AFTP_OK);
+        assert_int_equal(aftp_treestore_tick(&ts, 1), AFTP_OK);
+        assert_int_equal(aftp_treestore_tick(&ts, 1 + AFTP_TREESTORE_SYNC_NS), AFTP_OK);
+    }
+    kill9(pid);
+    assert_int_equal(partial_names(root, &journals), 1); /* its partial data only */
+    assert_int_equal(journals, 0);
+    store_init(&ts, root, 0, 0);
+    e.file.file_id = 2;
+    assert_int_equal(verdict_of(&ts, &e, &v), AFTP_VERDICT_SEND);
+    write_blocks(&ts, &e, &v, data, 0, UINT64_MAX);
+    expect_view(&ts, &e, data);
+    assert_int_equal(ops->close(&ts, 2, AFTP_CLOSE_DEFER), AFTP_OK);
+    assert_int_equal(ops->commit_group(&ts, (const uint32_t[]){2}, 1, results), AFTP_OK);
+    assert_int_equal(results[0], AFTP_OK);
+    aftp_treestore_fini(&ts);
+    uint8_t *got = read_local_at(root, "small", SMALL);
+    assert_memory_equal(got, data, SMALL);
+    free(got);
+    assert_false(io_test_exists(root, AFTP_JOURNAL_DIR));
+}
+
+/* ---- the group commit's order and failures (test builds: fault hook) ---- */
+
+#ifdef AFTP_TEST_HOOKS
+/* What the hook saw, and the one step it fails. */
+typedef struct steps {
+    int root;
+    int fail_step;         /* -1: none */
+    const char *fail_path; /* the path whose step fails */
+    char order[32];        /* S, R, D in the order they came */
+} steps;
+
+static const char *group_paths[] = {"d/a", "b", "d/c"};
+
+static int on_step(void *user, int step, const char *path)
+{
+    steps *s = user;
+    size_t n = strlen(s->order);
+    if (n + 1 < sizeof s->order)
+        s->order[n] = "SRD"[step];
+    if (step == AFTP_TREESTORE_STEP_SYNC) { /* no final name before the data is durable */
+        for (size_t i = 0; i < 3; i++)
+            assert_false(io_test_exists(s->root, group_paths[i]));
+    }
+    return step == s->fail_step && strcmp(path, s->fail_path) == 0 ? EIO : 0;
+}
+
+/* d/a (journalled, RESUME), b and d/c (whole) received and verified, then
+ * committed as one group under the hook, whose results are `expected`. */
+static rig *commit_three(void **state, uint32_t seed, steps *s, const int expected[3])
+{
+    int results[3];
+    rig *r = rig_start(state, seed);
+    uint32_t ids[3] = {1, 2, 3};
+    uint64_t sizes[3] = {RSIZE, 2 * BS, BS + 7};
+    assert_int_equal(mkdirat(r->root, "d", 0755), 0);
+    store_init(&r->ts, r->root, 0, 0);
+    for (size_t i = 0; i < 3; i++) {
+        aftp_entry_info e = file_entry(ids[i], group_paths[i], sizes[i], T1, 40 + i,
+                                       AFTP_ENTRY_RESUME);
+        assert_int_equal(verdict_of(&r->ts, &e, &r->v), AFTP_VERDICT_SEND);
+        write_blocks(&r->ts, &e, &r->v, r->data, 0, UINT64_MAX);
+        expect_view(&r->ts, &e, r->data);
+        assert_int_equal(ops->close(&r->ts, ids[i], AFTP_CLOSE_DEFER), AFTP_OK);
+    }
+    s->root = r->root;
+    r->ts.fault = on_step;
+    r->ts.fault_user = s;
+    assert_int_equal(ops->commit_group(&r->ts, ids, 3, results), AFTP_OK);
+    aftp_treestore_fini(&r->ts);
+    for (size_t i = 0; i < 3; i++) {
+        assert_int_equal(results[i], expected[i]);
+        assert_int_equal(io_test_exists(r->root, group_paths[i]),
+                         expected[i] == AFTP_OK || /* renamed, not vouched for */
+                             s->fail_step == AFTP_TREESTORE_STEP_DIRSYNC);
+    }
+    return r;
+}
+
+/* One data sync for the whole group, before any rename; then the renames;
+ * then one sync per distinct directory (d and the root); all succeed. */
+static void test_group_syncs_data_once_before_any_rename(void **state)
+{
+    steps s = {.fail_step = -1, .fail_path = ""};
+    rig *r = commit_three(state, 12, &s, (const int[]){AFTP_OK, AFTP_OK, AFTP_OK});
+    assert_string_equal(s.order, "SRRRDD");
+    assert_false(io_test_exists(r->root, AFTP_JOURNAL_DIR));
+}
+
+/* A rename that fails fails its file only; a journalled file keeps its
+ * state, every block held, for the next session. */
+static void test_failed_rename_fails_only_its_file(void **state)
+{
+    steps s = {.fail_step = AFTP_TREESTORE_STEP_RENAME, .fail_path = "d/a"};
+    rig *r = commit_three(state, 13, &s, (const int[]){AFTP_ERR_IO, AFTP_OK, AFTP_OK});
+    assert_false(io_test_exists(r->root, "d/a"));
+    store_init(&r->ts, r->root, 0, 0);
+    aftp_entry_info e = file_entry(4, "d/a", RSIZE, T1, 40, AFTP_ENTRY_RESUME);
+    assert_int_equal(verdict_of(&r->ts, &e, &r->v), AFTP_VERDICT_RESUME);
+    assert_int_equal(r->v.held_count, 1);
+    assert_int_equal(r->v.held[0].len, RBLOCKS);
+    aftp_treestore_fini(&r->ts);
+}
+
+/* The group's data sync failing fails every file of it, none renamed. */
+static void test_failed_data_sync_fails_the_group(void **state)
+{
+    steps s = {.fail_step = AFTP_TREESTORE_STEP_SYNC, .fail_path = ""};
+    commit_three(state, 14, &s, (const int[]){AFTP_ERR_IO, AFTP_ERR_IO, AFTP_ERR_IO});
+    assert_string_equal(s.order, "S");
+}
+
+/* A directory's sync failing fails the files renamed into it, only those. */
+static void test_failed_dir_sync_fails_its_files(void **state)
+{
+    steps s = {.fail_step = AFTP_TREESTORE_STEP_DIRSYNC, .fail_path = "d"};
+    commit_three(state, 15, &s, (const int[]){AFTP_ERR_IO, AFTP_OK, AFTP_ERR_IO});
+    assert_string_equal(s.order, "SRRRDD");
+}
+#else
+#define HOOKS_ONLY(name)                                                                      \
+    static void name(void **state)                                                           \
+    {                                                                                        \
+        (void)state;                                                                         \
+        io_test_needs_hooks();                                                               \
+    }
+HOOKS_ONLY(test_group_syncs_data_once_before_any_rename)
+HOOKS_ONLY(test_failed_rename_fails_only_its_file)
+HOOKS_ONLY(test_failed_data_sync_fails_the_group)
+HOOKS_ONLY(test_failed_dir_sync_fails_its_files)
+#endif
+
 enum { MANY = 10000 };
 
 static void test_descriptors_bounded_for_many_entries(void **state)
@@ -594,6 +775,11 @@ int main(void)
         IO_TEST_SCRATCH(test_no_space_then_freed),
         IO_TEST_SCRATCH(test_no_final_name_before_commit_group),
         IO_TEST_SCRATCH(test_descriptors_bounded_for_many_entries),
+        IO_TEST_SCRATCH(test_small_file_keeps_no_journal),
+        IO_TEST_SCRATCH(test_group_syncs_data_once_before_any_rename),
+        IO_TEST_SCRATCH(test_failed_rename_fails_only_its_file),
+        IO_TEST_SCRATCH(test_failed_data_sync_fails_the_group),
+        IO_TEST_SCRATCH(test_failed_dir_sync_fails_its_files),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
