@@ -20,6 +20,11 @@
 #define NS_PER_MS UINT64_C(1000000)
 #define MIN_FEEDBACK_NS NS_PER_MS           /* section 9.8: never more often */
 #define VERIFY_CHUNK (UINT64_C(1) << 20)    /* one storage view while verifying */
+/* Section 9.14.3: the least a group commit waits for more files. A commit
+ * costs a file system sync or two whatever the group's size (ms on a
+ * disk), so on a short path, where the feedback interval is 1 ms, groups
+ * of one or two files would make the sync the cost of every file. */
+#define GROUP_MIN_NS (10 * NS_PER_MS)
 /* A HELLO_ACK's extensions: RATE_CAP, PIPELINE, then HANDSHAKE. */
 #define HELLO_ACK_EXT_MAX \
     (4u + AFTP_WIRE_RATE_CAP_LEN + 4u + AFTP_WIRE_PIPELINE_LEN + 4u + AFTP_HS_MAX_RESPONSE)

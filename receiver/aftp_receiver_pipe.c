@@ -520,8 +520,10 @@ static void pipe_verified(aftp_receiver *r, pipe_entry *p, const uint8_t *digest
     pipe_closed(p);
     p->phase = PIPE_DEFERRED;
     memcpy(p->digest, digest, AFTP_DIGEST_LEN);
-    if (r->group_len == 0)
-        r->group_deadline = r->ss.now_ns + aftp_recv_feedback_interval(r);
+    if (r->group_len == 0) {
+        uint64_t wait = aftp_recv_feedback_interval(r);
+        r->group_deadline = r->ss.now_ns + (wait > GROUP_MIN_NS ? wait : GROUP_MIN_NS);
+    }
     r->group[r->group_len++] = p->id;
     if (r->group_len >= (r->window + 1) / 2)
         pipe_commit_group(r);
