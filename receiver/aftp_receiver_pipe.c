@@ -643,6 +643,27 @@ void aftp_rpipe_on_file_done(aftp_receiver *r, const aftp_wire_file_done *d)
         aftp_recv_schedule_feedback(r, MIN_FEEDBACK_NS); /* section 9.8: report the tail at once */
 }
 
+/* Section 9.14.3: the sender gave up a FILE it was sending. Its partial
+ * data is discarded (never committed: it may mix versions of the source)
+ * and the entry ends with the sender's error, which FILE_RESULT echoes so
+ * the sender knows it was heard. An entry that ended already gets its
+ * FILE_RESULT again; one verified and waiting for the group commit is
+ * whole and matched the digest the sender streamed: its FILE_RESULT comes
+ * from the commit, as if the ABANDON had crossed it. */
+void aftp_rpipe_on_abandon(aftp_receiver *r, const aftp_wire_abandon *a)
+{
+    pipe_entry *p = aftp_rpipe_slot(r, a->file_id);
+    if (p == NULL || p->info.kind != AFTP_ENTRY_FILE || p->phase == PIPE_OFFERED ||
+        (p->phase == PIPE_ENDED && !p->has_result)) {
+        aftp_session_drop(&r->ss);
+        return;
+    }
+    if (p->phase == PIPE_ENDED)
+        pipe_queue_result(r, p);
+    else if (p->phase != PIPE_DEFERRED)
+        pipe_fail(r, p, aftp_errmap_to_local(a->error));
+}
+
 /* Session over: files still open are discarded, verified ones waiting
  * for the group commit are committed (they are whole and checked). */
 void aftp_rpipe_close_all(aftp_receiver *r, int error)
