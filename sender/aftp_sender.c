@@ -2055,6 +2055,19 @@ int aftp_sender_abort(aftp_sender *s, uint64_t now_ns, int error, const char *re
     return AFTP_OK;
 }
 
+int aftp_sender_abandon(aftp_sender *s, uint32_t entry_id, int error)
+{
+    if (s == NULL || error >= AFTP_OK)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    aftp_entryq_item *e = s->mode == MODE_PIPELINED && s->ss.state == AFTP_STATE_TRANSFER
+                              ? aftp_entryq_find(&s->entries, entry_id)
+                              : NULL;
+    if (e == NULL || (e->state != AFTP_ENTRYQ_SENDING && e->state != AFTP_ENTRYQ_DONE_SENT))
+        return AFTP_ERR_INVALID_STATE;
+    abandon_entry(s, e, error);
+    return AFTP_OK;
+}
+
 int aftp_sender_set_rate_limits(aftp_sender *s, uint64_t min_rate_bps, uint64_t max_rate_bps)
 {
     if (s == NULL || (max_rate_bps != 0 && max_rate_bps < min_rate_bps))

@@ -31,15 +31,27 @@ static void set_windows(void *ctx, aftp_sender_settings *s, aftp_receiver_settin
     r->pipeline_window = WINDOW;
 }
 
+/* What a case changes: loss, how the source fails, and which of the
+ * abandon's packets to drop. */
+typedef struct abandon_case {
+    double loss;
+    int by_driver;          /* the driver abandons FAILING (aftp_sender_abandon) mid-file,
+                             * instead of a view of it failing */
+    int drop_abandons;      /* the first N ABANDONs the sender writes are lost */
+    int drop_results;       /* the first N FILE_RESULTs for FAILING are lost (plain session) */
+    int abandons_seen, results_dropped;
+    int fed, abandoned;
+} abandon_case;
+
 /* FILES entries; the source of FAILING changes after FAILS_AT bytes. */
 static void feed(void *ctx, sim_storage *st, aftp_sender *snd)
 {
-    (void)ctx;
+    const abandon_case *c = ctx;
     for (uint32_t i = 1; i <= FILES; i++) {
         char path[32];
         snprintf(path, sizeof path, "top/f%u", i);
         sim_file *f = sim_storage_add_entry(st, AFTP_ENTRY_FILE, path, FILE_SIZE, BS, NULL);
-        if (f->id == FAILING) {
+        if (f->id == FAILING && !c->by_driver) {
             f->source_error = AFTP_ERR_SOURCE_CHANGED;
             f->source_fails_at = FAILS_AT;
         }
@@ -50,13 +62,27 @@ static void feed(void *ctx, sim_storage *st, aftp_sender *snd)
     }
 }
 
-/* What a case changes: loss, and which of the abandon's packets to drop. */
-typedef struct abandon_case {
-    double loss;
-    int drop_abandons;      /* the first N ABANDONs the sender writes are lost */
-    int drop_results;       /* the first N FILE_RESULTs for FAILING are lost (plain session) */
-    int abandons_seen, results_dropped;
-} abandon_case;
+/* The driver's way (by_driver): the entries at the first step; once
+ * the sender is half-way through FAILING's bytes, aftp_sender_abandon,
+ * as the push driver does when a source's size or mtime moved. */
+static int feed_then_abandon(void *ctx, sim_storage *st, aftp_sender *snd, uint64_t now)
+{
+    (void)now;
+    abandon_case *c = ctx;
+    aftp_stats stats;
+    if (!c->fed) {
+        feed(ctx, st, snd);
+        c->fed = 1;
+    }
+    aftp_sender_get_stats(snd, &stats);
+    if (!c->abandoned && stats.payload_bytes_sent >= (FAILING - 1) * FILE_SIZE + FAILS_AT) {
+        assert_int_equal(aftp_sender_abandon(snd, FAILING, AFTP_ERR_SOURCE_CHANGED), AFTP_OK);
+        assert_int_equal(aftp_sender_abandon(snd, FAILING, AFTP_ERR_SOURCE_CHANGED),
+                         AFTP_ERR_INVALID_STATE); /* once */
+        c->abandoned = 1;
+    }
+    return 1;
+}
 
 static int drop_abandon(void *ctx, const aftp_datagram *dg)
 {
@@ -88,7 +114,9 @@ static void run_abandon(const char *name, abandon_case *c)
     cfg.fwd.loss = c->loss;
     cfg.rev.loss = c->loss;
     cfg.tune = set_windows;
-    cfg.feed = feed;
+    cfg.feed = c->by_driver ? NULL : feed;
+    cfg.refill = c->by_driver ? feed_then_abandon : NULL;
+    cfg.feed_ctx = c;
     cfg.fwd_filter = drop_abandon;
     cfg.fwd_filter_ctx = c;
     if (c->drop_results > 0) {
@@ -154,6 +182,14 @@ static void test_abandon_answer_lost(void **state)
     assert_true(c.abandons_seen >= 2); /* resent, answered again */
 }
 
+static void test_abandon_by_driver(void **state)
+{
+    (void)state;
+    abandon_case c = {.by_driver = 1, .loss = 0.01};
+    run_abandon("abandon by the driver, 1% loss", &c);
+    assert_true(c.abandoned);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -161,6 +197,7 @@ int main(void)
         cmocka_unit_test(test_abandon_lossy_path),
         cmocka_unit_test(test_abandon_lost_is_resent),
         cmocka_unit_test(test_abandon_answer_lost),
+        cmocka_unit_test(test_abandon_by_driver),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
