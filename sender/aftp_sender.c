@@ -1230,21 +1230,19 @@ static void on_entry_result(aftp_sender *s, const aftp_wire_file_result *r)
         aftp_session_drop(&s->ss);
         return;
     }
-    int done = e->state == AFTP_ENTRYQ_DONE_SENT;
-    if (e->state == AFTP_ENTRYQ_ABANDONED) {
-        /* Whatever it says, the receiver has ended the entry (9.14.3):
-         * the failure was reported when the source failed. */
-        end_entry(s, e, aftp_errmap_to_local(e->abandon_error), NULL, NULL);
-    } else if (r->error == AFTP_WIRE_ERR_NONE &&
+    int done = e->state == AFTP_ENTRYQ_DONE_SENT, abandoned = e->state == AFTP_ENTRYQ_ABANDONED;
+    if (!abandoned && r->error == AFTP_WIRE_ERR_NONE &&
         !(done && memcmp(r->digest, e->digest, AFTP_DIGEST_LEN) == 0)) {
         char why[AFTP_WIRE_MAX_REASON];
         refute_result(r, done ? e->digest : NULL, entry_blocks_sent(s, e), e->blocks, why,
                       sizeof why);
         fail_and_close_saying(s, AFTP_ERR_DIGEST_MISMATCH, why);
         return;
-    } else {
-        end_entry(s, e, aftp_errmap_to_local(r->error), done ? e->digest : NULL, NULL);
     }
+    /* An abandoned entry ends whatever the receiver says (9.14.3): its
+     * failure was reported when its source failed. */
+    end_entry(s, e, aftp_errmap_to_local(abandoned ? e->abandon_error : r->error),
+              done ? e->digest : NULL, NULL);
     s->ctl_answered = 1;
     progress(s);
     start_next_file(s);
