@@ -435,8 +435,10 @@ static void feed_on_event(void *app, const aftp_event *ev)
             sl->accepted_ns = aftp_drive_now_ns();
         feed_entry(sl, ev, &st, &pe);
         const aftp_treesend *tree = &f->ctx->storage.tree_src;
-        if (ev->message == NULL && ev->error != AFTP_OK && tree->message_id == sl->id)
-            pe.message = tree->message; /* an abandoned entry: what its storage found */
+        if (ev->message == NULL && ev->error != AFTP_OK && tree->message_id == sl->id) {
+            pe.message = tree->message; /* an abandoned entry: what its storage found, */
+            pe.local = 1;               /* naming its file */
+        }
         if (ev->type == AFTP_EV_FILE_END)
             feed_hold_end(f, &pe);
         else
