@@ -751,6 +751,24 @@ static int encode_file_result(aftp_wire_writer *w, const aftp_wire_packet *p)
     return aftp_wire_write_bytes(w, d->digest, AFTP_WIRE_DIGEST_LEN);
 }
 
+/* ABANDON: FILE_REPLY's layout; an abandon without an error says nothing. */
+static int decode_abandon(aftp_wire_reader *r, aftp_wire_packet *p)
+{
+    aftp_wire_abandon *a = &p->u.abandon;
+    TRY(aftp_wire_read_u32(r, &a->file_id));
+    TRY(aftp_wire_read_u16(r, &a->error));
+    return a->error != AFTP_WIRE_ERR_NONE ? AFTP_OK : AFTP_ERR_MALFORMED;
+}
+
+static int encode_abandon(aftp_wire_writer *w, const aftp_wire_packet *p)
+{
+    const aftp_wire_abandon *a = &p->u.abandon;
+    if (a->error == AFTP_WIRE_ERR_NONE)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    TRY(aftp_wire_write_u32(w, a->file_id));
+    return aftp_wire_write_u16(w, a->error);
+}
+
 static int decode_close(aftp_wire_reader *r, aftp_wire_packet *p)
 {
     aftp_wire_close *c = &p->u.close;
@@ -1163,6 +1181,7 @@ static const wire_codec codecs[AFTP_WIRE_TYPE_MAX + 1] = {
     [AFTP_WIRE_SERVER_KEY] = {"SERVER_KEY", decode_server_key, encode_server_key},
     [AFTP_WIRE_ENTRIES] = {"ENTRIES", decode_entries, encode_entries},
     [AFTP_WIRE_VERDICTS] = {"VERDICTS", decode_verdicts, encode_verdicts},
+    [AFTP_WIRE_ABANDON] = {"ABANDON", decode_abandon, encode_abandon},
 };
 
 const char *aftp_wire_type_name(uint8_t type)

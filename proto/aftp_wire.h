@@ -57,9 +57,10 @@ enum aftp_wire_type {
     AFTP_WIRE_RETRY = 0x0A,     /* stateless: server asks for a HELLO with its cookie */
     AFTP_WIRE_SERVER_KEY = 0x0B, /* stateless: server's static public key (KEY_REQUEST) */
     AFTP_WIRE_ENTRIES = 0x0C,   /* pipelined mode: a batch of entries (sender) */
-    AFTP_WIRE_VERDICTS = 0x0D   /* pipelined mode: a batch of verdicts (receiver) */
+    AFTP_WIRE_VERDICTS = 0x0D,  /* pipelined mode: a batch of verdicts (receiver) */
+    AFTP_WIRE_ABANDON = 0x0E    /* pipelined mode: the sender gives up one FILE entry */
 };
-#define AFTP_WIRE_TYPE_MAX AFTP_WIRE_VERDICTS
+#define AFTP_WIRE_TYPE_MAX AFTP_WIRE_ABANDON
 
 /* ---- roles and ciphers (spec sections 6.2, 12) ---- */
 enum aftp_wire_role {
@@ -142,6 +143,7 @@ enum aftp_wire_error {
 #define AFTP_WIRE_FILE_REPLY_LEN 6u
 #define AFTP_WIRE_FILE_DONE_LEN 28u
 #define AFTP_WIRE_FILE_RESULT_LEN 22u
+#define AFTP_WIRE_ABANDON_LEN 6u
 #define AFTP_WIRE_CLOSE_FIXED 4u
 
 /* Default block size: the largest payload that fits a 1500-byte IPv6 path
@@ -196,6 +198,13 @@ typedef struct aftp_wire_file_reply {
     uint32_t file_id;
     uint16_t error;       /* AFTP_WIRE_ERR_NONE: accepted */
 } aftp_wire_file_reply;
+
+/* ABANDON (spec 6.15): the sender can no longer send FILE entry file_id
+ * correctly (its source changed or cannot be read); error is never NONE. */
+typedef struct aftp_wire_abandon {
+    uint32_t file_id;
+    uint16_t error;
+} aftp_wire_abandon;
 
 typedef struct aftp_wire_data {
     uint32_t file_id;
@@ -363,6 +372,7 @@ typedef struct aftp_wire_packet {
         aftp_wire_server_key server_key;
         aftp_wire_entries entries;
         aftp_wire_verdicts verdicts;
+        aftp_wire_abandon abandon;
     } u;
 } aftp_wire_packet;
 

@@ -736,6 +736,7 @@ static void dispatch_pipelined(aftp_receiver *r, const aftp_wire_packet *p)
     case AFTP_WIRE_ENTRIES: aftp_rpipe_on_entries(r, &p->u.entries); break;
     case AFTP_WIRE_DATA: aftp_rpipe_on_data(r, &p->u.data); break;
     case AFTP_WIRE_FILE_DONE: aftp_rpipe_on_file_done(r, &p->u.file_done); break;
+    case AFTP_WIRE_ABANDON: aftp_rpipe_on_abandon(r, &p->u.abandon); break;
     case AFTP_WIRE_CLOSE: on_close(r, &p->u.close); break;
     default: aftp_session_drop(&r->ss); break;
     }
@@ -761,7 +762,7 @@ static void dispatch(aftp_receiver *r, const aftp_wire_packet *p)
  * count as the client's (idle timer, address validation). */
 static int server_receives(const aftp_receiver *r, uint8_t type)
 {
-    if (type == AFTP_WIRE_ENTRIES)
+    if (type == AFTP_WIRE_ENTRIES || type == AFTP_WIRE_ABANDON)
         return r->window != 0; /* section 12.4: only in a pipelined session */
     return type == AFTP_WIRE_HELLO || type == AFTP_WIRE_FILE_OFFER || type == AFTP_WIRE_DATA ||
            type == AFTP_WIRE_FILE_DONE || type == AFTP_WIRE_CLOSE;

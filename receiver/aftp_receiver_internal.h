@@ -192,6 +192,7 @@ pipe_entry *aftp_rpipe_data_entry(const aftp_receiver *r, uint32_t file_id, uint
 void aftp_rpipe_on_entries(aftp_receiver *r, const aftp_wire_entries *en);
 void aftp_rpipe_on_data(aftp_receiver *r, const aftp_wire_data *d);
 void aftp_rpipe_on_file_done(aftp_receiver *r, const aftp_wire_file_done *d);
+void aftp_rpipe_on_abandon(aftp_receiver *r, const aftp_wire_abandon *a);
 /* Before choosing output: drops answers whose entry is gone. */
 void aftp_rpipe_prune(aftp_receiver *r);
 int aftp_rpipe_verdicts_due(const aftp_receiver *r);

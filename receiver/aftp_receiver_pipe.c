@@ -617,18 +617,29 @@ void aftp_rpipe_on_data(aftp_receiver *r, const aftp_wire_data *d)
     }
 }
 
-void aftp_rpipe_on_file_done(aftp_receiver *r, const aftp_wire_file_done *d)
+/* The FILE a FILE_DONE or ABANDON is about, while it has not ended; NULL
+ * when the packet has no place (dropped) or the entry ended (its
+ * FILE_RESULT is queued again: the same answer). */
+static pipe_entry *pipe_unended_file(aftp_receiver *r, uint32_t file_id)
 {
-    pipe_entry *p = aftp_rpipe_slot(r, d->file_id);
+    pipe_entry *p = aftp_rpipe_slot(r, file_id);
     if (p == NULL || p->info.kind != AFTP_ENTRY_FILE || p->phase == PIPE_OFFERED ||
         (p->phase == PIPE_ENDED && !p->has_result)) {
         aftp_session_drop(&r->ss);
-        return;
+        return NULL;
     }
     if (p->phase == PIPE_ENDED) {
-        pipe_queue_result(r, p); /* the same answer again */
-        return;
+        pipe_queue_result(r, p);
+        return NULL;
     }
+    return p;
+}
+
+void aftp_rpipe_on_file_done(aftp_receiver *r, const aftp_wire_file_done *d)
+{
+    pipe_entry *p = pipe_unended_file(r, d->file_id);
+    if (p == NULL)
+        return;
     if (p->done) {
         aftp_recv_schedule_feedback(r, MIN_FEEDBACK_NS); /* verifying, committing: keep it waiting */
         return;
@@ -643,6 +654,20 @@ void aftp_rpipe_on_file_done(aftp_receiver *r, const aftp_wire_file_done *d)
         pipe_maybe_ready(r, p);
     if (p->phase == PIPE_RECEIVING)
         aftp_recv_schedule_feedback(r, MIN_FEEDBACK_NS); /* section 9.8: report the tail at once */
+}
+
+/* Section 9.14.3: the sender gave up a FILE it was sending. Its partial
+ * data is discarded (never committed: it may mix versions of the source)
+ * and the entry ends with the sender's error, which FILE_RESULT echoes so
+ * the sender knows it was heard. An entry that ended already gets its
+ * FILE_RESULT again; one verified and waiting for the group commit is
+ * whole and matched the digest the sender streamed: its FILE_RESULT comes
+ * from the commit, as if the ABANDON had crossed it. */
+void aftp_rpipe_on_abandon(aftp_receiver *r, const aftp_wire_abandon *a)
+{
+    pipe_entry *p = pipe_unended_file(r, a->file_id);
+    if (p != NULL && p->phase != PIPE_DEFERRED)
+        pipe_fail(r, p, aftp_errmap_to_local(a->error));
 }
 
 /* Session over: files still open are discarded, verified ones waiting

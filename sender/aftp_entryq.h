@@ -22,6 +22,8 @@ enum aftp_entryq_state {
     AFTP_ENTRYQ_OFFERED,   /* sent in an ENTRIES, no verdict yet */
     AFTP_ENTRYQ_SENDING,   /* a FILE with verdict SEND or RESUME */
     AFTP_ENTRYQ_DONE_SENT, /* its FILE_DONE went out; waiting for FILE_RESULT */
+    AFTP_ENTRYQ_ABANDONED, /* its source failed: ABANDON sent (spec 9.14.3), reported
+                            * failed, waiting for the FILE_RESULT that ends it */
     AFTP_ENTRYQ_ENDED      /* ended; freed once every older entry has too */
 };
 
@@ -40,7 +42,8 @@ typedef struct aftp_entryq_item {
     aftp_byte_range *hole_bytes;
     aftp_wire_range *holes;
     size_t hole_count;
-    int done_due;          /* its FILE_DONE should leave */
+    int done_due;          /* its FILE_DONE (ABANDONED: its ABANDON) should leave */
+    uint16_t abandon_error; /* ABANDONED: the wire error its ABANDON carries */
     uint64_t sent_ns;      /* when its latest ENTRIES or FILE_DONE left */
     uint64_t sent_pn;      /* and as which packet */
     uint8_t digest[AFTP_DIGEST_LEN]; /* streamed digest, once DONE_SENT */

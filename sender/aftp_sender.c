@@ -140,6 +140,7 @@ struct aftp_sender {
     int cursor_started;     /* its digest has begun */
     int cursor_ready;       /* next_block is a block to send for the first time */
     int cursor_busy;        /* held blocks remain to hash before it can move on */
+    uint32_t view_failed;   /* the entry whose storage view just failed; 0: none */
     uint32_t resend_from;   /* a round of ENTRIES resends: next id to look at; 0: none */
     /* The control timer of pipelined mode: each ENTRIES and FILE_DONE is
      * resent one PTO after it left unanswered, however much else the
@@ -605,17 +606,19 @@ static void end_entry(aftp_sender *s, aftp_entryq_item *e, int error, const uint
 {
     uint32_t id = e->info.file.file_id;
     int was_sending = e->state == AFTP_ENTRYQ_SENDING || e->state == AFTP_ENTRYQ_DONE_SENT;
+    int reported = e->state == AFTP_ENTRYQ_ABANDONED; /* source released, events sent */
     if (e->state == AFTP_ENTRYQ_QUEUED || e->state == AFTP_ENTRYQ_OFFERED)
         e->verdict = AFTP_WIRE_VERDICT_REFUSED; /* ended before the receiver decided */
     if (e->done_due)
         s->done_due--;
     e->done_due = 0;
     aftp_stream_end(&s->stream, id, aftp_errmap_to_wire(error));
-    if (e->info.kind == AFTP_ENTRY_FILE)
+    if (e->info.kind == AFTP_ENTRY_FILE && !reported)
         s->set.storage->close(s->set.user, id, error == AFTP_OK);
     if (was_sending)
         entry_event(s, e, AFTP_EV_FILE_END, error, digest, message);
-    entry_event(s, e, AFTP_EV_ENTRY_END, error, digest, message);
+    if (!reported)
+        entry_event(s, e, AFTP_EV_ENTRY_END, error, digest, message);
     aftp_entryq_end(&s->entries, id);
 }
 
@@ -914,7 +917,9 @@ static aftp_entryq_item *sendable_entry(aftp_sender *s, uint64_t b)
     if (se == NULL || se->state != AFTP_STREAM_ACCEPTED)
         return NULL;
     aftp_entryq_item *e = aftp_entryq_find(&s->entries, se->id);
-    return e != NULL && !aftp_entryq_is_held(e, b - e->base) ? e : NULL;
+    return e != NULL && e->state != AFTP_ENTRYQ_ABANDONED && !aftp_entryq_is_held(e, b - e->base)
+               ? e
+               : NULL;
 }
 
 static int repairable(aftp_sender *s, uint64_t b)
@@ -976,7 +981,9 @@ static int control_lost(const aftp_entryq_item *e, const aftp_wire_feedback *fb,
  * - a FILE_DONE still without FILE_RESULT though every block of its file
  *   is acknowledged (below cum_block), two loss delays after it left (the
  *   receiver also verifies and commits it): the FILE_DONE or the
- *   FILE_RESULT was lost. */
+ *   FILE_RESULT was lost;
+ * - an ABANDON still without FILE_RESULT one loss delay after it left (the
+ *   receiver answers it at once). */
 static void detect_lost_controls(aftp_sender *s, const aftp_wire_feedback *fb)
 {
     uint64_t loss_delay = aftp_rtt_loss_delay(&s->rtt);
@@ -989,8 +996,10 @@ static void detect_lost_controls(aftp_sender *s, const aftp_wire_feedback *fb)
             control_lost(e, fb, before)) {
             s->resend_before = before;
             s->resend_from = id;
-        } else if (e->state == AFTP_ENTRYQ_DONE_SENT && !e->done_due &&
-                   e->base + e->blocks <= s->acked_cum && control_lost(e, fb, done_before)) {
+        } else if (!e->done_due &&
+                   ((e->state == AFTP_ENTRYQ_DONE_SENT && e->base + e->blocks <= s->acked_cum &&
+                     control_lost(e, fb, done_before)) ||
+                    (e->state == AFTP_ENTRYQ_ABANDONED && control_lost(e, fb, before)))) {
             e->done_due = 1;
             s->done_due++;
         }
@@ -1216,12 +1225,13 @@ static uint64_t entry_blocks_sent(const aftp_sender *s, const aftp_entryq_item *
 static void on_entry_result(aftp_sender *s, const aftp_wire_file_result *r)
 {
     aftp_entryq_item *e = aftp_entryq_find(&s->entries, r->file_id);
-    if (e == NULL || (e->state != AFTP_ENTRYQ_SENDING && e->state != AFTP_ENTRYQ_DONE_SENT)) {
+    if (e == NULL || (e->state != AFTP_ENTRYQ_SENDING && e->state != AFTP_ENTRYQ_DONE_SENT &&
+                      e->state != AFTP_ENTRYQ_ABANDONED)) {
         aftp_session_drop(&s->ss);
         return;
     }
-    int done = e->state == AFTP_ENTRYQ_DONE_SENT;
-    if (r->error == AFTP_WIRE_ERR_NONE &&
+    int done = e->state == AFTP_ENTRYQ_DONE_SENT, abandoned = e->state == AFTP_ENTRYQ_ABANDONED;
+    if (!abandoned && r->error == AFTP_WIRE_ERR_NONE &&
         !(done && memcmp(r->digest, e->digest, AFTP_DIGEST_LEN) == 0)) {
         char why[AFTP_WIRE_MAX_REASON];
         refute_result(r, done ? e->digest : NULL, entry_blocks_sent(s, e), e->blocks, why,
@@ -1229,7 +1239,10 @@ static void on_entry_result(aftp_sender *s, const aftp_wire_file_result *r)
         fail_and_close_saying(s, AFTP_ERR_DIGEST_MISMATCH, why);
         return;
     }
-    end_entry(s, e, aftp_errmap_to_local(r->error), done ? e->digest : NULL, NULL);
+    /* An abandoned entry ends whatever the receiver says (9.14.3): its
+     * failure was reported when its source failed. */
+    end_entry(s, e, aftp_errmap_to_local(abandoned ? e->abandon_error : r->error),
+              done ? e->digest : NULL, NULL);
     s->ctl_answered = 1;
     progress(s);
     start_next_file(s);
@@ -1488,11 +1501,16 @@ static int encode_done(aftp_sender *s, uint8_t *buf, size_t cap, aftp_datagram *
     aftp_session_packet(&s->ss, AFTP_WIRE_FILE_DONE, &p);
     if (s->mode == MODE_PIPELINED) {
         aftp_entryq_item *e = first_done_due(s);
-        p.u.file_done.file_id = e->info.file.file_id;
-        p.u.file_done.block_count = e->blocks;
-        memcpy(p.u.file_done.digest, e->digest, AFTP_DIGEST_LEN);
+        if (e->state == AFTP_ENTRYQ_ABANDONED) {
+            aftp_session_packet(&s->ss, AFTP_WIRE_ABANDON, &p);
+            p.u.abandon = (aftp_wire_abandon){e->info.file.file_id, e->abandon_error};
+        } else {
+            p.u.file_done.file_id = e->info.file.file_id;
+            p.u.file_done.block_count = e->blocks;
+            memcpy(p.u.file_done.digest, e->digest, AFTP_DIGEST_LEN);
+            e->state = AFTP_ENTRYQ_DONE_SENT;
+        }
         e->done_due = 0;
-        e->state = AFTP_ENTRYQ_DONE_SENT;
         e->sent_ns = s->ss.now_ns;
         e->sent_pn = s->ss.next_pn; /* this FILE_DONE */
         s->done_due--;
@@ -1631,8 +1649,10 @@ static int hash_held_blocks(aftp_sender *s, const aftp_entryq_item *e)
         } else {
             int rc = s->set.storage->view(s->set.user, f->file_id, file_block * f->block_size,
                                           len, &bytes);
-            if (rc != AFTP_OK)
+            if (rc != AFTP_OK) {
+                s->view_failed = f->file_id;
                 return rc;
+            }
             aftp_digest_update(s->hash, bytes, len);
         }
         s->next_block++;
@@ -1739,8 +1759,10 @@ static int encode_data(aftp_sender *s, uint64_t block, uint8_t *buf, size_t cap,
     const uint8_t *payload = NULL;
     int rc = s->set.storage->view(s->set.user, info->file_id, file_block * info->block_size,
                                   len, &payload);
-    if (rc != AFTP_OK)
+    if (rc != AFTP_OK) {
+        s->view_failed = info->file_id;
         return rc;
+    }
     aftp_wire_header hdr;
     aftp_session_header(&s->ss, AFTP_WIRE_DATA, &hdr);
     rc = aftp_wire_data_header_encode(&hdr, info->file_id, block, buf, cap);
@@ -1806,6 +1828,37 @@ static int emit(aftp_sender *s, int kind, uint8_t *buf, size_t cap, aftp_datagra
     }
 }
 
+/* Section 9.14.3: a pipelined entry whose source fails ends alone. It is
+ * reported failed at once (FILE_END, ENTRY_END: the storage that failed
+ * can tell the application why, during the callback), its source is
+ * released, nothing more of it is sent, and an ABANDON is resent like a
+ * FILE_DONE until the receiver's FILE_RESULT frees its slot. */
+static void abandon_entry(aftp_sender *s, aftp_entryq_item *e, int error)
+{
+    e->state = AFTP_ENTRYQ_ABANDONED;
+    e->abandon_error = aftp_errmap_to_wire(error);
+    if (!e->done_due)
+        s->done_due++;
+    e->done_due = 1;
+    s->set.storage->close(s->set.user, e->info.file.file_id, 0);
+    entry_event(s, e, AFTP_EV_FILE_END, error, NULL, NULL);
+    entry_event(s, e, AFTP_EV_ENTRY_END, error, NULL, NULL);
+}
+
+/* A storage view failed (or another step of the output did): in
+ * pipelined mode the entry whose view failed is abandoned and the session
+ * goes on; otherwise the file and the session end (section 9.4). */
+static void source_failed(aftp_sender *s, int error)
+{
+    aftp_entryq_item *e = s->mode == MODE_PIPELINED && s->view_failed != 0
+                              ? aftp_entryq_find(&s->entries, s->view_failed)
+                              : NULL;
+    if (e != NULL && (e->state == AFTP_ENTRYQ_SENDING || e->state == AFTP_ENTRYQ_DONE_SENT))
+        abandon_entry(s, e, error);
+    else
+        fail_and_close(s, error);
+}
+
 int aftp_sender_write(aftp_sender *s, uint64_t now_ns, uint8_t *buf, size_t cap,
                       aftp_datagram *dg)
 {
@@ -1814,9 +1867,10 @@ int aftp_sender_write(aftp_sender *s, uint64_t now_ns, uint8_t *buf, size_t cap,
     if (cap < s->ss.own_max_datagram)
         return AFTP_ERR_BUFFER_TOO_SMALL;
     aftp_session_tick(&s->ss, now_ns);
+    s->view_failed = 0;
     int rc = prepare_stream(s);
     if (rc != AFTP_OK) {
-        fail_and_close(s, rc); /* the source cannot be read */
+        source_failed(s, rc);
         return 0;
     }
     int kind = next_output(s);
@@ -1828,8 +1882,7 @@ int aftp_sender_write(aftp_sender *s, uint64_t now_ns, uint8_t *buf, size_t cap,
     s->emitted_block = AFTP_SENTLOG_NO_BLOCK;
     rc = emit(s, kind, buf, cap, dg);
     if (rc != AFTP_OK) {
-        /* The source cannot be read: the file and the session end. */
-        fail_and_close(s, rc);
+        source_failed(s, rc);
         return 0;
     }
     /* Every packet is logged, so log and session number packets alike. */
@@ -1881,11 +1934,12 @@ static void control_timeout(aftp_sender *s)
     for (uint32_t id = s->entries.oldest; id <= s->stream.newest; id++) {
         aftp_entryq_item *e = aftp_entryq_find(&s->entries, id);
         int resend = e->sent_ns <= s->resend_before;
-        if (e->state == AFTP_ENTRYQ_DONE_SENT && !e->done_due && resend) {
+        int answer_due = e->state == AFTP_ENTRYQ_DONE_SENT || e->state == AFTP_ENTRYQ_ABANDONED;
+        if (answer_due && !e->done_due && resend) {
             e->done_due = 1;
             s->done_due++;
         }
-        if (e->state != AFTP_ENTRYQ_OFFERED && e->state != AFTP_ENTRYQ_DONE_SENT)
+        if (e->state != AFTP_ENTRYQ_OFFERED && !answer_due)
             continue;
         uint64_t left = resend || e->done_due ? s->ss.now_ns : e->sent_ns;
         if (left < earliest)
@@ -1996,6 +2050,19 @@ int aftp_sender_abort(aftp_sender *s, uint64_t now_ns, int error, const char *re
     if (reason != NULL)
         aftp_session_set_text(&s->ss, reason);
     fail_and_close(s, error);
+    return AFTP_OK;
+}
+
+int aftp_sender_abandon(aftp_sender *s, uint32_t entry_id, int error)
+{
+    if (s == NULL || error >= AFTP_OK)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    aftp_entryq_item *e = s->mode == MODE_PIPELINED && s->ss.state == AFTP_STATE_TRANSFER
+                              ? aftp_entryq_find(&s->entries, entry_id)
+                              : NULL;
+    if (e == NULL || (e->state != AFTP_ENTRYQ_SENDING && e->state != AFTP_ENTRYQ_DONE_SENT))
+        return AFTP_ERR_INVALID_STATE;
+    abandon_entry(s, e, error);
     return AFTP_OK;
 }
 

@@ -384,7 +384,9 @@ AFTP_EXTERN int aftp_sender_add_file(aftp_sender *s, const aftp_file_info *info)
  * AFTP_EV_ENTRY_END makes room for one more once its callback has
  * returned. Storage: `view` and `close` with the entry id
  * as file_id, for FILE entries only; `close` is called once per FILE when
- * it ends, whatever its verdict.
+ * it ends, whatever its verdict. A view that fails ends that entry alone
+ * (aftp_sender_abandon): its events come at once, its slot is freed once
+ * the receiver has confirmed.
  * Entries may be added before the handshake ends. When the receiver's
  * HELLO_ACK carries no PIPELINE (or pipeline_window is 0), the session is
  * one-file mode: each FILE entry is sent as aftp_sender_add_file would
@@ -431,6 +433,17 @@ AFTP_EXTERN int aftp_sender_set_rate_limits(aftp_sender *s, uint64_t min_rate_bp
  * reason text. Does nothing once the session is closing. Returns AFTP_OK,
  * or AFTP_ERR_INVALID_ARGUMENT when error is not a negative aftp_error. */
 AFTP_EXTERN int aftp_sender_abort(aftp_sender *s, uint64_t now_ns, int error, const char *reason);
+/* Pipelined mode (spec 9.14.3): the application or driver found the
+ * source of entry `entry_id`, a FILE being sent, unusable outside the
+ * storage callbacks (e.g. its size or mtime moved): that entry alone
+ * ends, as when a storage view of it fails: FILE_END and ENTRY_END with
+ * `error` during this call, `close` of its source, and an ABANDON to the
+ * receiver; the session goes on. Its slot is freed (room for another
+ * entry) once the receiver confirms with its FILE_RESULT. AFTP_OK;
+ * AFTP_ERR_INVALID_STATE when the entry is not being sent (no verdict
+ * yet, ended, a one-file session: use aftp_sender_abort);
+ * AFTP_ERR_INVALID_ARGUMENT when error is not a negative aftp_error. */
+AFTP_EXTERN int aftp_sender_abandon(aftp_sender *s, uint32_t entry_id, int error);
 
 /* ---- receiver (server, push) ---- */
 

@@ -434,6 +434,11 @@ static void feed_on_event(void *app, const aftp_event *ev)
         if (ev->type == AFTP_EV_FILE_START)
             sl->accepted_ns = aftp_drive_now_ns();
         feed_entry(sl, ev, &st, &pe);
+        const aftp_treesend *tree = &f->ctx->storage.tree_src;
+        if (ev->message == NULL && ev->error != AFTP_OK && tree->message_id == sl->id) {
+            pe.message = tree->message; /* an abandoned entry: what its storage found, */
+            pe.local = 1;               /* naming its file */
+        }
         if (ev->type == AFTP_EV_FILE_END)
             feed_hold_end(f, &pe);
         else
@@ -553,13 +558,17 @@ static int feed_first(push_feed *f)
 }
 
 /* After each batch, as after_batch does for one source: a source whose
- * size or mtime changed trips the session's guard. */
+ * size or mtime changed ends its entry alone (spec 9.14.3); only when
+ * the engine cannot abandon it does it trip the session's guard. */
 static void after_tree_batch(void *ctx)
 {
     push_feed *f = ctx;
     aftp_treesend_settle(&f->ctx->storage.tree_src); /* the batch's borrowed bytes */
-    if (aftp_treesend_check(&f->ctx->storage.tree_src) != AFTP_OK)
-        aftp_mapguard_trip(&f->guard);
+    for (uint32_t id; (id = aftp_treesend_changed(&f->ctx->storage.tree_src)) != 0;)
+        if (aftp_sender_abandon(f->sender, id, AFTP_ERR_SOURCE_CHANGED) != AFTP_OK) {
+            aftp_mapguard_trip(&f->guard);
+            return;
+        }
 }
 
 /* What the datapath loop does each turn besides the engine's work: one

@@ -45,7 +45,9 @@ typedef struct aftp_push_entry {
     const uint8_t *digest; /* a verified FILE's XXH3-128, else NULL */
     const char *message;   /* why it failed, never NULL ("" when the error says all) */
     const aftp_stats *stats; /* the session's counters now */
-    int local;             /* the walk could not read it here (no id: never offered) */
+    int local;             /* the walk could not read it here (no id: never offered), or
+                            * its source failed here once sent (abandoned, spec 9.14.3);
+                            * the message names the file */
     /* The session failed under the entry before the engine ended it (the
      * run's result, its session_error set), else NULL. */
     const struct aftp_push_result *session;

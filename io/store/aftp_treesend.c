@@ -458,7 +458,8 @@ static int load(aftp_treesend *t, aftp_treesend_file *f)
                  ? read_small(t, f)
                  : open_mapped(t, f);
     t->reopened += again && rc == AFTP_OK;
-    t->view_changed |= rc == AFTP_ERR_SOURCE_CHANGED;
+    if (rc != AFTP_OK)
+        t->message_id = f->id;
     return rc;
 }
 
@@ -494,16 +495,20 @@ int aftp_treesend_close(aftp_treesend *t, uint32_t id)
     return AFTP_OK;
 }
 
-int aftp_treesend_check(aftp_treesend *t)
+uint32_t aftp_treesend_changed(aftp_treesend *t)
 {
-    if (t->view_changed)
-        return AFTP_ERR_SOURCE_CHANGED;
     for (aftp_treesend_file *f = t->newest; f != NULL; f = f->older)
         if (aftp_source_check(&f->map->src) != AFTP_OK) {
             snprintf(t->message, sizeof t->message, "%s", f->map->src.message);
-            return AFTP_ERR_SOURCE_CHANGED;
+            t->message_id = f->id;
+            return f->id;
         }
-    return AFTP_OK;
+    return 0;
+}
+
+int aftp_treesend_check(aftp_treesend *t)
+{
+    return aftp_treesend_changed(t) != 0 ? AFTP_ERR_SOURCE_CHANGED : AFTP_OK;
 }
 
 static int ops_view(void *user, uint32_t id, uint64_t off, size_t len, const uint8_t **out)

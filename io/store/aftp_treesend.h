@@ -90,10 +90,10 @@ typedef struct aftp_treesend {
     size_t count, cap;
     size_t open;       /* sources open (descriptor and mapping) */
     char message[512]; /* the last failure, with its figures */
+    uint32_t message_id; /* the entry `message` is about */
     aftp_treesend_file *newest, *oldest; /* the open sources, by their last view */
     uint64_t buffered;        /* bytes in small files' buffers */
     uint64_t reopened;        /* sources read again after being closed */
-    int view_changed;         /* a view failed with SOURCE_CHANGED (message) */
     aftp_treesend_map *retired_maps;    /* closed, unmapped at the settle */
     aftp_treesend_file *retired_files;  /* ended, released at the settle */
 } aftp_treesend;
@@ -117,10 +117,11 @@ int aftp_treesend_close(aftp_treesend *t, uint32_t id);
  * the bytes they borrowed): unmaps and frees what was closed since, and
  * releases the open sources' residency that is due (aftp_resident.h). */
 void aftp_treesend_settle(aftp_treesend *t);
-/* aftp_source_check of every open source: AFTP_OK, or the first
- * AFTP_ERR_SOURCE_CHANGED with the message; also SOURCE_CHANGED, the
- * message kept, once a view has failed so (the engine then ended the
- * session: its driver learns which file here). */
+/* aftp_source_check of every open source: the id of the first whose
+ * size or mtime moved (the message says how), or 0. A view that fails
+ * reports itself (the engine abandons that entry alone, spec 9.14.3). */
+uint32_t aftp_treesend_changed(aftp_treesend *t);
+/* aftp_treesend_changed as an error: AFTP_OK or AFTP_ERR_SOURCE_CHANGED. */
 int aftp_treesend_check(aftp_treesend *t);
 
 /* Storage callbacks for the sender engine; `user` must be the aftp_treesend. */

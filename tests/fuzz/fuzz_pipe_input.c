@@ -11,7 +11,9 @@
  *
  * Input: [verdicts u8] then records [op u8][...].
  * verdicts: 2 bits per FILE (ids 2, 3, 4): 0 SEND, 1 RESUME (block 0 held),
- * 2 SKIP (an identical copy there), 3 REFUSED.
+ * 2 SKIP (an identical copy there), 3 REFUSED; bits 6-7, n > 0: the source
+ * of FILE id n + 1 fails past its first block (the sender abandons it,
+ * spec 9.14.3).
  * op bits 0-1: 0 deliver the next datagram, 1 drop it, 2 deliver it with
  * byte [u8] xored with [u8], 3 inject [length u8][bytes] (its connection id
  * overwritten with the one the target expects); bit 2: towards the sender
@@ -85,6 +87,7 @@ typedef struct harness {
     uint32_t last_decided;
     int tampered_rcv; /* a corrupted or injected datagram reached the receiver */
     int tampered;     /* ... or the sender */
+    uint32_t failing; /* the FILE whose source fails past its first block; 0: none */
     uint64_t now;
     aftp_sender *snd;
     aftp_receiver *rcv;
@@ -110,6 +113,8 @@ static int view_src(void *user, uint32_t id, uint64_t off, size_t len, const uin
 {
     (void)user;
     FUZZ_CHECK(true_file(id) && off <= true_size[id] && len <= true_size[id] - off);
+    if (id == h.failing && off >= BLOCK)
+        return AFTP_ERR_SOURCE_CHANGED;
     *out = h.file[id].src + off;
     return AFTP_OK;
 }
@@ -334,6 +339,7 @@ static void setup(uint8_t verdicts)
                                       AFTP_VERDICT_SKIP, AFTP_VERDICT_REFUSED};
     memset(&h, 0, sizeof h);
     h.held_range = (aftp_block_range){.start = 0, .len = 1};
+    h.failing = verdicts >> 6 ? FIRST_FILE + (verdicts >> 6) - 1 : 0;
     for (uint32_t id = 1; id <= IDS; id++) {
         for (size_t j = 0; j < FILE_CAP; j++)
             h.file[id].src[j] = id == 4 && j < hole_of_4.len ? 0 : (uint8_t)(j * 7 + id * 31);
@@ -422,7 +428,7 @@ static uint64_t next_expiry(void)
 
 /* Untampered, the link only lost datagrams: unless one side gave up
  * waiting (the idle timeout), both end cleanly, every file sent or
- * resumed committed, none still open. */
+ * resumed committed but one whose source failed, none still open. */
 static void check_clean_end(void)
 {
     int snd = aftp_sender_error(h.snd), rcv = aftp_receiver_error(h.rcv);
@@ -430,8 +436,9 @@ static void check_clean_end(void)
         return;
     FUZZ_CHECK(snd == AFTP_OK && rcv == AFTP_OK);
     for (uint32_t id = FIRST_FILE; id < FIRST_FILE + FILES; id++) {
-        int sent = h.file[id].verdict == AFTP_VERDICT_SEND ||
-                   h.file[id].verdict == AFTP_VERDICT_RESUME;
+        int sent = (h.file[id].verdict == AFTP_VERDICT_SEND ||
+                    h.file[id].verdict == AFTP_VERDICT_RESUME) &&
+                   !(id == h.failing && true_size[id] > BLOCK);
         FUZZ_CHECK(!h.file[id].open && h.file[id].committed == sent);
     }
 }

@@ -24,6 +24,7 @@
  *     HELLO_ACK:   u32 id, u8 cipher, u16 max_datagram, extensions
  *     extensions:  count TLVs, each u16 type + bytes (their u16 total goes first)
  *     FILE_OFFER:  fixed fields, then bytes path
+ *     FILE_REPLY, ABANDON: u32 file id, u16 error
  *     DATA:        u32 file id, u64 block, then bytes payload
  *     FEEDBACK:    the nine fixed fields (blocks_received, cum_block,
  *                  scan_start and scan_end as values), count ranges (up to
@@ -268,6 +269,7 @@ static void copy_body(fuzz_input *in, aftp_wire_writer *w, uint8_t type)
         copy_counted_bytes(in, w);
         break;
     case AFTP_WIRE_FILE_REPLY:
+    case AFTP_WIRE_ABANDON:
         copy(in, w, 4);
         copy(in, w, 2);
         break;

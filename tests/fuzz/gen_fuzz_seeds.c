@@ -269,6 +269,13 @@ static void emit_files(const char *dir)
     emit_patched(dir, "file-reply-trailing", &p, AFTP_WIRE_HEADER_LEN + AFTP_WIRE_FILE_REPLY_LEN,
                  0, AFTP_ERR_MALFORMED);
 
+    p = packet(AFTP_WIRE_ABANDON);
+    p.u.abandon.file_id = 9;
+    p.u.abandon.error = AFTP_WIRE_ERR_SOURCE_CHANGED;
+    emit_valid(dir, "abandon", &p);
+    emit_patched(dir, "abandon-error-none", &p, AFTP_WIRE_HEADER_LEN + AFTP_WIRE_ABANDON_LEN - 1,
+                 0, AFTP_ERR_MALFORMED);
+
     p = packet(AFTP_WIRE_FILE_DONE);
     p.u.file_done.file_id = 7;
     p.u.file_done.block_count = 87654;

@@ -123,6 +123,9 @@ typedef struct push_count {
     const char *src;    /* optional: count the descriptors open beneath it */
     int src_fds_most;
     const char *rewrite_path, *rewrite_local; /* optional: rewritten when accepted */
+    int truncate;       /* with rewrite_*: truncated to half instead */
+    unsigned failed;    /* entries that ended with an error */
+    char failed_path[64], failed_message[512]; /* the first of them */
 } push_count;
 
 /* The source shrinks mid-transfer: the sender's next reads of its mapping
@@ -175,13 +178,25 @@ static void on_push_event(void *app, const aftp_event *ev)
     c->entries_ended += ev->type == AFTP_EV_ENTRY_END;
     if (c->rewrite_path != NULL && ev->type == AFTP_EV_FILE_START &&
         strcmp(ev->info->path, c->rewrite_path) == 0) {
-        rewrite_in_place(c->rewrite_local);
+        if (c->truncate)
+            assert_int_equal(truncate(c->rewrite_local, 2048), 0);
+        else
+            rewrite_in_place(c->rewrite_local);
         c->rewrite_path = NULL;
     }
     if (c->src != NULL && ev->type == AFTP_EV_ENTRY_END && c->entries_ended % 16 == 0) {
         int fds = count_fds_beneath(c->src);
         c->src_fds_most = fds > c->src_fds_most ? fds : c->src_fds_most;
     }
+}
+
+static void on_push_entry(void *app, const aftp_push_entry *e)
+{
+    push_count *c = app;
+    if (!e->ended || e->error == AFTP_OK || c->failed++ > 0)
+        return;
+    snprintf(c->failed_path, sizeof c->failed_path, "%s", e->path);
+    snprintf(c->failed_message, sizeof c->failed_message, "%s", e->message);
 }
 
 /* Pushes SRC `src` to a fresh pipelined server writing into dst. */
@@ -192,7 +207,8 @@ static int push_tree_at(const char *src, int dst, unsigned flags, uint64_t rate_
     server_start(s, dst, window);
     const char *files[] = {src};
     aftp_push_opts o = {.files = files, .file_count = 1, .pipeline_window = window,
-                        .entry_flags = flags, .peer = (struct sockaddr *)&s->addr,
+                        .entry_flags = flags, .on_entry = on_push_entry,
+                        .peer = (struct sockaddr *)&s->addr,
                         .peer_len = sizeof s->addr, .rate_bps = rate_bps,
                         .policy = AFTP_CC_FIXED, .security = {.cipher = AFTP_CIPHER_NONE},
                         .hooks = {.on_event = on_push_event, .on_tick = on_push_tick,
@@ -276,11 +292,12 @@ static void test_source_shrinks_mid_tree(void **state)
     close(srcfd);
 }
 
-/* A file rewritten between its offer and its first read (same size and
- * mtime: its ctime moved) is another version than the entry offered: the
- * sender refuses to send it under that entry, saying which file, and no
- * copy of it is placed. */
-static void test_source_changed_before_its_first_read(void **state)
+/* A file of a tree changed by another program between its offer and its
+ * first read, rewritten in place (same size and mtime: its ctime moved)
+ * or truncated, is another version than the entry offered: that entry
+ * alone fails (spec 9.14.3, ABANDON), saying which file; no copy of it is
+ * placed; the session ends OK and the rest of the tree arrives. */
+static void changed_before_first_read(void **state, int truncated)
 {
     int srcfd, dst = io_test_scratch_fd(state);
     char *srcdir = io_test_mkdtemp(&srcfd), src[512], local[600];
@@ -294,16 +311,43 @@ static void test_source_changed_before_its_first_read(void **state)
     snprintf(local, sizeof local, "%s/a5", src);
     test_server s;
     aftp_push_result res;
-    push_count count = {.rewrite_path = "top/a5", .rewrite_local = local};
+    push_count count = {.rewrite_path = "top/a5", .rewrite_local = local,
+                        .truncate = truncated};
     int rc = push_tree_at(src, dst, 0, UINT64_C(1000000000), &s, &res, &count);
-    print_message("rewritten source: %s\n", res.io.message);
+    print_message("changed source: %s: %s\n", count.failed_path, count.failed_message);
     assert_null(count.rewrite_path);
+    /* Each side's first failed entry: the receiver heard the sender's
+     * error; both ended every entry, the session went on after it. */
     assert_int_equal(rc, AFTP_ERR_SOURCE_CHANGED);
-    assert_non_null(strstr(res.io.message, local));
+    assert_int_equal(s.res.error, AFTP_ERR_SOURCE_CHANGED);
+    assert_int_equal(s.res.files_ok, 9);
+    assert_int_equal(s.entries_ended, 1 + 10);
+    assert_int_equal(count.entries_ended, 1 + 10);
+    assert_int_equal(count.failed, 1);
+    assert_string_equal(count.failed_path, "top/a5");
+    assert_non_null(strstr(count.failed_message, local));
     assert_false(io_test_exists(dst, "top/a5"));
+    /* The rest byte-exact, with their metadata: compared without a5
+     * (top's mtime put back after the unlink). */
+    struct stat top;
+    assert_int_equal(stat(src, &top), 0);
+    assert_int_equal(unlink(local), 0);
+    struct timespec times[2] = {top.st_atim, top.st_mtim};
+    assert_int_equal(utimensat(AT_FDCWD, src, times, 0), 0);
+    assert_int_equal(io_test_expect_tree_copies(src, dst), 1 + 9);
     io_test_rmtree(srcdir);
     free(srcdir);
     close(srcfd);
+}
+
+static void test_source_changed_before_its_first_read(void **state)
+{
+    changed_before_first_read(state, 0);
+}
+
+static void test_source_truncated_mid_tree(void **state)
+{
+    changed_before_first_read(state, 1);
 }
 
 /* ---- a window above the sender's open-file cap ---- */
@@ -464,6 +508,7 @@ int main(int argc, char **argv)
         IO_TEST_SCRATCH(test_tree_then_sync),
         IO_TEST_SCRATCH(test_source_shrinks_mid_tree),
         IO_TEST_SCRATCH(test_source_changed_before_its_first_read),
+        IO_TEST_SCRATCH(test_source_truncated_mid_tree),
         IO_TEST_SCRATCH(test_window_above_open_cap),
         IO_TEST_SCRATCH(test_sparse_file_arrives_sparse),
     };

@@ -103,7 +103,8 @@ static void run_timers_and_output(sim_world *w, uint64_t now)
         while (aftp_sender_write(w->snd, now, w->sbuf, w->cfg->max_datagram, &dg) == 1) {
             if (w->cfg->fwd_tap != NULL)
                 w->cfg->fwd_tap(w->cfg->fwd_tap_ctx, now, &dg);
-            sim_link_send(&w->fwd, now, &dg);
+            if (w->cfg->fwd_filter == NULL || w->cfg->fwd_filter(w->cfg->fwd_filter_ctx, &dg))
+                sim_link_send(&w->fwd, now, &dg);
         }
     }
     if (alive(now, w->cfg->receiver_dies_at)) {

@@ -44,6 +44,10 @@ typedef struct sim_cfg {
      * none): what the sender emits, before the link shapes it. */
     void (*fwd_tap)(void *ctx, uint64_t now, const aftp_datagram *dg);
     void *fwd_tap_ctx;
+    /* Sees every datagram a live sender writes, after fwd_tap, and drops
+     * it when it returns 0 (NULL: none): a chosen packet lost. */
+    int (*fwd_filter)(void *ctx, const aftp_datagram *dg);
+    void *fwd_filter_ctx;
     int cipher;                /* enum aftp_cipher_choice of both sides: AUTO (the
                                 * default, protected) or NONE for a plain run */
     uint64_t key_update_packets; /* both sides; 0: the engine's default */

@@ -131,6 +131,8 @@ static int borrow(const sim_file *f, const uint8_t *base, uint64_t off, size_t l
 static int sender_view(void *user, uint32_t id, uint64_t off, size_t len, const uint8_t **out)
 {
     sim_file *f = sim_storage_file(storage_of(user), id);
+    if (f != NULL && f->source_error != 0 && off + len > f->source_fails_at)
+        return f->source_error;
     return f ? borrow(f, f->src, off, len, out) : AFTP_ERR_NOT_FOUND;
 }
 
@@ -369,6 +371,10 @@ void sim_on_event(void *user, const aftp_event *ev)
     case AFTP_EV_ENTRY_END:
         note_entry_end(side, ev);
         e->entry_end++;
+        if (ev->error != AFTP_OK && e->entries_failed++ == 0) {
+            e->first_failed_id = ev->info ? ev->info->file_id : 0;
+            e->first_failed_error = ev->error;
+        }
         e->last_entry_verdict = ev->verdict;
         e->last_entry_error = ev->error;
         break;

@@ -56,6 +56,9 @@ typedef struct sim_file {
     char placed_target[64];
     int verdict;        /* what `entry` answered, -1 before */
     uint64_t added_at;  /* set by a test: when the entry was added */
+    int source_error;   /* non-zero: the sender's views reaching past source_fails_at
+                         * fail with it (a source changed or unreadable mid-send) */
+    uint64_t source_fails_at;
     uint64_t ended_at;  /* the later ENTRY_END of the two sides */
 } sim_file;
 
@@ -97,6 +100,9 @@ extern const aftp_storage_ops sim_receiver_storage;
 typedef struct sim_events {
     int connected, file_start, file_end, closed;
     int entry_end;          /* pipelined: ENTRY_END events */
+    int entries_failed;     /* ENTRY_END events with an error */
+    uint32_t first_failed_id; /* the first of them, and its error */
+    int first_failed_error;
     int last_entry_verdict; /* the latest ENTRY_END's verdict and error */
     int last_entry_error;
     int last_file_error;

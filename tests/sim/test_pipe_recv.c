@@ -1062,6 +1062,51 @@ static void test_random_sender(void **state)
     assert_true(committed > 200); /* the walks reached whole files, many of them */
 }
 
+/* ---- ABANDON (spec 6.15, 9.14.3) ---- */
+
+static int send_abandon(sim_script *g, uint32_t id, uint16_t error)
+{
+    aftp_wire_packet p;
+    memset(&p, 0, sizeof p);
+    p.u.abandon = (aftp_wire_abandon){id, error};
+    return sim_script_send(g, &p, AFTP_WIRE_ABANDON);
+}
+
+/* A file the sender gives up half-way is discarded and answered with its
+ * error, every time it is asked; an ABANDON for an entry never offered is
+ * dropped; the other files go on and commit. */
+static void test_abandon_discards_one_file(void **state)
+{
+    (void)state;
+    sim_script g;
+    seen s = {0};
+    offer_files(&g, &s, 16, NULL, 3, 4 * BS);
+    assert_int_equal(s.verdict[2], AFTP_WIRE_VERDICT_SEND);
+    for (uint64_t b = 0; b < 2; b++)
+        assert_int_equal(sim_script_stream_data(&g, 2, b), AFTP_OK);
+    assert_int_equal(send_abandon(&g, 9, AFTP_WIRE_ERR_SOURCE_CHANGED), AFTP_OK);
+    assert_int_equal(send_abandon(&g, 2, AFTP_WIRE_ERR_SOURCE_CHANGED), AFTP_OK);
+    settle(&g, &s, 20);
+    assert_int_equal(s.results[9], 0);
+    assert_int_equal(s.results[2], 1);
+    assert_int_equal(s.result_error[2], AFTP_WIRE_ERR_SOURCE_CHANGED);
+    assert_false(g.st.files[1].committed);
+    assert_int_equal(g.st.files[1].receiver_closed, 1);
+    /* its answer lost: the repeated ABANDON gets it again */
+    assert_int_equal(send_abandon(&g, 2, AFTP_WIRE_ERR_SOURCE_CHANGED), AFTP_OK);
+    settle(&g, &s, 20);
+    assert_int_equal(s.results[2], 2);
+    send_file(&g, 1);
+    send_file(&g, 3);
+    settle(&g, &s, 200);
+    assert_int_equal(s.result_error[1], AFTP_WIRE_ERR_NONE);
+    assert_int_equal(s.result_error[3], AFTP_WIRE_ERR_NONE);
+    assert_true(sim_file_intact(&g.st, 1));
+    assert_true(sim_file_intact(&g.st, 3));
+    assert_int_equal(s.closes, 0);
+    sim_script_free(&g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1085,6 +1130,7 @@ int main(void)
         cmocka_unit_test(test_entry_before_the_end_was_sent_closes),
         cmocka_unit_test(test_entry_after_the_end_was_sent),
         cmocka_unit_test(test_random_sender),
+        cmocka_unit_test(test_abandon_discards_one_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -307,7 +307,7 @@ static void test_type_names(void **state)
     static const char *const names[] = {"VERSION_NEG", "HELLO",    "HELLO_ACK", "FILE_OFFER",
                                         "FILE_REPLY",  "DATA",     "FEEDBACK",  "FILE_DONE",
                                         "FILE_RESULT", "CLOSE",    "RETRY",     "SERVER_KEY",
-                                        "ENTRIES",     "VERDICTS"};
+                                        "ENTRIES",     "VERDICTS", "ABANDON"};
     assert_int_equal(sizeof names / sizeof names[0], AFTP_WIRE_TYPE_MAX + 1);
     for (unsigned t = 0; t <= AFTP_WIRE_TYPE_MAX; t++)
         assert_string_equal(aftp_wire_type_name((uint8_t)t), names[t]);

@@ -61,6 +61,7 @@ static size_t layout_len(const aftp_wire_packet *p)
     case AFTP_WIRE_HELLO_ACK: return h + 4 + 1 + 2 + 2 + p->u.hello_ack.ext_len;
     case AFTP_WIRE_FILE_OFFER: return h + AFTP_WIRE_FILE_OFFER_FIXED + p->u.file_offer.path_len;
     case AFTP_WIRE_FILE_REPLY: return h + AFTP_WIRE_FILE_REPLY_LEN;
+    case AFTP_WIRE_ABANDON: return h + AFTP_WIRE_ABANDON_LEN;
     case AFTP_WIRE_DATA: return h + AFTP_WIRE_DATA_FIXED + p->u.data.payload_len;
     case AFTP_WIRE_FEEDBACK:
         return h + AFTP_WIRE_FEEDBACK_FIXED +

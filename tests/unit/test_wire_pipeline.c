@@ -362,6 +362,27 @@ static void test_verdict_ranges_restart_per_record(void **state)
     assert_int_equal(aftp_wire_verdicts_next(&it, &d), 0);
 }
 
+/* ---- ABANDON ---- */
+
+/* An ABANDON always carries an error (6.15): NONE is refused by the
+ * encoder and MALFORMED at the decoder; the fixed body only. */
+static void test_abandon_needs_an_error(void **state)
+{
+    (void)state;
+    aftp_wire_packet p, got;
+    size_t written;
+    wire_fixture(AFTP_WIRE_ABANDON, &p);
+    size_t len = wire_encode_ok(&p, buf, sizeof buf);
+    assert_int_equal(len, AFTP_WIRE_HEADER_LEN + AFTP_WIRE_ABANDON_LEN);
+    wire_decode_ok(buf, len, &got);
+    assert_int_equal(got.u.abandon.error, AFTP_WIRE_ERR_SOURCE_CHANGED);
+    buf[len - 1] = 0; /* error NONE */
+    buf[len - 2] = 0;
+    assert_int_equal(aftp_wire_decode(buf, len, &got), AFTP_ERR_MALFORMED);
+    p.u.abandon.error = AFTP_WIRE_ERR_NONE;
+    assert_int_equal(aftp_wire_encode(&p, buf, sizeof buf, &written), AFTP_ERR_INVALID_ARGUMENT);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -376,6 +397,7 @@ int main(void)
         cmocka_unit_test(test_verdicts_encoder_rules),
         cmocka_unit_test(test_verdicts_range_total_is_per_packet),
         cmocka_unit_test(test_verdict_ranges_restart_per_record),
+        cmocka_unit_test(test_abandon_needs_an_error),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -163,6 +163,9 @@ static void fixture_body(uint8_t type, aftp_wire_packet *p)
             sizeof fixture_verdict_list / sizeof fixture_verdict_list[0], fixture_verdict_list,
             NULL, 0};
         break;
+    case AFTP_WIRE_ABANDON:
+        p->u.abandon = (aftp_wire_abandon){9, AFTP_WIRE_ERR_SOURCE_CHANGED};
+        break;
     default: fail_msg("no fixture for type %u", type);
     }
 }
@@ -384,6 +387,10 @@ static void expect_body_equal(const aftp_wire_packet *want, const aftp_wire_pack
     case AFTP_WIRE_FILE_REPLY:
         assert_int_equal(want->u.file_reply.file_id, got->u.file_reply.file_id);
         assert_int_equal(want->u.file_reply.error, got->u.file_reply.error);
+        break;
+    case AFTP_WIRE_ABANDON:
+        assert_int_equal(want->u.abandon.file_id, got->u.abandon.file_id);
+        assert_int_equal(want->u.abandon.error, got->u.abandon.error);
         break;
     case AFTP_WIRE_DATA:
         assert_int_equal(want->u.data.file_id, got->u.data.file_id);

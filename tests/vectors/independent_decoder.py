@@ -34,7 +34,7 @@ MAX_VERDICTS = 1024
 
 TYPES = ['VERSION_NEG', 'HELLO', 'HELLO_ACK', 'FILE_OFFER', 'FILE_REPLY', 'DATA',
          'FEEDBACK', 'FILE_DONE', 'FILE_RESULT', 'CLOSE', 'RETRY', 'SERVER_KEY',
-         'ENTRIES', 'VERDICTS']
+         'ENTRIES', 'VERDICTS', 'ABANDON']
 KINDS = {'FILE': 1, 'DIR': 2, 'SYMLINK': 3}
 VERDICTS = {'SEND': 0, 'RESUME': 1, 'SKIP': 2, 'REFUSED': 3}
 ROLES = {'PUSH': 1, 'PULL': 2}
@@ -146,6 +146,12 @@ def body_file_offer(c):
 
 def body_file_reply(c):
     return {'file_id': c.uint(4), 'error': c.uint(2)}
+
+
+def body_abandon(c):
+    f = {'file_id': c.uint(4), 'error': c.uint(2)}
+    check(f['error'] != 0, 'ABANDON without an error')
+    return f
 
 
 def body_data(c):
@@ -302,7 +308,7 @@ def body_verdicts(c):
 
 BODIES = [body_version_neg, body_hello, body_hello_ack, body_file_offer, body_file_reply,
           body_data, body_feedback, body_file_done, body_file_result, body_close,
-          body_retry, body_server_key, body_entries, body_verdicts]
+          body_retry, body_server_key, body_entries, body_verdicts, body_abandon]
 
 
 def decode(data):
