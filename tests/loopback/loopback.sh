@@ -44,18 +44,9 @@ fail() {
     exit 1
 }
 
-# Every run is protected with its own keys: one pair per side, made by
-# `aftp keygen`, the sender's public key authorized, the receiver's pinned.
-# HOME points into the scratch directory so no case reads the user's ~/.aftp.
-export HOME="$WORK/home"
-mkdir -p "$HOME"
-KEYS="$WORK/keys"
-mkdir -m 700 "$KEYS"
-"$AFTP" keygen -f "$KEYS/recv" -C receiver >/dev/null && "$AFTP" keygen -f "$KEYS/send" -C sender >/dev/null ||
-    { echo "FAIL [$CASE]: aftp keygen" >&2; exit 1; }
-cp "$KEYS/send.pub" "$KEYS/authorized_keys"
-RECV_KEYS=(--identity "$KEYS/recv" --authorized-keys "$KEYS/authorized_keys")
-SEND_KEYS=(--identity "$KEYS/send" --peer-key "$KEYS/recv.pub")
+# Every run is protected with its own keys (harness.sh's make_keys).
+. "$(dirname "$0")/harness.sh"
+make_keys || { echo "FAIL [$CASE]: aftp keygen" >&2; exit 1; }
 
 # The line of a public key file without its comment: "aftp-x25519 <base64>".
 key_of() { cut -d' ' -f1,2 "$1"; }
@@ -68,14 +59,7 @@ start_recv() {
         "${RECV_KEYS[@]}" "$@" \
         >"$WORK/recv.out" 2>"$WORK/recv.err" &
     RECV_PID=$!
-    PORT=
-    for _ in $(seq 100); do
-        PORT=$(sed -n 's/^aftp: listening on 127\.0\.0\.1:\([0-9]*\)$/\1/p' "$WORK/recv.err")
-        [ -n "$PORT" ] && return 0
-        kill -0 "$RECV_PID" 2>/dev/null || break
-        sleep 0.05
-    done
-    fail "receiver did not start"
+    await_port || fail "receiver did not start"
 }
 
 # wait_recv: waits for the receiver; sets RECV_RC.

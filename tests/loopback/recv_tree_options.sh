@@ -47,14 +47,8 @@ chmod 0777 "$WORK/src.bin"
 timeout 60 "$AFTP" recv --listen 127.0.0.1:0 --dir "$WORK/dst" --cipher none --once --json --no-links \
     --mode-mask 750 --partial-max-age 1d >"$WORK/recv.out" 2>"$WORK/recv.err" &
 RECV_PID=$!
-PORT=
-for _ in $(seq 100); do
-    PORT=$(sed -n 's/^aftp: listening on 127\.0\.0\.1:\([0-9]*\)$/\1/p' "$WORK/recv.err")
-    [ -n "$PORT" ] && break
-    kill -0 "$RECV_PID" 2>/dev/null || break
-    sleep 0.05
-done
-[ -n "$PORT" ] || fail "receiver did not start: $(cat "$WORK/recv.err")"
+. "$(dirname "$0")/harness.sh"
+await_port || fail "receiver did not start: $(cat "$WORK/recv.err")"
 "$AFTP" send --cipher none -q "$WORK/src.bin" "127.0.0.1:$PORT" >/dev/null 2>"$WORK/send.err" ||
     fail "send: $(cat "$WORK/send.err")"
 wait "$RECV_PID"

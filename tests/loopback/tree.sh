@@ -28,15 +28,8 @@ fail() {
     exit 1
 }
 
-export HOME="$WORK/home"
-mkdir -p "$HOME"
-KEYS="$WORK/keys"
-mkdir -m 700 "$KEYS"
-"$AFTP" keygen -f "$KEYS/recv" -C receiver >/dev/null && "$AFTP" keygen -f "$KEYS/send" -C sender >/dev/null ||
-    fail "aftp keygen"
-cp "$KEYS/send.pub" "$KEYS/authorized_keys"
-RECV_KEYS=(--identity "$KEYS/recv" --authorized-keys "$KEYS/authorized_keys")
-SEND_KEYS=(--identity "$KEYS/send" --peer-key "$KEYS/recv.pub")
+. "$HERE/harness.sh"
+make_keys || fail "aftp keygen"
 
 # start_recv [aftp recv options...]: a receiver into dst serving until
 # stopped; sets RECV_PID and PORT.
@@ -44,14 +37,7 @@ start_recv() {
     "$AFTP" recv --listen 127.0.0.1:0 --dir "$WORK/dst" "${RECV_KEYS[@]}" "$@" \
         >"$WORK/recv.out" 2>"$WORK/recv.err" &
     RECV_PID=$!
-    PORT=
-    for _ in $(seq 100); do
-        PORT=$(sed -n 's/^aftp: listening on 127\.0\.0\.1:\([0-9]*\)$/\1/p' "$WORK/recv.err")
-        [ -n "$PORT" ] && return 0
-        kill -0 "$RECV_PID" 2>/dev/null || break
-        sleep 0.05
-    done
-    fail "receiver did not start"
+    await_port || fail "receiver did not start"
 }
 
 stop_recv() {

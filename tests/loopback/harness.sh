@@ -1,0 +1,33 @@
+# Shared by the loopback test scripts (sourced, not run): the keys of a
+# protected run and the wait for a receiver's port. The script that
+# sources it sets AFTP (the binary) and WORK (its scratch directory).
+
+# make_keys: one key pair per side made by `aftp keygen` in WORK/keys, the
+# sender's public key authorized, the receiver's pinned; sets KEYS,
+# RECV_KEYS and SEND_KEYS. HOME points into WORK so that no case reads the
+# user's ~/.aftp. Returns non-zero when keygen fails.
+make_keys() {
+    export HOME="$WORK/home"
+    mkdir -p "$HOME"
+    KEYS="$WORK/keys"
+    mkdir -m 700 "$KEYS"
+    "$AFTP" keygen -f "$KEYS/recv" -C receiver >/dev/null &&
+        "$AFTP" keygen -f "$KEYS/send" -C sender >/dev/null || return 1
+    cp "$KEYS/send.pub" "$KEYS/authorized_keys"
+    RECV_KEYS=(--identity "$KEYS/recv" --authorized-keys "$KEYS/authorized_keys")
+    SEND_KEYS=(--identity "$KEYS/send" --peer-key "$KEYS/recv.pub")
+}
+
+# await_port: waits (up to 5 s) for the receiver RECV_PID to log in
+# WORK/recv.err the port the kernel chose on 127.0.0.1; sets PORT.
+# Returns non-zero when it exits or stays silent.
+await_port() {
+    PORT=
+    for _ in $(seq 100); do
+        PORT=$(sed -n 's/^aftp: listening on 127\.0\.0\.1:\([0-9]*\)$/\1/p' "$WORK/recv.err")
+        [ -n "$PORT" ] && return 0
+        kill -0 "$RECV_PID" 2>/dev/null || return 1
+        sleep 0.05
+    done
+    return 1
+}
