@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared by the loopback test scripts (sourced, not run): the keys of a
 # protected run and the wait for a receiver's port. The script that
 # sources it sets AFTP (the binary) and WORK (its scratch directory).
@@ -14,7 +15,9 @@ make_keys() {
     "$AFTP" keygen -f "$KEYS/recv" -C receiver >/dev/null &&
         "$AFTP" keygen -f "$KEYS/send" -C sender >/dev/null || return 1
     cp "$KEYS/send.pub" "$KEYS/authorized_keys"
+    # shellcheck disable=SC2034 # used by the scripts that source this
     RECV_KEYS=(--identity "$KEYS/recv" --authorized-keys "$KEYS/authorized_keys")
+    # shellcheck disable=SC2034
     SEND_KEYS=(--identity "$KEYS/send" --peer-key "$KEYS/recv.pub")
 }
 
