@@ -48,7 +48,7 @@ static void notice(aftp_tree *t, int err, const char *why)
 static void notice_errno(aftp_tree *t, const char *what, int e)
 {
     char why[256];
-    snprintf(why, sizeof why, "skipped: %s: %s", what, strerror(e));
+    snprintf(why, sizeof why, "%s: %s", what, strerror(e));
     notice(t, errno_to_error(e), why);
 }
 
@@ -191,7 +191,7 @@ static const char *bad_name(const char *name)
 {
     for (const unsigned char *p = (const unsigned char *)name; *p != '\0'; p++)
         if (*p < 0x20 || *p == 0x7f)
-            return "skipped: its name has a control character (a newline, tab or escape), "
+            return "its name has a control character (a newline, tab or escape), "
                    "which receivers refuse and which would forge lines in logs: rename it";
     return NULL;
 }
@@ -217,7 +217,7 @@ static int name_child(aftp_tree *t, const aftp_tree_level *lv, const char *name)
         !join(t->path, lv->path_len, sizeof t->path, name)) {
         t->local[lv->local_len] = '\0'; /* named by its directory */
         char why[160];
-        snprintf(why, sizeof why, "skipped: its path is longer than %u bytes, the most a "
+        snprintf(why, sizeof why, "its path is longer than %u bytes, the most a "
                  "receiver accepts", AFTP_WIRE_MAX_PATH);
         notice(t, AFTP_ERR_LIMIT, why);
         return 0;
@@ -247,7 +247,7 @@ static int enter_dir(aftp_tree *t, aftp_tree_entry *e, int at, const char *name)
     char why[160];
     struct stat sb;
     if (t->depth > AFTP_TREE_MAX_DEPTH) {
-        snprintf(why, sizeof why, "skipped: more than %u levels of directories beneath its "
+        snprintf(why, sizeof why, "more than %u levels of directories beneath its "
                  "source argument: send it as a source of its own", AFTP_TREE_MAX_DEPTH);
         notice(t, AFTP_ERR_LIMIT, why);
         return 0;
@@ -258,11 +258,11 @@ static int enter_dir(aftp_tree *t, aftp_tree_entry *e, int at, const char *name)
 
 static const char *special_kind(mode_t mode)
 {
-    return S_ISFIFO(mode)   ? "skipped: a FIFO (named pipe); aftp sends regular files"
-           : S_ISSOCK(mode) ? "skipped: a socket; aftp sends regular files"
-           : S_ISCHR(mode)  ? "skipped: a character device; aftp sends regular files"
-           : S_ISBLK(mode)  ? "skipped: a block device; aftp sends regular files"
-                            : "skipped: not a regular file; aftp sends regular files";
+    return S_ISFIFO(mode)   ? "a FIFO (named pipe); aftp sends regular files"
+           : S_ISSOCK(mode) ? "a socket; aftp sends regular files"
+           : S_ISCHR(mode)  ? "a character device; aftp sends regular files"
+           : S_ISBLK(mode)  ? "a block device; aftp sends regular files"
+                            : "not a regular file; aftp sends regular files";
 }
 
 /* A regular file: emitted unless its file system does not know its size. */
@@ -272,7 +272,7 @@ static int emit_file(aftp_tree *t, aftp_tree_entry *e, const char *pseudo,
     if (pseudo == NULL)
         return emit(t, e, AFTP_TREE_FILE, sb);
     char why[200];
-    snprintf(why, sizeof why, "skipped: it is on %s, a kernel file system whose files have no "
+    snprintf(why, sizeof why, "it is on %s, a kernel file system whose files have no "
              "true size: copy it to a regular file first", pseudo);
     notice(t, AFTP_ERR_INVALID_ARGUMENT, why);
     return 0;
@@ -356,7 +356,7 @@ static int visit_src(aftp_tree *t, aftp_tree_entry *e, const char *src)
         return 0;
     }
     if (contents && !S_ISDIR(sb.st_mode)) {
-        notice(t, AFTP_ERR_INVALID_ARGUMENT, "skipped: it names a directory's contents (a "
+        notice(t, AFTP_ERR_INVALID_ARGUMENT, "it names a directory's contents (a "
                "trailing '/'), but it is not a directory");
         return 0;
     }
