@@ -206,8 +206,11 @@ static uint64_t wall_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* Datagrams read 30 ms after they arrived carry their arrival time, not
- * the time they were read, in order, with and without GRO. */
+/* Datagrams read after they arrived carry their arrival time, not the
+ * time they were read, in order, with and without GRO: each stamp lies
+ * between the send and the start of the read that returns it (the 30 ms
+ * pause only lets a loaded machine deliver them all first; no stamp is
+ * compared with a duration). */
 static void arrival_stamps(int offload)
 {
     aftp_udp a, b;
@@ -219,8 +222,8 @@ static void arrival_stamps(int offload)
     assert_int_equal(aftp_udp_send(&a, dgs, 20), AFTP_OK);
     usleep(30000);
     size_t count, got = 0;
-    assert_int_equal(aftp_udp_recv(&b, &count), AFTP_OK);
     uint64_t read_at = wall_ns(), prev = 0;
+    assert_int_equal(aftp_udp_recv(&b, &count), AFTP_OK);
     aftp_udp_iter it = {0};
     const uint8_t *pkt;
     size_t len;
@@ -228,7 +231,7 @@ static void arrival_stamps(int offload)
     while (aftp_udp_next(&b, &it, &pkt, &len, &from)) {
         uint64_t at = it.arrival_ns;
         assert_true(at >= before && at >= prev);
-        assert_true(at + 25000000u <= read_at);
+        assert_true(at < read_at);
         prev = at;
         got++;
     }
