@@ -42,6 +42,14 @@ void aftp_cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* "aftp: ..." on stderr, unless quiet. */
 void aftp_cli_vnotice(int quiet, const char *fmt, va_list ap)
     __attribute__((format(printf, 2, 0)));
+/* From now on (on 1) the lines of aftp_cli_error and aftp_cli_vnotice
+ * begin with the time, "2026-11-26T16:20:01.123Z aftp: ...": a server's
+ * log, which outlives the terminal that started it. */
+void aftp_cli_stamp_lines(int on);
+/* The time now in ISO 8601, UTC, milliseconds: "2026-11-26T16:20:01.123Z"
+ * (AFTP_CLI_TIME_MAX bytes hold it with its NUL). */
+#define AFTP_CLI_TIME_MAX 32u
+void aftp_cli_format_time(char *out, size_t cap);
 /* The progress line on a terminal: drawn over the previous one, and
  * cleared before another line is written. */
 void aftp_cli_progress_print(const aftp_progress *p);
@@ -250,6 +258,8 @@ const char *aftp_cli_cipher_name(int cipher);
 int aftp_cli_keygen(int argc, char **argv);
 int aftp_cli_send(int argc, char **argv);
 int aftp_cli_recv(int argc, char **argv);
+/* aftp serve: aftp recv without --once, the server run as a daemon. */
+int aftp_cli_serve(int argc, char **argv);
 void aftp_cli_usage(FILE *to);
 
 #endif /* AFTP_CLI_BASE_H */

@@ -97,9 +97,13 @@ static void put_field_string_or_null(FILE *out, const char *key, const char *val
         fputs("null", out);
 }
 
+/* Every object: its schema version, its type, and when it was written. */
 static void begin(FILE *out, const char *type)
 {
-    fprintf(out, "{\"v\":%d,\"type\":\"%s\"", AFTP_CLI_JSON_VERSION, type);
+    char stamp[AFTP_CLI_TIME_MAX];
+    aftp_cli_format_time(stamp, sizeof stamp);
+    fprintf(out, "{\"v\":%d,\"type\":\"%s\",\"time\":\"%s\"", AFTP_CLI_JSON_VERSION, type,
+            stamp);
 }
 
 /* Ends the line and hands it over at once: a reader follows as it comes. */

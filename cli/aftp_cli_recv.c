@@ -1,5 +1,5 @@
-/* aftp recv: a server on the public server API (aftp/aftp_server.h), the
- * CLI as libaftp's first embedder. The operator's lines are the log
+/* aftp recv (and aftp serve, recv without --once): a server on the public
+ * server API (aftp/aftp_server.h), the CLI as libaftp's first embedder. The operator's lines are the log
  * callback's, named in the CLI's terms (--dir, --idle-timeout,
  * --psk-file); the summary line of each file is its receipt's. With
  * --json, stdout carries the same callbacks as NDJSON (cli/JSON.md). */
@@ -18,6 +18,7 @@
 #include "aftp_cli_base.h"
 
 typedef struct recv_args {
+    const char *command; /* "recv" or "serve" */
     const char *listen_text;
     const char *dir;
     int once;
@@ -74,7 +75,11 @@ static int parse_recv_args(int argc, char **argv, recv_args *a)
     if (rc != AFTP_EXIT_OK)
         return rc;
     if (optind != argc || a->listen_text == NULL || a->dir == NULL) {
-        aftp_cli_error("recv needs --listen [ADDR:]PORT and --dir DIR (aftp --help)");
+        aftp_cli_error("%s needs --listen [ADDR:]PORT and --dir DIR (aftp --help)", a->command);
+        return AFTP_EXIT_USAGE;
+    }
+    if (a->once && strcmp(a->command, "serve") == 0) {
+        aftp_cli_error("serve runs until it is stopped: for one transfer, use aftp recv --once");
         return AFTP_EXIT_USAGE;
     }
     if (strncmp(a->dir, AFTP_SERVER_FAUX_DIR, strlen(AFTP_SERVER_FAUX_DIR)) == 0 &&
@@ -132,6 +137,7 @@ static const char *notice_kind(int kind)
     case AFTP_LOG_HELLO_DROPPED: return "hello_dropped";
     case AFTP_LOG_RATE_CAP: return "rate_cap";
     case AFTP_LOG_PARTIAL_SWEPT: return "partial_swept";
+    case AFTP_LOG_RELOADED: return "reloaded";
     default: return "notice";
     }
 }
@@ -254,16 +260,25 @@ static void on_entry(void *user, const aftp_receipt *r)
     }
 }
 
-/* The operator's Ctrl-C (SIGINT, SIGTERM) stops the server. */
+/* The operator's signals: SIGHUP reads the authorized keys again
+ * (aftp_server_reload), Ctrl-C (SIGINT) stops the server, SIGTERM (the
+ * service manager's stop) ends it as the man page says: it is to drain,
+ * which this entry names once the server can (aftp_server_drain). Each
+ * call is async-signal-safe. */
+static void (*const on_sigterm)(aftp_server *) = aftp_server_stop;
 static aftp_server *signal_server;
 
 static void on_signal(int sig)
 {
-    (void)sig;
-    aftp_server_stop(signal_server); /* async-signal-safe */
+    if (sig == SIGHUP)
+        aftp_server_reload(signal_server);
+    else if (sig == SIGTERM)
+        on_sigterm(signal_server);
+    else
+        aftp_server_stop(signal_server);
 }
 
-static void stop_on_signals(aftp_server *s)
+static void handle_signals(aftp_server *s)
 {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -272,6 +287,7 @@ static void stop_on_signals(aftp_server *s)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
 }
 
 /* The clients' keys; a server that admits nobody is a mistake. */
@@ -422,7 +438,10 @@ static int configure(const recv_args *a, recv_app *ra, aftp_server *s)
 /* The run; ra->out.error: the library's aftp_error of a failure. */
 static int serve(const recv_args *a, recv_app *ra, aftp_server *s)
 {
-    stop_on_signals(s);
+    handle_signals(s);
+    /* A server's lines are a log read later (a --once run's are read
+     * as they come, like aftp send's) */
+    aftp_cli_stamp_lines(!a->once);
     int rc = configure(a, ra, s);
     if (rc != AFTP_EXIT_OK)
         return rc;
@@ -450,11 +469,13 @@ static int recv_parsed(const recv_args *a, recv_app *ra)
     return rc;
 }
 
-int aftp_cli_recv(int argc, char **argv)
+/* aftp recv or (command "serve") aftp serve. */
+static int recv_command(const char *command, int argc, char **argv)
 {
     recv_args a;
     recv_app ra = {.listening = 0};
     memset(&a, 0, sizeof a);
+    a.command = command;
     aftp_cli_output_begin(&ra.out, argc, argv);
     int rc = parse_recv_args(argc, argv, &a);
     if (rc < 0)
@@ -464,4 +485,14 @@ int aftp_cli_recv(int argc, char **argv)
         rc = recv_parsed(&a, &ra);
     aftp_cli_output_end(&ra.out, rc, ra.out.delivered);
     return rc;
+}
+
+int aftp_cli_recv(int argc, char **argv)
+{
+    return recv_command("recv", argc, argv);
+}
+
+int aftp_cli_serve(int argc, char **argv)
+{
+    return recv_command("serve", argc, argv);
 }

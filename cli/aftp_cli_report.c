@@ -15,13 +15,44 @@
 /* The latest error line, which aftp send --json repeats in its error object. */
 static char last_error[2048];
 
+/* aftp_cli_stamp_lines: stderr's lines begin with the time. */
+static int stamp_lines;
+
+void aftp_cli_stamp_lines(int on)
+{
+    stamp_lines = on;
+}
+
+void aftp_cli_format_time(char *out, size_t cap)
+{
+    struct timespec now;
+    struct tm utc;
+    char date[32];
+    clock_gettime(CLOCK_REALTIME, &now);
+    gmtime_r(&now.tv_sec, &utc);
+    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%S", &utc);
+    snprintf(out, cap, "%s.%03ldZ", date, now.tv_nsec / 1000000);
+}
+
+/* A line on stderr: "[TIME ]aftp: TEXT", written at once (one call, so
+ * that lines from two threads do not mix). */
+static void put_line(const char *text)
+{
+    char stamp[AFTP_CLI_TIME_MAX] = "";
+    if (stamp_lines)
+        aftp_cli_format_time(stamp, sizeof stamp);
+    fprintf(stderr, "%s%saftp: %s\n", stamp, stamp_lines ? " " : "", text);
+}
+
 void aftp_cli_error(const char *fmt, ...)
 {
+    char line[sizeof last_error + 8];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(last_error, sizeof last_error, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "aftp: error: %s\n", last_error);
+    snprintf(line, sizeof line, "error: %s", last_error);
+    put_line(line);
 }
 
 const char *aftp_cli_last_error(void)
@@ -31,11 +62,11 @@ const char *aftp_cli_last_error(void)
 
 void aftp_cli_vnotice(int quiet, const char *fmt, va_list ap)
 {
+    char line[sizeof last_error];
     if (quiet)
         return;
-    fputs("aftp: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    vsnprintf(line, sizeof line, fmt, ap);
+    put_line(line);
 }
 
 void aftp_cli_notice(int quiet, const char *fmt, ...)

@@ -10,6 +10,7 @@ void aftp_cli_usage(FILE *to)
 {
     fputs("usage: aftp send [--rate RATE] [--policy POLICY] [OPTIONS] SRC... HOST:PORT\n"
           "       aftp recv --listen [ADDR:]PORT --dir DIR [--once] [--overwrite] [OPTIONS]\n"
+          "       aftp serve --listen [ADDR:]PORT --dir DIR [OPTIONS]\n"
           "       aftp keygen [-f FILE] [-C COMMENT]\n"
           "       aftp --help | --version\n"
           "\n"
@@ -62,6 +63,11 @@ void aftp_cli_usage(FILE *to)
           "                             after this long: 7d (default), 12h, 30m, 90s\n"
           "      --authorized-keys FILE the clients' public keys, one line each (default\n"
           "                             ~/.aftp/authorized_keys)\n"
+          "serve: recv without --once, run as a daemon (as is recv without --once):\n"
+          "                             stderr's lines begin with the UTC time; SIGHUP\n"
+          "                             reads the authorized keys again (new sessions\n"
+          "                             use them); SIGTERM admits no new session, lets\n"
+          "                             those running finish, then exits 0\n"
           "both:\n"
           "      --identity FILE        own private key (default ~/.aftp/id_x25519,\n"
           "                             made by 'aftp keygen')\n"
@@ -110,6 +116,8 @@ int main(int argc, char **argv)
         return aftp_cli_send(argc - 1, argv + 1);
     if (strcmp(cmd, "recv") == 0)
         return aftp_cli_recv(argc - 1, argv + 1);
+    if (strcmp(cmd, "serve") == 0)
+        return aftp_cli_serve(argc - 1, argv + 1);
     if (strcmp(cmd, "keygen") == 0)
         return aftp_cli_keygen(argc - 1, argv + 1);
     if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {

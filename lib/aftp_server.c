@@ -52,7 +52,9 @@ typedef struct server_client {
     struct sockaddr_storage addr;
     uint8_t key[AFTP_KEY_LEN];
     int have_key;
-    const char *comment;            /* in the authorized list, or "" */
+    /* its authorized keys line's comment, or "": a copy, since a reload
+     * frees the list while its session goes on */
+    char comment[AFTP_KEYFILE_MAX_LINE + 1];
     char root[SERVER_PATH_MAX];     /* its files land beneath */
     char refusal[SERVER_ERRMSG_MAX]; /* why this server refused it, or "" */
     int64_t connected_ns;           /* the handshake completed */
@@ -95,6 +97,7 @@ struct aftp_server {
     char terms[SERVER_TERMS][AFTP_SERVER_TERM_MAX]; /* aftp_server_set_terms, in its
                                                      * fields' order */
     atomic_int stop;            /* any thread, signal handlers (lock-free) */
+    atomic_int reload;          /* aftp_server_reload: the control tick reads the keys again */
     unsigned port;              /* atomically: aftp_server_port from any thread */
     aftp_admit admit;           /* the run's policy */
     server_client client;
@@ -248,6 +251,20 @@ int aftp_server_set_identity(aftp_server *s, const uint8_t secret[AFTP_KEY_LEN])
     return succeed(s);
 }
 
+/* The authorized keys of path into *list, at least one; else why not
+ * into why (a file that admits nobody is a mistake, never a policy). */
+static int load_authorized(const char *path, aftp_keyfile_list *list, char *why, size_t cap)
+{
+    int rc = aftp_keyfile_authorized_load(path, list, why, cap);
+    if (rc != AFTP_OK)
+        return rc;
+    if (list->count > 0)
+        return AFTP_OK;
+    aftp_keyfile_list_free(list);
+    snprintf(why, cap, "no key in the file: it admits nobody");
+    return AFTP_ERR_BAD_KEY;
+}
+
 int aftp_server_set_authorized_keys_file(aftp_server *s, const char *path)
 {
     char err[SERVER_ERRMSG_MAX - 32];
@@ -255,13 +272,9 @@ int aftp_server_set_authorized_keys_file(aftp_server *s, const char *path)
     int rc = copy_path(s, "authorized keys", path, s->authorized_path, sizeof s->authorized_path);
     if (rc != AFTP_OK)
         return rc;
-    rc = aftp_keyfile_authorized_load(path, &list, err, sizeof err);
+    rc = load_authorized(path, &list, err, sizeof err);
     if (rc != AFTP_OK)
         return fail(s, rc, "authorized keys: %s", err);
-    if (list.count == 0) {
-        aftp_keyfile_list_free(&list);
-        return fail(s, AFTP_ERR_BAD_KEY, "authorized keys: no key in the file: it admits nobody");
-    }
     aftp_keyfile_list_free(&s->authorized);
     s->authorized = list;
     return succeed(s);
@@ -417,6 +430,13 @@ void aftp_server_stop(aftp_server *s)
     atomic_store(&s->stop, 1);
 }
 
+void aftp_server_reload(aftp_server *s)
+{
+    /* As aftp_server_stop: a lock-free store, which the run's control
+     * tick takes up (reload_on_tick). */
+    atomic_store(&s->reload, 1);
+}
+
 const char *aftp_server_errmsg(const aftp_server *s)
 {
     return s->errmsg;
@@ -477,7 +497,7 @@ static void begin_client(aftp_server *s, const struct sockaddr *from, const uint
     c->have_key = key != NULL;
     if (key != NULL)
         memcpy(c->key, key, AFTP_KEY_LEN);
-    c->comment = comment != NULL ? comment : "";
+    snprintf(c->comment, sizeof c->comment, "%s", comment != NULL ? comment : "");
     snprintf(c->root, sizeof c->root, "%s", s->dir);
 }
 
@@ -649,6 +669,15 @@ static void refusal_reason(const aftp_server *s, char *out, size_t cap)
         aftp_admit_explain_unknown(&s->admit, s->authorized_path, out, cap);
 }
 
+/* The comment of a client's key: the session's copy for its own client
+ * (a reload may have removed its line since), else the list's. */
+static const char *key_comment(const aftp_server *s, const uint8_t *key)
+{
+    if (s->client.have_key && memcmp(key, s->client.key, AFTP_KEY_LEN) == 0)
+        return s->client.comment;
+    return aftp_keyfile_list_comment(&s->authorized, key);
+}
+
 /* The key a session's client proved, or NULL (a key the authorized keys
  * refused is named in the reason instead). */
 static const uint8_t *session_key(const aftp_server *s, const aftp_io_result *res)
@@ -664,9 +693,8 @@ static void explain_failure(const aftp_server *s, const aftp_io_result *res,
 {
     char client[512], reason[SERVER_PATH_MAX + 256];
     const uint8_t *key = session_key(s, res);
-    aftp_serve_describe_client(peer, key,
-                               key != NULL ? aftp_keyfile_list_comment(&s->authorized, key) : NULL,
-                               client, sizeof client);
+    aftp_serve_describe_client(peer, key, key != NULL ? key_comment(s, key) : NULL, client,
+                               sizeof client);
     if (key == NULL && res->connected) /* a session without keys: anyone could be it */
         snprintf(client + strlen(client), sizeof client - strlen(client), " (unauthenticated)");
     refusal_reason(s, reason, sizeof reason);
@@ -694,12 +722,50 @@ static void on_hello_dropped(void *app, const struct sockaddr *from, int why,
     aftp_server *s = app;
     char client[512] = "", line[1200];
     if (client_key != NULL)
-        aftp_serve_describe_client(from, client_key,
-                                   aftp_keyfile_list_comment(&s->authorized, client_key), client,
+        aftp_serve_describe_client(from, client_key, key_comment(s, client_key), client,
                                    sizeof client);
     aftp_serve_explain_drop(from, why, client, s->terms[TERM_PSK_DIFFERS], &s->admit,
                             unreported, line, sizeof line);
     say(s, AFTP_LOG_HELLO_DROPPED, line);
+}
+
+/* aftp_server_reload's work, on the run's control thread: the authorized
+ * keys file read again and its list swapped in place. The admission
+ * policy borrows &s->authorized, so the next handshake sees the new keys;
+ * its replay table stays; a session under way keeps its client's copy of
+ * what it needs (server_client). A file that fails to load keeps the old
+ * list: a typo must not lock every client out, nor let one in. */
+static void reload_authorized(aftp_server *s)
+{
+    char why[SERVER_ERRMSG_MAX], line[SERVER_PATH_MAX + SERVER_ERRMSG_MAX + 128];
+    aftp_keyfile_list list;
+    size_t kept = s->authorized.count;
+    if (s->authorized_path[0] == '\0') {
+        say(s, AFTP_LOG_WARNING, "reload asked for, but this server has no authorized keys "
+                                 "file to read again: nothing changed");
+        return;
+    }
+    if (load_authorized(s->authorized_path, &list, why, sizeof why) != AFTP_OK) {
+        snprintf(line, sizeof line,
+                 "reload failed, keeping the %zu key%s loaded before: authorized keys: %s "
+                 "(fix the file and reload again)", kept, kept == 1 ? "" : "s", why);
+        say(s, AFTP_LOG_WARNING, line);
+        return;
+    }
+    aftp_keyfile_list_free(&s->authorized);
+    s->authorized = list;
+    snprintf(line, sizeof line, "reloaded %zu key%s from %s", list.count,
+             list.count == 1 ? "" : "s", s->authorized_path);
+    say(s, AFTP_LOG_RELOADED, line);
+}
+
+/* The serve driver's control tick: a reload asked for since the last. */
+static void on_control_tick(void *app, uint64_t now_ns)
+{
+    aftp_server *s = app;
+    (void)now_ns;
+    if (atomic_exchange(&s->reload, 0))
+        reload_authorized(s);
 }
 
 /* Keys and admission of a protected server into sec. */
@@ -767,7 +833,7 @@ static int serve(aftp_server *s, int dirfd)
                   .interrupt = &s->stop},
         .on_listening = on_listening, .admit = admit_client, .on_session_event = on_session_event,
         .on_entry = on_entry, .on_swept = on_swept, .on_session_end = on_session_end,
-        .on_hello_dropped = on_hello_dropped};
+        .on_hello_dropped = on_hello_dropped, .on_control_tick = on_control_tick};
     int rc = alloc_file_starts(s);
     if (rc == AFTP_OK && (rc = prepare_security(s, &o.security)) == AFTP_OK) {
         rc = aftp_serve_run(&o, &res);

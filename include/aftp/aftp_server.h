@@ -12,12 +12,13 @@
  *   int rc = aftp_server_run(s);                    // until aftp_server_stop()
  *   aftp_server_del(s);
  *
- * Threads: one thread at a time runs aftp_server_run(). aftp_server_stop()
- * and aftp_server_port() may be called from any thread, and
- * aftp_server_stop() from a signal handler. The setters must not be
- * called while a run is in progress. Callbacks run on the thread inside
- * aftp_server_run(), one at a time, and must not call the handle's
- * functions other than aftp_server_stop() and aftp_server_port().
+ * Threads: one thread at a time runs aftp_server_run(). aftp_server_stop(),
+ * aftp_server_reload() and aftp_server_port() may be called from any
+ * thread, and aftp_server_stop() and aftp_server_reload() from a signal
+ * handler. The setters must not be called while a run is in progress.
+ * Callbacks run on the thread inside aftp_server_run(), one at a time, and
+ * must not call the handle's functions other than aftp_server_stop(),
+ * aftp_server_reload() and aftp_server_port().
  *
  * Ownership: strings, keys and key files are copied or read when set;
  * the handle owns its copies until aftp_server_del(). Callback arguments
@@ -271,8 +272,9 @@ AFTP_EXTERN int aftp_server_set_progress_cb(aftp_server *s, aftp_progress_cb cb,
  * failed (its client, its reason: a refused key, a failed file, a client
  * gone silent); a handshake dropped in silence (why: another server key
  * pinned, a pre-shared key that differs, a replay; at most 6 a minute); a
- * warning (socket buffers smaller than asked); a client served under a
- * rate cap (aftp_admission_set_rate_cap: the client and the cap). One line
+ * warning (socket buffers smaller than asked, a reload that failed); a
+ * client served under a rate cap (aftp_admission_set_rate_cap: the client
+ * and the cap); the authorized keys reloaded (aftp_server_reload). One line
  * of text each, no newline. Kinds may be added: treat an unknown one as
  * information. */
 enum aftp_log_kind {
@@ -281,8 +283,10 @@ enum aftp_log_kind {
     AFTP_LOG_HELLO_DROPPED,
     AFTP_LOG_WARNING,
     AFTP_LOG_RATE_CAP,      /* a client admitted with a rate cap: its client and the cap */
-    AFTP_LOG_PARTIAL_SWEPT  /* resume state no sender came back for was removed: how
+    AFTP_LOG_PARTIAL_SWEPT, /* resume state no sender came back for was removed: how
                              * many, beneath which root, and the age */
+    AFTP_LOG_RELOADED       /* aftp_server_reload read the authorized keys again:
+                             * "reloaded N keys from PATH" */
 };
 typedef void (*aftp_log_cb)(void *user, int kind, const char *line);
 /* cb NULL: the lines go nowhere. */
@@ -341,6 +345,17 @@ AFTP_EXTERN int aftp_server_run(aftp_server *s);
  * idle. A stop before the run starts makes that run return at once. Any
  * thread, or a signal handler (async-signal-safe). */
 AFTP_EXTERN void aftp_server_stop(aftp_server *s);
+/* Reads the authorized keys file (aftp_server_set_authorized_keys_file)
+ * again, within about 100 ms, on the run's thread: new handshakes are
+ * admitted by the new list, sessions under way go on (a key removed ends
+ * no session; the replay protection of the keys that stay is kept). It
+ * says "reloaded N keys from PATH" (AFTP_LOG_RELOADED); a file that fails
+ * to load (unreadable, malformed, no key) keeps the list in force, and an
+ * AFTP_LOG_WARNING line says why. Requests made before the run's tick
+ * took one up count once. The embedder's admission callback is not
+ * affected. Any thread, or a signal handler (async-signal-safe: a
+ * lock-free store), e.g. the daemon's SIGHUP. */
+AFTP_EXTERN void aftp_server_reload(aftp_server *s);
 /* Why the latest setter or run failed, with the figures and names
  * involved; "" after one that succeeded. Valid until the next call on the
  * handle. */

@@ -349,6 +349,13 @@ static int start_session(serve_state *st, const uint8_t *pkt, size_t len,
     return AFTP_OK;
 }
 
+/* The control thread's tick (o->on_control_tick), if any. */
+static void control_tick(const serve_state *st, uint64_t now_ns)
+{
+    if (st->o->on_control_tick != NULL)
+        st->o->on_control_tick(st->o->hooks.app, now_ns);
+}
+
 /* One datagram that reached the listener: the session's client's (queued
  * before its socket was connected) goes to the session; the door decides
  * on the others. */
@@ -362,7 +369,9 @@ static int on_listener_datagram(serve_state *st, const uint8_t *pkt, size_t len,
         return AFTP_OK;
     }
     switch (aftp_door_input(&st->door, pkt, len, from, busy, now, &v)) {
-    case AFTP_DOOR_START: return start_session(st, pkt, len, from, v.hello.hdr.conn_id);
+    case AFTP_DOOR_START:
+        control_tick(st, now);
+        return start_session(st, pkt, len, from, v.hello.hdr.conn_id);
     case AFTP_DOOR_REPLY: aftp_udp_send_to(&st->listener, v.reply, v.reply_len, from); break;
     default: break;
     }
@@ -392,6 +401,7 @@ static void poll_listener_while_busy(void *ctx, uint64_t now_ns)
     if (now_ns < st->next_poll_ns)
         return;
     st->next_poll_ns = now_ns + SERVE_BUSY_POLL_NS;
+    control_tick(st, now_ns);
     if (pipelined(st->o)) /* the time bound on unsynced blocks (aftp_treestore.h) */
         (void)aftp_treestore_tick(&st->ctx->storage.tree_dst, now_ns);
     pump_listener(st);
@@ -424,6 +434,7 @@ static int accept_session(serve_state *st)
         if (stopped_locally(o))
             return AFTP_ERR_CANCELLED;
         idle_sweep(st);
+        control_tick(st, aftp_drive_now_ns());
         aftp_udp_wait(&st->listener, SERVE_ACCEPT_POLL_NS);
         int rc = pump_listener(st);
         if (rc != AFTP_OK)

@@ -97,6 +97,10 @@ typedef struct aftp_serve_opts {
      * TIMESTAMP the policy itself knows why (aftp_admit_explain). */
     void (*on_hello_dropped)(void *app, const struct sockaddr *from, int why,
                              const uint8_t *client_key, uint64_t unreported);
+    /* optional: the control thread's periodic call, at least every 100 ms
+     * (idle or busy) and before each HELLO is handled, so what it changes
+     * (the admission's keys: aftp_server_reload) applies to that HELLO */
+    void (*on_control_tick)(void *app, uint64_t now_ns);
 } aftp_serve_opts;
 
 /* Serves sessions until the local stop (hooks.interrupt set, e.g. by
