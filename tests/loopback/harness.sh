@@ -21,13 +21,25 @@ make_keys() {
     SEND_KEYS=(--identity "$KEYS/send" --peer-key "$KEYS/recv.pub")
 }
 
+# The time a server's log line begins with (aftp recv without --once,
+# aftp serve): ISO 8601, UTC, milliseconds, and a blank. An extended
+# regex; its lines are matched with "^${STAMP}aftp: ...".
+STAMP='[0-9]{4}-[0-1][0-9]-[0-3][0-9]T[0-2][0-9]:[0-5][0-9]:[0-6][0-9]\.[0-9]{3}Z '
+
+# log_value FILE TEXT: what follows "aftp: TEXT" on a line of FILE, a
+# receiver's log with or without the time (e.g. log_value recv.err
+# "server fingerprint ").
+log_value() {
+    sed -En "s/^(${STAMP})?aftp: $2//p" "$1"
+}
+
 # await_port: waits (up to 5 s) for the receiver RECV_PID to log in
 # WORK/recv.err the port the kernel chose on 127.0.0.1; sets PORT.
 # Returns non-zero when it exits or stays silent.
 await_port() {
     PORT=
     for _ in $(seq 100); do
-        PORT=$(sed -n 's/^aftp: listening on 127\.0\.0\.1:\([0-9]*\)$/\1/p' "$WORK/recv.err")
+        PORT=$(log_value "$WORK/recv.err" 'listening on 127\.0\.0\.1:' | grep -E '^[0-9]+$')
         [ -n "$PORT" ] && return 0
         kill -0 "$RECV_PID" 2>/dev/null || return 1
         sleep 0.05

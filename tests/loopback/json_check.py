@@ -3,8 +3,9 @@
 its schema (cli/JSON.md).
 
 Usage: json_check.py [--recv] OUTPUT EXIT_STATUS [ERROR_NAME]
-Every line must be one JSON object of schema version 1 with the fields its
-type requires (aftp send's, or with --recv aftp recv's), of their types;
+Every line must be one JSON object of schema version 1, with its "time"
+and the fields its type requires (aftp send's, or with --recv aftp
+recv's), of their types;
 the objects must come in the documented order (start first, per file
 file_start (send), progress..., done, and a "file" object per entry that
 ended (send); an error object exactly when the run failed; the summary
@@ -13,6 +14,7 @@ objects must be the process's. With ERROR_NAME, the error object must
 carry that aftp_error name. Prints what is wrong and exits 1, else exits 0.
 """
 import json
+import re
 import sys
 
 NUMBER = (int, float)
@@ -57,7 +59,9 @@ RECV = dict(COMMON, **{
     "notice": {"kind": str, "message": str},
 })
 PROGRAMS = {"aftp send": SEND, "aftp recv": RECV}
-NOTICE_KINDS = {"warning", "hello_dropped", "rate_cap"}
+NOTICE_KINDS = {"warning", "hello_dropped", "rate_cap", "partial_swept", "reloaded"}
+# Every object's "time": when it was written, ISO 8601 in UTC to the ms.
+TIME = re.compile(r"\d{4}-[01]\d-[0-3]\dT[0-2]\d:[0-5]\d:[0-6]\d\.\d{3}Z")
 CIPHERS = {"aes-256-gcm", "chacha20-poly1305", "unencrypted"}
 
 
@@ -69,6 +73,8 @@ def check_fields(n, obj, schema):
     kind = obj.get("type")
     if obj.get("v") != 1 or kind not in schema:
         raise Bad(f"line {n}: not a version 1 object of a known type: {obj}")
+    if not isinstance(obj.get("time"), str) or not TIME.fullmatch(obj["time"]):
+        raise Bad(f"line {n}: time {obj.get('time')!r} is not YYYY-MM-DDTHH:MM:SS.mmmZ")
     for field, types in schema[kind].items():
         if field not in obj:
             raise Bad(f"line {n}: {kind} lacks '{field}'")

@@ -541,7 +541,7 @@ default_keys)
     start_recv --once
     grep -qxF "aftp: server key $(key_of "$HOME/.aftp/id_x25519.pub")" "$WORK/recv.err" ||
         fail "the receiver did not print its public key line"
-    echo "127.0.0.1:$PORT $(sed -n 's/^aftp: server key //p' "$WORK/recv.err") from the log" \
+    echo "127.0.0.1:$PORT $(log_value "$WORK/recv.err" "server key ") from the log" \
         >"$HOME/.aftp/known_hosts"
     send "$WORK/src.bin"
     wait_recv
@@ -592,7 +592,7 @@ wrong_peer_key)
     # long before its idle timeout.
     make_file src.bin 5000
     start_recv --once
-    fp=$(sed -n 's/^aftp: server fingerprint //p' "$WORK/recv.err")
+    fp=$(log_value "$WORK/recv.err" "server fingerprint ")
     SEND_KEYS=(--identity "$KEYS/send" --peer-key "$KEYS/send.pub")
     send "$WORK/src.bin" --idle-timeout 20
     expect_rc "aftp send" "$SEND_RC" 8
@@ -682,7 +682,7 @@ tofu_accept)
     SEND_KEYS=(--identity "$KEYS/send")
     make_file src.bin 200000
     start_recv
-    fp=$(sed -n 's/^aftp: server fingerprint //p' "$WORK/recv.err")
+    fp=$(log_value "$WORK/recv.err" "server fingerprint ")
     [ -n "$fp" ] || fail "the receiver did not print its fingerprint"
     if command -v python3 >/dev/null; then # the fingerprint, computed independently
         want=$(python3 -c 'import base64, hashlib, sys
@@ -1037,7 +1037,7 @@ usage)
     expect_rc "recv without --listen" $? 2
     "$AFTP" recv --listen 127.0.0.1:0 --dir "$WORK/nope" 2>"$WORK/u5.err"
     expect_rc "recv into a missing directory" $? 3
-    expect_text "$WORK/u5.err" "^aftp: error: cannot use destination directory"
+    expect_text "$WORK/u5.err" "^${STAMP}aftp: error: cannot use destination directory"
     "$AFTP" send --cipher rot13 f 127.0.0.1:1 2>"$WORK/u9.err"
     expect_rc "bad cipher" $? 2
     expect_text "$WORK/u9.err" "^aftp: error: bad cipher 'rot13' \(auto, aes, chacha or none\)"
@@ -1273,7 +1273,7 @@ busy_port)
         timeout 10 "$AFTP" recv --listen "$addr:$PORT" --dir "$WORK/dst" "${RECV_KEYS[@]}" \
             >/dev/null 2>"$WORK/second.err"
         expect_rc "a second aftp recv on $addr:$PORT" $? 4
-        expect_text "$WORK/second.err" "^aftp: error: cannot listen on ${addr//./\\.}:$PORT: address in use \(another program holds this port, perhaps another 'aftp recv'"
+        expect_text "$WORK/second.err" "^${STAMP}aftp: error: cannot listen on ${addr//./\\.}:$PORT: address in use \(another program holds this port, perhaps another 'aftp recv'"
         # the port is found busy first: the key lines of a server that
         # never ran would mislead
         ! grep -q "server key\|server fingerprint" "$WORK/second.err" ||
@@ -1298,11 +1298,11 @@ dest_unusable)
     }
     recv_into "$WORK/nope"
     expect_rc "aftp recv into a missing directory" "$RECV_RC" 3
-    expect_text "$WORK/r.err" "^aftp: error: cannot use destination directory .*/nope: No such file or directory \(--dir must name an existing directory\)$"
+    expect_text "$WORK/r.err" "^${STAMP}aftp: error: cannot use destination directory .*/nope: No such file or directory \(--dir must name an existing directory\)$"
     : >"$WORK/afile"
     recv_into "$WORK/afile"
     expect_rc "aftp recv into a file" "$RECV_RC" 3
-    expect_text "$WORK/r.err" "^aftp: error: cannot use destination directory .*/afile: Not a directory"
+    expect_text "$WORK/r.err" "^${STAMP}aftp: error: cannot use destination directory .*/afile: Not a directory"
     # Unwritable: permission bits do not stop root, a read-only mount does.
     if [ "$(id -u)" -ne 0 ]; then
         chmod 555 "$WORK/dst"
@@ -1318,7 +1318,7 @@ dest_unusable)
         exit 77
     fi
     expect_rc "aftp recv into an unwritable directory" "$RECV_RC" 3
-    expect_text "$WORK/r.err" "^aftp: error: cannot use destination directory .*/dst: cannot create a file in it: $want$" ;;
+    expect_text "$WORK/r.err" "^${STAMP}aftp: error: cannot use destination directory .*/dst: cannot create a file in it: $want$" ;;
 overwrite_directory)
     # A directory at the final name is never replaced, --overwrite or not:
     # the sender is refused with PATH_REJECTED (not "needs --overwrite"),
@@ -1348,7 +1348,7 @@ dropped_hellos_logged)
     make_file src.bin 5000
     send "$WORK/src.bin" --idle-timeout 2
     expect_rc "aftp send with a wrong server key" "$SEND_RC" 8 # its key request finds another key
-    expect_text "$WORK/recv.err" "^aftp: error: a client at 127\.0\.0\.1:[0-9]+ sent a handshake this server cannot open \(it may have pinned another server key\)$"
+    expect_text "$WORK/recv.err" "^${STAMP}aftp: error: a client at 127\.0\.0\.1:[0-9]+ sent a handshake this server cannot open \(it may have pinned another server key\)$"
     SEND_KEYS=(--identity "$KEYS/send" --peer-key "$KEYS/recv.pub" --psk-file "$KEYS/psk2")
     send "$WORK/src.bin" --idle-timeout 2
     expect_rc "aftp send with another psk" "$SEND_RC" 4
@@ -1407,7 +1407,7 @@ s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 s.sendto(open(sys.argv[2], "rb").read(), ("127.0.0.1", int(sys.argv[1])))' "$PORT" "$WORK/hello.bin"
     for _ in $(seq 100); do grep -q "replayed" "$WORK/recv.err" && break; sleep 0.05; done
     expect_fixed "$WORK/recv.err" "key $(key_of "$KEYS/send.pub") \"sender\": its handshake repeats one already used: a replayed HELLO"
-    expect_text "$WORK/recv.err" "^aftp: error: ignored a handshake from 127\.0\.0\.1:[0-9]+ key "
+    expect_text "$WORK/recv.err" "^${STAMP}aftp: error: ignored a handshake from 127\.0\.0\.1:[0-9]+ key "
     rm "$WORK/dst/src.bin"
     send "$WORK/src.bin"
     expect_rc "aftp send after the replay" "$SEND_RC" 0

@@ -60,7 +60,7 @@ RECV_PID=
 [ -e "$WORK/dst/.aftp-partial/$young.part" ] || fail "the 2-hour-old state was removed"
 grep -q "removed 1 unfinished file .*$WORK/dst/.aftp-partial" "$WORK/recv.err" ||
     fail "no sweep line: $(cat "$WORK/recv.err")"
-grep -q '"type":"notice","kind":"partial_swept"' "$WORK/recv.out" ||
+grep -q '"type":"notice","time":"[^"]*","kind":"partial_swept"' "$WORK/recv.out" ||
     fail "no partial_swept notice: $(cat "$WORK/recv.out")"
 grep -q '"outcome":"sent"' "$WORK/recv.out" || fail "no sent outcome: $(cat "$WORK/recv.out")"
 mode=$(stat -c %a "$WORK/dst/src.bin")
