@@ -122,7 +122,8 @@ serve_alias)
     rc=$?
     [ "$rc" = 2 ] || fail "aftp serve --once exited $rc, not 2"
     grep -q "aftp recv --once" "$WORK/once.err" || fail "serve --once: $(cat "$WORK/once.err")"
-    "$AFTP" --help | grep -q "aftp serve --listen" || fail "the usage does not name aftp serve" ;;
+    "$AFTP" --help >"$WORK/help.out"
+    grep -q "aftp serve --listen" "$WORK/help.out" || fail "the usage does not name aftp serve" ;;
 log_stamps)
     # Every line of a server's log begins with the UTC time to the ms; a
     # --once receiver's lines (a command's, read as they come) do not.
