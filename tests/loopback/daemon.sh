@@ -21,14 +21,6 @@ cleanup() {
 trap cleanup EXIT
 mkdir -p "$WORK/dst"
 
-fail() {
-    echo "FAIL [$CASE]: $*" >&2
-    for f in "$WORK"/*.out "$WORK"/*.err; do
-        [ -s "$f" ] && { echo "--- $f"; head -c 4000 "$f"; } >&2
-    done
-    exit 1
-}
-
 . "$HERE/harness.sh"
 make_keys || fail "aftp keygen"
 # A second client, "other", not authorized at first.

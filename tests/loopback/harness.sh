@@ -1,7 +1,19 @@
 # shellcheck shell=bash
-# Shared by the loopback test scripts (sourced, not run): the keys of a
-# protected run and the wait for a receiver's port. The script that
-# sources it sets AFTP (the binary) and WORK (its scratch directory).
+# Shared by the loopback test scripts (sourced, not run): a case's
+# failure, the keys of a protected run, the wait for a receiver's port and
+# the time its log lines begin with. The script that sources it sets AFTP
+# (the binary), WORK (its scratch directory) and CASE (the case's name).
+
+# fail MESSAGE...: the case CASE (else the script) fails: MESSAGE, then
+# what its programs wrote (WORK/*.out, WORK/*.err, 4000 bytes of each),
+# on stderr.
+fail() {
+    echo "FAIL [${CASE:-$(basename "$0" .sh)}]: $*" >&2
+    for f in "$WORK"/*.out "$WORK"/*.err; do
+        [ -s "$f" ] && { echo "--- $f"; head -c 4000 "$f"; } >&2
+    done
+    exit 1
+}
 
 # make_keys: one key pair per side made by `aftp keygen` in WORK/keys, the
 # sender's public key authorized, the receiver's pinned; sets KEYS,

@@ -36,15 +36,8 @@ cleanup() {
 trap cleanup EXIT
 mkdir -p "$WORK/dst"
 
-fail() {
-    echo "FAIL [$CASE]: $*" >&2
-    for f in "$WORK"/*.out "$WORK"/*.err; do
-        [ -s "$f" ] && { echo "--- $f"; cat "$f"; } >&2
-    done
-    exit 1
-}
-
-# Every run is protected with its own keys (harness.sh's make_keys).
+# Every run is protected with its own keys (harness.sh's make_keys); a
+# case fails with harness.sh's fail.
 . "$(dirname "$0")/harness.sh"
 make_keys || { echo "FAIL [$CASE]: aftp keygen" >&2; exit 1; }
 

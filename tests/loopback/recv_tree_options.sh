@@ -15,10 +15,7 @@ cleanup() {
     rm -rf "$WORK"
 }
 trap cleanup EXIT
-fail() {
-    echo "FAIL [recv_tree_options]: $*" >&2
-    exit 1
-}
+. "$(dirname "$0")/harness.sh" # fail, await_port
 
 # Bad values: usage errors that name the value.
 # (a receiver that took the value would listen: timeout ends it, exit 124)
@@ -47,7 +44,6 @@ chmod 0777 "$WORK/src.bin"
 timeout 60 "$AFTP" recv --listen 127.0.0.1:0 --dir "$WORK/dst" --cipher none --once --json --no-links \
     --mode-mask 750 --partial-max-age 1d >"$WORK/recv.out" 2>"$WORK/recv.err" &
 RECV_PID=$!
-. "$(dirname "$0")/harness.sh"
 await_port || fail "receiver did not start: $(cat "$WORK/recv.err")"
 "$AFTP" send --cipher none -q "$WORK/src.bin" "127.0.0.1:$PORT" >/dev/null 2>"$WORK/send.err" ||
     fail "send: $(cat "$WORK/send.err")"

@@ -20,14 +20,6 @@ cleanup() {
 trap cleanup EXIT
 mkdir -p "$WORK/src" "$WORK/dst"
 
-fail() {
-    echo "FAIL [$CASE]: $*" >&2
-    for f in "$WORK"/*.out "$WORK"/*.err; do
-        [ -s "$f" ] && { echo "--- $f"; head -c 4000 "$f"; } >&2
-    done
-    exit 1
-}
-
 . "$HERE/harness.sh"
 make_keys || fail "aftp keygen"
 
