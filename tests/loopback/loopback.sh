@@ -562,10 +562,10 @@ missing_keys)
     RECV_KEYS=()
     "$AFTP" recv --listen 127.0.0.1:0 --dir "$WORK/dst" 2>"$WORK/r1.err"
     expect_rc "aftp recv without an identity" $? 8
-    expect_text "$WORK/r1.err" "^aftp: error: no identity key at .*/\.aftp/id_x25519: create one with 'aftp keygen'"
+    expect_text "$WORK/r1.err" "^${STAMP}aftp: error: no identity key at .*/\.aftp/id_x25519: create one with 'aftp keygen'"
     "$AFTP" recv --listen 127.0.0.1:0 --dir "$WORK/dst" --identity "$KEYS/recv" 2>"$WORK/r2.err"
     expect_rc "aftp recv without authorized keys" $? 8
-    expect_text "$WORK/r2.err" "^aftp: error: authorized keys: .*authorized_keys: no such file"
+    expect_text "$WORK/r2.err" "^${STAMP}aftp: error: authorized keys: .*authorized_keys: no such file"
     : >"$WORK/empty"
     "$AFTP" recv --listen 127.0.0.1:0 --dir "$WORK/dst" --identity "$KEYS/recv" \
         --authorized-keys "$WORK/empty" 2>"$WORK/r3.err"
