@@ -21,15 +21,16 @@ cleanup() {
 trap cleanup EXIT
 mkdir -p "$WORK/dst"
 
+# shellcheck source=tests/loopback/harness.sh
 . "$HERE/harness.sh"
 make_keys || fail "aftp keygen"
 # A second client, "other", not authorized at first.
 "$AFTP" keygen -f "$KEYS/other" -C other >/dev/null || fail "aftp keygen other"
 AUTHORIZED=$KEYS/authorized_keys
 
-# start_serve [options...]: aftp serve into dst with --json; sets RECV_PID, PORT.
+# start_serve: aftp serve into dst with --json; sets RECV_PID, PORT.
 start_serve() {
-    "$AFTP" serve --listen 127.0.0.1:0 --dir "$WORK/dst" "${RECV_KEYS[@]}" --json "$@" \
+    "$AFTP" serve --listen 127.0.0.1:0 --dir "$WORK/dst" "${RECV_KEYS[@]}" --json \
         >"$WORK/recv.out" 2>"$WORK/recv.err" &
     RECV_PID=$!
     await_port || fail "aftp serve did not start"
@@ -105,8 +106,8 @@ serve_alias)
     send_as send "$WORK/b.bin"
     [ "$SEND_RC" = 0 ] || fail "second send exited $SEND_RC"
     stop_serve
-    cmp -s "$WORK/a.bin" "$WORK/dst/a.bin" && cmp -s "$WORK/b.bin" "$WORK/dst/b.bin" ||
-        fail "files differ"
+    cmp -s "$WORK/a.bin" "$WORK/dst/a.bin" || fail "a.bin differs"
+    cmp -s "$WORK/b.bin" "$WORK/dst/b.bin" || fail "b.bin differs"
     python3 "$HERE/json_check.py" --recv "$WORK/recv.out" 0 >"$WORK/json.out" ||
         fail "--json: $(cat "$WORK/json.out")"
     [ "$(grep -c '"type":"done"' "$WORK/recv.out")" = 2 ] || fail "two done objects expected"
@@ -171,12 +172,12 @@ reload_keys)
     # the reload came while slow.bin was under way, not after it
     order=$(json_types "$WORK/recv.out" | grep -E '^notice:reloaded$|^done:slow.bin$' | tr '\n' ' ')
     [ "$order" = "notice:reloaded done:slow.bin " ] || fail "reload and slow.bin in the order: $order"
-    [ "$(json_of "$WORK/recv.out" done slow.bin client_comment)" = sender ] ||
+    [ "$(json_of "$WORK/recv.out" "done" slow.bin client_comment)" = sender ] ||
         fail "slow.bin's receipt does not name its client 'sender'"
     send_as other "$WORK/a.bin"
     [ "$SEND_RC" = 0 ] || fail "other, added, exited $SEND_RC: $(cat "$WORK/send.err")"
     cmp -s "$WORK/a.bin" "$WORK/dst/a.bin" || fail "a.bin differs"
-    [ "$(json_of "$WORK/recv.out" done a.bin client_comment)" = other ] ||
+    [ "$(json_of "$WORK/recv.out" "done" a.bin client_comment)" = other ] ||
         fail "a.bin's receipt does not name its client 'other'"
     rm "$WORK/dst/a.bin"
     send_as send "$WORK/a.bin"

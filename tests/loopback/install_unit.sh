@@ -47,6 +47,7 @@ grep -qxF "$exec_start" "$UNIT" || fail "the unit lacks '$exec_start': $(grep Ex
 [ $? = 2 ] && grep -q "serve needs --listen" "$DEST/serve.err" ||
     fail "the installed aftp does not know serve: $(cat "$DEST/serve.err")"
 
+# shellcheck disable=SC2016 # $MAINPID is systemd's, literal in the unit
 for line in 'ExecReload=/bin/kill -HUP $MAINPID' KillSignal=SIGTERM User=aftp Group=aftp \
     NoNewPrivileges=yes ProtectSystem=strict ReadWritePaths=/srv/aftp PrivateTmp=yes \
     ProtectHome=yes WantedBy=multi-user.target; do
