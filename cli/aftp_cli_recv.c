@@ -1,8 +1,9 @@
 /* aftp recv (and aftp serve, recv without --once): a server on the public
- * server API (aftp/aftp_server.h), the CLI as libaftp's first embedder. The operator's lines are the log
- * callback's, named in the CLI's terms (--dir, --idle-timeout,
- * --psk-file); the summary line of each file is its receipt's. With
- * --json, stdout carries the same callbacks as NDJSON (cli/JSON.md). */
+ * server API (aftp/aftp_server.h), the CLI as libaftp's first embedder.
+ * The operator's lines are the log callback's, named in the CLI's terms
+ * (--dir, --idle-timeout, --psk-file), and begin with the time when it
+ * serves until stopped; the summary line of each file is its receipt's.
+ * With --json, stdout carries the same callbacks as NDJSON (cli/JSON.md). */
 #include <errno.h>
 #include <getopt.h>
 #include <netdb.h>

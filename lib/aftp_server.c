@@ -433,7 +433,7 @@ void aftp_server_stop(aftp_server *s)
 void aftp_server_reload(aftp_server *s)
 {
     /* As aftp_server_stop: a lock-free store, which the run's control
-     * tick takes up (reload_on_tick). */
+     * tick takes up (on_control_tick). */
     atomic_store(&s->reload, 1);
 }
 
