@@ -5,13 +5,17 @@
 # running the installed aftp as `aftp serve` with the documented command
 # line, reloading with SIGHUP, stopping with SIGTERM after more than the
 # drain timeout, as user aftp, hardened; `systemd-analyze verify`, where
-# it is installed, finds nothing to say about it.
-# Usage: install_unit.sh BUILD_DIR PREFIX BINDIR UNIT_DIR SYSUSERS_DIR TMPFILES_DIR
+# it is installed, finds nothing to say about it. Then, where pkg-config
+# knows systemd, dist/ alone configured for an install into systemd's own
+# prefix puts the unit in systemd's unit directory, running PREFIX/bin/aftp.
+# Usage: install_unit.sh SOURCE_DIR BUILD_DIR PREFIX BINDIR UNIT_DIR SYSUSERS_DIR TMPFILES_DIR
 #   (CMAKE_INSTALL_PREFIX, CMAKE_INSTALL_FULL_BINDIR, AFTP_SYSTEMD_UNIT_DIR,
 #   AFTP_SYSUSERS_DIR, AFTP_TMPFILES_DIR; relative directories are
 #   beneath PREFIX)
 set -uo pipefail
-[ $# = 6 ] || { echo "usage: $0 BUILD_DIR PREFIX BINDIR UNIT_DIR SYSUSERS_DIR TMPFILES_DIR" >&2; exit 2; }
+[ $# = 7 ] || { echo "usage: $0 SOURCE_DIR BUILD_DIR PREFIX BINDIR UNIT_DIR SYSUSERS_DIR TMPFILES_DIR" >&2; exit 2; }
+SOURCE=$1
+shift
 BUILD=$1 PREFIX=$2 BINDIR=$3
 DEST=$(mktemp -d "${TMPDIR:-/tmp}/aftp-unit-XXXXXX")
 trap 'rm -rf "$DEST"' EXIT
@@ -69,4 +73,24 @@ if command -v systemd-analyze >/dev/null; then
 else
     echo "note: no systemd-analyze, the unit's syntax is not checked"
 fi
+
+# An install into systemd's own prefix: systemd's unit directory.
+if ! systemd_prefix=$(pkg-config --variable=prefix systemd 2>/dev/null) || [ -z "$systemd_prefix" ]; then
+    echo "note: pkg-config does not know systemd: the unit directory it names is not checked"
+    echo "PASS [unit_install]"
+    exit 0
+fi
+unit_dir=$(pkg-config --variable=systemdsystemunitdir systemd)
+mkdir "$DEST/sys" "$DEST/sys/src"
+printf '%s\n' 'cmake_minimum_required(VERSION 3.25)' 'project(aftp_dist NONE)' \
+    'include(GNUInstallDirs)' 'find_package(PkgConfig REQUIRED)' \
+    "add_subdirectory($SOURCE/dist dist)" >"$DEST/sys/src/CMakeLists.txt"
+cmake -S "$DEST/sys/src" -B "$DEST/sys/build" -DCMAKE_INSTALL_PREFIX="$systemd_prefix" \
+    >"$DEST/sys/log" 2>&1 || fail "cmake of dist/ for $systemd_prefix: $(cat "$DEST/sys/log")"
+DESTDIR=$DEST/sys/root cmake --install "$DEST/sys/build" >"$DEST/sys/log" 2>&1 ||
+    fail "cmake --install of dist/ for $systemd_prefix: $(cat "$DEST/sys/log")"
+[ -f "$DEST/sys/root$unit_dir/aftp.service" ] ||
+    fail "an install into $systemd_prefix put no unit in $unit_dir: $(find "$DEST/sys/root" -type f)"
+grep -q "^ExecStart=$systemd_prefix/bin/aftp serve " "$DEST/sys/root$unit_dir/aftp.service" ||
+    fail "an install into $systemd_prefix runs $(grep ExecStart "$DEST/sys/root$unit_dir/aftp.service")"
 echo "PASS [unit_install]"
