@@ -261,12 +261,17 @@ static void on_entry(void *user, const aftp_receipt *r)
     }
 }
 
+/* SIGTERM, the service manager's stop. The man page's contract is a
+ * drain (no new session, those running finish): this line becomes
+ * aftp_server_drain(s) once the server has it; until then it stops. */
+static void on_sigterm(aftp_server *s)
+{
+    aftp_server_stop(s);
+}
+
 /* The operator's signals: SIGHUP reads the authorized keys again
- * (aftp_server_reload), Ctrl-C (SIGINT) stops the server, SIGTERM (the
- * service manager's stop) ends it as the man page says: it is to drain,
- * which this entry names once the server can (aftp_server_drain). Each
- * call is async-signal-safe. */
-static void (*const on_sigterm)(aftp_server *) = aftp_server_stop;
+ * (aftp_server_reload), SIGTERM as above, Ctrl-C (SIGINT) stops the
+ * server. Each call is async-signal-safe. */
 static aftp_server *signal_server;
 
 static void on_signal(int sig)
