@@ -1395,12 +1395,26 @@ PY
     kill "$RELAY"
     expect_rc "aftp send through the relay" "$SEND_RC" 0
     [ -s "$WORK/hello.bin" ] || fail "the relay recorded no HELLO"
-    python3 -c 'import socket, sys
+    replay() { # N: plays the HELLO again (from a port of its own), waits for the N-th log line
+        python3 -c 'import socket, sys
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 s.sendto(open(sys.argv[2], "rb").read(), ("127.0.0.1", int(sys.argv[1])))' "$PORT" "$WORK/hello.bin"
-    for _ in $(seq 100); do grep -q "replayed" "$WORK/recv.err" && break; sleep 0.05; done
+        for _ in $(seq 100); do
+            [ "$(grep -c "replayed" "$WORK/recv.err")" -ge "$1" ] && break
+            sleep 0.05
+        done
+    }
+    replay 1
     expect_fixed "$WORK/recv.err" "key $(key_of "$KEYS/send.pub") \"sender\": its handshake repeats one already used: a replayed HELLO"
     expect_text "$WORK/recv.err" "^${STAMP}aftp: error: ignored a handshake from 127\.0\.0\.1:[0-9]+ key "
+    # SIGHUP reloads the authorized keys, not the timestamps already used:
+    # the same HELLO is still a replay.
+    kill -HUP "$RECV_PID"
+    for _ in $(seq 100); do grep -q "reloaded" "$WORK/recv.err" && break; sleep 0.05; done
+    expect_text "$WORK/recv.err" "^${STAMP}aftp: reloaded 1 key from "
+    replay 2
+    [ "$(grep -c "its handshake repeats one already used: a replayed HELLO" "$WORK/recv.err")" = 2 ] ||
+        fail "the HELLO replayed after the reload was not refused as a replay"
     rm "$WORK/dst/src.bin"
     send "$WORK/src.bin"
     expect_rc "aftp send after the replay" "$SEND_RC" 0
