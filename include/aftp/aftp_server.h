@@ -99,11 +99,15 @@ AFTP_EXTERN int aftp_server_set_once(aftp_server *s, int once);
 AFTP_EXTERN int aftp_server_set_identity_file(aftp_server *s, const char *path);
 /* The same from AFTP_KEY_LEN bytes (copied into guarded memory). */
 AFTP_EXTERN int aftp_server_set_identity(aftp_server *s, const uint8_t secret[AFTP_KEY_LEN]);
-/* The clients admitted by key (spec Appendix B.4: "aftp-x25519 <base64>
- * [comment]" per line), read now; a file without a key admits nobody:
- * AFTP_ERR_BAD_KEY; the comment of a key's line reaches
- * aftp_peer.comment. Without an admission callback, only these clients
- * are admitted, into the server's dir; with one, a key must be listed here
+/* The clients admitted by key (spec Appendix B.4: "[options]
+ * aftp-x25519 <base64> [comment]" per line), read now; a file without a
+ * key admits nobody: AFTP_ERR_BAD_KEY; the comment of a key's line
+ * reaches aftp_peer.comment. A line's options (root=, from=, rate=,
+ * read-only, write-only) pre-fill its key's admission decision (below);
+ * an unknown or malformed option, or a key listed twice with different
+ * options, refuses the whole file (AFTP_ERR_BAD_KEY, errmsg names
+ * FILE:LINE). Without an admission callback, only these clients
+ * are admitted, as their options say; with one, a key must be listed here
  * too (when a file is set) and then the callback decides. Errors as
  * aftp_server_set_identity_file, and AFTP_ERR_LIMIT for a list past its
  * bounds. */
