@@ -55,8 +55,9 @@ typedef struct server_client {
     int have_key;
     const char *comment;            /* in the authorized list, or "" */
     char root[SERVER_PATH_MAX];     /* its files land beneath */
-    unsigned access;                /* AFTP_ACCESS_* it was admitted with: what a
-                                     * session of it may do (push now, pull next) */
+    unsigned access;                /* AFTP_ACCESS_* it was admitted with: a push
+                                     * needed WRITE (check_push); the pull side checks
+                                     * READ here once the server serves pulls */
     char refusal[SERVER_ERRMSG_MAX]; /* why this server refused it, or "" */
     int64_t connected_ns;           /* the handshake completed */
     char file[SERVER_PATH_MAX * 4]; /* the file under way, printable */

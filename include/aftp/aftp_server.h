@@ -210,7 +210,8 @@ AFTP_EXTERN unsigned aftp_admission_access(const aftp_admission *a);
 /* Called once per handshake, on the run's thread, after the client proved
  * its key (and the authorized keys, when set, listed it), before any file.
  * The decision comes pre-filled from the key's authorized-keys options
- * (spec Appendix B.4): root= (a relative one beneath the server's dir),
+ * (spec Appendix B.4): root= (a relative one beneath the server's dir;
+ * with a faux:// dir, relative to the working directory),
  * rate=, read-only or write-only; the callback sees them through the
  * getters and may change any of them. A from= the client's address is
  * not in refuses it before the callback (it is told it is not
