@@ -528,11 +528,13 @@ __attribute__((format(printf, 3, 4))) static int refuse_client(aftp_server *s, i
     return code;
 }
 
-/* "KEY:LINE" of the key's authorized-keys line, for the log. */
-static void key_line(const aftp_server *s, const aftp_keyfile_options *opts, char *out,
-                     size_t cap)
+/* Where the key's authorized-keys line is, for the log: "FILE:LINE", or
+ * "OPTION in FILE:LINE" (option not ""). */
+static void key_line(const aftp_server *s, const aftp_keyfile_options *opts, const char *option,
+                     char *out, size_t cap)
 {
-    snprintf(out, cap, "%s:%u", s->authorized_path, opts->line);
+    snprintf(out, cap, "%s%s%s:%u", option, option[0] ? " in " : "", s->authorized_path,
+             opts->line);
 }
 
 /* The decision as the key's authorized-keys options make it (opts NULL:
@@ -554,9 +556,9 @@ static int prefill_decision(aftp_server *s, const aftp_keyfile_options *opts,
     d->have_root = d->root_from_key = 1;
     if (n >= 0 && (size_t)n < sizeof d->root)
         return AFTP_OK;
-    key_line(s, opts, where, sizeof where);
+    key_line(s, opts, "root=", where, sizeof where);
     return refuse_client(s, AFTP_ERR_UNKNOWN_PEER,
-                         "its root (root= in %s) beneath the server's dir is %d bytes, more "
+                         "its root (%s) beneath the server's dir is %d bytes, more "
                          "than the %u a path may have", where, n, SERVER_PATH_MAX - 1);
 }
 
@@ -570,7 +572,7 @@ static int check_from(aftp_server *s, const aftp_keyfile_options *opts,
         return AFTP_OK;
     aftp_keyfile_fingerprint(s->client.key, fingerprint, sizeof fingerprint);
     aftp_format_addr(from, addr, sizeof addr);
-    key_line(s, opts, where, sizeof where);
+    key_line(s, opts, "", where, sizeof where);
     return refuse_client(s, AFTP_ERR_UNKNOWN_PEER,
                          "key %s is limited to from=\"%s\" (%s); client came from %s",
                          fingerprint, opts->from_text, where, addr);
@@ -597,7 +599,7 @@ static int check_push(aftp_server *s, const aftp_keyfile_options *opts, const af
     if (d->access & AFTP_ACCESS_WRITE)
         return AFTP_OK;
     if (opts != NULL && opts->access == d->access)
-        snprintf(where, sizeof where, "read-only in %s:%u", s->authorized_path, opts->line);
+        key_line(s, opts, "read-only", where, sizeof where);
     return refuse_client(s, AFTP_ERR_PERMISSION,
                          "its key may only pull (%s) and it asked to push: it was told so",
                          where);
@@ -612,7 +614,7 @@ static int open_root(aftp_server *s, const aftp_keyfile_options *opts, const aft
     if (!d->have_root)
         return AFTP_OK;
     if (d->root_from_key)
-        snprintf(setting, sizeof setting, "root= in %s:%u", s->authorized_path, opts->line);
+        key_line(s, opts, "root=", setting, sizeof setting);
     if (aftp_store_open_dir(d->root, setting, rootfd, why, sizeof why) != AFTP_OK)
         return refuse_client(s, AFTP_ERR_UNKNOWN_PEER, "%s", why);
     if (!keeps_nothing(s)) /* the receipt names where the file really is */
