@@ -16,7 +16,9 @@
  *   missing     a root= that does not exist refuses the client, the log
  *               names the directory and the line;
  *   callback    sees the pre-filled root, cap and access, and may change
- *               them (a read-only key allowed to push, a cap lifted). */
+ *               them (a read-only key allowed to push, a cap lifted);
+ *   once        a read-only key's refused push is not the session a --once
+ *               run waits for: the next client's push ends it. */
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -54,6 +56,7 @@ typedef struct fixture {
     uint8_t secret[KEYS][AFTP_KEY_LEN], public_key[KEYS][AFTP_KEY_LEN];
     aftp_server *s;
     pthread_t thread;
+    int run_rc;
     pthread_mutex_t lock;
     pthread_cond_t listening;
     int is_listening;
@@ -151,7 +154,7 @@ static void on_receipt(void *user, const aftp_receipt *r)
 static void *run_server(void *arg)
 {
     fixture *f = arg;
-    aftp_server_run(f->s);
+    f->run_rc = aftp_server_run(f->s);
     on_log(f, AFTP_LOG_LISTENING, "(run returned)");
     return NULL;
 }
@@ -451,6 +454,28 @@ static void test_callback_changes_decision(void **state)
     assert_true(same_file(f->dir, "ro2.bin", ro));
 }
 
+static void test_once_waits_past_refused_push(void **state)
+{
+    fixture *f = *state;
+    char ro[600], a[600];
+    aftp_push_result res;
+    struct timespec guard;
+    make_file(f, "ro3.bin", 9, ro, sizeof ro);
+    make_file(f, "a3.bin", 10, a, sizeof a);
+    assert_int_equal(aftp_server_set_once(f->s, 1), AFTP_OK);
+    unsigned port = start_server(f, NULL);
+    int rc_ro = push(f, port, KEY_RO, ro, &res);
+    int rc_a = push(f, port, KEY_A, a, &res);
+    clock_gettime(CLOCK_REALTIME, &guard);
+    guard.tv_sec += 10; /* the run ends by itself after A's session */
+    assert_int_equal(pthread_timedjoin_np(f->thread, NULL, &guard), 0);
+
+    assert_int_equal(rc_ro, AFTP_ERR_PERMISSION);
+    assert_int_equal(rc_a, AFTP_OK);
+    assert_int_equal(f->run_rc, AFTP_OK);
+    assert_true(same_file(f->root_a, "a3.bin", a));
+}
+
 static void test_admission_arguments(void **state)
 {
     (void)state;
@@ -468,6 +493,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_rate_and_read_only, setup, teardown),
         cmocka_unit_test_setup_teardown(test_missing_root, setup, teardown),
         cmocka_unit_test_setup_teardown(test_callback_changes_decision, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_once_waits_past_refused_push, setup, teardown),
         cmocka_unit_test(test_admission_arguments),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
