@@ -75,19 +75,41 @@ int aftp_keyfile_list_contains(const aftp_keyfile_list *list, const uint8_t *key
     return found;
 }
 
-const char *aftp_keyfile_list_comment(const aftp_keyfile_list *list, const uint8_t *key)
+/* The index of key's first line, or -1. */
+static long list_index(const aftp_keyfile_list *list, const uint8_t *key)
 {
     for (size_t i = 0; i < list->count; i++)
         if (sodium_memcmp(list->keys[i], key, AFTP_KEYFILE_KEY_LEN) == 0)
-            return list->comments != NULL ? list->comments[i] : "";
-    return NULL;
+            return (long)i;
+    return -1;
+}
+
+const char *aftp_keyfile_list_comment(const aftp_keyfile_list *list, const uint8_t *key)
+{
+    long i = list_index(list, key);
+    if (i < 0)
+        return NULL;
+    return list->comments != NULL ? list->comments[i] : "";
+}
+
+const aftp_keyfile_options *aftp_keyfile_list_options(const aftp_keyfile_list *list,
+                                                      const uint8_t *key)
+{
+    long i = list_index(list, key);
+    return i >= 0 && list->options != NULL ? &list->options[i] : NULL;
 }
 
 void aftp_keyfile_list_free(aftp_keyfile_list *list)
 {
     for (size_t i = 0; list->comments != NULL && i < list->count; i++)
         free(list->comments[i]);
+    for (size_t i = 0; list->options != NULL && i < list->count; i++) {
+        free(list->options[i].root);
+        free(list->options[i].from);
+        free(list->options[i].from_text);
+    }
+    free(list->options);
     free(list->comments);
     free(list->keys);
-    *list = (aftp_keyfile_list){NULL, 0, NULL};
+    *list = (aftp_keyfile_list){NULL, 0, NULL, NULL};
 }

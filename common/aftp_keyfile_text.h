@@ -15,6 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/aftp_addrmatch.h"
+
 #define AFTP_KEYFILE_KEY_LEN 32u
 #define AFTP_KEYFILE_B64_LEN 44u            /* base64 of a key, padded */
 #define AFTP_KEYFILE_PRIVATE_TAG "aftp-private-key"
@@ -40,12 +42,34 @@ void aftp_keyfile_fingerprint(const uint8_t *key, char *out, size_t cap);
 
 /* ---- the authorized keys (server) ---- */
 
+/* What a key's line may say before its type (spec Appendix B.4):
+ * root="DIR", from="CIDR,...", rate=N[K|M|G], read-only, write-only. */
+#define AFTP_KEYFILE_ACCESS_READ 1u  /* may pull */
+#define AFTP_KEYFILE_ACCESS_WRITE 2u /* may push */
+#define AFTP_KEYFILE_ACCESS_ALL (AFTP_KEYFILE_ACCESS_READ | AFTP_KEYFILE_ACCESS_WRITE)
+#define AFTP_KEYFILE_MAX_OPTIONS 768u /* bytes of a line's options */
+#define AFTP_KEYFILE_MAX_FROM 32u     /* prefixes of one from= */
+
+typedef struct aftp_keyfile_options {
+    char *root;                  /* root=: the key's root as written; NULL: none */
+    uint64_t rate_bps;           /* rate=: bits/s; 0: none */
+    unsigned access;             /* AFTP_KEYFILE_ACCESS_* bits: both unless read-only
+                                  * or write-only */
+    aftp_addrmatch_prefix *from; /* from=: the prefixes a client may come from */
+    size_t from_count;           /* 0: from anywhere */
+    char *from_text;             /* from= as written, for messages; NULL: none */
+    unsigned line;               /* the line of the file the key was read from */
+} aftp_keyfile_options;
+
 typedef struct aftp_keyfile_list {
     uint8_t (*keys)[AFTP_KEYFILE_KEY_LEN];
     size_t count;
     /* comments[i]: the comment of keys[i]'s line, "" when none (parsed
      * lists only; NULL in a list built by hand) */
     char **comments;
+    /* options[i]: what keys[i]'s line said before its type (parsed lists
+     * only; NULL in a list built by hand: no options) */
+    aftp_keyfile_options *options;
 } aftp_keyfile_list;
 
 /* Non-zero when key is in the list (constant-time comparison per entry). */
@@ -53,7 +77,11 @@ int aftp_keyfile_list_contains(const aftp_keyfile_list *list, const uint8_t *key
 /* The comment of key's line (the first that lists it): "" when it has
  * none, or the list has no comments; NULL when key is not listed. */
 const char *aftp_keyfile_list_comment(const aftp_keyfile_list *list, const uint8_t *key);
-/* Frees a parsed list's allocations (the keys and every comment). */
+/* The options of key's line (the first that lists it); NULL when key is
+ * not listed or the list has no options. */
+const aftp_keyfile_options *aftp_keyfile_list_options(const aftp_keyfile_list *list,
+                                                      const uint8_t *key);
+/* Frees a parsed list's allocations (the keys, every comment and option). */
 void aftp_keyfile_list_free(aftp_keyfile_list *list);
 
 #endif /* AFTP_KEYFILE_TEXT_H */

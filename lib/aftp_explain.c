@@ -166,10 +166,17 @@ static void explain_session(const aftp_explain_ctx *x, const aftp_push_result *p
         say(o, "%s refused us: this client's key is not authorized there (add the line '%s' "
             "to its authorized keys)", peer, own);
         break;
+    case AFTP_ERR_PERMISSION:
+        if (!res->connected) { /* at the handshake: what this key may do (spec 14.2.5) */
+            say(o, "%s refused us: %s", peer,
+                res->message[0] ? res->message : "this client key may not push there");
+            break;
+        }
+        explain_refusal(x, res, o);
+        break;
     case AFTP_ERR_FILE_EXISTS:
     case AFTP_ERR_NO_SPACE:
     case AFTP_ERR_PATH_REJECTED:
-    case AFTP_ERR_PERMISSION:
     case AFTP_ERR_IO:
         explain_refusal(x, res, o);
         break;

@@ -25,6 +25,7 @@
 #include "aftp_store.h"
 #include "common/aftp_handshake.h"
 #include "aftp_keyfile.h"
+#include "common/aftp_addrmatch.h"
 #include "aftp_wallclock.h"
 #include "common/aftp_session.h"
 #include "proto/aftp_wire.h"
@@ -56,6 +57,9 @@ typedef struct server_client {
      * frees the list while its session goes on */
     char comment[AFTP_KEYFILE_MAX_LINE + 1];
     char root[SERVER_PATH_MAX];     /* its files land beneath */
+    unsigned access;                /* AFTP_ACCESS_* it was admitted with: a push
+                                     * needed WRITE (check_push); the pull side checks
+                                     * READ here once the server serves pulls */
     char refusal[SERVER_ERRMSG_MAX]; /* why this server refused it, or "" */
     int64_t connected_ns;           /* the handshake completed */
     char file[SERVER_PATH_MAX * 4]; /* the file under way, printable */
@@ -67,7 +71,14 @@ struct aftp_admission {
     char root[SERVER_PATH_MAX];
     int have_root;
     uint64_t rate_cap_bps; /* 0: none */
+    unsigned access;       /* AFTP_ACCESS_* bits */
+    int root_from_key;     /* the root is the key's root= (the callback kept it) */
 };
+
+/* The authorized keys' access bits are the API's. */
+_Static_assert(AFTP_ACCESS_READ == AFTP_KEYFILE_ACCESS_READ &&
+                   AFTP_ACCESS_WRITE == AFTP_KEYFILE_ACCESS_WRITE,
+               "one meaning for the access bits");
 
 struct aftp_server {
     struct sockaddr_storage listen;
@@ -461,6 +472,7 @@ int aftp_admission_set_root(aftp_admission *a, const char *root)
         return AFTP_ERR_INVALID_ARGUMENT;
     memcpy(a->root, root, strlen(root) + 1);
     a->have_root = 1;
+    a->root_from_key = 0;
     return AFTP_OK;
 }
 
@@ -470,6 +482,29 @@ int aftp_admission_set_rate_cap(aftp_admission *a, uint64_t bits_per_s)
         return AFTP_ERR_INVALID_ARGUMENT;
     a->rate_cap_bps = bits_per_s;
     return AFTP_OK;
+}
+
+int aftp_admission_set_access(aftp_admission *a, unsigned access)
+{
+    if (a == NULL || access == 0 || (access & ~(AFTP_ACCESS_READ | AFTP_ACCESS_WRITE)) != 0)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    a->access = access;
+    return AFTP_OK;
+}
+
+const char *aftp_admission_root(const aftp_admission *a)
+{
+    return a != NULL && a->have_root ? a->root : NULL;
+}
+
+uint64_t aftp_admission_rate_cap(const aftp_admission *a)
+{
+    return a != NULL ? a->rate_cap_bps : 0;
+}
+
+unsigned aftp_admission_access(const aftp_admission *a)
+{
+    return a != NULL ? a->access : 0;
 }
 
 /* ---- the run ---- */
@@ -501,35 +536,138 @@ static void begin_client(aftp_server *s, const struct sockaddr *from, const uint
     snprintf(c->root, sizeof c->root, "%s", s->dir);
 }
 
-/* The serve driver's admission hook: the application's callback decides,
- * and its root is opened for the session. Every refusal is
- * AFTP_ERR_UNKNOWN_PEER, the one the client is told (not authorized). */
+/* Refuses the client being admitted with code; why (printf) goes to its
+ * log line. */
+__attribute__((format(printf, 3, 4))) static int refuse_client(aftp_server *s, int code,
+                                                                const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->client.refusal, sizeof s->client.refusal, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+/* Where the key's authorized-keys line is, for the log: "FILE:LINE", or
+ * "OPTION in FILE:LINE" (option not ""). */
+static void key_line(const aftp_server *s, const aftp_keyfile_options *opts, const char *option,
+                     char *out, size_t cap)
+{
+    snprintf(out, cap, "%s%s%s:%u", option, option[0] ? " in " : "", s->authorized_path,
+             opts->line);
+}
+
+/* The decision as the key's authorized-keys options make it (opts NULL:
+ * the defaults): a relative root= lies beneath the server's dir. */
+static int prefill_decision(aftp_server *s, const aftp_keyfile_options *opts,
+                            aftp_admission *d)
+{
+    char where[SERVER_PATH_MAX + 16];
+    *d = (aftp_admission){.access = AFTP_ACCESS_READ | AFTP_ACCESS_WRITE};
+    if (opts == NULL)
+        return AFTP_OK;
+    d->rate_cap_bps = opts->rate_bps;
+    d->access = opts->access;
+    if (opts->root == NULL)
+        return AFTP_OK;
+    int relative = opts->root[0] != '/' && !keeps_nothing(s);
+    int n = snprintf(d->root, sizeof d->root, "%s%s%s", relative ? s->dir : "",
+                     relative ? "/" : "", opts->root);
+    d->have_root = d->root_from_key = 1;
+    if (n >= 0 && (size_t)n < sizeof d->root)
+        return AFTP_OK;
+    key_line(s, opts, "root=", where, sizeof where);
+    return refuse_client(s, AFTP_ERR_UNKNOWN_PEER,
+                         "its root (%s) beneath the server's dir is %d bytes, more "
+                         "than the %u a path may have", where, n, SERVER_PATH_MAX - 1);
+}
+
+/* from=: the client's address must lie in one of the key's prefixes. */
+static int check_from(aftp_server *s, const aftp_keyfile_options *opts,
+                      const struct sockaddr *from)
+{
+    char fingerprint[AFTP_KEYFILE_FINGERPRINT_MAX], addr[64], where[SERVER_PATH_MAX + 16];
+    if (opts == NULL || opts->from_count == 0 ||
+        aftp_addrmatch_any(opts->from, opts->from_count, from))
+        return AFTP_OK;
+    aftp_keyfile_fingerprint(s->client.key, fingerprint, sizeof fingerprint);
+    aftp_format_addr(from, addr, sizeof addr);
+    key_line(s, opts, "", where, sizeof where);
+    return refuse_client(s, AFTP_ERR_UNKNOWN_PEER,
+                         "key %s is limited to from=\"%s\" (%s); client came from %s",
+                         fingerprint, opts->from_text, where, addr);
+}
+
+/* The application's callback, which may change the pre-filled decision. */
+static int ask_callback(aftp_server *s, aftp_admission *d)
+{
+    if (s->admit_cb == NULL)
+        return AFTP_OK;
+    aftp_peer peer = client_peer(&s->client);
+    int rc = s->admit_cb(s->admit_user, &peer, d);
+    return rc == AFTP_OK ? AFTP_OK
+                         : refuse_client(s, AFTP_ERR_UNKNOWN_PEER,
+                                         "the admission callback refused it (%s)",
+                                         aftp_strerror(rc));
+}
+
+/* Every session this server runs today is a push: a key that may only
+ * pull is refused (AFTP_ERR_PERMISSION: its client is told so). */
+static int check_push(aftp_server *s, const aftp_keyfile_options *opts, const aftp_admission *d)
+{
+    char where[SERVER_PATH_MAX + 32] = "the admission callback's decision";
+    if (d->access & AFTP_ACCESS_WRITE)
+        return AFTP_OK;
+    if (opts != NULL && opts->access == d->access)
+        key_line(s, opts, "read-only", where, sizeof where);
+    return refuse_client(s, AFTP_ERR_PERMISSION,
+                         "its key may only pull (%s) and it asked to push: it was told so",
+                         where);
+}
+
+/* The decision's root, opened for the session (none: the server's dir);
+ * one that cannot be used names what chose it. */
+static int open_root(aftp_server *s, const aftp_keyfile_options *opts, const aftp_admission *d,
+                     int *rootfd)
+{
+    char why[SERVER_ERRMSG_MAX], setting[SERVER_PATH_MAX + 32] = "the admission's root";
+    if (!d->have_root)
+        return AFTP_OK;
+    if (d->root_from_key)
+        key_line(s, opts, "root=", setting, sizeof setting);
+    if (aftp_store_open_dir(d->root, setting, rootfd, why, sizeof why) != AFTP_OK)
+        return refuse_client(s, AFTP_ERR_UNKNOWN_PEER, "%s", why);
+    if (!keeps_nothing(s)) /* the receipt names where the file really is */
+        snprintf(s->client.root, sizeof s->client.root, "%s", d->root);
+    return AFTP_OK;
+}
+
+/* The serve driver's admission hook: the key's options pre-fill the
+ * decision, from= is checked, the application's callback decides, the
+ * access must allow a push, and the root is opened for the session. A
+ * refusal is AFTP_ERR_UNKNOWN_PEER (the client is told it is not
+ * authorized), or AFTP_ERR_PERMISSION for a key that may only pull. */
 static int admit_client(void *app, const struct sockaddr *from, const uint8_t *key, int *rootfd,
                         uint64_t *rate_cap_bps)
 {
     aftp_server *s = app;
-    aftp_admission decision = {.have_root = 0};
-    char why[SERVER_ERRMSG_MAX];
+    const aftp_keyfile_options *opts =
+        key != NULL ? aftp_keyfile_list_options(&s->authorized, key) : NULL;
+    aftp_admission decision;
     begin_client(s, from, key);
-    if (s->admit_cb == NULL)
-        return AFTP_OK;
-    aftp_peer peer = client_peer(&s->client);
-    int rc = s->admit_cb(s->admit_user, &peer, &decision);
-    if (rc != AFTP_OK) {
-        snprintf(s->client.refusal, sizeof s->client.refusal,
-                 "the admission callback refused it (%s)", aftp_strerror(rc));
-        return AFTP_ERR_UNKNOWN_PEER;
-    }
+    int rc = prefill_decision(s, opts, &decision);
+    if (rc == AFTP_OK)
+        rc = check_from(s, opts, from);
+    if (rc == AFTP_OK)
+        rc = ask_callback(s, &decision);
+    if (rc == AFTP_OK)
+        rc = check_push(s, opts, &decision);
+    if (rc == AFTP_OK)
+        rc = open_root(s, opts, &decision, rootfd);
+    if (rc != AFTP_OK)
+        return rc;
     *rate_cap_bps = decision.rate_cap_bps;
-    if (!decision.have_root)
-        return AFTP_OK;
-    if (aftp_store_open_dir(decision.root, "the admission's root", rootfd, why, sizeof why) !=
-        AFTP_OK) {
-        snprintf(s->client.refusal, sizeof s->client.refusal, "%s", why);
-        return AFTP_ERR_UNKNOWN_PEER;
-    }
-    if (!keeps_nothing(s)) /* the receipt names where the file really is */
-        snprintf(s->client.root, sizeof s->client.root, "%s", decision.root);
+    s->client.access = decision.access;
     return AFTP_OK;
 }
 

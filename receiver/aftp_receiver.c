@@ -642,9 +642,24 @@ static void on_admitted_hello(aftp_receiver *r, const aftp_wire_packet *p, aftp_
         aftp_session_set_closed(&r->ss, rc);
 }
 
+/* Section 14.2.5: the policy refused a key it could read, in clear: not
+ * admitted at all (UNKNOWN_PEER: CLOSE(UNAUTHORIZED)), or admitted for
+ * pulls only (PERMISSION: CLOSE(PERMISSION)). */
+static void refuse_client_key(aftp_receiver *r, const aftp_wire_packet *p, int rc)
+{
+    int admitted = rc == AFTP_ERR_PERMISSION;
+    take_hello(r, p);
+    aftp_session_set_text(&r->ss, admitted ? "this client key may only pull from this server: "
+                                             "pushing is not allowed for it"
+                                           : "client key not authorized");
+    aftp_session_start_closing(&r->ss, rc,
+                               admitted ? AFTP_WIRE_ERR_PERMISSION : AFTP_WIRE_ERR_UNAUTHORIZED,
+                               drain_time(r));
+}
+
 /* Section 14.3: a protected offer. Message 1 that does not authenticate
- * (wrong server key, changed offer, replayed) gets silence; an unknown
- * client key CLOSE(UNAUTHORIZED); success the HELLO_ACK, and the keys. */
+ * (wrong server key, changed offer, replayed) gets silence; a client key
+ * refused CLOSE (refuse_client_key); success the HELLO_ACK, and the keys. */
 static void on_protected_hello(aftp_receiver *r, const aftp_wire_packet *p, uint8_t cipher)
 {
     const uint8_t *msg;
@@ -654,10 +669,8 @@ static void on_protected_hello(aftp_receiver *r, const aftp_wire_packet *p, uint
     if (aftp_wire_ext_find(p->u.hello.ext, p->u.hello.ext_len, AFTP_WIRE_EXT_HANDSHAKE, &msg,
                            &msg_len) && msg_len <= sizeof r->msg1)
         rc = read_message1(r, p, msg, msg_len, &hs);
-    if (rc == AFTP_ERR_UNKNOWN_PEER) {
-        take_hello(r, p);
-        aftp_session_set_text(&r->ss, "client key not authorized");
-        aftp_session_start_closing(&r->ss, rc, AFTP_WIRE_ERR_UNAUTHORIZED, drain_time(r));
+    if (rc == AFTP_ERR_UNKNOWN_PEER || rc == AFTP_ERR_PERMISSION) {
+        refuse_client_key(r, p, rc);
     } else if (rc == AFTP_OK) {
         take_hello(r, p);
         memcpy(r->msg1, msg, msg_len);

@@ -306,8 +306,11 @@ typedef struct aftp_peer_policy {
      * remember it when the replay rule of spec section 14.2.4 accepts it
      * for this key (never accepted before, not older than the latest minus
      * a reordering window), AFTP_ERR_REPLAY otherwise (a replayed HELLO).
-     * NULL: no memory kept (the engine then only rejects repeats within
-     * its own session). */
+     * A server's own admission, decided here once the key is proved, may
+     * also refuse it: AFTP_ERR_UNKNOWN_PEER (told CLOSE(UNAUTHORIZED)), or
+     * AFTP_ERR_PERMISSION for a key that may not push (told
+     * CLOSE(PERMISSION), spec section 14.2.5). NULL: no memory kept (the
+     * engine then only rejects repeats within its own session). */
     int (*check_timestamp)(void *user, const uint8_t *client_key, const uint8_t *ts);
     void *user;
     /* Optional: the rate this client's sender must not exceed, in bits of

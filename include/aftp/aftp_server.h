@@ -100,11 +100,15 @@ AFTP_EXTERN int aftp_server_set_once(aftp_server *s, int once);
 AFTP_EXTERN int aftp_server_set_identity_file(aftp_server *s, const char *path);
 /* The same from AFTP_KEY_LEN bytes (copied into guarded memory). */
 AFTP_EXTERN int aftp_server_set_identity(aftp_server *s, const uint8_t secret[AFTP_KEY_LEN]);
-/* The clients admitted by key (spec Appendix B.4: "aftp-x25519 <base64>
- * [comment]" per line), read now; a file without a key admits nobody:
- * AFTP_ERR_BAD_KEY; the comment of a key's line reaches
- * aftp_peer.comment. Without an admission callback, only these clients
- * are admitted, into the server's dir; with one, a key must be listed here
+/* The clients admitted by key (spec Appendix B.4: "[options]
+ * aftp-x25519 <base64> [comment]" per line), read now; a file without a
+ * key admits nobody: AFTP_ERR_BAD_KEY; the comment of a key's line
+ * reaches aftp_peer.comment. A line's options (root=, from=, rate=,
+ * read-only, write-only) pre-fill its key's admission decision (below);
+ * an unknown or malformed option, or a key listed twice with different
+ * options, refuses the whole file (AFTP_ERR_BAD_KEY, errmsg names
+ * FILE:LINE). Without an admission callback, only these clients
+ * are admitted, as their options say; with one, a key must be listed here
  * too (when a file is set) and then the callback decides. Errors as
  * aftp_server_set_identity_file, and AFTP_ERR_LIMIT for a list past its
  * bounds. */
@@ -187,13 +191,39 @@ AFTP_EXTERN int aftp_admission_set_root(aftp_admission *a, const char *root);
  * admission callback. AFTP_ERR_INVALID_ARGUMENT for a NULL decision. */
 AFTP_EXTERN int aftp_admission_set_rate_cap(aftp_admission *a, uint64_t bits_per_s);
 
+/* What a client may do: AFTP_ACCESS_READ pull, AFTP_ACCESS_WRITE push
+ * (both, the default, unless its authorized-keys line says read-only or
+ * write-only). A push by a client without AFTP_ACCESS_WRITE is refused at
+ * its handshake: it is told "this client key may only pull from this
+ * server" (CLOSE(PERMISSION): its error is AFTP_ERR_PERMISSION) and the
+ * log callback says why. Only during the admission callback.
+ * AFTP_ERR_INVALID_ARGUMENT for a NULL decision, 0 (refuse the client
+ * instead) or other bits. */
+#define AFTP_ACCESS_READ 1u
+#define AFTP_ACCESS_WRITE 2u
+AFTP_EXTERN int aftp_admission_set_access(aftp_admission *a, unsigned access);
+/* The decision so far: the root (NULL: the server's dir), the rate cap
+ * (0: none), the access (AFTP_ACCESS_* bits). NULL-safe (NULL, 0, 0). */
+AFTP_EXTERN const char *aftp_admission_root(const aftp_admission *a);
+AFTP_EXTERN uint64_t aftp_admission_rate_cap(const aftp_admission *a);
+AFTP_EXTERN unsigned aftp_admission_access(const aftp_admission *a);
+
 /* Called once per handshake, on the run's thread, after the client proved
  * its key (and the authorized keys, when set, listed it), before any file.
- * Returns AFTP_OK to admit (into the server's dir unless
- * aftp_admission_set_root chose another), or a negative code to refuse:
+ * The decision comes pre-filled from the key's authorized-keys options
+ * (spec Appendix B.4): root= (a relative one beneath the server's dir;
+ * with a faux:// dir, relative to the working directory),
+ * rate=, read-only or write-only; the callback sees them through the
+ * getters and may change any of them. A from= the client's address is
+ * not in refuses it before the callback (it is told it is not
+ * authorized; the log callback says "key K is limited to from=...;
+ * client came from ADDR").
+ * Returns AFTP_OK to admit (into the server's dir unless a root was
+ * chosen), or a negative code to refuse:
  * the client is told it is not authorized (its error is
  * AFTP_ERR_UNKNOWN_PEER) and nothing of it lands. A root that cannot be
- * opened refuses the client too (the log callback says why). */
+ * opened refuses the client too (the log callback says why). Without a
+ * callback the pre-filled decision applies as it is. */
 typedef int (*aftp_admit_cb)(void *user, const aftp_peer *peer, aftp_admission *decision);
 /* cb NULL: no callback (the authorized keys decide). */
 AFTP_EXTERN int aftp_server_set_admit_cb(aftp_server *s, aftp_admit_cb cb, void *user);

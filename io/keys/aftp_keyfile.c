@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "aftp/aftp_error.h"
+#include "aftp_parse.h"
 
 enum {
     KEY = AFTP_KEYFILE_KEY_LEN,
@@ -335,33 +336,255 @@ int aftp_keyfile_read_public(const char *path, uint8_t *key, char *err, size_t e
 
 /* ---- lists ---- */
 
-static int list_push(aftp_keyfile_list *list, size_t *cap, const uint8_t *key, span comment)
+/* Room for one more entry in each of the list's arrays. */
+static int list_grow(aftp_keyfile_list *list, size_t *cap)
 {
-    if (list->count == *cap) {
-        size_t grown = *cap ? *cap * 2 : 16;
-        void *keys = realloc(list->keys, grown * sizeof *list->keys);
-        if (keys != NULL)
-            list->keys = keys;
-        void *comments = keys != NULL ? realloc(list->comments, grown * sizeof *list->comments)
-                                      : NULL;
-        if (comments == NULL)
-            return AFTP_ERR_NO_MEMORY;
-        list->comments = comments;
-        *cap = grown;
-    }
-    char *text = strndup(comment.p, comment.n);
-    if (text == NULL)
+    if (list->count < *cap)
+        return AFTP_OK;
+    size_t grown = *cap ? *cap * 2 : 16;
+    void *keys = realloc(list->keys, grown * sizeof *list->keys);
+    if (keys == NULL)
         return AFTP_ERR_NO_MEMORY;
+    list->keys = keys;
+    void *comments = realloc(list->comments, grown * sizeof *list->comments);
+    if (comments == NULL)
+        return AFTP_ERR_NO_MEMORY;
+    list->comments = comments;
+    void *options = realloc(list->options, grown * sizeof *list->options);
+    if (options == NULL)
+        return AFTP_ERR_NO_MEMORY;
+    list->options = options;
+    *cap = grown;
+    return AFTP_OK;
+}
+
+static void options_free(aftp_keyfile_options *o)
+{
+    free(o->root);
+    free(o->from);
+    free(o->from_text);
+    memset(o, 0, sizeof *o);
+}
+
+/* The list takes key, a copy of comment and the options (which it owns
+ * from then on, pushed or not). */
+static int list_push(aftp_keyfile_list *list, size_t *cap, const uint8_t *key, span comment,
+                     aftp_keyfile_options *opts)
+{
+    char *text = NULL;
+    int rc = list_grow(list, cap);
+    if (rc == AFTP_OK && (text = strndup(comment.p, comment.n)) == NULL)
+        rc = AFTP_ERR_NO_MEMORY;
+    if (rc != AFTP_OK) {
+        options_free(opts);
+        return rc;
+    }
     list->comments[list->count] = text;
+    list->options[list->count] = *opts;
     memcpy(list->keys[list->count++], key, KEY);
     return AFTP_OK;
 }
 
+/* ---- options (spec Appendix B.4) ---- */
+
+/* A reason with figures, written into the parse's buffer. */
+typedef struct reason {
+    char *buf;
+    size_t cap;
+} reason;
+
+__attribute__((format(printf, 2, 3))) static const char *say(const reason *r, const char *fmt,
+                                                              ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->buf, r->cap, fmt, ap);
+    va_end(ap);
+    return r->buf;
+}
+
+/* The options field: from the line's first non-blank to the first blank
+ * outside double quotes (empty when the line starts with the key type);
+ * *rest moves past it. */
+static span options_field(span *rest)
+{
+    span s = skip_blanks(*rest), probe = s, f = {s.p, 0};
+    if (span_is(next_token(&probe), AFTP_KEYFILE_PUBLIC_TAG))
+        return f;
+    int quoted = 0;
+    while (f.n < s.n && (quoted || !is_blank(s.p[f.n])))
+        quoted ^= s.p[f.n++] == '"';
+    rest->p = s.p + f.n;
+    rest->n = s.n - f.n;
+    return f;
+}
+
+/* A field whose last double quote opens a value that never closes (it
+ * ran to the end of the line). */
+static int quote_open(span field)
+{
+    size_t quotes = 0;
+    for (size_t i = 0; i < field.n; i++)
+        quotes += field.p[i] == '"';
+    return quotes % 2 != 0;
+}
+
+/* One option of *field (whose quotes all close: quote_open): its name
+ * and, after '=', its value (quotes removed); *field moves past it and
+ * its comma. NULL or why not. */
+static const char *next_option(span *field, span *name, span *value, int *has_value,
+                               const reason *r)
+{
+    size_t i = 0;
+    while (i < field->n && field->p[i] != '=' && field->p[i] != ',')
+        i++;
+    *name = (span){field->p, i};
+    *has_value = i < field->n && field->p[i] == '=';
+    *value = (span){field->p + i, 0};
+    if (*has_value) {
+        int quoted = ++i < field->n && field->p[i] == '"';
+        size_t from = i += (size_t)quoted;
+        while (i < field->n && (quoted ? field->p[i] != '"' : field->p[i] != ','))
+            i++;
+        *value = (span){field->p + from, i - from};
+        if (!quoted && memchr(value->p, '"', value->n) != NULL)
+            return say(r, "option '%.*s': a double quote inside a value that does not start "
+                          "with one", (int)name->n, name->p);
+        i += (size_t)quoted;
+    }
+    if (name->n == 0)
+        return say(r, "an empty option (two commas, or a comma at an end)");
+    if (i < field->n && field->p[i] != ',')
+        return say(r, "option '%.*s': text after the closing quote (options are separated by "
+                      "commas, without blanks)", (int)name->n, name->p);
+    int comma = i < field->n;
+    field->p += i + (size_t)comma;
+    field->n -= i + (size_t)comma;
+    if (comma && field->n == 0)
+        return say(r, "an empty option (two commas, or a comma at an end)");
+    return NULL;
+}
+
+/* root="DIR": any path but an empty one. */
+static const char *option_root(span value, aftp_keyfile_options *o, const reason *r)
+{
+    if (value.n == 0)
+        return say(r, "root=\"\" names no directory");
+    if ((o->root = strndup(value.p, value.n)) == NULL)
+        return say(r, "out of memory");
+    return NULL;
+}
+
+/* from="CIDR,...": at most AFTP_KEYFILE_MAX_FROM prefixes. */
+static const char *option_from(span value, aftp_keyfile_options *o, const reason *r)
+{
+    size_t count = 1;
+    for (size_t i = 0; i < value.n; i++)
+        count += value.p[i] == ',';
+    if (count > AFTP_KEYFILE_MAX_FROM)
+        return say(r, "from= lists %zu addresses, more than the %u allowed", count,
+                   AFTP_KEYFILE_MAX_FROM);
+    o->from = calloc(count, sizeof *o->from);
+    o->from_text = strndup(value.p, value.n);
+    if (o->from == NULL || o->from_text == NULL)
+        return say(r, "out of memory");
+    span rest = value;
+    for (size_t k = 0; k < count; k++) {
+        const char *comma = memchr(rest.p, ',', rest.n);
+        span one = {rest.p, comma != NULL ? (size_t)(comma - rest.p) : rest.n};
+        const char *why = one.n == 0 ? "an empty entry"
+                                     : aftp_addrmatch_parse(one.p, one.n, &o->from[k]);
+        if (why != NULL)
+            return say(r, "from= entry '%.*s': %s", (int)one.n, one.p, why);
+        rest.p += one.n + (comma != NULL);
+        rest.n -= one.n + (comma != NULL);
+    }
+    o->from_count = count;
+    return NULL;
+}
+
+/* rate=N[K|M|G]: bits/s, as the tool's --rate reads it. */
+static const char *option_rate(span value, aftp_keyfile_options *o, const reason *r)
+{
+    char text[32];
+    if (value.n == 0 || value.n >= sizeof text)
+        return say(r, "rate=%.*s is not a rate (bits/s: 800000, 200M, 1.5G)", (int)value.n,
+                   value.p);
+    memcpy(text, value.p, value.n);
+    text[value.n] = '\0';
+    if (aftp_parse_rate(text, &o->rate_bps) != AFTP_OK)
+        return say(r, "rate=%s is not a rate of 1 bit/s to 1T (bits/s: 800000, 200M, 1.5G)",
+                   text);
+    return NULL;
+}
+
+enum { OPT_ROOT, OPT_FROM, OPT_RATE, OPT_READ_ONLY, OPT_WRITE_ONLY, OPT_COUNT };
+static const char *const option_names[OPT_COUNT] = {"root", "from", "rate", "read-only",
+                                                    "write-only"};
+
+/* One option into o (`given`: the options seen on this line, by bit). */
+static const char *apply_option(span name, span value, int has_value, unsigned *given,
+                                aftp_keyfile_options *o, const reason *r)
+{
+    int which = 0;
+    while (which < OPT_COUNT && !span_is(name, option_names[which]))
+        which++;
+    if (which == OPT_COUNT)
+        return say(r, "unknown option '%.*s' (known: root=\"DIR\", from=\"CIDR,...\", "
+                      "rate=N[K|M|G], read-only, write-only)", (int)(name.n < 64 ? name.n : 64),
+                   name.p);
+    if (*given & (1u << which))
+        return say(r, "option '%s' given twice", option_names[which]);
+    *given |= 1u << which;
+    int flag = which == OPT_READ_ONLY || which == OPT_WRITE_ONLY;
+    if (flag && has_value)
+        return say(r, "option '%s' takes no value", option_names[which]);
+    if (!flag && !has_value)
+        return say(r, "option '%s' needs a value (%s=...)", option_names[which],
+                   option_names[which]);
+    switch (which) {
+    case OPT_ROOT: return option_root(value, o, r);
+    case OPT_FROM: return option_from(value, o, r);
+    case OPT_RATE: return option_rate(value, o, r);
+    case OPT_READ_ONLY: o->access &= ~AFTP_KEYFILE_ACCESS_WRITE; break;
+    default: o->access &= ~AFTP_KEYFILE_ACCESS_READ; break;
+    }
+    return o->access == 0 ? say(r, "read-only and write-only together leave this key nothing "
+                                   "to do: keep one, or remove the line")
+                          : NULL;
+}
+
+/* A line's options field into o (set to the defaults first); NULL or why
+ * not (*code the error). */
+static const char *parse_options(span field, aftp_keyfile_options *o, int *code,
+                                 const reason *r)
+{
+    unsigned given = 0;
+    o->access = AFTP_KEYFILE_ACCESS_ALL;
+    *code = AFTP_ERR_LIMIT;
+    if (field.n > AFTP_KEYFILE_MAX_OPTIONS)
+        return say(r, "the options are %zu bytes, more than the %u allowed", field.n,
+                   AFTP_KEYFILE_MAX_OPTIONS);
+    *code = AFTP_ERR_BAD_KEY;
+    while (field.n > 0) {
+        span name, value;
+        int has_value;
+        const char *why = next_option(&field, &name, &value, &has_value, r);
+        if (why == NULL)
+            why = apply_option(name, value, has_value, &given, o, r);
+        if (why != NULL)
+            return why;
+    }
+    return NULL;
+}
+
 /* One authorized-keys line into the list; a reason on failure. */
-static const char *authorized_line(span line, aftp_keyfile_list *list, size_t *cap, int *code)
+static const char *authorized_line(span line, unsigned no, aftp_keyfile_list *list, size_t *cap,
+                                   int *code, const reason *r)
 {
     uint8_t key[KEY];
-    span comment;
+    span comment, rest = line;
+    aftp_keyfile_options opts = {.line = no};
     const char *why = line_problem(line, code);
     if (why != NULL || is_skipped(line))
         return why;
@@ -369,30 +592,92 @@ static const char *authorized_line(span line, aftp_keyfile_list *list, size_t *c
     if (list->count == AFTP_KEYFILE_MAX_KEYS)
         return "too many keys";
     *code = AFTP_ERR_BAD_KEY;
-    if ((why = parse_public_fields(line, key, &comment)) != NULL)
+    span field = options_field(&rest), type = rest;
+    if (quote_open(field))
+        return "a double quote in the options is not closed";
+    if (field.n > 0 && !span_is(next_token(&type), AFTP_KEYFILE_PUBLIC_TAG))
+        return "expected '[options] " AFTP_KEYFILE_PUBLIC_TAG " <base64> [comment]'";
+    if ((why = parse_public_fields(rest, key, &comment)) != NULL)
         return why;
-    *code = list_push(list, cap, key, comment);
+    if ((why = parse_options(field, &opts, code, r)) != NULL) {
+        options_free(&opts);
+        return why;
+    }
+    *code = list_push(list, cap, key, comment, &opts);
     return *code == AFTP_OK ? NULL : "out of memory";
+}
+
+static int same_options(const aftp_keyfile_options *a, const aftp_keyfile_options *b)
+{
+    int same_root = (a->root == NULL) == (b->root == NULL) &&
+                    (a->root == NULL || strcmp(a->root, b->root) == 0);
+    return same_root && a->rate_bps == b->rate_bps && a->access == b->access &&
+           a->from_count == b->from_count &&
+           (a->from_count == 0 || memcmp(a->from, b->from, a->from_count * sizeof *a->from) == 0);
+}
+
+/* Orders entries of the list by key, then by line (the duplicate check's
+ * sort: n log n, where comparing each pair would take seconds for a
+ * full list). */
+static int by_key(const void *pa, const void *pb, void *list)
+{
+    const aftp_keyfile_list *l = list;
+    size_t a = *(const size_t *)pa, b = *(const size_t *)pb;
+    int c = memcmp(l->keys[a], l->keys[b], KEY);
+    return c != 0 ? c : (a > b) - (a < b);
+}
+
+/* A key listed twice is admitted once when both lines say the same;
+ * with different options the file is ambiguous: refused, naming both
+ * lines. */
+static int check_duplicates(const char *name, const aftp_keyfile_list *list, char *err,
+                            size_t err_len)
+{
+    if (list->count < 2)
+        return AFTP_OK;
+    size_t *order = malloc(list->count * sizeof *order);
+    if (order == NULL)
+        return fail(AFTP_ERR_NO_MEMORY, err, err_len, "%s: out of memory", name);
+    for (size_t i = 0; i < list->count; i++)
+        order[i] = i;
+    qsort_r(order, list->count, sizeof *order, by_key, (void *)list);
+    int rc = AFTP_OK;
+    for (size_t i = 1; i < list->count && rc == AFTP_OK; i++) {
+        const aftp_keyfile_options *a = &list->options[order[i - 1]],
+                                   *b = &list->options[order[i]];
+        if (memcmp(list->keys[order[i - 1]], list->keys[order[i]], KEY) == 0 &&
+            !same_options(a, b))
+            rc = fail(AFTP_ERR_BAD_KEY, err, err_len,
+                      "%s:%u and %s:%u list the same key with different options: ambiguous "
+                      "(keep one line per key)", name, a->line, name, b->line);
+    }
+    free(order);
+    return rc;
 }
 
 int aftp_keyfile_authorized_parse(const char *name, const char *text, size_t len,
                                   aftp_keyfile_list *out, char *err, size_t err_len)
 {
-    *out = (aftp_keyfile_list){NULL, 0, NULL};
+    char detail[AFTP_KEYFILE_MAX_OPTIONS + 128];
+    reason r = {detail, sizeof detail};
+    *out = (aftp_keyfile_list){NULL, 0, NULL, NULL};
     if (len > AFTP_KEYFILE_MAX_SIZE)
         return fail(AFTP_ERR_LIMIT, err, err_len, "%s: larger than 4 MiB", name);
     lines it = {{text, len}, 0};
     span line;
     size_t cap = 0;
-    while (next_line(&it, &line)) {
+    int rc = AFTP_OK;
+    while (rc == AFTP_OK && next_line(&it, &line)) {
         int code;
-        const char *why = authorized_line(line, out, &cap, &code);
-        if (why != NULL) {
-            aftp_keyfile_list_free(out);
-            return fail(code, err, err_len, "%s:%u: %s", name, it.no, why);
-        }
+        const char *why = authorized_line(line, it.no, out, &cap, &code, &r);
+        if (why != NULL)
+            rc = fail(code, err, err_len, "%s:%u: %s", name, it.no, why);
     }
-    return AFTP_OK;
+    if (rc == AFTP_OK)
+        rc = check_duplicates(name, out, err, err_len);
+    if (rc != AFTP_OK)
+        aftp_keyfile_list_free(out);
+    return rc;
 }
 
 int aftp_keyfile_authorized_load(const char *path, aftp_keyfile_list *out, char *err,
@@ -400,7 +685,7 @@ int aftp_keyfile_authorized_load(const char *path, aftp_keyfile_list *out, char 
 {
     char *text = NULL;
     size_t len = 0;
-    *out = (aftp_keyfile_list){NULL, 0, NULL};
+    *out = (aftp_keyfile_list){NULL, 0, NULL, NULL};
     int rc = load_text(path, &text, &len, err, err_len);
     if (rc == AFTP_OK)
         rc = aftp_keyfile_authorized_parse(path, text, len, out, err, err_len);

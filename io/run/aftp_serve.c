@@ -464,12 +464,14 @@ static void settle_result(const aftp_serve_opts *o, aftp_io_ctx *ctx, int sessio
     res->error = res->files_ok > 0 && peer_gone ? AFTP_OK : session_rc;
 }
 
-/* A client refused at the handshake (its key not admitted, a replayed
- * HELLO): reported, but not the transfer `once` waits for. */
+/* A client refused at the handshake (its key not admitted, or admitted
+ * for pulls only; a replayed HELLO): reported, but not the transfer
+ * `once` waits for. */
 static int handshake_refused(const aftp_io_result *res)
 {
-    return !res->connected && (res->error == AFTP_ERR_UNKNOWN_PEER ||
-                               res->error == AFTP_ERR_AUTH || res->error == AFTP_ERR_REPLAY);
+    return !res->connected &&
+           (res->error == AFTP_ERR_UNKNOWN_PEER || res->error == AFTP_ERR_PERMISSION ||
+            res->error == AFTP_ERR_AUTH || res->error == AFTP_ERR_REPLAY);
 }
 
 /* Pipelined mode: the directories placed get their metadata once their
@@ -638,7 +640,8 @@ void aftp_serve_explain_failure(const aftp_io_result *res, const char *client,
                                 const char *refusal, double idle_s, const char *idle_setting,
                                 char *out, size_t cap)
 {
-    if (res->error == AFTP_ERR_UNKNOWN_PEER && refusal != NULL)
+    if ((res->error == AFTP_ERR_UNKNOWN_PEER || res->error == AFTP_ERR_PERMISSION) &&
+        refusal != NULL)
         snprintf(out, cap, "refused client %s: %s", client, refusal);
     else if (res->error == AFTP_ERR_IDLE_TIMEOUT)
         snprintf(out, cap, "sender %s went silent for %.1f s (%s)", client, idle_s, idle_setting);

@@ -121,7 +121,8 @@ int aftp_serve_run(const aftp_serve_opts *o, aftp_io_result *res);
 void aftp_serve_describe_client(const struct sockaddr *from, const uint8_t *key,
                                 const char *comment, char *out, size_t cap);
 /* The operator's line for a session that failed (res): "refused client
- * CLIENT: REFUSAL" when the handshake refused its key (refusal: why;
+ * CLIENT: REFUSAL" when the handshake refused its key, or its push
+ * (AFTP_ERR_PERMISSION) (refusal: why;
  * NULL when it was not refused), "sender CLIENT went silent for S s
  * (IDLE_SETTING)", else "transfer CLIENT failed: why". */
 void aftp_serve_explain_failure(const aftp_io_result *res, const char *client,

@@ -16,7 +16,7 @@
 /* Two authorized keys (0x01.., 0x02..), one stranger (0x03..). */
 static uint8_t keys[2][AFTP_KEY_LEN];
 static uint8_t stranger[AFTP_KEY_LEN];
-static aftp_keyfile_list list = {keys, 2, NULL};
+static aftp_keyfile_list list = {keys, 2, NULL, NULL};
 
 #define SECOND UINT64_C(1000000000)
 #define T0 (UINT64_C(1700000000) * SECOND) /* the server's clock, unless a test moves it */

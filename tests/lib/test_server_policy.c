@@ -1,0 +1,500 @@
+/* Per-key policy from the authorized keys' options (spec Appendix B.4)
+ * through the server API (include/aftp/aftp_server.h): a server runs in a
+ * thread of this process; clients push to it over 127.0.0.1.
+ *
+ *   roots       key A is confined to root A (relative: beneath the
+ *               server's dir), key B to root B (absolute); each one's file
+ *               lands beneath its own root only, and A's attempt to write
+ *               "../b/x" is refused (PATH_REJECTED) with nothing written;
+ *   from=       a loopback client against from="198.18.0.0/15" is refused
+ *               as not authorized, the log says which from= and where the
+ *               client came from; from="127.0.0.0/8" admits;
+ *   rate=       the cap reaches the client (its sender reports it) and the
+ *               receipt;
+ *   read-only   a push is refused, the client is told this key may only
+ *               pull (AFTP_ERR_PERMISSION), the log says which line;
+ *   missing     a root= that does not exist refuses the client, the log
+ *               names the directory and the line;
+ *   callback    sees the pre-filled root, cap and access, and may change
+ *               them (a read-only key allowed to push, a cap lifted);
+ *   once        a read-only key's refused push is not the session a --once
+ *               run waits for: the next client's push ends it. */
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include <sodium.h>
+
+#include "aftp/aftp_client.h"
+#include "aftp/aftp_server.h"
+#include "aftp_drive.h"
+#include "aftp_keyfile.h"
+#include "aftp_push.h"
+#include "common/aftp_handshake.h"
+#include "io_testutil.h"
+
+enum { KEY_A, KEY_B, KEY_RO, KEY_FAR, KEY_NEAR, KEY_MISSING, KEYS };
+enum { MAX_LINES = 32, FILE_LEN = 100000 + 7 };
+#define RATE_A UINT64_C(8000000) /* rate=8M */
+
+typedef struct fixture {
+    char *top;
+    char dir[512], root_a[600], root_b[600], authorized[600];
+    uint8_t server_secret[AFTP_KEY_LEN], server_public[AFTP_KEY_LEN];
+    uint8_t secret[KEYS][AFTP_KEY_LEN], public_key[KEYS][AFTP_KEY_LEN];
+    aftp_server *s;
+    pthread_t thread;
+    int run_rc;
+    pthread_mutex_t lock;
+    pthread_cond_t listening;
+    int is_listening;
+    char lines[MAX_LINES][1024];
+    int line_count;
+    uint64_t receipt_cap;   /* the latest receipt's rate_cap_bps */
+    char receipt_root[600]; /* ... and its root */
+    /* what the admission callback saw of key A's and the read-only key's
+     * pre-filled decision */
+    char seen_root[600];
+    uint64_t seen_cap;
+    unsigned seen_access[KEYS];
+} fixture;
+
+/* The authorized keys, one line per key with its options. */
+static void write_authorized(fixture *f)
+{
+    char root_b[640];
+    snprintf(root_b, sizeof root_b, "root=\"%s\"", f->root_b); /* absolute */
+    const char *const options[KEYS] = {
+        "root=\"a\",rate=8M,write-only", root_b, "read-only",
+        "from=\"198.18.0.0/15,2001:db8::/32\"", "from=\"127.0.0.0/8\",root=\"a\"",
+        "root=\"missing\""};
+    FILE *out = fopen(f->authorized, "w");
+    assert_non_null(out);
+    for (int i = 0; i < KEYS; i++) {
+        char line[256];
+        assert_int_equal(aftp_keyfile_format_public(f->public_key[i], NULL, line, sizeof line),
+                         AFTP_OK);
+        fprintf(out, "%s %s", options[i], line);
+    }
+    fclose(out);
+}
+
+static int setup(void **state)
+{
+    fixture *f = calloc(1, sizeof *f);
+    int fd;
+    assert_non_null(f);
+    assert_true(sodium_init() >= 0);
+    f->top = io_test_mkdtemp(&fd);
+    close(fd);
+    snprintf(f->dir, sizeof f->dir, "%s/incoming", f->top);
+    snprintf(f->root_a, sizeof f->root_a, "%s/a", f->dir);
+    snprintf(f->root_b, sizeof f->root_b, "%s/b", f->dir);
+    snprintf(f->authorized, sizeof f->authorized, "%s/authorized_keys", f->top);
+    assert_int_equal(mkdir(f->dir, 0700), 0);
+    assert_int_equal(mkdir(f->root_a, 0700), 0);
+    assert_int_equal(mkdir(f->root_b, 0700), 0);
+    assert_int_equal(aftp_hs_keypair(f->server_secret, f->server_public), AFTP_OK);
+    for (int i = 0; i < KEYS; i++)
+        assert_int_equal(aftp_hs_keypair(f->secret[i], f->public_key[i]), AFTP_OK);
+    write_authorized(f);
+    pthread_mutex_init(&f->lock, NULL);
+    pthread_cond_init(&f->listening, NULL);
+    assert_int_equal(aftp_server_new(&f->s), AFTP_OK);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    aftp_server_del(f->s);
+    io_test_rmtree(f->top);
+    free(f->top);
+    pthread_mutex_destroy(&f->lock);
+    pthread_cond_destroy(&f->listening);
+    free(f);
+    return 0;
+}
+
+/* ---- the server ---- */
+
+static void on_log(void *user, int kind, const char *line)
+{
+    fixture *f = user;
+    pthread_mutex_lock(&f->lock);
+    if (f->line_count < MAX_LINES)
+        snprintf(f->lines[f->line_count++], sizeof f->lines[0], "%s", line);
+    if (kind == AFTP_LOG_LISTENING) {
+        f->is_listening = 1;
+        pthread_cond_signal(&f->listening);
+    }
+    pthread_mutex_unlock(&f->lock);
+}
+
+static void on_receipt(void *user, const aftp_receipt *r)
+{
+    fixture *f = user;
+    f->receipt_cap = r->rate_cap_bps;
+    snprintf(f->receipt_root, sizeof f->receipt_root, "%s", r->root);
+}
+
+static void *run_server(void *arg)
+{
+    fixture *f = arg;
+    f->run_rc = aftp_server_run(f->s);
+    on_log(f, AFTP_LOG_LISTENING, "(run returned)");
+    return NULL;
+}
+
+static unsigned start_server(fixture *f, aftp_admit_cb admit)
+{
+    struct timespec guard;
+    int rc = 0;
+    assert_int_equal(aftp_server_set_listen(f->s, "127.0.0.1:0"), AFTP_OK);
+    assert_int_equal(aftp_server_set_dir(f->s, f->dir), AFTP_OK);
+    assert_int_equal(aftp_server_set_identity(f->s, f->server_secret), AFTP_OK);
+    assert_int_equal(aftp_server_set_authorized_keys_file(f->s, f->authorized), AFTP_OK);
+    assert_int_equal(aftp_server_set_idle_timeout_ms(f->s, 5000), AFTP_OK);
+    assert_int_equal(aftp_server_set_log_cb(f->s, on_log, f), AFTP_OK);
+    assert_int_equal(aftp_server_set_receipt_cb(f->s, on_receipt, f), AFTP_OK);
+    assert_int_equal(aftp_server_set_admit_cb(f->s, admit, f), AFTP_OK);
+    assert_int_equal(pthread_create(&f->thread, NULL, run_server, f), 0);
+    clock_gettime(CLOCK_REALTIME, &guard);
+    guard.tv_sec += 10;
+    pthread_mutex_lock(&f->lock);
+    while (!f->is_listening && rc == 0)
+        rc = pthread_cond_timedwait(&f->listening, &f->lock, &guard);
+    pthread_mutex_unlock(&f->lock);
+    assert_int_equal(rc, 0);
+    unsigned port = aftp_server_port(f->s);
+    assert_int_not_equal(port, 0);
+    return port;
+}
+
+static void stop_server(fixture *f)
+{
+    struct timespec deadline;
+    aftp_server_stop(f->s);
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += 2;
+    assert_int_equal(pthread_timedjoin_np(f->thread, NULL, &deadline), 0);
+}
+
+static int log_has(fixture *f, const char *text)
+{
+    int found = 0;
+    pthread_mutex_lock(&f->lock);
+    for (int i = 0; i < f->line_count && !found; i++)
+        found = strstr(f->lines[i], text) != NULL;
+    pthread_mutex_unlock(&f->lock);
+    return found;
+}
+
+/* ---- clients ---- */
+
+static void make_file(const fixture *f, const char *name, uint32_t seed, char *path, size_t cap)
+{
+    static uint8_t buf[FILE_LEN];
+    snprintf(path, cap, "%s/%s", f->top, name);
+    io_test_pattern(buf, sizeof buf, seed);
+    FILE *out = fopen(path, "w");
+    assert_non_null(out);
+    assert_int_equal(fwrite(buf, 1, sizeof buf, out), sizeof buf);
+    fclose(out);
+}
+
+/* Pushes file as key `k`; what the sender reported into *res. */
+static int push(const fixture *f, unsigned port, int k, const char *file, aftp_push_result *res)
+{
+    struct sockaddr_in to = io_test_loopback((uint16_t)port);
+    aftp_push_opts o = {.files = &file, .file_count = 1, .peer = (struct sockaddr *)&to,
+                        .peer_len = sizeof to, .rate_bps = UINT64_C(400000000),
+                        .policy = AFTP_CC_FIXED, .idle_timeout_ns = UINT64_C(5000000000)};
+    o.security.cipher = AFTP_CIPHER_AUTO;
+    o.security.identity = f->secret[k];
+    o.security.peer_key = f->server_public;
+    return aftp_push_run(&o, res);
+}
+
+/* dir/name holds what source holds. */
+static int same_file(const char *dir, const char *name, const char *source)
+{
+    char path[1024], cmd[2200];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    snprintf(cmd, sizeof cmd, "cmp -s '%s' '%s'", path, source);
+    return system(cmd) == 0;
+}
+
+static int exists(const char *dir, const char *name)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    return access(path, F_OK) == 0;
+}
+
+/* A hostile client of key A: the real sender engine offering `path` as
+ * it is (a modified client would), over UDP to the server. Its file's
+ * end error. */
+static const uint8_t hostile_payload[] = "written where it must not be";
+
+static int hostile_view(void *user, uint32_t file_id, uint64_t off, size_t len,
+                        const uint8_t **out)
+{
+    (void)user, (void)file_id;
+    if (off + len > sizeof hostile_payload)
+        return AFTP_ERR_IO;
+    *out = hostile_payload + off;
+    return AFTP_OK;
+}
+
+static int hostile_close(void *user, uint32_t file_id, int commit)
+{
+    (void)user, (void)file_id, (void)commit;
+    return AFTP_OK;
+}
+
+static void hostile_event(void *user, const aftp_event *ev)
+{
+    if (ev->type == AFTP_EV_FILE_END)
+        *(int *)user = ev->error;
+}
+
+static int push_hostile(const fixture *f, unsigned port, int k, const char *path)
+{
+    static const aftp_storage_ops ops = {.view = hostile_view, .close = hostile_close};
+    struct sockaddr_in to = io_test_loopback((uint16_t)port), any = io_test_loopback(0);
+    struct timespec now;
+    int file_error = 1;
+    aftp_sender_settings ss;
+    aftp_sender *snd = NULL;
+    aftp_udp udp = {.fd = -1};
+    clock_gettime(CLOCK_REALTIME, &now);
+    aftp_sender_settings_default(&ss);
+    ss.conn_id = 0x0badc0deu;
+    ss.storage = &ops;
+    ss.on_event = hostile_event;
+    ss.user = &file_error;
+    ss.idle_timeout_ns = UINT64_C(5000000000);
+    ss.security.cipher = AFTP_CIPHER_AUTO;
+    ss.security.identity = f->secret[k];
+    ss.security.peer_key = f->server_public;
+    ss.security.unix_time_ns = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+    assert_int_equal(aftp_sender_new(&ss, aftp_drive_now_ns(), &snd), AFTP_OK);
+    aftp_file_info info = {.file_id = 1, .size = sizeof hostile_payload, .mode = 0644,
+                           .path = path};
+    assert_int_equal(aftp_sender_add_file(snd, &info), AFTP_OK);
+    aftp_sender_finish(snd);
+    assert_int_equal(aftp_udp_open(&udp, (struct sockaddr *)&any, sizeof any, AFTP_IO_DATAGRAM,
+                                   AFTP_UDP_PORT_OWN), AFTP_OK);
+    assert_int_equal(aftp_udp_connect(&udp, (struct sockaddr *)&to, sizeof to), AFTP_OK);
+    aftp_drive d = {.sender = snd, .udp = &udp, .max_datagram = AFTP_IO_DATAGRAM};
+    aftp_drive_run(&d);
+    aftp_sender_del(snd);
+    aftp_udp_close(&udp);
+    return file_error;
+}
+
+/* ---- tests ---- */
+
+static void test_roots(void **state)
+{
+    fixture *f = *state;
+    char a[600], b[600];
+    aftp_push_result res;
+    make_file(f, "a.bin", 1, a, sizeof a);
+    make_file(f, "b.bin", 2, b, sizeof b);
+    unsigned port = start_server(f, NULL);
+    int rc_a = push(f, port, KEY_A, a, &res), rc_b = push(f, port, KEY_B, b, &res);
+    int escape = push_hostile(f, port, KEY_A, "../b/x");
+    int escape_abs = push_hostile(f, port, KEY_A, "/tmp/x");
+    stop_server(f);
+
+    assert_int_equal(rc_a, AFTP_OK);
+    assert_int_equal(rc_b, AFTP_OK);
+    assert_true(same_file(f->root_a, "a.bin", a));
+    assert_true(same_file(f->root_b, "b.bin", b));
+    assert_false(exists(f->dir, "a.bin"));
+    assert_false(exists(f->dir, "b.bin"));
+    assert_false(exists(f->root_b, "a.bin"));
+    assert_false(exists(f->root_a, "b.bin"));
+    assert_int_equal(escape, AFTP_ERR_PATH_REJECTED);
+    assert_int_equal(escape_abs, AFTP_ERR_PATH_REJECTED);
+    assert_false(exists(f->root_b, "x"));
+    assert_false(exists(f->root_a, "x"));
+    assert_string_equal(f->receipt_root, f->root_b);
+}
+
+static void test_from(void **state)
+{
+    fixture *f = *state;
+    char a[600], expect[1024];
+    aftp_push_result res;
+    make_file(f, "near.bin", 3, a, sizeof a);
+    unsigned port = start_server(f, NULL);
+    int rc_far = push(f, port, KEY_FAR, a, &res);
+    int rc_near = push(f, port, KEY_NEAR, a, &res);
+    stop_server(f);
+
+    assert_int_equal(rc_far, AFTP_ERR_UNKNOWN_PEER);
+    assert_int_equal(rc_near, AFTP_OK);
+    assert_true(same_file(f->root_a, "near.bin", a));
+    assert_false(exists(f->dir, "near.bin"));
+    snprintf(expect, sizeof expect,
+             "is limited to from=\"198.18.0.0/15,2001:db8::/32\" (%s:4); client came from "
+             "127.0.0.1:", f->authorized);
+    assert_true(log_has(f, expect));
+}
+
+static void test_rate_and_read_only(void **state)
+{
+    fixture *f = *state;
+    char a[600], ro[600], expect[700];
+    aftp_push_result res_a, res_ro;
+    aftp_client *c = NULL;
+    make_file(f, "capped.bin", 4, a, sizeof a);
+    make_file(f, "ro.bin", 5, ro, sizeof ro);
+    unsigned port = start_server(f, NULL);
+    int rc_a = push(f, port, KEY_A, a, &res_a);
+    int rc_ro = push(f, port, KEY_RO, ro, &res_ro);
+    /* the public client says what the server said */
+    char to[32];
+    snprintf(to, sizeof to, "127.0.0.1:%u", port);
+    assert_int_equal(aftp_client_new(&c), AFTP_OK);
+    assert_int_equal(aftp_client_set_identity(c, f->secret[KEY_RO]), AFTP_OK);
+    assert_int_equal(aftp_client_set_peer_key(c, f->server_public), AFTP_OK);
+    const char *files[] = {ro};
+    int rc_client = aftp_client_send(c, to, files, 1);
+    snprintf(expect, sizeof expect, "%s", aftp_client_errmsg(c));
+    aftp_client_del(c);
+    stop_server(f);
+
+    assert_int_equal(rc_a, AFTP_OK);
+    assert_int_equal(res_a.io.stats.rate_cap_bps, RATE_A);
+    assert_int_equal(f->receipt_cap, RATE_A);
+    assert_int_equal(rc_ro, AFTP_ERR_PERMISSION);
+    assert_non_null(strstr(res_ro.io.message, "this client key may only pull from this server"));
+    assert_int_equal(rc_client, AFTP_ERR_PERMISSION);
+    assert_non_null(strstr(expect, "refused us: this client key may only pull"));
+    assert_false(exists(f->dir, "ro.bin"));
+    snprintf(expect, sizeof expect, "its key may only pull (read-only in %s:3) and it asked to "
+             "push", f->authorized);
+    assert_true(log_has(f, expect));
+}
+
+static void test_missing_root(void **state)
+{
+    fixture *f = *state;
+    char a[600], expect[2400];
+    aftp_push_result res;
+    make_file(f, "lost.bin", 6, a, sizeof a);
+    unsigned port = start_server(f, NULL);
+    int rc = push(f, port, KEY_MISSING, a, &res);
+    stop_server(f);
+
+    assert_int_equal(rc, AFTP_ERR_UNKNOWN_PEER);
+    snprintf(expect, sizeof expect, "cannot use destination directory %s/missing: No such file "
+             "or directory (root= in %s:6 must name an existing directory)", f->dir,
+             f->authorized);
+    assert_true(log_has(f, expect));
+    assert_false(exists(f->dir, "lost.bin"));
+}
+
+/* Key A: record its pre-filled decision, lift its cap. The read-only key:
+ * allowed to push. */
+static int admit_changing(void *user, const aftp_peer *peer, aftp_admission *d)
+{
+    fixture *f = user;
+    for (int k = 0; k < KEYS; k++)
+        if (memcmp(peer->key, f->public_key[k], AFTP_KEY_LEN) == 0)
+            f->seen_access[k] = aftp_admission_access(d);
+    if (memcmp(peer->key, f->public_key[KEY_A], AFTP_KEY_LEN) == 0) {
+        snprintf(f->seen_root, sizeof f->seen_root, "%s", aftp_admission_root(d));
+        f->seen_cap = aftp_admission_rate_cap(d);
+        return aftp_admission_set_rate_cap(d, 0);
+    }
+    if (memcmp(peer->key, f->public_key[KEY_RO], AFTP_KEY_LEN) == 0)
+        return aftp_admission_set_access(d, AFTP_ACCESS_READ | AFTP_ACCESS_WRITE);
+    return AFTP_OK;
+}
+
+static void test_callback_changes_decision(void **state)
+{
+    fixture *f = *state;
+    char a[600], ro[600], root_a[700];
+    aftp_push_result res_a, res_ro;
+    make_file(f, "a2.bin", 7, a, sizeof a);
+    make_file(f, "ro2.bin", 8, ro, sizeof ro);
+    unsigned port = start_server(f, admit_changing);
+    int rc_a = push(f, port, KEY_A, a, &res_a);
+    int rc_ro = push(f, port, KEY_RO, ro, &res_ro);
+    stop_server(f);
+
+    snprintf(root_a, sizeof root_a, "%s/a", f->dir); /* the relative root= "a" */
+    assert_string_equal(f->seen_root, root_a);
+    assert_int_equal(f->seen_cap, RATE_A);
+    assert_int_equal(f->seen_access[KEY_A], AFTP_ACCESS_WRITE);
+    assert_int_equal(f->seen_access[KEY_RO], AFTP_ACCESS_READ);
+    assert_int_equal(rc_a, AFTP_OK);
+    assert_int_equal(res_a.io.stats.rate_cap_bps, 0);
+    assert_true(same_file(f->root_a, "a2.bin", a));
+    assert_int_equal(rc_ro, AFTP_OK);
+    assert_true(same_file(f->dir, "ro2.bin", ro));
+}
+
+static void test_once_waits_past_refused_push(void **state)
+{
+    fixture *f = *state;
+    char ro[600], a[600];
+    aftp_push_result res;
+    struct timespec guard;
+    make_file(f, "ro3.bin", 9, ro, sizeof ro);
+    make_file(f, "a3.bin", 10, a, sizeof a);
+    assert_int_equal(aftp_server_set_once(f->s, 1), AFTP_OK);
+    unsigned port = start_server(f, NULL);
+    int rc_ro = push(f, port, KEY_RO, ro, &res);
+    int rc_a = push(f, port, KEY_A, a, &res);
+    clock_gettime(CLOCK_REALTIME, &guard);
+    guard.tv_sec += 10; /* the run ends by itself after A's session */
+    assert_int_equal(pthread_timedjoin_np(f->thread, NULL, &guard), 0);
+
+    assert_int_equal(rc_ro, AFTP_ERR_PERMISSION);
+    assert_int_equal(rc_a, AFTP_OK);
+    assert_int_equal(f->run_rc, AFTP_OK);
+    assert_true(same_file(f->root_a, "a3.bin", a));
+}
+
+static void test_admission_arguments(void **state)
+{
+    (void)state;
+    assert_int_equal(aftp_admission_set_access(NULL, AFTP_ACCESS_READ), AFTP_ERR_INVALID_ARGUMENT);
+    assert_null(aftp_admission_root(NULL));
+    assert_int_equal(aftp_admission_rate_cap(NULL), 0);
+    assert_int_equal(aftp_admission_access(NULL), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_roots, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_from, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_rate_and_read_only, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_missing_root, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_callback_changes_decision, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_once_waits_past_refused_push, setup, teardown),
+        cmocka_unit_test(test_admission_arguments),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
