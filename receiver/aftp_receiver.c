@@ -39,6 +39,7 @@
 #include "common/aftp_digest.h"
 #include "common/aftp_errmap.h"
 #include "common/aftp_handshake.h"
+#include "common/aftp_hello_server.h"
 #include "common/aftp_rtt.h"
 #include "common/aftp_session.h"
 #include "proto/aftp_wire.h"
@@ -47,11 +48,7 @@
 #define DEFAULT_IDLE_NS (UINT64_C(30000) * NS_PER_MS)
 #define DEFAULT_FEEDBACK_NS (10 * NS_PER_MS)
 #define DEFAULT_INITIAL_RTT_NS (100 * NS_PER_MS)
-#define AMPLIFICATION_FACTOR 3              /* section 14.3 */
 #define FEEDBACK_HEAD (AFTP_WIRE_HEADER_LEN + AFTP_WIRE_FEEDBACK_FIXED)
-/* Largest datagram sent before the handshake completes (a CLOSE with the
- * longest reason); HELLO_ACK is smaller. */
-#define PRECONFIRM_MAX_LEN (AFTP_WIRE_HEADER_LEN + AFTP_WIRE_CLOSE_FIXED + AFTP_WIRE_MAX_REASON)
 
 /* ---- settings and lifetime ---- */
 
@@ -75,30 +72,6 @@ static int settings_valid(const aftp_receiver_settings *s)
            s->storage->write != NULL && s->storage->close != NULL;
 }
 
-/* The private key is needed when the HELLO comes: kept in guarded memory,
- * the settings' pointer forgotten. */
-static int keep_identity(aftp_receiver *r)
-{
-    aftp_security_settings *sec = &r->set.security;
-    if (sec->cipher == AFTP_CIPHER_NONE) {
-        sec->identity = NULL;
-        return AFTP_OK;
-    }
-    r->identity = sodium_malloc(AFTP_HS_KEY_LEN);
-    if (r->identity == NULL)
-        return AFTP_ERR_NO_MEMORY;
-    memcpy(r->identity, sec->identity, AFTP_HS_KEY_LEN);
-    sec->identity = NULL;
-    return AFTP_OK;
-}
-
-static void wipe_identity(aftp_receiver *r)
-{
-    if (r->identity != NULL)
-        sodium_free(r->identity);
-    r->identity = NULL;
-}
-
 int aftp_receiver_new(const aftp_receiver_settings *settings, uint64_t now_ns,
                       aftp_receiver **out)
 {
@@ -114,7 +87,9 @@ int aftp_receiver_new(const aftp_receiver_settings *settings, uint64_t now_ns,
     rc = aftp_session_init(&r->ss, settings->conn_id, settings->max_datagram,
                            settings->idle_timeout_ns, settings->on_event, settings->user, now_ns);
     if (rc == AFTP_OK)
-        rc = keep_identity(r);
+        rc = aftp_hello_server_init(&r->srv, &r->set.security, AFTP_WIRE_ROLE_PUSH,
+                                    settings->storage->entry != NULL ? settings->pipeline_window
+                                                                     : 0);
     aftp_rtt_init(&r->rtt, settings->initial_rtt_ns);
     r->resend_deadline = AFTP_NO_EXPIRY;
     /* Each range takes at least two bytes on the wire. */
@@ -141,7 +116,7 @@ void aftp_receiver_del(aftp_receiver *r)
     aftp_digest_del(r->hash);
     free(r->ranges);
     free(r->path);
-    wipe_identity(r);
+    aftp_hello_server_free(&r->srv);
     aftp_session_free(&r->ss);
     free(r);
 }
@@ -485,248 +460,17 @@ static void on_close(aftp_receiver *r, const aftp_wire_close *c)
     aftp_session_answer_close(&r->ss);
 }
 
-/* The session belongs to this client from now on. */
-static void take_hello(aftp_receiver *r, const aftp_wire_packet *p)
-{
-    r->hello_seen = 1;
-    r->ss.peer_id = p->hdr.conn_id;
-    if (p->u.hello.max_datagram < r->ss.max_datagram)
-        r->ss.max_datagram = p->u.hello.max_datagram;
-}
-
-/* Section 14.2: the first of the client's ciphers this server allows. */
-static uint8_t pick_cipher(const aftp_receiver *r, const aftp_wire_hello *h)
-{
-    for (uint8_t i = 0; i < h->cipher_count; i++)
-        if (aftp_session_cipher_allowed(r->set.security.cipher, h->ciphers[i]))
-            return h->ciphers[i];
-    return AFTP_WIRE_CIPHER_NONE;
-}
-
-/* The admission policy, as the handshake calls it (user: the receiver). */
-static int policy_lookup(void *user, const uint8_t *client_key, uint8_t *psk)
-{
-    const aftp_peer_policy *pol = &((aftp_receiver *)user)->set.security.peers;
-    return pol->lookup(pol->user, client_key, psk);
-}
-
-static int policy_check_timestamp(void *user, const uint8_t *client_key, const uint8_t *ts)
-{
-    const aftp_peer_policy *pol = &((aftp_receiver *)user)->set.security.peers;
-    return pol->check_timestamp != NULL ? pol->check_timestamp(pol->user, client_key, ts)
-                                        : AFTP_OK;
-}
-
-/* Reads message 1 with the HELLO's prologue: AFTP_OK and *out, or why not
- * (AUTH, REPLAY, UNKNOWN_PEER, MALFORMED, NO_MEMORY). */
-static int read_message1(aftp_receiver *r, const aftp_wire_packet *p, const uint8_t *msg,
-                         uint16_t msg_len, aftp_handshake **out)
-{
-    const aftp_security_settings *sec = &r->set.security;
-    uint8_t prologue[AFTP_WIRE_PROLOGUE_MAX], payload[AFTP_HS_MAX_PAYLOAD];
-    size_t prologue_len, payload_len;
-    int rc = aftp_wire_hello_prologue(&p->u.hello, p->hdr.conn_id, prologue, sizeof prologue,
-                                      &prologue_len);
-    aftp_hs_peers peers = {.lookup = policy_lookup, .check_timestamp = policy_check_timestamp,
-                           .user = r};
-    aftp_hs_config cfg = {.role = AFTP_HS_RESPONDER, .static_secret = r->identity,
-                          .peers = &peers, .prologue = prologue, .prologue_len = prologue_len,
-                          .random = sec->random, .random_user = sec->random_user};
-    *out = NULL;
-    if (rc == AFTP_OK)
-        rc = aftp_handshake_new(out, &cfg);
-    if (rc == AFTP_OK)
-        rc = aftp_handshake_read_init(*out, msg, msg_len, payload, sizeof payload, &payload_len);
-    return rc;
-}
-
-/* Section 12.3: the policy's cap for this client (client_key NULL in an
- * unprotected session). A client that cannot honour a cap (its HELLO has
- * no RATE_CAP) is refused with CLOSE(LIMIT) rather than served faster
- * than its server allows: AFTP_ERR_LIMIT, the session closing. */
-static int decide_rate_cap(aftp_receiver *r, const aftp_wire_hello *h, const uint8_t *client_key)
-{
-    const aftp_peer_policy *pol = &r->set.security.peers;
-    const uint8_t *value;
-    uint16_t value_len;
-    char why[256];
-    r->rate_cap_bps = pol->rate_cap != NULL ? pol->rate_cap(pol->user, client_key) : 0;
-    if (r->rate_cap_bps == 0 ||
-        aftp_wire_ext_find(h->ext, h->ext_len, AFTP_WIRE_EXT_RATE_CAP, &value, &value_len))
-        return AFTP_OK;
-    snprintf(why, sizeof why,
-             "this server serves this client only with a rate cap of %" PRIu64 " bit/s, and "
-             "the client cannot honour a cap (its HELLO has no RATE_CAP): use a client that "
-             "supports RATE_CAP",
-             r->rate_cap_bps);
-    aftp_session_set_text(&r->ss, why);
-    aftp_session_start_closing(&r->ss, AFTP_ERR_LIMIT, AFTP_WIRE_ERR_LIMIT, drain_time(r));
-    return AFTP_ERR_LIMIT;
-}
-
-/* Section 12.3.2: pipelined mode when this receiver offers it (a window
- * and storage that decides entries) and the HELLO announced a valid
- * PIPELINE; the session's W is the smaller of the two windows. */
-static void decide_window(aftp_receiver *r, const aftp_wire_hello *h)
-{
-    uint32_t asked = 0;
-    r->window = 0;
-    if (r->set.pipeline_window == 0 || r->set.storage->entry == NULL ||
-        aftp_wire_ext_pipeline(h->ext, h->ext_len, &asked) != 1)
-        return;
-    r->window = asked < r->set.pipeline_window ? asked : r->set.pipeline_window;
-    if (aftp_rpipe_init(r) != AFTP_OK)
-        r->window = 0; /* no memory for its state: a one-file session */
-}
-
-/* The HELLO_ACK's extensions before message 2: the cap granted, if any,
- * and the entry window of a pipelined session. */
-static int put_ack_extensions(const aftp_receiver *r, aftp_wire_writer *w)
-{
-    int rc = r->rate_cap_bps != 0 ? aftp_wire_ext_put_rate_cap(w, r->rate_cap_bps) : AFTP_OK;
-    if (rc == AFTP_OK && r->window != 0)
-        rc = aftp_wire_ext_put_pipeline(w, r->window);
-    return rc;
-}
-
-/* Message 2 authenticates the HELLO_ACK's fields and its other extensions
- * (section 14.2.3), so it is added last; the whole datagram is built now
- * (its packet number taken) and kept for repeated HELLOs. */
-static int build_hello_ack(aftp_receiver *r, aftp_handshake *hs, uint8_t cipher)
-{
-    aftp_wire_packet p;
-    uint8_t payload[AFTP_HS_MAX_PAYLOAD], msg2[AFTP_HS_MAX_RESPONSE], ext[HELLO_ACK_EXT_MAX];
-    size_t payload_len, msg2_len;
-    aftp_wire_writer w;
-    aftp_session_packet(&r->ss, AFTP_WIRE_HELLO_ACK, &p);
-    p.u.hello_ack = (aftp_wire_hello_ack){.server_conn_id = r->ss.local_id, .cipher = cipher,
-                                          .max_datagram = r->ss.max_datagram, .ext = ext};
-    aftp_wire_writer_init(&w, ext, sizeof ext);
-    int rc = put_ack_extensions(r, &w);
-    p.u.hello_ack.ext_len = (uint16_t)w.pos;
-    if (rc == AFTP_OK)
-        rc = aftp_session_ack_payload(&p.u.hello_ack, payload, sizeof payload, &payload_len);
-    if (rc == AFTP_OK)
-        rc = aftp_handshake_write_response(hs, payload, payload_len, msg2, sizeof msg2,
-                                           &msg2_len);
-    if (rc == AFTP_OK)
-        rc = aftp_wire_ext_put(&w, AFTP_WIRE_EXT_HANDSHAKE, msg2, (uint16_t)msg2_len);
-    p.u.hello_ack.ext_len = (uint16_t)w.pos;
-    if (rc == AFTP_OK)
-        rc = aftp_wire_encode(&p, r->hello_ack, sizeof r->hello_ack, &r->hello_ack_len);
-    if (rc == AFTP_OK)
-        r->ss.next_pn++;
-    return rc;
-}
-
-/* A client admitted by its key: its cap decided, then the HELLO_ACK and
- * the traffic keys. */
-static void on_admitted_hello(aftp_receiver *r, const aftp_wire_packet *p, aftp_handshake *hs,
-                              uint8_t cipher)
-{
-    uint8_t client_key[AFTP_HS_KEY_LEN];
-    int rc = aftp_handshake_peer_key(hs, client_key);
-    if (rc == AFTP_OK && decide_rate_cap(r, &p->u.hello, client_key) != AFTP_OK) {
-        wipe_identity(r);
-        return;
-    }
-    decide_window(r, &p->u.hello);
-    if (rc == AFTP_OK)
-        rc = build_hello_ack(r, hs, cipher);
-    if (rc == AFTP_OK)
-        rc = aftp_session_protect(&r->ss, hs, cipher, r->set.security.key_update_packets);
-    wipe_identity(r);
-    if (rc == AFTP_OK)
-        r->hello_ack_due = 1;
-    else
-        aftp_session_set_closed(&r->ss, rc);
-}
-
-/* Section 14.3: a protected offer. Message 1 that does not authenticate
- * (wrong server key, changed offer, replayed) gets silence; an unknown
- * client key CLOSE(UNAUTHORIZED); success the HELLO_ACK, and the keys. */
-static void on_protected_hello(aftp_receiver *r, const aftp_wire_packet *p, uint8_t cipher)
-{
-    const uint8_t *msg;
-    uint16_t msg_len;
-    aftp_handshake *hs = NULL;
-    int rc = AFTP_ERR_MALFORMED;
-    if (aftp_wire_ext_find(p->u.hello.ext, p->u.hello.ext_len, AFTP_WIRE_EXT_HANDSHAKE, &msg,
-                           &msg_len) && msg_len <= sizeof r->msg1)
-        rc = read_message1(r, p, msg, msg_len, &hs);
-    if (rc == AFTP_ERR_UNKNOWN_PEER) {
-        take_hello(r, p);
-        aftp_session_set_text(&r->ss, "client key not authorized");
-        aftp_session_start_closing(&r->ss, rc, AFTP_WIRE_ERR_UNAUTHORIZED, drain_time(r));
-    } else if (rc == AFTP_OK) {
-        take_hello(r, p);
-        memcpy(r->msg1, msg, msg_len);
-        r->msg1_len = msg_len;
-        on_admitted_hello(r, p, hs, cipher);
-    } else {
-        aftp_session_drop(&r->ss);
-    }
-    aftp_handshake_del(hs);
-}
-
-/* A HELLO again: the same answer, when it is the same client's resend
- * (protected: the same message 1, before the client spoke under keys). */
-static void on_repeated_hello(aftp_receiver *r, const aftp_wire_hello *h)
-{
-    const uint8_t *msg;
-    uint16_t msg_len;
-    int same = !aftp_session_protected(&r->ss) ||
-               (!r->confirmed &&
-                aftp_wire_ext_find(h->ext, h->ext_len, AFTP_WIRE_EXT_HANDSHAKE, &msg, &msg_len) &&
-                msg_len == r->msg1_len && memcmp(msg, r->msg1, msg_len) == 0);
-    if (same)
-        r->hello_ack_due = 1;
-    else
-        aftp_session_drop(&r->ss);
-}
-
-/* Sections 9.3, 14.2: PUSH only; NONE only when both sides chose it. */
+/* Sections 9.3, 14.2: the client's HELLO; an admitted client gets the
+ * session's pipelined state (or a one-file session when there is no
+ * memory for it) and its HELLO_ACK. */
 static void on_hello(aftp_receiver *r, const aftp_wire_packet *p)
 {
-    const aftp_wire_hello *h = &p->u.hello;
-    if (r->hello_seen) {
-        on_repeated_hello(r, h);
+    if (aftp_hello_server_hello(&r->srv, &r->ss, p, drain_time(r)) != AFTP_HELLO_ADMITTED)
         return;
-    }
-    int none_offered = memchr(h->ciphers, AFTP_WIRE_CIPHER_NONE, h->cipher_count) != NULL;
-    int server_none = r->set.security.cipher == AFTP_CIPHER_NONE;
-    /* Sections 6.2.1, 14.2.5: a list with NONE in it is an unprotected
-     * offer, whatever else it lists. */
-    uint8_t cipher = server_none || none_offered ? AFTP_WIRE_CIPHER_NONE : pick_cipher(r, h);
-    if (h->role == AFTP_WIRE_ROLE_PUSH && cipher != AFTP_WIRE_CIPHER_NONE) {
-        on_protected_hello(r, p, cipher);
-        return;
-    }
-    take_hello(r, p);
-    if (h->role != AFTP_WIRE_ROLE_PUSH)
-        aftp_recv_close_protocol(r, "only push is supported");
-    else if (server_none && !none_offered)
-        aftp_recv_close_protocol(r, "server runs without encryption (--cipher none); the client must opt "
-                        "in too");
-    else if (!server_none && none_offered)
-        aftp_recv_close_protocol(r, "unprotected transfers are not enabled on this server");
-    else if (!server_none)
-        aftp_recv_close_protocol(r, "no common cipher");
-    else if (decide_rate_cap(r, h, NULL) == AFTP_OK) {
-        decide_window(r, h);
-        r->hello_ack_due = 1;
-    }
-}
-
-/* The first packet after HELLO_ACK proves the client's address and gives
- * the one RTT sample the receiver gets. */
-static void confirm(aftp_receiver *r)
-{
-    r->confirmed = 1;
-    r->ss.state = AFTP_STATE_TRANSFER;
-    if (r->ss.now_ns > r->hello_ack_sent_ns)
-        aftp_rtt_sample(&r->rtt, r->ss.now_ns - r->hello_ack_sent_ns, 0);
-    aftp_session_event(&r->ss, AFTP_EV_CONNECTED, AFTP_OK, NULL, NULL);
+    r->window = r->srv.window;
+    if (r->window != 0 && aftp_rpipe_init(r) != AFTP_OK)
+        r->window = r->srv.window = 0;
+    aftp_hello_server_answer(&r->srv, &r->ss);
 }
 
 /* Section 9.14: a pipelined session's input; FILE_OFFER has no place in it. */
@@ -766,14 +510,6 @@ static int server_receives(const aftp_receiver *r, uint8_t type)
         return r->window != 0; /* section 12.4: only in a pipelined session */
     return type == AFTP_WIRE_HELLO || type == AFTP_WIRE_FILE_OFFER || type == AFTP_WIRE_DATA ||
            type == AFTP_WIRE_FILE_DONE || type == AFTP_WIRE_CLOSE;
-}
-
-/* HELLO carries the client's id, everything after it ours. */
-static int addressed_to_us(const aftp_receiver *r, const aftp_wire_header *hdr)
-{
-    if (hdr->type == AFTP_WIRE_HELLO)
-        return !r->hello_seen || hdr->conn_id == r->ss.peer_id;
-    return r->hello_seen && hdr->conn_id == r->ss.local_id;
 }
 
 /* Section 14.5: a sealed DATA is judged on its clear file id and block
@@ -853,7 +589,7 @@ static int admit(aftp_receiver *r, const uint8_t *pkt, size_t len, aftp_wire_pac
     int sealed_data = 0;
     if (aftp_session_peek(&r->ss, pkt, len, &hdr) != AFTP_OK)
         return 0;
-    if (!server_receives(r, hdr.type) || !addressed_to_us(r, &hdr)) {
+    if (!server_receives(r, hdr.type) || !aftp_hello_server_addressed(&r->srv, &r->ss, &hdr)) {
         aftp_session_drop(&r->ss);
         return 0;
     }
@@ -899,43 +635,13 @@ int aftp_receiver_read(aftp_receiver *r, uint64_t now_ns, const uint8_t *pkt, si
     if (p.hdr.type == AFTP_WIRE_HELLO)
         on_hello(r, &p);
     else {
-        if (!r->confirmed)
-            confirm(r);
+        aftp_hello_server_confirm(&r->srv, &r->ss, &r->rtt);
         dispatch(r, &p);
     }
     return aftp_session_failure(&r->ss);
 }
 
 /* ---- output ---- */
-
-static int encode_hello_ack(aftp_receiver *r, uint8_t *buf, size_t cap, aftp_datagram *dg)
-{
-    if (r->hello_ack_len > 0) {
-        /* Protected: the stored answer, byte for byte (no new DH). */
-        memcpy(buf, r->hello_ack, r->hello_ack_len);
-        *dg = (aftp_datagram){.head = buf, .head_len = r->hello_ack_len};
-        aftp_session_resent(&r->ss, dg);
-        r->hello_ack_due = 0;
-        r->hello_ack_sent_ns = r->ss.now_ns;
-        return AFTP_OK;
-    }
-    aftp_wire_packet p;
-    uint8_t ext[HELLO_ACK_EXT_MAX];
-    aftp_wire_writer w;
-    aftp_wire_writer_init(&w, ext, sizeof ext);
-    int rc = put_ack_extensions(r, &w); /* unprotected: unauthenticated, as all else */
-    if (rc != AFTP_OK)
-        return rc;
-    aftp_session_packet(&r->ss, AFTP_WIRE_HELLO_ACK, &p);
-    p.u.hello_ack.server_conn_id = r->ss.local_id;
-    p.u.hello_ack.cipher = AFTP_WIRE_CIPHER_NONE;
-    p.u.hello_ack.max_datagram = r->ss.max_datagram;
-    p.u.hello_ack.ext = ext;
-    p.u.hello_ack.ext_len = (uint16_t)w.pos;
-    r->hello_ack_due = 0;
-    r->hello_ack_sent_ns = r->ss.now_ns;
-    return aftp_session_encode(&r->ss, &p, buf, cap, dg);
-}
 
 static int encode_reply(aftp_receiver *r, uint8_t *buf, size_t cap, aftp_datagram *dg)
 {
@@ -1042,24 +748,17 @@ enum output_kind {
     OUT_FEEDBACK
 };
 
-/* Section 14.3: before the client proved its address, at most 3x its bytes. */
-static int within_amplification_limit(const aftp_receiver *r)
-{
-    return r->confirmed || r->ss.stats.wire_bytes_sent + PRECONFIRM_MAX_LEN <=
-                               AMPLIFICATION_FACTOR * r->ss.stats.wire_bytes_received;
-}
-
 static int next_output(const aftp_receiver *r)
 {
     if (r->ss.state == AFTP_STATE_CLOSED)
         return r->ss.close_due ? OUT_CLOSE : OUT_NONE; /* answering the peer's CLOSE */
-    if (!within_amplification_limit(r))
+    if (!aftp_hello_server_may_send(&r->srv, &r->ss))
         return OUT_NONE;
     if (r->ss.close_due)
         return OUT_CLOSE;
     if (r->ss.state == AFTP_STATE_CLOSING)
         return OUT_NONE;
-    if (r->hello_ack_due)
+    if (r->srv.ack_due)
         return OUT_HELLO_ACK;
     if (r->reply_due)
         return OUT_REPLY;
@@ -1078,7 +777,7 @@ static int emit(aftp_receiver *r, int kind, uint8_t *buf, size_t cap, aftp_datag
 {
     switch (kind) {
     case OUT_CLOSE: return aftp_session_encode_close(&r->ss, buf, cap, dg);
-    case OUT_HELLO_ACK: return encode_hello_ack(r, buf, cap, dg);
+    case OUT_HELLO_ACK: return aftp_hello_server_encode(&r->srv, &r->ss, buf, cap, dg);
     case OUT_REPLY: return encode_reply(r, buf, cap, dg);
     case OUT_RESULT: return encode_result(r, buf, cap, dg);
     case OUT_VERDICTS: return aftp_rpipe_encode_verdicts(r, buf, cap, dg);
@@ -1165,7 +864,7 @@ void aftp_receiver_get_stats(const aftp_receiver *r, aftp_stats *out)
     if (r == NULL || out == NULL)
         return;
     aftp_session_stats(&r->ss, &r->rtt, out);
-    out->rate_cap_bps = r->rate_cap_bps;
+    out->rate_cap_bps = r->srv.rate_cap_bps;
 }
 
 void aftp_receiver_cancel(aftp_receiver *r, uint64_t now_ns)

@@ -12,6 +12,7 @@
 #include "aftp/aftp_engine.h"
 #include "common/aftp_blockmap.h"
 #include "common/aftp_digest.h"
+#include "common/aftp_hello_server.h"
 #include "common/aftp_rtt.h"
 #include "common/aftp_session.h"
 #include "common/aftp_stream.h"
@@ -25,11 +26,6 @@
  * disk), so on a short path, where the feedback interval is 1 ms, groups
  * of one or two files would make the sync the cost of every file. */
 #define GROUP_MIN_NS (10 * NS_PER_MS)
-/* A HELLO_ACK's extensions: RATE_CAP, PIPELINE, then HANDSHAKE. */
-#define HELLO_ACK_EXT_MAX \
-    (4u + AFTP_WIRE_RATE_CAP_LEN + 4u + AFTP_WIRE_PIPELINE_LEN + 4u + AFTP_HS_MAX_RESPONSE)
-/* A HELLO_ACK: header, fixed fields, extension length, its TLVs. */
-#define HELLO_ACK_MAX (AFTP_WIRE_HEADER_LEN + 9u + HELLO_ACK_EXT_MAX)
 
 enum file_phase {
     FILE_NONE,  /* no file offered yet */
@@ -80,18 +76,7 @@ struct aftp_receiver {
     aftp_rtt rtt;           /* one sample: HELLO_ACK to the next packet */
     aftp_digest *hash;
 
-    int hello_seen;
-    int confirmed;          /* the client spoke after HELLO_ACK (section 14.3) */
-    uint64_t hello_ack_sent_ns;
-    int hello_ack_due;
-
-    /* Handshake (section 14). */
-    uint8_t *identity;      /* own private key (sodium_malloc) until the handshake */
-    uint8_t msg1[AFTP_HS_MAX_INIT]; /* the client's message 1, to know its resends */
-    size_t msg1_len;
-    uint8_t hello_ack[HELLO_ACK_MAX]; /* protected: the answer, resent as is */
-    size_t hello_ack_len;
-    uint64_t rate_cap_bps;  /* the cap granted to the client (RATE_CAP), 0: none */
+    aftp_hello_server srv;  /* the handshake as the server (section 9.3) */
     uint32_t window;        /* the session's entry window W (PIPELINE), 0: one-file mode */
 
     /* The current (latest offered) file. */

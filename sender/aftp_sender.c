@@ -29,6 +29,7 @@
 #include "common/aftp_digest.h"
 #include "common/aftp_errmap.h"
 #include "common/aftp_handshake.h"
+#include "common/aftp_hello_client.h"
 #include "common/aftp_pacer.h"
 #include "common/aftp_rtt.h"
 #include "common/aftp_sentlog.h"
@@ -115,15 +116,7 @@ struct aftp_sender {
     int has_feedback;
     uint64_t last_feedback_pn;
 
-    /* Handshake (section 14): the offer, message 1, a RETRY's token. */
-    aftp_handshake *hs;    /* until HELLO_ACK authenticated the server */
-    uint8_t offer[AFTP_WIRE_MAX_CIPHERS];
-    uint8_t offer_count;
-    uint8_t msg1[AFTP_HS_MAX_INIT];
-    size_t msg1_len;
-    int retried;           /* a RETRY was followed (at most one) */
-    uint8_t token[AFTP_WIRE_MAX_TOKEN];
-    uint16_t token_len;
+    aftp_hello_client hello; /* the handshake as the client (section 9.3) */
     uint64_t rate_cap_bps;  /* the receiver's cap (RATE_CAP), 0: none */
 
     /* Pipelined mode (section 9.14). The application's entries wait in
@@ -218,60 +211,6 @@ static void sync_pacer(aftp_sender *s)
         aftp_pacer_set_rate(&s->pacer, aftp_cc_rate(&s->cc));
 }
 
-/* Section 14.2: protected ciphers only (this host's preference first),
- * or [NONE] when the user opted out. */
-static void build_offer(aftp_sender *s)
-{
-    int choice = s->set.security.cipher;
-    uint8_t preferred = aftp_aead_preferred();
-    uint8_t order[2] = {preferred, preferred == AFTP_WIRE_CIPHER_AES256GCM
-                                       ? AFTP_WIRE_CIPHER_CHACHA20POLY1305
-                                       : AFTP_WIRE_CIPHER_AES256GCM};
-    s->offer_count = 0;
-    if (choice == AFTP_CIPHER_NONE) {
-        s->offer[s->offer_count++] = AFTP_WIRE_CIPHER_NONE;
-        return;
-    }
-    for (size_t i = 0; i < sizeof order; i++)
-        if (aftp_session_cipher_allowed(choice, order[i]))
-            s->offer[s->offer_count++] = order[i];
-}
-
-/* The HELLO's fixed fields: what the prologue binds and the server sees. */
-static void hello_fields(const aftp_sender *s, aftp_wire_hello *h)
-{
-    memset(h, 0, sizeof *h);
-    h->role = AFTP_WIRE_ROLE_PUSH;
-    h->cipher_count = s->offer_count;
-    memcpy(h->ciphers, s->offer, s->offer_count);
-    h->max_datagram = s->ss.own_max_datagram;
-}
-
-/* Message 1, bound to the offer (the prologue), built once. */
-static int start_handshake(aftp_sender *s)
-{
-    const aftp_security_settings *sec = &s->set.security;
-    aftp_wire_hello h;
-    uint8_t prologue[AFTP_WIRE_PROLOGUE_MAX];
-    size_t prologue_len;
-    hello_fields(s, &h);
-    int rc = aftp_wire_hello_prologue(&h, s->ss.local_id, prologue, sizeof prologue,
-                                      &prologue_len);
-    if (rc != AFTP_OK)
-        return rc;
-    aftp_hs_config cfg = {.role = AFTP_HS_INITIATOR, .static_secret = sec->identity,
-                          .server_key = sec->peer_key, .psk = sec->psk, .prologue = prologue,
-                          .prologue_len = prologue_len, .random = sec->random,
-                          .random_user = sec->random_user};
-    rc = aftp_handshake_new(&s->hs, &cfg);
-    if (rc == AFTP_OK)
-        rc = aftp_handshake_write_init(s->hs, sec->unix_time_ns, NULL, 0, s->msg1,
-                                       sizeof s->msg1, &s->msg1_len);
-    /* Besides memory, only the keys can make this fail (a server key that
-     * is a low-order point). */
-    return rc == AFTP_OK || rc == AFTP_ERR_NO_MEMORY ? rc : AFTP_ERR_BAD_KEY;
-}
-
 /* Keys were copied into the handshake: the engine keeps no pointer. */
 static void forget_key_pointers(aftp_security_settings *sec)
 {
@@ -294,9 +233,9 @@ int aftp_sender_new(const aftp_sender_settings *settings, uint64_t now_ns, aftp_
     rc = aftp_session_init(&s->ss, settings->conn_id, settings->max_datagram,
                            settings->idle_timeout_ns, settings->on_event, settings->user, now_ns);
     aftp_rtt_init(&s->rtt, settings->initial_rtt_ns);
-    build_offer(s);
-    if (rc == AFTP_OK && settings->security.cipher != AFTP_CIPHER_NONE)
-        rc = start_handshake(s);
+    if (rc == AFTP_OK)
+        rc = aftp_hello_client_init(&s->hello, &s->ss, &settings->security, AFTP_WIRE_ROLE_PUSH,
+                                    settings->pipeline_window);
     forget_key_pointers(&s->set.security);
     uint64_t packets = sentlog_packets(settings);
     if (rc == AFTP_OK)
@@ -337,7 +276,7 @@ void aftp_sender_del(aftp_sender *s)
     aftp_sentlog_free(&s->log);
     aftp_repairq_free(&s->repairs);
     aftp_digest_del(s->hash);
-    aftp_handshake_del(s->hs);
+    aftp_hello_client_free(&s->hello);
     aftp_session_free(&s->ss);
     free(s);
 }
@@ -681,104 +620,8 @@ int aftp_sender_add_entry(aftp_sender *s, const aftp_entry_info *info)
 
 static void on_version_neg(aftp_sender *s, const aftp_wire_version_neg *v)
 {
-    if (s->ss.state != AFTP_STATE_HANDSHAKE)
-        return;
-    for (uint8_t i = 0; i < v->count; i++)
-        if (v->versions[i] == AFTP_WIRE_VERSION)
-            return; /* we speak a listed version: a forged or stale packet */
-    close_now(s, AFTP_ERR_VERSION); /* section 12.2 */
-}
-
-/* Section 14.3: message 2 must open and authenticate the HELLO_ACK's
- * fields; then the traffic keys are installed and the handshake wiped.
- * AFTP_ERR_AUTH when the server is not the one pinned. */
-static int finish_handshake(aftp_sender *s, const aftp_wire_hello_ack *a, const uint8_t *msg2,
-                            uint16_t msg2_len)
-{
-    uint8_t expected[AFTP_HS_MAX_PAYLOAD], got[AFTP_HS_MAX_PAYLOAD];
-    size_t expected_len = 0, got_len = 0;
-    int rc = aftp_handshake_read_response(s->hs, msg2, msg2_len, got, sizeof got, &got_len);
-    /* A HELLO_ACK whose other extensions do not fit a payload cannot have
-     * been authenticated either. */
-    if (rc == AFTP_OK)
-        rc = aftp_session_ack_payload(a, expected, sizeof expected, &expected_len);
-    if (rc != AFTP_OK || got_len != expected_len || memcmp(got, expected, got_len) != 0)
-        rc = AFTP_ERR_AUTH;
-    if (rc == AFTP_OK)
-        rc = aftp_session_protect(&s->ss, s->hs, a->cipher, s->set.security.key_update_packets);
-    aftp_handshake_del(s->hs);
-    s->hs = NULL;
-    return rc;
-}
-
-/* A protected HELLO_ACK: one of our ciphers and message 2, or it is not
- * from the server at all (dropped, 0). 1 once authenticated; the session
- * closes when message 2 fails (-1). */
-static int accept_protected_ack(aftp_sender *s, const aftp_wire_hello_ack *a)
-{
-    const uint8_t *msg2;
-    uint16_t msg2_len;
-    if (a->cipher == AFTP_WIRE_CIPHER_NONE ||
-        memchr(s->offer, a->cipher, s->offer_count) == NULL ||
-        !aftp_wire_ext_find(a->ext, a->ext_len, AFTP_WIRE_EXT_HANDSHAKE, &msg2, &msg2_len)) {
-        aftp_session_drop(&s->ss);
-        return 0;
-    }
-    int rc = finish_handshake(s, a, msg2, msg2_len);
-    if (rc == AFTP_OK)
-        return 1;
-    if (rc == AFTP_ERR_AUTH)
-        aftp_session_set_text(&s->ss, "server failed to authenticate: wrong --peer-key or "
-                                      "known-hosts entry?");
-    close_now(s, rc); /* no keys: no CLOSE the server could trust */
-    return -1;
-}
-
-/* Section 12.3.2: a HELLO_ACK's PIPELINE must be 4 bytes, a window of
- * 1..the one this side proposed, and only when it proposed one. */
-static int pipeline_broken(const aftp_sender *s, const aftp_wire_hello_ack *a, char *why,
-                           size_t cap)
-{
-    uint32_t window = 0;
-    int found = aftp_wire_ext_pipeline(a->ext, a->ext_len, &window);
-    if (found < 0) {
-        snprintf(why, cap, "the receiver's HELLO_ACK carries a PIPELINE that is not a u32 "
-                 "window of 1-%u (spec 12.3.2)", (unsigned)AFTP_WIRE_MAX_WINDOW);
-        return 1;
-    }
-    if (found > 0 && window > s->set.pipeline_window) {
-        snprintf(why, cap, "the receiver's HELLO_ACK carries a PIPELINE window of %" PRIu32
-                 " entries, above the %" PRIu32 " this side proposed (spec 12.3.2)", window,
-                 s->set.pipeline_window);
-        return 1;
-    }
-    return 0;
-}
-
-/* Section 6.3's field checks, on a HELLO_ACK that is authenticated (or in
- * an unprotected session, where nothing is): 1 and why when one fails.
- * (A protected ack's cipher was checked before authentication.) */
-static int ack_fields_broken(const aftp_sender *s, const aftp_wire_hello_ack *a, char *why,
-                             size_t cap)
-{
-    if (!aftp_session_protected(&s->ss) && a->cipher != AFTP_WIRE_CIPHER_NONE) {
-        snprintf(why, cap, "the receiver's HELLO_ACK selects cipher %u; this side offered "
-                 "only none (--cipher none)", (unsigned)a->cipher);
-        return 1;
-    }
-    if (a->max_datagram > s->ss.own_max_datagram) {
-        snprintf(why, cap, "the receiver's HELLO_ACK negotiates datagrams of %u bytes, above "
-                 "the %u this side offered", (unsigned)a->max_datagram,
-                 (unsigned)s->ss.own_max_datagram);
-        return 1;
-    }
-    uint64_t bps = 0;
-    if (aftp_wire_ext_rate_cap(a->ext, a->ext_len, &bps) < 0) {
-        snprintf(why, cap, "the receiver's HELLO_ACK carries a RATE_CAP that is not a non-zero "
-                 "u64 (spec 12.3)");
-        return 1;
-    }
-    return pipeline_broken(s, a, why, cap);
+    if (s->ss.state == AFTP_STATE_HANDSHAKE && aftp_hello_client_version_refused(v))
+        close_now(s, AFTP_ERR_VERSION); /* section 12.2 */
 }
 
 /* The fastest this sender may pace: its user's maximum, lowered to the
@@ -793,10 +636,9 @@ static uint64_t effective_max_rate(const aftp_sender *s)
 
 /* Section 13.2: the receiver's cap binds every policy, fixed rates and
  * minimum rates included (the controller's maximum wins over both). */
-static void obey_rate_cap(aftp_sender *s, const aftp_wire_hello_ack *a)
+static void obey_rate_cap(aftp_sender *s, uint64_t cap_bps)
 {
-    if (aftp_wire_ext_rate_cap(a->ext, a->ext_len, &s->rate_cap_bps) <= 0)
-        s->rate_cap_bps = 0;
+    s->rate_cap_bps = cap_bps;
     aftp_cc_set_limits(&s->cc, s->set.min_rate_bps, effective_max_rate(s));
     sync_pacer(s);
 }
@@ -804,12 +646,11 @@ static void obey_rate_cap(aftp_sender *s, const aftp_wire_hello_ack *a)
 /* Section 12.3.2: the session is pipelined exactly when the HELLO_ACK
  * (checked by pipeline_broken) carries PIPELINE. The repair queue then
  * holds stream blocks, whatever entry they belong to. */
-static int choose_mode(aftp_sender *s, const aftp_wire_hello_ack *a)
+static int choose_mode(aftp_sender *s, uint32_t window)
 {
-    uint32_t window = 0;
     if (s->mode == MODE_ONE_FILE)
         return AFTP_OK;
-    if (aftp_wire_ext_pipeline(a->ext, a->ext_len, &window) <= 0) {
+    if (window == 0) {
         fall_back_to_one_file(s);
         return AFTP_OK;
     }
@@ -830,31 +671,27 @@ static int choose_mode(aftp_sender *s, const aftp_wire_hello_ack *a)
  * checks of 6.3 end the session at once. */
 static void on_hello_ack(aftp_sender *s, const aftp_wire_hello_ack *a)
 {
-    char why[160];
+    aftp_hello_grant grant;
+    int violation = 0;
     if (s->ss.state != AFTP_STATE_HANDSHAKE) {
         aftp_session_drop(&s->ss);
         return;
     }
-    if (s->hs != NULL && accept_protected_ack(s, a) <= 0)
+    int rc = aftp_hello_client_ack(&s->hello, &s->ss, a, &grant, &violation);
+    if (rc == AFTP_HELLO_DROPPED)
         return;
     s->hello_due = 0;
     s->timer_deadline = AFTP_NO_EXPIRY;
-    if (a->server_conn_id == 0) {
-        /* No id to address a CLOSE to: the session ends silently. */
-        aftp_session_set_text(&s->ss, "the receiver's HELLO_ACK gives server id 0");
-        close_now(s, AFTP_ERR_MALFORMED);
+    if (rc != AFTP_OK && violation) {
+        aftp_session_start_closing(&s->ss, rc, AFTP_WIRE_ERR_PROTOCOL, drain_time(s));
         return;
     }
-    s->ss.peer_id = a->server_conn_id;
-    if (ack_fields_broken(s, a, why, sizeof why)) {
-        aftp_session_set_text(&s->ss, why);
-        aftp_session_start_closing(&s->ss, AFTP_ERR_MALFORMED, AFTP_WIRE_ERR_PROTOCOL,
-                                   drain_time(s));
+    if (rc != AFTP_OK) {
+        close_now(s, rc); /* no keys, or no id: no CLOSE the server could trust */
         return;
     }
-    s->ss.max_datagram = a->max_datagram;
-    obey_rate_cap(s, a);
-    if (choose_mode(s, a) != AFTP_OK) {
+    obey_rate_cap(s, grant.rate_cap_bps);
+    if (choose_mode(s, grant.window) != AFTP_OK) {
         close_now(s, AFTP_ERR_NO_MEMORY);
         return;
     }
@@ -1269,13 +1106,10 @@ static void on_close(aftp_sender *s, const aftp_wire_close *c)
  * HELLO keeps its message 1 (the server has not processed it). */
 static void on_retry(aftp_sender *s, const aftp_wire_retry *t)
 {
-    if (s->ss.state != AFTP_STATE_HANDSHAKE || s->retried) {
+    if (s->ss.state != AFTP_STATE_HANDSHAKE || !aftp_hello_client_retry(&s->hello, t)) {
         aftp_session_drop(&s->ss);
         return;
     }
-    s->retried = 1;
-    memcpy(s->token, t->token, t->token_len);
-    s->token_len = t->token_len;
     s->hello_due = 1;
 }
 
@@ -1422,41 +1256,11 @@ static int next_output(const aftp_sender *s)
     return OUT_NONE;
 }
 
-/* The HELLO's extensions: message 1, the RETRY token once there is one,
- * RATE_CAP: this sender honours a receiver's cap (section 12.3), and
- * PIPELINE when the application asked for pipelined mode (12.3.2). */
-#define HELLO_EXT_MAX (4u * 4u + AFTP_HS_MAX_INIT + AFTP_WIRE_MAX_TOKEN + AFTP_WIRE_PIPELINE_LEN)
-
-static int hello_extensions(const aftp_sender *s, uint8_t *ext, uint16_t *ext_len)
-{
-    aftp_wire_writer w;
-    int rc = AFTP_OK;
-    aftp_wire_writer_init(&w, ext, HELLO_EXT_MAX);
-    if (s->msg1_len > 0)
-        rc = aftp_wire_ext_put(&w, AFTP_WIRE_EXT_HANDSHAKE, s->msg1, (uint16_t)s->msg1_len);
-    if (rc == AFTP_OK && s->token_len > 0)
-        rc = aftp_wire_ext_put(&w, AFTP_WIRE_EXT_COOKIE, s->token, s->token_len);
-    if (rc == AFTP_OK)
-        rc = aftp_wire_ext_put_rate_cap(&w, 0);
-    if (rc == AFTP_OK && s->set.pipeline_window > 0)
-        rc = aftp_wire_ext_put_pipeline(&w, s->set.pipeline_window);
-    *ext_len = (uint16_t)w.pos;
-    return rc;
-}
-
 static int encode_hello(aftp_sender *s, uint8_t *buf, size_t cap, aftp_datagram *dg)
 {
-    aftp_wire_packet p;
-    uint8_t ext[HELLO_EXT_MAX];
-    aftp_session_packet(&s->ss, AFTP_WIRE_HELLO, &p);
-    hello_fields(s, &p.u.hello);
-    int rc = hello_extensions(s, ext, &p.u.hello.ext_len);
-    if (rc != AFTP_OK)
-        return rc;
-    p.u.hello.ext = ext;
     s->hello_due = 0;
     arm_timer(s);
-    return aftp_session_encode(&s->ss, &p, buf, cap, dg);
+    return aftp_hello_client_encode(&s->hello, &s->ss, buf, cap, dg);
 }
 
 static int encode_offer(aftp_sender *s, uint8_t *buf, size_t cap, aftp_datagram *dg)
