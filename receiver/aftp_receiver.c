@@ -25,7 +25,9 @@
  *
  * A session that negotiated PIPELINE (spec 12.3.2) runs pipelined mode,
  * in aftp_receiver_pipe.c, over the same session, handshake, block map,
- * FEEDBACK and output machinery.
+ * FEEDBACK and output machinery. As the client of a pull (spec 9.15,
+ * settings.role AFTP_ROLE_PULL) the receiver sends the HELLO and its
+ * request (aftp_receiver_pull.c) and is then that pipelined receiver.
  */
 #include "aftp/aftp_engine.h"
 
@@ -68,6 +70,9 @@ static int settings_valid(const aftp_receiver_settings *s)
            s->max_datagram <= AFTP_WIRE_MAX_DATAGRAM && s->idle_timeout_ns > 0 &&
            s->feedback_interval_ns >= MIN_FEEDBACK_NS && s->initial_rtt_ns > 0 &&
            s->map_window_blocks > 0 && s->pipeline_window <= AFTP_WIRE_MAX_WINDOW &&
+           (s->role == AFTP_ROLE_PUSH ||
+            (s->role == AFTP_ROLE_PULL && s->pipeline_window > 0 && s->storage != NULL &&
+             s->storage->entry != NULL)) &&
            s->storage != NULL && s->storage->view != NULL && s->storage->open != NULL &&
            s->storage->write != NULL && s->storage->close != NULL;
 }
@@ -77,7 +82,7 @@ int aftp_receiver_new(const aftp_receiver_settings *settings, uint64_t now_ns,
 {
     if (!settings_valid(settings) || out == NULL)
         return AFTP_ERR_INVALID_ARGUMENT;
-    int rc = aftp_session_check_security(&settings->security, 0);
+    int rc = aftp_session_check_security(&settings->security, settings->role == AFTP_ROLE_PULL);
     if (rc != AFTP_OK)
         return rc;
     aftp_receiver *r = calloc(1, sizeof *r);
@@ -86,7 +91,11 @@ int aftp_receiver_new(const aftp_receiver_settings *settings, uint64_t now_ns,
     r->set = *settings;
     rc = aftp_session_init(&r->ss, settings->conn_id, settings->max_datagram,
                            settings->idle_timeout_ns, settings->on_event, settings->user, now_ns);
-    if (rc == AFTP_OK)
+    r->ss.peer_role = "sender";
+    r->client = settings->role == AFTP_ROLE_PULL;
+    if (rc == AFTP_OK && r->client)
+        rc = aftp_rpull_init(r);
+    else if (rc == AFTP_OK)
         rc = aftp_hello_server_init(&r->srv, &r->set.security, AFTP_WIRE_ROLE_PUSH,
                                     settings->storage->entry != NULL ? settings->pipeline_window
                                                                      : 0);
@@ -117,6 +126,7 @@ void aftp_receiver_del(aftp_receiver *r)
     free(r->ranges);
     free(r->path);
     aftp_hello_server_free(&r->srv);
+    aftp_rpull_free(r);
     aftp_session_free(&r->ss);
     free(r);
 }
@@ -177,7 +187,7 @@ static void end_file(aftp_receiver *r, int error, const uint8_t *digest)
 }
 
 /* Session over: an open file is discarded (sections 9.11-9.13). */
-static void close_now(aftp_receiver *r, int error)
+void aftp_recv_close_now(aftp_receiver *r, int error)
 {
     if (r->phase == FILE_OPEN)
         end_file(r, error, NULL);
@@ -456,7 +466,7 @@ static void on_file_done(aftp_receiver *r, const aftp_wire_file_done *d)
 
 static void on_close(aftp_receiver *r, const aftp_wire_close *c)
 {
-    close_now(r, aftp_session_peer_close(&r->ss, c));
+    aftp_recv_close_now(r, aftp_session_peer_close(&r->ss, c));
     aftp_session_answer_close(&r->ss);
 }
 
@@ -589,7 +599,10 @@ static int admit(aftp_receiver *r, const uint8_t *pkt, size_t len, aftp_wire_pac
     int sealed_data = 0;
     if (aftp_session_peek(&r->ss, pkt, len, &hdr) != AFTP_OK)
         return 0;
-    if (!server_receives(r, hdr.type) || !aftp_hello_server_addressed(&r->srv, &r->ss, &hdr)) {
+    int wanted = r->client ? aftp_rpull_receives(r, hdr.type) && hdr.conn_id == r->ss.local_id
+                           : server_receives(r, hdr.type) &&
+                                 aftp_hello_server_addressed(&r->srv, &r->ss, &hdr);
+    if (!wanted) {
         aftp_session_drop(&r->ss);
         return 0;
     }
@@ -627,12 +640,15 @@ int aftp_receiver_read(aftp_receiver *r, uint64_t now_ns, const uint8_t *pkt, si
     }
     if (r->ss.state == AFTP_STATE_CLOSING) {
         if (p.hdr.type == AFTP_WIRE_CLOSE)
-            close_now(r, r->ss.error);
+            aftp_recv_close_now(r, r->ss.error);
         else
             r->ss.close_due = 1;
         return AFTP_OK;
     }
-    if (p.hdr.type == AFTP_WIRE_HELLO)
+    if (r->client) {
+        if (!aftp_rpull_on_packet(r, &p))
+            dispatch(r, &p);
+    } else if (p.hdr.type == AFTP_WIRE_HELLO)
         on_hello(r, &p);
     else {
         aftp_hello_server_confirm(&r->srv, &r->ss, &r->rtt);
@@ -745,14 +761,14 @@ static int encode_feedback(aftp_receiver *r, uint8_t *buf, size_t cap, aftp_data
 
 enum output_kind {
     OUT_NONE, OUT_CLOSE, OUT_HELLO_ACK, OUT_REPLY, OUT_RESULT, OUT_VERDICTS, OUT_PIPE_RESULT,
-    OUT_FEEDBACK
+    OUT_FEEDBACK, OUT_PULL
 };
 
 static int next_output(const aftp_receiver *r)
 {
     if (r->ss.state == AFTP_STATE_CLOSED)
         return r->ss.close_due ? OUT_CLOSE : OUT_NONE; /* answering the peer's CLOSE */
-    if (!aftp_hello_server_may_send(&r->srv, &r->ss))
+    if (!r->client && !aftp_hello_server_may_send(&r->srv, &r->ss))
         return OUT_NONE;
     if (r->ss.close_due)
         return OUT_CLOSE;
@@ -760,6 +776,8 @@ static int next_output(const aftp_receiver *r)
         return OUT_NONE;
     if (r->srv.ack_due)
         return OUT_HELLO_ACK;
+    if (r->client && aftp_rpull_due(r) != 0)
+        return OUT_PULL;
     if (r->reply_due)
         return OUT_REPLY;
     if (r->result_due)
@@ -782,6 +800,7 @@ static int emit(aftp_receiver *r, int kind, uint8_t *buf, size_t cap, aftp_datag
     case OUT_RESULT: return encode_result(r, buf, cap, dg);
     case OUT_VERDICTS: return aftp_rpipe_encode_verdicts(r, buf, cap, dg);
     case OUT_PIPE_RESULT: return aftp_rpipe_encode_result(r, buf, cap, dg);
+    case OUT_PULL: return aftp_rpull_encode(r, aftp_rpull_due(r), buf, cap, dg);
     default: return encode_feedback(r, buf, cap, dg);
     }
 }
@@ -814,6 +833,8 @@ uint64_t aftp_receiver_expiry(const aftp_receiver *r)
         t = min_u64(t, r->feedback_deadline);
     if (verify_due(r))
         t = min_u64(t, r->ss.now_ns); /* the next read-back step is due */
+    if (r->client)
+        t = aftp_rpull_expiry(r, t);
     return min_u64(aftp_rpipe_expiry(r, t), r->resend_deadline);
 }
 
@@ -824,11 +845,13 @@ int aftp_receiver_handle_expiry(aftp_receiver *r, uint64_t now_ns)
     aftp_session_tick(&r->ss, now_ns);
     switch (aftp_session_timer_due(&r->ss, r->ss.now_ns)) {
     case AFTP_SESSION_TIMER_DRAINED:
-        close_now(r, r->ss.error);
+        aftp_recv_close_now(r, r->ss.error);
         return r->ss.error;
     case AFTP_SESSION_TIMER_IDLE:
-        aftp_session_set_text(&r->ss, "the sender stopped answering");
-        close_now(r, AFTP_ERR_IDLE_TIMEOUT); /* section 9.12: no CLOSE */
+        aftp_session_set_text(&r->ss, r->ss.state == AFTP_STATE_HANDSHAKE && r->client
+                                          ? "no answer from the server"
+                                          : "the sender stopped answering");
+        aftp_recv_close_now(r, AFTP_ERR_IDLE_TIMEOUT); /* section 9.12: no CLOSE */
         return AFTP_ERR_IDLE_TIMEOUT;
     default: break;
     }
@@ -844,6 +867,8 @@ int aftp_receiver_handle_expiry(aftp_receiver *r, uint64_t now_ns)
     if (verify_due(r))
         verify_step(r);
     aftp_rpipe_handle_expiry(r);
+    if (r->client)
+        aftp_rpull_handle_expiry(r);
     return AFTP_OK;
 }
 
@@ -872,5 +897,8 @@ void aftp_receiver_cancel(aftp_receiver *r, uint64_t now_ns)
     if (r == NULL || r->ss.state == AFTP_STATE_CLOSING || r->ss.state == AFTP_STATE_CLOSED)
         return;
     aftp_session_tick(&r->ss, now_ns);
-    aftp_recv_start_closing(r, AFTP_ERR_CANCELLED, AFTP_WIRE_ERR_CANCELLED); /* section 9.13 */
+    if (r->client && r->ss.state == AFTP_STATE_HANDSHAKE)
+        aftp_recv_close_now(r, AFTP_ERR_CANCELLED); /* section 9.13: no server id to tell */
+    else
+        aftp_recv_start_closing(r, AFTP_ERR_CANCELLED, AFTP_WIRE_ERR_CANCELLED);
 }

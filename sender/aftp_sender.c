@@ -11,6 +11,12 @@
  * over the session stream, keyed by stream block; FILE_DONE and
  * FILE_RESULT are per entry.
  *
+ * Pull (section 9.15, settings.role AFTP_ROLE_PULL): this sender is the
+ * server. It answers the client's HELLO (common/aftp_hello_server), asks
+ * storage about each path of the client's PULL_REQUEST, answers with the
+ * PULL_REPLY (resent until the client confirms it), and from then on is
+ * the pipelined sender above; its storage adds the entries.
+ *
  * Protected sessions: message 1 of the handshake is built once at
  * aftp_sender_new and every HELLO (resends, the answer to a RETRY) carries
  * the same bytes; HELLO_ACK's message 2 authenticates the server and the
@@ -30,6 +36,7 @@
 #include "common/aftp_errmap.h"
 #include "common/aftp_handshake.h"
 #include "common/aftp_hello_client.h"
+#include "common/aftp_hello_server.h"
 #include "common/aftp_pacer.h"
 #include "common/aftp_rtt.h"
 #include "common/aftp_sentlog.h"
@@ -68,6 +75,14 @@ enum file_phase {
     PHASE_OFFER,       /* FILE_OFFER sent, waiting for FILE_REPLY */
     PHASE_DATA,        /* first transmissions in progress */
     PHASE_WAIT_RESULT  /* every block sent once, FILE_DONE out, repairs go on */
+};
+
+/* Where the server of a pull is (section 9.15.3). */
+enum pull_phase {
+    PULL_NONE,      /* a push: this sender is the client */
+    PULL_WAITING,   /* no PULL_REQUEST yet */
+    PULL_REPLIED,   /* PULL_REPLY sent, the client has not confirmed it */
+    PULL_CONFIRMED  /* the client has the reply: entries run to the end */
 };
 
 /* Which protocol the session runs (spec 9.14): known at HELLO_ACK. */
@@ -116,7 +131,13 @@ struct aftp_sender {
     int has_feedback;
     uint64_t last_feedback_pn;
 
-    aftp_hello_client hello; /* the handshake as the client (section 9.3) */
+    aftp_hello_client hello; /* push: the handshake as the client (section 9.3) */
+    aftp_hello_server srv;   /* pull: the handshake as the server */
+    int pull;               /* enum pull_phase */
+    aftp_wire_pull_reply reply;
+    int reply_due;
+    uint64_t reply_deadline; /* its resend while unconfirmed */
+    unsigned reply_backoff;
     uint64_t rate_cap_bps;  /* the receiver's cap (RATE_CAP), 0: none */
 
     /* Pipelined mode (section 9.14). The application's entries wait in
@@ -168,7 +189,9 @@ static int settings_valid(const aftp_sender_settings *s)
            s->storage->view != NULL && s->storage->close != NULL && s->policy >= AFTP_CC_FAIR &&
            s->policy <= AFTP_CC_LOW &&
            (s->max_rate_bps == 0 || s->max_rate_bps >= s->min_rate_bps) &&
-           s->pipeline_window <= AFTP_WIRE_MAX_WINDOW;
+           s->pipeline_window <= AFTP_WIRE_MAX_WINDOW &&
+           (s->role == AFTP_ROLE_PUSH ||
+            (s->role == AFTP_ROLE_PULL && s->pipeline_window > 0 && s->storage->pull_path != NULL));
 }
 
 /* The fastest the sender may pace: the rate itself when fixed. */
@@ -223,7 +246,7 @@ int aftp_sender_new(const aftp_sender_settings *settings, uint64_t now_ns, aftp_
 {
     if (!settings_valid(settings) || out == NULL)
         return AFTP_ERR_INVALID_ARGUMENT;
-    int rc = aftp_session_check_security(&settings->security, 1);
+    int rc = aftp_session_check_security(&settings->security, settings->role == AFTP_ROLE_PUSH);
     if (rc != AFTP_OK)
         return rc;
     aftp_sender *s = calloc(1, sizeof *s);
@@ -233,7 +256,12 @@ int aftp_sender_new(const aftp_sender_settings *settings, uint64_t now_ns, aftp_
     rc = aftp_session_init(&s->ss, settings->conn_id, settings->max_datagram,
                            settings->idle_timeout_ns, settings->on_event, settings->user, now_ns);
     aftp_rtt_init(&s->rtt, settings->initial_rtt_ns);
-    if (rc == AFTP_OK)
+    s->ss.peer_role = "receiver";
+    s->pull = settings->role == AFTP_ROLE_PULL ? PULL_WAITING : PULL_NONE;
+    if (rc == AFTP_OK && s->pull != PULL_NONE)
+        rc = aftp_hello_server_init(&s->srv, &s->set.security, AFTP_WIRE_ROLE_PULL,
+                                    settings->pipeline_window);
+    else if (rc == AFTP_OK)
         rc = aftp_hello_client_init(&s->hello, &s->ss, &settings->security, AFTP_WIRE_ROLE_PUSH,
                                     settings->pipeline_window);
     forget_key_pointers(&s->set.security);
@@ -255,10 +283,12 @@ int aftp_sender_new(const aftp_sender_settings *settings, uint64_t now_ns, aftp_
         return rc;
     }
     /* Section 9.3: HELLO leaves at once and on the control timer after that.
-     * HELLO carries the client's own id (the server has none yet). */
-    s->ss.peer_id = settings->conn_id;
-    s->hello_due = 1;
+     * HELLO carries the client's own id (the server has none yet). The
+     * server of a pull waits for the client's HELLO instead. */
+    s->ss.peer_id = s->pull == PULL_NONE ? settings->conn_id : 0;
+    s->hello_due = s->pull == PULL_NONE;
     s->timer_deadline = AFTP_NO_EXPIRY;
+    s->reply_deadline = AFTP_NO_EXPIRY;
     *out = s;
     return AFTP_OK;
 }
@@ -277,6 +307,7 @@ void aftp_sender_del(aftp_sender *s)
     aftp_repairq_free(&s->repairs);
     aftp_digest_del(s->hash);
     aftp_hello_client_free(&s->hello);
+    aftp_hello_server_free(&s->srv);
     aftp_session_free(&s->ss);
     free(s);
 }
@@ -387,9 +418,11 @@ static void start_next_file(aftp_sender *s)
 {
     sender_file *f = current_file(s);
     if (s->mode == MODE_PIPELINED) {
-        /* Section 9.14.3: CLOSE(NONE) once every entry ended. */
+        /* Section 9.14.3: CLOSE(NONE) once every entry ended; in a pull
+         * not before the client has its PULL_REPLY (9.15.3). */
         if (s->ss.state == AFTP_STATE_TRANSFER && s->finished &&
-            s->entries.oldest > s->entries.newest)
+            s->entries.oldest > s->entries.newest &&
+            (s->pull == PULL_NONE || s->pull == PULL_CONFIRMED))
             aftp_session_start_closing(&s->ss, AFTP_OK, AFTP_WIRE_ERR_NONE, drain_time(s));
         return;
     }
@@ -1113,8 +1146,109 @@ static void on_retry(aftp_sender *s, const aftp_wire_retry *t)
     s->hello_due = 1;
 }
 
+/* ---- pull: this sender is the server (section 9.15) ---- */
+
+/* Section 9.15.1: the client's HELLO; an admitted client gets the
+ * pipelined session, the policy's cap on this sender, and its HELLO_ACK. */
+static void on_pull_hello(aftp_sender *s, const aftp_wire_packet *p)
+{
+    if (aftp_hello_server_hello(&s->srv, &s->ss, p, drain_time(s)) != AFTP_HELLO_ADMITTED)
+        return;
+    if (choose_mode(s, s->srv.window) != AFTP_OK) {
+        close_now(s, AFTP_ERR_NO_MEMORY);
+        return;
+    }
+    obey_rate_cap(s, s->srv.rate_cap_bps);
+    aftp_hello_server_answer(&s->srv, &s->ss);
+}
+
+/* A path's refusal as PULL_REPLY says it: NOT_FOUND is its own there
+ * (spec 11.3), everything else as everywhere. */
+static uint16_t path_verdict(int rc)
+{
+    return rc == AFTP_ERR_NOT_FOUND ? AFTP_WIRE_ERR_NOT_FOUND : aftp_errmap_to_wire(rc);
+}
+
+static uint64_t lower_limit(uint64_t a, uint64_t b)
+{
+    return a == 0 || (b != 0 && b < a) ? b : a;
+}
+
+/* Section 9.15.2: storage decides each path; the reply goes at once and
+ * is repeated for a repeated request. */
+static void on_pull_request(aftp_sender *s, const aftp_wire_pull_request *q)
+{
+    aftp_wire_record_iter it;
+    aftp_wire_path path;
+    char text[AFTP_WIRE_MAX_PATH + 1];
+    if (s->pull != PULL_WAITING) {
+        s->reply_due = 1;
+        return;
+    }
+    unsigned flags = q->flags & AFTP_WIRE_PULL_FLAGS_DEFINED; /* the API's values */
+    s->reply.count = 0;
+    aftp_wire_pull_paths_iter_init(&it, q);
+    while (aftp_wire_pull_paths_next(&it, &path)) {
+        memcpy(text, path.bytes, path.len);
+        text[path.len] = '\0';
+        int rc = s->set.storage->pull_path(s->set.user, s->reply.count, text, flags);
+        s->reply.errors[s->reply.count++] = path_verdict(rc);
+    }
+    obey_rate_cap(s, lower_limit(s->srv.rate_cap_bps, q->max_rate_bps));
+    s->pull = PULL_REPLIED;
+    s->reply_due = 1;
+}
+
+/* Any FEEDBACK or VERDICTS shows the client has its PULL_REPLY: the reply
+ * stops, and the session may end once its entries have. */
+static void pull_confirmed(aftp_sender *s)
+{
+    s->pull = PULL_CONFIRMED;
+    s->reply_deadline = AFTP_NO_EXPIRY;
+    start_next_file(s);
+}
+
+static int encode_pull_reply(aftp_sender *s, uint8_t *buf, size_t cap, aftp_datagram *dg)
+{
+    aftp_wire_packet p;
+    aftp_session_packet(&s->ss, AFTP_WIRE_PULL_REPLY, &p);
+    p.u.pull_reply = s->reply;
+    s->reply_due = 0;
+    if (s->pull == PULL_REPLIED)
+        s->reply_deadline = s->ss.now_ns + aftp_rtt_pto_backoff(&s->rtt, s->reply_backoff);
+    return aftp_session_encode(&s->ss, &p, buf, cap, dg);
+}
+
+/* A pull's own input (9.15.3): 1 when the packet was the pull's alone,
+ * 0 when the pipelined sender takes it on. */
+static int dispatch_pull(aftp_sender *s, const aftp_wire_packet *p)
+{
+    if (p->hdr.type == AFTP_WIRE_HELLO) {
+        on_pull_hello(s, p);
+        return 1;
+    }
+    /* Anything else carries the server's id and opened: the address is
+     * the client's (section 9.3 step 5). */
+    aftp_hello_server_confirm(&s->srv, &s->ss, &s->rtt);
+    int answer = p->hdr.type == AFTP_WIRE_FEEDBACK || p->hdr.type == AFTP_WIRE_VERDICTS ||
+                 p->hdr.type == AFTP_WIRE_FILE_RESULT;
+    if (p->hdr.type == AFTP_WIRE_PULL_REQUEST) {
+        on_pull_request(s, &p->u.pull_request);
+        return 1;
+    }
+    if (answer && s->pull == PULL_WAITING) {
+        aftp_session_drop(&s->ss); /* nothing was offered yet */
+        return 1;
+    }
+    if (answer && s->pull == PULL_REPLIED && p->hdr.type != AFTP_WIRE_FILE_RESULT)
+        pull_confirmed(s);
+    return 0;
+}
+
 static void dispatch(aftp_sender *s, const aftp_wire_packet *p)
 {
+    if (s->pull != PULL_NONE && dispatch_pull(s, p))
+        return;
     switch (p->hdr.type) {
     case AFTP_WIRE_VERSION_NEG: on_version_neg(s, &p->u.version_neg); break;
     case AFTP_WIRE_RETRY: on_retry(s, &p->u.retry); break;
@@ -1133,6 +1267,10 @@ static void dispatch(aftp_sender *s, const aftp_wire_packet *p)
  * count as the server's (an unsealed HELLO would restart the idle timer). */
 static int client_receives(const aftp_sender *s, uint8_t type)
 {
+    if (s->pull != PULL_NONE) /* section 5.3: what a pull's server receives */
+        return type == AFTP_WIRE_HELLO || type == AFTP_WIRE_PULL_REQUEST ||
+               type == AFTP_WIRE_FEEDBACK || type == AFTP_WIRE_VERDICTS ||
+               type == AFTP_WIRE_FILE_RESULT || type == AFTP_WIRE_CLOSE;
     if (type == AFTP_WIRE_VERDICTS) /* only once PIPELINE was negotiated (12.3.2) */
         return s->mode == MODE_PIPELINED;
     return type == AFTP_WIRE_VERSION_NEG || type == AFTP_WIRE_HELLO_ACK ||
@@ -1149,7 +1287,9 @@ static int admit(aftp_sender *s, const uint8_t *pkt, size_t len, aftp_wire_packe
     aftp_wire_header hdr;
     if (aftp_session_peek(&s->ss, pkt, len, &hdr) != AFTP_OK)
         return 0;
-    if (!client_receives(s, hdr.type) || hdr.conn_id != s->ss.local_id) {
+    int ours = s->pull != PULL_NONE ? aftp_hello_server_addressed(&s->srv, &s->ss, &hdr)
+                                    : hdr.conn_id == s->ss.local_id;
+    if (!client_receives(s, hdr.type) || !ours) {
         aftp_session_drop(&s->ss);
         return 0;
     }
@@ -1184,7 +1324,7 @@ int aftp_sender_read(aftp_sender *s, uint64_t now_ns, const uint8_t *pkt, size_t
 
 enum output_kind {
     OUT_NONE, OUT_CLOSE, OUT_HELLO, OUT_OFFER, OUT_ENTRIES, OUT_DONE, OUT_REPAIR, OUT_NEW,
-    OUT_PROBE
+    OUT_PROBE, OUT_HELLO_ACK, OUT_PULL_REPLY
 };
 
 /* Section 9.14.3: a resend round is under way, or the next entry is queued
@@ -1226,8 +1366,30 @@ static int new_block_ready(const aftp_sender *s)
 
 /* What the next datagram would be, in priority order: control first, then
  * repairs, then new blocks, then a probe (sections 9.7, 10.4). */
+/* The server of a pull, before its reply is out (section 9.15.3): the
+ * HELLO_ACK, then the PULL_REPLY, and nothing else before the reply. 1
+ * and *kind when this decides. */
+static int pull_output(const aftp_sender *s, int *kind)
+{
+    *kind = OUT_NONE;
+    if (s->ss.state == AFTP_STATE_CLOSED) /* answering the client's CLOSE */
+        return 0;
+    if (!aftp_hello_server_may_send(&s->srv, &s->ss)) /* section 14.3 */
+        return 1;
+    if (s->ss.state == AFTP_STATE_CLOSING)
+        return 0;
+    if (s->srv.ack_due)
+        *kind = OUT_HELLO_ACK;
+    else if (s->reply_due)
+        *kind = OUT_PULL_REPLY;
+    return *kind != OUT_NONE || s->ss.state != AFTP_STATE_TRANSFER || s->pull == PULL_WAITING;
+}
+
 static int next_output(const aftp_sender *s)
 {
+    int kind;
+    if (s->pull != PULL_NONE && pull_output(s, &kind))
+        return kind;
     switch (s->ss.state) {
     case AFTP_STATE_CLOSING:
     case AFTP_STATE_CLOSED: return s->ss.close_due ? OUT_CLOSE : OUT_NONE;
@@ -1618,6 +1780,8 @@ static int emit(aftp_sender *s, int kind, uint8_t *buf, size_t cap, aftp_datagra
     switch (kind) {
     case OUT_CLOSE: return aftp_session_encode_close(&s->ss, buf, cap, dg);
     case OUT_HELLO: return encode_hello(s, buf, cap, dg);
+    case OUT_HELLO_ACK: return aftp_hello_server_encode(&s->srv, &s->ss, buf, cap, dg);
+    case OUT_PULL_REPLY: return encode_pull_reply(s, buf, cap, dg);
     case OUT_OFFER: return encode_offer(s, buf, cap, dg);
     case OUT_ENTRIES: return encode_entries(s, buf, cap, dg);
     case OUT_DONE: return encode_done(s, buf, cap, dg);
@@ -1715,6 +1879,8 @@ uint64_t aftp_sender_expiry(const aftp_sender *s)
         t = s->ctl_deadline;
     if (s->cursor_busy && s->ss.state == AFTP_STATE_TRANSFER)
         t = s->ss.now_ns; /* hashing a resumed file: the next step is due now */
+    if (s->pull == PULL_REPLIED && s->ss.state == AFTP_STATE_TRANSFER && s->reply_deadline < t)
+        t = s->reply_deadline;
     if (next_output(s) != OUT_NONE && aftp_pacer_next_send(&s->pacer) < t)
         t = aftp_pacer_next_send(&s->pacer);
     return t;
@@ -1820,6 +1986,12 @@ int aftp_sender_handle_expiry(aftp_sender *s, uint64_t now_ns)
     if (s->ss.state == AFTP_STATE_TRANSFER && s->mode == MODE_PIPELINED &&
         s->ss.now_ns >= s->ctl_deadline)
         control_timeout(s);
+    if (s->pull == PULL_REPLIED && s->ss.state == AFTP_STATE_TRANSFER &&
+        s->ss.now_ns >= s->reply_deadline) {
+        s->reply_backoff++; /* section 9.15.2: until the client confirms it */
+        s->reply_deadline = AFTP_NO_EXPIRY;
+        s->reply_due = 1;
+    }
     return AFTP_OK;
 }
 
