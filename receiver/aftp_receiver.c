@@ -591,7 +591,8 @@ static uint8_t *payload_place(aftp_receiver *r, uint32_t file_id, uint64_t block
  * replay and flag checks, then decryption: a wanted DATA payload straight
  * into its place in storage where storage lends it, anything else into
  * scratch. */
-static int admit(aftp_receiver *r, const uint8_t *pkt, size_t len, aftp_wire_packet *p)
+static int admit(aftp_receiver *r, const uint8_t *pkt, size_t len, aftp_wire_packet *p,
+                 int *wrong_role)
 {
     aftp_wire_header hdr;
     uint32_t file_id = 0;
@@ -599,7 +600,12 @@ static int admit(aftp_receiver *r, const uint8_t *pkt, size_t len, aftp_wire_pac
     int sealed_data = 0;
     if (aftp_session_peek(&r->ss, pkt, len, &hdr) != AFTP_OK)
         return 0;
-    int wanted = r->client ? aftp_rpull_receives(r, hdr.type) && hdr.conn_id == r->ss.local_id
+    /* The client of a pull opens, once its handshake is complete, a type
+     * the server never sends: once it is the server's, it is a protocol
+     * violation (spec 9.15.3). */
+    *wrong_role = r->client && !aftp_rpull_receives(r, hdr.type);
+    int wanted = r->client ? (!*wrong_role || r->ss.state != AFTP_STATE_HANDSHAKE) &&
+                                 hdr.conn_id == r->ss.local_id
                            : server_receives(r, hdr.type) &&
                                  aftp_hello_server_addressed(&r->srv, &r->ss, &hdr);
     if (!wanted) {
@@ -625,12 +631,14 @@ static int admit(aftp_receiver *r, const uint8_t *pkt, size_t len, aftp_wire_pac
 int aftp_receiver_read(aftp_receiver *r, uint64_t now_ns, const uint8_t *pkt, size_t len)
 {
     aftp_wire_packet p;
+    int wrong_role = 0;
+    char why[128];
     if (r == NULL)
         return AFTP_ERR_INVALID_ARGUMENT;
     aftp_session_tick(&r->ss, now_ns);
     if (r->ss.state == AFTP_STATE_CLOSED)
         return AFTP_OK;
-    if (!admit(r, pkt, len, &p))
+    if (!admit(r, pkt, len, &p, &wrong_role))
         return AFTP_OK;
     aftp_session_heard(&r->ss, r->ss.now_ns, len);
     if (!r->has_largest || p.hdr.pn > r->largest_pn) {
@@ -645,7 +653,11 @@ int aftp_receiver_read(aftp_receiver *r, uint64_t now_ns, const uint8_t *pkt, si
             r->ss.close_due = 1;
         return AFTP_OK;
     }
-    if (r->client) {
+    if (wrong_role && r->ss.state == AFTP_STATE_TRANSFER) {
+        snprintf(why, sizeof why, "the server sent a %s, which a pull's server never sends "
+                 "(spec 9.15.3)", aftp_wire_type_name(p.hdr.type));
+        aftp_recv_close_protocol(r, why);
+    } else if (r->client) {
         if (!aftp_rpull_on_packet(r, &p))
             dispatch(r, &p);
     } else if (p.hdr.type == AFTP_WIRE_HELLO)

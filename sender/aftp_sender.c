@@ -1282,14 +1282,20 @@ static int client_receives(const aftp_sender *s, uint8_t type)
 /* The receive steps (aftp_session.h): clear header, type and id (everything
  * the server sends carries our id; VERSION_NEG echoes it), replay and flag
  * checks, then decryption. */
-static int admit(aftp_sender *s, const uint8_t *pkt, size_t len, aftp_wire_packet *p)
+/* The receive steps (aftp_session.h). In a pull whose handshake is
+ * complete a type the client never sends is opened all the same: once it
+ * is the client's, it is a protocol violation (*wrong_role, spec 9.15.3). */
+static int admit(aftp_sender *s, const uint8_t *pkt, size_t len, aftp_wire_packet *p,
+                 int *wrong_role)
 {
     aftp_wire_header hdr;
     if (aftp_session_peek(&s->ss, pkt, len, &hdr) != AFTP_OK)
         return 0;
     int ours = s->pull != PULL_NONE ? aftp_hello_server_addressed(&s->srv, &s->ss, &hdr)
                                     : hdr.conn_id == s->ss.local_id;
-    if (!client_receives(s, hdr.type) || !ours) {
+    *wrong_role = !client_receives(s, hdr.type);
+    int judged = s->pull != PULL_NONE && s->srv.confirmed && hdr.type != AFTP_WIRE_HELLO;
+    if ((*wrong_role && !judged) || !ours) {
         aftp_session_drop(&s->ss);
         return 0;
     }
@@ -1300,14 +1306,22 @@ static int admit(aftp_sender *s, const uint8_t *pkt, size_t len, aftp_wire_packe
 int aftp_sender_read(aftp_sender *s, uint64_t now_ns, const uint8_t *pkt, size_t len)
 {
     aftp_wire_packet p;
+    int wrong_role = 0;
+    char why[128];
     if (s == NULL)
         return AFTP_ERR_INVALID_ARGUMENT;
     aftp_session_tick(&s->ss, now_ns);
     if (s->ss.state == AFTP_STATE_CLOSED)
         return AFTP_OK;
-    if (!admit(s, pkt, len, &p))
+    if (!admit(s, pkt, len, &p, &wrong_role))
         return AFTP_OK;
     aftp_session_heard(&s->ss, s->ss.now_ns, len);
+    if (wrong_role && s->ss.state == AFTP_STATE_TRANSFER) {
+        snprintf(why, sizeof why, "the client sent a %s, which a pull's client never sends "
+                 "(spec 9.15.3)", aftp_wire_type_name(p.hdr.type));
+        fail_and_close_saying(s, AFTP_ERR_MALFORMED, why);
+        return aftp_session_failure(&s->ss);
+    }
     if (s->ss.state == AFTP_STATE_CLOSING) {
         /* Section 9.11: while closing, any packet is answered with CLOSE. */
         if (p.hdr.type == AFTP_WIRE_CLOSE)
