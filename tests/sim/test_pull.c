@@ -416,6 +416,54 @@ static void test_pull_client_gets_wrong_role(void **state)
     pair_free(&p);
 }
 
+/* One datagram from `from_sender`'s engine to the other, at the clock. */
+static void pair_pass(pair *p, int from_sender)
+{
+    aftp_datagram dg;
+    if (from_sender) {
+        assert_int_equal(aftp_sender_write(p->snd, p->clock, p->buf, sizeof p->buf, &dg), 1);
+        aftp_receiver_read(p->rcv, p->clock, dg.head, dg.head_len);
+    } else {
+        assert_int_equal(aftp_receiver_write(p->rcv, p->clock, p->buf, sizeof p->buf, &dg), 1);
+        aftp_sender_read(p->snd, p->clock, dg.head, dg.head_len);
+    }
+}
+
+/* Before its PULL_REPLY the client takes no entry (9.15.2): an ENTRIES
+ * then is dropped, storage is not asked and no VERDICTS leaves, so what
+ * the client sends later proves to the server that the reply arrived. */
+static void test_pull_client_takes_nothing_before_the_reply(void **state)
+{
+    (void)state;
+    pair p;
+    uint8_t pkt[256];
+    aftp_datagram dg;
+    aftp_wire_packet in, out;
+    aftp_stats before, after;
+    pair_start(&p);
+    pair_pass(&p, 0); /* HELLO */
+    pair_pass(&p, 1); /* HELLO_ACK */
+    assert_int_equal(aftp_receiver_state(p.rcv), AFTP_STATE_TRANSFER);
+    aftp_wire_entry e = {.entry_id = 1, .kind = AFTP_WIRE_KIND_DIR, .mode = 0755,
+                         .path_len = 1, .path = (const uint8_t *)"x"};
+    memset(&in, 0, sizeof in);
+    in.hdr = (aftp_wire_header){.version = AFTP_WIRE_VERSION, .type = AFTP_WIRE_ENTRIES,
+                                .conn_id = 0x22222222, .pn = 50};
+    in.u.entries = (aftp_wire_entries){.count = 1, .entries = &e};
+    size_t len = 0;
+    assert_int_equal(aftp_wire_encode(&in, pkt, sizeof pkt, &len), AFTP_OK);
+    aftp_receiver_get_stats(p.rcv, &before);
+    assert_int_equal(aftp_receiver_read(p.rcv, p.clock, pkt, len), AFTP_OK);
+    aftp_receiver_get_stats(p.rcv, &after);
+    assert_int_equal(after.packets_dropped, before.packets_dropped + 1);
+    assert_int_equal(p.st.last_decided, 0);
+    assert_int_equal(aftp_receiver_write(p.rcv, p.clock, p.buf, sizeof p.buf, &dg), 1);
+    assert_int_equal(aftp_wire_decode(dg.head, dg.head_len, &out), AFTP_OK);
+    assert_int_equal(out.hdr.type, AFTP_WIRE_PULL_REQUEST);
+    assert_int_equal(aftp_receiver_write(p.rcv, p.clock, p.buf, sizeof p.buf, &dg), 0);
+    pair_free(&p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -426,6 +474,7 @@ int main(void)
         cmocka_unit_test(test_pull_client_cancels),
         cmocka_unit_test(test_pull_server_gets_wrong_role),
         cmocka_unit_test(test_pull_client_gets_wrong_role),
+        cmocka_unit_test(test_pull_client_takes_nothing_before_the_reply),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
