@@ -150,6 +150,21 @@ static int decide_rate_cap(aftp_hello_server *h, aftp_session *ss, const aftp_wi
     return AFTP_ERR_LIMIT;
 }
 
+/* Section 9.15.1: the policy may keep a client key from a role (a
+ * write-only key may not pull): CLOSE(PERMISSION), AFTP_ERR_PERMISSION. */
+static int check_role_allowed(aftp_hello_server *h, aftp_session *ss, const uint8_t *client_key,
+                              uint64_t drain_ns)
+{
+    const aftp_peer_policy *pol = &h->sec->peers;
+    int role = h->role == AFTP_WIRE_ROLE_PULL ? AFTP_ROLE_PULL : AFTP_ROLE_PUSH;
+    if (pol->role_allowed == NULL || pol->role_allowed(pol->user, client_key, role) == AFTP_OK)
+        return AFTP_OK;
+    refuse(ss, AFTP_ERR_PERMISSION, AFTP_WIRE_ERR_PERMISSION,
+           role == AFTP_ROLE_PULL ? "this client key may not pull" : "this client key may not push",
+           drain_ns);
+    return AFTP_ERR_PERMISSION;
+}
+
 /* Section 12.3.2: pipelined mode when this end runs it and the HELLO
  * announced a valid PIPELINE; the session's W is the smaller window. */
 static void decide_window(aftp_hello_server *h, const aftp_wire_hello *hl)
@@ -187,9 +202,10 @@ static int protected_hello(aftp_hello_server *h, aftp_session *ss, const aftp_wi
         h->msg1_len = msg_len;
         rc = aftp_handshake_peer_key(hs, client_key);
     }
-    if (rc == AFTP_OK && decide_rate_cap(h, ss, &p->u.hello, client_key, drain_ns) != AFTP_OK) {
+    if (rc == AFTP_OK && (check_role_allowed(h, ss, client_key, drain_ns) != AFTP_OK ||
+                          decide_rate_cap(h, ss, &p->u.hello, client_key, drain_ns) != AFTP_OK)) {
         wipe_identity(h); /* refused: no handshake will follow */
-        rc = AFTP_ERR_LIMIT;
+        rc = AFTP_ERR_PERMISSION;
     }
     if (rc != AFTP_OK) {
         aftp_handshake_del(hs);
@@ -247,7 +263,8 @@ int aftp_hello_server_hello(aftp_hello_server *h, aftp_session *ss, const aftp_w
         refuse(ss, AFTP_ERR_MALFORMED, AFTP_WIRE_ERR_PROTOCOL, why, drain_ns);
         return 0;
     }
-    if (decide_rate_cap(h, ss, hl, NULL, drain_ns) != AFTP_OK)
+    if (check_role_allowed(h, ss, NULL, drain_ns) != AFTP_OK ||
+        decide_rate_cap(h, ss, hl, NULL, drain_ns) != AFTP_OK)
         return 0;
     decide_window(h, hl);
     return AFTP_HELLO_ADMITTED;

@@ -340,6 +340,12 @@ typedef struct aftp_peer_policy {
      * a client that did not announce it can honour one is refused with
      * CLOSE(LIMIT). NULL: no cap. */
     uint64_t (*rate_cap)(void *user, const uint8_t *client_key);
+    /* Optional: may this client use `role` (enum aftp_role: push, pull)?
+     * Asked once per session when the HELLO is accepted, as rate_cap is.
+     * AFTP_OK, or AFTP_ERR_PERMISSION: the client is refused with
+     * CLOSE(PERMISSION) ("this client key may not pull", spec 9.15.1).
+     * NULL: every admitted client may. */
+    int (*role_allowed)(void *user, const uint8_t *client_key, int role);
 } aftp_peer_policy;
 
 /* Fills buf with len random bytes (tests make handshakes deterministic). */

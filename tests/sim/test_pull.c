@@ -250,6 +250,38 @@ static void test_pull_resumes_a_partial_file(void **state)
     sim_result_free(&r);
 }
 
+static int no_pull(void *user, const uint8_t *client_key, int role)
+{
+    (void)user;
+    assert_non_null(client_key); /* asked once the key is authenticated */
+    return role == AFTP_ROLE_PULL ? AFTP_ERR_PERMISSION : AFTP_OK;
+}
+
+static void tune_write_only(void *ctx, aftp_sender_settings *s, aftp_receiver_settings *r)
+{
+    tune_pull(ctx, s, r);
+    s->security.peers.role_allowed = no_pull;
+}
+
+/* A key its server's policy keeps from pulling (a write-only key) is
+ * refused at the HELLO with CLOSE(PERMISSION), and told why. */
+static void test_pull_refused_to_a_write_only_key(void **state)
+{
+    (void)state;
+    static const pull_case pc = {.paths = {"tree"}, .count = 1, .verdicts = {AFTP_OK}};
+    sim_cfg c;
+    sim_result r;
+    pull_cfg(&c, &pc);
+    c.tune = tune_write_only;
+    sim_run(&c, &r);
+    assert_false(r.stuck);
+    assert_int_equal(r.rcv_error, AFTP_ERR_PERMISSION);
+    assert_string_equal(r.rcv_side.ev.message, "this client key may not pull");
+    assert_int_equal(r.rcv_side.ev.connected, 0);
+    assert_int_equal(ps.asked, 0);
+    sim_result_free(&r);
+}
+
 static const pull_case big_pull = {.paths = {"tree"},
                                    .count = 1,
                                    .verdicts = {AFTP_OK},
@@ -475,6 +507,7 @@ int main(void)
         cmocka_unit_test(test_pull_server_gets_wrong_role),
         cmocka_unit_test(test_pull_client_gets_wrong_role),
         cmocka_unit_test(test_pull_client_takes_nothing_before_the_reply),
+        cmocka_unit_test(test_pull_refused_to_a_write_only_key),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
