@@ -497,6 +497,83 @@ static void test_pull_client_takes_nothing_before_the_reply(void **state)
     pair_free(&p);
 }
 
+/* An unprotected HELLO_ACK to `client_id` with these extensions. */
+static size_t forge_ack(uint32_t client_id, const uint8_t *ext, uint16_t ext_len, uint8_t *out,
+                        size_t cap)
+{
+    aftp_wire_packet a;
+    size_t len = 0;
+    memset(&a, 0, sizeof a);
+    a.hdr = (aftp_wire_header){.version = AFTP_WIRE_VERSION, .type = AFTP_WIRE_HELLO_ACK,
+                               .conn_id = client_id};
+    a.u.hello_ack = (aftp_wire_hello_ack){.server_conn_id = 0x11111111,
+                                          .cipher = AFTP_WIRE_CIPHER_NONE, .max_datagram = 1452,
+                                          .ext_len = ext_len, .ext = ext};
+    assert_int_equal(aftp_wire_encode(&a, out, cap, &len), AFTP_OK);
+    return len;
+}
+
+/* Spec 9.15.1: a pull's HELLO_ACK needs PULL and PIPELINE and carries no
+ * RATE_CAP; the client closes with CLOSE(PROTOCOL) otherwise. */
+static void test_pull_client_checks_the_hello_ack(void **state)
+{
+    (void)state;
+    static const uint8_t no_pull[] = {0, 5, 0, 4, 0, 0, 0, 64};
+    static const uint8_t with_cap[] = {0, 5, 0, 4, 0, 0, 0, 64, 0, 6, 0, 0,
+                                       0, 4, 0, 8, 0, 0, 0, 0, 0, 0, 0x10, 0};
+    static const uint8_t good[] = {0, 5, 0, 4, 0, 0, 0, 64, 0, 6, 0, 0};
+    const struct {
+        const uint8_t *ext;
+        uint16_t len;
+        int state;
+    } cases[] = {{no_pull, sizeof no_pull, AFTP_STATE_CLOSING},
+                 {with_cap, sizeof with_cap, AFTP_STATE_CLOSING},
+                 {good, sizeof good, AFTP_STATE_TRANSFER}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        pair p;
+        uint8_t pkt[256];
+        pair_start(&p);
+        pair_pass(&p, 0); /* HELLO, answered by hand below */
+        size_t len = forge_ack(0x22222222, cases[i].ext, cases[i].len, pkt, sizeof pkt);
+        aftp_receiver_read(p.rcv, p.clock, pkt, len);
+        assert_int_equal(aftp_receiver_state(p.rcv), cases[i].state);
+        if (cases[i].state == AFTP_STATE_CLOSING) {
+            assert_int_equal(aftp_receiver_error(p.rcv), AFTP_ERR_MALFORMED);
+            assert_int_equal(next_close(&p, 0), AFTP_WIRE_ERR_PROTOCOL);
+        }
+        pair_free(&p);
+    }
+}
+
+/* A push's client did not announce PULL: a HELLO_ACK carrying it is a
+ * protocol violation (spec 12.3.3). */
+static void test_push_client_refuses_an_unannounced_pull(void **state)
+{
+    (void)state;
+    static const uint8_t pull[] = {0, 6, 0, 0};
+    sim_storage st;
+    sim_side snd_side, rcv_side;
+    uint64_t clock = 0;
+    aftp_sender_settings ss;
+    aftp_receiver_settings rs;
+    aftp_sender *snd;
+    aftp_datagram dg;
+    uint8_t buf[2048], pkt[256];
+    sim_storage_init(&st, 0, 0, 1);
+    snd_side = (sim_side){.st = &st, .clock = &clock};
+    rcv_side = snd_side;
+    sim_engine_settings(&ss, &snd_side, &rs, &rcv_side);
+    ss.security.cipher = AFTP_CIPHER_NONE;
+    assert_int_equal(aftp_sender_new(&ss, 0, &snd), AFTP_OK);
+    assert_int_equal(aftp_sender_write(snd, 0, buf, sizeof buf, &dg), 1); /* HELLO */
+    size_t len = forge_ack(0x11111111, pull, sizeof pull, pkt, sizeof pkt);
+    aftp_sender_read(snd, 0, pkt, len);
+    assert_int_equal(aftp_sender_state(snd), AFTP_STATE_CLOSING);
+    assert_int_equal(aftp_sender_error(snd), AFTP_ERR_MALFORMED);
+    aftp_sender_del(snd);
+    sim_storage_free(&st);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -509,6 +586,8 @@ int main(void)
         cmocka_unit_test(test_pull_client_gets_wrong_role),
         cmocka_unit_test(test_pull_client_takes_nothing_before_the_reply),
         cmocka_unit_test(test_pull_refused_to_a_write_only_key),
+        cmocka_unit_test(test_pull_client_checks_the_hello_ack),
+        cmocka_unit_test(test_push_client_refuses_an_unannounced_pull),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
