@@ -30,6 +30,7 @@ typedef struct pull_case {
     uint32_t count;
     int verdicts[MAX_PATHS]; /* the server storage's answer per path */
     unsigned flags;          /* the request's */
+    uint64_t max_rate_bps;   /* the request's */
     uint64_t big_size;       /* tree/a.bin */
     int held;                /* the client holds HELD_BLOCKS of tree/a.bin */
 } pull_case;
@@ -92,7 +93,7 @@ static void tune_pull(void *ctx, aftp_sender_settings *s, aftp_receiver_settings
     r->role = AFTP_ROLE_PULL;
     r->pipeline_window = WINDOW;
     r->pull = (aftp_pull_request){.paths = pc->paths, .path_count = pc->count,
-                                  .flags = pc->flags};
+                                  .flags = pc->flags, .max_rate_bps = pc->max_rate_bps};
     r->on_event = pull_event;
 }
 
@@ -280,6 +281,46 @@ static void test_pull_refused_to_a_write_only_key(void **state)
     assert_int_equal(r.rcv_side.ev.connected, 0);
     assert_int_equal(ps.asked, 0);
     sim_result_free(&r);
+}
+
+static uint64_t cap_of_20m(void *user, const uint8_t *client_key)
+{
+    (void)user;
+    (void)client_key;
+    return 20u * 1000 * 1000;
+}
+
+static void tune_capped(void *ctx, aftp_sender_settings *s, aftp_receiver_settings *r)
+{
+    tune_pull(ctx, s, r);
+    s->policy = AFTP_CC_FAIR;
+    s->security.peers.rate_cap = cap_of_20m;
+}
+
+/* The server's sender runs its own controller under the lowest of its
+ * policy's cap for the key (20 Mbit/s) and the client's max rate: the
+ * client can lower it (to 10 Mbit/s), never raise it (to 50). */
+static void test_pull_rate_is_the_servers_under_the_clients_max(void **state)
+{
+    (void)state;
+    static const pull_case slower = {.paths = {"tree"}, .count = 1, .verdicts = {AFTP_OK},
+                                     .big_size = BIG_FILE, .max_rate_bps = 10000000};
+    static const pull_case faster = {.paths = {"tree"}, .count = 1, .verdicts = {AFTP_OK},
+                                     .big_size = BIG_FILE, .max_rate_bps = 50000000};
+    const pull_case *cases[] = {&slower, &faster};
+    const uint64_t want[] = {10000000, 20000000};
+    for (int i = 0; i < 2; i++) {
+        sim_cfg c;
+        sim_result r;
+        pull_cfg(&c, cases[i]);
+        c.tune = tune_capped;
+        sim_run(&c, &r);
+        sim_expect_clean_end(&r);
+        assert_int_equal(r.snd.rate_cap_bps, want[i]);
+        assert_true(r.snd.pacing_rate_bps <= want[i]);
+        expect_tree_intact(&r);
+        sim_result_free(&r);
+    }
 }
 
 static const pull_case big_pull = {.paths = {"tree"},
@@ -497,6 +538,37 @@ static void test_pull_client_takes_nothing_before_the_reply(void **state)
     pair_free(&p);
 }
 
+/* Until the client's PULL_REQUEST proves its address, the server sends
+ * its HELLO_ACK and nothing else, whatever its storage has queued. */
+static void test_pull_server_sends_nothing_before_the_request(void **state)
+{
+    (void)state;
+    pair p;
+    aftp_datagram dg;
+    aftp_wire_packet out;
+    uint8_t ack[2048];
+    pair_start(&p);
+    pair_pass(&p, 0); /* HELLO */
+    assert_int_equal(aftp_sender_write(p.snd, p.clock, ack, sizeof ack, &dg), 1);
+    assert_int_equal(aftp_wire_decode(dg.head, dg.head_len, &out), AFTP_OK);
+    assert_int_equal(out.hdr.type, AFTP_WIRE_HELLO_ACK);
+    size_t ack_len = dg.head_len;
+    aftp_entry_info e = {.file = {.file_id = 1, .mode = 0755, .path = "early"},
+                         .kind = AFTP_ENTRY_DIR};
+    assert_int_equal(aftp_sender_add_entry(p.snd, &e), AFTP_OK);
+    for (int ms = 0; ms < 500; ms++, p.clock += SIM_MS) {
+        if (p.clock >= aftp_sender_expiry(p.snd))
+            aftp_sender_handle_expiry(p.snd, p.clock);
+        assert_int_equal(aftp_sender_write(p.snd, p.clock, p.buf, sizeof p.buf, &dg), 0);
+    }
+    aftp_receiver_read(p.rcv, p.clock, ack, ack_len);
+    pair_pass(&p, 0); /* PULL_REQUEST */
+    assert_int_equal(aftp_sender_write(p.snd, p.clock, p.buf, sizeof p.buf, &dg), 1);
+    assert_int_equal(aftp_wire_decode(dg.head, dg.head_len, &out), AFTP_OK);
+    assert_int_equal(out.hdr.type, AFTP_WIRE_PULL_REPLY);
+    pair_free(&p);
+}
+
 /* An unprotected HELLO_ACK to `client_id` with these extensions. */
 static size_t forge_ack(uint32_t client_id, const uint8_t *ext, uint16_t ext_len, uint8_t *out,
                         size_t cap)
@@ -588,6 +660,8 @@ int main(void)
         cmocka_unit_test(test_pull_refused_to_a_write_only_key),
         cmocka_unit_test(test_pull_client_checks_the_hello_ack),
         cmocka_unit_test(test_push_client_refuses_an_unannounced_pull),
+        cmocka_unit_test(test_pull_rate_is_the_servers_under_the_clients_max),
+        cmocka_unit_test(test_pull_server_sends_nothing_before_the_request),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
