@@ -560,7 +560,8 @@ AFTP_EXTERN int aftp_receiver_new(const aftp_receiver_settings *settings, uint64
                                   aftp_receiver **out);
 AFTP_EXTERN void aftp_receiver_del(aftp_receiver *r);
 
-/* The first datagram fed must be the client's HELLO. */
+/* The server of a push: the first datagram fed must be the client's HELLO
+ * (the client of a pull sends its own HELLO first, aftp_receiver_write). */
 AFTP_EXTERN int aftp_receiver_read(aftp_receiver *r, uint64_t now_ns, const uint8_t *pkt,
                                    size_t len);
 AFTP_EXTERN int aftp_receiver_write(aftp_receiver *r, uint64_t now_ns, uint8_t *buf, size_t cap,
