@@ -201,6 +201,25 @@ static void test_pull_tree_through_loss(void **state)
     sim_result_free(&r);
 }
 
+/* Keys updated every 64 packets in each direction (spec 14.6.3): the
+ * server's DATA and the client's FEEDBACK cross generations, byte-exact. */
+static void test_pull_through_key_updates(void **state)
+{
+    (void)state;
+    static const pull_case pc = {.paths = {"tree"}, .count = 1, .verdicts = {AFTP_OK},
+                                 .big_size = BIG_FILE};
+    sim_cfg c;
+    sim_result r;
+    pull_cfg(&c, &pc);
+    c.key_update_packets = 64;
+    sim_run(&c, &r);
+    sim_expect_clean_end(&r);
+    assert_true(r.snd.key_updates >= 2);
+    assert_true(r.rcv.key_updates >= 2);
+    expect_tree_intact(&r);
+    sim_result_free(&r);
+}
+
 /* Every path refused and the first two PULL_REPLYs lost: the reply is
  * resent until it arrives, each path is reported, and the session ends
  * cleanly without an entry. */
@@ -651,6 +670,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pull_tree_through_loss),
         cmocka_unit_test(test_pull_refused_paths_and_lost_reply),
+        cmocka_unit_test(test_pull_through_key_updates),
         cmocka_unit_test(test_pull_resumes_a_partial_file),
         cmocka_unit_test(test_pull_server_cancels),
         cmocka_unit_test(test_pull_client_cancels),
