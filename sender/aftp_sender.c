@@ -698,7 +698,7 @@ static int choose_mode(aftp_sender *s, uint32_t window)
 }
 
 /* Section 9.3 step 4. Protected: what cannot be the server's answer is
- * dropped before authentication (accept_protected_ack), so a forged
+ * dropped before authentication (aftp_hello_client_ack), so a forged
  * HELLO_ACK costs the handshake nothing; an authenticated one that breaks
  * 6.3 ends the session. Unprotected, nothing is authenticated and the
  * checks of 6.3 end the session at once. */
