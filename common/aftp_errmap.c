@@ -31,6 +31,9 @@ static const struct {
     {AFTP_WIRE_ERR_PROTOCOL, AFTP_ERR_UNKNOWN_TYPE, TO_WIRE_ONLY},
     {AFTP_WIRE_ERR_IO, AFTP_ERR_NOT_FOUND, TO_WIRE_ONLY},
     {AFTP_WIRE_ERR_NO_SPACE, AFTP_ERR_NO_MEMORY, TO_WIRE_ONLY},
+    /* Spec 6.17: NOT_FOUND is a PULL_REPLY's answer only; after the line
+     * above, so every other packet still says IO for it (push unchanged). */
+    {AFTP_WIRE_ERR_NOT_FOUND, AFTP_ERR_NOT_FOUND, BOTH_WAYS},
 };
 
 #define TABLE_LEN (sizeof error_table / sizeof error_table[0])

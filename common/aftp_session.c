@@ -232,10 +232,8 @@ void aftp_session_header(const aftp_session *ss, uint8_t type, aftp_wire_header 
 /* See aftp_session.peer_name. */
 static void learn_peer_name(aftp_session *ss, uint8_t type)
 {
-    if (type == AFTP_WIRE_HELLO)
-        ss->peer_name = "receiver";
-    else if (type == AFTP_WIRE_HELLO_ACK)
-        ss->peer_name = "sender";
+    if ((type == AFTP_WIRE_HELLO || type == AFTP_WIRE_HELLO_ACK) && ss->peer_role != NULL)
+        ss->peer_name = ss->peer_role;
 }
 
 void aftp_session_packet(aftp_session *ss, uint8_t type, aftp_wire_packet *p)

@@ -50,10 +50,11 @@ typedef struct aftp_session {
     int has_peer_key;
     uint8_t peer_key[AFTP_HS_KEY_LEN]; /* the peer's authenticated static key */
     /* What the peer is, for messages: "peer" until this end builds its
-     * first handshake packet. The end that sends HELLO is the client,
-     * which in push (the only role of version 1, spec 9.1) is the sender:
-     * its peer is the receiver; the end that sends HELLO_ACK the reverse. */
+     * first handshake packet, then peer_role: "receiver" for a sender,
+     * "sender" for a receiver (in a push the client is the sender, in a
+     * pull the receiver, spec 9.1). The engine sets peer_role. */
     const char *peer_name;
+    const char *peer_role;
 } aftp_session;
 
 /* Which of the session's own timers fired. */

@@ -472,6 +472,14 @@ int aftp_wire_ext_put_pipeline(aftp_wire_writer *w, uint32_t window)
     return aftp_wire_ext_put(w, AFTP_WIRE_EXT_PIPELINE, value, sizeof value);
 }
 
+int aftp_wire_ext_pull(const uint8_t *ext, size_t ext_len)
+{
+    const uint8_t *v;
+    uint16_t vlen;
+    if (!aftp_wire_ext_find(ext, ext_len, AFTP_WIRE_EXT_PULL, &v, &vlen))
+        return 0;
+    return vlen == 0 ? 1 : -1;
+}
 
 static int valid_max_datagram(uint16_t v)
 {
@@ -1160,6 +1168,114 @@ int aftp_wire_verdicts_next(aftp_wire_record_iter *it, aftp_wire_verdict *out)
     return 1;
 }
 
+/* PULL_REQUEST (spec 6.16): paths of 1..MAX_PATH bytes without NUL (the
+ * server makes C strings of them), at most MAX_PULL_PATHS. */
+static int read_pull_path(aftp_wire_reader *r, aftp_wire_path *out)
+{
+    aftp_wire_path path;
+    TRY(aftp_wire_read_u16(r, &path.len));
+    if (path.len == 0 || path.len > AFTP_WIRE_MAX_PATH)
+        return AFTP_ERR_MALFORMED;
+    TRY(aftp_wire_read_bytes(r, path.len, &path.bytes));
+    if (memchr(path.bytes, 0, path.len) != NULL)
+        return AFTP_ERR_MALFORMED;
+    *out = path;
+    return AFTP_OK;
+}
+
+static int skip_pull_paths(aftp_wire_reader *r, uint16_t count)
+{
+    aftp_wire_path path;
+    for (uint16_t i = 0; i < count; i++)
+        TRY(read_pull_path(r, &path));
+    return AFTP_OK;
+}
+
+static int valid_pull_count(uint16_t count)
+{
+    return count >= 1 && count <= AFTP_WIRE_MAX_PULL_PATHS;
+}
+
+static int decode_pull_request(aftp_wire_reader *r, aftp_wire_packet *p)
+{
+    aftp_wire_pull_request *q = &p->u.pull_request;
+    TRY(aftp_wire_read_u16(r, &q->flags));
+    TRY(aftp_wire_read_u64(r, &q->max_rate_bps));
+    TRY(aftp_wire_read_u16(r, &q->path_count));
+    if (!valid_pull_count(q->path_count))
+        return AFTP_ERR_LIMIT;
+    size_t start = r->pos;
+    TRY(skip_pull_paths(r, q->path_count));
+    q->paths = NULL;
+    q->path_bytes = r->buf + start;
+    q->path_bytes_len = r->pos - start;
+    return AFTP_OK;
+}
+
+static int write_pull_paths(aftp_wire_writer *w, const aftp_wire_pull_request *q)
+{
+    if (q->paths == NULL)
+        return write_encoded_records(w, q->path_bytes, q->path_bytes_len, q->path_count,
+                                     skip_pull_paths);
+    for (uint16_t i = 0; i < q->path_count; i++) {
+        const aftp_wire_path *path = &q->paths[i];
+        if (path->len == 0 || path->len > AFTP_WIRE_MAX_PATH ||
+            memchr(path->bytes, 0, path->len) != NULL)
+            return AFTP_ERR_INVALID_ARGUMENT;
+        TRY(aftp_wire_write_u16(w, path->len));
+        TRY(aftp_wire_write_bytes(w, path->bytes, path->len));
+    }
+    return AFTP_OK;
+}
+
+static int encode_pull_request(aftp_wire_writer *w, const aftp_wire_packet *p)
+{
+    const aftp_wire_pull_request *q = &p->u.pull_request;
+    if (!valid_pull_count(q->path_count))
+        return AFTP_ERR_INVALID_ARGUMENT;
+    TRY(aftp_wire_write_u16(w, q->flags));
+    TRY(aftp_wire_write_u64(w, q->max_rate_bps));
+    TRY(aftp_wire_write_u16(w, q->path_count));
+    return write_pull_paths(w, q);
+}
+
+void aftp_wire_pull_paths_iter_init(aftp_wire_record_iter *it, const aftp_wire_pull_request *q)
+{
+    aftp_wire_reader_init(&it->r, q->path_bytes, q->path_bytes_len);
+    it->left = q->path_count;
+}
+
+int aftp_wire_pull_paths_next(aftp_wire_record_iter *it, aftp_wire_path *out)
+{
+    if (it->left == 0 || read_pull_path(&it->r, out) != AFTP_OK)
+        return 0;
+    it->left--;
+    return 1;
+}
+
+/* PULL_REPLY (spec 6.17): one error per requested path. */
+static int decode_pull_reply(aftp_wire_reader *r, aftp_wire_packet *p)
+{
+    aftp_wire_pull_reply *a = &p->u.pull_reply;
+    TRY(aftp_wire_read_u16(r, &a->count));
+    if (!valid_pull_count(a->count))
+        return AFTP_ERR_LIMIT;
+    for (uint16_t i = 0; i < a->count; i++)
+        TRY(aftp_wire_read_u16(r, &a->errors[i]));
+    return AFTP_OK;
+}
+
+static int encode_pull_reply(aftp_wire_writer *w, const aftp_wire_packet *p)
+{
+    const aftp_wire_pull_reply *a = &p->u.pull_reply;
+    if (!valid_pull_count(a->count))
+        return AFTP_ERR_INVALID_ARGUMENT;
+    TRY(aftp_wire_write_u16(w, a->count));
+    for (uint16_t i = 0; i < a->count; i++)
+        TRY(aftp_wire_write_u16(w, a->errors[i]));
+    return AFTP_OK;
+}
+
 typedef struct wire_codec {
     const char *name;
     int (*decode)(aftp_wire_reader *r, aftp_wire_packet *p);
@@ -1182,6 +1298,8 @@ static const wire_codec codecs[AFTP_WIRE_TYPE_MAX + 1] = {
     [AFTP_WIRE_ENTRIES] = {"ENTRIES", decode_entries, encode_entries},
     [AFTP_WIRE_VERDICTS] = {"VERDICTS", decode_verdicts, encode_verdicts},
     [AFTP_WIRE_ABANDON] = {"ABANDON", decode_abandon, encode_abandon},
+    [AFTP_WIRE_PULL_REQUEST] = {"PULL_REQUEST", decode_pull_request, encode_pull_request},
+    [AFTP_WIRE_PULL_REPLY] = {"PULL_REPLY", decode_pull_reply, encode_pull_reply},
 };
 
 const char *aftp_wire_type_name(uint8_t type)
@@ -1321,6 +1439,7 @@ const char *aftp_wire_error_name(uint16_t error)
         [AFTP_WIRE_ERR_PERMISSION] = "PERMISSION",
         [AFTP_WIRE_ERR_LIMIT] = "LIMIT",
         [AFTP_WIRE_ERR_UNAUTHORIZED] = "UNAUTHORIZED",
+        [AFTP_WIRE_ERR_NOT_FOUND] = "NOT_FOUND",
     };
     return error < sizeof names / sizeof names[0] ? names[error] : "UNKNOWN";
 }

@@ -58,9 +58,11 @@ enum aftp_wire_type {
     AFTP_WIRE_SERVER_KEY = 0x0B, /* stateless: server's static public key (KEY_REQUEST) */
     AFTP_WIRE_ENTRIES = 0x0C,   /* pipelined mode: a batch of entries (sender) */
     AFTP_WIRE_VERDICTS = 0x0D,  /* pipelined mode: a batch of verdicts (receiver) */
-    AFTP_WIRE_ABANDON = 0x0E    /* pipelined mode: the sender gives up one FILE entry */
+    AFTP_WIRE_ABANDON = 0x0E,   /* pipelined mode: the sender gives up one FILE entry */
+    AFTP_WIRE_PULL_REQUEST = 0x0F, /* pull: the client names the paths it wants */
+    AFTP_WIRE_PULL_REPLY = 0x10    /* pull: the server's verdict on each path */
 };
-#define AFTP_WIRE_TYPE_MAX AFTP_WIRE_ABANDON
+#define AFTP_WIRE_TYPE_MAX AFTP_WIRE_PULL_REPLY
 
 /* ---- roles and ciphers (spec sections 6.2, 12) ---- */
 enum aftp_wire_role {
@@ -91,7 +93,8 @@ enum aftp_wire_error {
     AFTP_WIRE_ERR_SOURCE_CHANGED = 11,
     AFTP_WIRE_ERR_PERMISSION = 12,
     AFTP_WIRE_ERR_LIMIT = 13,
-    AFTP_WIRE_ERR_UNAUTHORIZED = 14 /* the client's key is not admitted */
+    AFTP_WIRE_ERR_UNAUTHORIZED = 14, /* the client's key is not admitted */
+    AFTP_WIRE_ERR_NOT_FOUND = 15     /* PULL_REPLY: no such path beneath the client's root */
 };
 
 /* ---- limits (spec section 4 and per packet) ---- */
@@ -126,6 +129,14 @@ enum aftp_wire_error {
 #define AFTP_WIRE_EXT_PIPELINE 0x0005u
 #define AFTP_WIRE_PIPELINE_LEN 4u
 #define AFTP_WIRE_MAX_WINDOW 65536u     /* largest entry window W */
+/* HELLO and HELLO_ACK (empty value): the client pulls, the server serves
+ * the pull (spec section 12.3.3); enables PULL_REQUEST and PULL_REPLY. */
+#define AFTP_WIRE_EXT_PULL 0x0006u
+
+/* ---- pull (spec sections 6.16, 6.17, 9.15) ---- */
+#define AFTP_WIRE_MAX_PULL_PATHS 64u    /* paths in one PULL_REQUEST */
+#define AFTP_WIRE_PULL_REQUEST_FIXED 12u /* flags, max_rate, path count */
+#define AFTP_WIRE_PULL_REPLY_FIXED 2u   /* the count before the errors */
 
 /* ---- pipelined mode (spec sections 6.13, 6.14, 9.14) ---- */
 #define AFTP_WIRE_MAX_ENTRIES 1024u     /* entry records in one ENTRIES */
@@ -335,6 +346,38 @@ typedef struct aftp_wire_verdicts {
     size_t record_bytes_len;
 } aftp_wire_verdicts;
 
+/* One path of a PULL_REQUEST: 1..AFTP_WIRE_MAX_PATH bytes, no NUL. */
+typedef struct aftp_wire_path {
+    uint16_t len;
+    const uint8_t *bytes; /* borrowed */
+} aftp_wire_path;
+
+/* PULL_REQUEST (spec 6.16). flags are ENTRIES' OVERWRITE, RESUME, SYNC
+ * and CHECKSUM bits, which the server puts on the entries it offers;
+ * max_rate_bps (0: none) caps the server's sender. Encoding: `paths`
+ * points to path_count paths, or is NULL and path_bytes holds them
+ * already encoded (a decoded packet). Decoding: `paths` is NULL and
+ * path_bytes borrows the validated list, to walk with
+ * aftp_wire_pull_paths_next(). */
+#define AFTP_WIRE_PULL_FLAGS_DEFINED                                                   \
+    (AFTP_WIRE_ENTRY_OVERWRITE | AFTP_WIRE_ENTRY_RESUME | AFTP_WIRE_ENTRY_SYNC |       \
+     AFTP_WIRE_ENTRY_CHECKSUM)
+typedef struct aftp_wire_pull_request {
+    uint16_t flags;
+    uint64_t max_rate_bps;
+    uint16_t path_count;    /* 1..AFTP_WIRE_MAX_PULL_PATHS */
+    const aftp_wire_path *paths;
+    const uint8_t *path_bytes;
+    size_t path_bytes_len;
+} aftp_wire_pull_request;
+
+/* PULL_REPLY (spec 6.17): the request's verdict per path, in its order:
+ * NONE (served) or the wire error that refused it. */
+typedef struct aftp_wire_pull_reply {
+    uint16_t count;         /* 1..AFTP_WIRE_MAX_PULL_PATHS */
+    uint16_t errors[AFTP_WIRE_MAX_PULL_PATHS];
+} aftp_wire_pull_reply;
+
 typedef struct aftp_wire_close {
     uint16_t error;
     uint16_t reason_len;
@@ -373,6 +416,8 @@ typedef struct aftp_wire_packet {
         aftp_wire_entries entries;
         aftp_wire_verdicts verdicts;
         aftp_wire_abandon abandon;
+        aftp_wire_pull_request pull_request;
+        aftp_wire_pull_reply pull_reply;
     } u;
 } aftp_wire_packet;
 
@@ -479,6 +524,12 @@ int aftp_wire_verdicts_next(aftp_wire_record_iter *it, aftp_wire_verdict *out);
  * aftp_wire_ranges_next() (file block indices). */
 void aftp_wire_verdict_ranges_init(aftp_wire_range_iter *it, const aftp_wire_verdict *v);
 
+/* Walk the paths of a decoded PULL_REQUEST (or of one built with
+ * path_bytes): each call yields the next path and returns 1, or 0 at the
+ * end. */
+void aftp_wire_pull_paths_iter_init(aftp_wire_record_iter *it, const aftp_wire_pull_request *q);
+int aftp_wire_pull_paths_next(aftp_wire_record_iter *it, aftp_wire_path *out);
+
 /* The hole ranges of a decoded entry with flag HOLES, walked with
  * aftp_wire_ranges_next() (file block indices). */
 void aftp_wire_entry_holes_init(aftp_wire_range_iter *it, const aftp_wire_entry *e);
@@ -527,6 +578,10 @@ int aftp_wire_ext_pipeline(const uint8_t *ext, size_t ext_len, uint32_t *window)
 /* Appends a PIPELINE TLV with `window` (1..AFTP_WIRE_MAX_WINDOW, else
  * AFTP_ERR_INVALID_ARGUMENT). */
 int aftp_wire_ext_put_pipeline(aftp_wire_writer *w, uint32_t window);
+
+/* The PULL of a validated extension block (spec section 12.3.3): 0 when
+ * there is none, 1 for a well-formed (empty) one, -1 otherwise. */
+int aftp_wire_ext_pull(const uint8_t *ext, size_t ext_len);
 
 /* The handshake prologue of a HELLO (spec section 14.2.2): the bytes both
  * sides mix into the Noise transcript so that changing the offer (role,

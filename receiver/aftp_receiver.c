@@ -25,7 +25,9 @@
  *
  * A session that negotiated PIPELINE (spec 12.3.2) runs pipelined mode,
  * in aftp_receiver_pipe.c, over the same session, handshake, block map,
- * FEEDBACK and output machinery.
+ * FEEDBACK and output machinery. As the client of a pull (spec 9.15,
+ * settings.role AFTP_ROLE_PULL) the receiver sends the HELLO and its
+ * request (aftp_receiver_pull.c) and is then that pipelined receiver.
  */
 #include "aftp/aftp_engine.h"
 
@@ -39,6 +41,7 @@
 #include "common/aftp_digest.h"
 #include "common/aftp_errmap.h"
 #include "common/aftp_handshake.h"
+#include "common/aftp_hello_server.h"
 #include "common/aftp_rtt.h"
 #include "common/aftp_session.h"
 #include "proto/aftp_wire.h"
@@ -47,11 +50,7 @@
 #define DEFAULT_IDLE_NS (UINT64_C(30000) * NS_PER_MS)
 #define DEFAULT_FEEDBACK_NS (10 * NS_PER_MS)
 #define DEFAULT_INITIAL_RTT_NS (100 * NS_PER_MS)
-#define AMPLIFICATION_FACTOR 3              /* section 14.3 */
 #define FEEDBACK_HEAD (AFTP_WIRE_HEADER_LEN + AFTP_WIRE_FEEDBACK_FIXED)
-/* Largest datagram sent before the handshake completes (a CLOSE with the
- * longest reason); HELLO_ACK is smaller. */
-#define PRECONFIRM_MAX_LEN (AFTP_WIRE_HEADER_LEN + AFTP_WIRE_CLOSE_FIXED + AFTP_WIRE_MAX_REASON)
 
 /* ---- settings and lifetime ---- */
 
@@ -71,32 +70,11 @@ static int settings_valid(const aftp_receiver_settings *s)
            s->max_datagram <= AFTP_WIRE_MAX_DATAGRAM && s->idle_timeout_ns > 0 &&
            s->feedback_interval_ns >= MIN_FEEDBACK_NS && s->initial_rtt_ns > 0 &&
            s->map_window_blocks > 0 && s->pipeline_window <= AFTP_WIRE_MAX_WINDOW &&
+           (s->role == AFTP_ROLE_PUSH ||
+            (s->role == AFTP_ROLE_PULL && s->pipeline_window > 0 && s->storage != NULL &&
+             s->storage->entry != NULL)) &&
            s->storage != NULL && s->storage->view != NULL && s->storage->open != NULL &&
            s->storage->write != NULL && s->storage->close != NULL;
-}
-
-/* The private key is needed when the HELLO comes: kept in guarded memory,
- * the settings' pointer forgotten. */
-static int keep_identity(aftp_receiver *r)
-{
-    aftp_security_settings *sec = &r->set.security;
-    if (sec->cipher == AFTP_CIPHER_NONE) {
-        sec->identity = NULL;
-        return AFTP_OK;
-    }
-    r->identity = sodium_malloc(AFTP_HS_KEY_LEN);
-    if (r->identity == NULL)
-        return AFTP_ERR_NO_MEMORY;
-    memcpy(r->identity, sec->identity, AFTP_HS_KEY_LEN);
-    sec->identity = NULL;
-    return AFTP_OK;
-}
-
-static void wipe_identity(aftp_receiver *r)
-{
-    if (r->identity != NULL)
-        sodium_free(r->identity);
-    r->identity = NULL;
 }
 
 int aftp_receiver_new(const aftp_receiver_settings *settings, uint64_t now_ns,
@@ -104,7 +82,7 @@ int aftp_receiver_new(const aftp_receiver_settings *settings, uint64_t now_ns,
 {
     if (!settings_valid(settings) || out == NULL)
         return AFTP_ERR_INVALID_ARGUMENT;
-    int rc = aftp_session_check_security(&settings->security, 0);
+    int rc = aftp_session_check_security(&settings->security, settings->role == AFTP_ROLE_PULL);
     if (rc != AFTP_OK)
         return rc;
     aftp_receiver *r = calloc(1, sizeof *r);
@@ -113,8 +91,14 @@ int aftp_receiver_new(const aftp_receiver_settings *settings, uint64_t now_ns,
     r->set = *settings;
     rc = aftp_session_init(&r->ss, settings->conn_id, settings->max_datagram,
                            settings->idle_timeout_ns, settings->on_event, settings->user, now_ns);
-    if (rc == AFTP_OK)
-        rc = keep_identity(r);
+    r->ss.peer_role = "sender";
+    r->client = settings->role == AFTP_ROLE_PULL;
+    if (rc == AFTP_OK && r->client)
+        rc = aftp_rpull_init(r);
+    else if (rc == AFTP_OK)
+        rc = aftp_hello_server_init(&r->srv, &r->set.security, AFTP_WIRE_ROLE_PUSH,
+                                    settings->storage->entry != NULL ? settings->pipeline_window
+                                                                     : 0);
     aftp_rtt_init(&r->rtt, settings->initial_rtt_ns);
     r->resend_deadline = AFTP_NO_EXPIRY;
     /* Each range takes at least two bytes on the wire. */
@@ -141,7 +125,8 @@ void aftp_receiver_del(aftp_receiver *r)
     aftp_digest_del(r->hash);
     free(r->ranges);
     free(r->path);
-    wipe_identity(r);
+    aftp_hello_server_free(&r->srv);
+    aftp_rpull_free(r);
     aftp_session_free(&r->ss);
     free(r);
 }
@@ -202,7 +187,7 @@ static void end_file(aftp_receiver *r, int error, const uint8_t *digest)
 }
 
 /* Session over: an open file is discarded (sections 9.11-9.13). */
-static void close_now(aftp_receiver *r, int error)
+void aftp_recv_close_now(aftp_receiver *r, int error)
 {
     if (r->phase == FILE_OPEN)
         end_file(r, error, NULL);
@@ -481,265 +466,21 @@ static void on_file_done(aftp_receiver *r, const aftp_wire_file_done *d)
 
 static void on_close(aftp_receiver *r, const aftp_wire_close *c)
 {
-    close_now(r, aftp_session_peer_close(&r->ss, c));
+    aftp_recv_close_now(r, aftp_session_peer_close(&r->ss, c));
     aftp_session_answer_close(&r->ss);
 }
 
-/* The session belongs to this client from now on. */
-static void take_hello(aftp_receiver *r, const aftp_wire_packet *p)
-{
-    r->hello_seen = 1;
-    r->ss.peer_id = p->hdr.conn_id;
-    if (p->u.hello.max_datagram < r->ss.max_datagram)
-        r->ss.max_datagram = p->u.hello.max_datagram;
-}
-
-/* Section 14.2: the first of the client's ciphers this server allows. */
-static uint8_t pick_cipher(const aftp_receiver *r, const aftp_wire_hello *h)
-{
-    for (uint8_t i = 0; i < h->cipher_count; i++)
-        if (aftp_session_cipher_allowed(r->set.security.cipher, h->ciphers[i]))
-            return h->ciphers[i];
-    return AFTP_WIRE_CIPHER_NONE;
-}
-
-/* The admission policy, as the handshake calls it (user: the receiver). */
-static int policy_lookup(void *user, const uint8_t *client_key, uint8_t *psk)
-{
-    const aftp_peer_policy *pol = &((aftp_receiver *)user)->set.security.peers;
-    return pol->lookup(pol->user, client_key, psk);
-}
-
-static int policy_check_timestamp(void *user, const uint8_t *client_key, const uint8_t *ts)
-{
-    const aftp_peer_policy *pol = &((aftp_receiver *)user)->set.security.peers;
-    return pol->check_timestamp != NULL ? pol->check_timestamp(pol->user, client_key, ts)
-                                        : AFTP_OK;
-}
-
-/* Reads message 1 with the HELLO's prologue: AFTP_OK and *out, or why not
- * (AUTH, REPLAY, UNKNOWN_PEER, MALFORMED, NO_MEMORY). */
-static int read_message1(aftp_receiver *r, const aftp_wire_packet *p, const uint8_t *msg,
-                         uint16_t msg_len, aftp_handshake **out)
-{
-    const aftp_security_settings *sec = &r->set.security;
-    uint8_t prologue[AFTP_WIRE_PROLOGUE_MAX], payload[AFTP_HS_MAX_PAYLOAD];
-    size_t prologue_len, payload_len;
-    int rc = aftp_wire_hello_prologue(&p->u.hello, p->hdr.conn_id, prologue, sizeof prologue,
-                                      &prologue_len);
-    aftp_hs_peers peers = {.lookup = policy_lookup, .check_timestamp = policy_check_timestamp,
-                           .user = r};
-    aftp_hs_config cfg = {.role = AFTP_HS_RESPONDER, .static_secret = r->identity,
-                          .peers = &peers, .prologue = prologue, .prologue_len = prologue_len,
-                          .random = sec->random, .random_user = sec->random_user};
-    *out = NULL;
-    if (rc == AFTP_OK)
-        rc = aftp_handshake_new(out, &cfg);
-    if (rc == AFTP_OK)
-        rc = aftp_handshake_read_init(*out, msg, msg_len, payload, sizeof payload, &payload_len);
-    return rc;
-}
-
-/* Section 12.3: the policy's cap for this client (client_key NULL in an
- * unprotected session). A client that cannot honour a cap (its HELLO has
- * no RATE_CAP) is refused with CLOSE(LIMIT) rather than served faster
- * than its server allows: AFTP_ERR_LIMIT, the session closing. */
-static int decide_rate_cap(aftp_receiver *r, const aftp_wire_hello *h, const uint8_t *client_key)
-{
-    const aftp_peer_policy *pol = &r->set.security.peers;
-    const uint8_t *value;
-    uint16_t value_len;
-    char why[256];
-    r->rate_cap_bps = pol->rate_cap != NULL ? pol->rate_cap(pol->user, client_key) : 0;
-    if (r->rate_cap_bps == 0 ||
-        aftp_wire_ext_find(h->ext, h->ext_len, AFTP_WIRE_EXT_RATE_CAP, &value, &value_len))
-        return AFTP_OK;
-    snprintf(why, sizeof why,
-             "this server serves this client only with a rate cap of %" PRIu64 " bit/s, and "
-             "the client cannot honour a cap (its HELLO has no RATE_CAP): use a client that "
-             "supports RATE_CAP",
-             r->rate_cap_bps);
-    aftp_session_set_text(&r->ss, why);
-    aftp_session_start_closing(&r->ss, AFTP_ERR_LIMIT, AFTP_WIRE_ERR_LIMIT, drain_time(r));
-    return AFTP_ERR_LIMIT;
-}
-
-/* Section 12.3.2: pipelined mode when this receiver offers it (a window
- * and storage that decides entries) and the HELLO announced a valid
- * PIPELINE; the session's W is the smaller of the two windows. */
-static void decide_window(aftp_receiver *r, const aftp_wire_hello *h)
-{
-    uint32_t asked = 0;
-    r->window = 0;
-    if (r->set.pipeline_window == 0 || r->set.storage->entry == NULL ||
-        aftp_wire_ext_pipeline(h->ext, h->ext_len, &asked) != 1)
-        return;
-    r->window = asked < r->set.pipeline_window ? asked : r->set.pipeline_window;
-    if (aftp_rpipe_init(r) != AFTP_OK)
-        r->window = 0; /* no memory for its state: a one-file session */
-}
-
-/* The HELLO_ACK's extensions before message 2: the cap granted, if any,
- * and the entry window of a pipelined session. */
-static int put_ack_extensions(const aftp_receiver *r, aftp_wire_writer *w)
-{
-    int rc = r->rate_cap_bps != 0 ? aftp_wire_ext_put_rate_cap(w, r->rate_cap_bps) : AFTP_OK;
-    if (rc == AFTP_OK && r->window != 0)
-        rc = aftp_wire_ext_put_pipeline(w, r->window);
-    return rc;
-}
-
-/* Message 2 authenticates the HELLO_ACK's fields and its other extensions
- * (section 14.2.3), so it is added last; the whole datagram is built now
- * (its packet number taken) and kept for repeated HELLOs. */
-static int build_hello_ack(aftp_receiver *r, aftp_handshake *hs, uint8_t cipher)
-{
-    aftp_wire_packet p;
-    uint8_t payload[AFTP_HS_MAX_PAYLOAD], msg2[AFTP_HS_MAX_RESPONSE], ext[HELLO_ACK_EXT_MAX];
-    size_t payload_len, msg2_len;
-    aftp_wire_writer w;
-    aftp_session_packet(&r->ss, AFTP_WIRE_HELLO_ACK, &p);
-    p.u.hello_ack = (aftp_wire_hello_ack){.server_conn_id = r->ss.local_id, .cipher = cipher,
-                                          .max_datagram = r->ss.max_datagram, .ext = ext};
-    aftp_wire_writer_init(&w, ext, sizeof ext);
-    int rc = put_ack_extensions(r, &w);
-    p.u.hello_ack.ext_len = (uint16_t)w.pos;
-    if (rc == AFTP_OK)
-        rc = aftp_session_ack_payload(&p.u.hello_ack, payload, sizeof payload, &payload_len);
-    if (rc == AFTP_OK)
-        rc = aftp_handshake_write_response(hs, payload, payload_len, msg2, sizeof msg2,
-                                           &msg2_len);
-    if (rc == AFTP_OK)
-        rc = aftp_wire_ext_put(&w, AFTP_WIRE_EXT_HANDSHAKE, msg2, (uint16_t)msg2_len);
-    p.u.hello_ack.ext_len = (uint16_t)w.pos;
-    if (rc == AFTP_OK)
-        rc = aftp_wire_encode(&p, r->hello_ack, sizeof r->hello_ack, &r->hello_ack_len);
-    if (rc == AFTP_OK)
-        r->ss.next_pn++;
-    return rc;
-}
-
-/* A client admitted by its key: its cap decided, then the HELLO_ACK and
- * the traffic keys. */
-static void on_admitted_hello(aftp_receiver *r, const aftp_wire_packet *p, aftp_handshake *hs,
-                              uint8_t cipher)
-{
-    uint8_t client_key[AFTP_HS_KEY_LEN];
-    int rc = aftp_handshake_peer_key(hs, client_key);
-    if (rc == AFTP_OK && decide_rate_cap(r, &p->u.hello, client_key) != AFTP_OK) {
-        wipe_identity(r);
-        return;
-    }
-    decide_window(r, &p->u.hello);
-    if (rc == AFTP_OK)
-        rc = build_hello_ack(r, hs, cipher);
-    if (rc == AFTP_OK)
-        rc = aftp_session_protect(&r->ss, hs, cipher, r->set.security.key_update_packets);
-    wipe_identity(r);
-    if (rc == AFTP_OK)
-        r->hello_ack_due = 1;
-    else
-        aftp_session_set_closed(&r->ss, rc);
-}
-
-/* Section 14.2.5: the policy refused a key it could read, in clear: not
- * admitted at all (UNKNOWN_PEER: CLOSE(UNAUTHORIZED)), or admitted for
- * pulls only (PERMISSION: CLOSE(PERMISSION)). */
-static void refuse_client_key(aftp_receiver *r, const aftp_wire_packet *p, int rc)
-{
-    int admitted = rc == AFTP_ERR_PERMISSION;
-    take_hello(r, p);
-    aftp_session_set_text(&r->ss, admitted ? "this client key may only pull from this server: "
-                                             "pushing is not allowed for it"
-                                           : "client key not authorized");
-    aftp_session_start_closing(&r->ss, rc,
-                               admitted ? AFTP_WIRE_ERR_PERMISSION : AFTP_WIRE_ERR_UNAUTHORIZED,
-                               drain_time(r));
-}
-
-/* Section 14.3: a protected offer. Message 1 that does not authenticate
- * (wrong server key, changed offer, replayed) gets silence; a client key
- * refused CLOSE (refuse_client_key); success the HELLO_ACK, and the keys. */
-static void on_protected_hello(aftp_receiver *r, const aftp_wire_packet *p, uint8_t cipher)
-{
-    const uint8_t *msg;
-    uint16_t msg_len;
-    aftp_handshake *hs = NULL;
-    int rc = AFTP_ERR_MALFORMED;
-    if (aftp_wire_ext_find(p->u.hello.ext, p->u.hello.ext_len, AFTP_WIRE_EXT_HANDSHAKE, &msg,
-                           &msg_len) && msg_len <= sizeof r->msg1)
-        rc = read_message1(r, p, msg, msg_len, &hs);
-    if (rc == AFTP_ERR_UNKNOWN_PEER || rc == AFTP_ERR_PERMISSION) {
-        refuse_client_key(r, p, rc);
-    } else if (rc == AFTP_OK) {
-        take_hello(r, p);
-        memcpy(r->msg1, msg, msg_len);
-        r->msg1_len = msg_len;
-        on_admitted_hello(r, p, hs, cipher);
-    } else {
-        aftp_session_drop(&r->ss);
-    }
-    aftp_handshake_del(hs);
-}
-
-/* A HELLO again: the same answer, when it is the same client's resend
- * (protected: the same message 1, before the client spoke under keys). */
-static void on_repeated_hello(aftp_receiver *r, const aftp_wire_hello *h)
-{
-    const uint8_t *msg;
-    uint16_t msg_len;
-    int same = !aftp_session_protected(&r->ss) ||
-               (!r->confirmed &&
-                aftp_wire_ext_find(h->ext, h->ext_len, AFTP_WIRE_EXT_HANDSHAKE, &msg, &msg_len) &&
-                msg_len == r->msg1_len && memcmp(msg, r->msg1, msg_len) == 0);
-    if (same)
-        r->hello_ack_due = 1;
-    else
-        aftp_session_drop(&r->ss);
-}
-
-/* Sections 9.3, 14.2: PUSH only; NONE only when both sides chose it. */
+/* Sections 9.3, 14.2: the client's HELLO; an admitted client gets the
+ * session's pipelined state (or a one-file session when there is no
+ * memory for it) and its HELLO_ACK. */
 static void on_hello(aftp_receiver *r, const aftp_wire_packet *p)
 {
-    const aftp_wire_hello *h = &p->u.hello;
-    if (r->hello_seen) {
-        on_repeated_hello(r, h);
+    if (aftp_hello_server_hello(&r->srv, &r->ss, p, drain_time(r)) != AFTP_HELLO_ADMITTED)
         return;
-    }
-    int none_offered = memchr(h->ciphers, AFTP_WIRE_CIPHER_NONE, h->cipher_count) != NULL;
-    int server_none = r->set.security.cipher == AFTP_CIPHER_NONE;
-    /* Sections 6.2.1, 14.2.5: a list with NONE in it is an unprotected
-     * offer, whatever else it lists. */
-    uint8_t cipher = server_none || none_offered ? AFTP_WIRE_CIPHER_NONE : pick_cipher(r, h);
-    if (h->role == AFTP_WIRE_ROLE_PUSH && cipher != AFTP_WIRE_CIPHER_NONE) {
-        on_protected_hello(r, p, cipher);
-        return;
-    }
-    take_hello(r, p);
-    if (h->role != AFTP_WIRE_ROLE_PUSH)
-        aftp_recv_close_protocol(r, "only push is supported");
-    else if (server_none && !none_offered)
-        aftp_recv_close_protocol(r, "server runs without encryption (--cipher none); the client must opt "
-                        "in too");
-    else if (!server_none && none_offered)
-        aftp_recv_close_protocol(r, "unprotected transfers are not enabled on this server");
-    else if (!server_none)
-        aftp_recv_close_protocol(r, "no common cipher");
-    else if (decide_rate_cap(r, h, NULL) == AFTP_OK) {
-        decide_window(r, h);
-        r->hello_ack_due = 1;
-    }
-}
-
-/* The first packet after HELLO_ACK proves the client's address and gives
- * the one RTT sample the receiver gets. */
-static void confirm(aftp_receiver *r)
-{
-    r->confirmed = 1;
-    r->ss.state = AFTP_STATE_TRANSFER;
-    if (r->ss.now_ns > r->hello_ack_sent_ns)
-        aftp_rtt_sample(&r->rtt, r->ss.now_ns - r->hello_ack_sent_ns, 0);
-    aftp_session_event(&r->ss, AFTP_EV_CONNECTED, AFTP_OK, NULL, NULL);
+    r->window = r->srv.window;
+    if (r->window != 0 && aftp_rpipe_init(r) != AFTP_OK)
+        r->window = r->srv.window = 0;
+    aftp_hello_server_answer(&r->srv, &r->ss);
 }
 
 /* Section 9.14: a pipelined session's input; FILE_OFFER has no place in it. */
@@ -779,14 +520,6 @@ static int server_receives(const aftp_receiver *r, uint8_t type)
         return r->window != 0; /* section 12.4: only in a pipelined session */
     return type == AFTP_WIRE_HELLO || type == AFTP_WIRE_FILE_OFFER || type == AFTP_WIRE_DATA ||
            type == AFTP_WIRE_FILE_DONE || type == AFTP_WIRE_CLOSE;
-}
-
-/* HELLO carries the client's id, everything after it ours. */
-static int addressed_to_us(const aftp_receiver *r, const aftp_wire_header *hdr)
-{
-    if (hdr->type == AFTP_WIRE_HELLO)
-        return !r->hello_seen || hdr->conn_id == r->ss.peer_id;
-    return r->hello_seen && hdr->conn_id == r->ss.local_id;
 }
 
 /* Section 14.5: a sealed DATA is judged on its clear file id and block
@@ -858,7 +591,8 @@ static uint8_t *payload_place(aftp_receiver *r, uint32_t file_id, uint64_t block
  * replay and flag checks, then decryption: a wanted DATA payload straight
  * into its place in storage where storage lends it, anything else into
  * scratch. */
-static int admit(aftp_receiver *r, const uint8_t *pkt, size_t len, aftp_wire_packet *p)
+static int admit(aftp_receiver *r, const uint8_t *pkt, size_t len, aftp_wire_packet *p,
+                 int *wrong_role)
 {
     aftp_wire_header hdr;
     uint32_t file_id = 0;
@@ -866,7 +600,15 @@ static int admit(aftp_receiver *r, const uint8_t *pkt, size_t len, aftp_wire_pac
     int sealed_data = 0;
     if (aftp_session_peek(&r->ss, pkt, len, &hdr) != AFTP_OK)
         return 0;
-    if (!server_receives(r, hdr.type) || !addressed_to_us(r, &hdr)) {
+    /* The client of a pull opens, once its handshake is complete, a type
+     * the server never sends: once it is the server's, it is a protocol
+     * violation (spec 9.15.3). */
+    *wrong_role = r->client && !aftp_rpull_receives(r, hdr.type);
+    int wanted = r->client ? (!*wrong_role || r->ss.state != AFTP_STATE_HANDSHAKE) &&
+                                 hdr.conn_id == r->ss.local_id
+                           : server_receives(r, hdr.type) &&
+                                 aftp_hello_server_addressed(&r->srv, &r->ss, &hdr);
+    if (!wanted) {
         aftp_session_drop(&r->ss);
         return 0;
     }
@@ -889,12 +631,14 @@ static int admit(aftp_receiver *r, const uint8_t *pkt, size_t len, aftp_wire_pac
 int aftp_receiver_read(aftp_receiver *r, uint64_t now_ns, const uint8_t *pkt, size_t len)
 {
     aftp_wire_packet p;
+    int wrong_role = 0;
+    char why[128];
     if (r == NULL)
         return AFTP_ERR_INVALID_ARGUMENT;
     aftp_session_tick(&r->ss, now_ns);
     if (r->ss.state == AFTP_STATE_CLOSED)
         return AFTP_OK;
-    if (!admit(r, pkt, len, &p))
+    if (!admit(r, pkt, len, &p, &wrong_role))
         return AFTP_OK;
     aftp_session_heard(&r->ss, r->ss.now_ns, len);
     if (!r->has_largest || p.hdr.pn > r->largest_pn) {
@@ -904,51 +648,28 @@ int aftp_receiver_read(aftp_receiver *r, uint64_t now_ns, const uint8_t *pkt, si
     }
     if (r->ss.state == AFTP_STATE_CLOSING) {
         if (p.hdr.type == AFTP_WIRE_CLOSE)
-            close_now(r, r->ss.error);
+            aftp_recv_close_now(r, r->ss.error);
         else
             r->ss.close_due = 1;
         return AFTP_OK;
     }
-    if (p.hdr.type == AFTP_WIRE_HELLO)
+    if (wrong_role && r->ss.state == AFTP_STATE_TRANSFER) {
+        snprintf(why, sizeof why, "the server sent a %s, which a pull's server never sends "
+                 "(spec 9.15.3)", aftp_wire_type_name(p.hdr.type));
+        aftp_recv_close_protocol(r, why);
+    } else if (r->client) {
+        if (!aftp_rpull_on_packet(r, &p))
+            dispatch(r, &p);
+    } else if (p.hdr.type == AFTP_WIRE_HELLO)
         on_hello(r, &p);
     else {
-        if (!r->confirmed)
-            confirm(r);
+        aftp_hello_server_confirm(&r->srv, &r->ss, &r->rtt);
         dispatch(r, &p);
     }
     return aftp_session_failure(&r->ss);
 }
 
 /* ---- output ---- */
-
-static int encode_hello_ack(aftp_receiver *r, uint8_t *buf, size_t cap, aftp_datagram *dg)
-{
-    if (r->hello_ack_len > 0) {
-        /* Protected: the stored answer, byte for byte (no new DH). */
-        memcpy(buf, r->hello_ack, r->hello_ack_len);
-        *dg = (aftp_datagram){.head = buf, .head_len = r->hello_ack_len};
-        aftp_session_resent(&r->ss, dg);
-        r->hello_ack_due = 0;
-        r->hello_ack_sent_ns = r->ss.now_ns;
-        return AFTP_OK;
-    }
-    aftp_wire_packet p;
-    uint8_t ext[HELLO_ACK_EXT_MAX];
-    aftp_wire_writer w;
-    aftp_wire_writer_init(&w, ext, sizeof ext);
-    int rc = put_ack_extensions(r, &w); /* unprotected: unauthenticated, as all else */
-    if (rc != AFTP_OK)
-        return rc;
-    aftp_session_packet(&r->ss, AFTP_WIRE_HELLO_ACK, &p);
-    p.u.hello_ack.server_conn_id = r->ss.local_id;
-    p.u.hello_ack.cipher = AFTP_WIRE_CIPHER_NONE;
-    p.u.hello_ack.max_datagram = r->ss.max_datagram;
-    p.u.hello_ack.ext = ext;
-    p.u.hello_ack.ext_len = (uint16_t)w.pos;
-    r->hello_ack_due = 0;
-    r->hello_ack_sent_ns = r->ss.now_ns;
-    return aftp_session_encode(&r->ss, &p, buf, cap, dg);
-}
 
 static int encode_reply(aftp_receiver *r, uint8_t *buf, size_t cap, aftp_datagram *dg)
 {
@@ -1052,28 +773,23 @@ static int encode_feedback(aftp_receiver *r, uint8_t *buf, size_t cap, aftp_data
 
 enum output_kind {
     OUT_NONE, OUT_CLOSE, OUT_HELLO_ACK, OUT_REPLY, OUT_RESULT, OUT_VERDICTS, OUT_PIPE_RESULT,
-    OUT_FEEDBACK
+    OUT_FEEDBACK, OUT_PULL
 };
-
-/* Section 14.3: before the client proved its address, at most 3x its bytes. */
-static int within_amplification_limit(const aftp_receiver *r)
-{
-    return r->confirmed || r->ss.stats.wire_bytes_sent + PRECONFIRM_MAX_LEN <=
-                               AMPLIFICATION_FACTOR * r->ss.stats.wire_bytes_received;
-}
 
 static int next_output(const aftp_receiver *r)
 {
     if (r->ss.state == AFTP_STATE_CLOSED)
         return r->ss.close_due ? OUT_CLOSE : OUT_NONE; /* answering the peer's CLOSE */
-    if (!within_amplification_limit(r))
+    if (!r->client && !aftp_hello_server_may_send(&r->srv, &r->ss))
         return OUT_NONE;
     if (r->ss.close_due)
         return OUT_CLOSE;
     if (r->ss.state == AFTP_STATE_CLOSING)
         return OUT_NONE;
-    if (r->hello_ack_due)
+    if (r->srv.ack_due)
         return OUT_HELLO_ACK;
+    if (r->client && aftp_rpull_due(r) != 0)
+        return OUT_PULL;
     if (r->reply_due)
         return OUT_REPLY;
     if (r->result_due)
@@ -1091,11 +807,12 @@ static int emit(aftp_receiver *r, int kind, uint8_t *buf, size_t cap, aftp_datag
 {
     switch (kind) {
     case OUT_CLOSE: return aftp_session_encode_close(&r->ss, buf, cap, dg);
-    case OUT_HELLO_ACK: return encode_hello_ack(r, buf, cap, dg);
+    case OUT_HELLO_ACK: return aftp_hello_server_encode(&r->srv, &r->ss, buf, cap, dg);
     case OUT_REPLY: return encode_reply(r, buf, cap, dg);
     case OUT_RESULT: return encode_result(r, buf, cap, dg);
     case OUT_VERDICTS: return aftp_rpipe_encode_verdicts(r, buf, cap, dg);
     case OUT_PIPE_RESULT: return aftp_rpipe_encode_result(r, buf, cap, dg);
+    case OUT_PULL: return aftp_rpull_encode(r, aftp_rpull_due(r), buf, cap, dg);
     default: return encode_feedback(r, buf, cap, dg);
     }
 }
@@ -1128,6 +845,8 @@ uint64_t aftp_receiver_expiry(const aftp_receiver *r)
         t = min_u64(t, r->feedback_deadline);
     if (verify_due(r))
         t = min_u64(t, r->ss.now_ns); /* the next read-back step is due */
+    if (r->client)
+        t = aftp_rpull_expiry(r, t);
     return min_u64(aftp_rpipe_expiry(r, t), r->resend_deadline);
 }
 
@@ -1138,11 +857,13 @@ int aftp_receiver_handle_expiry(aftp_receiver *r, uint64_t now_ns)
     aftp_session_tick(&r->ss, now_ns);
     switch (aftp_session_timer_due(&r->ss, r->ss.now_ns)) {
     case AFTP_SESSION_TIMER_DRAINED:
-        close_now(r, r->ss.error);
+        aftp_recv_close_now(r, r->ss.error);
         return r->ss.error;
     case AFTP_SESSION_TIMER_IDLE:
-        aftp_session_set_text(&r->ss, "the sender stopped answering");
-        close_now(r, AFTP_ERR_IDLE_TIMEOUT); /* section 9.12: no CLOSE */
+        aftp_session_set_text(&r->ss, r->ss.state == AFTP_STATE_HANDSHAKE && r->client
+                                          ? "no answer from the server"
+                                          : "the sender stopped answering");
+        aftp_recv_close_now(r, AFTP_ERR_IDLE_TIMEOUT); /* section 9.12: no CLOSE */
         return AFTP_ERR_IDLE_TIMEOUT;
     default: break;
     }
@@ -1158,6 +879,8 @@ int aftp_receiver_handle_expiry(aftp_receiver *r, uint64_t now_ns)
     if (verify_due(r))
         verify_step(r);
     aftp_rpipe_handle_expiry(r);
+    if (r->client)
+        aftp_rpull_handle_expiry(r);
     return AFTP_OK;
 }
 
@@ -1178,7 +901,7 @@ void aftp_receiver_get_stats(const aftp_receiver *r, aftp_stats *out)
     if (r == NULL || out == NULL)
         return;
     aftp_session_stats(&r->ss, &r->rtt, out);
-    out->rate_cap_bps = r->rate_cap_bps;
+    out->rate_cap_bps = r->srv.rate_cap_bps;
 }
 
 void aftp_receiver_cancel(aftp_receiver *r, uint64_t now_ns)
@@ -1186,5 +909,8 @@ void aftp_receiver_cancel(aftp_receiver *r, uint64_t now_ns)
     if (r == NULL || r->ss.state == AFTP_STATE_CLOSING || r->ss.state == AFTP_STATE_CLOSED)
         return;
     aftp_session_tick(&r->ss, now_ns);
-    aftp_recv_start_closing(r, AFTP_ERR_CANCELLED, AFTP_WIRE_ERR_CANCELLED); /* section 9.13 */
+    if (r->client && r->ss.state == AFTP_STATE_HANDSHAKE)
+        aftp_recv_close_now(r, AFTP_ERR_CANCELLED); /* section 9.13: no server id to tell */
+    else
+        aftp_recv_start_closing(r, AFTP_ERR_CANCELLED, AFTP_WIRE_ERR_CANCELLED);
 }

@@ -12,6 +12,8 @@
 #include "aftp/aftp_engine.h"
 #include "common/aftp_blockmap.h"
 #include "common/aftp_digest.h"
+#include "common/aftp_hello_client.h"
+#include "common/aftp_hello_server.h"
 #include "common/aftp_rtt.h"
 #include "common/aftp_session.h"
 #include "common/aftp_stream.h"
@@ -25,11 +27,6 @@
  * disk), so on a short path, where the feedback interval is 1 ms, groups
  * of one or two files would make the sync the cost of every file. */
 #define GROUP_MIN_NS (10 * NS_PER_MS)
-/* A HELLO_ACK's extensions: RATE_CAP, PIPELINE, then HANDSHAKE. */
-#define HELLO_ACK_EXT_MAX \
-    (4u + AFTP_WIRE_RATE_CAP_LEN + 4u + AFTP_WIRE_PIPELINE_LEN + 4u + AFTP_HS_MAX_RESPONSE)
-/* A HELLO_ACK: header, fixed fields, extension length, its TLVs. */
-#define HELLO_ACK_MAX (AFTP_WIRE_HEADER_LEN + 9u + HELLO_ACK_EXT_MAX)
 
 enum file_phase {
     FILE_NONE,  /* no file offered yet */
@@ -80,18 +77,20 @@ struct aftp_receiver {
     aftp_rtt rtt;           /* one sample: HELLO_ACK to the next packet */
     aftp_digest *hash;
 
-    int hello_seen;
-    int confirmed;          /* the client spoke after HELLO_ACK (section 14.3) */
-    uint64_t hello_ack_sent_ns;
-    int hello_ack_due;
+    aftp_hello_server srv;  /* push: the handshake as the server (section 9.3) */
 
-    /* Handshake (section 14). */
-    uint8_t *identity;      /* own private key (sodium_malloc) until the handshake */
-    uint8_t msg1[AFTP_HS_MAX_INIT]; /* the client's message 1, to know its resends */
-    size_t msg1_len;
-    uint8_t hello_ack[HELLO_ACK_MAX]; /* protected: the answer, resent as is */
-    size_t hello_ack_len;
-    uint64_t rate_cap_bps;  /* the cap granted to the client (RATE_CAP), 0: none */
+    /* Pull (section 9.15): this receiver is the client. */
+    int client;             /* settings.role is AFTP_ROLE_PULL */
+    aftp_hello_client cli;
+    int hello_due;
+    int request_due;
+    int replied;            /* the PULL_REPLY came */
+    unsigned hellos_sent;
+    uint64_t hello_sent_ns;
+    uint64_t pull_deadline; /* the HELLO's, then the PULL_REQUEST's resend */
+    unsigned pull_backoff;
+    char *pull_text;        /* the request's paths, each NUL-terminated */
+    aftp_wire_path *pull_paths; /* the same, as the wire carries them */
     uint32_t window;        /* the session's entry window W (PIPELINE), 0: one-file mode */
 
     /* The current (latest offered) file. */
@@ -175,6 +174,28 @@ int aftp_recv_store_block(aftp_receiver *r, const aftp_wire_data *d, uint64_t fi
 int aftp_recv_encode_file_result(aftp_receiver *r, uint32_t file_id, uint16_t wire_error,
                                  const uint8_t *digest, uint8_t *buf, size_t cap,
                                  aftp_datagram *dg);
+
+/* Session over: open files discarded (verified ones committed), CLOSED. */
+void aftp_recv_close_now(aftp_receiver *r, int error);
+
+/* ---- aftp_receiver_pull.c: the client of a pull (section 9.15) ---- */
+
+/* The request copied, the HELLO built: AFTP_OK, INVALID_ARGUMENT for a
+ * request that breaks 6.16's bounds, BAD_KEY, NO_MEMORY. */
+int aftp_rpull_init(aftp_receiver *r);
+void aftp_rpull_free(aftp_receiver *r);
+/* Section 5.3: the types a pull's client receives. */
+int aftp_rpull_receives(const aftp_receiver *r, uint8_t type);
+/* A packet accepted: 1 when the pull took it (the handshake, the reply,
+ * what comes before the reply), 0 for the pipelined receiver. */
+int aftp_rpull_on_packet(aftp_receiver *r, const aftp_wire_packet *p);
+/* What the pull has to send, 0: nothing; else AFTP_WIRE_HELLO or
+ * AFTP_WIRE_PULL_REQUEST, encoded by aftp_rpull_encode. */
+uint8_t aftp_rpull_due(const aftp_receiver *r);
+int aftp_rpull_encode(aftp_receiver *r, uint8_t type, uint8_t *buf, size_t cap,
+                      aftp_datagram *dg);
+uint64_t aftp_rpull_expiry(const aftp_receiver *r, uint64_t t);
+void aftp_rpull_handle_expiry(aftp_receiver *r);
 
 /* ---- aftp_receiver_pipe.c: pipelined mode ---- */
 

@@ -11,6 +11,12 @@
  * over the session stream, keyed by stream block; FILE_DONE and
  * FILE_RESULT are per entry.
  *
+ * Pull (section 9.15, settings.role AFTP_ROLE_PULL): this sender is the
+ * server. It answers the client's HELLO (common/aftp_hello_server), asks
+ * storage about each path of the client's PULL_REQUEST, answers with the
+ * PULL_REPLY (resent until the client confirms it), and from then on is
+ * the pipelined sender above; its storage adds the entries.
+ *
  * Protected sessions: message 1 of the handshake is built once at
  * aftp_sender_new and every HELLO (resends, the answer to a RETRY) carries
  * the same bytes; HELLO_ACK's message 2 authenticates the server and the
@@ -29,6 +35,8 @@
 #include "common/aftp_digest.h"
 #include "common/aftp_errmap.h"
 #include "common/aftp_handshake.h"
+#include "common/aftp_hello_client.h"
+#include "common/aftp_hello_server.h"
 #include "common/aftp_pacer.h"
 #include "common/aftp_rtt.h"
 #include "common/aftp_sentlog.h"
@@ -67,6 +75,14 @@ enum file_phase {
     PHASE_OFFER,       /* FILE_OFFER sent, waiting for FILE_REPLY */
     PHASE_DATA,        /* first transmissions in progress */
     PHASE_WAIT_RESULT  /* every block sent once, FILE_DONE out, repairs go on */
+};
+
+/* Where the server of a pull is (section 9.15.3). */
+enum pull_phase {
+    PULL_NONE,      /* a push: this sender is the client */
+    PULL_WAITING,   /* no PULL_REQUEST yet */
+    PULL_REPLIED,   /* PULL_REPLY sent, the client has not confirmed it */
+    PULL_CONFIRMED  /* the client has the reply: entries run to the end */
 };
 
 /* Which protocol the session runs (spec 9.14): known at HELLO_ACK. */
@@ -115,15 +131,13 @@ struct aftp_sender {
     int has_feedback;
     uint64_t last_feedback_pn;
 
-    /* Handshake (section 14): the offer, message 1, a RETRY's token. */
-    aftp_handshake *hs;    /* until HELLO_ACK authenticated the server */
-    uint8_t offer[AFTP_WIRE_MAX_CIPHERS];
-    uint8_t offer_count;
-    uint8_t msg1[AFTP_HS_MAX_INIT];
-    size_t msg1_len;
-    int retried;           /* a RETRY was followed (at most one) */
-    uint8_t token[AFTP_WIRE_MAX_TOKEN];
-    uint16_t token_len;
+    aftp_hello_client hello; /* push: the handshake as the client (section 9.3) */
+    aftp_hello_server srv;   /* pull: the handshake as the server */
+    int pull;               /* enum pull_phase */
+    aftp_wire_pull_reply reply;
+    int reply_due;
+    uint64_t reply_deadline; /* its resend while unconfirmed */
+    unsigned reply_backoff;
     uint64_t rate_cap_bps;  /* the receiver's cap (RATE_CAP), 0: none */
 
     /* Pipelined mode (section 9.14). The application's entries wait in
@@ -175,7 +189,9 @@ static int settings_valid(const aftp_sender_settings *s)
            s->storage->view != NULL && s->storage->close != NULL && s->policy >= AFTP_CC_FAIR &&
            s->policy <= AFTP_CC_LOW &&
            (s->max_rate_bps == 0 || s->max_rate_bps >= s->min_rate_bps) &&
-           s->pipeline_window <= AFTP_WIRE_MAX_WINDOW;
+           s->pipeline_window <= AFTP_WIRE_MAX_WINDOW &&
+           (s->role == AFTP_ROLE_PUSH ||
+            (s->role == AFTP_ROLE_PULL && s->pipeline_window > 0 && s->storage->pull_path != NULL));
 }
 
 /* The fastest the sender may pace: the rate itself when fixed. */
@@ -218,60 +234,6 @@ static void sync_pacer(aftp_sender *s)
         aftp_pacer_set_rate(&s->pacer, aftp_cc_rate(&s->cc));
 }
 
-/* Section 14.2: protected ciphers only (this host's preference first),
- * or [NONE] when the user opted out. */
-static void build_offer(aftp_sender *s)
-{
-    int choice = s->set.security.cipher;
-    uint8_t preferred = aftp_aead_preferred();
-    uint8_t order[2] = {preferred, preferred == AFTP_WIRE_CIPHER_AES256GCM
-                                       ? AFTP_WIRE_CIPHER_CHACHA20POLY1305
-                                       : AFTP_WIRE_CIPHER_AES256GCM};
-    s->offer_count = 0;
-    if (choice == AFTP_CIPHER_NONE) {
-        s->offer[s->offer_count++] = AFTP_WIRE_CIPHER_NONE;
-        return;
-    }
-    for (size_t i = 0; i < sizeof order; i++)
-        if (aftp_session_cipher_allowed(choice, order[i]))
-            s->offer[s->offer_count++] = order[i];
-}
-
-/* The HELLO's fixed fields: what the prologue binds and the server sees. */
-static void hello_fields(const aftp_sender *s, aftp_wire_hello *h)
-{
-    memset(h, 0, sizeof *h);
-    h->role = AFTP_WIRE_ROLE_PUSH;
-    h->cipher_count = s->offer_count;
-    memcpy(h->ciphers, s->offer, s->offer_count);
-    h->max_datagram = s->ss.own_max_datagram;
-}
-
-/* Message 1, bound to the offer (the prologue), built once. */
-static int start_handshake(aftp_sender *s)
-{
-    const aftp_security_settings *sec = &s->set.security;
-    aftp_wire_hello h;
-    uint8_t prologue[AFTP_WIRE_PROLOGUE_MAX];
-    size_t prologue_len;
-    hello_fields(s, &h);
-    int rc = aftp_wire_hello_prologue(&h, s->ss.local_id, prologue, sizeof prologue,
-                                      &prologue_len);
-    if (rc != AFTP_OK)
-        return rc;
-    aftp_hs_config cfg = {.role = AFTP_HS_INITIATOR, .static_secret = sec->identity,
-                          .server_key = sec->peer_key, .psk = sec->psk, .prologue = prologue,
-                          .prologue_len = prologue_len, .random = sec->random,
-                          .random_user = sec->random_user};
-    rc = aftp_handshake_new(&s->hs, &cfg);
-    if (rc == AFTP_OK)
-        rc = aftp_handshake_write_init(s->hs, sec->unix_time_ns, NULL, 0, s->msg1,
-                                       sizeof s->msg1, &s->msg1_len);
-    /* Besides memory, only the keys can make this fail (a server key that
-     * is a low-order point). */
-    return rc == AFTP_OK || rc == AFTP_ERR_NO_MEMORY ? rc : AFTP_ERR_BAD_KEY;
-}
-
 /* Keys were copied into the handshake: the engine keeps no pointer. */
 static void forget_key_pointers(aftp_security_settings *sec)
 {
@@ -284,7 +246,7 @@ int aftp_sender_new(const aftp_sender_settings *settings, uint64_t now_ns, aftp_
 {
     if (!settings_valid(settings) || out == NULL)
         return AFTP_ERR_INVALID_ARGUMENT;
-    int rc = aftp_session_check_security(&settings->security, 1);
+    int rc = aftp_session_check_security(&settings->security, settings->role == AFTP_ROLE_PUSH);
     if (rc != AFTP_OK)
         return rc;
     aftp_sender *s = calloc(1, sizeof *s);
@@ -294,9 +256,14 @@ int aftp_sender_new(const aftp_sender_settings *settings, uint64_t now_ns, aftp_
     rc = aftp_session_init(&s->ss, settings->conn_id, settings->max_datagram,
                            settings->idle_timeout_ns, settings->on_event, settings->user, now_ns);
     aftp_rtt_init(&s->rtt, settings->initial_rtt_ns);
-    build_offer(s);
-    if (rc == AFTP_OK && settings->security.cipher != AFTP_CIPHER_NONE)
-        rc = start_handshake(s);
+    s->ss.peer_role = "receiver";
+    s->pull = settings->role == AFTP_ROLE_PULL ? PULL_WAITING : PULL_NONE;
+    if (rc == AFTP_OK && s->pull != PULL_NONE)
+        rc = aftp_hello_server_init(&s->srv, &s->set.security, AFTP_WIRE_ROLE_PULL,
+                                    settings->pipeline_window);
+    else if (rc == AFTP_OK)
+        rc = aftp_hello_client_init(&s->hello, &s->ss, &settings->security, AFTP_WIRE_ROLE_PUSH,
+                                    settings->pipeline_window);
     forget_key_pointers(&s->set.security);
     uint64_t packets = sentlog_packets(settings);
     if (rc == AFTP_OK)
@@ -316,10 +283,12 @@ int aftp_sender_new(const aftp_sender_settings *settings, uint64_t now_ns, aftp_
         return rc;
     }
     /* Section 9.3: HELLO leaves at once and on the control timer after that.
-     * HELLO carries the client's own id (the server has none yet). */
-    s->ss.peer_id = settings->conn_id;
-    s->hello_due = 1;
+     * HELLO carries the client's own id (the server has none yet). The
+     * server of a pull waits for the client's HELLO instead. */
+    s->ss.peer_id = s->pull == PULL_NONE ? settings->conn_id : 0;
+    s->hello_due = s->pull == PULL_NONE;
     s->timer_deadline = AFTP_NO_EXPIRY;
+    s->reply_deadline = AFTP_NO_EXPIRY;
     *out = s;
     return AFTP_OK;
 }
@@ -337,7 +306,8 @@ void aftp_sender_del(aftp_sender *s)
     aftp_sentlog_free(&s->log);
     aftp_repairq_free(&s->repairs);
     aftp_digest_del(s->hash);
-    aftp_handshake_del(s->hs);
+    aftp_hello_client_free(&s->hello);
+    aftp_hello_server_free(&s->srv);
     aftp_session_free(&s->ss);
     free(s);
 }
@@ -448,9 +418,11 @@ static void start_next_file(aftp_sender *s)
 {
     sender_file *f = current_file(s);
     if (s->mode == MODE_PIPELINED) {
-        /* Section 9.14.3: CLOSE(NONE) once every entry ended. */
+        /* Section 9.14.3: CLOSE(NONE) once every entry ended; in a pull
+         * not before the client has its PULL_REPLY (9.15.3). */
         if (s->ss.state == AFTP_STATE_TRANSFER && s->finished &&
-            s->entries.oldest > s->entries.newest)
+            s->entries.oldest > s->entries.newest &&
+            (s->pull == PULL_NONE || s->pull == PULL_CONFIRMED))
             aftp_session_start_closing(&s->ss, AFTP_OK, AFTP_WIRE_ERR_NONE, drain_time(s));
         return;
     }
@@ -681,104 +653,8 @@ int aftp_sender_add_entry(aftp_sender *s, const aftp_entry_info *info)
 
 static void on_version_neg(aftp_sender *s, const aftp_wire_version_neg *v)
 {
-    if (s->ss.state != AFTP_STATE_HANDSHAKE)
-        return;
-    for (uint8_t i = 0; i < v->count; i++)
-        if (v->versions[i] == AFTP_WIRE_VERSION)
-            return; /* we speak a listed version: a forged or stale packet */
-    close_now(s, AFTP_ERR_VERSION); /* section 12.2 */
-}
-
-/* Section 14.3: message 2 must open and authenticate the HELLO_ACK's
- * fields; then the traffic keys are installed and the handshake wiped.
- * AFTP_ERR_AUTH when the server is not the one pinned. */
-static int finish_handshake(aftp_sender *s, const aftp_wire_hello_ack *a, const uint8_t *msg2,
-                            uint16_t msg2_len)
-{
-    uint8_t expected[AFTP_HS_MAX_PAYLOAD], got[AFTP_HS_MAX_PAYLOAD];
-    size_t expected_len = 0, got_len = 0;
-    int rc = aftp_handshake_read_response(s->hs, msg2, msg2_len, got, sizeof got, &got_len);
-    /* A HELLO_ACK whose other extensions do not fit a payload cannot have
-     * been authenticated either. */
-    if (rc == AFTP_OK)
-        rc = aftp_session_ack_payload(a, expected, sizeof expected, &expected_len);
-    if (rc != AFTP_OK || got_len != expected_len || memcmp(got, expected, got_len) != 0)
-        rc = AFTP_ERR_AUTH;
-    if (rc == AFTP_OK)
-        rc = aftp_session_protect(&s->ss, s->hs, a->cipher, s->set.security.key_update_packets);
-    aftp_handshake_del(s->hs);
-    s->hs = NULL;
-    return rc;
-}
-
-/* A protected HELLO_ACK: one of our ciphers and message 2, or it is not
- * from the server at all (dropped, 0). 1 once authenticated; the session
- * closes when message 2 fails (-1). */
-static int accept_protected_ack(aftp_sender *s, const aftp_wire_hello_ack *a)
-{
-    const uint8_t *msg2;
-    uint16_t msg2_len;
-    if (a->cipher == AFTP_WIRE_CIPHER_NONE ||
-        memchr(s->offer, a->cipher, s->offer_count) == NULL ||
-        !aftp_wire_ext_find(a->ext, a->ext_len, AFTP_WIRE_EXT_HANDSHAKE, &msg2, &msg2_len)) {
-        aftp_session_drop(&s->ss);
-        return 0;
-    }
-    int rc = finish_handshake(s, a, msg2, msg2_len);
-    if (rc == AFTP_OK)
-        return 1;
-    if (rc == AFTP_ERR_AUTH)
-        aftp_session_set_text(&s->ss, "server failed to authenticate: wrong --peer-key or "
-                                      "known-hosts entry?");
-    close_now(s, rc); /* no keys: no CLOSE the server could trust */
-    return -1;
-}
-
-/* Section 12.3.2: a HELLO_ACK's PIPELINE must be 4 bytes, a window of
- * 1..the one this side proposed, and only when it proposed one. */
-static int pipeline_broken(const aftp_sender *s, const aftp_wire_hello_ack *a, char *why,
-                           size_t cap)
-{
-    uint32_t window = 0;
-    int found = aftp_wire_ext_pipeline(a->ext, a->ext_len, &window);
-    if (found < 0) {
-        snprintf(why, cap, "the receiver's HELLO_ACK carries a PIPELINE that is not a u32 "
-                 "window of 1-%u (spec 12.3.2)", (unsigned)AFTP_WIRE_MAX_WINDOW);
-        return 1;
-    }
-    if (found > 0 && window > s->set.pipeline_window) {
-        snprintf(why, cap, "the receiver's HELLO_ACK carries a PIPELINE window of %" PRIu32
-                 " entries, above the %" PRIu32 " this side proposed (spec 12.3.2)", window,
-                 s->set.pipeline_window);
-        return 1;
-    }
-    return 0;
-}
-
-/* Section 6.3's field checks, on a HELLO_ACK that is authenticated (or in
- * an unprotected session, where nothing is): 1 and why when one fails.
- * (A protected ack's cipher was checked before authentication.) */
-static int ack_fields_broken(const aftp_sender *s, const aftp_wire_hello_ack *a, char *why,
-                             size_t cap)
-{
-    if (!aftp_session_protected(&s->ss) && a->cipher != AFTP_WIRE_CIPHER_NONE) {
-        snprintf(why, cap, "the receiver's HELLO_ACK selects cipher %u; this side offered "
-                 "only none (--cipher none)", (unsigned)a->cipher);
-        return 1;
-    }
-    if (a->max_datagram > s->ss.own_max_datagram) {
-        snprintf(why, cap, "the receiver's HELLO_ACK negotiates datagrams of %u bytes, above "
-                 "the %u this side offered", (unsigned)a->max_datagram,
-                 (unsigned)s->ss.own_max_datagram);
-        return 1;
-    }
-    uint64_t bps = 0;
-    if (aftp_wire_ext_rate_cap(a->ext, a->ext_len, &bps) < 0) {
-        snprintf(why, cap, "the receiver's HELLO_ACK carries a RATE_CAP that is not a non-zero "
-                 "u64 (spec 12.3)");
-        return 1;
-    }
-    return pipeline_broken(s, a, why, cap);
+    if (s->ss.state == AFTP_STATE_HANDSHAKE && aftp_hello_client_version_refused(v))
+        close_now(s, AFTP_ERR_VERSION); /* section 12.2 */
 }
 
 /* The fastest this sender may pace: its user's maximum, lowered to the
@@ -793,10 +669,9 @@ static uint64_t effective_max_rate(const aftp_sender *s)
 
 /* Section 13.2: the receiver's cap binds every policy, fixed rates and
  * minimum rates included (the controller's maximum wins over both). */
-static void obey_rate_cap(aftp_sender *s, const aftp_wire_hello_ack *a)
+static void obey_rate_cap(aftp_sender *s, uint64_t cap_bps)
 {
-    if (aftp_wire_ext_rate_cap(a->ext, a->ext_len, &s->rate_cap_bps) <= 0)
-        s->rate_cap_bps = 0;
+    s->rate_cap_bps = cap_bps;
     aftp_cc_set_limits(&s->cc, s->set.min_rate_bps, effective_max_rate(s));
     sync_pacer(s);
 }
@@ -804,12 +679,11 @@ static void obey_rate_cap(aftp_sender *s, const aftp_wire_hello_ack *a)
 /* Section 12.3.2: the session is pipelined exactly when the HELLO_ACK
  * (checked by pipeline_broken) carries PIPELINE. The repair queue then
  * holds stream blocks, whatever entry they belong to. */
-static int choose_mode(aftp_sender *s, const aftp_wire_hello_ack *a)
+static int choose_mode(aftp_sender *s, uint32_t window)
 {
-    uint32_t window = 0;
     if (s->mode == MODE_ONE_FILE)
         return AFTP_OK;
-    if (aftp_wire_ext_pipeline(a->ext, a->ext_len, &window) <= 0) {
+    if (window == 0) {
         fall_back_to_one_file(s);
         return AFTP_OK;
     }
@@ -824,37 +698,33 @@ static int choose_mode(aftp_sender *s, const aftp_wire_hello_ack *a)
 }
 
 /* Section 9.3 step 4. Protected: what cannot be the server's answer is
- * dropped before authentication (accept_protected_ack), so a forged
+ * dropped before authentication (aftp_hello_client_ack), so a forged
  * HELLO_ACK costs the handshake nothing; an authenticated one that breaks
  * 6.3 ends the session. Unprotected, nothing is authenticated and the
  * checks of 6.3 end the session at once. */
 static void on_hello_ack(aftp_sender *s, const aftp_wire_hello_ack *a)
 {
-    char why[160];
+    aftp_hello_grant grant;
+    int violation = 0;
     if (s->ss.state != AFTP_STATE_HANDSHAKE) {
         aftp_session_drop(&s->ss);
         return;
     }
-    if (s->hs != NULL && accept_protected_ack(s, a) <= 0)
+    int rc = aftp_hello_client_ack(&s->hello, &s->ss, a, &grant, &violation);
+    if (rc == AFTP_HELLO_DROPPED)
         return;
     s->hello_due = 0;
     s->timer_deadline = AFTP_NO_EXPIRY;
-    if (a->server_conn_id == 0) {
-        /* No id to address a CLOSE to: the session ends silently. */
-        aftp_session_set_text(&s->ss, "the receiver's HELLO_ACK gives server id 0");
-        close_now(s, AFTP_ERR_MALFORMED);
+    if (rc != AFTP_OK && violation) {
+        aftp_session_start_closing(&s->ss, rc, AFTP_WIRE_ERR_PROTOCOL, drain_time(s));
         return;
     }
-    s->ss.peer_id = a->server_conn_id;
-    if (ack_fields_broken(s, a, why, sizeof why)) {
-        aftp_session_set_text(&s->ss, why);
-        aftp_session_start_closing(&s->ss, AFTP_ERR_MALFORMED, AFTP_WIRE_ERR_PROTOCOL,
-                                   drain_time(s));
+    if (rc != AFTP_OK) {
+        close_now(s, rc); /* no keys, or no id: no CLOSE the server could trust */
         return;
     }
-    s->ss.max_datagram = a->max_datagram;
-    obey_rate_cap(s, a);
-    if (choose_mode(s, a) != AFTP_OK) {
+    obey_rate_cap(s, grant.rate_cap_bps);
+    if (choose_mode(s, grant.window) != AFTP_OK) {
         close_now(s, AFTP_ERR_NO_MEMORY);
         return;
     }
@@ -1269,18 +1139,116 @@ static void on_close(aftp_sender *s, const aftp_wire_close *c)
  * HELLO keeps its message 1 (the server has not processed it). */
 static void on_retry(aftp_sender *s, const aftp_wire_retry *t)
 {
-    if (s->ss.state != AFTP_STATE_HANDSHAKE || s->retried) {
+    if (s->ss.state != AFTP_STATE_HANDSHAKE || !aftp_hello_client_retry(&s->hello, t)) {
         aftp_session_drop(&s->ss);
         return;
     }
-    s->retried = 1;
-    memcpy(s->token, t->token, t->token_len);
-    s->token_len = t->token_len;
     s->hello_due = 1;
+}
+
+/* ---- pull: this sender is the server (section 9.15) ---- */
+
+/* Section 9.15.1: the client's HELLO; an admitted client gets the
+ * pipelined session, the policy's cap on this sender, and its HELLO_ACK. */
+static void on_pull_hello(aftp_sender *s, const aftp_wire_packet *p)
+{
+    if (aftp_hello_server_hello(&s->srv, &s->ss, p, drain_time(s)) != AFTP_HELLO_ADMITTED)
+        return;
+    if (choose_mode(s, s->srv.window) != AFTP_OK) {
+        close_now(s, AFTP_ERR_NO_MEMORY);
+        return;
+    }
+    obey_rate_cap(s, s->srv.rate_cap_bps);
+    aftp_hello_server_answer(&s->srv, &s->ss);
+}
+
+/* A path's refusal as PULL_REPLY says it: NOT_FOUND is its own there
+ * (spec 11.3), everything else as everywhere. */
+static uint16_t path_verdict(int rc)
+{
+    return rc == AFTP_ERR_NOT_FOUND ? AFTP_WIRE_ERR_NOT_FOUND : aftp_errmap_to_wire(rc);
+}
+
+static uint64_t lower_limit(uint64_t a, uint64_t b)
+{
+    return a == 0 || (b != 0 && b < a) ? b : a;
+}
+
+/* Section 9.15.2: storage decides each path; the reply goes at once and
+ * is repeated for a repeated request. */
+static void on_pull_request(aftp_sender *s, const aftp_wire_pull_request *q)
+{
+    aftp_wire_record_iter it;
+    aftp_wire_path path;
+    char text[AFTP_WIRE_MAX_PATH + 1];
+    if (s->pull != PULL_WAITING) {
+        s->reply_due = 1;
+        return;
+    }
+    unsigned flags = q->flags & AFTP_WIRE_PULL_FLAGS_DEFINED; /* the API's values */
+    s->reply.count = 0;
+    aftp_wire_pull_paths_iter_init(&it, q);
+    while (aftp_wire_pull_paths_next(&it, &path)) {
+        memcpy(text, path.bytes, path.len);
+        text[path.len] = '\0';
+        int rc = s->set.storage->pull_path(s->set.user, s->reply.count, text, flags);
+        s->reply.errors[s->reply.count++] = path_verdict(rc);
+    }
+    obey_rate_cap(s, lower_limit(s->srv.rate_cap_bps, q->max_rate_bps));
+    s->pull = PULL_REPLIED;
+    s->reply_due = 1;
+}
+
+/* Any FEEDBACK or VERDICTS shows the client has its PULL_REPLY: the reply
+ * stops, and the session may end once its entries have. */
+static void pull_confirmed(aftp_sender *s)
+{
+    s->pull = PULL_CONFIRMED;
+    s->reply_deadline = AFTP_NO_EXPIRY;
+    start_next_file(s);
+}
+
+static int encode_pull_reply(aftp_sender *s, uint8_t *buf, size_t cap, aftp_datagram *dg)
+{
+    aftp_wire_packet p;
+    aftp_session_packet(&s->ss, AFTP_WIRE_PULL_REPLY, &p);
+    p.u.pull_reply = s->reply;
+    s->reply_due = 0;
+    if (s->pull == PULL_REPLIED)
+        s->reply_deadline = s->ss.now_ns + aftp_rtt_pto_backoff(&s->rtt, s->reply_backoff);
+    return aftp_session_encode(&s->ss, &p, buf, cap, dg);
+}
+
+/* A pull's own input (9.15.3): 1 when the packet was the pull's alone,
+ * 0 when the pipelined sender takes it on. */
+static int dispatch_pull(aftp_sender *s, const aftp_wire_packet *p)
+{
+    if (p->hdr.type == AFTP_WIRE_HELLO) {
+        on_pull_hello(s, p);
+        return 1;
+    }
+    /* Anything else carries the server's id and opened: the address is
+     * the client's (section 9.3 step 5). */
+    aftp_hello_server_confirm(&s->srv, &s->ss, &s->rtt);
+    int answer = p->hdr.type == AFTP_WIRE_FEEDBACK || p->hdr.type == AFTP_WIRE_VERDICTS ||
+                 p->hdr.type == AFTP_WIRE_FILE_RESULT;
+    if (p->hdr.type == AFTP_WIRE_PULL_REQUEST) {
+        on_pull_request(s, &p->u.pull_request);
+        return 1;
+    }
+    if (answer && s->pull == PULL_WAITING) {
+        aftp_session_drop(&s->ss); /* nothing was offered yet */
+        return 1;
+    }
+    if (answer && s->pull == PULL_REPLIED && p->hdr.type != AFTP_WIRE_FILE_RESULT)
+        pull_confirmed(s);
+    return 0;
 }
 
 static void dispatch(aftp_sender *s, const aftp_wire_packet *p)
 {
+    if (s->pull != PULL_NONE && dispatch_pull(s, p))
+        return;
     switch (p->hdr.type) {
     case AFTP_WIRE_VERSION_NEG: on_version_neg(s, &p->u.version_neg); break;
     case AFTP_WIRE_RETRY: on_retry(s, &p->u.retry); break;
@@ -1299,6 +1267,10 @@ static void dispatch(aftp_sender *s, const aftp_wire_packet *p)
  * count as the server's (an unsealed HELLO would restart the idle timer). */
 static int client_receives(const aftp_sender *s, uint8_t type)
 {
+    if (s->pull != PULL_NONE) /* section 5.3: what a pull's server receives */
+        return type == AFTP_WIRE_HELLO || type == AFTP_WIRE_PULL_REQUEST ||
+               type == AFTP_WIRE_FEEDBACK || type == AFTP_WIRE_VERDICTS ||
+               type == AFTP_WIRE_FILE_RESULT || type == AFTP_WIRE_CLOSE;
     if (type == AFTP_WIRE_VERDICTS) /* only once PIPELINE was negotiated (12.3.2) */
         return s->mode == MODE_PIPELINED;
     return type == AFTP_WIRE_VERSION_NEG || type == AFTP_WIRE_HELLO_ACK ||
@@ -1310,12 +1282,20 @@ static int client_receives(const aftp_sender *s, uint8_t type)
 /* The receive steps (aftp_session.h): clear header, type and id (everything
  * the server sends carries our id; VERSION_NEG echoes it), replay and flag
  * checks, then decryption. */
-static int admit(aftp_sender *s, const uint8_t *pkt, size_t len, aftp_wire_packet *p)
+/* The receive steps (aftp_session.h). In a pull whose handshake is
+ * complete a type the client never sends is opened all the same: once it
+ * is the client's, it is a protocol violation (*wrong_role, spec 9.15.3). */
+static int admit(aftp_sender *s, const uint8_t *pkt, size_t len, aftp_wire_packet *p,
+                 int *wrong_role)
 {
     aftp_wire_header hdr;
     if (aftp_session_peek(&s->ss, pkt, len, &hdr) != AFTP_OK)
         return 0;
-    if (!client_receives(s, hdr.type) || hdr.conn_id != s->ss.local_id) {
+    int ours = s->pull != PULL_NONE ? aftp_hello_server_addressed(&s->srv, &s->ss, &hdr)
+                                    : hdr.conn_id == s->ss.local_id;
+    *wrong_role = !client_receives(s, hdr.type);
+    int judged = s->pull != PULL_NONE && s->srv.confirmed && hdr.type != AFTP_WIRE_HELLO;
+    if ((*wrong_role && !judged) || !ours) {
         aftp_session_drop(&s->ss);
         return 0;
     }
@@ -1326,14 +1306,22 @@ static int admit(aftp_sender *s, const uint8_t *pkt, size_t len, aftp_wire_packe
 int aftp_sender_read(aftp_sender *s, uint64_t now_ns, const uint8_t *pkt, size_t len)
 {
     aftp_wire_packet p;
+    int wrong_role = 0;
+    char why[128];
     if (s == NULL)
         return AFTP_ERR_INVALID_ARGUMENT;
     aftp_session_tick(&s->ss, now_ns);
     if (s->ss.state == AFTP_STATE_CLOSED)
         return AFTP_OK;
-    if (!admit(s, pkt, len, &p))
+    if (!admit(s, pkt, len, &p, &wrong_role))
         return AFTP_OK;
     aftp_session_heard(&s->ss, s->ss.now_ns, len);
+    if (wrong_role && s->ss.state == AFTP_STATE_TRANSFER) {
+        snprintf(why, sizeof why, "the client sent a %s, which a pull's client never sends "
+                 "(spec 9.15.3)", aftp_wire_type_name(p.hdr.type));
+        fail_and_close_saying(s, AFTP_ERR_MALFORMED, why);
+        return aftp_session_failure(&s->ss);
+    }
     if (s->ss.state == AFTP_STATE_CLOSING) {
         /* Section 9.11: while closing, any packet is answered with CLOSE. */
         if (p.hdr.type == AFTP_WIRE_CLOSE)
@@ -1350,7 +1338,7 @@ int aftp_sender_read(aftp_sender *s, uint64_t now_ns, const uint8_t *pkt, size_t
 
 enum output_kind {
     OUT_NONE, OUT_CLOSE, OUT_HELLO, OUT_OFFER, OUT_ENTRIES, OUT_DONE, OUT_REPAIR, OUT_NEW,
-    OUT_PROBE
+    OUT_PROBE, OUT_HELLO_ACK, OUT_PULL_REPLY
 };
 
 /* Section 9.14.3: a resend round is under way, or the next entry is queued
@@ -1392,8 +1380,30 @@ static int new_block_ready(const aftp_sender *s)
 
 /* What the next datagram would be, in priority order: control first, then
  * repairs, then new blocks, then a probe (sections 9.7, 10.4). */
+/* The server of a pull, before its reply is out (section 9.15.3): the
+ * HELLO_ACK, then the PULL_REPLY, and nothing else before the reply. 1
+ * and *kind when this decides. */
+static int pull_output(const aftp_sender *s, int *kind)
+{
+    *kind = OUT_NONE;
+    if (s->ss.state == AFTP_STATE_CLOSED) /* answering the client's CLOSE */
+        return 0;
+    if (!aftp_hello_server_may_send(&s->srv, &s->ss)) /* section 14.3 */
+        return 1;
+    if (s->ss.state == AFTP_STATE_CLOSING)
+        return 0;
+    if (s->srv.ack_due)
+        *kind = OUT_HELLO_ACK;
+    else if (s->reply_due)
+        *kind = OUT_PULL_REPLY;
+    return *kind != OUT_NONE || s->ss.state != AFTP_STATE_TRANSFER || s->pull == PULL_WAITING;
+}
+
 static int next_output(const aftp_sender *s)
 {
+    int kind;
+    if (s->pull != PULL_NONE && pull_output(s, &kind))
+        return kind;
     switch (s->ss.state) {
     case AFTP_STATE_CLOSING:
     case AFTP_STATE_CLOSED: return s->ss.close_due ? OUT_CLOSE : OUT_NONE;
@@ -1422,41 +1432,11 @@ static int next_output(const aftp_sender *s)
     return OUT_NONE;
 }
 
-/* The HELLO's extensions: message 1, the RETRY token once there is one,
- * RATE_CAP: this sender honours a receiver's cap (section 12.3), and
- * PIPELINE when the application asked for pipelined mode (12.3.2). */
-#define HELLO_EXT_MAX (4u * 4u + AFTP_HS_MAX_INIT + AFTP_WIRE_MAX_TOKEN + AFTP_WIRE_PIPELINE_LEN)
-
-static int hello_extensions(const aftp_sender *s, uint8_t *ext, uint16_t *ext_len)
-{
-    aftp_wire_writer w;
-    int rc = AFTP_OK;
-    aftp_wire_writer_init(&w, ext, HELLO_EXT_MAX);
-    if (s->msg1_len > 0)
-        rc = aftp_wire_ext_put(&w, AFTP_WIRE_EXT_HANDSHAKE, s->msg1, (uint16_t)s->msg1_len);
-    if (rc == AFTP_OK && s->token_len > 0)
-        rc = aftp_wire_ext_put(&w, AFTP_WIRE_EXT_COOKIE, s->token, s->token_len);
-    if (rc == AFTP_OK)
-        rc = aftp_wire_ext_put_rate_cap(&w, 0);
-    if (rc == AFTP_OK && s->set.pipeline_window > 0)
-        rc = aftp_wire_ext_put_pipeline(&w, s->set.pipeline_window);
-    *ext_len = (uint16_t)w.pos;
-    return rc;
-}
-
 static int encode_hello(aftp_sender *s, uint8_t *buf, size_t cap, aftp_datagram *dg)
 {
-    aftp_wire_packet p;
-    uint8_t ext[HELLO_EXT_MAX];
-    aftp_session_packet(&s->ss, AFTP_WIRE_HELLO, &p);
-    hello_fields(s, &p.u.hello);
-    int rc = hello_extensions(s, ext, &p.u.hello.ext_len);
-    if (rc != AFTP_OK)
-        return rc;
-    p.u.hello.ext = ext;
     s->hello_due = 0;
     arm_timer(s);
-    return aftp_session_encode(&s->ss, &p, buf, cap, dg);
+    return aftp_hello_client_encode(&s->hello, &s->ss, buf, cap, dg);
 }
 
 static int encode_offer(aftp_sender *s, uint8_t *buf, size_t cap, aftp_datagram *dg)
@@ -1814,6 +1794,8 @@ static int emit(aftp_sender *s, int kind, uint8_t *buf, size_t cap, aftp_datagra
     switch (kind) {
     case OUT_CLOSE: return aftp_session_encode_close(&s->ss, buf, cap, dg);
     case OUT_HELLO: return encode_hello(s, buf, cap, dg);
+    case OUT_HELLO_ACK: return aftp_hello_server_encode(&s->srv, &s->ss, buf, cap, dg);
+    case OUT_PULL_REPLY: return encode_pull_reply(s, buf, cap, dg);
     case OUT_OFFER: return encode_offer(s, buf, cap, dg);
     case OUT_ENTRIES: return encode_entries(s, buf, cap, dg);
     case OUT_DONE: return encode_done(s, buf, cap, dg);
@@ -1911,6 +1893,8 @@ uint64_t aftp_sender_expiry(const aftp_sender *s)
         t = s->ctl_deadline;
     if (s->cursor_busy && s->ss.state == AFTP_STATE_TRANSFER)
         t = s->ss.now_ns; /* hashing a resumed file: the next step is due now */
+    if (s->pull == PULL_REPLIED && s->ss.state == AFTP_STATE_TRANSFER && s->reply_deadline < t)
+        t = s->reply_deadline;
     if (next_output(s) != OUT_NONE && aftp_pacer_next_send(&s->pacer) < t)
         t = aftp_pacer_next_send(&s->pacer);
     return t;
@@ -2016,6 +2000,12 @@ int aftp_sender_handle_expiry(aftp_sender *s, uint64_t now_ns)
     if (s->ss.state == AFTP_STATE_TRANSFER && s->mode == MODE_PIPELINED &&
         s->ss.now_ns >= s->ctl_deadline)
         control_timeout(s);
+    if (s->pull == PULL_REPLIED && s->ss.state == AFTP_STATE_TRANSFER &&
+        s->ss.now_ns >= s->reply_deadline) {
+        s->reply_backoff++; /* section 9.15.2: until the client confirms it */
+        s->reply_deadline = AFTP_NO_EXPIRY;
+        s->reply_due = 1;
+    }
     return AFTP_OK;
 }
 

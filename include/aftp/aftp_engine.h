@@ -9,8 +9,12 @@
  * through the storage callbacks. Drivers in io/ wrap them with sockets and
  * mmap; tests wrap them with an in-process link on a virtual clock.
  *
- * In protocol version 1 only "push" exists: the client is the sender and
- * the server is the receiver.
+ * Two roles (spec section 9.1): in a push (the default) the client is the
+ * sender and the server the receiver; in a pull (section 9.15, settings'
+ * `role` AFTP_ROLE_PULL) the client is the receiver, which names what it
+ * wants in its settings' `pull` request, and the server is the sender,
+ * whose storage learns each requested path through `pull_path`. Either
+ * way the client's engine sends the HELLO and the server's answers it.
  *
  * Usage, either role:
  *   loop:
@@ -70,6 +74,9 @@ enum aftp_entry_kind {
     AFTP_ENTRY_SYMLINK = 3
 };
 
+/* A pull request's flag (aftp_pull_request.flags, the `flags` of storage's
+ * pull_path): the entries may replace what exists (file.overwrite). */
+#define AFTP_ENTRY_OVERWRITE 0x0001u
 /* What the sender allows the receiver to answer (aftp_entry_info.flags). */
 #define AFTP_ENTRY_RESUME 0x0002u   /* RESUME from a partial copy of this source version */
 #define AFTP_ENTRY_SYNC 0x0004u     /* SKIP when an identical file is there */
@@ -192,6 +199,17 @@ typedef struct aftp_storage_ops {
      * The engine sends a FILE_RESULT(NONE) only for a file committed here
      * (spec 9.14.3, group commit). */
     int (*commit_group)(void *user, const uint32_t *ids, size_t count, int *results);
+    /* Sender, the server of a pull (spec 9.15), required there: the client
+     * asks for `path` (its request's path number `index`, from 0;
+     * NUL-terminated, untrusted text to resolve beneath the root this
+     * client may read, spec 14.10). AFTP_OK: it is served: the entries
+     * beneath it are added with aftp_sender_add_entry after this call
+     * returns (with `flags`, AFTP_ENTRY_OVERWRITE | _RESUME | _SYNC |
+     * _CHECKSUM as the client asked), and aftp_sender_finish follows once
+     * every served path's entries are added. Otherwise the error that
+     * refuses this path alone (AFTP_ERR_NOT_FOUND, AFTP_ERR_PATH_REJECTED,
+     * AFTP_ERR_PERMISSION, ...), which the client is told. */
+    int (*pull_path)(void *user, uint32_t index, const char *path, unsigned flags);
 } aftp_storage_ops;
 
 enum aftp_event_type {
@@ -199,7 +217,11 @@ enum aftp_event_type {
     AFTP_EV_FILE_START,    /* file accepted by the receiver: info valid */
     AFTP_EV_FILE_END,      /* file finished: error (AFTP_OK when verified), digest */
     AFTP_EV_CLOSED,        /* session over: error says why (AFTP_OK: clean) */
-    AFTP_EV_ENTRY_END      /* an entry ended: verdict, error, bytes already held for RESUME */
+    AFTP_EV_ENTRY_END,     /* an entry ended: verdict, error, bytes already held for RESUME */
+    /* Receiver, the client of a pull: the server's verdict on one path of
+     * the request (info->path, info->file_id = its number from 1): error
+     * AFTP_OK when it is served, else why it is refused. Once per path. */
+    AFTP_EV_PULL_PATH
 };
 
 typedef struct aftp_event {
@@ -321,6 +343,12 @@ typedef struct aftp_peer_policy {
      * a client that did not announce it can honour one is refused with
      * CLOSE(LIMIT). NULL: no cap. */
     uint64_t (*rate_cap)(void *user, const uint8_t *client_key);
+    /* Optional: may this client use `role` (enum aftp_role: push, pull)?
+     * Asked once per session when the HELLO is accepted, as rate_cap is.
+     * AFTP_OK, or AFTP_ERR_PERMISSION: the client is refused with
+     * CLOSE(PERMISSION) ("this client key may not pull", spec 9.15.1).
+     * NULL: every admitted client may. */
+    int (*role_allowed)(void *user, const uint8_t *client_key, int role);
 } aftp_peer_policy;
 
 /* Fills buf with len random bytes (tests make handshakes deterministic). */
@@ -338,7 +366,27 @@ typedef struct aftp_security_settings {
     void *random_user;
 } aftp_security_settings;
 
-/* ---- sender (client, push) ---- */
+/* ---- roles (spec sections 9.1, 9.15) ---- */
+
+enum aftp_role {
+    AFTP_ROLE_PUSH = 0, /* the client sends: sender = client, receiver = server */
+    AFTP_ROLE_PULL = 1  /* the client receives: receiver = client, sender = server */
+};
+
+/* Most paths one pull request names (the wire's bound, spec 6.16). */
+#define AFTP_PULL_MAX_PATHS 64u
+
+/* What the client of a pull asks for (receiver settings' `pull`). The
+ * request travels in one datagram that every path carries (1200 bytes):
+ * its paths take 2 bytes each plus their length, 1156 bytes in all. */
+typedef struct aftp_pull_request {
+    const char *const *paths;  /* beneath the client's root on the server; copied */
+    uint32_t path_count;       /* 1..AFTP_PULL_MAX_PATHS */
+    unsigned flags;            /* AFTP_ENTRY_OVERWRITE | _RESUME | _SYNC | _CHECKSUM */
+    uint64_t max_rate_bps;     /* the server's sender paces no faster; 0: no limit */
+} aftp_pull_request;
+
+/* ---- sender (client of a push, server of a pull) ---- */
 
 /* How the sender chooses its rate (Aspera's policy names). */
 enum aftp_cc_policy {
@@ -364,6 +412,13 @@ typedef struct aftp_sender_settings {
     aftp_security_settings security; /* default: AUTO with no keys (aftp_sender_new then
                                       * fails with AFTP_ERR_BAD_KEY until keys are set) */
     uint32_t pipeline_window; /* 0: one-file mode; else the W proposed in PIPELINE (spec 12.3.2) */
+    /* AFTP_ROLE_PUSH (default): the client of a push. AFTP_ROLE_PULL: the
+     * server of a pull (spec 9.15): the first datagram fed must be the
+     * client's HELLO; it needs security.identity and security.peers (as
+     * a receiver's), pipeline_window (the largest W it runs) and
+     * storage->pull_path; the policy's rate_cap and the client's request
+     * lower max_rate_bps. */
+    int role;
 } aftp_sender_settings;
 
 AFTP_EXTERN void aftp_sender_settings_default(aftp_sender_settings *s);
@@ -448,7 +503,7 @@ AFTP_EXTERN int aftp_sender_abort(aftp_sender *s, uint64_t now_ns, int error, co
  * AFTP_ERR_INVALID_ARGUMENT when error is not a negative aftp_error. */
 AFTP_EXTERN int aftp_sender_abandon(aftp_sender *s, uint32_t entry_id, int error);
 
-/* ---- receiver (server, push) ---- */
+/* ---- receiver (server of a push, client of a pull) ---- */
 
 typedef struct aftp_receiver_settings {
     uint32_t conn_id;            /* this endpoint's connection id: random, non-zero */
@@ -467,6 +522,12 @@ typedef struct aftp_receiver_settings {
      * each loss wastes up to a flight of DATA. */
     uint64_t map_window_blocks;  /* default AFTP_RECEIVER_MAP_WINDOW */
     uint32_t pipeline_window; /* 0: no pipelined mode; else the largest W accepted (needs storage->entry) */
+    /* AFTP_ROLE_PUSH (default): the server of a push. AFTP_ROLE_PULL: the
+     * client of a pull (spec 9.15): it sends the HELLO (needs
+     * security.identity, peer_key and unix_time_ns, as a sender's), then
+     * `pull`; pipeline_window and storage->entry are required. */
+    int role;
+    aftp_pull_request pull;
 } aftp_receiver_settings;
 
 /* 2^27 blocks: 16 MiB + 256 KiB of map per receiving session, whatever the
@@ -502,7 +563,8 @@ AFTP_EXTERN int aftp_receiver_new(const aftp_receiver_settings *settings, uint64
                                   aftp_receiver **out);
 AFTP_EXTERN void aftp_receiver_del(aftp_receiver *r);
 
-/* The first datagram fed must be the client's HELLO. */
+/* The server of a push: the first datagram fed must be the client's HELLO
+ * (the client of a pull sends its own HELLO first, aftp_receiver_write). */
 AFTP_EXTERN int aftp_receiver_read(aftp_receiver *r, uint64_t now_ns, const uint8_t *pkt,
                                    size_t len);
 AFTP_EXTERN int aftp_receiver_write(aftp_receiver *r, uint64_t now_ns, uint8_t *buf, size_t cap,

@@ -34,12 +34,21 @@
  * the idle timeout. Tampered, the two sides may disagree for good on what
  * the receiver holds and trade FILE_DONE and FEEDBACK on a backed-off
  * timer without ending; only the spinning is checked then.
+ *
+ * Built with PIPE_PULL 1 (fuzz_pull_input.c), the same tree is pulled
+ * (spec 9.15): the receiver is the client, asks for "d" and "l", and the
+ * sender, the server, adds the tree once its storage was asked about
+ * both paths (each once). The properties are the same.
  */
 #include <string.h>
 
 #include "aftp/aftp_engine.h"
 #include "fuzz_harness.h"
 #include "proto/aftp_wire.h"
+
+#ifndef PIPE_PULL
+#define PIPE_PULL 0
+#endif
 
 #define SENDER_ID 0x0A0A0A0Au
 #define RECEIVER_ID 0x0B0B0B0Bu
@@ -88,6 +97,8 @@ typedef struct harness {
     int tampered_rcv; /* a corrupted or injected datagram reached the receiver */
     int tampered;     /* ... or the sender */
     uint32_t failing; /* the FILE whose source fails past its first block; 0: none */
+    int asked;        /* pull: paths the server's storage was asked about */
+    int fed;          /* the tree is queued at the sender */
     uint64_t now;
     aftp_sender *snd;
     aftp_receiver *rcv;
@@ -239,7 +250,19 @@ static int refuse_offer(void *user, const aftp_file_info *info)
     return AFTP_ERR_PERMISSION;
 }
 
-static const aftp_storage_ops sender_ops = {.view = view_src, .close = close_src};
+/* Pull: the server's storage serves both requested paths. */
+static int serve_path(void *user, uint32_t index, const char *path, unsigned flags)
+{
+    (void)user;
+    (void)flags;
+    FUZZ_CHECK(index == (uint32_t)h.asked && index < 2);
+    FUZZ_CHECK(strcmp(path, index == 0 ? "d" : "l") == 0);
+    h.asked++;
+    return AFTP_OK;
+}
+
+static const aftp_storage_ops sender_ops = {.view = view_src, .close = close_src,
+                                            .pull_path = serve_path};
 static const aftp_storage_ops receiver_ops = {.view = view_dst,
                                               .open = refuse_offer,
                                               .write = write_block,
@@ -258,6 +281,8 @@ static void queue_push(link_queue *q, const aftp_datagram *dg)
         memcpy(q->dg[slot] + dg->head_len, dg->payload, dg->payload_len);
     q->len[slot] = dg->head_len + dg->payload_len;
 }
+
+static void feed_tree(void);
 
 static int engine_due(void)
 {
@@ -281,6 +306,8 @@ static void drain(void)
         for (int i = 0; i < 64 && aftp_receiver_write(h.rcv, h.now, h.buf, MAX_DGRAM, &dg) == 1;
              i++)
             queue_push(&h.to_snd, &dg);
+        if (!h.fed && h.asked == 2)
+            feed_tree(); /* pull: the server's walk, once the request is decided */
     } while (engine_due());
 }
 
@@ -331,8 +358,20 @@ static void add_entry(uint32_t id, int kind, const char *path, uint64_t size, co
     FUZZ_CHECK(aftp_sender_add_entry(h.snd, &e) == AFTP_OK);
 }
 
+static void feed_tree(void)
+{
+    add_entry(1, AFTP_ENTRY_DIR, "d", 0, NULL);
+    add_entry(2, AFTP_ENTRY_FILE, "d/a", true_size[2], NULL);
+    add_entry(3, AFTP_ENTRY_FILE, "d/b", true_size[3], NULL);
+    add_entry(4, AFTP_ENTRY_FILE, "d/c", true_size[4], NULL);
+    add_entry(5, AFTP_ENTRY_SYMLINK, "l", 0, "d/a");
+    aftp_sender_finish(h.snd);
+    h.fed = 1;
+}
+
 /* Sources, the receiver's copies as each verdict finds them, and both
- * engines with the tree queued and the sender's HELLO on the link. */
+ * engines with the tree queued (pull: once requested) and the client's
+ * HELLO on the link. */
 static void setup(uint8_t verdicts)
 {
     static const int verdict_of[4] = {AFTP_VERDICT_SEND, AFTP_VERDICT_RESUME,
@@ -360,14 +399,15 @@ static void setup(uint8_t verdicts)
     rs.storage = &receiver_ops;
     rs.pipeline_window = WINDOW;
     rs.security.cipher = AFTP_CIPHER_NONE;
+    static const char *const pull_paths[] = {"d", "l"};
+    if (PIPE_PULL) {
+        ss.role = rs.role = AFTP_ROLE_PULL;
+        rs.pull = (aftp_pull_request){.paths = pull_paths, .path_count = 2};
+    }
     FUZZ_CHECK(aftp_sender_new(&ss, 0, &h.snd) == AFTP_OK);
     FUZZ_CHECK(aftp_receiver_new(&rs, 0, &h.rcv) == AFTP_OK);
-    add_entry(1, AFTP_ENTRY_DIR, "d", 0, NULL);
-    add_entry(2, AFTP_ENTRY_FILE, "d/a", true_size[2], NULL);
-    add_entry(3, AFTP_ENTRY_FILE, "d/b", true_size[3], NULL);
-    add_entry(4, AFTP_ENTRY_FILE, "d/c", true_size[4], NULL);
-    add_entry(5, AFTP_ENTRY_SYMLINK, "l", 0, "d/a");
-    aftp_sender_finish(h.snd);
+    if (!PIPE_PULL)
+        feed_tree();
     drain();
 }
 

@@ -41,6 +41,9 @@
  *                  (written in wire order); with flag HOLES, count hole
  *                  ranges (up to one over the limit), each two values
  *                  written as varints
+ *     PULL_REQUEST: u16 flags, u64 max_rate, count paths (up to one over
+ *                  the limit), each bytes
+ *     PULL_REPLY:  count errors (up to one over the limit), each a u16
  *     VERDICTS:    count records (up to one over the limit), each: u8 link
  *                  (bit 0: id = previous + 1, else a u32 follows), u8
  *                  verdict, u16 error, count held ranges (up to one over
@@ -250,6 +253,21 @@ static void copy_verdicts(fuzz_input *in, aftp_wire_writer *w)
     }
 }
 
+/* A count up to one over `limit` as a u16, then that many items. */
+static void copy_counted_list(fuzz_input *in, aftp_wire_writer *w, size_t limit,
+                              void (*item)(fuzz_input *, aftp_wire_writer *))
+{
+    size_t n = fuzz_take_count(in, limit + 1);
+    put(w, n, 2);
+    for (size_t i = 0; i < n && in->left > 0; i++)
+        item(in, w);
+}
+
+static void copy_u16(fuzz_input *in, aftp_wire_writer *w)
+{
+    copy(in, w, 2);
+}
+
 static void copy_body(fuzz_input *in, aftp_wire_writer *w, uint8_t type)
 {
     static const uint8_t offer_fixed[] = {4, 8, 8, 4, 4, 2}; /* id..flags */
@@ -303,6 +321,14 @@ static void copy_body(fuzz_input *in, aftp_wire_writer *w, uint8_t type)
         break;
     case AFTP_WIRE_VERDICTS:
         copy_verdicts(in, w);
+        break;
+    case AFTP_WIRE_PULL_REQUEST:
+        copy(in, w, 2);
+        copy(in, w, 8);
+        copy_counted_list(in, w, AFTP_WIRE_MAX_PULL_PATHS, copy_counted_bytes);
+        break;
+    case AFTP_WIRE_PULL_REPLY:
+        copy_counted_list(in, w, AFTP_WIRE_MAX_PULL_PATHS, copy_u16);
         break;
     default: /* SERVER_KEY */
         copy_bytes(in, w, AFTP_WIRE_SERVER_KEY_LEN);

@@ -276,6 +276,22 @@ static void emit_files(const char *dir)
     emit_patched(dir, "abandon-error-none", &p, AFTP_WIRE_HEADER_LEN + AFTP_WIRE_ABANDON_LEN - 1,
                  0, AFTP_ERR_MALFORMED);
 
+    static const aftp_wire_path pull_paths[] = {{7, (const uint8_t *)"reports"},
+                                                {6, (const uint8_t *)"../etc"}};
+    p = packet(AFTP_WIRE_PULL_REQUEST);
+    p.u.pull_request = (aftp_wire_pull_request){AFTP_WIRE_ENTRY_RESUME, 200000000, 2, pull_paths,
+                                                NULL, 0};
+    emit_valid(dir, "pull-request", &p);
+    emit_patched(dir, "pull-request-nul-in-path", &p,
+                 AFTP_WIRE_HEADER_LEN + AFTP_WIRE_PULL_REQUEST_FIXED + 4, 0, AFTP_ERR_MALFORMED);
+
+    p = packet(AFTP_WIRE_PULL_REPLY);
+    p.u.pull_reply.count = 2;
+    p.u.pull_reply.errors[1] = AFTP_WIRE_ERR_NOT_FOUND;
+    emit_valid(dir, "pull-reply", &p);
+    emit_patched(dir, "pull-reply-trailing", &p, AFTP_WIRE_HEADER_LEN + 6, 0,
+                 AFTP_ERR_MALFORMED);
+
     p = packet(AFTP_WIRE_FILE_DONE);
     p.u.file_done.file_id = 7;
     p.u.file_done.block_count = 87654;

@@ -25,7 +25,12 @@
  *    ascending ids, an error exactly on REFUSED, held ranges exactly on
  *    RESUME, ascending and non-adjacent, at most 8192 in the packet); and
  *    re-encoding from the iterated records as arrays gives the input again.
- *  - a HELLO's or HELLO_ACK's extension block: RATE_CAP and PIPELINE read
+ *  - a PULL_REQUEST: its paths lie inside the input and end it; the
+ *    iterator yields exactly path_count paths of 1..AFTP_WIRE_MAX_PATH
+ *    bytes without a zero byte, and re-encoding them as an array gives the
+ *    input again. A PULL_REPLY holds 1..AFTP_WIRE_MAX_PULL_PATHS errors.
+ *  - a HELLO's or HELLO_ACK's extension block: PULL reads as its first TLV
+ *    says (well-formed only when empty); RATE_CAP and PIPELINE read
  *    as the first TLV of their type says (well-formed only with 8 bytes,
  *    non-zero; 4 bytes, 1..AFTP_WIRE_MAX_WINDOW),
  *    and the TLVs but HANDSHAKE (what message 2 authenticates of a
@@ -42,6 +47,7 @@ static uint8_t reencoded[AFTP_WIRE_MAX_DATAGRAM];
 static aftp_wire_range ranges[AFTP_WIRE_MAX_RANGES];
 static aftp_wire_entry entries[AFTP_WIRE_MAX_ENTRIES];
 static aftp_wire_verdict verdicts[AFTP_WIRE_MAX_VERDICTS];
+static aftp_wire_path pull_paths[AFTP_WIRE_MAX_PULL_PATHS];
 
 static int is_decode_error(int rc)
 {
@@ -92,6 +98,16 @@ static void check_borrowed(const uint8_t *data, size_t size, const aftp_wire_pac
     case AFTP_WIRE_VERDICTS:
         check_encoded_tail(data, size, pkt->u.verdicts.verdicts, pkt->u.verdicts.record_bytes,
                            pkt->u.verdicts.record_bytes_len);
+        break;
+    case AFTP_WIRE_PULL_REQUEST:
+        check_encoded_tail(data, size, pkt->u.pull_request.paths, pkt->u.pull_request.path_bytes,
+                           pkt->u.pull_request.path_bytes_len);
+        break;
+    case AFTP_WIRE_PULL_REPLY:
+        FUZZ_CHECK(pkt->u.pull_reply.count >= 1 &&
+                   pkt->u.pull_reply.count <= AFTP_WIRE_MAX_PULL_PATHS);
+        FUZZ_CHECK(size == AFTP_WIRE_HEADER_LEN + AFTP_WIRE_PULL_REPLY_FIXED +
+                               2u * pkt->u.pull_reply.count);
         break;
     case AFTP_WIRE_RETRY:
         FUZZ_CHECK(pkt->u.retry.token_len >= 1 && pkt->u.retry.token_len <= AFTP_WIRE_MAX_TOKEN);
@@ -239,6 +255,22 @@ static void check_verdicts(const aftp_wire_verdicts *b)
     FUZZ_CHECK(n == b->count);
 }
 
+/* Walks a PULL_REQUEST's paths into `pull_paths`, checking each. */
+static void check_pull_paths(const uint8_t *data, size_t size, const aftp_wire_pull_request *q)
+{
+    aftp_wire_record_iter it;
+    aftp_wire_path path;
+    uint16_t n = 0;
+    FUZZ_CHECK(q->path_count >= 1 && q->path_count <= AFTP_WIRE_MAX_PULL_PATHS);
+    aftp_wire_pull_paths_iter_init(&it, q);
+    while (aftp_wire_pull_paths_next(&it, &path)) {
+        FUZZ_CHECK(n < q->path_count);
+        FUZZ_CHECK(path.len >= 1 && name_ok(data, size, path.bytes, path.len));
+        pull_paths[n++] = path;
+    }
+    FUZZ_CHECK(n == q->path_count);
+}
+
 /* Encodes pkt into a heap buffer of exactly cap bytes (so ASan sees any
  * write past it); on success the bytes must equal the first encoding. */
 static int encode_exact(const aftp_wire_packet *pkt, size_t cap, size_t *written)
@@ -328,6 +360,11 @@ static void check_extensions(const uint8_t *ext, size_t ext_len)
     aftp_wire_writer w;
     check_rate_cap(ext, ext_len);
     check_pipeline(ext, ext_len);
+    int pull = aftp_wire_ext_pull(ext, ext_len);
+    if (!aftp_wire_ext_find(ext, ext_len, AFTP_WIRE_EXT_PULL, &v, &v_len))
+        FUZZ_CHECK(pull == 0);
+    else
+        FUZZ_CHECK(pull == (v_len == 0 ? 1 : -1));
     aftp_wire_writer_init(&w, others, sizeof others);
     FUZZ_CHECK(aftp_wire_ext_put_except(&w, ext, ext_len, AFTP_WIRE_EXT_HANDSHAKE) == AFTP_OK);
     FUZZ_CHECK(w.pos <= ext_len);
@@ -375,6 +412,11 @@ void fuzz_check_datagram(const uint8_t *data, size_t size)
     if (pkt.hdr.type == AFTP_WIRE_VERDICTS) {
         check_verdicts(&pkt.u.verdicts);
         pkt.u.verdicts.verdicts = verdicts;
+        check_reencode(data, size, &pkt);
+    }
+    if (pkt.hdr.type == AFTP_WIRE_PULL_REQUEST) {
+        check_pull_paths(data, size, &pkt.u.pull_request);
+        pkt.u.pull_request.paths = pull_paths;
         check_reencode(data, size, &pkt);
     }
 }

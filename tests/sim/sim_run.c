@@ -30,6 +30,7 @@ void sim_cfg_default(sim_cfg *c)
     c->receiver_dies_at = AFTP_NO_EXPIRY;
     c->sender_dies_at = AFTP_NO_EXPIRY;
     c->sender_cancels_at = AFTP_NO_EXPIRY;
+    c->receiver_cancels_at = AFTP_NO_EXPIRY;
     c->corrupt_offset = -1;
     c->time_limit_ns = 120 * SIM_S;
 }
@@ -109,6 +110,8 @@ static void run_timers_and_output(sim_world *w, uint64_t now)
     }
     if (alive(now, w->cfg->receiver_dies_at)) {
         uint64_t before = w->res->st.receiver_view_bytes;
+        if (now >= w->cfg->receiver_cancels_at)
+            aftp_receiver_cancel(w->rcv, now);
         if (now >= aftp_receiver_expiry(w->rcv))
             aftp_receiver_handle_expiry(w->rcv, now);
         note_receiver_views(w, before);
@@ -139,6 +142,8 @@ static uint64_t next_event(sim_world *w, uint64_t now)
         t = min3(t, aftp_receiver_expiry(w->rcv), w->cfg->receiver_dies_at);
     if (w->cfg->sender_cancels_at > now)
         t = min3(t, w->cfg->sender_cancels_at, AFTP_NO_EXPIRY);
+    if (w->cfg->receiver_cancels_at > now)
+        t = min3(t, w->cfg->receiver_cancels_at, AFTP_NO_EXPIRY);
     return t;
 }
 

@@ -30,6 +30,7 @@ typedef struct sim_cfg {
     uint64_t receiver_dies_at; /* the endpoint stops (no input, no output); */
     uint64_t sender_dies_at;   /* AFTP_NO_EXPIRY: never */
     uint64_t sender_cancels_at;
+    uint64_t receiver_cancels_at; /* aftp_receiver_cancel then (AFTP_NO_EXPIRY: never) */
     int sender_abort_error;    /* non-zero: at sender_cancels_at the sender aborts
                                 * with this error (aftp_sender_abort), not cancels */
     int open_error;            /* receiver storage refuses the open */

@@ -173,7 +173,7 @@ static void expect_protocol_close(uint8_t role, uint8_t cipher, const char *reas
 static void test_pull_refused(void **state)
 {
     (void)state;
-    expect_protocol_close(AFTP_WIRE_ROLE_PULL, AFTP_WIRE_CIPHER_NONE, "only push is supported");
+    expect_protocol_close(AFTP_WIRE_ROLE_PULL, AFTP_WIRE_CIPHER_NONE, "pull not supported");
 }
 
 /* Section 14.2: no fallback; the reason tells the user what to change. */

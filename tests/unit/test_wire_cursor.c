@@ -307,7 +307,8 @@ static void test_type_names(void **state)
     static const char *const names[] = {"VERSION_NEG", "HELLO",    "HELLO_ACK", "FILE_OFFER",
                                         "FILE_REPLY",  "DATA",     "FEEDBACK",  "FILE_DONE",
                                         "FILE_RESULT", "CLOSE",    "RETRY",     "SERVER_KEY",
-                                        "ENTRIES",     "VERDICTS", "ABANDON"};
+                                        "ENTRIES",     "VERDICTS", "ABANDON",   "PULL_REQUEST",
+                                        "PULL_REPLY"};
     assert_int_equal(sizeof names / sizeof names[0], AFTP_WIRE_TYPE_MAX + 1);
     for (unsigned t = 0; t <= AFTP_WIRE_TYPE_MAX; t++)
         assert_string_equal(aftp_wire_type_name((uint8_t)t), names[t]);
@@ -321,9 +322,10 @@ static void test_wire_error_names(void **state)
     static const char *const names[] = {
         "NONE",      "PROTOCOL",        "VERSION",       "FILE_EXISTS", "NO_SPACE",
         "IO",        "DIGEST_MISMATCH", "PATH_REJECTED", "IDLE_TIMEOUT", "CANCELLED",
-        "INTERNAL",  "SOURCE_CHANGED",  "PERMISSION",    "LIMIT",        "UNAUTHORIZED"};
+        "INTERNAL",  "SOURCE_CHANGED",  "PERMISSION",    "LIMIT",        "UNAUTHORIZED",
+        "NOT_FOUND"};
     const unsigned count = sizeof names / sizeof names[0];
-    assert_int_equal(count - 1, AFTP_WIRE_ERR_UNAUTHORIZED);
+    assert_int_equal(count - 1, AFTP_WIRE_ERR_NOT_FOUND);
     for (unsigned e = 0; e < count; e++)
         assert_string_equal(aftp_wire_error_name((uint16_t)e), names[e]);
     for (unsigned e = count; e <= 0xffff; e++)

@@ -51,6 +51,15 @@ static size_t verdicts_records_len(const aftp_wire_verdicts *b)
     return n;
 }
 
+/* A PULL_REQUEST's paths: a u16 length and the bytes each. */
+static size_t pull_paths_len(const aftp_wire_pull_request *q)
+{
+    size_t n = 0;
+    for (uint16_t i = 0; i < q->path_count; i++)
+        n += 2u + q->paths[i].len;
+    return n;
+}
+
 /* Encoded size from the layout: header + fixed body + variable parts. */
 static size_t layout_len(const aftp_wire_packet *p)
 {
@@ -74,6 +83,9 @@ static size_t layout_len(const aftp_wire_packet *p)
     case AFTP_WIRE_SERVER_KEY: return h + AFTP_WIRE_SERVER_KEY_LEN;
     case AFTP_WIRE_ENTRIES: return h + 2 + entries_records_len(&p->u.entries);
     case AFTP_WIRE_VERDICTS: return h + 2 + verdicts_records_len(&p->u.verdicts);
+    case AFTP_WIRE_PULL_REQUEST: return h + AFTP_WIRE_PULL_REQUEST_FIXED + pull_paths_len(&p->u.pull_request);
+    case AFTP_WIRE_PULL_REPLY:
+        return h + AFTP_WIRE_PULL_REPLY_FIXED + 2u * p->u.pull_reply.count;
     default: fail_msg("no layout for type %u", p->hdr.type); return 0;
     }
 }

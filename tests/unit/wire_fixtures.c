@@ -20,6 +20,8 @@ static const uint8_t fixture_dir[] = "photos";
 static const uint8_t fixture_file[] = "photos/a.jpg";
 static const uint8_t fixture_link[] = "photos/latest";
 static const uint8_t fixture_target[] = "a.jpg";
+static const aftp_wire_path fixture_pull_paths[] = {
+    {sizeof fixture_dir - 1, fixture_dir}, {sizeof fixture_path - 1, fixture_path}};
 static aftp_wire_entry fixture_entry_list[3];
 /* Blocks 1-2 and 5 of the fixture's 8-block file lie in holes. */
 static const aftp_wire_range fixture_holes[2] = {{1, 2}, {5, 1}};
@@ -165,6 +167,15 @@ static void fixture_body(uint8_t type, aftp_wire_packet *p)
         break;
     case AFTP_WIRE_ABANDON:
         p->u.abandon = (aftp_wire_abandon){9, AFTP_WIRE_ERR_SOURCE_CHANGED};
+        break;
+    case AFTP_WIRE_PULL_REQUEST:
+        p->u.pull_request = (aftp_wire_pull_request){
+            AFTP_WIRE_ENTRY_RESUME, 50000000, 2, fixture_pull_paths, NULL, 0};
+        break;
+    case AFTP_WIRE_PULL_REPLY:
+        p->u.pull_reply.count = 3;
+        p->u.pull_reply.errors[1] = AFTP_WIRE_ERR_NOT_FOUND;
+        p->u.pull_reply.errors[2] = AFTP_WIRE_ERR_PATH_REJECTED;
         break;
     default: fail_msg("no fixture for type %u", type);
     }
@@ -368,6 +379,39 @@ static void expect_hello_equal(const aftp_wire_hello *want, const aftp_wire_hell
     expect_bytes_equal(want->ext, want->ext_len, got->ext, got->ext_len);
 }
 
+/* A PULL_REQUEST's fields and its paths, walked on both sides (either
+ * may hold them as an array or encoded). */
+static void expect_pull_request_equal(const aftp_wire_pull_request *want,
+                                      const aftp_wire_pull_request *got)
+{
+    aftp_wire_record_iter wi, gi;
+    aftp_wire_path wp, gp;
+    uint8_t buf[AFTP_WIRE_MAX_DATAGRAM];
+    aftp_wire_pull_request enc = *want;
+    assert_int_equal(want->flags, got->flags);
+    assert_int_equal(want->max_rate_bps, got->max_rate_bps);
+    assert_int_equal(want->path_count, got->path_count);
+    if (want->paths != NULL) { /* walk an array as the decoder would: encode it first */
+        aftp_wire_writer w;
+        aftp_wire_writer_init(&w, buf, sizeof buf);
+        for (uint16_t i = 0; i < want->path_count; i++) {
+            assert_int_equal(aftp_wire_write_u16(&w, want->paths[i].len), AFTP_OK);
+            assert_int_equal(aftp_wire_write_bytes(&w, want->paths[i].bytes, want->paths[i].len),
+                             AFTP_OK);
+        }
+        enc.path_bytes = buf;
+        enc.path_bytes_len = w.pos;
+    }
+    aftp_wire_pull_paths_iter_init(&wi, &enc);
+    aftp_wire_pull_paths_iter_init(&gi, got);
+    for (uint16_t i = 0; i < want->path_count; i++) {
+        assert_true(aftp_wire_pull_paths_next(&wi, &wp));
+        assert_true(aftp_wire_pull_paths_next(&gi, &gp));
+        expect_bytes_equal(wp.bytes, wp.len, gp.bytes, gp.len);
+    }
+    assert_false(aftp_wire_pull_paths_next(&gi, &gp));
+}
+
 static void expect_body_equal(const aftp_wire_packet *want, const aftp_wire_packet *got)
 {
     const uint8_t *wv = want->u.version_neg.versions, *gv = got->u.version_neg.versions;
@@ -425,6 +469,14 @@ static void expect_body_equal(const aftp_wire_packet *want, const aftp_wire_pack
         break;
     case AFTP_WIRE_ENTRIES: expect_entries_equal(&want->u.entries, &got->u.entries); break;
     case AFTP_WIRE_VERDICTS: expect_verdicts_equal(&want->u.verdicts, &got->u.verdicts); break;
+    case AFTP_WIRE_PULL_REQUEST:
+        expect_pull_request_equal(&want->u.pull_request, &got->u.pull_request);
+        break;
+    case AFTP_WIRE_PULL_REPLY:
+        assert_int_equal(want->u.pull_reply.count, got->u.pull_reply.count);
+        assert_memory_equal(want->u.pull_reply.errors, got->u.pull_reply.errors,
+                            want->u.pull_reply.count * sizeof want->u.pull_reply.errors[0]);
+        break;
     default: fail_msg("unexpected type %u", want->hdr.type);
     }
 }

@@ -31,10 +31,11 @@ MAX_ENTRIES = 1024
 MAX_HOLES = 1024
 HOLES = 0x0010
 MAX_VERDICTS = 1024
+MAX_PULL_PATHS = 64
 
 TYPES = ['VERSION_NEG', 'HELLO', 'HELLO_ACK', 'FILE_OFFER', 'FILE_REPLY', 'DATA',
          'FEEDBACK', 'FILE_DONE', 'FILE_RESULT', 'CLOSE', 'RETRY', 'SERVER_KEY',
-         'ENTRIES', 'VERDICTS', 'ABANDON']
+         'ENTRIES', 'VERDICTS', 'ABANDON', 'PULL_REQUEST', 'PULL_REPLY']
 KINDS = {'FILE': 1, 'DIR': 2, 'SYMLINK': 3}
 VERDICTS = {'SEND': 0, 'RESUME': 1, 'SKIP': 2, 'REFUSED': 3}
 ROLES = {'PUSH': 1, 'PULL': 2}
@@ -42,7 +43,7 @@ CIPHERS = {'NONE': 0, 'AES256GCM': 1, 'CHACHA20POLY1305': 2}
 ERRORS = {name: code for code, name in enumerate(
     ['NONE', 'PROTOCOL', 'VERSION', 'FILE_EXISTS', 'NO_SPACE', 'IO', 'DIGEST_MISMATCH',
      'PATH_REJECTED', 'IDLE_TIMEOUT', 'CANCELLED', 'INTERNAL', 'SOURCE_CHANGED',
-     'PERMISSION', 'LIMIT', 'UNAUTHORIZED'])}
+     'PERMISSION', 'LIMIT', 'UNAUTHORIZED', 'NOT_FOUND'])}
 REJECTIONS = {'TRUNCATED', 'MALFORMED', 'UNKNOWN_TYPE', 'VERSION', 'LIMIT'}
 
 
@@ -306,9 +307,27 @@ def body_verdicts(c):
     return f
 
 
+def body_pull_request(c):
+    f = {'pull_flags': c.uint(2), 'max_rate': c.uint(8)}
+    count = c.uint(2)
+    check(1 <= count <= MAX_PULL_PATHS, 'path count %d' % count)
+    for i in range(1, count + 1):
+        path = c.take(c.uint(2))
+        check(1 <= len(path) <= MAX_PATH and 0 not in path, 'path %d' % i)
+        f['path.%d' % i] = path
+    return f
+
+
+def body_pull_reply(c):
+    count = c.uint(2)
+    check(1 <= count <= MAX_PULL_PATHS, 'error count %d' % count)
+    return {'errors': [c.uint(2) for _ in range(count)]}
+
+
 BODIES = [body_version_neg, body_hello, body_hello_ack, body_file_offer, body_file_reply,
           body_data, body_feedback, body_file_done, body_file_result, body_close,
-          body_retry, body_server_key, body_entries, body_verdicts, body_abandon]
+          body_retry, body_server_key, body_entries, body_verdicts, body_abandon,
+          body_pull_request, body_pull_reply]
 
 
 def decode(data):
@@ -400,6 +419,7 @@ FIELD_KINDS = {
     'digest': byte_string, 'token': byte_string, 'key': byte_string,
     'target': byte_string, 'held': ranges, 'holes': ranges,
     'kind': lambda t: named(t, KINDS), 'verdict': lambda t: named(t, VERDICTS),
+    'errors': lambda t: [named(x, ERRORS) for x in t.split()],
 }
 
 
@@ -408,8 +428,9 @@ def expected_fields(record):
     for key, text in record.items():
         if key in ('name', 'hex'):
             continue
-        # entry.N.FIELD and verdict.N.FIELD read as FIELD does.
-        fields[key] = FIELD_KINDS.get(key.rpartition('.')[2], integer)(text)
+        # entry.N.FIELD and verdict.N.FIELD read as FIELD does; path.N is a path.
+        field = 'path' if key.startswith('path.') else key.rpartition('.')[2]
+        fields[key] = FIELD_KINDS.get(field, integer)(text)
     return fields
 
 

@@ -299,6 +299,44 @@ static void build_verdict(vec_ctx *c, size_t n, void *out)
     v->range_count = (uint16_t)count;
 }
 
+/* PULL_REQUEST: pull_flags, max_rate, then path.1, path.2 ... (bytes). */
+static void build_pull_request(vec_ctx *c, aftp_wire_pull_request *q)
+{
+    char k[64];
+    uint16_t n = 0;
+    q->flags = (uint16_t)need_u64(c, "pull_flags", UINT16_MAX);
+    q->max_rate_bps = need_u64(c, "max_rate", UINT64_MAX);
+    while (n < AFTP_WIRE_MAX_PULL_PATHS + 1u &&
+           vec_get(c->rec, (snprintf(k, sizeof k, "path.%u", n + 1u), k)) != NULL)
+        n++;
+    if (n == 0)
+        vec_fail(c, "no 'path.1'");
+    aftp_wire_path *paths = own_array(c, n, sizeof *paths);
+    for (uint16_t i = 0; i < n; i++) {
+        snprintf(k, sizeof k, "path.%u", i + 1u);
+        paths[i].bytes = need_bytes16(c, k, &paths[i].len);
+    }
+    q->paths = paths;
+    q->path_count = n;
+}
+
+/* PULL_REPLY: `errors`, a list of wire error names, one per path. */
+static void build_pull_reply(vec_ctx *c, aftp_wire_pull_reply *a)
+{
+    char copy[1024], *words[AFTP_WIRE_MAX_PULL_PATHS];
+    const char *s = need(c, "errors");
+    if (strlen(s) >= sizeof copy)
+        vec_fail(c, "'errors' too long");
+    strcpy(copy, s);
+    int count = vec_split_words(copy, words, AFTP_WIRE_MAX_PULL_PATHS);
+    if (count < 0)
+        vec_fail(c, "'errors' lists more than %u items", AFTP_WIRE_MAX_PULL_PATHS);
+    for (int i = 0; i < count; i++)
+        a->errors[i] = (uint16_t)parse_name(c, "errors", words[i], error_names, error_name_count,
+                                            UINT16_MAX);
+    a->count = (uint16_t)count;
+}
+
 /* The numbered records "<prefix>.N.*" of a batch, each `size` bytes,
  * filled by `build`; *count is how many there are. */
 static void *build_records(vec_ctx *c, const char *prefix, size_t size,
@@ -361,6 +399,8 @@ static void build_body(vec_ctx *c, aftp_wire_packet *p)
         p->u.verdicts.verdicts = build_records(c, "verdict", sizeof(aftp_wire_verdict),
                                                build_verdict, &p->u.verdicts.count);
         break;
+    case AFTP_WIRE_PULL_REQUEST: build_pull_request(c, &p->u.pull_request); break;
+    case AFTP_WIRE_PULL_REPLY: build_pull_reply(c, &p->u.pull_reply); break;
     default: vec_fail(c, "no fields known for type %u", p->hdr.type);
     }
 }
