@@ -59,59 +59,73 @@ static void receive(aftp_treestore *ts, uint32_t id, const char *path, const uin
     assert_int_equal(ops->close(ts, id, AFTP_CLOSE_DEFER), AFTP_OK);
 }
 
-static void test_group_runs_beside_the_caller(void **state)
-{
-    int root = io_test_scratch_fd(state);
+/* A treestore in the scratch directory with its committer, file 1 "a"
+ * received and waiting for its commit. */
+typedef struct rig {
+    int root;
     uint8_t data[SIZE];
-    io_test_pattern(data, SIZE, 7);
+    aftp_treestore ts;
+    aftp_committer c;
+} rig;
+
+static rig *rig_start(void **state)
+{
+    static rig r;
     aftp_place_options opt;
     char why[256];
+    r.root = io_test_scratch_fd(state);
+    io_test_pattern(r.data, SIZE, 7);
     aftp_place_defaults(&opt);
-    aftp_treestore ts;
-    assert_int_equal(aftp_treestore_init(&ts, root, &opt, why, sizeof why), AFTP_OK);
-    aftp_committer c;
-    assert_int_equal(aftp_committer_init(&c, &ts, 8), AFTP_OK);
-    receive(&ts, 1, "a", data);
-    receive(&ts, 2, "b", data);
+    assert_int_equal(aftp_treestore_init(&r.ts, r.root, &opt, why, sizeof why), AFTP_OK);
+    assert_int_equal(aftp_committer_init(&r.c, &r.ts, 8), AFTP_OK);
+    receive(&r.ts, 1, "a", r.data);
+    return &r;
+}
+
+static void test_group_runs_beside_the_caller(void **state)
+{
+    rig *r = rig_start(state);
+    aftp_committer *c = &r->c;
+    receive(&r->ts, 2, "b", r->data);
     int rc = -1;
     const int *results = NULL;
 #ifdef AFTP_TEST_HOOKS
     gate g;
     sem_init(&g.entered, 0, 0);
     sem_init(&g.release, 0, 0);
-    ts.fault = hold_sync;
-    ts.fault_user = &g;
+    r->ts.fault = hold_sync;
+    r->ts.fault_user = &g;
 #endif
-    assert_int_equal(aftp_committer_start(&c, (const uint32_t[]){1, 2}, 2), AFTP_OK);
-    assert_true(aftp_committer_busy(&c));
+    assert_int_equal(aftp_committer_start(c, (const uint32_t[]){1, 2}, 2), AFTP_OK);
+    assert_true(aftp_committer_busy(c));
 #ifdef AFTP_TEST_HOOKS
     sem_wait(&g.entered); /* the worker is inside the group's data sync */
-    assert_int_equal(aftp_committer_collect(&c, 0, &rc, &results), 0);
-    assert_false(io_test_exists(root, "a"));
+    assert_int_equal(aftp_committer_collect(c, 0, &rc, &results), 0);
+    assert_false(io_test_exists(r->root, "a"));
 #endif
     /* Meanwhile the caller's thread stores another file (the files of the
      * group are not its to touch). */
-    receive(&ts, 3, "c", data);
-    assert_int_equal(aftp_committer_start(&c, (const uint32_t[]){3}, 1), AFTP_ERR_INVALID_STATE);
+    receive(&r->ts, 3, "c", r->data);
+    assert_int_equal(aftp_committer_start(c, (const uint32_t[]){3}, 1), AFTP_ERR_INVALID_STATE);
 #ifdef AFTP_TEST_HOOKS
-    ts.fault = NULL; /* read by the worker only in its steps, which wait on release */
+    r->ts.fault = NULL; /* read by the worker only in its steps, which wait on release */
     sem_post(&g.release);
 #endif
-    struct pollfd p = {.fd = c.wake_fd, .events = POLLIN};
+    struct pollfd p = {.fd = c->wake_fd, .events = POLLIN};
     assert_int_equal(poll(&p, 1, -1), 1);
-    assert_int_equal(aftp_committer_collect(&c, 0, &rc, &results), 1);
+    assert_int_equal(aftp_committer_collect(c, 0, &rc, &results), 1);
     assert_int_equal(rc, AFTP_OK);
     assert_int_equal(results[0], AFTP_OK);
     assert_int_equal(results[1], AFTP_OK);
-    assert_true(io_test_exists(root, "a") && io_test_exists(root, "b"));
-    assert_false(aftp_committer_busy(&c));
+    assert_true(io_test_exists(r->root, "a") && io_test_exists(r->root, "b"));
+    assert_false(aftp_committer_busy(c));
     /* The next group, on the same worker. */
-    assert_int_equal(aftp_committer_start(&c, (const uint32_t[]){3}, 1), AFTP_OK);
-    assert_int_equal(aftp_committer_collect(&c, 1, &rc, &results), 1);
+    assert_int_equal(aftp_committer_start(c, (const uint32_t[]){3}, 1), AFTP_OK);
+    assert_int_equal(aftp_committer_collect(c, 1, &rc, &results), 1);
     assert_int_equal(results[0], AFTP_OK);
-    assert_true(io_test_exists(root, "c"));
-    aftp_committer_fini(&c);
-    aftp_treestore_fini(&ts);
+    assert_true(io_test_exists(r->root, "c"));
+    aftp_committer_fini(c);
+    aftp_treestore_fini(&r->ts);
 #ifdef AFTP_TEST_HOOKS
     sem_destroy(&g.entered);
     sem_destroy(&g.release);
@@ -121,21 +135,11 @@ static void test_group_runs_beside_the_caller(void **state)
 /* The session's end: a group still in flight runs to its end in fini. */
 static void test_fini_ends_the_group_in_flight(void **state)
 {
-    int root = io_test_scratch_fd(state);
-    uint8_t data[SIZE];
-    io_test_pattern(data, SIZE, 8);
-    aftp_place_options opt;
-    char why[256];
-    aftp_place_defaults(&opt);
-    aftp_treestore ts;
-    assert_int_equal(aftp_treestore_init(&ts, root, &opt, why, sizeof why), AFTP_OK);
-    aftp_committer c;
-    assert_int_equal(aftp_committer_init(&c, &ts, 8), AFTP_OK);
-    receive(&ts, 1, "a", data);
-    assert_int_equal(aftp_committer_start(&c, (const uint32_t[]){1}, 1), AFTP_OK);
-    aftp_committer_fini(&c);
-    assert_true(io_test_exists(root, "a"));
-    aftp_treestore_fini(&ts);
+    rig *r = rig_start(state);
+    assert_int_equal(aftp_committer_start(&r->c, (const uint32_t[]){1}, 1), AFTP_OK);
+    aftp_committer_fini(&r->c);
+    assert_true(io_test_exists(r->root, "a"));
+    aftp_treestore_fini(&r->ts);
 }
 
 int main(void)
