@@ -1168,6 +1168,14 @@ void aftp_receiver_get_stats(const aftp_receiver *r, aftp_stats *out)
     out->rate_cap_bps = r->rate_cap_bps;
 }
 
+int aftp_receiver_commit_done(aftp_receiver *r, uint64_t now_ns, int rc, const int *results)
+{
+    if (r == NULL)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    aftp_session_tick(&r->ss, now_ns);
+    return aftp_rpipe_commit_done(r, rc, results);
+}
+
 void aftp_receiver_cancel(aftp_receiver *r, uint64_t now_ns)
 {
     if (r == NULL || r->ss.state == AFTP_STATE_CLOSING || r->ss.state == AFTP_STATE_CLOSED)

@@ -39,6 +39,7 @@ void aftp_rpipe_free(aftp_receiver *r)
     free(r->results);
     free(r->group);
     free(r->group_results);
+    free(r->flight);
     free(r->vrecs);
     free(r->vranges);
     aftp_stream_free(&r->stream);
@@ -64,10 +65,11 @@ int aftp_rpipe_init(aftp_receiver *r)
     r->results = calloc(w, sizeof *r->results);
     r->group = calloc(w, sizeof *r->group);
     r->group_results = calloc(w, sizeof *r->group_results);
+    r->flight = calloc(w, sizeof *r->flight);
     r->vrecs = calloc(r->max_vrecs, sizeof *r->vrecs);
     r->vranges = calloc(r->max_vranges, sizeof *r->vranges);
     if (rc == AFTP_OK && (r->pe == NULL || r->results == NULL || r->group == NULL ||
-                          r->group_results == NULL || r->vrecs == NULL || r->vranges == NULL))
+                          r->flight == NULL || r->group_results == NULL || r->vrecs == NULL || r->vranges == NULL))
         rc = AFTP_ERR_NO_MEMORY;
     if (rc == AFTP_OK)
         rc = aftp_blockmap_init(&r->held, AFTP_WIRE_MAX_BLOCKS, r->set.map_window_blocks);
@@ -486,20 +488,64 @@ static void pipe_fail(aftp_receiver *r, pipe_entry *p, int error)
     pipe_end_file(r, p, error, NULL);
 }
 
-/* The files waiting for the group commit are made durable together;
- * each gets its FILE_RESULT only now (spec 9.14.3). */
-static void pipe_commit_group(aftp_receiver *r)
+/* A group commit ended: each of its files gets its FILE_RESULT only now
+ * (spec 9.14.3). results NULL: rc is every file's outcome. */
+static void pipe_group_ended(aftp_receiver *r, const uint32_t *ids, uint32_t n, int rc,
+                             const int *results)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        pipe_entry *p = aftp_rpipe_slot(r, ids[i]);
+        if (p != NULL && p->phase == PIPE_DEFERRED)
+            pipe_end_file(r, p, rc != AFTP_OK || results == NULL ? rc : results[i], p->digest);
+    }
+}
+
+/* The files waiting for the group commit are made durable together, in
+ * this call. */
+static void pipe_commit_now(aftp_receiver *r)
 {
     uint32_t n = r->group_len;
     if (n == 0)
         return;
     int rc = r->set.storage->commit_group(r->set.user, r->group, n, r->group_results);
     r->group_len = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        pipe_entry *p = aftp_rpipe_slot(r, r->group[i]);
-        if (p != NULL && p->phase == PIPE_DEFERRED)
-            pipe_end_file(r, p, rc != AFTP_OK ? rc : r->group_results[i], p->digest);
+    pipe_group_ended(r, r->group, n, rc, r->group_results);
+}
+
+/* The group commit, started in the background when storage can
+ * (commit_start): the files gathered become the group in flight and the
+ * next group gathers in the other array. One group at a time: with one
+ * in flight, the gathered files wait for aftp_receiver_commit_done. */
+static void pipe_commit_group(aftp_receiver *r)
+{
+    if (r->set.storage->commit_start == NULL) {
+        pipe_commit_now(r);
+        return;
     }
+    if (r->group_len == 0 || r->flight_len != 0)
+        return;
+    uint32_t *ids = r->group;
+    r->group = r->flight;
+    r->flight = ids;
+    r->flight_len = r->group_len;
+    r->group_len = 0;
+    int rc = r->set.storage->commit_start(r->set.user, ids, r->flight_len);
+    if (rc != AFTP_OK)
+        aftp_rpipe_commit_done(r, rc, NULL);
+}
+
+int aftp_rpipe_commit_done(aftp_receiver *r, int rc, const int *results)
+{
+    uint32_t n = r->flight_len;
+    if (r->window == 0 || n == 0)
+        return AFTP_ERR_INVALID_STATE;
+    r->flight_len = 0;
+    pipe_group_ended(r, r->flight, n, rc, results);
+    if (r->ss.state != AFTP_STATE_TRANSFER)
+        r->results_len = 0; /* the session ended meanwhile: no FILE_RESULT leaves */
+    else if (r->group_len >= (r->window + 1) / 2 || r->ss.now_ns >= r->group_deadline)
+        pipe_commit_group(r); /* the next group came due while this one ran */
+    return AFTP_OK;
 }
 
 /* A verified file: committed alone, or deferred to the group commit,
@@ -671,12 +717,14 @@ void aftp_rpipe_on_abandon(aftp_receiver *r, const aftp_wire_abandon *a)
 }
 
 /* Session over: files still open are discarded, verified ones waiting
- * for the group commit are committed (they are whole and checked). */
+ * for the group commit are committed (they are whole and checked), here
+ * and now: `commit_group` waits for a group in flight, whose files end
+ * with its aftp_receiver_commit_done. */
 void aftp_rpipe_close_all(aftp_receiver *r, int error)
 {
     if (r->window == 0 || r->pe == NULL)
         return;
-    pipe_commit_group(r);
+    pipe_commit_now(r);
     for (uint32_t id = r->stream.oldest; id != 0 && id <= r->stream.newest; id++) {
         pipe_entry *p = aftp_rpipe_slot(r, id);
         if (p != NULL && (p->phase == PIPE_RECEIVING || p->phase == PIPE_READY ||
@@ -768,7 +816,7 @@ uint64_t aftp_rpipe_expiry(const aftp_receiver *r, uint64_t t)
         return t;
     if (r->verdicts_from < r->decide_next)
         t = min_u64(t, r->verdicts_deadline);
-    if (r->group_len > 0)
+    if (r->group_len > 0 && r->flight_len == 0) /* else commit_done starts it */
         t = min_u64(t, r->group_deadline);
     if (r->verify_id != 0 || r->ready_count > 0)
         t = min_u64(t, r->ss.now_ns);

@@ -538,6 +538,84 @@ static void test_commit_alone_without_group_op(void **state)
     sim_script_free(&g);
 }
 
+/* A storage whose group commit runs in the background (commit_start):
+ * it only notes the group; the test finishes it, later in virtual time,
+ * with the storage's own commit_group and aftp_receiver_commit_done. */
+static struct {
+    void *user;
+    const uint32_t *ids;
+    size_t count;
+    int starts;
+} later;
+static aftp_storage_ops ops_commit_later;
+
+static int note_commit_start(void *user, const uint32_t *ids, size_t count)
+{
+    later.user = user;
+    later.ids = ids;
+    later.count = count;
+    later.starts++;
+    return AFTP_OK;
+}
+
+static void commit_later_op(aftp_receiver_settings *s)
+{
+    ops_commit_later = sim_receiver_storage;
+    ops_commit_later.commit_start = note_commit_start;
+    s->storage = &ops_commit_later;
+}
+
+static void finish_commit(sim_script *g, seen *s)
+{
+    int results[MAX_ID];
+    size_t n = later.count;
+    later.count = 0;
+    assert_int_equal(sim_receiver_storage.commit_group(later.user, later.ids, n, results), AFTP_OK);
+    assert_int_equal(aftp_receiver_commit_done(g->r, g->clock, AFTP_OK, results), AFTP_OK);
+    run_now(g, s);
+}
+
+/* The group commit started with commit_start keeps the engine going:
+ * while it runs, DATA is stored and FEEDBACK leaves, and the next file
+ * verified waits for the next group (one group in flight). FILE_RESULTs
+ * leave only once aftp_receiver_commit_done says the group is durable. */
+static void test_group_commit_in_background(void **state)
+{
+    (void)state;
+    sim_script g;
+    seen s = {0};
+    memset(&later, 0, sizeof later);
+    offer_files(&g, &s, 16, commit_later_op, 4, 2000);
+    send_file(&g, 1);
+    send_file(&g, 2);
+    settle(&g, &s, 30);
+    assert_int_equal(later.starts, 1);
+    assert_int_equal(later.count, 2);
+    assert_false(g.st.files[0].committed);
+    assert_int_equal(s.results_total, 0);
+    int feedbacks = s.feedbacks;
+    send_file(&g, 3); /* data flows while the group is in flight */
+    settle(&g, &s, 30);
+    assert_true(s.feedbacks > feedbacks);
+    assert_true(g.st.files[2].deferred);
+    assert_int_equal(later.starts, 1); /* file 3 waits for the next group */
+    assert_int_equal(s.results_total, 0);
+    assert_int_equal(aftp_receiver_state(g.r), AFTP_STATE_TRANSFER);
+    finish_commit(&g, &s);
+    assert_int_equal(s.results[1], 1);
+    assert_int_equal(s.results[2], 1);
+    assert_int_equal(s.results[3], 0);
+    assert_int_equal(later.starts, 2); /* file 3's group was due: it starts at once */
+    assert_int_equal(later.count, 1);
+    finish_commit(&g, &s);
+    assert_int_equal(s.results[3], 1);
+    assert_int_equal(aftp_receiver_commit_done(g.r, g.clock, AFTP_OK, NULL),
+                     AFTP_ERR_INVALID_STATE);
+    for (uint32_t id = 1; id <= 3; id++)
+        assert_true(sim_file_intact(&g.st, id) && g.st.files[id - 1].committed);
+    sim_script_free(&g);
+}
+
 /* FILE_DONE of entry id with its block count and a digest of zeros. */
 static int file_done_wrong_digest(sim_script *g, uint32_t id)
 {
@@ -1118,6 +1196,7 @@ int main(void)
         cmocka_unit_test(test_group_commit_before_results),
         cmocka_unit_test(test_group_commit_at_half_window),
         cmocka_unit_test(test_commit_alone_without_group_op),
+        cmocka_unit_test(test_group_commit_in_background),
         cmocka_unit_test(test_failed_file_ends_alone_and_results_repeat),
         cmocka_unit_test(test_skip_and_resume),
         cmocka_unit_test(test_held_marks_follow_the_window),
