@@ -1123,6 +1123,7 @@ int aftp_receiver_handle_expiry(aftp_receiver *r, uint64_t now_ns)
     if (r == NULL)
         return AFTP_ERR_INVALID_ARGUMENT;
     aftp_session_tick(&r->ss, now_ns);
+    aftp_rpipe_hold_idle(r);
     switch (aftp_session_timer_due(&r->ss, r->ss.now_ns)) {
     case AFTP_SESSION_TIMER_DRAINED:
         close_now(r, r->ss.error);

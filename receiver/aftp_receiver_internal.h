@@ -199,6 +199,8 @@ void aftp_rpipe_on_abandon(aftp_receiver *r, const aftp_wire_abandon *a);
 void aftp_rpipe_prune(aftp_receiver *r);
 /* aftp_receiver_commit_done's work: the group in flight ended. */
 int aftp_rpipe_commit_done(aftp_receiver *r, int rc, const int *results);
+/* Before the idle timer is looked at: a group in flight holds it. */
+void aftp_rpipe_hold_idle(aftp_receiver *r);
 int aftp_rpipe_verdicts_due(const aftp_receiver *r);
 int aftp_rpipe_encode_verdicts(aftp_receiver *r, uint8_t *buf, size_t cap, aftp_datagram *dg);
 int aftp_rpipe_encode_result(aftp_receiver *r, uint8_t *buf, size_t cap, aftp_datagram *dg);

@@ -534,6 +534,27 @@ static void pipe_commit_group(aftp_receiver *r)
         aftp_rpipe_commit_done(r, rc, NULL);
 }
 
+/* A group in flight holds the idle timer (spec 9.14.3): the sender's
+ * silence meanwhile is its wait for the group's FILE_RESULTs, its control
+ * timer backing off, not its absence. */
+void aftp_rpipe_hold_idle(aftp_receiver *r)
+{
+    uint64_t held = r->ss.now_ns + r->ss.idle_timeout_ns;
+    if (r->flight_len != 0 && r->ss.state == AFTP_STATE_TRANSFER && r->ss.idle_deadline < held)
+        r->ss.idle_deadline = held;
+}
+
+/* The group's end restarts the idle timer held meanwhile, with room for
+ * the sender's control timer, which may have backed off while it waited
+ * (to at most max(2 s, PTO), spec 10.8): a FILE_RESULT lost now is asked
+ * for again that much later at the most. */
+static void pipe_release_idle(aftp_receiver *r)
+{
+    uint64_t pto = aftp_rtt_pto(&r->rtt);
+    uint64_t backoff = pto > AFTP_RTT_MAX_BACKOFF_NS ? pto : AFTP_RTT_MAX_BACKOFF_NS;
+    r->ss.idle_deadline = r->ss.now_ns + r->ss.idle_timeout_ns + backoff;
+}
+
 int aftp_rpipe_commit_done(aftp_receiver *r, int rc, const int *results)
 {
     uint32_t n = r->flight_len;
@@ -541,9 +562,12 @@ int aftp_rpipe_commit_done(aftp_receiver *r, int rc, const int *results)
         return AFTP_ERR_INVALID_STATE;
     r->flight_len = 0;
     pipe_group_ended(r, r->flight, n, rc, results);
-    if (r->ss.state != AFTP_STATE_TRANSFER)
+    if (r->ss.state != AFTP_STATE_TRANSFER) {
         r->results_len = 0; /* the session ended meanwhile: no FILE_RESULT leaves */
-    else if (r->group_len >= (r->window + 1) / 2 || r->ss.now_ns >= r->group_deadline)
+        return AFTP_OK;
+    }
+    pipe_release_idle(r);
+    if (r->group_len >= (r->window + 1) / 2 || r->ss.now_ns >= r->group_deadline)
         pipe_commit_group(r); /* the next group came due while this one ran */
     return AFTP_OK;
 }

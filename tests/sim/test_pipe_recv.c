@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "common/aftp_handshake.h"
+#include "common/aftp_rtt.h"
 #include "common/aftp_session.h"
 #include "sim_link.h"
 #include "sim_run.h"
@@ -616,6 +617,47 @@ static void test_group_commit_in_background(void **state)
     sim_script_free(&g);
 }
 
+/* A short idle timeout, as a server may set, with the commit of
+ * commit_later_op. */
+#define SHORT_IDLE_MS 700
+
+static void commit_later_short_idle(aftp_receiver_settings *s)
+{
+    commit_later_op(s);
+    s->idle_timeout_ns = SHORT_IDLE_MS * SIM_MS;
+}
+
+/* A group commit that outlasts the idle timeout does not end the session:
+ * the sender is silent because it waits for the group's FILE_RESULTs (its
+ * control timer backing off), not gone. From the group's end the timer
+ * runs again, with room for the sender's backed-off timer (at most
+ * max(2 s, PTO)): then a silent sender ends the session. */
+static void test_group_in_flight_holds_the_idle_timer(void **state)
+{
+    (void)state;
+    sim_script g;
+    seen s = {0};
+    memset(&later, 0, sizeof later);
+    offer_files(&g, &s, 4, commit_later_short_idle, 2, 2000);
+    send_file(&g, 1);
+    send_file(&g, 2);
+    settle(&g, &s, 30);
+    assert_int_equal(later.starts, 1);
+    settle(&g, &s, 4 * SHORT_IDLE_MS); /* the disk is slow; the sender waits in silence */
+    assert_int_equal(aftp_receiver_state(g.r), AFTP_STATE_TRANSFER);
+    assert_int_equal(s.results_total, 0);
+    finish_commit(&g, &s);
+    assert_int_equal(s.results[1], 1);
+    assert_int_equal(s.results[2], 1);
+    int grace_ms = (int)(AFTP_RTT_MAX_BACKOFF_NS / SIM_MS);
+    settle(&g, &s, SHORT_IDLE_MS + grace_ms - 10); /* the results lost: the sender asks late */
+    assert_int_equal(aftp_receiver_state(g.r), AFTP_STATE_TRANSFER);
+    settle(&g, &s, 20);
+    assert_int_equal(aftp_receiver_state(g.r), AFTP_STATE_CLOSED);
+    assert_int_equal(aftp_receiver_error(g.r), AFTP_ERR_IDLE_TIMEOUT);
+    sim_script_free(&g);
+}
+
 /* FILE_DONE of entry id with its block count and a digest of zeros. */
 static int file_done_wrong_digest(sim_script *g, uint32_t id)
 {
@@ -1197,6 +1239,7 @@ int main(void)
         cmocka_unit_test(test_group_commit_at_half_window),
         cmocka_unit_test(test_commit_alone_without_group_op),
         cmocka_unit_test(test_group_commit_in_background),
+        cmocka_unit_test(test_group_in_flight_holds_the_idle_timer),
         cmocka_unit_test(test_failed_file_ends_alone_and_results_repeat),
         cmocka_unit_test(test_skip_and_resume),
         cmocka_unit_test(test_held_marks_follow_the_window),
