@@ -54,14 +54,20 @@ static int open_partial_dir(aftp_treestore *ts, char *why, size_t cap)
     return rc;
 }
 
+static void dirs_init(aftp_treestore_dirs *dirs)
+{
+    *dirs = (aftp_treestore_dirs){0};
+    for (size_t i = 0; i < AFTP_TREESTORE_DIR_CACHE; i++)
+        dirs->slot[i].fd = -1;
+}
+
 int aftp_treestore_init(aftp_treestore *ts, int root, const aftp_place_options *opt, char *why,
                         size_t cap)
 {
     memset(ts, 0, sizeof *ts);
     ts->root = root;
     ts->partial_dir = -1;
-    for (size_t i = 0; i < AFTP_TREESTORE_DIR_CACHE; i++)
-        ts->dirs[i].fd = -1;
+    dirs_init(&ts->dirs);
     aftp_place_init(&ts->place, root, opt);
     aftp_journal_sweep_init(&ts->sweep, -1, AFTP_JOURNAL_DEFAULT_MAX_AGE_S);
     /* An existing resume directory is opened now, so that a bad one (a
@@ -192,12 +198,12 @@ static int ensure_open(aftp_treestore *ts, aftp_treestore_file *f)
 /* ---- destination directories, a few kept open ---- */
 
 /* A dirty directory synced: the renames into it made durable. A failure
- * fails the files of the running group renamed into it, and only those. */
-static void dir_settle(aftp_treestore *ts, aftp_treestore_dir *d);
+ * fails the files of group g renamed into it, and only those. */
+static void dir_settle(aftp_treestore *ts, aftp_treestore_group *g, aftp_treestore_dir *d);
 
-static void dir_close(aftp_treestore *ts, aftp_treestore_dir *d)
+static void dir_close(aftp_treestore *ts, aftp_treestore_group *g, aftp_treestore_dir *d)
 {
-    dir_settle(ts, d);
+    dir_settle(ts, g, d);
     if (d->path != NULL)
         close(d->fd);
     free(d->path);
@@ -205,16 +211,17 @@ static void dir_close(aftp_treestore *ts, aftp_treestore_dir *d)
     d->fd = -1;
 }
 
-/* The directory `path` lies in, opened beneath the root on a miss (no
- * link followed) into the next slot round the cache; *leaf is path's
- * last component. AFTP_OK or the error of aftp_path_open_parent. */
-static int dir_of(aftp_treestore *ts, const char *path, aftp_treestore_dir **out,
-                  const char **leaf)
+/* The directory `path` lies in, from `dirs` (the caller's, or group g's),
+ * opened beneath the root on a miss (no link followed) into the next slot
+ * round the cache; *leaf is path's last component. AFTP_OK or the error
+ * of aftp_path_open_parent. */
+static int dir_of(aftp_treestore *ts, aftp_treestore_dirs *dirs, aftp_treestore_group *g,
+                  const char *path, aftp_treestore_dir **out, const char **leaf)
 {
     const char *slash = strrchr(path, '/');
     size_t len = slash != NULL ? (size_t)(slash - path) : 0;
     for (size_t i = 0; i < AFTP_TREESTORE_DIR_CACHE; i++) {
-        aftp_treestore_dir *d = &ts->dirs[i];
+        aftp_treestore_dir *d = &dirs->slot[i];
         if (d->path != NULL && strlen(d->path) == len && memcmp(d->path, path, len) == 0) {
             *out = d;
             *leaf = slash != NULL ? slash + 1 : path;
@@ -230,17 +237,18 @@ static int dir_of(aftp_treestore *ts, const char *path, aftp_treestore_dir **out
     }
     if (rc != AFTP_OK)
         return rc;
-    aftp_treestore_dir *d = &ts->dirs[ts->dir_victim++ % AFTP_TREESTORE_DIR_CACHE];
-    dir_close(ts, d);
-    *d = (aftp_treestore_dir){.path = copy, .fd = fd, .ticket = ++ts->dir_tickets};
+    aftp_treestore_dir *d = &dirs->slot[dirs->victim++ % AFTP_TREESTORE_DIR_CACHE];
+    dir_close(ts, g, d);
+    *d = (aftp_treestore_dir){.path = copy, .fd = fd, .ticket = ++dirs->tickets};
     *out = d;
     return AFTP_OK;
 }
 
-static void dir_cache_fini(aftp_treestore *ts)
+/* Every directory of `dirs` synced if dirty (g's failures) and closed. */
+static void dirs_close(aftp_treestore *ts, aftp_treestore_dirs *dirs, aftp_treestore_group *g)
 {
     for (size_t i = 0; i < AFTP_TREESTORE_DIR_CACHE; i++)
-        dir_close(ts, &ts->dirs[i]);
+        dir_close(ts, g, &dirs->slot[i]);
 }
 
 /* ---- verdicts ---- */
@@ -311,7 +319,7 @@ static int check_existing(aftp_treestore *ts, const aftp_entry_info *info, int *
     aftp_treestore_dir *dir = NULL;
     const char *leaf;
     struct stat sb;
-    int rc = dir_of(ts, info->file.path, &dir, &leaf);
+    int rc = dir_of(ts, &ts->dirs, NULL, info->file.path, &dir, &leaf);
     int parent = rc == AFTP_OK ? dir->fd : -1;
     if (rc != AFTP_OK)
         return fail(ts, rc, "cannot open the directory of",
@@ -669,6 +677,7 @@ struct aftp_treestore_group {
     aftp_treestore_file **files; /* NULL: not a file awaiting commit */
     uint64_t *tickets;           /* the directory opening renamed into, 0: not renamed */
     group_fail *fails;
+    aftp_treestore_dirs dirs;    /* the run's own, open while it runs */
 };
 
 static int fail_file(aftp_treestore *ts, const aftp_treestore_file *f, int err, const char *what,
@@ -696,7 +705,7 @@ static int note_fail(aftp_treestore_group *g, size_t i, int err, const char *wha
 #define STEP(ts, step, path, call) (call)
 #endif
 
-static void dir_settle(aftp_treestore *ts, aftp_treestore_dir *d)
+static void dir_settle(aftp_treestore *ts, aftp_treestore_group *g, aftp_treestore_dir *d)
 {
     if (!d->dirty)
         return;
@@ -704,7 +713,6 @@ static void dir_settle(aftp_treestore *ts, aftp_treestore_dir *d)
     if (STEP(ts, AFTP_TREESTORE_STEP_DIRSYNC, d->path, fsync(d->fd)) == 0)
         return;
     int e = errno;
-    aftp_treestore_group *g = ts->group;
     for (size_t i = 0; g != NULL && i < g->count; i++)
         if (g->tickets[i] == d->ticket && g->results[i] == AFTP_OK)
             g->results[i] = note_fail(g, i, aftp_store_errno_error(e),
@@ -746,7 +754,7 @@ static int place_file(aftp_treestore *ts, aftp_treestore_group *g, size_t i)
     aftp_treestore_file *f = g->files[i];
     aftp_treestore_dir *d;
     const char *leaf;
-    int rc = dir_of(ts, f->j.path, &d, &leaf);
+    int rc = dir_of(ts, &g->dirs, g, f->j.path, &d, &leaf);
     if (rc != AFTP_OK)
         return note_fail(g, i, rc, "cannot open the directory of",
                          rc == AFTP_ERR_PATH_REJECTED ? "a file or symbolic link is in the way"
@@ -833,6 +841,7 @@ int aftp_treestore_commit_begin(aftp_treestore *ts, const uint32_t *ids, size_t 
         free_group(g);
         return AFTP_ERR_NO_MEMORY;
     }
+    dirs_init(&g->dirs);
     g->fsync_each = claim_group(ts, ids, g) <= 1 && !ts->place.opt.sync_fs;
     for (size_t i = 0; i < count; i++)
         if (g->files[i] != NULL)
@@ -844,13 +853,10 @@ int aftp_treestore_commit_begin(aftp_treestore *ts, const uint32_t *ids, size_t 
 void aftp_treestore_commit_run(aftp_treestore *ts, aftp_treestore_group *g)
 {
     sync_group_data(ts, g);
-    ts->group = g;
     for (size_t i = 0; i < g->count; i++)
         if (g->files[i] != NULL && g->results[i] == AFTP_OK)
             g->results[i] = place_file(ts, g, i);
-    for (size_t i = 0; i < AFTP_TREESTORE_DIR_CACHE; i++)
-        dir_settle(ts, &ts->dirs[i]);
-    ts->group = NULL;
+    dirs_close(ts, &g->dirs, g);
 }
 
 int aftp_treestore_commit_end(aftp_treestore *ts, aftp_treestore_group *g)
@@ -955,7 +961,7 @@ void aftp_treestore_fini(aftp_treestore *ts)
             (void)sync_file(ts, f); /* a failure keeps the last journal: still correct */
         end_file(ts, f, unfinished_state(f));
     }
-    dir_cache_fini(ts);
+    dirs_close(ts, &ts->dirs, NULL);
     free(ts->readback);
     ts->readback = NULL;
     aftp_place_finish(&ts->place);

@@ -108,10 +108,14 @@
  * Bounds: at most AFTP_TREESTORE_MAX_OPEN partial files hold a descriptor
  * at once; others are closed (aftp_journal_release_data) and reopened on
  * their next write, view or commit. Destination directories: at most
- * AFTP_TREESTORE_DIR_CACHE held open (a file's entry check and its rename
- * reuse its directory's descriptor; a miss opens it beneath the root
- * without following links and replaces the next slot round the cache,
- * syncing it first if a running group renamed into it). Memory: one
+ * AFTP_TREESTORE_DIR_CACHE held open for the entry checks, and as many by
+ * a group commit while it runs (files entered or renamed in one directory
+ * reuse its descriptor; a miss opens it beneath the root without
+ * following links and replaces the next slot round the cache, syncing it
+ * first if the group renamed into it). The group's set is its own, opened
+ * and closed by its run: the run may be on another thread than the entry
+ * checks, and a descriptor closed under it, its number reused, would
+ * rename into another directory. Memory: one
  * record per open entry (at most W plus the files awaiting their group
  * commit) and its journal, the read-back buffer, and per group commit
  * two pointers' worth per file.
@@ -145,6 +149,15 @@ typedef struct aftp_treestore_dir {
     uint64_t ticket; /* which opening of it (the group's files name it) */
 } aftp_treestore_dir;
 
+/* Directories kept open, one set per thread that uses them: the caller's
+ * (entry checks) and each group commit's (its renames, on whatever thread
+ * runs it): a slot the caller reuses is never one a group renames into. */
+typedef struct aftp_treestore_dirs {
+    aftp_treestore_dir slot[AFTP_TREESTORE_DIR_CACHE];
+    size_t victim;    /* the slot a miss takes next, round the cache */
+    uint64_t tickets;
+} aftp_treestore_dirs;
+
 typedef struct aftp_treestore {
     int root;        /* the destination root (borrowed) */
     int partial_dir; /* AFTP_JOURNAL_DIR beneath it (owned) */
@@ -155,10 +168,7 @@ typedef struct aftp_treestore {
     size_t hand;     /* where the search for a descriptor to close resumes */
     aftp_journal_sweep sweep;
     aftp_path_report report; /* the last entry's refusal or failure */
-    aftp_treestore_dir dirs[AFTP_TREESTORE_DIR_CACHE];
-    size_t dir_victim;       /* the slot a miss takes next, round the cache */
-    uint64_t dir_tickets;
-    aftp_treestore_group *group; /* the group commit running, or NULL */
+    aftp_treestore_dirs dirs; /* the caller's: entry checks */
     uint8_t *readback;       /* AFTP_TREESTORE_WHOLE_MAX bytes: a whole file's view */
 #ifdef AFTP_TEST_HOOKS
     /* Test builds only: called before each durability step of a group

@@ -11,8 +11,10 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -142,11 +144,89 @@ static void test_fini_ends_the_group_in_flight(void **state)
     aftp_treestore_fini(&r->ts);
 }
 
+#ifdef AFTP_TEST_HOOKS
+/* The worker held just before it renames a file of the group. */
+static int hold_rename(void *user, int step, const char *path)
+{
+    gate *g = user;
+    (void)path;
+    if (step == AFTP_TREESTORE_STEP_RENAME) {
+        sem_post(&g->entered);
+        sem_wait(&g->release);
+    }
+    return 0;
+}
+
+/* Entries checked in every slot's worth of new directories: the caller's
+ * directory cache turns over completely. */
+static void enter_new_directories(aftp_treestore *ts, int root)
+{
+    for (unsigned i = 0; i < AFTP_TREESTORE_DIR_CACHE; i++) {
+        char dir[16], path[32];
+        snprintf(dir, sizeof dir, "d%02u", i);
+        snprintf(path, sizeof path, "%s/f", dir);
+        assert_int_equal(mkdirat(root, dir, 0755), 0);
+        aftp_entry_info e = {.kind = AFTP_ENTRY_FILE};
+        e.file = (aftp_file_info){.file_id = 10 + i, .size = SIZE, .mode = 0640,
+                                  .block_size = BS, .path = path};
+        aftp_entry_verdict v;
+        assert_int_equal(ops->entry(ts, &e, &v), AFTP_OK);
+        assert_int_equal(v.verdict, AFTP_VERDICT_SEND);
+    }
+}
+#endif
+
+/* While the worker renames the group's files, the caller's thread checks
+ * new entries in other directories: the directories a group renames into
+ * are its own, so the caller's turning over its directory cache neither
+ * closes one under the worker nor moves a file of the group into another
+ * directory. */
+static void test_caller_directories_leave_the_group_alone(void **state)
+{
+#ifndef AFTP_TEST_HOOKS
+    (void)state;
+    io_test_needs_hooks();
+#else
+    rig *r = rig_start(state);
+    gate g;
+    int rc = -1;
+    const int *results = NULL;
+    uint8_t back[SIZE + 1];
+    sem_init(&g.entered, 0, 0);
+    sem_init(&g.release, 0, 0);
+    r->ts.fault = hold_rename;
+    r->ts.fault_user = &g;
+    assert_int_equal(aftp_committer_start(&r->c, (const uint32_t[]){1}, 1), AFTP_OK);
+    sem_wait(&g.entered); /* about to rename "a" into the root */
+    enter_new_directories(&r->ts, r->root);
+    r->ts.fault = NULL; /* read by the worker only in its steps, after the release */
+    sem_post(&g.release);
+    assert_int_equal(aftp_committer_collect(&r->c, 1, &rc, &results), 1);
+    assert_int_equal(rc, AFTP_OK);
+    assert_int_equal(results[0], AFTP_OK);
+    int fd = openat(r->root, "a", O_RDONLY);
+    assert_true(fd >= 0);
+    assert_int_equal(read(fd, back, sizeof back), SIZE);
+    assert_memory_equal(back, r->data, SIZE);
+    close(fd);
+    for (unsigned i = 0; i < AFTP_TREESTORE_DIR_CACHE; i++) {
+        char moved[16];
+        snprintf(moved, sizeof moved, "d%02u/a", i);
+        assert_false(io_test_exists(r->root, moved));
+    }
+    aftp_committer_fini(&r->c);
+    aftp_treestore_fini(&r->ts);
+    sem_destroy(&g.entered);
+    sem_destroy(&g.release);
+#endif
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         IO_TEST_SCRATCH(test_group_runs_beside_the_caller),
         IO_TEST_SCRATCH(test_fini_ends_the_group_in_flight),
+        IO_TEST_SCRATCH(test_caller_directories_leave_the_group_alone),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
