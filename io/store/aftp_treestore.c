@@ -702,7 +702,7 @@ static int note_fail(aftp_treestore_group *g, size_t i, int err, const char *wha
          ? -1                                                                                \
          : (call))
 #else
-#define STEP(ts, step, path, call) (call)
+#define STEP(ts, step, path, call) ((void)(ts), (call))
 #endif
 
 static void dir_settle(aftp_treestore *ts, aftp_treestore_group *g, aftp_treestore_dir *d)
