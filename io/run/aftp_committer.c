@@ -103,18 +103,17 @@ static int end_flight(aftp_committer *c, int wait)
         return 0;
     uint64_t count;
     (void)!read(c->wake_fd, &count, sizeof count);
-    c->end_rc = aftp_treestore_commit_end(c->ts, c->flight);
+    aftp_treestore_commit_end(c->ts, c->flight);
     c->flight = NULL;
     c->ended = 1;
     return 1;
 }
 
-int aftp_committer_collect(aftp_committer *c, int wait, int *rc, const int **results)
+int aftp_committer_collect(aftp_committer *c, int wait, const int **results)
 {
     if (!end_flight(c, wait))
         return 0;
     c->ended = 0;
-    *rc = c->end_rc;
     *results = c->results;
     return 1;
 }

@@ -36,7 +36,6 @@ typedef struct aftp_committer {
     int *results;                /* its results, W of them */
     size_t results_cap;
     int ended;                   /* collected, the engine not yet told */
-    int end_rc;
 } aftp_committer;
 
 /* Ready to start groups into `ts` (no thread yet: the first group makes
@@ -51,9 +50,10 @@ int aftp_committer_start(aftp_committer *c, const uint32_t *ids, size_t count);
 /* Whether a group was started and its outcome is not yet taken. */
 int aftp_committer_busy(const aftp_committer *c);
 /* Ends the group in flight once the worker ran it (`wait`: blocking until
- * then). Returns 1 with *rc and *results (valid until the next start)
- * when the group ended now or earlier without being taken, else 0. */
-int aftp_committer_collect(aftp_committer *c, int wait, int *rc, const int **results);
+ * then). Returns 1 with *results, each file's outcome (valid until the
+ * next start), when the group ended now or earlier without being taken,
+ * else 0. */
+int aftp_committer_collect(aftp_committer *c, int wait, const int **results);
 /* Ends the group in flight (waiting for the worker) without taking the
  * outcome: it stays for the next collect. Before a synchronous commit. */
 void aftp_committer_settle(aftp_committer *c);

@@ -268,11 +268,10 @@ static int serve_commit_group(void *user, const uint32_t *ids, size_t count, int
  * the worker made durable gets its FILE_RESULTs. */
 static void commit_check(serve_state *st, uint64_t now_ns, int wait)
 {
-    int rc;
     const int *results;
     if (aftp_committer_busy(&st->committer) &&
-        aftp_committer_collect(&st->committer, wait, &rc, &results))
-        (void)aftp_receiver_commit_done(st->d->receiver, now_ns, rc, results);
+        aftp_committer_collect(&st->committer, wait, &results))
+        (void)aftp_receiver_commit_done(st->d->receiver, now_ns, AFTP_OK, results);
 }
 
 static void commit_check_now(void *ctx, uint64_t now_ns)

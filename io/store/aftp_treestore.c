@@ -859,7 +859,7 @@ void aftp_treestore_commit_run(aftp_treestore *ts, aftp_treestore_group *g)
     dirs_close(ts, &g->dirs, g);
 }
 
-int aftp_treestore_commit_end(aftp_treestore *ts, aftp_treestore_group *g)
+void aftp_treestore_commit_end(aftp_treestore *ts, aftp_treestore_group *g)
 {
     for (size_t i = 0; i < g->count; i++) {
         aftp_treestore_file *f = g->files[i];
@@ -874,8 +874,11 @@ int aftp_treestore_commit_end(aftp_treestore *ts, aftp_treestore_group *g)
     }
     free_group(g);
     /* The group commit is also when files still arriving make their
-     * blocks durable, bounding what a kill loses to one group's worth. */
-    return aftp_treestore_sync(ts);
+     * blocks durable, bounding what a kill loses to one group's worth. A
+     * file whose journal cannot be recorded now (a full disk) keeps its
+     * previous one, still true, and tries again at its next sync: its
+     * failure, not the group's, whose files are durable. */
+    (void)aftp_treestore_sync(ts);
 }
 
 int aftp_treestore_close(aftp_treestore *ts, uint32_t id, int commit)
@@ -942,7 +945,8 @@ int aftp_treestore_commit_group(aftp_treestore *ts, const uint32_t *ids, size_t 
     if (rc != AFTP_OK)
         return rc;
     aftp_treestore_commit_run(ts, g);
-    return aftp_treestore_commit_end(ts, g);
+    aftp_treestore_commit_end(ts, g);
+    return AFTP_OK;
 }
 
 int aftp_treestore_finish(aftp_treestore *ts)

@@ -212,13 +212,14 @@ int aftp_treestore_commit_group(aftp_treestore *ts, const uint32_t *ids, size_t 
  * steps (1) to (4), touching only the group's files and the destination
  * directories (no other call may run steps (1) to (4) meanwhile: one group
  * at a time). end, on the caller's thread after run: the results final,
- * failures reported, the files ended; then aftp_treestore_sync. Between
+ * failures reported, the files ended; then aftp_treestore_sync, whose
+ * failure belongs to the files still arriving, not to the group. Between
  * begin and end every other call stays usable and leaves the group's files
  * alone; `ids` and `results` must live until end. */
 int aftp_treestore_commit_begin(aftp_treestore *ts, const uint32_t *ids, size_t count,
                                 int *results, aftp_treestore_group **out);
 void aftp_treestore_commit_run(aftp_treestore *ts, aftp_treestore_group *g);
-int aftp_treestore_commit_end(aftp_treestore *ts, aftp_treestore_group *g);
+void aftp_treestore_commit_end(aftp_treestore *ts, aftp_treestore_group *g);
 /* Syncs the journal of every open file with blocks written since its last
  * sync (the group commit does it too). AFTP_OK or the first error. */
 int aftp_treestore_sync(aftp_treestore *ts);

@@ -4,6 +4,7 @@
  * no final name of the group exists, and no outcome is handed out; once
  * the worker is let go, wake_fd turns readable and the outcome is the
  * group's, its files under their final names. */
+#include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <semaphore.h>
@@ -14,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -89,7 +91,6 @@ static void test_group_runs_beside_the_caller(void **state)
     rig *r = rig_start(state);
     aftp_committer *c = &r->c;
     receive(&r->ts, 2, "b", r->data);
-    int rc = -1;
     const int *results = NULL;
 #ifdef AFTP_TEST_HOOKS
     gate g;
@@ -102,7 +103,7 @@ static void test_group_runs_beside_the_caller(void **state)
     assert_true(aftp_committer_busy(c));
 #ifdef AFTP_TEST_HOOKS
     sem_wait(&g.entered); /* the worker is inside the group's data sync */
-    assert_int_equal(aftp_committer_collect(c, 0, &rc, &results), 0);
+    assert_int_equal(aftp_committer_collect(c, 0, &results), 0);
     assert_false(io_test_exists(r->root, "a"));
 #endif
     /* Meanwhile the caller's thread stores another file (the files of the
@@ -115,15 +116,14 @@ static void test_group_runs_beside_the_caller(void **state)
 #endif
     struct pollfd p = {.fd = c->wake_fd, .events = POLLIN};
     assert_int_equal(poll(&p, 1, -1), 1);
-    assert_int_equal(aftp_committer_collect(c, 0, &rc, &results), 1);
-    assert_int_equal(rc, AFTP_OK);
+    assert_int_equal(aftp_committer_collect(c, 0, &results), 1);
     assert_int_equal(results[0], AFTP_OK);
     assert_int_equal(results[1], AFTP_OK);
     assert_true(io_test_exists(r->root, "a") && io_test_exists(r->root, "b"));
     assert_false(aftp_committer_busy(c));
     /* The next group, on the same worker. */
     assert_int_equal(aftp_committer_start(c, (const uint32_t[]){3}, 1), AFTP_OK);
-    assert_int_equal(aftp_committer_collect(c, 1, &rc, &results), 1);
+    assert_int_equal(aftp_committer_collect(c, 1, &results), 1);
     assert_int_equal(results[0], AFTP_OK);
     assert_true(io_test_exists(r->root, "c"));
     aftp_committer_fini(c);
@@ -189,7 +189,6 @@ static void test_caller_directories_leave_the_group_alone(void **state)
 #else
     rig *r = rig_start(state);
     gate g;
-    int rc = -1;
     const int *results = NULL;
     uint8_t back[SIZE + 1];
     sem_init(&g.entered, 0, 0);
@@ -201,8 +200,7 @@ static void test_caller_directories_leave_the_group_alone(void **state)
     enter_new_directories(&r->ts, r->root);
     r->ts.fault = NULL; /* read by the worker only in its steps, after the release */
     sem_post(&g.release);
-    assert_int_equal(aftp_committer_collect(&r->c, 1, &rc, &results), 1);
-    assert_int_equal(rc, AFTP_OK);
+    assert_int_equal(aftp_committer_collect(&r->c, 1, &results), 1);
     assert_int_equal(results[0], AFTP_OK);
     int fd = openat(r->root, "a", O_RDONLY);
     assert_true(fd >= 0);
@@ -221,12 +219,74 @@ static void test_caller_directories_leave_the_group_alone(void **state)
 #endif
 }
 
+/* Writes to `name` beneath root until the disk is full. */
+static void fill_disk(int root, const char *name)
+{
+    static const uint8_t chunk[1 << 16];
+    int fd = openat(root, name, O_WRONLY | O_CREAT | O_EXCL, 0600);
+    assert_true(fd >= 0);
+    while (write(fd, chunk, sizeof chunk) > 0)
+        continue;
+    assert_int_equal(errno, ENOSPC);
+    close(fd);
+}
+
+/* A full disk at the group's end: the group's file is durable under its
+ * name, and only the resume journal of a file still arriving cannot be
+ * recorded (the sync after every group). That failure is the arriving
+ * file's (its previous journal stays, still true), never the group's:
+ * its files succeed, by the committer and by commit_group alike. The
+ * last test: it leaves this process in a mount namespace of its own. */
+static void test_full_disk_after_the_group_fails_not_the_group(void **state)
+{
+    enum { BIG = 32 * BS }; /* journalled: beyond AFTP_TREESTORE_WHOLE_MAX */
+    static uint8_t big[BIG];
+    char dir[700];
+    snprintf(dir, sizeof dir, "%s/small", io_test_scratch_path(state));
+    assert_int_equal(mkdir(dir, 0755), 0);
+    if (!io_test_mount_private_tmpfs(dir, "1m"))
+        skip();
+    rig r;
+    aftp_place_options opt;
+    char why[256];
+    r.root = open(dir, O_RDONLY | O_DIRECTORY);
+    io_test_pattern(r.data, SIZE, 7);
+    io_test_pattern(big, BIG, 8);
+    aftp_place_defaults(&opt);
+    assert_int_equal(aftp_treestore_init(&r.ts, r.root, &opt, why, sizeof why), AFTP_OK);
+    assert_int_equal(aftp_committer_init(&r.c, &r.ts, 8), AFTP_OK);
+    receive(&r.ts, 1, "a", r.data);
+    receive(&r.ts, 2, "b", r.data);
+    aftp_entry_info e = {.kind = AFTP_ENTRY_FILE};
+    e.file = (aftp_file_info){.file_id = 3, .size = BIG, .mode = 0640, .block_size = BS,
+                              .path = "arriving"};
+    aftp_entry_verdict v;
+    assert_int_equal(ops->entry(&r.ts, &e, &v), AFTP_OK);
+    assert_int_equal(v.verdict, AFTP_VERDICT_SEND);
+    assert_int_equal(ops->write(&r.ts, 3, 0, big, BS), AFTP_OK);
+    fill_disk(r.root, "filler");
+    int results[1] = {-1};
+    const int *collected = NULL;
+    assert_int_equal(aftp_committer_start(&r.c, (const uint32_t[]){1}, 1), AFTP_OK);
+    assert_int_equal(aftp_committer_collect(&r.c, 1, &collected), 1);
+    assert_int_equal(collected[0], AFTP_OK);
+    assert_int_equal(ops->commit_group(&r.ts, (const uint32_t[]){2}, 1, results), AFTP_OK);
+    assert_int_equal(results[0], AFTP_OK);
+    assert_true(io_test_exists(r.root, "a") && io_test_exists(r.root, "b"));
+    aftp_committer_fini(&r.c);
+    aftp_treestore_fini(&r.ts);
+    close(r.root);
+    assert_int_equal(umount2(dir, MNT_DETACH), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         IO_TEST_SCRATCH(test_group_runs_beside_the_caller),
         IO_TEST_SCRATCH(test_fini_ends_the_group_in_flight),
         IO_TEST_SCRATCH(test_caller_directories_leave_the_group_alone),
+        /* last: it leaves this process in a mount namespace of its own */
+        IO_TEST_SCRATCH(test_full_disk_after_the_group_fails_not_the_group),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
