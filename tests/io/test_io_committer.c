@@ -30,17 +30,18 @@ enum { BS = 4096, SIZE = 3 * BS + 11 };
 static const aftp_storage_ops *ops = &aftp_treestore_ops;
 
 #ifdef AFTP_TEST_HOOKS
-/* The worker's data sync, held until the test lets it go (the treestore's
- * fault hook: test builds only). */
+/* The worker held at one step of its group (AFTP_TREESTORE_STEP_*) until
+ * the test lets it go (the treestore's fault hook: test builds only). */
 typedef struct gate {
     sem_t entered, release;
+    int step;
 } gate;
 
-static int hold_sync(void *user, int step, const char *path)
+static int hold_at_step(void *user, int step, const char *path)
 {
     gate *g = user;
     (void)path;
-    if (step == AFTP_TREESTORE_STEP_SYNC) {
+    if (step == g->step) {
         sem_post(&g->entered);
         sem_wait(&g->release);
     }
@@ -93,10 +94,10 @@ static void test_group_runs_beside_the_caller(void **state)
     receive(&r->ts, 2, "b", r->data);
     const int *results = NULL;
 #ifdef AFTP_TEST_HOOKS
-    gate g;
+    gate g = {.step = AFTP_TREESTORE_STEP_SYNC};
     sem_init(&g.entered, 0, 0);
     sem_init(&g.release, 0, 0);
-    r->ts.fault = hold_sync;
+    r->ts.fault = hold_at_step;
     r->ts.fault_user = &g;
 #endif
     assert_int_equal(aftp_committer_start(c, (const uint32_t[]){1, 2}, 2), AFTP_OK);
@@ -145,18 +146,6 @@ static void test_fini_ends_the_group_in_flight(void **state)
 }
 
 #ifdef AFTP_TEST_HOOKS
-/* The worker held just before it renames a file of the group. */
-static int hold_rename(void *user, int step, const char *path)
-{
-    gate *g = user;
-    (void)path;
-    if (step == AFTP_TREESTORE_STEP_RENAME) {
-        sem_post(&g->entered);
-        sem_wait(&g->release);
-    }
-    return 0;
-}
-
 /* Entries checked in every slot's worth of new directories: the caller's
  * directory cache turns over completely. */
 static void enter_new_directories(aftp_treestore *ts, int root)
@@ -188,12 +177,12 @@ static void test_caller_directories_leave_the_group_alone(void **state)
     io_test_needs_hooks();
 #else
     rig *r = rig_start(state);
-    gate g;
+    gate g = {.step = AFTP_TREESTORE_STEP_RENAME}; /* just before it renames "a" */
     const int *results = NULL;
     uint8_t back[SIZE + 1];
     sem_init(&g.entered, 0, 0);
     sem_init(&g.release, 0, 0);
-    r->ts.fault = hold_rename;
+    r->ts.fault = hold_at_step;
     r->ts.fault_user = &g;
     assert_int_equal(aftp_committer_start(&r->c, (const uint32_t[]){1}, 1), AFTP_OK);
     sem_wait(&g.entered); /* about to rename "a" into the root */

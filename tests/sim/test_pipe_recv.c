@@ -576,6 +576,18 @@ static void finish_commit(sim_script *g, seen *s)
     run_now(g, s);
 }
 
+/* Files 1 and 2 of `count` sent whole, their group started (commit_start). */
+static void start_first_group(sim_script *g, seen *s, uint32_t window,
+                              void (*tune)(aftp_receiver_settings *), uint16_t count)
+{
+    memset(&later, 0, sizeof later);
+    offer_files(g, s, window, tune, count, 2000);
+    send_file(g, 1);
+    send_file(g, 2);
+    settle(g, s, 30);
+    assert_int_equal(later.starts, 1);
+}
+
 /* The group commit started with commit_start keeps the engine going:
  * while it runs, DATA is stored and FEEDBACK leaves, and the next file
  * verified waits for the next group (one group in flight). FILE_RESULTs
@@ -585,12 +597,7 @@ static void test_group_commit_in_background(void **state)
     (void)state;
     sim_script g;
     seen s = {0};
-    memset(&later, 0, sizeof later);
-    offer_files(&g, &s, 16, commit_later_op, 4, 2000);
-    send_file(&g, 1);
-    send_file(&g, 2);
-    settle(&g, &s, 30);
-    assert_int_equal(later.starts, 1);
+    start_first_group(&g, &s, 16, commit_later_op, 4);
     assert_int_equal(later.count, 2);
     assert_false(g.st.files[0].committed);
     assert_int_equal(s.results_total, 0);
@@ -637,12 +644,7 @@ static void test_group_in_flight_holds_the_idle_timer(void **state)
     (void)state;
     sim_script g;
     seen s = {0};
-    memset(&later, 0, sizeof later);
-    offer_files(&g, &s, 4, commit_later_short_idle, 2, 2000);
-    send_file(&g, 1);
-    send_file(&g, 2);
-    settle(&g, &s, 30);
-    assert_int_equal(later.starts, 1);
+    start_first_group(&g, &s, 4, commit_later_short_idle, 2);
     settle(&g, &s, 4 * SHORT_IDLE_MS); /* the disk is slow; the sender waits in silence */
     assert_int_equal(aftp_receiver_state(g.r), AFTP_STATE_TRANSFER);
     assert_int_equal(s.results_total, 0);
