@@ -515,11 +515,13 @@ int aftp_treestore_entry(aftp_treestore *ts, const aftp_entry_info *info,
 
 /* ---- data ---- */
 
+/* File id, open for data: not one waiting for its commit or in a group's
+ * run (the run may be on another thread). */
 static aftp_treestore_file *open_file(const aftp_treestore *ts, uint32_t id, uint64_t off,
                                       size_t len, int *rc)
 {
     aftp_treestore_file *f = find(ts, id);
-    *rc = f == NULL || f->deferred ? AFTP_ERR_INVALID_STATE
+    *rc = f == NULL || f->deferred || f->committing ? AFTP_ERR_INVALID_STATE
           : off > f->size || len > f->size - off ? AFTP_ERR_INVALID_ARGUMENT
                                                  : AFTP_OK;
     return *rc == AFTP_OK ? f : NULL;
@@ -884,7 +886,7 @@ void aftp_treestore_commit_end(aftp_treestore *ts, aftp_treestore_group *g)
 int aftp_treestore_close(aftp_treestore *ts, uint32_t id, int commit)
 {
     aftp_treestore_file *f = find(ts, id);
-    if (f == NULL)
+    if (f == NULL || f->committing) /* a group's run may be using it */
         return AFTP_ERR_INVALID_STATE;
     if (commit == AFTP_CLOSE_DEFER) {
         f->deferred = 1;

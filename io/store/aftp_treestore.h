@@ -215,7 +215,8 @@ int aftp_treestore_commit_group(aftp_treestore *ts, const uint32_t *ids, size_t 
  * failures reported, the files ended; then aftp_treestore_sync, whose
  * failure belongs to the files still arriving, not to the group. Between
  * begin and end every other call stays usable and leaves the group's files
- * alone; `ids` and `results` must live until end. */
+ * alone (a write, view or close of one is refused, AFTP_ERR_INVALID_STATE);
+ * `ids` and `results` must live until end. */
 int aftp_treestore_commit_begin(aftp_treestore *ts, const uint32_t *ids, size_t count,
                                 int *results, aftp_treestore_group **out);
 void aftp_treestore_commit_run(aftp_treestore *ts, aftp_treestore_group *g);

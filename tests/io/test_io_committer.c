@@ -135,6 +135,42 @@ static void test_group_runs_beside_the_caller(void **state)
 #endif
 }
 
+/* A file of the group in flight is the worker's alone: a write, a view or
+ * a close of it by the caller's thread is refused, not run beside the
+ * worker's sync and rename (a close that discarded it would free what the
+ * worker is using). */
+static void test_group_files_refused_to_the_caller(void **state)
+{
+#ifndef AFTP_TEST_HOOKS
+    (void)state;
+    io_test_needs_hooks();
+#else
+    rig *r = rig_start(state);
+    gate g = {.step = AFTP_TREESTORE_STEP_SYNC};
+    const uint8_t *view;
+    const int *results = NULL;
+    sem_init(&g.entered, 0, 0);
+    sem_init(&g.release, 0, 0);
+    r->ts.fault = hold_at_step;
+    r->ts.fault_user = &g;
+    assert_int_equal(aftp_committer_start(&r->c, (const uint32_t[]){1}, 1), AFTP_OK);
+    sem_wait(&g.entered);
+    assert_int_equal(ops->write(&r->ts, 1, 0, r->data, BS), AFTP_ERR_INVALID_STATE);
+    assert_int_equal(ops->view(&r->ts, 1, 0, BS, &view), AFTP_ERR_INVALID_STATE);
+    assert_int_equal(ops->close(&r->ts, 1, AFTP_CLOSE_DISCARD), AFTP_ERR_INVALID_STATE);
+    assert_int_equal(ops->close(&r->ts, 1, AFTP_CLOSE_DEFER), AFTP_ERR_INVALID_STATE);
+    r->ts.fault = NULL;
+    sem_post(&g.release);
+    assert_int_equal(aftp_committer_collect(&r->c, 1, &results), 1);
+    assert_int_equal(results[0], AFTP_OK);
+    assert_true(io_test_exists(r->root, "a"));
+    aftp_committer_fini(&r->c);
+    aftp_treestore_fini(&r->ts);
+    sem_destroy(&g.entered);
+    sem_destroy(&g.release);
+#endif
+}
+
 /* The session's end: a group still in flight runs to its end in fini. */
 static void test_fini_ends_the_group_in_flight(void **state)
 {
@@ -274,6 +310,7 @@ int main(void)
         IO_TEST_SCRATCH(test_group_runs_beside_the_caller),
         IO_TEST_SCRATCH(test_fini_ends_the_group_in_flight),
         IO_TEST_SCRATCH(test_caller_directories_leave_the_group_alone),
+        IO_TEST_SCRATCH(test_group_files_refused_to_the_caller),
         /* last: it leaves this process in a mount namespace of its own */
         IO_TEST_SCRATCH(test_full_disk_after_the_group_fails_not_the_group),
     };
