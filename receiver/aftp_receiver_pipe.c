@@ -534,25 +534,31 @@ static void pipe_commit_group(aftp_receiver *r)
         aftp_rpipe_commit_done(r, rc, NULL);
 }
 
-/* A group in flight holds the idle timer (spec 9.14.3): the sender's
- * silence meanwhile is its wait for the group's FILE_RESULTs, its control
- * timer backing off, not its absence. */
-void aftp_rpipe_hold_idle(aftp_receiver *r)
+/* Whether the receiver is at work on files whose FILE_DONE came: reading
+ * them back, or committing them (gathered or in flight). The sender waits
+ * for their FILE_RESULTs; the work ends by itself. */
+static int pipe_owes_results(const aftp_receiver *r)
 {
-    uint64_t held = r->ss.now_ns + r->ss.idle_timeout_ns;
-    if (r->flight_len != 0 && r->ss.state == AFTP_STATE_TRANSFER && r->ss.idle_deadline < held)
-        r->ss.idle_deadline = held;
+    return r->verify_id != 0 || r->ready_count > 0 || r->group_len > 0 || r->flight_len > 0;
 }
 
-/* The group's end restarts the idle timer held meanwhile, with room for
- * the sender's control timer, which may have backed off while it waited
- * (to at most max(2 s, PTO), spec 10.8): a FILE_RESULT lost now is asked
- * for again that much later at the most. */
-static void pipe_release_idle(aftp_receiver *r)
+/* Spec 9.14.3: the receiver's own work holds its idle timer, since the
+ * sender's silence meanwhile is its wait for that work's FILE_RESULTs,
+ * its control timer backing off, not its absence. When the work is done
+ * the timer runs again, with room for that timer too (backed off to at
+ * most max(2 s, PTO), spec 10.8): a FILE_RESULT lost then is asked for
+ * again that much later at the most. */
+void aftp_rpipe_hold_idle(aftp_receiver *r)
 {
+    int was_held = r->idle_held, transfer = r->ss.state == AFTP_STATE_TRANSFER;
+    r->idle_held = transfer && pipe_owes_results(r);
+    if (!transfer || (!r->idle_held && !was_held))
+        return;
     uint64_t pto = aftp_rtt_pto(&r->rtt);
     uint64_t backoff = pto > AFTP_RTT_MAX_BACKOFF_NS ? pto : AFTP_RTT_MAX_BACKOFF_NS;
-    r->ss.idle_deadline = r->ss.now_ns + r->ss.idle_timeout_ns + backoff;
+    uint64_t until = r->ss.now_ns + r->ss.idle_timeout_ns + (r->idle_held ? 0 : backoff);
+    if (r->ss.idle_deadline < until)
+        r->ss.idle_deadline = until;
 }
 
 int aftp_rpipe_commit_done(aftp_receiver *r, int rc, const int *results)
@@ -562,12 +568,9 @@ int aftp_rpipe_commit_done(aftp_receiver *r, int rc, const int *results)
         return AFTP_ERR_INVALID_STATE;
     r->flight_len = 0;
     pipe_group_ended(r, r->flight, n, rc, results);
-    if (r->ss.state != AFTP_STATE_TRANSFER) {
+    if (r->ss.state != AFTP_STATE_TRANSFER)
         r->results_len = 0; /* the session ended meanwhile: no FILE_RESULT leaves */
-        return AFTP_OK;
-    }
-    pipe_release_idle(r);
-    if (r->group_len >= (r->window + 1) / 2 || r->ss.now_ns >= r->group_deadline)
+    else if (r->group_len >= (r->window + 1) / 2 || r->ss.now_ns >= r->group_deadline)
         pipe_commit_group(r); /* the next group came due while this one ran */
     return AFTP_OK;
 }
@@ -843,6 +846,8 @@ uint64_t aftp_rpipe_expiry(const aftp_receiver *r, uint64_t t)
     if (r->group_len > 0 && r->flight_len == 0) /* else commit_done starts it */
         t = min_u64(t, r->group_deadline);
     if (r->verify_id != 0 || r->ready_count > 0)
+        t = min_u64(t, r->ss.now_ns);
+    if (r->idle_held && !pipe_owes_results(r)) /* the work is done: its hold ends now */
         t = min_u64(t, r->ss.now_ns);
     return t;
 }

@@ -628,10 +628,15 @@ static void test_group_commit_in_background(void **state)
  * commit_later_op. */
 #define SHORT_IDLE_MS 700
 
+static void short_idle(aftp_receiver_settings *s)
+{
+    s->idle_timeout_ns = SHORT_IDLE_MS * SIM_MS;
+}
+
 static void commit_later_short_idle(aftp_receiver_settings *s)
 {
     commit_later_op(s);
-    s->idle_timeout_ns = SHORT_IDLE_MS * SIM_MS;
+    short_idle(s);
 }
 
 /* A group commit that outlasts the idle timeout does not end the session:
@@ -657,6 +662,25 @@ static void test_group_in_flight_holds_the_idle_timer(void **state)
     settle(&g, &s, 20);
     assert_int_equal(aftp_receiver_state(g.r), AFTP_STATE_CLOSED);
     assert_int_equal(aftp_receiver_error(g.r), AFTP_ERR_IDLE_TIMEOUT);
+    sim_script_free(&g);
+}
+
+/* The read-back of a file the sender finished holds the idle timer as the
+ * commit does: a receiver slow to get to it (a slow disk, a loaded
+ * machine) does not take the sender's silence, its wait for the
+ * FILE_RESULT, for its absence. */
+static void test_read_back_holds_the_idle_timer(void **state)
+{
+    (void)state;
+    sim_script g;
+    seen s = {0};
+    offer_files(&g, &s, 4, short_idle, 1, 2000);
+    send_file(&g, 1); /* whole: waiting to be read back */
+    g.clock += 4 * SHORT_IDLE_MS * SIM_MS; /* before the receiver gets to it */
+    settle(&g, &s, 30);
+    assert_int_equal(aftp_receiver_state(g.r), AFTP_STATE_TRANSFER);
+    assert_int_equal(s.results[1], 1);
+    assert_int_equal(s.result_error[1], AFTP_WIRE_ERR_NONE);
     sim_script_free(&g);
 }
 
@@ -1242,6 +1266,7 @@ int main(void)
         cmocka_unit_test(test_commit_alone_without_group_op),
         cmocka_unit_test(test_group_commit_in_background),
         cmocka_unit_test(test_group_in_flight_holds_the_idle_timer),
+        cmocka_unit_test(test_read_back_holds_the_idle_timer),
         cmocka_unit_test(test_failed_file_ends_alone_and_results_repeat),
         cmocka_unit_test(test_skip_and_resume),
         cmocka_unit_test(test_held_marks_follow_the_window),
