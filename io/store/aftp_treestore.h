@@ -118,7 +118,7 @@
  * rename into another directory. Memory: one
  * record per open entry (at most W plus the files awaiting their group
  * commit) and its journal, the read-back buffer, and per group commit
- * two pointers' worth per file.
+ * two pointers' worth per file and its directory set.
  */
 #ifndef AFTP_TREESTORE_H
 #define AFTP_TREESTORE_H
