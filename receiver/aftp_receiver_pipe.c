@@ -544,21 +544,14 @@ static int pipe_owes_results(const aftp_receiver *r)
 
 /* Spec 9.14.3: the receiver's own work holds its idle timer, since the
  * sender's silence meanwhile is its wait for that work's FILE_RESULTs,
- * its control timer backing off, not its absence. When the work is done
- * the timer runs again, with room for that timer too: backed off to at
- * most max(2 s, PTO) (spec 10.8), it asks again for a FILE_RESULT lost
- * then within 2 s more than the idle timeout, itself at least 3 PTO
- * (10.6). (Not the receiver's own PTO: it rests on one sample, the
- * handshake's, which a busy sender or receiver can stretch.) */
+ * its control timer backing off, not its absence; when the work is done
+ * the timer restarts. */
 void aftp_rpipe_hold_idle(aftp_receiver *r)
 {
     int was_held = r->idle_held, transfer = r->ss.state == AFTP_STATE_TRANSFER;
     r->idle_held = transfer && pipe_owes_results(r);
-    if (!transfer || (!r->idle_held && !was_held))
-        return;
-    uint64_t backoff = r->idle_held ? 0 : AFTP_RTT_MAX_BACKOFF_NS;
-    uint64_t until = r->ss.now_ns + r->ss.idle_timeout_ns + backoff;
-    if (r->ss.idle_deadline < until)
+    uint64_t until = r->ss.now_ns + r->ss.idle_timeout_ns;
+    if (transfer && (r->idle_held || was_held) && r->ss.idle_deadline < until)
         r->ss.idle_deadline = until;
 }
 
