@@ -555,6 +555,21 @@ void aftp_rpipe_hold_idle(aftp_receiver *r)
         r->ss.idle_deadline = until;
 }
 
+/* A VERDICTS or FILE_RESULT leaves. The sender's control timer backs
+ * off while nothing answers it, up to 2 s (spec 10.8): after a silence
+ * of ours, it asks again for an answer lost now only that much later
+ * (the silence, at most 2 s), and the idle timer allows for it. */
+static void pipe_answered(aftp_receiver *r)
+{
+    uint64_t now = r->ss.now_ns;
+    uint64_t silence = r->answered_ns != 0 ? now - r->answered_ns : 0;
+    uint64_t room = silence < AFTP_RTT_MAX_BACKOFF_NS ? silence : AFTP_RTT_MAX_BACKOFF_NS;
+    uint64_t until = now + r->ss.idle_timeout_ns + room;
+    r->answered_ns = now;
+    if (r->ss.state == AFTP_STATE_TRANSFER && r->ss.idle_deadline < until)
+        r->ss.idle_deadline = until;
+}
+
 int aftp_rpipe_commit_done(aftp_receiver *r, int rc, const int *results)
 {
     uint32_t n = r->flight_len;
@@ -817,6 +832,7 @@ int aftp_rpipe_encode_verdicts(aftp_receiver *r, uint8_t *buf, size_t cap, aftp_
     if (r->verdicts_from < r->decide_next)
         r->verdicts_deadline = r->ss.now_ns; /* a full datagram left: the rest at once */
     vs->verdicts = r->vrecs;
+    pipe_answered(r);
     return aftp_session_encode(&r->ss, &pkt, buf, cap, dg);
 }
 
@@ -827,6 +843,7 @@ int aftp_rpipe_encode_result(aftp_receiver *r, uint8_t *buf, size_t cap, aftp_da
     r->results_len--;
     pipe_entry *p = aftp_rpipe_slot(r, id);
     p->end_sent = 1;
+    pipe_answered(r);
     return aftp_recv_encode_file_result(r, id, p->wire_error, p->digest, buf, cap, dg);
 }
 
