@@ -542,17 +542,25 @@ static int pipe_owes_results(const aftp_receiver *r)
     return r->verify_id != 0 || r->ready_count > 0 || r->group_len > 0 || r->flight_len > 0;
 }
 
+/* In TRANSFER, the idle timer runs at least `room` beyond the idle
+ * timeout from now. */
+static void pipe_idle_room(aftp_receiver *r, uint64_t room)
+{
+    uint64_t until = r->ss.now_ns + r->ss.idle_timeout_ns + room;
+    if (r->ss.state == AFTP_STATE_TRANSFER && r->ss.idle_deadline < until)
+        r->ss.idle_deadline = until;
+}
+
 /* Spec 9.14.3: the receiver's own work holds its idle timer, since the
  * sender's silence meanwhile is its wait for that work's FILE_RESULTs,
  * its control timer backing off, not its absence; when the work is done
  * the timer restarts. */
 void aftp_rpipe_hold_idle(aftp_receiver *r)
 {
-    int was_held = r->idle_held, transfer = r->ss.state == AFTP_STATE_TRANSFER;
-    r->idle_held = transfer && pipe_owes_results(r);
-    uint64_t until = r->ss.now_ns + r->ss.idle_timeout_ns;
-    if (transfer && (r->idle_held || was_held) && r->ss.idle_deadline < until)
-        r->ss.idle_deadline = until;
+    int was_held = r->idle_held;
+    r->idle_held = r->ss.state == AFTP_STATE_TRANSFER && pipe_owes_results(r);
+    if (r->idle_held || was_held)
+        pipe_idle_room(r, 0);
 }
 
 /* A VERDICTS or FILE_RESULT leaves. The sender's control timer backs
@@ -563,11 +571,8 @@ static void pipe_answered(aftp_receiver *r)
 {
     uint64_t now = r->ss.now_ns;
     uint64_t silence = r->answered_ns != 0 ? now - r->answered_ns : 0;
-    uint64_t room = silence < AFTP_RTT_MAX_BACKOFF_NS ? silence : AFTP_RTT_MAX_BACKOFF_NS;
-    uint64_t until = now + r->ss.idle_timeout_ns + room;
     r->answered_ns = now;
-    if (r->ss.state == AFTP_STATE_TRANSFER && r->ss.idle_deadline < until)
-        r->ss.idle_deadline = until;
+    pipe_idle_room(r, silence < AFTP_RTT_MAX_BACKOFF_NS ? silence : AFTP_RTT_MAX_BACKOFF_NS);
 }
 
 int aftp_rpipe_commit_done(aftp_receiver *r, int rc, const int *results)

@@ -47,6 +47,21 @@ static int hold_at_step(void *user, int step, const char *path)
     }
     return 0;
 }
+
+/* The gate set on ts's fault hook (g->step chosen by the caller). */
+static void gate_set(gate *g, aftp_treestore *ts)
+{
+    sem_init(&g->entered, 0, 0);
+    sem_init(&g->release, 0, 0);
+    ts->fault = hold_at_step;
+    ts->fault_user = g;
+}
+
+static void gate_free(gate *g)
+{
+    sem_destroy(&g->entered);
+    sem_destroy(&g->release);
+}
 #endif
 
 /* File `id` at `path` received whole and verified: closed DEFER. */
@@ -95,10 +110,7 @@ static void test_group_runs_beside_the_caller(void **state)
     const int *results = NULL;
 #ifdef AFTP_TEST_HOOKS
     gate g = {.step = AFTP_TREESTORE_STEP_SYNC};
-    sem_init(&g.entered, 0, 0);
-    sem_init(&g.release, 0, 0);
-    r->ts.fault = hold_at_step;
-    r->ts.fault_user = &g;
+    gate_set(&g, &r->ts);
 #endif
     assert_int_equal(aftp_committer_start(c, (const uint32_t[]){1, 2}, 2), AFTP_OK);
     assert_true(aftp_committer_busy(c));
@@ -130,8 +142,7 @@ static void test_group_runs_beside_the_caller(void **state)
     aftp_committer_fini(c);
     aftp_treestore_fini(&r->ts);
 #ifdef AFTP_TEST_HOOKS
-    sem_destroy(&g.entered);
-    sem_destroy(&g.release);
+    gate_free(&g);
 #endif
 }
 
@@ -149,10 +160,7 @@ static void test_group_files_refused_to_the_caller(void **state)
     gate g = {.step = AFTP_TREESTORE_STEP_SYNC};
     const uint8_t *view;
     const int *results = NULL;
-    sem_init(&g.entered, 0, 0);
-    sem_init(&g.release, 0, 0);
-    r->ts.fault = hold_at_step;
-    r->ts.fault_user = &g;
+    gate_set(&g, &r->ts);
     assert_int_equal(aftp_committer_start(&r->c, (const uint32_t[]){1}, 1), AFTP_OK);
     sem_wait(&g.entered);
     assert_int_equal(ops->write(&r->ts, 1, 0, r->data, BS), AFTP_ERR_INVALID_STATE);
@@ -166,8 +174,7 @@ static void test_group_files_refused_to_the_caller(void **state)
     assert_true(io_test_exists(r->root, "a"));
     aftp_committer_fini(&r->c);
     aftp_treestore_fini(&r->ts);
-    sem_destroy(&g.entered);
-    sem_destroy(&g.release);
+    gate_free(&g);
 #endif
 }
 
@@ -216,10 +223,7 @@ static void test_caller_directories_leave_the_group_alone(void **state)
     gate g = {.step = AFTP_TREESTORE_STEP_RENAME}; /* just before it renames "a" */
     const int *results = NULL;
     uint8_t back[SIZE + 1];
-    sem_init(&g.entered, 0, 0);
-    sem_init(&g.release, 0, 0);
-    r->ts.fault = hold_at_step;
-    r->ts.fault_user = &g;
+    gate_set(&g, &r->ts);
     assert_int_equal(aftp_committer_start(&r->c, (const uint32_t[]){1}, 1), AFTP_OK);
     sem_wait(&g.entered); /* about to rename "a" into the root */
     enter_new_directories(&r->ts, r->root);
@@ -239,8 +243,7 @@ static void test_caller_directories_leave_the_group_alone(void **state)
     }
     aftp_committer_fini(&r->c);
     aftp_treestore_fini(&r->ts);
-    sem_destroy(&g.entered);
-    sem_destroy(&g.release);
+    gate_free(&g);
 #endif
 }
 
