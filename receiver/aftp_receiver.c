@@ -855,6 +855,7 @@ int aftp_receiver_handle_expiry(aftp_receiver *r, uint64_t now_ns)
     if (r == NULL)
         return AFTP_ERR_INVALID_ARGUMENT;
     aftp_session_tick(&r->ss, now_ns);
+    aftp_rpipe_hold_idle(r);
     switch (aftp_session_timer_due(&r->ss, r->ss.now_ns)) {
     case AFTP_SESSION_TIMER_DRAINED:
         aftp_recv_close_now(r, r->ss.error);
@@ -902,6 +903,14 @@ void aftp_receiver_get_stats(const aftp_receiver *r, aftp_stats *out)
         return;
     aftp_session_stats(&r->ss, &r->rtt, out);
     out->rate_cap_bps = r->srv.rate_cap_bps;
+}
+
+int aftp_receiver_commit_done(aftp_receiver *r, uint64_t now_ns, int rc, const int *results)
+{
+    if (r == NULL)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    aftp_session_tick(&r->ss, now_ns);
+    return aftp_rpipe_commit_done(r, rc, results);
 }
 
 void aftp_receiver_cancel(aftp_receiver *r, uint64_t now_ns)

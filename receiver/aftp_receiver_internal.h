@@ -143,8 +143,12 @@ struct aftp_receiver {
     int *group_results;
     uint32_t group_len;
     uint64_t group_deadline;
+    uint32_t *flight;         /* the ids of the group commit_start began */
+    uint32_t flight_len;      /* 0: no group in flight */
     uint32_t verify_id;       /* the file being read back, 0: none */
     uint32_t ready_count;     /* files waiting to be read back */
+    int idle_held;            /* the idle timer held by that work (aftp_rpipe_hold_idle) */
+    uint64_t answered_ns;     /* when the latest VERDICTS or FILE_RESULT left, 0: none yet */
     uint32_t mark_lo;         /* lowest entry flagged unmarked, 0: none */
     uint64_t marked_end;      /* the map's window end when marks were last applied */
     aftp_wire_verdict *vrecs; /* one VERDICTS' records and held ranges */
@@ -216,6 +220,11 @@ void aftp_rpipe_on_file_done(aftp_receiver *r, const aftp_wire_file_done *d);
 void aftp_rpipe_on_abandon(aftp_receiver *r, const aftp_wire_abandon *a);
 /* Before choosing output: drops answers whose entry is gone. */
 void aftp_rpipe_prune(aftp_receiver *r);
+/* aftp_receiver_commit_done's work: the group in flight ended. */
+int aftp_rpipe_commit_done(aftp_receiver *r, int rc, const int *results);
+/* Before the idle timer is looked at: files the sender finished and the
+ * receiver is still reading back or committing hold it. */
+void aftp_rpipe_hold_idle(aftp_receiver *r);
 int aftp_rpipe_verdicts_due(const aftp_receiver *r);
 int aftp_rpipe_encode_verdicts(aftp_receiver *r, uint8_t *buf, size_t cap, aftp_datagram *dg);
 int aftp_rpipe_encode_result(aftp_receiver *r, uint8_t *buf, size_t cap, aftp_datagram *dg);

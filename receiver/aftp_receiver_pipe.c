@@ -39,6 +39,7 @@ void aftp_rpipe_free(aftp_receiver *r)
     free(r->results);
     free(r->group);
     free(r->group_results);
+    free(r->flight);
     free(r->vrecs);
     free(r->vranges);
     aftp_stream_free(&r->stream);
@@ -64,10 +65,11 @@ int aftp_rpipe_init(aftp_receiver *r)
     r->results = calloc(w, sizeof *r->results);
     r->group = calloc(w, sizeof *r->group);
     r->group_results = calloc(w, sizeof *r->group_results);
+    r->flight = calloc(w, sizeof *r->flight);
     r->vrecs = calloc(r->max_vrecs, sizeof *r->vrecs);
     r->vranges = calloc(r->max_vranges, sizeof *r->vranges);
     if (rc == AFTP_OK && (r->pe == NULL || r->results == NULL || r->group == NULL ||
-                          r->group_results == NULL || r->vrecs == NULL || r->vranges == NULL))
+                          r->flight == NULL || r->group_results == NULL || r->vrecs == NULL || r->vranges == NULL))
         rc = AFTP_ERR_NO_MEMORY;
     if (rc == AFTP_OK)
         rc = aftp_blockmap_init(&r->held, AFTP_WIRE_MAX_BLOCKS, r->set.map_window_blocks);
@@ -486,20 +488,105 @@ static void pipe_fail(aftp_receiver *r, pipe_entry *p, int error)
     pipe_end_file(r, p, error, NULL);
 }
 
-/* The files waiting for the group commit are made durable together;
- * each gets its FILE_RESULT only now (spec 9.14.3). */
-static void pipe_commit_group(aftp_receiver *r)
+/* A group commit ended: each of its files gets its FILE_RESULT only now
+ * (spec 9.14.3). results NULL: rc is every file's outcome. */
+static void pipe_group_ended(aftp_receiver *r, const uint32_t *ids, uint32_t n, int rc,
+                             const int *results)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        pipe_entry *p = aftp_rpipe_slot(r, ids[i]);
+        if (p != NULL && p->phase == PIPE_DEFERRED)
+            pipe_end_file(r, p, rc != AFTP_OK || results == NULL ? rc : results[i], p->digest);
+    }
+}
+
+/* The files waiting for the group commit are made durable together, in
+ * this call. */
+static void pipe_commit_now(aftp_receiver *r)
 {
     uint32_t n = r->group_len;
     if (n == 0)
         return;
     int rc = r->set.storage->commit_group(r->set.user, r->group, n, r->group_results);
     r->group_len = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        pipe_entry *p = aftp_rpipe_slot(r, r->group[i]);
-        if (p != NULL && p->phase == PIPE_DEFERRED)
-            pipe_end_file(r, p, rc != AFTP_OK ? rc : r->group_results[i], p->digest);
+    pipe_group_ended(r, r->group, n, rc, r->group_results);
+}
+
+/* The group commit, started in the background when storage can
+ * (commit_start): the files gathered become the group in flight and the
+ * next group gathers in the other array. One group at a time: with one
+ * in flight, the gathered files wait for aftp_receiver_commit_done. */
+static void pipe_commit_group(aftp_receiver *r)
+{
+    if (r->set.storage->commit_start == NULL) {
+        pipe_commit_now(r);
+        return;
     }
+    if (r->group_len == 0 || r->flight_len != 0)
+        return;
+    uint32_t *ids = r->group;
+    r->group = r->flight;
+    r->flight = ids;
+    r->flight_len = r->group_len;
+    r->group_len = 0;
+    int rc = r->set.storage->commit_start(r->set.user, ids, r->flight_len);
+    if (rc != AFTP_OK)
+        aftp_rpipe_commit_done(r, rc, NULL);
+}
+
+/* Whether the receiver is at work on files whose FILE_DONE came: reading
+ * them back, or committing them (gathered or in flight). The sender waits
+ * for their FILE_RESULTs; the work ends by itself. */
+static int pipe_owes_results(const aftp_receiver *r)
+{
+    return r->verify_id != 0 || r->ready_count > 0 || r->group_len > 0 || r->flight_len > 0;
+}
+
+/* In TRANSFER, the idle timer runs at least `room` beyond the idle
+ * timeout from now. */
+static void pipe_idle_room(aftp_receiver *r, uint64_t room)
+{
+    uint64_t until = r->ss.now_ns + r->ss.idle_timeout_ns + room;
+    if (r->ss.state == AFTP_STATE_TRANSFER && r->ss.idle_deadline < until)
+        r->ss.idle_deadline = until;
+}
+
+/* Spec 9.14.3: the receiver's own work holds its idle timer, since the
+ * sender's silence meanwhile is its wait for that work's FILE_RESULTs,
+ * its control timer backing off, not its absence; when the work is done
+ * the timer restarts. */
+void aftp_rpipe_hold_idle(aftp_receiver *r)
+{
+    int was_held = r->idle_held;
+    r->idle_held = r->ss.state == AFTP_STATE_TRANSFER && pipe_owes_results(r);
+    if (r->idle_held || was_held)
+        pipe_idle_room(r, 0);
+}
+
+/* A VERDICTS or FILE_RESULT leaves. The sender's control timer backs
+ * off while nothing answers it, up to 2 s (spec 10.8): after a silence
+ * of ours, it asks again for an answer lost now only that much later
+ * (the silence, at most 2 s), and the idle timer allows for it. */
+static void pipe_answered(aftp_receiver *r)
+{
+    uint64_t now = r->ss.now_ns;
+    uint64_t silence = r->answered_ns != 0 ? now - r->answered_ns : 0;
+    r->answered_ns = now;
+    pipe_idle_room(r, silence < AFTP_RTT_MAX_BACKOFF_NS ? silence : AFTP_RTT_MAX_BACKOFF_NS);
+}
+
+int aftp_rpipe_commit_done(aftp_receiver *r, int rc, const int *results)
+{
+    uint32_t n = r->flight_len;
+    if (r->window == 0 || n == 0)
+        return AFTP_ERR_INVALID_STATE;
+    r->flight_len = 0;
+    pipe_group_ended(r, r->flight, n, rc, results);
+    if (r->ss.state != AFTP_STATE_TRANSFER)
+        r->results_len = 0; /* the session ended meanwhile: no FILE_RESULT leaves */
+    else if (r->group_len >= (r->window + 1) / 2 || r->ss.now_ns >= r->group_deadline)
+        pipe_commit_group(r); /* the next group came due while this one ran */
+    return AFTP_OK;
 }
 
 /* A verified file: committed alone, or deferred to the group commit,
@@ -671,12 +758,14 @@ void aftp_rpipe_on_abandon(aftp_receiver *r, const aftp_wire_abandon *a)
 }
 
 /* Session over: files still open are discarded, verified ones waiting
- * for the group commit are committed (they are whole and checked). */
+ * for the group commit are committed (they are whole and checked), here
+ * and now: `commit_group` waits for a group in flight, whose files end
+ * with its aftp_receiver_commit_done. */
 void aftp_rpipe_close_all(aftp_receiver *r, int error)
 {
     if (r->window == 0 || r->pe == NULL)
         return;
-    pipe_commit_group(r);
+    pipe_commit_now(r);
     for (uint32_t id = r->stream.oldest; id != 0 && id <= r->stream.newest; id++) {
         pipe_entry *p = aftp_rpipe_slot(r, id);
         if (p != NULL && (p->phase == PIPE_RECEIVING || p->phase == PIPE_READY ||
@@ -748,6 +837,7 @@ int aftp_rpipe_encode_verdicts(aftp_receiver *r, uint8_t *buf, size_t cap, aftp_
     if (r->verdicts_from < r->decide_next)
         r->verdicts_deadline = r->ss.now_ns; /* a full datagram left: the rest at once */
     vs->verdicts = r->vrecs;
+    pipe_answered(r);
     return aftp_session_encode(&r->ss, &pkt, buf, cap, dg);
 }
 
@@ -758,6 +848,7 @@ int aftp_rpipe_encode_result(aftp_receiver *r, uint8_t *buf, size_t cap, aftp_da
     r->results_len--;
     pipe_entry *p = aftp_rpipe_slot(r, id);
     p->end_sent = 1;
+    pipe_answered(r);
     return aftp_recv_encode_file_result(r, id, p->wire_error, p->digest, buf, cap, dg);
 }
 
@@ -768,9 +859,11 @@ uint64_t aftp_rpipe_expiry(const aftp_receiver *r, uint64_t t)
         return t;
     if (r->verdicts_from < r->decide_next)
         t = min_u64(t, r->verdicts_deadline);
-    if (r->group_len > 0)
+    if (r->group_len > 0 && r->flight_len == 0) /* else commit_done starts it */
         t = min_u64(t, r->group_deadline);
     if (r->verify_id != 0 || r->ready_count > 0)
+        t = min_u64(t, r->ss.now_ns);
+    if (r->idle_held && !pipe_owes_results(r)) /* the work is done: its hold ends now */
         t = min_u64(t, r->ss.now_ns);
     return t;
 }

@@ -210,6 +210,17 @@ typedef struct aftp_storage_ops {
      * refuses this path alone (AFTP_ERR_NOT_FOUND, AFTP_ERR_PATH_REJECTED,
      * AFTP_ERR_PERMISSION, ...), which the client is told. */
     int (*pull_path)(void *user, uint32_t index, const char *path, unsigned flags);
+    /* Receiver, pipelined mode, optional, only with `commit_group` (NULL:
+     * the group commit runs inside the engine's call): start the group
+     * commit of `commit_group` and return at once, so that packets keep
+     * flowing while the disk syncs. `ids` stays valid until the caller
+     * reports the outcome with aftp_receiver_commit_done (results in the
+     * order of ids). At most one group is started at a time; the files of
+     * the next gather meanwhile. AFTP_OK: started; an error fails the
+     * group's files at once. The engine still calls `commit_group` for
+     * the last group at the session's end: it must wait for the group in
+     * flight first (the storage's state is not to be shared). */
+    int (*commit_start)(void *user, const uint32_t *ids, size_t count);
 } aftp_storage_ops;
 
 enum aftp_event_type {
@@ -575,6 +586,13 @@ AFTP_EXTERN int aftp_receiver_state(const aftp_receiver *r);
 AFTP_EXTERN int aftp_receiver_error(const aftp_receiver *r);
 AFTP_EXTERN void aftp_receiver_get_stats(const aftp_receiver *r, aftp_stats *out);
 AFTP_EXTERN void aftp_receiver_cancel(aftp_receiver *r, uint64_t now_ns);
+/* The group commit `commit_start` began has ended: rc AFTP_OK and
+ * results[i] the outcome of its ids[i], or rc the error of the whole
+ * group. Each file gets its FILE_RESULT now (spec 9.14.3); the next group,
+ * gathered meanwhile, may start within this call. AFTP_ERR_INVALID_STATE
+ * when no group is in flight. */
+AFTP_EXTERN int aftp_receiver_commit_done(aftp_receiver *r, uint64_t now_ns, int rc,
+                                          const int *results);
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,7 @@
 #include "aftp_drive.h"
 #include "aftp_wallclock.h"
 
+#include <poll.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
 #include <time.h>
@@ -159,10 +160,19 @@ static int pump_output(aftp_drive *d, uint64_t now, uint8_t *bufs, aftp_datagram
     return rc;
 }
 
+/* Until `wake`, a datagram, or the wake_fd's signal. */
 static void sleep_until(aftp_drive *d, uint64_t wake, uint64_t now)
 {
-    if (wake > now)
+    if (wake <= now)
+        return;
+    if (d->wake_fd <= 0) {
         aftp_udp_wait(d->udp, wake - now);
+        return;
+    }
+    struct pollfd p[2] = {{.fd = d->udp->fd, .events = POLLIN}, {.fd = d->wake_fd, .events = POLLIN}};
+    struct timespec ts = {.tv_sec = (time_t)((wake - now) / 1000000000u),
+                          .tv_nsec = (long)((wake - now) % 1000000000u)};
+    (void)ppoll(p, 2, &ts, NULL);
 }
 
 static int run_loop(aftp_drive *d, uint8_t *bufs, aftp_datagram *dgs)
@@ -180,6 +190,8 @@ static int run_loop(aftp_drive *d, uint8_t *bufs, aftp_datagram *dgs)
         }
         int rc = pump_input(d, now, prev_turn);
         prev_turn = now;
+        if (d->on_wake)
+            d->on_wake(d->on_wake_ctx, now);
         if (rc == AFTP_OK && now >= engine_expiry(d))
             engine_handle_expiry(d, now);
         int full = 0;

@@ -43,6 +43,14 @@ typedef struct aftp_drive {
      * clients on its listener meanwhile) */
     void (*on_turn)(void *ctx, uint64_t now_ns);
     void *on_turn_ctx;
+    /* optional: work finished beside the loop (a receiver's group commit
+     * on a worker thread) makes `wake_fd` readable, which ends the loop's
+     * sleep; on_wake runs every turn, before the engine's timers and
+     * output, to hand such results to the engine. wake_fd < 0: none (0 is
+     * taken for none too, as a zeroed aftp_drive has it). */
+    int wake_fd;
+    void (*on_wake)(void *ctx, uint64_t now_ns);
+    void *on_wake_ctx;
 } aftp_drive;
 
 uint64_t aftp_drive_now_ns(void);

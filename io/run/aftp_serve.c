@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "door/aftp_admit.h"
+#include "aftp_committer.h"
 #include "aftp_drive.h"
 #include "aftp_parse.h"
 #include "aftp_path.h"
@@ -65,6 +66,7 @@ typedef struct serve_state {
     uint64_t next_poll_ns; /* when a session next looks at the listener */
     serve_probe probe;
     aftp_storage_ops tree_ops; /* aftp_treestore_ops, its decisions reported (on_entry) */
+    aftp_committer committer;  /* the session's group commits, beside its packets */
     int swept_at_start;        /* the server's dir had its full sweep */
     uint64_t next_sweep_ns;    /* an idle server's next sweep step */
 } serve_state;
@@ -247,6 +249,36 @@ static int serve_entry(void *user, const aftp_entry_info *info, aftp_entry_verdi
     return rc;
 }
 
+/* The group commit beside the packet loop (aftp_committer.h): begun now,
+ * its outcome handed to the engine by commit_check. */
+static int serve_commit_start(void *user, const uint32_t *ids, size_t count)
+{
+    return aftp_committer_start(&serve_ctx_of(user)->st->committer, ids, count);
+}
+
+/* The engine's synchronous commit (its last group, at the session's end)
+ * waits for the group in flight: one group at a time in the treestore. */
+static int serve_commit_group(void *user, const uint32_t *ids, size_t count, int *results)
+{
+    aftp_committer_settle(&serve_ctx_of(user)->st->committer);
+    return aftp_treestore_ops.commit_group(user, ids, count, results);
+}
+
+/* The drive loop's turn (on_wake), and once after it with `wait`: a group
+ * the worker made durable gets its FILE_RESULTs. */
+static void commit_check(serve_state *st, uint64_t now_ns, int wait)
+{
+    const int *results;
+    if (aftp_committer_busy(&st->committer) &&
+        aftp_committer_collect(&st->committer, wait, &results))
+        (void)aftp_receiver_commit_done(st->d->receiver, now_ns, AFTP_OK, results);
+}
+
+static void commit_check_now(void *ctx, uint64_t now_ns)
+{
+    commit_check(ctx, now_ns, 0);
+}
+
 static int new_receiver(serve_state *st, aftp_receiver **out)
 {
     const aftp_serve_opts *o = st->o;
@@ -259,6 +291,10 @@ static int new_receiver(serve_state *st, aftp_receiver **out)
         set.idle_timeout_ns = o->idle_timeout_ns;
     st->tree_ops = aftp_treestore_ops;
     st->tree_ops.entry = serve_entry;
+    if (st->committer.results != NULL) {
+        st->tree_ops.commit_start = serve_commit_start;
+        st->tree_ops.commit_group = serve_commit_group;
+    }
     set.storage = o->faux        ? &aftp_faux_sink_ops
                   : pipelined(o) ? &st->tree_ops
                                  : &aftp_store_ops;
@@ -503,6 +539,12 @@ static void serve_one(serve_state *st, aftp_io_result *res)
     st->ctx = ctx;
     st->d = &d;
     int rc = storage_open(st, o->dirfd);
+    if (rc == AFTP_OK && pipelined(o) && !o->faux &&
+        aftp_committer_init(&st->committer, &ctx->storage.tree_dst, o->pipeline_window) == AFTP_OK) {
+        d.wake_fd = st->committer.wake_fd; /* else the commits run in the loop */
+        d.on_wake = commit_check_now;
+        d.on_wake_ctx = st;
+    }
     if (rc == AFTP_OK && !st->swept_at_start) { /* before any client: a full pass */
         sweep_partial(st, UINT_MAX);
         st->swept_at_start = 1;
@@ -511,6 +553,7 @@ static void serve_one(serve_state *st, aftp_io_result *res)
         rc = accept_session(st);
     if (rc == AFTP_OK) {
         rc = aftp_drive_run(&d);
+        commit_check(st, aftp_drive_now_ns(), 1); /* the group still in flight */
         aftp_drive_stats(&d, &res->stats);
         settle_result(o, ctx, rc);
         finish_tree(st);
@@ -521,6 +564,7 @@ static void serve_one(serve_state *st, aftp_io_result *res)
     } else {
         res->error = rc;
     }
+    aftp_committer_fini(&st->committer); /* a session that ended early: its group ends */
     aftp_receiver_del(d.receiver);
     d.receiver = NULL; /* the listener is not polled for this session any more */
     storage_close(st); /* beneath the session's root, which goes after it */

@@ -27,6 +27,9 @@ struct aftp_treestore_file {
     uint64_t unsynced; /* bytes written since the journal's last sync */
     uint64_t unsynced_seen_ns; /* the first tick that saw them, 0: none yet */
     int deferred;      /* verified, awaiting commit_group */
+    int committing;    /* in a group between its begin and its end: its
+                        * run may be on another thread, so nothing else
+                        * touches it */
     int resumable;     /* its sender can resume (flag RESUME): an unfinished
                         * file keeps its state for that, else it is removed */
     uint8_t *map;      /* read-only view of the partial file, or NULL */
@@ -51,14 +54,20 @@ static int open_partial_dir(aftp_treestore *ts, char *why, size_t cap)
     return rc;
 }
 
+static void dirs_init(aftp_treestore_dirs *dirs)
+{
+    *dirs = (aftp_treestore_dirs){0};
+    for (size_t i = 0; i < AFTP_TREESTORE_DIR_CACHE; i++)
+        dirs->slot[i].fd = -1;
+}
+
 int aftp_treestore_init(aftp_treestore *ts, int root, const aftp_place_options *opt, char *why,
                         size_t cap)
 {
     memset(ts, 0, sizeof *ts);
     ts->root = root;
     ts->partial_dir = -1;
-    for (size_t i = 0; i < AFTP_TREESTORE_DIR_CACHE; i++)
-        ts->dirs[i].fd = -1;
+    dirs_init(&ts->dirs);
     aftp_place_init(&ts->place, root, opt);
     aftp_journal_sweep_init(&ts->sweep, -1, AFTP_JOURNAL_DEFAULT_MAX_AGE_S);
     /* An existing resume directory is opened now, so that a bad one (a
@@ -162,7 +171,7 @@ static void release_one(aftp_treestore *ts, const aftp_treestore_file *keep)
 {
     for (size_t n = 0; n < ts->count; n++) {
         aftp_treestore_file *f = ts->files[ts->hand++ % ts->count];
-        if (f != keep && f->j.data_fd >= 0) {
+        if (f != keep && f->j.data_fd >= 0 && !f->committing) {
             release_fd(ts, f);
             return;
         }
@@ -189,12 +198,12 @@ static int ensure_open(aftp_treestore *ts, aftp_treestore_file *f)
 /* ---- destination directories, a few kept open ---- */
 
 /* A dirty directory synced: the renames into it made durable. A failure
- * fails the files of the running group renamed into it, and only those. */
-static void dir_settle(aftp_treestore *ts, aftp_treestore_dir *d);
+ * fails the files of group g renamed into it, and only those. */
+static void dir_settle(aftp_treestore *ts, aftp_treestore_group *g, aftp_treestore_dir *d);
 
-static void dir_close(aftp_treestore *ts, aftp_treestore_dir *d)
+static void dir_close(aftp_treestore *ts, aftp_treestore_group *g, aftp_treestore_dir *d)
 {
-    dir_settle(ts, d);
+    dir_settle(ts, g, d);
     if (d->path != NULL)
         close(d->fd);
     free(d->path);
@@ -202,16 +211,17 @@ static void dir_close(aftp_treestore *ts, aftp_treestore_dir *d)
     d->fd = -1;
 }
 
-/* The directory `path` lies in, opened beneath the root on a miss (no
- * link followed) into the next slot round the cache; *leaf is path's
- * last component. AFTP_OK or the error of aftp_path_open_parent. */
-static int dir_of(aftp_treestore *ts, const char *path, aftp_treestore_dir **out,
-                  const char **leaf)
+/* The directory `path` lies in, from `dirs` (the caller's, or group g's),
+ * opened beneath the root on a miss (no link followed) into the next slot
+ * round the cache; *leaf is path's last component. AFTP_OK or the error
+ * of aftp_path_open_parent. */
+static int dir_of(aftp_treestore *ts, aftp_treestore_dirs *dirs, aftp_treestore_group *g,
+                  const char *path, aftp_treestore_dir **out, const char **leaf)
 {
     const char *slash = strrchr(path, '/');
     size_t len = slash != NULL ? (size_t)(slash - path) : 0;
     for (size_t i = 0; i < AFTP_TREESTORE_DIR_CACHE; i++) {
-        aftp_treestore_dir *d = &ts->dirs[i];
+        aftp_treestore_dir *d = &dirs->slot[i];
         if (d->path != NULL && strlen(d->path) == len && memcmp(d->path, path, len) == 0) {
             *out = d;
             *leaf = slash != NULL ? slash + 1 : path;
@@ -227,17 +237,18 @@ static int dir_of(aftp_treestore *ts, const char *path, aftp_treestore_dir **out
     }
     if (rc != AFTP_OK)
         return rc;
-    aftp_treestore_dir *d = &ts->dirs[ts->dir_victim++ % AFTP_TREESTORE_DIR_CACHE];
-    dir_close(ts, d);
-    *d = (aftp_treestore_dir){.path = copy, .fd = fd, .ticket = ++ts->dir_tickets};
+    aftp_treestore_dir *d = &dirs->slot[dirs->victim++ % AFTP_TREESTORE_DIR_CACHE];
+    dir_close(ts, g, d);
+    *d = (aftp_treestore_dir){.path = copy, .fd = fd, .ticket = ++dirs->tickets};
     *out = d;
     return AFTP_OK;
 }
 
-static void dir_cache_fini(aftp_treestore *ts)
+/* Every directory of `dirs` synced if dirty (g's failures) and closed. */
+static void dirs_close(aftp_treestore *ts, aftp_treestore_dirs *dirs, aftp_treestore_group *g)
 {
     for (size_t i = 0; i < AFTP_TREESTORE_DIR_CACHE; i++)
-        dir_close(ts, &ts->dirs[i]);
+        dir_close(ts, g, &dirs->slot[i]);
 }
 
 /* ---- verdicts ---- */
@@ -308,7 +319,7 @@ static int check_existing(aftp_treestore *ts, const aftp_entry_info *info, int *
     aftp_treestore_dir *dir = NULL;
     const char *leaf;
     struct stat sb;
-    int rc = dir_of(ts, info->file.path, &dir, &leaf);
+    int rc = dir_of(ts, &ts->dirs, NULL, info->file.path, &dir, &leaf);
     int parent = rc == AFTP_OK ? dir->fd : -1;
     if (rc != AFTP_OK)
         return fail(ts, rc, "cannot open the directory of",
@@ -504,11 +515,13 @@ int aftp_treestore_entry(aftp_treestore *ts, const aftp_entry_info *info,
 
 /* ---- data ---- */
 
+/* File id, open for data: not one waiting for its commit or in a group's
+ * run (the run may be on another thread). */
 static aftp_treestore_file *open_file(const aftp_treestore *ts, uint32_t id, uint64_t off,
                                       size_t len, int *rc)
 {
     aftp_treestore_file *f = find(ts, id);
-    *rc = f == NULL || f->deferred ? AFTP_ERR_INVALID_STATE
+    *rc = f == NULL || f->deferred || f->committing ? AFTP_ERR_INVALID_STATE
           : off > f->size || len > f->size - off ? AFTP_ERR_INVALID_ARGUMENT
                                                  : AFTP_OK;
     return *rc == AFTP_OK ? f : NULL;
@@ -649,12 +662,24 @@ int aftp_treestore_view(aftp_treestore *ts, uint32_t id, uint64_t off, size_t le
 
 /* ---- close and commit ---- */
 
-/* The files of one commit_group call, while it runs. */
+/* A failure met by a group's run, reported by its end: the run may be
+ * on another thread, and the report belongs to the caller's. detail NULL:
+ * strerror(sys_errno). */
+typedef struct group_fail {
+    const char *what;
+    const char *detail;
+    int sys_errno;
+} group_fail;
+
+/* The files of one group commit, from its begin to its end. */
 struct aftp_treestore_group {
     size_t count;
     int *results;
+    int fsync_each;              /* one file's fsync rather than a syncfs */
     aftp_treestore_file **files; /* NULL: not a file awaiting commit */
     uint64_t *tickets;           /* the directory opening renamed into, 0: not renamed */
+    group_fail *fails;
+    aftp_treestore_dirs dirs;    /* the run's own, open while it runs */
 };
 
 static int fail_file(aftp_treestore *ts, const aftp_treestore_file *f, int err, const char *what,
@@ -662,6 +687,13 @@ static int fail_file(aftp_treestore *ts, const aftp_treestore_file *f, int err, 
 {
     (void)aftp_path_report_start(&ts->report, f->j.path);
     return fail(ts, err, what, detail);
+}
+
+static int note_fail(aftp_treestore_group *g, size_t i, int err, const char *what,
+                     const char *detail)
+{
+    g->fails[i] = (group_fail){.what = what, .detail = detail, .sys_errno = errno};
+    return err;
 }
 
 /* Runs a durability step (a syscall returning 0 or -1 with errno), unless
@@ -672,10 +704,10 @@ static int fail_file(aftp_treestore *ts, const aftp_treestore_file *f, int err, 
          ? -1                                                                                \
          : (call))
 #else
-#define STEP(ts, step, path, call) (call)
+#define STEP(ts, step, path, call) ((void)(ts), (call))
 #endif
 
-static void dir_settle(aftp_treestore *ts, aftp_treestore_dir *d)
+static void dir_settle(aftp_treestore *ts, aftp_treestore_group *g, aftp_treestore_dir *d)
 {
     if (!d->dirty)
         return;
@@ -683,29 +715,38 @@ static void dir_settle(aftp_treestore *ts, aftp_treestore_dir *d)
     if (STEP(ts, AFTP_TREESTORE_STEP_DIRSYNC, d->path, fsync(d->fd)) == 0)
         return;
     int e = errno;
-    aftp_treestore_group *g = ts->group;
     for (size_t i = 0; g != NULL && i < g->count; i++)
         if (g->tickets[i] == d->ticket && g->results[i] == AFTP_OK)
-            g->results[i] = fail_file(ts, g->files[i], aftp_store_errno_error(e),
-                                      "cannot make durable the name of", strerror(e));
+            g->results[i] = note_fail(g, i, aftp_store_errno_error(e),
+                                      "cannot make durable the name of", NULL);
 }
 
-/* Step 1 for one file: its mode and mtime, by name (its descriptor may
- * be closed); fsync of its own when the group does not sync the file
- * system. */
-static int prepare_file(aftp_treestore *ts, aftp_treestore_file *f, int fsync_each)
+/* Before step 1, by the caller's thread: the descriptor a file needs for
+ * its commit (its own fsync; an empty file is made now), the only use of
+ * the shared descriptor budget. */
+static int open_for_commit(aftp_treestore *ts, aftp_treestore_group *g, size_t i)
 {
-    char name[AFTP_JOURNAL_STATE_NAME_CAP];
-    int need_fd = fsync_each || (f->j.whole && !f->j.created); /* an empty file is made now */
-    int rc = need_fd ? ensure_open(ts, f) : AFTP_OK;
+    aftp_treestore_file *f = g->files[i];
+    int rc = g->fsync_each || (f->j.whole && !f->j.created) ? ensure_open(ts, f) : AFTP_OK;
     if (rc != AFTP_OK)
         return fail_file(ts, f, rc, "cannot commit", f->j.why);
+    if (!g->fsync_each)
+        release_fd(ts, f); /* made: the commit needs it no more */
+    return AFTP_OK;
+}
+
+/* Step 1 for one file: its mode and mtime, by name; fsync of its own when
+ * the group does not sync the file system. */
+static int prepare_file(aftp_treestore *ts, aftp_treestore_group *g, size_t i)
+{
+    char name[AFTP_JOURNAL_STATE_NAME_CAP];
+    aftp_treestore_file *f = g->files[i];
     aftp_journal_data_name(&f->j, name);
-    rc = aftp_place_apply_meta_at(&ts->place, ts->partial_dir, name, f->mode, f->mtime_ns);
+    int rc = aftp_place_apply_meta_at(&ts->place, ts->partial_dir, name, f->mode, f->mtime_ns);
     if (rc != AFTP_OK)
-        return fail_file(ts, f, rc, "cannot set the mode or time of", strerror(errno));
-    if (fsync_each && STEP(ts, AFTP_TREESTORE_STEP_SYNC, "", fsync(f->j.data_fd)) != 0)
-        return fail_file(ts, f, aftp_store_errno_error(errno), "cannot flush", strerror(errno));
+        return note_fail(g, i, rc, "cannot set the mode or time of", NULL);
+    if (g->fsync_each && STEP(ts, AFTP_TREESTORE_STEP_SYNC, "", fsync(f->j.data_fd)) != 0)
+        return note_fail(g, i, aftp_store_errno_error(errno), "cannot flush", NULL);
     return AFTP_OK;
 }
 
@@ -715,15 +756,15 @@ static int place_file(aftp_treestore *ts, aftp_treestore_group *g, size_t i)
     aftp_treestore_file *f = g->files[i];
     aftp_treestore_dir *d;
     const char *leaf;
-    int rc = dir_of(ts, f->j.path, &d, &leaf);
+    int rc = dir_of(ts, &g->dirs, g, f->j.path, &d, &leaf);
     if (rc != AFTP_OK)
-        return fail_file(ts, f, rc, "cannot open the directory of",
+        return note_fail(g, i, rc, "cannot open the directory of",
                          rc == AFTP_ERR_PATH_REJECTED ? "a file or symbolic link is in the way"
                                                       : aftp_strerror(rc));
     if (STEP(ts, AFTP_TREESTORE_STEP_RENAME, f->j.path, 0) != 0)
-        return fail_file(ts, f, aftp_store_errno_error(errno), "cannot commit", strerror(errno));
+        return note_fail(g, i, aftp_store_errno_error(errno), "cannot commit", NULL);
     if ((rc = aftp_journal_place(&f->j, d->fd, leaf, ts->place.opt.overwrite)) != AFTP_OK)
-        return fail_file(ts, f, rc, "cannot commit", f->j.why);
+        return note_fail(g, i, rc, "cannot commit", f->j.why);
     d->dirty = 1;
     g->tickets[i] = d->ticket;
     return AFTP_OK;
@@ -738,6 +779,8 @@ static size_t claim_group(aftp_treestore *ts, const uint32_t *ids, aftp_treestor
         aftp_treestore_file *f = find(ts, ids[i]);
         g->files[i] = f != NULL && f->deferred ? f : NULL;
         g->results[i] = g->files[i] != NULL ? AFTP_OK : AFTP_ERR_INVALID_STATE;
+        if (g->files[i] != NULL)
+            f->committing = 1;
         if (f != NULL)
             f->deferred = 0;
         ready += g->files[i] != NULL;
@@ -746,21 +789,19 @@ static size_t claim_group(aftp_treestore *ts, const uint32_t *ids, aftp_treestor
 }
 
 /* Steps 1 and 2: every file's metadata, then its data durable. */
-static void sync_group_data(aftp_treestore *ts, aftp_treestore_group *g, size_t ready)
+static void sync_group_data(aftp_treestore *ts, aftp_treestore_group *g)
 {
-    int by_fs = ready > 1 || ts->place.opt.sync_fs;
-    for (size_t i = 0; i < g->count; i++)
-        if (g->files[i] != NULL)
-            g->results[i] = prepare_file(ts, g->files[i], !by_fs);
-    /* syncfs reports a write-back error of any file since the last sync:
-     * the group's files all fail rather than one vouched for wrongly. */
-    if (!by_fs || STEP(ts, AFTP_TREESTORE_STEP_SYNC, "", syncfs(ts->partial_dir)) == 0)
-        return;
-    int e = errno;
     for (size_t i = 0; i < g->count; i++)
         if (g->files[i] != NULL && g->results[i] == AFTP_OK)
-            g->results[i] = fail_file(ts, g->files[i], aftp_store_errno_error(e),
-                                      "cannot make durable", strerror(e));
+            g->results[i] = prepare_file(ts, g, i);
+    /* syncfs reports a write-back error of any file since the last sync:
+     * the group's files all fail rather than one vouched for wrongly. */
+    if (g->fsync_each || STEP(ts, AFTP_TREESTORE_STEP_SYNC, "", syncfs(ts->partial_dir)) == 0)
+        return;
+    int e = aftp_store_errno_error(errno);
+    for (size_t i = 0; i < g->count; i++)
+        if (g->files[i] != NULL && g->results[i] == AFTP_OK)
+            g->results[i] = note_fail(g, i, e, "cannot make durable", NULL);
 }
 
 /* A file renamed is done (its journal removed, whatever its directory's
@@ -777,26 +818,75 @@ static void end_committed(aftp_treestore *ts, aftp_treestore_file *f, int rename
     end_file(ts, f, unfinished_state(f));
 }
 
-static int commit_files(aftp_treestore *ts, aftp_treestore_group *g, const uint32_t *ids)
+static void free_group(aftp_treestore_group *g)
 {
-    sync_group_data(ts, g, claim_group(ts, ids, g));
-    ts->group = g;
+    if (g == NULL)
+        return;
+    free(g->files);
+    free(g->tickets);
+    free(g->fails);
+    free(g);
+}
+
+int aftp_treestore_commit_begin(aftp_treestore *ts, const uint32_t *ids, size_t count,
+                                int *results, aftp_treestore_group **out)
+{
+    aftp_treestore_group *g = calloc(1, sizeof *g);
+    *out = NULL;
+    if (g == NULL)
+        return AFTP_ERR_NO_MEMORY;
+    *g = (aftp_treestore_group){.count = count, .results = results,
+                                .files = calloc(count + 1, sizeof *g->files),
+                                .tickets = calloc(count + 1, sizeof *g->tickets),
+                                .fails = calloc(count + 1, sizeof *g->fails)};
+    if (g->files == NULL || g->tickets == NULL || g->fails == NULL) {
+        free_group(g);
+        return AFTP_ERR_NO_MEMORY;
+    }
+    dirs_init(&g->dirs);
+    g->fsync_each = claim_group(ts, ids, g) <= 1 && !ts->place.opt.sync_fs;
+    for (size_t i = 0; i < count; i++)
+        if (g->files[i] != NULL)
+            results[i] = open_for_commit(ts, g, i);
+    *out = g;
+    return AFTP_OK;
+}
+
+void aftp_treestore_commit_run(aftp_treestore *ts, aftp_treestore_group *g)
+{
+    sync_group_data(ts, g);
     for (size_t i = 0; i < g->count; i++)
         if (g->files[i] != NULL && g->results[i] == AFTP_OK)
             g->results[i] = place_file(ts, g, i);
-    for (size_t i = 0; i < AFTP_TREESTORE_DIR_CACHE; i++)
-        dir_settle(ts, &ts->dirs[i]);
-    ts->group = NULL;
-    for (size_t i = 0; i < g->count; i++)
-        if (g->files[i] != NULL)
-            end_committed(ts, g->files[i], g->tickets[i] != 0);
-    return AFTP_OK;
+    dirs_close(ts, &g->dirs, g);
+}
+
+void aftp_treestore_commit_end(aftp_treestore *ts, aftp_treestore_group *g)
+{
+    for (size_t i = 0; i < g->count; i++) {
+        aftp_treestore_file *f = g->files[i];
+        const group_fail *why = &g->fails[i];
+        if (f == NULL)
+            continue;
+        if (why->what != NULL)
+            (void)fail_file(ts, f, g->results[i], why->what,
+                            why->detail != NULL ? why->detail : strerror(why->sys_errno));
+        f->committing = 0;
+        end_committed(ts, f, g->tickets[i] != 0);
+    }
+    free_group(g);
+    /* The group commit is also when files still arriving make their
+     * blocks durable, bounding what a kill loses to one group's worth. A
+     * file whose journal cannot be recorded now (a full disk) keeps its
+     * previous one, still true, and tries again at its next sync: its
+     * failure, not the group's, whose files are durable. */
+    (void)aftp_treestore_sync(ts);
 }
 
 int aftp_treestore_close(aftp_treestore *ts, uint32_t id, int commit)
 {
     aftp_treestore_file *f = find(ts, id);
-    if (f == NULL)
+    if (f == NULL || f->committing) /* a group's run may be using it */
         return AFTP_ERR_INVALID_STATE;
     if (commit == AFTP_CLOSE_DEFER) {
         f->deferred = 1;
@@ -826,7 +916,7 @@ int aftp_treestore_sync(aftp_treestore *ts)
     int first = AFTP_OK;
     for (size_t i = 0; i < ts->count; i++) {
         aftp_treestore_file *f = ts->files[i];
-        int rc = f->unsynced > 0 && !f->deferred ? sync_file(ts, f) : AFTP_OK;
+        int rc = f->unsynced > 0 && !f->deferred && !f->committing ? sync_file(ts, f) : AFTP_OK;
         first = first == AFTP_OK ? rc : first;
     }
     return first;
@@ -838,7 +928,7 @@ int aftp_treestore_tick(aftp_treestore *ts, uint64_t now_ns)
     for (size_t i = 0; i < ts->count; i++) {
         aftp_treestore_file *f = ts->files[i];
         int rc = AFTP_OK;
-        if (f->unsynced == 0 || f->deferred)
+        if (f->unsynced == 0 || f->deferred || f->committing)
             continue;
         if (f->unsynced_seen_ns == 0)
             f->unsynced_seen_ns = now_ns ? now_ns : 1;
@@ -852,15 +942,13 @@ int aftp_treestore_tick(aftp_treestore *ts, uint64_t now_ns)
 int aftp_treestore_commit_group(aftp_treestore *ts, const uint32_t *ids, size_t count,
                                 int *results)
 {
-    aftp_treestore_group g = {.count = count, .results = results,
-                              .files = calloc(count + 1, sizeof *g.files),
-                              .tickets = calloc(count + 1, sizeof *g.tickets)};
-    int rc = g.files != NULL && g.tickets != NULL ? commit_files(ts, &g, ids) : AFTP_ERR_NO_MEMORY;
-    free(g.files);
-    free(g.tickets);
-    /* The group commit is also when files still arriving make their
-     * blocks durable, bounding what a kill loses to one group's worth. */
-    return rc != AFTP_OK ? rc : aftp_treestore_sync(ts);
+    aftp_treestore_group *g;
+    int rc = aftp_treestore_commit_begin(ts, ids, count, results, &g);
+    if (rc != AFTP_OK)
+        return rc;
+    aftp_treestore_commit_run(ts, g);
+    aftp_treestore_commit_end(ts, g);
+    return AFTP_OK;
 }
 
 int aftp_treestore_finish(aftp_treestore *ts)
@@ -879,7 +967,7 @@ void aftp_treestore_fini(aftp_treestore *ts)
             (void)sync_file(ts, f); /* a failure keeps the last journal: still correct */
         end_file(ts, f, unfinished_state(f));
     }
-    dir_cache_fini(ts);
+    dirs_close(ts, &ts->dirs, NULL);
     free(ts->readback);
     ts->readback = NULL;
     aftp_place_finish(&ts->place);

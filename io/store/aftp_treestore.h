@@ -108,13 +108,17 @@
  * Bounds: at most AFTP_TREESTORE_MAX_OPEN partial files hold a descriptor
  * at once; others are closed (aftp_journal_release_data) and reopened on
  * their next write, view or commit. Destination directories: at most
- * AFTP_TREESTORE_DIR_CACHE held open (a file's entry check and its rename
- * reuse its directory's descriptor; a miss opens it beneath the root
- * without following links and replaces the next slot round the cache,
- * syncing it first if a running group renamed into it). Memory: one
+ * AFTP_TREESTORE_DIR_CACHE held open for the entry checks, and as many by
+ * a group commit while it runs (files entered or renamed in one directory
+ * reuse its descriptor; a miss opens it beneath the root without
+ * following links and replaces the next slot round the cache, syncing it
+ * first if the group renamed into it). The group's set is its own, opened
+ * and closed by its run: the run may be on another thread than the entry
+ * checks, and a descriptor closed under it, its number reused, would
+ * rename into another directory. Memory: one
  * record per open entry (at most W plus the files awaiting their group
  * commit) and its journal, the read-back buffer, and per group commit
- * two pointers' worth per file.
+ * two pointers' worth per file and its directory set.
  */
 #ifndef AFTP_TREESTORE_H
 #define AFTP_TREESTORE_H
@@ -145,6 +149,15 @@ typedef struct aftp_treestore_dir {
     uint64_t ticket; /* which opening of it (the group's files name it) */
 } aftp_treestore_dir;
 
+/* Directories kept open, one set per thread that uses them: the caller's
+ * (entry checks) and each group commit's (its renames, on whatever thread
+ * runs it): a slot the caller reuses is never one a group renames into. */
+typedef struct aftp_treestore_dirs {
+    aftp_treestore_dir slot[AFTP_TREESTORE_DIR_CACHE];
+    size_t victim;    /* the slot a miss takes next, round the cache */
+    uint64_t tickets;
+} aftp_treestore_dirs;
+
 typedef struct aftp_treestore {
     int root;        /* the destination root (borrowed) */
     int partial_dir; /* AFTP_JOURNAL_DIR beneath it (owned) */
@@ -155,10 +168,7 @@ typedef struct aftp_treestore {
     size_t hand;     /* where the search for a descriptor to close resumes */
     aftp_journal_sweep sweep;
     aftp_path_report report; /* the last entry's refusal or failure */
-    aftp_treestore_dir dirs[AFTP_TREESTORE_DIR_CACHE];
-    size_t dir_victim;       /* the slot a miss takes next, round the cache */
-    uint64_t dir_tickets;
-    aftp_treestore_group *group; /* the group commit running, or NULL */
+    aftp_treestore_dirs dirs; /* the caller's: entry checks */
     uint8_t *readback;       /* AFTP_TREESTORE_WHOLE_MAX bytes: a whole file's view */
 #ifdef AFTP_TEST_HOOKS
     /* Test builds only: called before each durability step of a group
@@ -195,6 +205,22 @@ int aftp_treestore_view(aftp_treestore *ts, uint32_t id, uint64_t off, size_t le
 int aftp_treestore_close(aftp_treestore *ts, uint32_t id, int commit);
 int aftp_treestore_commit_group(aftp_treestore *ts, const uint32_t *ids, size_t count,
                                 int *results);
+/* commit_group in three steps, for a caller that runs the slow one (the
+ * syncs and renames) beside its packet handling. begin, on the caller's
+ * thread: claims the files closed with AFTP_CLOSE_DEFER among ids (the
+ * others' results[i] AFTP_ERR_INVALID_STATE). run, on any one thread:
+ * steps (1) to (4), touching only the group's files and the destination
+ * directories (no other call may run steps (1) to (4) meanwhile: one group
+ * at a time). end, on the caller's thread after run: the results final,
+ * failures reported, the files ended; then aftp_treestore_sync, whose
+ * failure belongs to the files still arriving, not to the group. Between
+ * begin and end every other call stays usable and leaves the group's files
+ * alone (a write, view or close of one is refused, AFTP_ERR_INVALID_STATE);
+ * `ids` and `results` must live until end. */
+int aftp_treestore_commit_begin(aftp_treestore *ts, const uint32_t *ids, size_t count,
+                                int *results, aftp_treestore_group **out);
+void aftp_treestore_commit_run(aftp_treestore *ts, aftp_treestore_group *g);
+void aftp_treestore_commit_end(aftp_treestore *ts, aftp_treestore_group *g);
 /* Syncs the journal of every open file with blocks written since its last
  * sync (the group commit does it too). AFTP_OK or the first error. */
 int aftp_treestore_sync(aftp_treestore *ts);

@@ -53,6 +53,12 @@
 #define RATE_BPS UINT64_C(80000000)           /* 10 MB/s: a tree takes about a second */
 #define RECV_IDLE_NS UINT64_C(700000000)      /* a killed sender's session lingers this long: well
                                                * beyond a slow (sanitized) sender's pauses */
+/* The last resume's receiver, a fresh one: beyond the sender's longest
+ * backed-off wait (2 s), so that a receiver held up by its disk on a
+ * loaded machine, its sender backing off meanwhile (its PTO grown with the
+ * delays), never takes that live sender for gone. The receivers that
+ * serve the kills keep the short one: their sessions must end soon. */
+#define FINAL_RECV_IDLE_NS UINT64_C(2500000000)
 #define SEND_IDLE_NS UINT64_C(20000000000)
 #define KILLS_PER_PHASE 100u
 #define KILLS_PER_ROUND 10u                   /* then a fresh destination */
@@ -344,15 +350,28 @@ static void on_listening(void *app, const struct sockaddr *local)
     atomic_store(&sh->recv_port, ntohs(((const struct sockaddr_in *)local)->sin_port));
 }
 
+/* SIGTERM stops the receiver child in order: its session (if any) is
+ * cancelled and ends as any session does, its storage closed and synced. */
+static atomic_int serve_stop;
+
+static void on_sigterm(int sig)
+{
+    (void)sig;
+    atomic_fetch_add(&serve_stop, 1);
+}
+
 /* Listens on a port of the kernel's choice: a fixed one could be taken by
  * another test between restarts. */
-static void serve_child(int dirfd)
+static void serve_child(int dirfd, uint64_t idle_ns)
 {
     struct sockaddr_in at = io_test_loopback(0);
+    struct sigaction sa = {.sa_handler = on_sigterm};
+    sigaction(SIGTERM, &sa, NULL);
     aftp_serve_opts o = {.listen = (struct sockaddr *)&at, .listen_len = sizeof at,
                          .dirfd = dirfd, .pipeline_window = WINDOW,
-                         .idle_timeout_ns = RECV_IDLE_NS,
+                         .idle_timeout_ns = idle_ns,
                          .security = {.cipher = AFTP_CIPHER_NONE},
+                         .hooks = {.interrupt = &serve_stop},
                          .on_session_end = on_session_end, .on_listening = on_listening,
                          .on_session_event = on_session_event};
     aftp_io_result res;
@@ -414,15 +433,27 @@ static int wait_ms(pid_t pid, unsigned ms)
 }
 
 /* Once it listens: senders started then reach it. */
-static pid_t start_receiver(int dst)
+static pid_t start_receiver_idle(int dst, uint64_t idle_ns)
 {
     atomic_store(&sh->recv_port, 0);
     pid_t pid = fork_child();
     if (pid == 0)
-        serve_child(dst);
+        serve_child(dst, idle_ns);
     while (atomic_load(&sh->recv_port) == 0)
         assert_int_equal(wait_ms(pid, 1), -1);
     return pid;
+}
+
+static pid_t start_receiver(int dst)
+{
+    return start_receiver_idle(dst, RECV_IDLE_NS);
+}
+
+/* Stopped in order (SIGTERM): what its last session stored stays. */
+static void stop_receiver(pid_t pid)
+{
+    kill(pid, SIGTERM);
+    assert_true(wait_ms(pid, 60000) >= 0);
 }
 
 static pid_t start_sender(rig *r)
@@ -526,8 +557,9 @@ static unsigned kill_rounds(rig *r, enum victim v, unsigned kills, uint64_t *up,
             if (rc == 0)
                 break; /* it completed before its kill came */
         }
-        if (v == RECEIVER)
-            r->recv_pid = start_receiver(dst);
+        if (v == SENDER)
+            stop_receiver(r->recv_pid);
+        r->recv_pid = start_receiver_idle(dst, FINAL_RECV_IDLE_NS);
         finish_round(r, dst);
         *payload += atomic_load(&sh->payload_sent);
         close(dst);

@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "common/aftp_handshake.h"
+#include "common/aftp_rtt.h"
 #include "common/aftp_session.h"
 #include "sim_link.h"
 #include "sim_run.h"
@@ -535,6 +536,151 @@ static void test_commit_alone_without_group_op(void **state)
     assert_int_equal(s.results[1], 1);
     assert_false(g.st.files[0].deferred);
     assert_true(sim_file_intact(&g.st, 1));
+    sim_script_free(&g);
+}
+
+/* A storage whose group commit runs in the background (commit_start):
+ * it only notes the group; the test finishes it, later in virtual time,
+ * with the storage's own commit_group and aftp_receiver_commit_done. */
+static struct {
+    void *user;
+    const uint32_t *ids;
+    size_t count;
+    int starts;
+} later;
+static aftp_storage_ops ops_commit_later;
+
+static int note_commit_start(void *user, const uint32_t *ids, size_t count)
+{
+    later.user = user;
+    later.ids = ids;
+    later.count = count;
+    later.starts++;
+    return AFTP_OK;
+}
+
+static void commit_later_op(aftp_receiver_settings *s)
+{
+    ops_commit_later = sim_receiver_storage;
+    ops_commit_later.commit_start = note_commit_start;
+    s->storage = &ops_commit_later;
+}
+
+static void finish_commit(sim_script *g, seen *s)
+{
+    int results[MAX_ID];
+    size_t n = later.count;
+    later.count = 0;
+    assert_int_equal(sim_receiver_storage.commit_group(later.user, later.ids, n, results), AFTP_OK);
+    assert_int_equal(aftp_receiver_commit_done(g->r, g->clock, AFTP_OK, results), AFTP_OK);
+    run_now(g, s);
+}
+
+/* Files 1 and 2 of `count` sent whole, their group started (commit_start). */
+static void start_first_group(sim_script *g, seen *s, uint32_t window,
+                              void (*tune)(aftp_receiver_settings *), uint16_t count)
+{
+    memset(&later, 0, sizeof later);
+    offer_files(g, s, window, tune, count, 2000);
+    send_file(g, 1);
+    send_file(g, 2);
+    settle(g, s, 30);
+    assert_int_equal(later.starts, 1);
+}
+
+/* The group commit started with commit_start keeps the engine going:
+ * while it runs, DATA is stored and FEEDBACK leaves, and the next file
+ * verified waits for the next group (one group in flight). FILE_RESULTs
+ * leave only once aftp_receiver_commit_done says the group is durable. */
+static void test_group_commit_in_background(void **state)
+{
+    (void)state;
+    sim_script g;
+    seen s = {0};
+    start_first_group(&g, &s, 16, commit_later_op, 4);
+    assert_int_equal(later.count, 2);
+    assert_false(g.st.files[0].committed);
+    assert_int_equal(s.results_total, 0);
+    int feedbacks = s.feedbacks;
+    send_file(&g, 3); /* data flows while the group is in flight */
+    settle(&g, &s, 30);
+    assert_true(s.feedbacks > feedbacks);
+    assert_true(g.st.files[2].deferred);
+    assert_int_equal(later.starts, 1); /* file 3 waits for the next group */
+    assert_int_equal(s.results_total, 0);
+    assert_int_equal(aftp_receiver_state(g.r), AFTP_STATE_TRANSFER);
+    finish_commit(&g, &s);
+    assert_int_equal(s.results[1], 1);
+    assert_int_equal(s.results[2], 1);
+    assert_int_equal(s.results[3], 0);
+    assert_int_equal(later.starts, 2); /* file 3's group was due: it starts at once */
+    assert_int_equal(later.count, 1);
+    finish_commit(&g, &s);
+    assert_int_equal(s.results[3], 1);
+    assert_int_equal(aftp_receiver_commit_done(g.r, g.clock, AFTP_OK, NULL),
+                     AFTP_ERR_INVALID_STATE);
+    for (uint32_t id = 1; id <= 3; id++)
+        assert_true(sim_file_intact(&g.st, id) && g.st.files[id - 1].committed);
+    sim_script_free(&g);
+}
+
+/* A short idle timeout, as a server may set, with the commit of
+ * commit_later_op. */
+#define SHORT_IDLE_MS 700
+
+static void short_idle(aftp_receiver_settings *s)
+{
+    s->idle_timeout_ns = SHORT_IDLE_MS * SIM_MS;
+}
+
+static void commit_later_short_idle(aftp_receiver_settings *s)
+{
+    commit_later_op(s);
+    short_idle(s);
+}
+
+/* A group commit that outlasts the idle timeout does not end the session:
+ * the sender is silent because it waits for the group's FILE_RESULTs (its
+ * control timer backing off), not gone. From the group's end the timer
+ * runs again, with room for that backed-off timer (2 s after so long a
+ * silence of ours): then a silent sender ends the session. */
+static void test_group_in_flight_holds_the_idle_timer(void **state)
+{
+    (void)state;
+    sim_script g;
+    seen s = {0};
+    start_first_group(&g, &s, 4, commit_later_short_idle, 2);
+    settle(&g, &s, 4 * SHORT_IDLE_MS); /* the disk is slow; the sender waits in silence */
+    assert_int_equal(aftp_receiver_state(g.r), AFTP_STATE_TRANSFER);
+    assert_int_equal(s.results_total, 0);
+    finish_commit(&g, &s);
+    assert_int_equal(s.results[1], 1);
+    assert_int_equal(s.results[2], 1);
+    int backoff_ms = (int)(AFTP_RTT_MAX_BACKOFF_NS / SIM_MS);
+    settle(&g, &s, SHORT_IDLE_MS + backoff_ms - 10); /* the results lost: the sender asks late */
+    assert_int_equal(aftp_receiver_state(g.r), AFTP_STATE_TRANSFER);
+    settle(&g, &s, 20);
+    assert_int_equal(aftp_receiver_state(g.r), AFTP_STATE_CLOSED);
+    assert_int_equal(aftp_receiver_error(g.r), AFTP_ERR_IDLE_TIMEOUT);
+    sim_script_free(&g);
+}
+
+/* The read-back of a file the sender finished holds the idle timer as the
+ * commit does: a receiver slow to get to it (a slow disk, a loaded
+ * machine) does not take the sender's silence, its wait for the
+ * FILE_RESULT, for its absence. */
+static void test_read_back_holds_the_idle_timer(void **state)
+{
+    (void)state;
+    sim_script g;
+    seen s = {0};
+    offer_files(&g, &s, 4, short_idle, 1, 2000);
+    send_file(&g, 1); /* whole: waiting to be read back */
+    g.clock += 4 * SHORT_IDLE_MS * SIM_MS; /* before the receiver gets to it */
+    settle(&g, &s, 30);
+    assert_int_equal(aftp_receiver_state(g.r), AFTP_STATE_TRANSFER);
+    assert_int_equal(s.results[1], 1);
+    assert_int_equal(s.result_error[1], AFTP_WIRE_ERR_NONE);
     sim_script_free(&g);
 }
 
@@ -1118,6 +1264,9 @@ int main(void)
         cmocka_unit_test(test_group_commit_before_results),
         cmocka_unit_test(test_group_commit_at_half_window),
         cmocka_unit_test(test_commit_alone_without_group_op),
+        cmocka_unit_test(test_group_commit_in_background),
+        cmocka_unit_test(test_group_in_flight_holds_the_idle_timer),
+        cmocka_unit_test(test_read_back_holds_the_idle_timer),
         cmocka_unit_test(test_failed_file_ends_alone_and_results_repeat),
         cmocka_unit_test(test_skip_and_resume),
         cmocka_unit_test(test_held_marks_follow_the_window),
