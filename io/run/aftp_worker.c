@@ -18,6 +18,10 @@
 /* Sub-millisecond pacing of every session needs precise wake-ups. */
 #define WORKER_TIMER_SLACK_NS 1000UL
 #define NO_WAKE UINT64_MAX
+/* A session ended without waiting for its peer still sends its CLOSE,
+ * which may wait for the sender's pacer: at most one datagram's time at
+ * its rate (11 ms at 1 Mbit/s). Beyond this it ends unsent. */
+#define WORKER_END_GRACE_NS 100000000u
 
 struct aftp_worker_session {
     aftp_worker_job job;
@@ -26,6 +30,8 @@ struct aftp_worker_session {
     int ready;                         /* its socket or wake_fd was readable */
     atomic_int cancels_asked;          /* aftp_worker_cancel calls */
     int cancels_done;                  /* of which the worker acted on */
+    uint64_t end_by;                   /* ending without its peer: the grace's end; 0: not */
+    uint64_t sent_at_end;              /* its datagrams sent when it began to end */
     size_t slot;                       /* its index in the worker's running[] */
 };
 
@@ -38,6 +44,7 @@ struct aftp_worker {
     /* under the lock */
     aftp_worker_session *pending_head, *pending_tail; /* added, not yet taken */
     int quit;
+    int quitting; /* the worker thread's: quit seen, every session ending */
     /* The worker thread's, changed under the lock too: a cancel from
      * another thread looks its session up there. */
     aftp_worker_session **running;
@@ -103,25 +110,48 @@ static void end_session(aftp_worker *w, aftp_worker_session *ws, int rc)
     atomic_fetch_sub(&w->count, 1);
 }
 
+static uint64_t datagrams_sent(const aftp_worker_session *ws)
+{
+    aftp_stats st;
+    aftp_drive_stats(ws->job.drive, &st);
+    return st.packets_sent;
+}
+
+/* Ends the session without waiting for its peer: the engine cancels, and
+ * its turns go on only until its CLOSE has left (whatever it sends once
+ * cancelled is a CLOSE), so the peer is told. */
+static void begin_end(aftp_worker_session *ws, uint64_t now)
+{
+    if (ws->end_by != 0)
+        return;
+    aftp_drive_cancel(ws->job.drive, now);
+    ws->cancels_done = 2;
+    ws->end_by = now + WORKER_END_GRACE_NS;
+    ws->sent_at_end = datagrams_sent(ws);
+    ws->wake_ns = 0;
+}
+
+/* An ending session whose CLOSE has left, or whose grace is over. */
+static int end_due(const aftp_worker_session *ws, uint64_t now)
+{
+    return ws->end_by != 0 && (now >= ws->end_by || datagrams_sent(ws) > ws->sent_at_end);
+}
+
 /* One turn of the session at `now`; 0 when it ended in it. */
 static int turn_session(aftp_worker *w, aftp_worker_session *ws, uint64_t now)
 {
     int closed;
     ws->ready = 0;
     int rc = aftp_drive_turn(ws->job.drive, w->scratch, now, &ws->wake_ns, &closed);
+    if (!closed && end_due(ws, now)) {
+        closed = 1;
+        rc = AFTP_ERR_CANCELLED;
+    }
     if (closed)
         end_session(w, ws, rc);
+    else if (ws->end_by != 0 && ws->wake_ns > ws->end_by)
+        ws->wake_ns = ws->end_by;
     return !closed;
-}
-
-/* Ends the session without waiting for its peer: the engine cancels and
- * one more turn sends its CLOSE, so the peer is told. */
-static void end_cancelled(aftp_worker *w, aftp_worker_session *ws)
-{
-    uint64_t now = aftp_drive_now_ns();
-    aftp_drive_cancel(ws->job.drive, now);
-    if (turn_session(w, ws, now))
-        end_session(w, ws, AFTP_ERR_CANCELLED);
 }
 
 /* The batch buffers fit the session's datagrams. */
@@ -184,36 +214,34 @@ static void start_taken(aftp_worker *w, aftp_worker_session *taken)
 }
 
 /* Acts on the cancels asked since the last look: the first cancels the
- * engine (its next turn, at once, tells the peer), the second ends it. */
+ * engine (its next turn, at once, tells the peer), the second ends the
+ * session without waiting for the peer. */
 static void apply_cancels(aftp_worker *w)
 {
-    size_t i = 0;
-    while (i < w->nrunning) {
+    for (size_t i = 0; i < w->nrunning; i++) {
         aftp_worker_session *ws = w->running[i];
         int asked = atomic_load(&ws->cancels_asked);
+        uint64_t now = aftp_drive_now_ns();
         if (asked > 0 && ws->cancels_done == 0) {
-            aftp_drive_cancel(ws->job.drive, aftp_drive_now_ns());
+            aftp_drive_cancel(ws->job.drive, now);
             ws->cancels_done = 1;
             ws->wake_ns = 0;
         }
-        if (asked > ws->cancels_done) {
-            end_cancelled(w, ws);
-            continue; /* slot i holds another session now */
-        }
-        i++;
+        if (asked > 1 || w->quitting)
+            begin_end(ws, now);
     }
 }
 
-/* What other threads asked: sessions to take, cancels, quit (returned). */
-static int take_control(aftp_worker *w)
+/* What other threads asked: sessions to take, cancels, quit (every
+ * session then ends without waiting for its peer). */
+static void take_control(aftp_worker *w)
 {
     uint64_t count;
     aftp_worker_session *taken = NULL;
     (void)!read(w->evfd, &count, sizeof count);
-    int quit = take_pending(w, &taken);
+    w->quitting = take_pending(w, &taken);
     start_taken(w, taken);
     apply_cancels(w);
-    return quit;
 }
 
 /* One round: every session ready or due gets one turn. Returns the
@@ -271,12 +299,11 @@ static void *worker_main(void *arg)
     prctl(PR_SET_TIMERSLACK, WORKER_TIMER_SLACK_NS, 0, 0, 0);
     for (;;) {
         uint64_t wake = run_round(w);
-        if (sleep_until(w, wake) && take_control(w))
-            break; /* aftp_worker_del */
+        if (w->quitting && w->nrunning == 0)
+            return NULL; /* aftp_worker_del: every session has ended */
+        if (sleep_until(w, wake))
+            take_control(w);
     }
-    while (w->nrunning > 0)
-        end_cancelled(w, w->running[w->nrunning - 1]);
-    return NULL;
 }
 
 /* The thread takes no asynchronous signal: those are the application's
