@@ -225,10 +225,15 @@ static void add_sender(rig *r, pair *p)
     assert_int_equal(aftp_worker_add(r->senders, &job, &p->sws), AFTP_OK);
 }
 
-static void add_receiver(rig *r, pair *p)
+static void add_receiver_to(aftp_worker *w, pair *p)
 {
     aftp_worker_job job = {.drive = &p->rd, .on_end = on_receiver_end, .app = p};
-    assert_int_equal(aftp_worker_add(r->receivers, &job, &p->rws), AFTP_OK);
+    assert_int_equal(aftp_worker_add(w, &job, &p->rws), AFTP_OK);
+}
+
+static void add_receiver(rig *r, pair *p)
+{
+    add_receiver_to(r->receivers, p);
 }
 
 static void add_pair(rig *r, pair *p)
@@ -475,6 +480,29 @@ static void test_fairness_figure(void **state)
     wait_ends(r, 2 * N);
 }
 
+/* 64 receiving sessions on two workers (their senders on a third), as a
+ * server's would be: every file arrives byte-exact. */
+static void test_64_receivers_on_two_workers(void **state)
+{
+    rig *r = *state;
+    aftp_worker *second;
+    char err[256];
+    assert_int_equal(aftp_worker_new(&second, 2, err, sizeof err), AFTP_OK);
+    pair_opts small = {.size = MIB, .rate_bps = UINT64_C(50000000)};
+    uint64_t t0 = aftp_drive_now_ns();
+    for (int i = 0; i < MAX_PAIRS; i++) {
+        pair *p = new_pair(r, &small);
+        add_receiver_to(i % 2 ? second : r->receivers, p);
+        add_sender(r, p);
+    }
+    wait_ends(r, 2 * MAX_PAIRS);
+    printf("64 sessions of 1 MiB at 50 Mbit/s each, receivers on 2 workers: %.2f s in all\n",
+           (double)(aftp_drive_now_ns() - t0) / 1e9);
+    aftp_worker_del(second);
+    for (int i = 0; i < r->npairs; i++)
+        assert_delivered(r, &r->pairs[i]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -484,6 +512,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_add_from_another_thread, setup, teardown),
         cmocka_unit_test_setup_teardown(test_del_ends_every_session, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fairness_figure, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_64_receivers_on_two_workers, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
