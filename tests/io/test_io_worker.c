@@ -280,6 +280,7 @@ static int teardown(void **state)
         free_pair(&r->pairs[i]);
     close(r->dirfd);
     io_test_rmtree(r->dir);
+    free(r->dir);
     pthread_cond_destroy(&r->cond);
     pthread_mutex_destroy(&r->lock);
     free(r);
