@@ -355,9 +355,10 @@ static void test_silent_peer_ends_alone(void **state)
         assert_delivered(r, &r->pairs[i]);
 }
 
-/* A transfer slow enough to be running whenever the test acts on it. */
-static const pair_opts slow = {.size = 64 * MIB, .rate_bps = UINT64_C(50000000),
-                               .idle_timeout_ns = UINT64_C(20000000000)};
+/* A transfer that runs until the test acts on it: 1 TiB of zeros (no
+ * disk, no memory) at 50 Mbit/s. */
+static const pair_opts slow = {.size = UINT64_C(1) << 40, .rate_bps = UINT64_C(50000000),
+                               .idle_timeout_ns = UINT64_C(20000000000), .faux = 1};
 
 /* Waits until the pair's sender has its file under way (a hang guard). */
 static void wait_started(const pair *p)
