@@ -81,12 +81,12 @@ void aftp_drive_stats(const aftp_drive *d, aftp_stats *st)
  * engine has already been told that time, and its clock never goes back.
  * At most about AFTP_DRIVE_TURN_INPUT datagrams, so a flooded socket costs
  * one turn a bounded time; *more is set when more may be queued. */
-static int pump_input(aftp_drive *d, uint64_t now, uint64_t floor, int *more)
+static int pump_input(aftp_drive *d, aftp_udp_bufs *io, uint64_t now, uint64_t floor, int *more)
 {
     uint64_t now_real = aftp_wallclock_now_ns();
     size_t count, fed = 0;
     do {
-        int rc = aftp_udp_recv(d->udp, &count);
+        int rc = aftp_udp_recv_with(d->udp, io, &count);
         if (rc != AFTP_OK)
             return rc;
         aftp_udp_iter it = {0};
@@ -154,7 +154,13 @@ struct aftp_drive_scratch {
     size_t max_datagram;
     uint8_t *bufs;       /* AFTP_UDP_TX_MAX datagrams of max_datagram bytes */
     aftp_datagram *dgs;
+    aftp_udp_bufs *io;   /* lent to each session's socket for its reads and sends */
 };
+
+size_t aftp_drive_scratch_datagram(const aftp_drive *d)
+{
+    return d->udp->max_datagram > d->max_datagram ? d->udp->max_datagram : d->max_datagram;
+}
 
 int aftp_drive_scratch_new(aftp_drive_scratch **out, size_t max_datagram)
 {
@@ -165,7 +171,8 @@ int aftp_drive_scratch_new(aftp_drive_scratch **out, size_t max_datagram)
     s->max_datagram = max_datagram;
     s->bufs = malloc(AFTP_UDP_TX_MAX * max_datagram);
     s->dgs = calloc(AFTP_UDP_TX_MAX, sizeof *s->dgs);
-    if (s->bufs == NULL || s->dgs == NULL) {
+    int rc = aftp_udp_bufs_new(&s->io, max_datagram);
+    if (s->bufs == NULL || s->dgs == NULL || rc != AFTP_OK) {
         aftp_drive_scratch_del(s);
         return AFTP_ERR_NO_MEMORY;
     }
@@ -179,6 +186,7 @@ void aftp_drive_scratch_del(aftp_drive_scratch *s)
         return;
     free(s->bufs);
     free(s->dgs);
+    aftp_udp_bufs_del(s->io);
     free(s);
 }
 
@@ -192,7 +200,7 @@ static int pump_output(aftp_drive *d, uint64_t now, aftp_drive_scratch *sc, int 
     *full = n == AFTP_UDP_TX_MAX;
     if (n == 0)
         return AFTP_OK;
-    int rc = aftp_udp_send(d->udp, sc->dgs, n);
+    int rc = aftp_udp_send_with(d->udp, sc->io, sc->dgs, n);
     if (d->after_send)
         d->after_send(d->after_send_ctx);
     return rc;
@@ -238,7 +246,7 @@ static uint64_t next_wake(const aftp_drive *d, uint64_t now, int busy)
 static int turn_steps(aftp_drive *d, aftp_drive_scratch *sc, uint64_t now, int *busy)
 {
     int more = 0, full = 0;
-    int rc = pump_input(d, now, d->last_turn_ns, &more);
+    int rc = pump_input(d, sc->io, now, d->last_turn_ns, &more);
     d->last_turn_ns = now;
     if (d->on_wake)
         d->on_wake(d->on_wake_ctx, now);
@@ -259,7 +267,7 @@ int aftp_drive_turn(aftp_drive *d, aftp_drive_scratch *sc, uint64_t now_ns, uint
 {
     *wake_ns = now_ns;
     *closed = 1;
-    if (d->max_datagram > sc->max_datagram)
+    if (aftp_drive_scratch_datagram(d) > sc->max_datagram)
         return AFTP_ERR_INVALID_ARGUMENT;
     if (engine_state(d) == AFTP_STATE_CLOSED)
         return engine_error(d);
@@ -321,7 +329,7 @@ int aftp_drive_run(aftp_drive *d)
     int slack = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
     prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
     aftp_drive_scratch *sc;
-    int rc = aftp_drive_scratch_new(&sc, d->max_datagram);
+    int rc = aftp_drive_scratch_new(&sc, aftp_drive_scratch_datagram(d));
     if (rc == AFTP_OK)
         rc = run_loop(d, sc);
     aftp_drive_scratch_del(sc);

@@ -62,10 +62,16 @@ typedef struct aftp_drive {
 } aftp_drive;
 
 /* The batch buffers of the turns of one thread: room for AFTP_UDP_TX_MAX
- * datagrams of up to `max_datagram` bytes. */
+ * datagrams of up to `max_datagram` bytes out, and the socket arrays
+ * (aftp_udp_bufs, ~2.2 MiB) each session's socket borrows for its turn's
+ * reads and sends. About 2.2 MiB + AFTP_UDP_TX_MAX * max_datagram (3.7 MiB
+ * at 1452 bytes) per thread, whatever the number of sessions it runs. */
 typedef struct aftp_drive_scratch aftp_drive_scratch;
 int aftp_drive_scratch_new(aftp_drive_scratch **out, size_t max_datagram);
 void aftp_drive_scratch_del(aftp_drive_scratch *s);
+/* The datagram size a scratch needs to turn `d`: the larger of what its
+ * engine sends and what its socket receives. */
+size_t aftp_drive_scratch_datagram(const aftp_drive *d);
 
 uint64_t aftp_drive_now_ns(void);
 
@@ -92,7 +98,7 @@ int aftp_drive_feed(const aftp_drive *d, uint64_t now_ns, const uint8_t *pkt, si
  * aftp_drive_run returns it), or a socket error (rc, *closed = 1). A
  * socket error once the engine is CLOSING (its CLOSE is out, the peer may
  * be gone) ends the session with the engine's error. The scratch's
- * datagrams must hold d->max_datagram bytes (else
+ * datagrams must hold aftp_drive_scratch_datagram(d) bytes (else
  * AFTP_ERR_INVALID_ARGUMENT, closed). d->interrupt is not looked at: the
  * caller cancels (aftp_drive_cancel). */
 int aftp_drive_turn(aftp_drive *d, aftp_drive_scratch *sc, uint64_t now_ns, uint64_t *wake_ns,

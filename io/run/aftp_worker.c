@@ -220,7 +220,7 @@ static void start_taken(aftp_worker *w, aftp_worker_session *first)
     aftp_worker_session *next;
     for (aftp_worker_session *ws = first; ws != NULL; ws = next) {
         next = ws->next;
-        int rc = fit_scratch(w, ws->job.drive->max_datagram);
+        int rc = fit_scratch(w, aftp_drive_scratch_datagram(ws->job.drive));
         if (rc == AFTP_OK && !watch_session(w, ws))
             rc = AFTP_ERR_NO_MEMORY; /* epoll's only failure for a valid fd */
         if (rc != AFTP_OK)
