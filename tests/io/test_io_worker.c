@@ -8,6 +8,7 @@
  * each of N equal sessions moved in a fixed time) is printed, not
  * asserted. */
 #include <fcntl.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -28,6 +29,17 @@
 #include "aftp_store.h"
 #include "aftp_worker.h"
 #include "io_testutil.h"
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define HEAP_OF_SANITIZER 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define HEAP_OF_SANITIZER 1
+#endif
+#endif
+#ifdef HEAP_OF_SANITIZER
+#include <sanitizer/allocator_interface.h>
+#endif
 
 #define MAX_PAIRS 64
 /* Hang guard only: a session that never ends fails the test after this. */
@@ -602,6 +614,46 @@ static void test_64_receivers_on_two_workers(void **state)
         assert_delivered(r, &r->pairs[i]);
 }
 
+/* Bytes the process holds in malloc'd memory, large blocks included
+ * (the sanitizer's allocator, when one replaced glibc's). */
+static size_t heap_in_use(void)
+{
+#ifdef HEAP_OF_SANITIZER
+    return __sanitizer_get_current_allocated_bytes();
+#else
+    struct mallinfo2 mi = mallinfo2();
+    return mi.uordblks + mi.hblkhd;
+#endif
+}
+
+/* What a session costs: 64 pairs whose transfers run (1 TiB of zeros at
+ * 1 Mbit/s each, so none ends), every receiver on one worker, hold at
+ * most SESSION_PAIR_BOUND bytes of heap per pair, sender and receiver
+ * with their sockets: the batch arrays are the workers' (one set each),
+ * not each socket's 2.2 MiB, and a receiver's block map holds what its
+ * window has used, not 16 MiB. A bound on memory, not on time. */
+#define SESSION_PAIR_BOUND (UINT64_C(1) << 20)
+
+static void test_64_sessions_memory_bounded(void **state)
+{
+    rig *r = *state;
+    pair_opts idle = slow;
+    idle.rate_bps = UINT64_C(1000000);
+    size_t before = heap_in_use();
+    for (int i = 0; i < MAX_PAIRS; i++)
+        add_pair(r, new_pair(r, &idle));
+    for (int i = 0; i < r->npairs; i++)
+        wait_started(&r->pairs[i]);
+    size_t held = heap_in_use() - before;
+    printf("memory: %d running pairs hold %zu KiB of heap, %zu KiB per pair (sender and "
+           "receiver with their sockets)\n",
+           MAX_PAIRS, held >> 10, (held / MAX_PAIRS) >> 10);
+    assert_true(held < MAX_PAIRS * SESSION_PAIR_BOUND);
+    aftp_worker_del(r->senders);
+    r->senders = NULL;
+    wait_ends(r, 2 * MAX_PAIRS);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -614,6 +666,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_flooded_session_delays_no_other, setup, teardown),
         cmocka_unit_test_setup_teardown(test_turn_input_is_bounded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_64_receivers_on_two_workers, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_64_sessions_memory_bounded, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
