@@ -10,8 +10,11 @@
  * earliest wake (ns precision, 1 us timer slack on its own thread) or a
  * readable fd: the sessions' sockets and wake fds, and an eventfd by which
  * other threads hand it sessions and cancels. It allocates nothing per
- * datagram: one set of batch buffers (aftp_drive_scratch) serves every
- * session in turn. A session's storage callbacks (its engine's, its
+ * datagram: one set of batch buffers (aftp_drive_scratch, about 3.7 MiB at
+ * 1452-byte datagrams) serves every session in turn, its socket arrays
+ * lent to each session's socket for the turn, so a session costs the
+ * worker ~100 bytes (its aftp_worker_session) and its socket none of
+ * them (aftp_udp.h). A session's storage callbacks (its engine's, its
  * committer's results) run on the worker thread that runs the session.
  */
 #ifndef AFTP_WORKER_H
