@@ -8,7 +8,6 @@
  * each of N equal sessions moved in a fixed time) is printed, not
  * asserted. */
 #include <fcntl.h>
-#include <malloc.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -30,16 +29,7 @@
 #include "aftp_worker.h"
 #include "io_testutil.h"
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define HEAP_OF_SANITIZER 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define HEAP_OF_SANITIZER 1
-#endif
-#endif
-#ifdef HEAP_OF_SANITIZER
-#include <sanitizer/allocator_interface.h>
-#endif
+#include "../test_heap.h"
 
 #define MAX_PAIRS 64
 /* Hang guard only: a session that never ends fails the test after this. */
@@ -614,18 +604,6 @@ static void test_64_receivers_on_two_workers(void **state)
         assert_delivered(r, &r->pairs[i]);
 }
 
-/* Bytes the process holds in malloc'd memory, large blocks included
- * (the sanitizer's allocator, when one replaced glibc's). */
-static size_t heap_in_use(void)
-{
-#ifdef HEAP_OF_SANITIZER
-    return __sanitizer_get_current_allocated_bytes();
-#else
-    struct mallinfo2 mi = mallinfo2();
-    return mi.uordblks + mi.hblkhd;
-#endif
-}
-
 /* What a session costs: 64 pairs whose transfers run (1 TiB of zeros at
  * 1 Mbit/s each, so none ends), every receiver on one worker, hold at
  * most SESSION_PAIR_BOUND bytes of heap per pair, sender and receiver
@@ -639,12 +617,12 @@ static void test_64_sessions_memory_bounded(void **state)
     rig *r = *state;
     pair_opts idle = slow;
     idle.rate_bps = UINT64_C(1000000);
-    size_t before = heap_in_use();
+    size_t before = test_heap_in_use();
     for (int i = 0; i < MAX_PAIRS; i++)
         add_pair(r, new_pair(r, &idle));
     for (int i = 0; i < r->npairs; i++)
         wait_started(&r->pairs[i]);
-    size_t held = heap_in_use() - before;
+    size_t held = test_heap_in_use() - before;
     printf("memory: %d running pairs hold %zu KiB of heap, %zu KiB per pair (sender and "
            "receiver with their sockets)\n",
            MAX_PAIRS, held >> 10, (held / MAX_PAIRS) >> 10);

@@ -4,7 +4,6 @@
  * `commit_group`: negotiation, many small files, empty files, directories
  * and links byte-exact, FEEDBACK over the stream, SKIP and RESUME, the
  * group commit, and hostile senders. */
-#include <malloc.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -20,16 +19,7 @@
 #include "sim_run.h"
 #include "sim_script.h"
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define HEAP_OF_SANITIZER 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define HEAP_OF_SANITIZER 1
-#endif
-#endif
-#ifdef HEAP_OF_SANITIZER
-#include <sanitizer/allocator_interface.h>
-#endif
+#include "../test_heap.h"
 
 #define BS 1024u
 #define MAX_ID (SIM_MAX_FILES + 2)
@@ -156,18 +146,6 @@ static void offer_files(sim_script *g, seen *s, uint32_t window,
     settle(g, s, 20);
 }
 
-/* Bytes held in malloc'd memory, large blocks included (the sanitizer's
- * allocator, when one replaced glibc's). */
-static size_t heap_in_use(void)
-{
-#ifdef HEAP_OF_SANITIZER
-    return __sanitizer_get_current_allocated_bytes();
-#else
-    struct mallinfo2 mi = mallinfo2();
-    return mi.uordblks + mi.hblkhd;
-#endif
-}
-
 /* A session's entry table follows the entries it has, not its window: a
  * session of the wire's largest W (65536) offered 4 files holds under
  * 4 MiB of heap, storage and script included (its table at W slots alone
@@ -177,9 +155,9 @@ static void test_memory_follows_entries_not_window(void **state)
     (void)state;
     sim_script g;
     seen s = {0};
-    size_t before = heap_in_use();
+    size_t before = test_heap_in_use();
     offer_files(&g, &s, AFTP_WIRE_MAX_WINDOW, NULL, 4, 3 * BS);
-    size_t held = heap_in_use() - before;
+    size_t held = test_heap_in_use() - before;
     print_message("a session of W = %u with 4 entries holds %zu KiB of heap\n",
                   AFTP_WIRE_MAX_WINDOW, held >> 10);
     assert_true(held < ((size_t)4 << 20));
