@@ -16,7 +16,8 @@
 #endif
 
 #ifdef TEST_HEAP_OF_SANITIZER
-#include <sanitizer/allocator_interface.h>
+/* The sanitizer runtime's (its header ships with clang, not with gcc). */
+size_t __sanitizer_get_current_allocated_bytes(void);
 #endif
 
 static inline size_t test_heap_in_use(void)
