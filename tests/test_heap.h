@@ -6,6 +6,7 @@
 
 #include <malloc.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define TEST_HEAP_OF_SANITIZER 1
@@ -28,6 +29,21 @@ static inline size_t test_heap_in_use(void)
     struct mallinfo2 mi = mallinfo2();
     return mi.uordblks + mi.hblkhd;
 #endif
+}
+
+/* The process's anonymous resident memory in KiB (RssAnon), 0 when
+ * unknown: the pages it touched, for figures printed beside the heap's. */
+static inline size_t test_rss_anon_kib(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[128];
+    size_t kib = 0;
+    while (f != NULL && fgets(line, sizeof line, f) != NULL)
+        if (sscanf(line, "RssAnon: %zu kB", &kib) == 1)
+            break;
+    if (f != NULL)
+        fclose(f);
+    return kib;
 }
 
 #endif /* AFTP_TEST_HEAP_H */
