@@ -21,9 +21,9 @@ int aftp_blockmap_init(aftp_blockmap *m, uint64_t blocks, uint64_t window)
     if (window == 0)
         return AFTP_ERR_INVALID_ARGUMENT;
     /* Rounding keeps every 64-block word whole in the ring. */
-    uint64_t ring = min_u64(round_up64(blocks), round_up64(window));
+    m->window = min_u64(round_up64(blocks), round_up64(window));
     m->blocks = blocks;
-    return aftp_bitmap_init(&m->ring, ring);
+    return aftp_bitmap_init(&m->ring, min_u64(m->window, AFTP_BLOCKMAP_FIRST_RING));
 }
 
 void aftp_blockmap_free(aftp_blockmap *m)
@@ -39,6 +39,13 @@ static uint64_t window_start(const aftp_blockmap *m)
 
 uint64_t aftp_blockmap_window_end(const aftp_blockmap *m)
 {
+    return min_u64(window_start(m) + m->window, m->blocks);
+}
+
+/* The end of what the ring records now; from there to the window's end
+ * every block is missing (none has been marked there yet). */
+static uint64_t ring_end(const aftp_blockmap *m)
+{
     return min_u64(window_start(m) + m->ring.nbits, m->blocks);
 }
 
@@ -46,7 +53,7 @@ int aftp_blockmap_test(const aftp_blockmap *m, uint64_t i)
 {
     if (i < m->base)
         return i < m->blocks;
-    if (i >= aftp_blockmap_window_end(m))
+    if (i >= ring_end(m))
         return 0;
     return aftp_bitmap_test(&m->ring, i % m->ring.nbits);
 }
@@ -75,8 +82,8 @@ uint64_t aftp_blockmap_next_clear(const aftp_blockmap *m, uint64_t from, uint64_
         from = m->base;
     if (from >= limit)
         return limit;
-    /* Nothing beyond the window is held: its first block is missing. */
-    uint64_t end = min_u64(limit, aftp_blockmap_window_end(m));
+    /* Nothing beyond the ring is held: its first block is missing. */
+    uint64_t end = min_u64(limit, ring_end(m));
     return from >= end ? from : ring_find(m, from, end, 0);
 }
 
@@ -85,9 +92,34 @@ uint64_t aftp_blockmap_next_set(const aftp_blockmap *m, uint64_t from, uint64_t 
     limit = min_u64(limit, m->blocks);
     if (from >= limit || from < m->base)
         return min_u64(from, limit);
-    uint64_t end = min_u64(limit, aftp_blockmap_window_end(m));
+    uint64_t end = min_u64(limit, ring_end(m));
     uint64_t hit = from >= end ? end : ring_find(m, from, end, 1);
     return hit < end ? hit : limit;
+}
+
+/* The ring grows (doubling, up to the window) to record blocks up to
+ * `last`, its held bits moved to their places in the larger ring. Out of
+ * memory, the window shrinks to the ring instead: blocks beyond it are
+ * then dropped as the window's are. 1 when `last` can be recorded. */
+static int reach(aftp_blockmap *m, uint64_t last)
+{
+    uint64_t end = ring_end(m);
+    if (last < end)
+        return 1;
+    uint64_t size = m->ring.nbits;
+    while (size < last - window_start(m) + 1 && size < m->window)
+        size *= 2;
+    aftp_bitmap bigger;
+    if (aftp_bitmap_init(&bigger, min_u64(size, m->window)) != AFTP_OK) {
+        m->window = m->ring.nbits;
+        return 0;
+    }
+    for (uint64_t i = aftp_blockmap_next_set(m, m->base, end); i < end;
+         i = aftp_blockmap_next_set(m, i + 1, end))
+        aftp_bitmap_set(&bigger, i % bigger.nbits);
+    aftp_bitmap_free(&m->ring);
+    m->ring = bigger;
+    return 1;
 }
 
 /* base moved on to new_base: the ring's words of blocks now below the
@@ -109,7 +141,7 @@ static void slide(aftp_blockmap *m, uint64_t new_base)
 
 int aftp_blockmap_set(aftp_blockmap *m, uint64_t i)
 {
-    if (i < m->base || i >= aftp_blockmap_window_end(m) ||
+    if (i < m->base || i >= aftp_blockmap_window_end(m) || !reach(m, i) ||
         !aftp_bitmap_set(&m->ring, i % m->ring.nbits))
         return 0;
     m->held++;
@@ -130,6 +162,8 @@ uint64_t aftp_blockmap_set_range(aftp_blockmap *m, uint64_t from, uint64_t to)
      * held ones are skipped a summary word at a time); base is moved once
      * at the end rather than at each bit. */
     uint64_t in_window = min_u64(to, aftp_blockmap_window_end(m));
+    if (in_window > from && !reach(m, in_window - 1))
+        in_window = min_u64(to, aftp_blockmap_window_end(m)); /* the window shrank */
     for (uint64_t i = aftp_blockmap_next_clear(m, from, in_window); i < in_window;
          i = aftp_blockmap_next_clear(m, i + 1, in_window)) {
         aftp_bitmap_set(&m->ring, i % m->ring.nbits);

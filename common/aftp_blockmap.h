@@ -2,19 +2,25 @@
  * The receiver's map of the blocks it holds, in memory that does not grow
  * with the file: a sliding window (spec sections 9.5 and 14.7).
  *
- * Every block below `base`, the first missing block, is held. A ring of W
- * bits (W: the window, a multiple of 64) records the blocks of
- * [window_start, window_start + W), where window_start is base rounded
- * down to a multiple of 64; block i lives at ring bit i mod W. A block at
+ * Every block below `base`, the first missing block, is held. The window
+ * is the W blocks (a multiple of 64) of [window_start, window_start + W),
+ * where window_start is base rounded down to a multiple of 64; a ring of
+ * R <= W bits records its first R blocks, block i at ring bit i mod R (the
+ * window's blocks beyond are all missing until the ring grows). A block at
  * or beyond the window's end cannot be recorded: the receiver drops its
  * DATA, the sender sees it as lost and repairs it once base has moved on.
  * A file of fewer than W blocks gets a ring of its own size, so the window
  * covers it whole.
  *
- * Memory for a file: min(block count, W) / 8 bytes plus a 1/64 summary
- * (aftp_bitmap), whatever the file's size; the receiver's default W of
- * 2^27 blocks takes 16 MiB + 256 KiB and reaches 176 GiB ahead of the first
- * missing block at the default 1408-byte block.
+ * Memory for a file: the ring starts at AFTP_BLOCKMAP_FIRST_RING bits (or
+ * the file's size when smaller) and doubles when a block is marked beyond
+ * what it records, up to min(block count, W) bits: at most that / 8 bytes
+ * plus a 1/64 summary (aftp_bitmap), whatever the file's size. The
+ * receiver's default W of 2^27 blocks reaches 176 GiB ahead of the first
+ * missing block at the default 1408-byte block and would take 16 MiB +
+ * 256 KiB at once; grown on demand, a session whose blocks arrive in order
+ * holds 4 KiB + 64 bytes, and only a sender running that far ahead of a
+ * hole makes it grow.
  */
 #ifndef AFTP_BLOCKMAP_H
 #define AFTP_BLOCKMAP_H
@@ -23,8 +29,12 @@
 
 #include "common/aftp_bitmap.h"
 
+/* The ring's first size, in bits (4 KiB: 46 MB of 1408-byte blocks). */
+#define AFTP_BLOCKMAP_FIRST_RING (UINT64_C(1) << 15)
+
 typedef struct aftp_blockmap {
-    aftp_bitmap ring;   /* bit (i mod ring.nbits) for block i of the window */
+    aftp_bitmap ring;   /* bit (i mod ring.nbits) for block i of [window_start, + ring.nbits) */
+    uint64_t window;    /* W, rounded: the most ring.nbits grows to */
     uint64_t blocks;    /* the file's block count */
     uint64_t base;      /* first missing block (blocks when all are held) */
     uint64_t held;      /* blocks held in all */
@@ -59,7 +69,7 @@ uint64_t aftp_blockmap_first_clear(const aftp_blockmap *m);
  * missing. */
 uint64_t aftp_blockmap_next_clear(const aftp_blockmap *m, uint64_t from, uint64_t limit);
 uint64_t aftp_blockmap_next_set(const aftp_blockmap *m, uint64_t from, uint64_t limit);
-/* Bytes the map allocated: its whole memory, fixed at init. */
+/* Bytes the map holds now (its ring grows as blocks reach further). */
 uint64_t aftp_blockmap_bytes(const aftp_blockmap *m);
 
 #endif /* AFTP_BLOCKMAP_H */

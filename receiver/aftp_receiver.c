@@ -182,6 +182,8 @@ static void end_file(aftp_receiver *r, int error, const uint8_t *digest)
     r->result_due = 1;
     r->backoff = 0;
     stop_feedback(r);
+    if (aftp_blockmap_bytes(&r->held) > r->ss.stats.map_bytes) /* as far as it grew */
+        r->ss.stats.map_bytes = aftp_blockmap_bytes(&r->held);
     aftp_blockmap_free(&r->held);
     aftp_session_event(&r->ss, AFTP_EV_FILE_END, error, &r->info, digest);
 }
@@ -903,6 +905,8 @@ void aftp_receiver_get_stats(const aftp_receiver *r, aftp_stats *out)
         return;
     aftp_session_stats(&r->ss, &r->rtt, out);
     out->rate_cap_bps = r->srv.rate_cap_bps;
+    if (aftp_blockmap_bytes(&r->held) > out->map_bytes) /* the open map grows */
+        out->map_bytes = aftp_blockmap_bytes(&r->held);
 }
 
 int aftp_receiver_commit_done(aftp_receiver *r, uint64_t now_ns, int rc, const int *results)

@@ -131,7 +131,9 @@ struct aftp_receiver {
     /* Pipelined mode (section 9.14), when window != 0; `held` then maps
      * the stream. */
     aftp_stream stream;
-    pipe_entry *pe;           /* W slots: entry id i in slot i mod W */
+    pipe_entry *pe;           /* W slots: entry id i in slot i mod W... */
+    uint32_t pe_cap;          /* ...of which the first pe_cap are allocated: grown (doubling) to the
+                               * highest slot used, so a session of few entries holds few */
     uint32_t decide_next;     /* the next id storage decides (verdicts in id order) */
     uint32_t verdicts_from;   /* verdicts of ids [verdicts_from, decide_next) wait to leave */
     uint64_t verdicts_deadline;

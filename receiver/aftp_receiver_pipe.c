@@ -18,10 +18,33 @@
 #include "common/aftp_errmap.h"
 #include "receiver/aftp_receiver_internal.h"
 
+/* The slot table's first size: 64 entries (16 KiB). */
+#define PIPE_FIRST_SLOTS 64u
+
 pipe_entry *aftp_rpipe_slot(const aftp_receiver *r, uint32_t id)
 {
+    if (id % r->window >= r->pe_cap)
+        return NULL; /* a slot never used */
     pipe_entry *p = &r->pe[id % r->window];
     return id != 0 && p->id == id ? p : NULL;
+}
+
+/* The slot table reaches `slot`: doubled (up to W), its new slots empty. */
+static int pipe_reach(aftp_receiver *r, uint32_t slot)
+{
+    if (slot < r->pe_cap)
+        return AFTP_OK;
+    uint32_t cap = r->pe_cap;
+    while (cap <= slot)
+        cap *= 2;
+    cap = cap < r->window ? cap : r->window;
+    pipe_entry *grown = realloc(r->pe, cap * sizeof *grown);
+    if (grown == NULL)
+        return AFTP_ERR_NO_MEMORY;
+    memset(grown + r->pe_cap, 0, (cap - r->pe_cap) * sizeof *grown);
+    r->pe = grown;
+    r->pe_cap = cap;
+    return AFTP_OK;
 }
 
 static void pipe_release(pipe_entry *p)
@@ -33,7 +56,7 @@ static void pipe_release(pipe_entry *p)
 
 void aftp_rpipe_free(aftp_receiver *r)
 {
-    for (uint32_t i = 0; r->pe != NULL && i < r->window; i++)
+    for (uint32_t i = 0; r->pe != NULL && i < r->pe_cap; i++)
         pipe_release(&r->pe[i]);
     free(r->pe);
     free(r->results);
@@ -44,6 +67,7 @@ void aftp_rpipe_free(aftp_receiver *r)
     free(r->vranges);
     aftp_stream_free(&r->stream);
     r->pe = NULL;
+    r->pe_cap = 0;
 }
 
 /* Room for one VERDICTS: as many records and held ranges as a datagram
@@ -61,7 +85,8 @@ int aftp_rpipe_init(aftp_receiver *r)
         r->max_vrecs = AFTP_WIRE_MAX_VERDICTS;
     r->max_vranges = r->ss.max_datagram / 2u;
     int rc = aftp_stream_init(&r->stream, w);
-    r->pe = calloc(w, sizeof *r->pe);
+    r->pe_cap = w < PIPE_FIRST_SLOTS ? w : PIPE_FIRST_SLOTS;
+    r->pe = calloc(r->pe_cap, sizeof *r->pe);
     r->results = calloc(w, sizeof *r->results);
     r->group = calloc(w, sizeof *r->group);
     r->group_results = calloc(w, sizeof *r->group_results);
@@ -123,6 +148,8 @@ static int pipe_keep_holes(pipe_entry *p, const aftp_wire_entry *e)
  * previous entry, W ids older, is forgotten). */
 static int pipe_keep(aftp_receiver *r, const aftp_wire_entry *e)
 {
+    if (pipe_reach(r, e->entry_id % r->window) != AFTP_OK)
+        return AFTP_ERR_NO_MEMORY;
     pipe_entry *p = &r->pe[e->entry_id % r->window];
     char *text = malloc((size_t)e->path_len + e->target_len + 2);
     if (text == NULL)
@@ -406,8 +433,8 @@ static void pipe_decide_ready(aftp_receiver *r)
  * beyond the sender's window. 1 when the slot is free for `id`. */
 static int pipe_slot_free(const aftp_receiver *r, uint32_t id, char *why, size_t cap)
 {
-    const pipe_entry *old = &r->pe[id % r->window];
-    if (old->id == 0 || (old->end_sent && old->id < r->verdicts_from))
+    const pipe_entry *old = id % r->window < r->pe_cap ? &r->pe[id % r->window] : NULL;
+    if (old == NULL || old->id == 0 || (old->end_sent && old->id < r->verdicts_from))
         return 1; /* (a hostile sender can draw a FILE_RESULT before the verdict left) */
     snprintf(why, cap,
              "entry %u is beyond the window of %u entries: the verdict or end of entry %u "

@@ -43,24 +43,80 @@ static int probe_gso(int fd)
     return setsockopt(fd, SOL_UDP, UDP_SEGMENT, &off, sizeof off) == 0;
 }
 
-static int alloc_buffers(aftp_udp *u, size_t max_datagram)
+struct aftp_udp_bufs {
+    size_t max_datagram;
+    struct mmsghdr *tx_msgs;
+    struct iovec *tx_iov;
+    uint8_t *tx_ctrl;
+    aftp_datagram *tx_kept;
+    aftp_batch_group *tx_groups;
+    size_t rx_bytes;    /* of rx_buf */
+    uint8_t *rx_buf;
+    struct mmsghdr *rx_msgs;  /* RX_PLAIN_SLOTS of each */
+    struct iovec *rx_iov;
+    uint8_t *rx_ctrl;
+    struct sockaddr_storage *rx_from;
+};
+
+/* Room for either kind of socket's whole batch: RX_GRO_SLOTS coalesced
+ * messages, or RX_PLAIN_SLOTS datagrams (+1 byte each tells truncation). */
+static size_t rx_bytes_for(size_t max_datagram)
 {
-    u->rx_slot = u->gro ? RX_GRO_SLOT : max_datagram + 1; /* +1 tells truncation */
-    u->rx_slots = u->gro ? RX_GRO_SLOTS : RX_PLAIN_SLOTS;
-    u->tx_msgs = calloc(AFTP_UDP_TX_MAX, sizeof *u->tx_msgs);
-    u->tx_iov = calloc(2 * AFTP_UDP_TX_MAX, sizeof *u->tx_iov);
-    u->tx_ctrl = calloc(AFTP_UDP_TX_MAX, TX_CTRL_SPACE);
-    u->tx_kept = calloc(AFTP_UDP_TX_MAX, sizeof *u->tx_kept);
-    u->tx_groups = calloc(AFTP_UDP_TX_MAX, sizeof *u->tx_groups);
-    u->rx_buf = malloc(u->rx_slots * u->rx_slot);
-    u->rx_msgs = calloc(u->rx_slots, sizeof *u->rx_msgs);
-    u->rx_iov = calloc(u->rx_slots, sizeof *u->rx_iov);
-    u->rx_ctrl = calloc(u->rx_slots, RX_CTRL_SPACE);
-    u->rx_from = calloc(u->rx_slots, sizeof *u->rx_from);
-    if (!u->tx_msgs || !u->tx_iov || !u->tx_ctrl || !u->tx_kept || !u->tx_groups || !u->rx_buf ||
-        !u->rx_msgs || !u->rx_iov || !u->rx_ctrl || !u->rx_from)
+    size_t gro = (size_t)RX_GRO_SLOTS * RX_GRO_SLOT;
+    size_t plain = (size_t)RX_PLAIN_SLOTS * (max_datagram + 1);
+    return gro > plain ? gro : plain;
+}
+
+int aftp_udp_bufs_new(aftp_udp_bufs **out, size_t max_datagram)
+{
+    aftp_udp_bufs *b = calloc(1, sizeof *b);
+    *out = NULL;
+    if (b == NULL)
         return AFTP_ERR_NO_MEMORY;
+    b->max_datagram = max_datagram;
+    b->rx_bytes = rx_bytes_for(max_datagram);
+    b->tx_msgs = calloc(AFTP_UDP_TX_MAX, sizeof *b->tx_msgs);
+    b->tx_iov = calloc(2 * AFTP_UDP_TX_MAX, sizeof *b->tx_iov);
+    b->tx_ctrl = calloc(AFTP_UDP_TX_MAX, TX_CTRL_SPACE);
+    b->tx_kept = calloc(AFTP_UDP_TX_MAX, sizeof *b->tx_kept);
+    b->tx_groups = calloc(AFTP_UDP_TX_MAX, sizeof *b->tx_groups);
+    b->rx_buf = malloc(b->rx_bytes);
+    b->rx_msgs = calloc(RX_PLAIN_SLOTS, sizeof *b->rx_msgs);
+    b->rx_iov = calloc(RX_PLAIN_SLOTS, sizeof *b->rx_iov);
+    b->rx_ctrl = calloc(RX_PLAIN_SLOTS, RX_CTRL_SPACE);
+    b->rx_from = calloc(RX_PLAIN_SLOTS, sizeof *b->rx_from);
+    if (!b->tx_msgs || !b->tx_iov || !b->tx_ctrl || !b->tx_kept || !b->tx_groups || !b->rx_buf ||
+        !b->rx_msgs || !b->rx_iov || !b->rx_ctrl || !b->rx_from) {
+        aftp_udp_bufs_del(b);
+        return AFTP_ERR_NO_MEMORY;
+    }
+    *out = b;
     return AFTP_OK;
+}
+
+void aftp_udp_bufs_del(aftp_udp_bufs *b)
+{
+    if (b == NULL)
+        return;
+    free(b->tx_msgs);
+    free(b->tx_iov);
+    free(b->tx_ctrl);
+    free(b->tx_kept);
+    free(b->tx_groups);
+    free(b->rx_buf);
+    free(b->rx_msgs);
+    free(b->rx_iov);
+    free(b->rx_ctrl);
+    free(b->rx_from);
+    free(b);
+}
+
+/* The socket's own arrays, made at their first use. */
+static aftp_udp_bufs *own_bufs(aftp_udp *u)
+{
+    if (u->own == NULL)
+        (void)aftp_udp_bufs_new(&u->own, u->max_datagram);
+    return u->own;
 }
 
 /* Binds fd to `local` as `port` says (enum aftp_udp_port). The kernel
@@ -105,9 +161,8 @@ int aftp_udp_open(aftp_udp *u, const struct sockaddr *local, socklen_t local_len
         u->gso = probe_gso(u->fd);
         u->gro = setsockopt(u->fd, SOL_UDP, UDP_GRO, &one, sizeof one) == 0;
     }
-    if ((rc = alloc_buffers(u, max_datagram)) != AFTP_OK)
-        aftp_udp_close(u);
-    return rc;
+    u->max_datagram = max_datagram;
+    return AFTP_OK;
 }
 
 void aftp_udp_close(aftp_udp *u)
@@ -115,26 +170,10 @@ void aftp_udp_close(aftp_udp *u)
     if (u->fd >= 0)
         close(u->fd);
     u->fd = -1;
-    free(u->tx_msgs);
-    free(u->tx_iov);
-    free(u->tx_ctrl);
-    free(u->tx_kept);
-    free(u->tx_groups);
-    free(u->rx_buf);
-    free(u->rx_msgs);
-    free(u->rx_iov);
-    free(u->rx_ctrl);
-    free(u->rx_from);
-    u->tx_msgs = NULL;
-    u->tx_iov = NULL;
-    u->tx_ctrl = NULL;
-    u->tx_kept = NULL;
-    u->tx_groups = NULL;
-    u->rx_buf = NULL;
-    u->rx_msgs = NULL;
-    u->rx_iov = NULL;
-    u->rx_ctrl = NULL;
-    u->rx_from = NULL;
+    aftp_udp_bufs_del(u->own);
+    u->own = NULL;
+    u->rx = NULL;
+    u->rx_count = 0;
 }
 
 int aftp_udp_connect(aftp_udp *u, const struct sockaddr *peer, socklen_t len)
@@ -189,20 +228,20 @@ int aftp_udp_local_addr(const aftp_udp *u, struct sockaddr_storage *out)
 }
 
 /* Fills one mmsghdr per group; the iovecs of datagram j sit at 2j, 2j+1. */
-static void build_messages(aftp_udp *u, const aftp_datagram *dgs, size_t ngroups)
+static void build_messages(aftp_udp_bufs *b, const aftp_datagram *dgs, size_t ngroups)
 {
     for (size_t g = 0; g < ngroups; g++) {
-        const aftp_batch_group *grp = &u->tx_groups[g];
-        struct msghdr *m = &u->tx_msgs[g].msg_hdr;
+        const aftp_batch_group *grp = &b->tx_groups[g];
+        struct msghdr *m = &b->tx_msgs[g].msg_hdr;
         memset(m, 0, sizeof *m);
         for (size_t j = grp->first; j < grp->first + grp->count; j++) {
-            u->tx_iov[2 * j] = (struct iovec){(void *)dgs[j].head, dgs[j].head_len};
-            u->tx_iov[2 * j + 1] = (struct iovec){(void *)dgs[j].payload, dgs[j].payload_len};
+            b->tx_iov[2 * j] = (struct iovec){(void *)dgs[j].head, dgs[j].head_len};
+            b->tx_iov[2 * j + 1] = (struct iovec){(void *)dgs[j].payload, dgs[j].payload_len};
         }
-        m->msg_iov = &u->tx_iov[2 * grp->first];
+        m->msg_iov = &b->tx_iov[2 * grp->first];
         m->msg_iovlen = 2 * grp->count;
         if (grp->count > 1) {
-            m->msg_control = u->tx_ctrl + g * TX_CTRL_SPACE;
+            m->msg_control = b->tx_ctrl + g * TX_CTRL_SPACE;
             m->msg_controllen = TX_CTRL_SPACE;
             struct cmsghdr *c = CMSG_FIRSTHDR(m);
             c->cmsg_level = SOL_UDP;
@@ -220,13 +259,13 @@ static int is_unreachable(int e)
            e == ENETDOWN || e == EDESTADDRREQ || e == ENOTCONN;
 }
 
-static int send_planned(aftp_udp *u, const aftp_datagram *dgs, size_t n)
+static int send_planned(aftp_udp *u, aftp_udp_bufs *b, const aftp_datagram *dgs, size_t n)
 {
-    size_t ngroups = aftp_batch_plan(dgs, n, u->gso, u->tx_groups);
-    build_messages(u, dgs, ngroups);
+    size_t ngroups = aftp_batch_plan(dgs, n, u->gso, b->tx_groups);
+    build_messages(b, dgs, ngroups);
     size_t g = 0;
     while (g < ngroups) {
-        int r = sendmmsg(u->fd, &u->tx_msgs[g], (unsigned)(ngroups - g), 0);
+        int r = sendmmsg(u->fd, &b->tx_msgs[g], (unsigned)(ngroups - g), 0);
         if (r > 0) {
             g += (size_t)r;
             continue;
@@ -234,11 +273,11 @@ static int send_planned(aftp_udp *u, const aftp_datagram *dgs, size_t n)
         int e = errno;
         if (e == EINTR)
             continue;
-        if ((e == EIO || e == EINVAL) && u->gso && u->tx_groups[g].count > 1) {
+        if ((e == EIO || e == EINVAL) && u->gso && b->tx_groups[g].count > 1) {
             /* The kernel or the device cannot segment: plain datagrams from here on. */
             u->gso = 0;
-            size_t first = u->tx_groups[g].first;
-            return send_planned(u, dgs + first, n - first);
+            size_t first = b->tx_groups[g].first;
+            return send_planned(u, b, dgs + first, n - first);
         }
         if (is_unreachable(e))
             return AFTP_ERR_NETWORK;
@@ -247,9 +286,9 @@ static int send_planned(aftp_udp *u, const aftp_datagram *dgs, size_t n)
          * source mapping whose file shrank): the sender's check of its
          * source after the batch fails the file. EMSGSIZE is counted apart:
          * the path MTU fell below our datagrams, which repairs cannot mend. */
-        u->send_errors += u->tx_groups[g].count;
+        u->send_errors += b->tx_groups[g].count;
         if (e == EMSGSIZE)
-            u->too_big += u->tx_groups[g].count;
+            u->too_big += b->tx_groups[g].count;
         g++;
     }
     return AFTP_OK;
@@ -257,17 +296,23 @@ static int send_planned(aftp_udp *u, const aftp_datagram *dgs, size_t n)
 
 int aftp_udp_send(aftp_udp *u, const aftp_datagram *dgs, size_t n)
 {
+    aftp_udp_bufs *b = own_bufs(u);
+    return b != NULL ? aftp_udp_send_with(u, b, dgs, n) : AFTP_ERR_NO_MEMORY;
+}
+
+int aftp_udp_send_with(aftp_udp *u, aftp_udp_bufs *b, const aftp_datagram *dgs, size_t n)
+{
     if (n > AFTP_UDP_TX_MAX)
         return AFTP_ERR_INVALID_ARGUMENT;
     if (u->drop.threshold != 0) {
         size_t kept = 0;
         for (size_t i = 0; i < n; i++)
             if (!aftp_drop_next(&u->drop))
-                u->tx_kept[kept++] = dgs[i];
-        dgs = u->tx_kept;
+                b->tx_kept[kept++] = dgs[i];
+        dgs = b->tx_kept;
         n = kept;
     }
-    return n == 0 ? AFTP_OK : send_planned(u, dgs, n);
+    return n == 0 ? AFTP_OK : send_planned(u, b, dgs, n);
 }
 
 int aftp_udp_send_to(aftp_udp *u, const uint8_t *buf, size_t len, const struct sockaddr *to)
@@ -282,23 +327,44 @@ int aftp_udp_send_to(aftp_udp *u, const uint8_t *buf, size_t len, const struct s
     return AFTP_OK;
 }
 
-int aftp_udp_recv(aftp_udp *u, size_t *count)
+/* Lays out the arrays' receive buffers in slots of this socket's kind. */
+static void prepare_receive(aftp_udp *u, aftp_udp_bufs *b)
 {
+    u->rx = b;
+    u->rx_slot = u->gro ? RX_GRO_SLOT : u->max_datagram + 1; /* +1 tells truncation */
+    u->rx_slots = b->rx_bytes / u->rx_slot;
+    if (u->rx_slots > (u->gro ? RX_GRO_SLOTS : RX_PLAIN_SLOTS))
+        u->rx_slots = u->gro ? RX_GRO_SLOTS : RX_PLAIN_SLOTS;
     for (size_t i = 0; i < u->rx_slots; i++) {
-        struct msghdr *m = &u->rx_msgs[i].msg_hdr;
-        u->rx_iov[i] = (struct iovec){u->rx_buf + i * u->rx_slot, u->rx_slot};
+        struct msghdr *m = &b->rx_msgs[i].msg_hdr;
+        b->rx_iov[i] = (struct iovec){b->rx_buf + i * u->rx_slot, u->rx_slot};
         memset(m, 0, sizeof *m);
-        m->msg_name = &u->rx_from[i];
-        m->msg_namelen = sizeof u->rx_from[i];
-        m->msg_iov = &u->rx_iov[i];
+        m->msg_name = &b->rx_from[i];
+        m->msg_namelen = sizeof b->rx_from[i];
+        m->msg_iov = &b->rx_iov[i];
         m->msg_iovlen = 1;
-        m->msg_control = u->rx_ctrl + i * RX_CTRL_SPACE;
+        m->msg_control = b->rx_ctrl + i * RX_CTRL_SPACE;
         m->msg_controllen = RX_CTRL_SPACE;
     }
     u->rx_count = 0;
+}
+
+int aftp_udp_recv(aftp_udp *u, size_t *count)
+{
+    aftp_udp_bufs *b = own_bufs(u);
     *count = 0;
+    return b != NULL ? aftp_udp_recv_with(u, b, count) : AFTP_ERR_NO_MEMORY;
+}
+
+int aftp_udp_recv_with(aftp_udp *u, aftp_udp_bufs *b, size_t *count)
+{
+    *count = 0;
+    u->rx_count = 0;
+    if (b->max_datagram < u->max_datagram)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    prepare_receive(u, b);
     for (;;) {
-        int r = recvmmsg(u->fd, u->rx_msgs, (unsigned)u->rx_slots, MSG_DONTWAIT, NULL);
+        int r = recvmmsg(u->fd, b->rx_msgs, (unsigned)u->rx_slots, MSG_DONTWAIT, NULL);
         if (r >= 0) {
             u->rx_count = (size_t)r;
             *count = (size_t)r;
@@ -336,7 +402,7 @@ int aftp_udp_next(aftp_udp *u, aftp_udp_iter *it, const uint8_t **pkt, size_t *l
                   const struct sockaddr **from)
 {
     while (it->msg < u->rx_count) {
-        struct mmsghdr *mm = &u->rx_msgs[it->msg];
+        struct mmsghdr *mm = &u->rx->rx_msgs[it->msg];
         size_t total = mm->msg_len;
         if ((mm->msg_hdr.msg_flags & MSG_TRUNC) || total >= u->rx_slot + (u->gro ? 1 : 0) ||
             it->off >= total) {
@@ -347,9 +413,9 @@ int aftp_udp_next(aftp_udp *u, aftp_udp_iter *it, const uint8_t **pkt, size_t *l
         if (it->off == 0)
             read_control(&mm->msg_hdr, it);
         size_t n = it->seg == 0 || it->seg > total - it->off ? total - it->off : it->seg;
-        *pkt = u->rx_buf + it->msg * u->rx_slot + it->off;
+        *pkt = u->rx->rx_buf + it->msg * u->rx_slot + it->off;
         *len = n;
-        *from = (const struct sockaddr *)&u->rx_from[it->msg];
+        *from = (const struct sockaddr *)&u->rx->rx_from[it->msg];
         it->off += n;
         return 1;
     }

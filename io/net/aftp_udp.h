@@ -18,26 +18,33 @@
 
 #define AFTP_UDP_TX_MAX 1024u /* datagrams per aftp_udp_send call */
 
+/* The arrays of batched sends and receives: about 2.2 MiB (2 MiB of
+ * receive buffers, a datagram slot per message or a 64 KiB slot per
+ * GRO-coalesced one, and AFTP_UDP_TX_MAX message headers). They belong to
+ * the thread that reads and writes, not to a socket: a thread that runs
+ * many sessions (a server's worker, aftp_drive_scratch) lends one set to
+ * each socket for the call (aftp_udp_recv_with, aftp_udp_send_with), so a
+ * session costs its socket's struct alone. */
+typedef struct aftp_udp_bufs aftp_udp_bufs;
+/* For datagrams of up to max_datagram bytes. */
+int aftp_udp_bufs_new(aftp_udp_bufs **out, size_t max_datagram);
+void aftp_udp_bufs_del(aftp_udp_bufs *b);
+
+/* A socket: a few hundred bytes of its own. The batch arrays it reads and
+ * writes with are lent per call, or its own, made at its first
+ * aftp_udp_recv / aftp_udp_send (a client's or a listener's socket). */
 typedef struct aftp_udp {
     int fd;
     int gso;            /* UDP_SEGMENT in use */
     int gro;            /* UDP_GRO in use */
     aftp_drop drop;
-    /* send side */
-    struct mmsghdr *tx_msgs;
-    struct iovec *tx_iov;
-    uint8_t *tx_ctrl;
-    aftp_datagram *tx_kept;
-    aftp_batch_group *tx_groups;
-    /* receive side */
+    size_t max_datagram; /* the largest datagram received whole */
+    aftp_udp_bufs *own;  /* made by the first call without lent arrays */
+    /* the last receive: the arrays it filled (aftp_udp_next walks them) */
+    const aftp_udp_bufs *rx;
     size_t rx_slot;     /* bytes per receive buffer */
-    size_t rx_slots;
-    uint8_t *rx_buf;
-    struct mmsghdr *rx_msgs;
-    struct iovec *rx_iov;
-    uint8_t *rx_ctrl;
-    struct sockaddr_storage *rx_from;
-    size_t rx_count;    /* messages held by the last aftp_udp_recv */
+    size_t rx_slots;    /* buffers offered to the kernel */
+    size_t rx_count;    /* messages held */
     uint64_t send_errors; /* datagrams the kernel refused (ENOBUFS...) */
     uint64_t too_big;     /* ...of which larger than the path MTU (EMSGSIZE) */
     int sys_errno;        /* why aftp_udp_open failed, 0: not a system error */
@@ -85,6 +92,8 @@ int aftp_udp_local_addr(const aftp_udp *u, struct sockaddr_storage *out);
  * the kernel drops for lack of buffers are counted, not errors (the
  * protocol repairs loss). AFTP_ERR_NETWORK when the peer is unreachable. */
 int aftp_udp_send(aftp_udp *u, const aftp_datagram *dgs, size_t n);
+/* aftp_udp_send with the caller's arrays. */
+int aftp_udp_send_with(aftp_udp *u, aftp_udp_bufs *b, const aftp_datagram *dgs, size_t n);
 
 /* Sends one datagram to `to` (an unconnected socket's reply, e.g. a
  * server's stateless VERSION_NEG). A datagram the kernel refuses is lost
@@ -94,6 +103,10 @@ int aftp_udp_send_to(aftp_udp *u, const uint8_t *buf, size_t len, const struct s
 /* Receives what is queued without blocking; *count datagram buffers (each
  * possibly GRO-coalesced) are then walked with aftp_udp_next. */
 int aftp_udp_recv(aftp_udp *u, size_t *count);
+/* aftp_udp_recv into the caller's arrays (made for at least this socket's
+ * max_datagram, else AFTP_ERR_INVALID_ARGUMENT): what it received is
+ * walked until the arrays' next use. */
+int aftp_udp_recv_with(aftp_udp *u, aftp_udp_bufs *b, size_t *count);
 
 typedef struct aftp_udp_iter {
     size_t msg;

@@ -105,7 +105,9 @@ static void run_against_model(uint64_t blocks, uint64_t window, uint64_t seed)
         check_queries(&m, &md, &rng);
     }
     assert_int_equal(aftp_blockmap_count(&m), blocks);
-    assert_int_equal(aftp_blockmap_bytes(&m), bytes); /* fixed at init */
+    /* the ring grows only while the window is larger than it */
+    if (md.window <= AFTP_BLOCKMAP_FIRST_RING)
+        assert_int_equal(aftp_blockmap_bytes(&m), bytes);
     aftp_blockmap_free(&m);
     free(md.held);
 }
@@ -183,6 +185,15 @@ static void test_matches_model_window_covers_file(void **state)
     run_against_model(1, 64, 5);
 }
 
+/* A window larger than the ring's first size: the ring grows (its held
+ * bits moved to their new places) as the marks reach further. */
+static void test_matches_model_ring_grows(void **state)
+{
+    (void)state;
+    run_against_model(AFTP_BLOCKMAP_FIRST_RING * 5 / 4, AFTP_BLOCKMAP_FIRST_RING * 2, 6);
+    run_ranges_against_model(AFTP_BLOCKMAP_FIRST_RING * 5 / 4, AFTP_BLOCKMAP_FIRST_RING + 64, 14);
+}
+
 static void test_empty_and_bad_arguments(void **state)
 {
     (void)state;
@@ -199,8 +210,10 @@ static void test_empty_and_bad_arguments(void **state)
 }
 
 /* A 16 TiB file in 1408-byte blocks (12.5 billion blocks): the map takes
- * the window's 16 MiB + 256 KiB, not the 1.5 GiB a bit per block would;
- * the last block is beyond the window, so missing, and reported so. */
+ * its first 4 KiB while the blocks come in order, at most the window's
+ * 16 MiB + 256 KiB once a mark reaches the window's end, never the 1.5 GiB
+ * a bit per block would; the last block is beyond the window, so missing,
+ * and reported so. */
 static void test_huge_file_memory(void **state)
 {
     (void)state;
@@ -208,9 +221,11 @@ static void test_huge_file_memory(void **state)
     const uint64_t window = UINT64_C(1) << 27;
     aftp_blockmap m;
     assert_int_equal(aftp_blockmap_init(&m, blocks, window), AFTP_OK);
-    assert_int_equal(aftp_blockmap_bytes(&m), window / 8 + window / 64 / 8);
+    const uint64_t first = AFTP_BLOCKMAP_FIRST_RING / 8 + AFTP_BLOCKMAP_FIRST_RING / 64 / 8;
+    assert_int_equal(aftp_blockmap_bytes(&m), first);
     for (uint64_t i = 0; i < 10000; i++)
         assert_int_equal(aftp_blockmap_set(&m, i), 1);
+    assert_int_equal(aftp_blockmap_bytes(&m), first);
     assert_int_equal(aftp_blockmap_set(&m, blocks - 1), 0);
     assert_int_equal(aftp_blockmap_test(&m, blocks - 1), 0);
     assert_int_equal(aftp_blockmap_first_clear(&m), 10000);
@@ -221,6 +236,9 @@ static void test_huge_file_memory(void **state)
     assert_int_equal(aftp_blockmap_next_set(&m, 10000, blocks), blocks);
     /* The window's last block can be held, the next one cannot. */
     assert_int_equal(aftp_blockmap_set(&m, end - 1), 1);
+    assert_int_equal(aftp_blockmap_bytes(&m), window / 8 + window / 64 / 8);
+    assert_int_equal(aftp_blockmap_test(&m, 9999), 1);
+    assert_int_equal(aftp_blockmap_test(&m, end - 1), 1);
     assert_int_equal(aftp_blockmap_set(&m, end), 0);
     assert_int_equal(aftp_blockmap_next_set(&m, 10000, blocks), end - 1);
     aftp_blockmap_free(&m);
@@ -231,6 +249,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matches_model_small_window),
         cmocka_unit_test(test_matches_model_window_covers_file),
+        cmocka_unit_test(test_matches_model_ring_grows),
         cmocka_unit_test(test_empty_and_bad_arguments),
         cmocka_unit_test(test_huge_file_memory),
         cmocka_unit_test(test_ranges_match_model),

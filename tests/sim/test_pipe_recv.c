@@ -20,6 +20,8 @@
 #include "sim_run.h"
 #include "sim_script.h"
 
+#include "../test_heap.h"
+
 #define BS 1024u
 #define MAX_ID (SIM_MAX_FILES + 2)
 
@@ -143,6 +145,24 @@ static void offer_files(sim_script *g, seen *s, uint32_t window,
     assert_int_equal(connect_pipelined(g, window), window);
     assert_int_equal(sim_script_entries(g, 1, count, 0), AFTP_OK);
     settle(g, s, 20);
+}
+
+/* A session's entry table follows the entries it has, not its window: a
+ * session of the wire's largest W (65536) offered 4 files holds under
+ * 4 MiB of heap, storage and script included (its table at W slots alone
+ * took 16 MiB). A bound on memory, not on time. */
+static void test_memory_follows_entries_not_window(void **state)
+{
+    (void)state;
+    sim_script g;
+    seen s = {0};
+    size_t before = test_heap_in_use();
+    offer_files(&g, &s, AFTP_WIRE_MAX_WINDOW, NULL, 4, 3 * BS);
+    size_t held = test_heap_in_use() - before;
+    print_message("a session of W = %u with 4 entries holds %zu KiB of heap\n",
+                  AFTP_WIRE_MAX_WINDOW, held >> 10);
+    assert_true(held < ((size_t)4 << 20));
+    sim_script_free(&g);
 }
 
 /* ---- negotiation (spec 12.3.2) ---- */
@@ -1256,6 +1276,7 @@ static void test_abandon_discards_one_file(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_memory_follows_entries_not_window),
         cmocka_unit_test(test_negotiation),
         cmocka_unit_test(test_protected_pipelined_session),
         cmocka_unit_test(test_client_without_pipeline_gets_one_file_session),
