@@ -10,6 +10,7 @@
 
 #include "aftp/aftp_engine.h"
 #include "aftp_faux.h"
+#include "aftp_pullsrc.h"
 #include "aftp_source.h"
 #include "aftp_store.h"
 #include "aftp_treesend.h"
@@ -69,6 +70,7 @@ typedef struct aftp_io_ctx {
         aftp_faux_sink sink; /* server into faux:// */
         aftp_treesend tree_src;    /* client, pipelined mode: the entries' sources */
         aftp_treestore tree_dst;   /* server, pipelined mode: the destination tree */
+        aftp_pullsrc pull_src;     /* server of a pull: the served paths */
     } storage;
     aftp_io_result *res;
     const aftp_io_hooks *hooks;
