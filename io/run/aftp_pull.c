@@ -1,5 +1,6 @@
 #include "aftp_pull.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -19,7 +20,18 @@ typedef struct pull_ctx {
     aftp_io_ctx io;
     const aftp_pull_opts *o;
     aftp_io_hooks hooks; /* io.hooks: pull_on_event first, then o->hooks.on_event */
+    aftp_storage_ops ops; /* aftp_treestore_ops, its decisions reported (on_entry) */
 } pull_ctx;
+
+/* The storage's decision, reported (o->on_entry). */
+static int pull_entry(void *user, const aftp_entry_info *info, aftp_entry_verdict *out)
+{
+    pull_ctx *pc = (pull_ctx *)((char *)user - offsetof(aftp_io_ctx, storage));
+    int rc = aftp_treestore_ops.entry(user, info, out);
+    if (rc == AFTP_OK && pc->o->on_entry != NULL)
+        pc->o->on_entry(pc->o->hooks.app, info, out);
+    return rc;
+}
 
 /* The server's verdict on a path: a refusal is the run's failure, named. */
 static void note_path(pull_ctx *pc, const aftp_event *ev)
@@ -78,7 +90,9 @@ static int new_receiver(const aftp_pull_opts *o, pull_ctx *pc, aftp_receiver **o
     set.max_datagram = aftp_io_max_datagram(o->max_datagram);
     if (o->idle_timeout_ns)
         set.idle_timeout_ns = o->idle_timeout_ns;
-    set.storage = &aftp_treestore_ops;
+    pc->ops = aftp_treestore_ops;
+    pc->ops.entry = pull_entry;
+    set.storage = &pc->ops;
     set.pipeline_window = o->pipeline_window ? o->pipeline_window : AFTP_PULL_DEFAULT_WINDOW;
     set.on_event = aftp_io_on_event;
     set.user = &pc->io.storage;

@@ -43,6 +43,10 @@ typedef struct aftp_pull_opts {
     aftp_io_hooks hooks;
     /* optional: the server's verdict on each requested path */
     void (*on_path)(void *app, const aftp_pull_path *p);
+    /* optional: this side's storage decided an entry the server offered
+     * (info, its verdict): what the engine's events do not tell, the
+     * entry's kind, is here */
+    void (*on_entry)(void *app, const aftp_entry_info *info, const aftp_entry_verdict *v);
 } aftp_pull_opts;
 
 #define AFTP_PULL_DEFAULT_WINDOW 256u
