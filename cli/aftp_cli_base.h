@@ -257,6 +257,7 @@ const char *aftp_cli_cipher_name(int cipher);
 
 int aftp_cli_keygen(int argc, char **argv);
 int aftp_cli_send(int argc, char **argv);
+int aftp_cli_get(int argc, char **argv); /* aftp get: a pull */
 int aftp_cli_recv(int argc, char **argv);
 /* aftp serve: aftp recv without --once, the server run as a daemon. */
 int aftp_cli_serve(int argc, char **argv);

@@ -962,6 +962,7 @@ typedef struct client_get {
     const char *const *paths;
     uint8_t kinds[AFTP_PULL_DEFAULT_WINDOW];
     uint64_t accepted_ns[AFTP_PULL_DEFAULT_WINDOW];
+    uint8_t digests[AFTP_PULL_DEFAULT_WINDOW][AFTP_DIGEST_LEN]; /* verified files' */
 } client_get;
 
 static void get_failed(aftp_client *c, aftp_file_event *fe, const char *message)
@@ -1012,15 +1013,20 @@ static void get_entry_end(client_get *g, const aftp_event *ev, aftp_file_event *
     } else {
         fe->type = AFTP_FILE_FINISHED;
         fe->bytes = fe->kind == AFTP_ENTRY_FILE ? fe->size : 0;
+        if (fe->kind == AFTP_ENTRY_FILE)
+            memcpy(fe->digest, g->digests[slot], AFTP_DIGEST_LEN);
     }
 }
 
 /* The receiving engine's events as the handle's file events. */
-static void get_on_event(void *app, const aftp_event *ev)
+static void get_on_event(void *app, const aftp_event *ev, const aftp_stats *st)
 {
     client_get *g = app;
     char printable[4 * AFTP_WIRE_MAX_PATH + 1], message[1024];
     on_engine_event(g->c, ev);
+    if (ev->type == AFTP_EV_FILE_END && ev->error == AFTP_OK && ev->digest != NULL)
+        memcpy(g->digests[ev->info->file_id % AFTP_PULL_DEFAULT_WINDOW], ev->digest,
+               AFTP_DIGEST_LEN);
     int wanted = ev->type == AFTP_EV_FILE_START || ev->type == AFTP_EV_ENTRY_END ||
                  (ev->type == AFTP_EV_PULL_PATH && ev->error != AFTP_OK);
     if (!wanted)
@@ -1029,7 +1035,8 @@ static void get_on_event(void *app, const aftp_event *ev)
     aftp_file_event fe = {.type = AFTP_FILE_STARTED, .source = g->paths[0],
                           .name = ev->info->path, .size = ev->info->size, .error = ev->error,
                           .message = "", .printable_name = printable, .kind = AFTP_ENTRY_FILE,
-                          .path = ev->info->path, .cipher = g->c->cipher};
+                          .path = ev->info->path,
+                          .cipher = aftp_session_cipher_choice(st->cipher)};
     if (ev->type == AFTP_EV_PULL_PATH)
         get_path_refused(g, ev, &fe, message, sizeof message);
     else if (ev->type == AFTP_EV_ENTRY_END)
@@ -1037,6 +1044,11 @@ static void get_on_event(void *app, const aftp_event *ev)
     else
         g->accepted_ns[ev->info->file_id % AFTP_PULL_DEFAULT_WINDOW] = aftp_drive_now_ns();
     emit(g->c, &fe);
+}
+
+static void get_on_warning(void *app, const char *text)
+{
+    on_warning(((client_get *)app)->c, text);
 }
 
 /* DEST: an existing directory, opened. */
@@ -1084,10 +1096,12 @@ static int pull(aftp_client *c, const char *host_port, const struct sockaddr_sto
                         .max_rate_bps = c->max_rate_bps, .idle_timeout_ns = c->idle_timeout_ns,
                         .max_datagram = (uint16_t)(c->mtu ? AFTP_IO_DATAGRAM_FOR(c->mtu) : 0),
                         .security = *sec, .on_entry = get_on_entry,
-                        .hooks = {.on_event = get_on_event, .on_warning = on_warning, .app = &g,
+                        .on_session_event = get_on_event,
+                        .hooks = {.on_warning = get_on_warning, .app = &g,
                                   .interrupt = &c->interrupt}};
     int rc = aftp_pull_run(&o, &pr.io);
     summarize(c, &pr);
+    c->summary.bytes_sent = pr.io.stats.payload_bytes_received; /* what the server sent */
     if (pr.io.connected && (rc == AFTP_OK || c->first_error != AFTP_OK))
         return entries_result(c);
     c->failure_place = pr.io.phase == AFTP_IO_PHASE_LOCAL ? AFTP_CLIENT_FAILED_LOCALLY

@@ -21,6 +21,7 @@ typedef struct pull_ctx {
     const aftp_pull_opts *o;
     aftp_io_hooks hooks; /* io.hooks: pull_on_event first, then o->hooks.on_event */
     aftp_storage_ops ops; /* aftp_treestore_ops, its decisions reported (on_entry) */
+    aftp_receiver *receiver;
 } pull_ctx;
 
 /* The storage's decision, reported (o->on_entry). */
@@ -56,6 +57,11 @@ static void pull_on_event(void *app, const aftp_event *ev)
     pull_ctx *pc = app;
     if (ev->type == AFTP_EV_PULL_PATH)
         note_path(pc, ev);
+    if (pc->o->on_session_event != NULL && pc->receiver != NULL) {
+        aftp_stats st;
+        aftp_receiver_get_stats(pc->receiver, &st);
+        pc->o->on_session_event(pc->o->hooks.app, ev, &st);
+    }
     if (pc->o->hooks.on_event)
         pc->o->hooks.on_event(pc->o->hooks.app, ev);
 }
@@ -118,11 +124,13 @@ static int run_session(const aftp_pull_opts *o, pull_ctx *pc, aftp_udp *udp)
     int rc = new_receiver(o, pc, &r);
     if (rc != AFTP_OK)
         return rc;
+    pc->receiver = r;
     aftp_drive d = {.receiver = r, .udp = udp, .max_datagram = aftp_io_max_datagram(o->max_datagram),
                     .interrupt = o->hooks.interrupt, .on_tick = o->hooks.on_tick,
                     .app = o->hooks.app, .on_turn = pull_turn, .on_turn_ctx = pc};
     rc = aftp_drive_run(&d);
     aftp_drive_stats(&d, &pc->io.res->stats);
+    pc->receiver = NULL;
     aftp_receiver_del(r);
     return rc;
 }

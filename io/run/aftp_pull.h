@@ -47,6 +47,9 @@ typedef struct aftp_pull_opts {
      * (info, its verdict): what the engine's events do not tell, the
      * entry's kind, is here */
     void (*on_entry)(void *app, const aftp_entry_info *info, const aftp_entry_verdict *v);
+    /* optional: the engine's events (hooks.on_event sees them too), with
+     * its counters at that moment (the cipher in use, bytes received) */
+    void (*on_session_event)(void *app, const aftp_event *ev, const aftp_stats *st);
 } aftp_pull_opts;
 
 #define AFTP_PULL_DEFAULT_WINDOW 256u
