@@ -399,9 +399,13 @@ static int load_send_keys(const send_args *a, aftp_client *c)
  * the receiver's refusal; the socket's is the network's); in it,
  * AFTP_ERR_IO is the receiver's storage (a failing read of ours ends as
  * AFTP_ERR_SOURCE_CHANGED): the receiver refused the file. */
-static int send_exit_code(const aftp_client *c, int error)
+static int send_exit_code(const aftp_client *c, int error, int get)
 {
     int place = aftp_client_failure_place(c);
+    /* get: the server's refusal of a path (its own files), not ours */
+    if (get && place == AFTP_CLIENT_FAILED_IN_SESSION &&
+        (error == AFTP_ERR_NOT_FOUND || error == AFTP_ERR_PERMISSION))
+        return AFTP_EXIT_REFUSED;
     if (place == AFTP_CLIENT_FAILED_KEYS)
         return AFTP_EXIT_AUTH;
     if (place == AFTP_CLIENT_FAILED_LOCALLY && error != AFTP_ERR_NETWORK)
@@ -452,7 +456,7 @@ static int transfer(const send_args *a, send_run *run, aftp_client *c)
         return aftp_cli_interrupted_early();
     run->out.error = rc;
     aftp_cli_error("%s", aftp_client_errmsg(c));
-    return send_exit_code(c, rc);
+    return send_exit_code(c, rc, a->get);
 }
 
 static int run_send(const send_args *a, send_run *run, aftp_client *c)

@@ -64,6 +64,7 @@ typedef struct server_client {
     int64_t connected_ns;           /* the handshake completed */
     char file[SERVER_PATH_MAX * 4]; /* the file under way, printable */
     int receiving;                  /* a file is under way: its meter runs */
+    int pulled;                     /* the session is a pull: the client fetches */
     aftp_meter meter;
 } server_client;
 
@@ -618,6 +619,7 @@ static int check_role(void *app, int role)
 {
     aftp_server *s = app;
     int pull = role == AFTP_ROLE_PULL;
+    s->client.pulled = pull;
     unsigned needed = pull ? AFTP_ACCESS_READ : AFTP_ACCESS_WRITE;
     if (s->client.access & needed)
         return AFTP_OK;
@@ -699,6 +701,10 @@ static void hand_report(aftp_server *s, aftp_receipt *r, const aftp_file_info *i
     r->packets_received = st->packets_received;
     r->duplicate_packets = st->duplicate_packets;
     r->rate_cap_bps = st->rate_cap_bps;
+    r->pulled = s->client.pulled;
+    r->retransmitted = s->client.pulled && st->payload_bytes_sent
+                           ? (double)st->payload_bytes_retransmitted / (double)st->payload_bytes_sent
+                           : 0;
     cb(user, r);
 }
 

@@ -66,7 +66,10 @@ tree)
     [ "$GET_RC" -eq 0 ] || fail "aftp get exited $GET_RC"
     python3 "$HERE/tree_compare.py" "$WORK/srv" "$WORK/dst" >"$WORK/compare.out" 2>&1 ||
         fail "trees differ: $(cat "$WORK/compare.out")"
-    expect_fixed "$WORK/get.out" "transfer: 2 files (2 sent, 0 resumed, 0 skipped), 0 failed" ;;
+    expect_fixed "$WORK/get.out" "transfer: 2 files (2 sent, 0 resumed, 0 skipped), 0 failed"
+    expect_fixed "$WORK/get.out" "received top/big: 3145728 bytes"
+    # the server's line for each file a client pulled says it sent it, to whom
+    expect_fixed "$WORK/recv.out" "sent top/big: 3145728 bytes" ;;
 hostile)
     # '..' and a link out of the root refused by the server, each named;
     # the served path arrives; nothing outside the root is read.
@@ -76,7 +79,7 @@ hostile)
     start_recv
     get "$WORK/dst" ../secret out ok.bin
     stop_recv
-    [ "$GET_RC" -ne 0 ] || fail "aftp get of hostile paths exited 0"
+    [ "$GET_RC" -eq 5 ] || fail "aftp get of hostile paths exited $GET_RC, expected 5 (refused)"
     expect_fixed "$WORK/get.err" "the server refused ../secret"
     expect_fixed "$WORK/get.err" "failed out: the server refused out"
     cmp -s "$WORK/srv/ok.bin" "$WORK/dst/ok.bin" || fail "ok.bin did not arrive"
