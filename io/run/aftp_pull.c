@@ -68,24 +68,12 @@ static void pull_on_event(void *app, const aftp_event *ev)
 
 static int open_socket(const aftp_pull_opts *o, aftp_udp *udp)
 {
-    struct sockaddr_storage local;
-    memset(&local, 0, sizeof local);
-    local.ss_family = o->peer->sa_family; /* wildcard address, any port */
-    socklen_t len = local.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6)
-                                               : sizeof(struct sockaddr_in);
-    int rc = aftp_udp_open(udp, (struct sockaddr *)&local, len,
-                           aftp_io_max_datagram(o->max_datagram), 0);
-    if (rc == AFTP_OK)
-        rc = aftp_udp_connect(udp, o->peer, o->peer_len);
-    if (rc != AFTP_OK)
-        return rc;
-    aftp_udp_buffers b = {.want_snd = AFTP_UDP_MIN_BUFFER,
-                          .want_rcv = aftp_udp_buffer_for(PULL_RCV_RATE_BPS, PULL_RCV_WINDOW_NS)};
-    char advice[256];
-    rc = aftp_udp_set_buffers(udp, &b);
-    aftp_udp_buffers_advice(&b, advice, sizeof advice);
-    aftp_io_warn(&o->hooks, advice);
-    return rc;
+    int rc = aftp_io_open_client_socket(udp, o->peer, o->peer_len,
+                                        aftp_io_max_datagram(o->max_datagram));
+    return rc != AFTP_OK ? rc
+                         : aftp_io_size_buffers(&o->hooks, udp, AFTP_UDP_MIN_BUFFER,
+                                                aftp_udp_buffer_for(PULL_RCV_RATE_BPS,
+                                                                    PULL_RCV_WINDOW_NS));
 }
 
 static int new_receiver(const aftp_pull_opts *o, pull_ctx *pc, aftp_receiver **out)

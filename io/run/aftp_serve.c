@@ -344,13 +344,8 @@ static int open_session_socket(const aftp_serve_opts *o, aftp_udp *listener, aft
                               addr_len((const struct sockaddr *)&client->addr));
     if (rc != AFTP_OK)
         return rc;
-    aftp_udp_buffers b = {.want_snd = AFTP_UDP_MIN_BUFFER,
-                          .want_rcv = aftp_udp_buffer_for(SERVE_RCV_RATE_BPS, SERVE_RCV_WINDOW_NS)};
-    char advice[256];
-    rc = aftp_udp_set_buffers(sess, &b);
-    aftp_udp_buffers_advice(&b, advice, sizeof advice);
-    aftp_io_warn(&o->hooks, advice);
-    return rc;
+    return aftp_io_size_buffers(&o->hooks, sess, AFTP_UDP_MIN_BUFFER,
+                                aftp_udp_buffer_for(SERVE_RCV_RATE_BPS, SERVE_RCV_WINDOW_NS));
 }
 
 /* Tells the operator why a HELLO from `from` started nothing, when the
