@@ -55,15 +55,21 @@ mkfile() { # path beneath srv, size, mode
 
 case $CASE in
 tree)
-    # A tree and a file, metadata kept; the tree compared whole.
+    # A tree, metadata kept, compared whole; a second get skips it all.
     mkfile "top/a b/deep file" 5000 0640
     mkfile "top/big" $((3 << 20)) 0755
     mkdir -p "$WORK/srv/top/empty"
     touch -d '2001-02-03 04:05:06.123456789' "$WORK/srv/top/a b/deep file"
     start_recv
     get "$WORK/dst" top
-    stop_recv
     [ "$GET_RC" -eq 0 ] || fail "aftp get exited $GET_RC"
+    cp "$WORK/get.out" "$WORK/first.out"
+    # again: every file is there, identical: skipped (sync), nothing sent
+    get "$WORK/dst" top
+    stop_recv
+    [ "$GET_RC" -eq 0 ] || fail "the second aftp get exited $GET_RC"
+    expect_fixed "$WORK/get.out" "transfer: 2 files (0 sent, 0 resumed, 2 skipped), 0 failed"
+    mv "$WORK/first.out" "$WORK/get.out"
     python3 "$HERE/tree_compare.py" "$WORK/srv" "$WORK/dst" >"$WORK/compare.out" 2>&1 ||
         fail "trees differ: $(cat "$WORK/compare.out")"
     expect_fixed "$WORK/get.out" "transfer: 2 files (2 sent, 0 resumed, 0 skipped), 0 failed"
