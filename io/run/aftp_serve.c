@@ -208,9 +208,9 @@ static int probe_check_timestamp(void *user, const uint8_t *client_key, const ui
     return rc == AFTP_OK ? admit_session(st, client_key) : rc;
 }
 
-/* The engine accepted the HELLO and asks for its sender's cap. An
- * unprotected session has no key to admit earlier: its admission runs
- * now, before the HELLO_ACK is built. */
+/* An unprotected session has no key to admit earlier: its admission runs
+ * when the engine, having accepted the HELLO, first asks about the client
+ * (its role, its cap), before the HELLO_ACK is built. */
 static void admit_unprotected(serve_state *st)
 {
     if (!st->probe.admitted)
@@ -218,6 +218,7 @@ static void admit_unprotected(serve_state *st)
     st->probe.admitted = 1;
 }
 
+/* The engine accepted the HELLO and asks for its sender's cap. */
 static uint64_t probe_rate_cap(void *user, const uint8_t *client_key)
 {
     serve_state *st = user;
@@ -380,7 +381,8 @@ static void end_engine(serve_state *st)
     storage_open(st, st->o->dirfd);
 }
 
-/* A new engine for this HELLO: a receiver, or a pull's sender. The engine drops, in silence, a HELLO it
+/* A new engine for this HELLO: a receiver, or a pull's sender (role PULL,
+ * with a tree storage). The engine drops, in silence, a HELLO it
  * does not accept (a handshake that does not authenticate, a replay): the
  * receiver is then discarded at once, so such a datagram never holds the
  * server for an idle timeout, and the operator is told why. */
@@ -408,7 +410,7 @@ static int start_session(serve_state *st, const aftp_door_verdict *v, const uint
     st->client.conn_id = conn_id;
     aftp_door_session_started(&st->door, from, conn_id);
     /* No key to decide on: the session itself was admitted or is
-     * cancelled (probe_rate_cap). */
+     * cancelled (admit_unprotected). */
     if (st->probe.refused && pull)
         aftp_sender_cancel(st->d->sender, now);
     else if (st->probe.refused)
