@@ -462,7 +462,8 @@ static int transfer(const send_args *a, send_run *run, aftp_client *c)
 static int run_send(const send_args *a, send_run *run, aftp_client *c)
 {
     if (run->out.json != NULL)
-        aftp_cli_json_start(run->out.json, a->files, a->count, a->peer_text);
+        aftp_cli_json_start(run->out.json, a->get ? "aftp get" : "aftp send", a->files, a->count,
+                            a->peer_text);
     /* From here on SIGINT/SIGTERM cancel (exit 7), whatever step they break. */
     aftp_cli_catch_signals();
     aftp_cli_cancel_on_signal(c);
