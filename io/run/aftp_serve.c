@@ -298,7 +298,8 @@ static int new_pull_sender(serve_state *st, aftp_sender **out)
     const aftp_serve_opts *o = st->o;
     storage_close(st);
     st->pull = 1;
-    aftp_pullsrc_init(&st->ctx->storage.pull_src, o->dirfd, NULL, NULL);
+    aftp_pullsrc_init(&st->ctx->storage.pull_src, o->dirfd, aftp_serve_pull_notice,
+                      (void *)&o->hooks);
     aftp_serve_pull_opts po = {.max_datagram = aftp_io_max_datagram(o->max_datagram),
                                .idle_timeout_ns = o->idle_timeout_ns,
                                .pipeline_window = o->pipeline_window,

@@ -1,7 +1,10 @@
 #include "aftp_serve_pull.h"
 
+#include <stdio.h>
+
 #include "aftp_drive.h"
 #include "aftp_io.h"
+#include "aftp_path.h"
 
 int aftp_serve_pull_sender(const aftp_serve_pull_opts *o, aftp_sender **out)
 {
@@ -31,6 +34,15 @@ void aftp_serve_pull_turn(aftp_pullsrc *src, aftp_sender *s, uint64_t now_ns)
     int rc = aftp_pullsrc_feed(src, s);
     if (rc != AFTP_OK)
         aftp_sender_abort(s, now_ns, rc, "the server cannot read the requested files");
+}
+
+void aftp_serve_pull_notice(void *user, const char *local, int err, const char *why)
+{
+    char shown[256], line[1024];
+    (void)err;
+    aftp_path_printable(local, shown, sizeof shown);
+    snprintf(line, sizeof line, "a client's pull skipped %s beneath its root: %s", shown, why);
+    aftp_io_warn(user, line);
 }
 
 void aftp_serve_pull_after_send(void *ctx)

@@ -29,6 +29,10 @@ int aftp_serve_pull_sender(const aftp_serve_pull_opts *o, aftp_sender **out);
  * ends its entry alone (spec 9.14.3); the served paths' entries are added
  * as the window frees; a walk that fails ends the session with its error. */
 void aftp_serve_pull_turn(aftp_pullsrc *src, aftp_sender *s, uint64_t now_ns);
+/* An aftp_tree_notice_fn for aftp_pullsrc_init, `user` the serve run's
+ * aftp_io_hooks: what a served tree skipped (a FIFO, a device ...) goes
+ * to the operator (on_warning), named beneath the client's root. */
+void aftp_serve_pull_notice(void *user, const char *local, int err, const char *why);
 /* After each batch (aftp_drive.after_send, ctx the aftp_pullsrc): the
  * bytes the batch borrowed are released. */
 void aftp_serve_pull_after_send(void *ctx);

@@ -30,6 +30,7 @@ void aftp_pullsrc_fini(aftp_pullsrc *p)
     for (size_t i = 0; i < p->served_count; i++) {
         close(p->parents[i]);
         free(p->served[i]);
+        free(p->parent_paths[i]);
     }
     p->served_count = 0;
 }
@@ -92,7 +93,8 @@ static int check_text(const char *path, char *plain, size_t cap, int *contents_o
     return aftp_path_check(plain);
 }
 
-/* The parent of `plain` beneath the root, and its last component. */
+/* The parent of `plain` beneath the root (errno set on failure), and
+ * its last component. */
 static int open_parent(aftp_pullsrc *p, char *plain, const char **leaf)
 {
     char *slash = strrchr(plain, '/');
@@ -102,7 +104,9 @@ static int open_parent(aftp_pullsrc *p, char *plain, const char **leaf)
     }
     *slash = '\0';
     *leaf = slash + 1;
-    return open_beneath(p->root_fd, plain, O_DIRECTORY);
+    int fd = open_beneath(p->root_fd, plain, O_DIRECTORY);
+    *slash = '/'; /* plain names the whole path again, its parent up to leaf */
+    return fd;
 }
 
 static int what_is_there(int parent, const char *leaf, int contents_only)
@@ -116,17 +120,23 @@ static int what_is_there(int parent, const char *leaf, int contents_only)
     return rc;
 }
 
-/* Keeps the served path's parent and its SRC for the walk. */
-static int serve(aftp_pullsrc *p, int parent, const char *leaf, int contents_only)
+/* Keeps the served path's parent (its path beneath the root: `plain`
+ * up to `leaf`) and its SRC for the walk. */
+static int serve(aftp_pullsrc *p, int parent, const char *plain, const char *leaf,
+                 int contents_only)
 {
     char src[64 + AFTP_WIRE_MAX_PATH];
     snprintf(src, sizeof src, "/proc/self/fd/%d/%s%s", parent, leaf, contents_only ? "/" : "");
     char *copy = strdup(src);
-    if (copy == NULL) {
+    char *parent_path = strndup(plain, leaf > plain ? (size_t)(leaf - plain) : 0);
+    if (copy == NULL || parent_path == NULL) {
+        free(copy);
+        free(parent_path);
         close(parent);
         return AFTP_ERR_NO_MEMORY;
     }
     p->parents[p->served_count] = parent;
+    p->parent_paths[p->served_count] = parent_path;
     p->served[p->served_count++] = copy;
     return AFTP_OK;
 }
@@ -150,12 +160,31 @@ int aftp_pullsrc_path(aftp_pullsrc *p, uint32_t index, const char *path, unsigne
         return refuse(p, path, resolve_error(errno), resolve_why(errno));
     int type = what_is_there(parent, leaf, contents_only);
     if (type == S_IFREG || type == S_IFDIR)
-        return serve(p, parent, leaf, contents_only);
+        return serve(p, parent, plain, leaf, contents_only);
     close(parent);
     if (type < 0)
         return refuse(p, path, resolve_error(-type), resolve_why(-type));
     return refuse(p, path, AFTP_ERR_PATH_REJECTED,
                   "a FIFO, socket or device: only files and directories are served");
+}
+
+/* What the walk skipped, named beneath the root: "/proc/self/fd/N/top/fifo"
+ * is "pub/top/fifo" when N is the parent "pub/" of a served path. */
+static void walk_notice(void *user, const char *local, int err, const char *why)
+{
+    aftp_pullsrc *p = user;
+    char named[AFTP_TREE_LOCAL_MAX + 1];
+    const char *parent_path = "";
+    const char *rest = local;
+    int fd, used = 0;
+    if (sscanf(local, "/proc/self/fd/%d/%n", &fd, &used) == 1 && used > 0) {
+        rest = local + used;
+        for (size_t i = 0; i < p->served_count; i++)
+            if (p->parents[i] == fd)
+                parent_path = p->parent_paths[i];
+    }
+    snprintf(named, sizeof named, "%s%s", parent_path, rest);
+    p->notice(p->notice_user, named, err, why);
 }
 
 /* The walk's next entry into p->info: 1, 0 when the walk is over, or the error. */
@@ -180,7 +209,7 @@ int aftp_pullsrc_feed(aftp_pullsrc *p, aftp_sender *s)
         return AFTP_OK;
     if (!p->walking) {
         int rc = aftp_tree_init(&p->walk, (const char *const *)p->served, p->served_count,
-                                p->notice, p->notice_user);
+                                p->notice != NULL ? walk_notice : NULL, p);
         if (rc != AFTP_OK)
             return rc;
         p->walking = 1;

@@ -38,6 +38,7 @@ typedef struct aftp_pullsrc {
     int root_fd;          /* borrowed */
     int parents[AFTP_PULL_MAX_PATHS]; /* O_PATH parents of the served paths */
     char *served[AFTP_PULL_MAX_PATHS]; /* their SRC for the walk */
+    char *parent_paths[AFTP_PULL_MAX_PATHS]; /* their parents beneath the root ("": it) */
     size_t served_count;
     int decided;          /* pull_path was called: the request is decided */
     unsigned flags;       /* the request's */
@@ -52,7 +53,9 @@ typedef struct aftp_pullsrc {
 } aftp_pullsrc;
 
 /* Serves beneath root_fd (borrowed: it must outlive the pullsrc). notice,
- * optional, hears what the walks skip (aftp_tree_notice_fn). */
+ * optional, hears what the walks skip (aftp_tree_notice_fn), `local`
+ * being the thing's path beneath the root ("pub/top/fifo"), never the
+ * descriptor path the walk uses. */
 void aftp_pullsrc_init(aftp_pullsrc *p, int root_fd, aftp_tree_notice_fn notice, void *user);
 void aftp_pullsrc_fini(aftp_pullsrc *p);
 /* The storage op pull_path (above); p->message says why a path was

@@ -112,13 +112,25 @@ static void expect_bytes(aftp_pullsrc *p, uint32_t id, size_t len, uint32_t seed
     assert_memory_equal(got, want, len);
 }
 
-/* "d" gives d, d/in.bin, d/sub; "d/" its contents; "top.bin" one file;
- * entries numbered in walk order, refused paths adding none. */
+static char noticed[256];
+
+static void on_notice(void *user, const char *local, int err, const char *why)
+{
+    (void)user, (void)why;
+    assert_true(err < 0);
+    snprintf(noticed, sizeof noticed, "%s", local);
+}
+
+/* "d" gives d, d/in.bin, d/sub; "d/sub/" and "d/" their contents; "top.bin" one file;
+ * entries numbered in walk order, refused paths adding none; a FIFO
+ * inside is skipped, its notice naming it beneath the root whichever
+ * walk finds it. */
 static void test_served_paths_are_walked(void **state)
 {
     int root = make_root(state);
     aftp_pullsrc p;
-    aftp_pullsrc_init(&p, root, NULL, NULL);
+    assert_int_equal(mkfifoat(root, "d/sub/fifo", 0600), 0);
+    aftp_pullsrc_init(&p, root, on_notice, NULL);
     aftp_sender *s = new_sender(&p);
     assert_int_equal(aftp_pullsrc_feed(&p, s), AFTP_OK);
     assert_int_equal(p.next_id, 1); /* nothing before the request */
@@ -126,13 +138,15 @@ static void test_served_paths_are_walked(void **state)
     assert_int_equal(aftp_pullsrc_path(&p, 1, "../secret", AFTP_ENTRY_OVERWRITE),
                      AFTP_ERR_PATH_REJECTED);
     assert_int_equal(aftp_pullsrc_path(&p, 2, "top.bin", AFTP_ENTRY_OVERWRITE), AFTP_OK);
-    assert_int_equal(aftp_pullsrc_path(&p, 3, "d/", AFTP_ENTRY_OVERWRITE), AFTP_OK);
+    assert_int_equal(aftp_pullsrc_path(&p, 3, "d/sub/", AFTP_ENTRY_OVERWRITE), AFTP_OK);
+    assert_int_equal(aftp_pullsrc_path(&p, 4, "d/", AFTP_ENTRY_OVERWRITE), AFTP_OK);
     assert_int_equal(aftp_pullsrc_feed(&p, s), AFTP_OK);
     assert_true(p.done);
-    assert_int_equal(p.next_id, 1 + 3 + 1 + 2);
+    assert_int_equal(p.next_id, 1 + 3 + 1 + 2); /* d/sub/ holds nothing but the FIFO */
     expect_bytes(&p, 2, 3000, 2); /* d/in.bin */
     expect_bytes(&p, 4, 5000, 1); /* top.bin */
     expect_bytes(&p, 5, 3000, 2); /* in.bin, from "d/" */
+    assert_string_equal(noticed, "d/sub/fifo"); /* beneath the root, not a descriptor */
     aftp_sender_del(s);
     aftp_pullsrc_fini(&p);
     close(root);

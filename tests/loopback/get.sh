@@ -55,10 +55,12 @@ mkfile() { # path beneath srv, size, mode
 
 case $CASE in
 tree)
-    # A tree, metadata kept, compared whole; a second get skips it all.
+    # A tree, metadata kept, compared whole (a FIFO in it skipped and the
+    # server's log saying so); a second get skips it all.
     mkfile "top/a b/deep file" 5000 0640
     mkfile "top/big" $((3 << 20)) 0755
     mkdir -p "$WORK/srv/top/empty"
+    mkfifo "$WORK/srv/top/fifo"
     touch -d '2001-02-03 04:05:06.123456789' "$WORK/srv/top/a b/deep file"
     start_recv
     get "$WORK/dst" top
@@ -70,10 +72,13 @@ tree)
     [ "$GET_RC" -eq 0 ] || fail "the second aftp get exited $GET_RC"
     expect_fixed "$WORK/get.out" "transfer: 2 files (0 sent, 0 resumed, 2 skipped), 0 failed"
     mv "$WORK/first.out" "$WORK/get.out"
-    python3 "$HERE/tree_compare.py" "$WORK/srv" "$WORK/dst" >"$WORK/compare.out" 2>&1 ||
+    python3 "$HERE/tree_compare.py" "$WORK/srv" "$WORK/dst" top/fifo >"$WORK/compare.out" 2>&1 ||
         fail "trees differ: $(cat "$WORK/compare.out")"
     expect_fixed "$WORK/get.out" "transfer: 2 files (2 sent, 0 resumed, 0 skipped), 0 failed"
     expect_fixed "$WORK/get.out" "received top/big: 3145728 bytes"
+    # a FIFO inside is skipped, the server's operator told which
+    grep -qE "aftp: warning: a client's pull skipped top/fifo beneath its root" "$WORK/recv.err" ||
+        fail "the server did not say it skipped top/fifo"
     # the server's line for each file a client pulled says it sent it, to whom
     expect_fixed "$WORK/recv.out" "sent top/big: 3145728 bytes" ;;
 hostile)
