@@ -222,7 +222,9 @@ void aftp_cli_notice(int quiet, const char *fmt, ...) __attribute__((format(prin
  * addition of fields or object types. */
 #define AFTP_CLI_JSON_VERSION 1
 /* Each writes one object and a newline to out and flushes it. */
-void aftp_cli_json_start(FILE *out, const char *const *sources, size_t count, const char *peer);
+/* program: "aftp send" or "aftp get" (whose sources are the remote paths) */
+void aftp_cli_json_start(FILE *out, const char *program, const char *const *sources,
+                         size_t count, const char *peer);
 void aftp_cli_json_progress(FILE *out, size_t index, const aftp_progress *p);
 void aftp_cli_json_file(FILE *out, const aftp_file_event *ev);
 /* One "file" object per entry that ended (sent, resumed, skipped, failed). */
@@ -257,6 +259,7 @@ const char *aftp_cli_cipher_name(int cipher);
 
 int aftp_cli_keygen(int argc, char **argv);
 int aftp_cli_send(int argc, char **argv);
+int aftp_cli_get(int argc, char **argv); /* aftp get: a pull */
 int aftp_cli_recv(int argc, char **argv);
 /* aftp serve: aftp recv without --once, the server run as a daemon. */
 int aftp_cli_serve(int argc, char **argv);

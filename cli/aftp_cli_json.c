@@ -122,10 +122,11 @@ const char *aftp_cli_cipher_name(int cipher)
     }
 }
 
-void aftp_cli_json_start(FILE *out, const char *const *sources, size_t count, const char *peer)
+void aftp_cli_json_start(FILE *out, const char *program, const char *const *sources,
+                         size_t count, const char *peer)
 {
     begin(out, "start");
-    put_field_string(out, "program", "aftp send");
+    put_field_string(out, "program", program);
     put_field_string(out, "version", aftp_version_string());
     put_field_string(out, "peer", peer);
     put_key(out, "files");

@@ -217,7 +217,8 @@ static void print_resumed(const aftp_receipt *r)
     fflush(stdout);
 }
 
-/* "received NAME: ... from ADDR key aftp-x25519 <base64> "comment"". */
+/* "received NAME: ... from ADDR key aftp-x25519 <base64> "comment"" ("sent
+ * NAME: ... retransmitted" for a file a client pulled). */
 static void on_receipt(void *user, const aftp_receipt *r)
 {
     char name[160], peer[AFTP_SERVER_PEER_TEXT_MAX + 32];
@@ -234,11 +235,13 @@ static void on_receipt(void *user, const aftp_receipt *r)
     if (r->client->key == NULL) /* a session without keys: anyone could be it */
         snprintf(peer + strlen(peer), sizeof peer - strlen(peer), " (unauthenticated)");
     aftp_cli_summary s = {
-        .sender = 0, .name = name, .size = r->size,
+        .sender = r->pulled, .name = name, .size = r->size,
         .seconds = r->end_unix_ns > r->connected_unix_ns
                        ? (double)(r->end_unix_ns - r->connected_unix_ns) / 1e9
                        : 0,
-        .repeated_pct = aftp_cli_duplicate_pct(r->duplicate_packets, r->packets_received),
+        .repeated_pct = r->pulled ? 100.0 * r->retransmitted
+                                  : aftp_cli_duplicate_pct(r->duplicate_packets,
+                                                           r->packets_received),
         .digest = r->digest, .cipher = r->cipher, .peer = peer, .rate_cap_bps = r->rate_cap_bps};
     aftp_cli_summary_print(&s);
     if (r->outcome == AFTP_OUTCOME_RESUMED)

@@ -1,4 +1,5 @@
-/* aftp send SRC... HOST:PORT: a client of the public client API
+/* aftp send SRC... HOST:PORT, and its mirror aftp get HOST:PORT:PATH...
+ * DEST (a pull, aftp_client_get): a client of the public client API
  * (aftp/aftp_client.h), the CLI as libaftp's first embedder. Its lines are
  * the client's callbacks (a line per file sent, resumed, skipped or failed
  * from the file events, the progress line and log from the progress
@@ -25,9 +26,13 @@ typedef struct send_args {
     int sync;   /* enum aftp_client_sync */
     int resume; /* --no-resume: 0 */
     int links;  /* enum aftp_client_links */
-    const char *const *files; /* SRC... */
+    const char *const *files; /* SRC..., or get's remote PATHs */
     size_t count;
     const char *peer_text;
+    int get;                  /* aftp get: files are remote, dest local */
+    const char *dest;
+    const char *remote[AFTP_PULL_MAX_PATHS];
+    char host_port[300];
 } send_args;
 
 enum send_opt { OPT_CHECKSUM = 500, OPT_IGNORE_TIMES, OPT_NO_RESUME, OPT_LINKS };
@@ -37,6 +42,7 @@ typedef struct send_run {
     aftp_cli_output out;
     FILE *log; /* --progress-log, or NULL */
     aftp_client_summary summary; /* of the send, once it ran */
+    int get;                     /* the files come here (aftp get) */
 } send_run;
 
 static const char *const policy_names[] = {
@@ -130,6 +136,39 @@ static int check_target(const send_args *a)
     return rc == AFTP_OK ? AFTP_EXIT_OK : AFTP_EXIT_USAGE;
 }
 
+/* get's HOST:PORT:PATH arguments: one server for all ("[v6]:PORT:PATH"
+ * too), the paths after the port's colon taken as they are. */
+static int parse_get_targets(char *const *args, size_t n, send_args *a)
+{
+    if (n > AFTP_PULL_MAX_PATHS) {
+        aftp_cli_error("%zu remote paths: one get asks for at most %u", n, AFTP_PULL_MAX_PATHS);
+        return AFTP_EXIT_USAGE;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const char *arg = args[i];
+        const char *host_end = arg[0] == '[' ? strchr(arg, ']') : arg;
+        const char *port = host_end ? strchr(host_end, ':') : NULL;
+        const char *path = port ? strchr(port + 1, ':') : NULL;
+        size_t len = path ? (size_t)(path - arg) : 0;
+        if (path == NULL || path[1] == '\0' || len >= sizeof a->host_port) {
+            aftp_cli_error("bad remote '%s' (HOST:PORT:PATH)", arg);
+            return AFTP_EXIT_USAGE;
+        }
+        if (i > 0 && (strncmp(a->host_port, arg, len) != 0 || a->host_port[len] != '\0')) {
+            aftp_cli_error("'%s' names another server than '%s': one get fetches from one "
+                           "server (run one get per server)", arg, args[0]);
+            return AFTP_EXIT_USAGE;
+        }
+        memcpy(a->host_port, arg, len);
+        a->host_port[len] = '\0';
+        a->remote[i] = path + 1;
+    }
+    a->files = a->remote;
+    a->count = n;
+    a->peer_text = a->host_port;
+    return AFTP_EXIT_OK;
+}
+
 static int parse_send_args(int argc, char **argv, send_args *a)
 {
     static const struct option opts[] = {{"rate", required_argument, NULL, 'r'},
@@ -159,8 +198,14 @@ static int parse_send_args(int argc, char **argv, send_args *a)
         if ((rc = send_option(c, optarg, a)) != AFTP_EXIT_OK)
             return rc;
     if (argc - optind < 2) {
-        aftp_cli_error("send needs SRC... and HOST:PORT (aftp --help)");
+        aftp_cli_error(a->get ? "get needs HOST:PORT:PATH... and DEST (aftp --help)"
+                              : "send needs SRC... and HOST:PORT (aftp --help)");
         return AFTP_EXIT_USAGE;
+    }
+    if (a->get) {
+        a->dest = argv[argc - 1];
+        rc = parse_get_targets(&argv[optind], (size_t)(argc - optind - 1), a);
+        return rc == AFTP_EXIT_OK ? settle_rates(a) : rc;
     }
     a->files = (const char *const *)&argv[optind];
     a->count = (size_t)(argc - optind - 1);
@@ -192,7 +237,7 @@ static void print_entry_line(aftp_cli_output *out, const aftp_file_event *ev)
 }
 
 /* The summary line of a delivered file (or its "done" object). */
-static void print_delivered(const aftp_file_event *ev)
+static void print_delivered(const aftp_file_event *ev, int get)
 {
     if (ev->resumed_bytes) {
         printf("resumed %s: %llu bytes already there, %llu sent\n", ev->printable_name,
@@ -200,16 +245,18 @@ static void print_delivered(const aftp_file_event *ev)
                (unsigned long long)(ev->size - ev->resumed_bytes));
         return;
     }
-    aftp_cli_summary s = {.sender = 1, .name = ev->printable_name, .size = ev->size,
+    aftp_cli_summary s = {.sender = !get, .name = ev->printable_name, .size = ev->size,
                           .seconds = ev->session_seconds,
-                          .repeated_pct = 100.0 * ev->retransmitted, .digest = ev->digest,
+                          .repeated_pct = get ? 0 : 100.0 * ev->retransmitted,
+                          .digest = ev->digest,
                           .cipher = ev->cipher, .rate_cap_bps = ev->rate_cap_bps};
     aftp_cli_summary_print(&s);
 }
 
 static void on_file(void *user, const aftp_file_event *ev)
 {
-    aftp_cli_output *out = &((send_run *)user)->out;
+    send_run *run = user;
+    aftp_cli_output *out = &run->out;
     int delivered = ev->type == AFTP_FILE_FINISHED && ev->kind == AFTP_ENTRY_FILE;
     if (out->json != NULL) {
         if (ev->type == AFTP_FILE_STARTED || delivered) /* the error object ends a failure */
@@ -226,7 +273,7 @@ static void on_file(void *user, const aftp_file_event *ev)
     if (out->json != NULL) /* the line's figures are the objects' */
         return;
     if (delivered)
-        print_delivered(ev);
+        print_delivered(ev, run->get);
     else
         print_entry_line(out, ev);
 }
@@ -352,9 +399,13 @@ static int load_send_keys(const send_args *a, aftp_client *c)
  * the receiver's refusal; the socket's is the network's); in it,
  * AFTP_ERR_IO is the receiver's storage (a failing read of ours ends as
  * AFTP_ERR_SOURCE_CHANGED): the receiver refused the file. */
-static int send_exit_code(const aftp_client *c, int error)
+static int send_exit_code(const aftp_client *c, int error, int get)
 {
     int place = aftp_client_failure_place(c);
+    /* get: the server's refusal of a path (its own files), not ours */
+    if (get && place == AFTP_CLIENT_FAILED_IN_SESSION &&
+        (error == AFTP_ERR_NOT_FOUND || error == AFTP_ERR_PERMISSION))
+        return AFTP_EXIT_REFUSED;
     if (place == AFTP_CLIENT_FAILED_KEYS)
         return AFTP_EXIT_AUTH;
     if (place == AFTP_CLIENT_FAILED_LOCALLY && error != AFTP_ERR_NETWORK)
@@ -378,15 +429,21 @@ static int unknown_host(const send_args *a, aftp_client *c)
     return rc;
 }
 
+static int send_or_get(const send_args *a, aftp_client *c)
+{
+    return a->get ? aftp_client_get(c, a->peer_text, a->files, a->count, a->dest)
+                  : aftp_client_send(c, a->peer_text, a->files, a->count);
+}
+
 /* The send itself, once more after the user trusted an unknown server. */
 static int transfer(const send_args *a, send_run *run, aftp_client *c)
 {
-    int rc = aftp_client_send(c, a->peer_text, a->files, a->count);
+    int rc = send_or_get(a, c);
     if (rc == AFTP_ERR_UNKNOWN_PEER && aftp_client_failure_place(c) == AFTP_CLIENT_FAILED_KEYS) {
         int learnt = unknown_host(a, c);
         if (learnt != AFTP_EXIT_OK)
             return learnt;
-        rc = aftp_client_send(c, a->peer_text, a->files, a->count);
+        rc = send_or_get(a, c);
     }
     aftp_client_get_summary(c, &run->summary);
     run->out.send_summary = &run->summary;
@@ -399,13 +456,14 @@ static int transfer(const send_args *a, send_run *run, aftp_client *c)
         return aftp_cli_interrupted_early();
     run->out.error = rc;
     aftp_cli_error("%s", aftp_client_errmsg(c));
-    return send_exit_code(c, rc);
+    return send_exit_code(c, rc, a->get);
 }
 
 static int run_send(const send_args *a, send_run *run, aftp_client *c)
 {
     if (run->out.json != NULL)
-        aftp_cli_json_start(run->out.json, a->files, a->count, a->peer_text);
+        aftp_cli_json_start(run->out.json, a->get ? "aftp get" : "aftp send", a->files, a->count,
+                            a->peer_text);
     /* From here on SIGINT/SIGTERM cancel (exit 7), whatever step they break. */
     aftp_cli_catch_signals();
     aftp_cli_cancel_on_signal(c);
@@ -432,11 +490,12 @@ static int send_parsed(const send_args *a, send_run *run)
     return rc;
 }
 
-int aftp_cli_send(int argc, char **argv)
+static int send_command(int argc, char **argv, int get)
 {
     send_args a;
-    send_run run = {.log = NULL, .summary = {.size = sizeof run.summary}};
+    send_run run = {.log = NULL, .summary = {.size = sizeof run.summary}, .get = get};
     memset(&a, 0, sizeof a);
+    a.get = get;
     aftp_cli_output_begin(&run.out, argc, argv);
     int rc = parse_send_args(argc, argv, &a);
     if (rc < 0)
@@ -446,4 +505,14 @@ int aftp_cli_send(int argc, char **argv)
         rc = send_parsed(&a, &run);
     aftp_cli_output_end(&run.out, rc, a.count ? a.count : 1);
     return rc;
+}
+
+int aftp_cli_send(int argc, char **argv)
+{
+    return send_command(argc, argv, 0);
+}
+
+int aftp_cli_get(int argc, char **argv)
+{
+    return send_command(argc, argv, 1);
 }

@@ -9,6 +9,7 @@
 void aftp_cli_usage(FILE *to)
 {
     fputs("usage: aftp send [--rate RATE] [--policy POLICY] [OPTIONS] SRC... HOST:PORT\n"
+          "       aftp get [OPTIONS] HOST:PORT:PATH... DEST\n"
           "       aftp recv --listen [ADDR:]PORT --dir DIR [--once] [--overwrite] [OPTIONS]\n"
           "       aftp serve --listen [ADDR:]PORT --dir DIR [OPTIONS]\n"
           "       aftp keygen [-f FILE] [-C COMMENT]\n"
@@ -48,6 +49,10 @@ void aftp_cli_usage(FILE *to)
           "                             <base64>' (default ~/.aftp/known_hosts); from a\n"
           "                             terminal, an unknown receiver's key is shown with\n"
           "                             its fingerprint and added when you answer yes\n"
+          "get (fetch PATHs from a server's root for this key into the directory DEST;\n"
+          "     'dir' arrives as DEST/dir, 'dir/' its contents; the options of send that\n"
+          "     apply: keys, --max-rate (the server sends no faster), --checksum,\n"
+          "     --ignore-times, --no-resume, --json, --mtu, --idle-timeout)\n"
           "recv:\n"
           "  -l, --listen [ADDR:]PORT   where to listen (default ADDR 0.0.0.0,\n"
           "                             [::]:PORT for IPv6, PORT 0 picks a free port)\n"
@@ -114,6 +119,8 @@ int main(int argc, char **argv)
     const char *cmd = argv[1];
     if (strcmp(cmd, "send") == 0)
         return aftp_cli_send(argc - 1, argv + 1);
+    if (strcmp(cmd, "get") == 0)
+        return aftp_cli_get(argc - 1, argv + 1);
     if (strcmp(cmd, "recv") == 0)
         return aftp_cli_recv(argc - 1, argv + 1);
     if (strcmp(cmd, "serve") == 0)

@@ -20,6 +20,7 @@
 #include "aftp_keyfetch.h"
 #include "aftp_parse.h"
 #include "aftp_path.h"
+#include "aftp_pull.h"
 #include "aftp_push.h"
 #include "common/aftp_aead.h"
 #include "common/aftp_handshake.h"
@@ -948,6 +949,206 @@ int aftp_client_send(aftp_client *c, const char *host_port, const char *const *f
         c->failure_place = AFTP_CLIENT_FAILED_KEYS;
     else if (rc == AFTP_OK)
         rc = send_checked(c, host_port, files, count, &peer, peer_len, &sec);
+    c->summary.seconds = (double)(aftp_drive_now_ns() - t0) / 1e9;
+    return rc;
+}
+
+/* ---- pull ---- */
+
+/* A get under way: the kind of each entry the server offered, by id
+ * modulo the window (no two in flight share a slot). */
+typedef struct client_get {
+    aftp_client *c;
+    const char *const *paths;
+    uint8_t kinds[AFTP_PULL_DEFAULT_WINDOW];
+    uint64_t accepted_ns[AFTP_PULL_DEFAULT_WINDOW];
+    uint8_t digests[AFTP_PULL_DEFAULT_WINDOW][AFTP_DIGEST_LEN]; /* verified files' */
+} client_get;
+
+static void get_failed(aftp_client *c, aftp_file_event *fe, const char *message)
+{
+    fe->type = AFTP_FILE_FAILED;
+    fe->message = message;
+    if (c->first_error != AFTP_OK)
+        return;
+    c->first_error = fe->error;
+    c->first_place = AFTP_CLIENT_FAILED_IN_SESSION;
+    snprintf(c->first_message, sizeof c->first_message, "%s", message);
+}
+
+static void get_on_entry(void *app, const aftp_entry_info *info, const aftp_entry_verdict *v)
+{
+    client_get *g = app;
+    (void)v;
+    g->kinds[info->file.file_id % AFTP_PULL_DEFAULT_WINDOW] = (uint8_t)info->kind;
+}
+
+/* A path the server refused: a FAILED event with the server's reason. */
+static void get_path_refused(client_get *g, const aftp_event *ev, aftp_file_event *fe,
+                             char *message, size_t cap)
+{
+    fe->index = ev->info->file_id - 1;
+    fe->source = g->paths[fe->index];
+    snprintf(message, cap, "the server refused %.400s: %s", fe->printable_name,
+             ev->message ? ev->message : aftp_strerror(ev->error));
+    get_failed(g->c, fe, message);
+}
+
+/* An entry's end: FINISHED, SKIPPED or FAILED. */
+static void get_entry_end(client_get *g, const aftp_event *ev, aftp_file_event *fe,
+                          char *message, size_t cap)
+{
+    uint32_t slot = ev->info->file_id % AFTP_PULL_DEFAULT_WINDOW;
+    uint64_t now = aftp_drive_now_ns();
+    fe->kind = g->kinds[slot];
+    fe->seconds = g->accepted_ns[slot] ? (double)(now - g->accepted_ns[slot]) / 1e9 : 0;
+    fe->session_seconds = g->c->connected_ns ? (double)(now - g->c->connected_ns) / 1e9 : 0;
+    fe->resumed_bytes = ev->verdict == AFTP_VERDICT_RESUME ? ev->held_bytes : 0;
+    if (ev->error != AFTP_OK) {
+        snprintf(message, cap, "%.400s: %s", fe->printable_name,
+                 ev->message ? ev->message : aftp_strerror(ev->error));
+        get_failed(g->c, fe, message);
+    } else if (ev->verdict == AFTP_VERDICT_SKIP) {
+        fe->type = AFTP_FILE_SKIPPED;
+    } else {
+        fe->type = AFTP_FILE_FINISHED;
+        fe->bytes = fe->kind == AFTP_ENTRY_FILE ? fe->size : 0;
+        if (fe->kind == AFTP_ENTRY_FILE)
+            memcpy(fe->digest, g->digests[slot], AFTP_DIGEST_LEN);
+    }
+}
+
+/* The receiving engine's events as the handle's file events. */
+static void get_on_event(void *app, const aftp_event *ev, const aftp_stats *st)
+{
+    client_get *g = app;
+    char printable[4 * AFTP_WIRE_MAX_PATH + 1], message[1024];
+    on_engine_event(g->c, ev);
+    if (ev->type == AFTP_EV_FILE_END && ev->error == AFTP_OK && ev->digest != NULL)
+        memcpy(g->digests[ev->info->file_id % AFTP_PULL_DEFAULT_WINDOW], ev->digest,
+               AFTP_DIGEST_LEN);
+    int wanted = ev->type == AFTP_EV_FILE_START || ev->type == AFTP_EV_ENTRY_END ||
+                 (ev->type == AFTP_EV_PULL_PATH && ev->error != AFTP_OK);
+    if (!wanted)
+        return;
+    aftp_path_printable(ev->info->path, printable, sizeof printable);
+    aftp_file_event fe = {.type = AFTP_FILE_STARTED, .source = g->paths[0],
+                          .name = ev->info->path, .size = ev->info->size, .error = ev->error,
+                          .message = "", .printable_name = printable, .kind = AFTP_ENTRY_FILE,
+                          .path = ev->info->path,
+                          .cipher = aftp_session_cipher_choice(st->cipher)};
+    if (ev->type == AFTP_EV_PULL_PATH)
+        get_path_refused(g, ev, &fe, message, sizeof message);
+    else if (ev->type == AFTP_EV_ENTRY_END)
+        get_entry_end(g, ev, &fe, message, sizeof message);
+    else
+        g->accepted_ns[ev->info->file_id % AFTP_PULL_DEFAULT_WINDOW] = aftp_drive_now_ns();
+    emit(g->c, &fe);
+}
+
+static void get_on_warning(void *app, const char *text)
+{
+    on_warning(((client_get *)app)->c, text);
+}
+
+/* DEST: an existing directory, opened. */
+static int open_dest(aftp_client *c, const char *dest_dir, int *fd)
+{
+    *fd = open(dest_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (*fd >= 0)
+        return AFTP_OK;
+    if (errno == ENOTDIR)
+        return fail(c, AFTP_ERR_INVALID_ARGUMENT,
+                    "%s is not a directory: a get stores what it fetches beneath a "
+                    "directory (create one, or name another)", dest_dir);
+    return fail(c, errno == ENOENT ? AFTP_ERR_NOT_FOUND : AFTP_ERR_PERMISSION,
+                "cannot open the directory %s: %s", dest_dir, strerror(errno));
+}
+
+static int check_get_args(aftp_client *c, const char *host_port, const char *const *paths,
+                          size_t n, const char *dest_dir)
+{
+    if (host_port == NULL || paths == NULL || n == 0 || dest_dir == NULL)
+        return fail(c, AFTP_ERR_INVALID_ARGUMENT,
+                    "nothing to get: give a HOST:PORT, remote paths and a directory");
+    if (n > AFTP_PULL_MAX_PATHS)
+        return fail(c, AFTP_ERR_INVALID_ARGUMENT,
+                    "%zu remote paths: one get asks for at most %u (get the rest in another)",
+                    n, AFTP_PULL_MAX_PATHS);
+    for (size_t i = 0; i < n; i++)
+        if (paths[i] == NULL || paths[i][0] == '\0' || strlen(paths[i]) > AFTP_WIRE_MAX_PATH)
+            return fail(c, AFTP_ERR_INVALID_ARGUMENT,
+                        "remote path %zu of %zu is empty or longer than %u bytes", i + 1, n,
+                        AFTP_WIRE_MAX_PATH);
+    return AFTP_OK;
+}
+
+static int pull(aftp_client *c, const char *host_port, const struct sockaddr_storage *peer,
+                socklen_t peer_len, const aftp_security_settings *sec, const char *const *paths,
+                size_t n, int dest_fd)
+{
+    client_get g = {.c = c, .paths = paths};
+    aftp_push_result pr;
+    memset(&pr, 0, sizeof pr);
+    aftp_pull_opts o = {.paths = paths, .path_count = (uint32_t)n, .dest_fd = dest_fd,
+                        .flags = entry_flags(c), .pipeline_window = AFTP_PULL_DEFAULT_WINDOW,
+                        .peer = (const struct sockaddr *)peer, .peer_len = peer_len,
+                        .max_rate_bps = c->max_rate_bps, .idle_timeout_ns = c->idle_timeout_ns,
+                        .max_datagram = (uint16_t)(c->mtu ? AFTP_IO_DATAGRAM_FOR(c->mtu) : 0),
+                        .security = *sec, .on_entry = get_on_entry,
+                        .on_session_event = get_on_event,
+                        .hooks = {.on_warning = get_on_warning, .app = &g,
+                                  .interrupt = &c->interrupt}};
+    int rc = aftp_pull_run(&o, &pr.io);
+    summarize(c, &pr);
+    c->summary.bytes_sent = pr.io.stats.payload_bytes_received; /* what the server sent */
+    if (pr.io.connected && (rc == AFTP_OK || c->first_error != AFTP_OK))
+        return entries_result(c);
+    c->failure_place = pr.io.phase == AFTP_IO_PHASE_LOCAL ? AFTP_CLIENT_FAILED_LOCALLY
+                                                          : AFTP_CLIENT_FAILED_IN_SESSION;
+    explain(c, host_port, &pr);
+    return rc;
+}
+
+int aftp_client_get(aftp_client *c, const char *host_port, const char *const *remote_paths,
+                    size_t n, const char *dest_dir)
+{
+    struct sockaddr_storage peer;
+    socklen_t peer_len;
+    aftp_security_settings sec;
+    int dest_fd = -1;
+    if (c == NULL)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    if (c->running)
+        return fail(c, AFTP_ERR_INVALID_STATE, "a transfer is already running on this handle");
+    uint64_t t0 = aftp_drive_now_ns();
+    memset(&c->summary, 0, sizeof c->summary);
+    memset(&c->cur, 0, sizeof c->cur);
+    c->summary.size = sizeof c->summary;
+    c->failure_place = AFTP_CLIENT_FAILED_LOCALLY;
+    c->first_error = AFTP_OK;
+    c->connected_ns = 0;
+    int rc = check_get_args(c, host_port, remote_paths, n, dest_dir);
+    if (rc == AFTP_OK && aftp_parse_addr(host_port, 0, &peer, &peer_len) != AFTP_OK)
+        rc = fail(c, AFTP_ERR_INVALID_ARGUMENT,
+                  "bad address '%s' (HOST:PORT or [IPV6]:PORT, port 1-65535)", host_port);
+    if (rc == AFTP_OK)
+        rc = open_dest(c, dest_dir, &dest_fd);
+    if (rc == AFTP_OK && (rc = security_for(c, host_port, &sec)) != AFTP_OK)
+        c->failure_place = AFTP_CLIENT_FAILED_KEYS;
+    else if (rc == AFTP_OK) {
+        c->interrupt = 0;
+        c->running = 1;
+        c->pipelined = 1; /* entries' events come from get_on_event */
+        c->host_port = host_port;
+        rc = pull(c, host_port, &peer, peer_len, &sec, remote_paths, n, dest_fd);
+        if (rc == AFTP_OK)
+            c->failure_place = 0;
+        c->running = 0;
+        c->host_port = NULL;
+    }
+    if (dest_fd >= 0)
+        close(dest_fd);
     c->summary.seconds = (double)(aftp_drive_now_ns() - t0) / 1e9;
     return rc;
 }

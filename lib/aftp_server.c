@@ -64,6 +64,7 @@ typedef struct server_client {
     int64_t connected_ns;           /* the handshake completed */
     char file[SERVER_PATH_MAX * 4]; /* the file under way, printable */
     int receiving;                  /* a file is under way: its meter runs */
+    int pulled;                     /* the session is a pull: the client fetches */
     aftp_meter meter;
 } server_client;
 
@@ -611,18 +612,25 @@ static int ask_callback(aftp_server *s, aftp_admission *d)
                                          aftp_strerror(rc));
 }
 
-/* Every session this server runs today is a push: a key that may only
- * pull is refused (AFTP_ERR_PERMISSION: its client is told so). */
-static int check_push(aftp_server *s, const aftp_keyfile_options *opts, const aftp_admission *d)
+/* The serve driver's role hook, after admit_client: a push needs
+ * AFTP_ACCESS_WRITE, a pull AFTP_ACCESS_READ; a refusal is
+ * AFTP_ERR_PERMISSION (its client is told so), naming what decided. */
+static int check_role(void *app, int role)
 {
-    char where[SERVER_PATH_MAX + 32] = "the admission callback's decision";
-    if (d->access & AFTP_ACCESS_WRITE)
+    aftp_server *s = app;
+    int pull = role == AFTP_ROLE_PULL;
+    s->client.pulled = pull;
+    unsigned needed = pull ? AFTP_ACCESS_READ : AFTP_ACCESS_WRITE;
+    if (s->client.access & needed)
         return AFTP_OK;
-    if (opts != NULL && opts->access == d->access)
-        key_line(s, opts, "read-only", where, sizeof where);
+    const aftp_keyfile_options *opts =
+        s->client.have_key ? aftp_keyfile_list_options(&s->authorized, s->client.key) : NULL;
+    char where[SERVER_PATH_MAX + 32] = "the admission callback's decision";
+    if (opts != NULL && opts->access == s->client.access)
+        key_line(s, opts, pull ? "write-only" : "read-only", where, sizeof where);
     return refuse_client(s, AFTP_ERR_PERMISSION,
-                         "its key may only pull (%s) and it asked to push: it was told so",
-                         where);
+                         "its key may only %s (%s) and it asked to %s: it was told so",
+                         pull ? "push" : "pull", where, pull ? "pull" : "push");
 }
 
 /* The decision's root, opened for the session (none: the server's dir);
@@ -643,10 +651,10 @@ static int open_root(aftp_server *s, const aftp_keyfile_options *opts, const aft
 }
 
 /* The serve driver's admission hook: the key's options pre-fill the
- * decision, from= is checked, the application's callback decides, the
- * access must allow a push, and the root is opened for the session. A
- * refusal is AFTP_ERR_UNKNOWN_PEER (the client is told it is not
- * authorized), or AFTP_ERR_PERMISSION for a key that may only pull. */
+ * decision, from= is checked, the application's callback decides, and
+ * the root is opened for the session (check_role then looks at the
+ * access). A refusal is AFTP_ERR_UNKNOWN_PEER (the client is told it is
+ * not authorized). */
 static int admit_client(void *app, const struct sockaddr *from, const uint8_t *key, int *rootfd,
                         uint64_t *rate_cap_bps)
 {
@@ -660,8 +668,6 @@ static int admit_client(void *app, const struct sockaddr *from, const uint8_t *k
         rc = check_from(s, opts, from);
     if (rc == AFTP_OK)
         rc = ask_callback(s, &decision);
-    if (rc == AFTP_OK)
-        rc = check_push(s, opts, &decision);
     if (rc == AFTP_OK)
         rc = open_root(s, opts, &decision, rootfd);
     if (rc != AFTP_OK)
@@ -695,6 +701,10 @@ static void hand_report(aftp_server *s, aftp_receipt *r, const aftp_file_info *i
     r->packets_received = st->packets_received;
     r->duplicate_packets = st->duplicate_packets;
     r->rate_cap_bps = st->rate_cap_bps;
+    r->pulled = s->client.pulled;
+    r->retransmitted = s->client.pulled && st->payload_bytes_sent
+                           ? (double)st->payload_bytes_retransmitted / (double)st->payload_bytes_sent
+                           : 0;
     cb(user, r);
 }
 
@@ -971,7 +981,8 @@ static int serve(aftp_server *s, int dirfd)
                   .interrupt = &s->stop},
         .on_listening = on_listening, .admit = admit_client, .on_session_event = on_session_event,
         .on_entry = on_entry, .on_swept = on_swept, .on_session_end = on_session_end,
-        .on_hello_dropped = on_hello_dropped, .on_control_tick = on_control_tick};
+        .on_hello_dropped = on_hello_dropped, .on_control_tick = on_control_tick,
+        .role_allowed = check_role};
     int rc = alloc_file_starts(s);
     if (rc == AFTP_OK && (rc = prepare_security(s, &o.security)) == AFTP_OK) {
         rc = aftp_serve_run(&o, &res);

@@ -365,6 +365,34 @@ AFTP_EXTERN int aftp_client_set_terms(aftp_client *c, const aftp_client_terms *t
 #define AFTP_CLIENT_PIPELINE_WINDOW 8192u
 AFTP_EXTERN int aftp_client_send(aftp_client *c, const char *host_port,
                                  const char *const *files, size_t count);
+/* Fetches remote_paths[0..n) (1..AFTP_PULL_MAX_PATHS, each beneath the
+ * root this client's key has on the server) from the server at host_port
+ * into the existing directory dest_dir, in one session (a pull, spec
+ * 9.15): the server is the sender, this handle's keys, rates (max rate:
+ * the server paces no faster), MTU, idle timeout, sync and resume apply as
+ * for aftp_client_send. Names (rsync's trailing-slash rule, as for a
+ * send): "d" arrives as dest_dir/d with its contents, "d/" puts d's
+ * contents directly beneath dest_dir, a file as its base name. What the
+ * server offers goes through this side's path rules (spec 14.4): nothing
+ * lands outside dest_dir; an existing file is replaced only with
+ * AFTP_CLIENT_SYNC_* or resume deciding so (else the entry fails with
+ * FILE_EXISTS); a directory in the way of a file is left alone and that
+ * entry fails.
+ * Events and summary as for a send (aftp_client_set_file_cb,
+ * aftp_client_get_summary), `index` 0 for entries (the server names
+ * entries, not the paths they came from), and a path the server refused
+ * (PATH_REJECTED: `..`, absolute, a link on the path, a FIFO or device;
+ * NOT_FOUND; PERMISSION) gets one FAILED event with that error, `index`
+ * its number in remote_paths, and the server's reason; the other paths go
+ * on. Returns AFTP_OK when every path was served and every entry stored
+ * and verified; else as aftp_client_send: the first failed entry's or
+ * path's error ("N of M entries failed; the first: ..."), or the
+ * session's (AFTP_ERR_PERMISSION: the server does not let this key pull;
+ * AFTP_ERR_INVALID_ARGUMENT: bad host_port, no paths, more than
+ * AFTP_PULL_MAX_PATHS, dest_dir not a directory; AFTP_ERR_NOT_FOUND:
+ * dest_dir missing). Not reentrant on one handle. */
+AFTP_EXTERN int aftp_client_get(aftp_client *c, const char *host_port,
+                                const char *const *remote_paths, size_t n, const char *dest_dir);
 /* Checks what aftp_client_send() would refuse at once with
  * AFTP_ERR_INVALID_ARGUMENT, without sending: host_port's form (a name
  * is resolved), the files given (a faux:// source's NAME and SIZE), the

@@ -259,6 +259,10 @@ typedef struct aftp_receipt {      /* fields are only ever appended */
     uint64_t held_bytes;           /* RESUMED: bytes the file already held from an
                                     * earlier session (not sent again); else 0 */
     const char *target;            /* a PLACED link's target, literal; else NULL */
+    int pulled;                    /* 1: the client fetched it from this server (a pull,
+                                    * aftp get): the server sent it, from beneath `root` */
+    double retransmitted;          /* pulled: bytes the server sent again / bytes it sent,
+                                    * in the session so far; else 0 */
 } aftp_receipt;
 
 /* What became of an entry. A receipt's outcome is SENT or RESUMED; the

@@ -6,6 +6,7 @@
 #include <sys/random.h>
 
 #include "aftp_drive.h"
+#include "aftp_udp.h"
 
 uint32_t aftp_io_random_conn_id(void)
 {
@@ -20,6 +21,29 @@ void aftp_io_warn(const aftp_io_hooks *h, const char *text)
 {
     if (h->on_warning && text[0] != '\0')
         h->on_warning(h->app, text);
+}
+
+int aftp_io_open_client_socket(aftp_udp *udp, const struct sockaddr *peer, socklen_t peer_len,
+                               uint16_t max_datagram)
+{
+    struct sockaddr_storage local;
+    memset(&local, 0, sizeof local);
+    local.ss_family = peer->sa_family; /* wildcard address, any port */
+    socklen_t len = local.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+                                               : sizeof(struct sockaddr_in);
+    int rc = aftp_udp_open(udp, (struct sockaddr *)&local, len, max_datagram, 0);
+    return rc == AFTP_OK ? aftp_udp_connect(udp, peer, peer_len) : rc;
+}
+
+int aftp_io_size_buffers(const aftp_io_hooks *hooks, aftp_udp *udp, size_t want_snd,
+                         size_t want_rcv)
+{
+    aftp_udp_buffers b = {.want_snd = want_snd, .want_rcv = want_rcv};
+    char advice[256];
+    int rc = aftp_udp_set_buffers(udp, &b);
+    aftp_udp_buffers_advice(&b, advice, sizeof advice);
+    aftp_io_warn(hooks, advice);
+    return rc;
 }
 
 static void note_event(aftp_io_result *res, const aftp_event *ev)

@@ -10,10 +10,12 @@
 
 #include "aftp/aftp_engine.h"
 #include "aftp_faux.h"
+#include "aftp_pullsrc.h"
 #include "aftp_source.h"
 #include "aftp_store.h"
 #include "aftp_treesend.h"
 #include "aftp_treestore.h"
+#include "aftp_udp.h"
 
 /* Datagram sizes follow from the path MTU (spec section 4.1): an IP packet
  * of `mtu` bytes carries mtu - 48 bytes of UDP payload over IPv6 (40 + 8
@@ -60,6 +62,15 @@ typedef struct aftp_io_result {
 
 uint32_t aftp_io_random_conn_id(void);
 void aftp_io_warn(const aftp_io_hooks *h, const char *text);
+
+/* A client's socket: any local port on the wildcard address of the peer's
+ * family, connected to the peer. AFTP_OK or the socket's error. */
+int aftp_io_open_client_socket(aftp_udp *udp, const struct sockaddr *peer,
+                               socklen_t peer_len, uint16_t max_datagram);
+/* Asks for send and receive buffers of these sizes; what the kernel did
+ * not grant is told to hooks->on_warning with the advice to raise it. */
+int aftp_io_size_buffers(const aftp_io_hooks *hooks, aftp_udp *udp, size_t want_snd,
+                         size_t want_rcv);
 /* What a run hands the engine as `user`: its storage (which the storage
  * callbacks receive) inside the context that events need. */
 typedef struct aftp_io_ctx {
@@ -69,6 +80,7 @@ typedef struct aftp_io_ctx {
         aftp_faux_sink sink; /* server into faux:// */
         aftp_treesend tree_src;    /* client, pipelined mode: the entries' sources */
         aftp_treestore tree_dst;   /* server, pipelined mode: the destination tree */
+        aftp_pullsrc pull_src;     /* server of a pull: the served paths */
     } storage;
     aftp_io_result *res;
     const aftp_io_hooks *hooks;

@@ -31,26 +31,15 @@ static uint64_t peak_rate(const aftp_push_opts *o)
 
 static int open_socket(const aftp_push_opts *o, aftp_udp *udp)
 {
-    struct sockaddr_storage local;
-    memset(&local, 0, sizeof local);
-    local.ss_family = o->peer->sa_family; /* wildcard address, any port */
-    socklen_t len = local.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6)
-                                               : sizeof(struct sockaddr_in);
-    int rc = aftp_udp_open(udp, (struct sockaddr *)&local, len,
-                           aftp_io_max_datagram(o->max_datagram), 0);
-    if (rc == AFTP_OK)
-        rc = aftp_udp_connect(udp, o->peer, o->peer_len);
+    int rc = aftp_io_open_client_socket(udp, o->peer, o->peer_len,
+                                        aftp_io_max_datagram(o->max_datagram));
     if (rc != AFTP_OK)
         return rc;
     aftp_udp_forbid_fragments(udp);
     aftp_io_warn(&o->hooks, aftp_drop_warning(&udp->drop));
-    aftp_udp_buffers b = {.want_snd = aftp_udp_buffer_for(peak_rate(o), PUSH_SND_WINDOW_NS),
-                          .want_rcv = AFTP_UDP_MIN_BUFFER};
-    char advice[256];
-    rc = aftp_udp_set_buffers(udp, &b);
-    aftp_udp_buffers_advice(&b, advice, sizeof advice);
-    aftp_io_warn(&o->hooks, advice);
-    return rc;
+    return aftp_io_size_buffers(&o->hooks, udp,
+                                aftp_udp_buffer_for(peak_rate(o), PUSH_SND_WINDOW_NS),
+                                AFTP_UDP_MIN_BUFFER);
 }
 
 /* After each batch: release residency, and look for a change of the

@@ -13,6 +13,7 @@
 #include "aftp_drive.h"
 #include "aftp_parse.h"
 #include "aftp_path.h"
+#include "aftp_serve_pull.h"
 #include "aftp_store.h"
 #include "aftp_udp.h"
 #include "common/aftp_handshake.h"
@@ -50,6 +51,7 @@ typedef struct serve_probe {
     int looked_up;  /* message 1 opened as far as the client's key */
     int ts_refused; /* the policy refused its timestamp */
     int refused;    /* unprotected: the admission refused the session */
+    int admitted;   /* unprotected: the admission ran */
     uint8_t key[AFTP_KEY_LEN];
 } serve_probe;
 
@@ -61,6 +63,7 @@ typedef struct serve_state {
     serve_client client;  /* of the current session, else of the last one */
     aftp_io_ctx *ctx;     /* the current session's */
     aftp_drive *d;
+    int pull;              /* the current session is a pull: d->sender serves it */
     int session_root;      /* the current session's root, chosen by o->admit; -1: none */
     uint64_t session_rate_cap; /* its sender's cap, chosen by o->admit; 0: none */
     uint64_t next_poll_ns; /* when a session next looks at the listener */
@@ -118,6 +121,10 @@ static void storage_close(serve_state *st)
 {
     if (st->o->faux)
         return;
+    if (st->pull) {
+        aftp_pullsrc_fini(&st->ctx->storage.pull_src);
+        return;
+    }
     if (pipelined(st->o))
         aftp_treestore_fini(&st->ctx->storage.tree_dst);
     else
@@ -129,6 +136,10 @@ static int storage_move(serve_state *st, int dirfd)
 {
     if (st->o->faux)
         return AFTP_OK;
+    if (st->pull) { /* nothing resolved yet */
+        st->ctx->storage.pull_src.root_fd = dirfd;
+        return AFTP_OK;
+    }
     if (!pipelined(st->o)) {
         st->ctx->storage.store.dirfd = dirfd;
         return AFTP_OK;
@@ -143,7 +154,7 @@ static int storage_move(serve_state *st, int dirfd)
 static void sweep_partial(serve_state *st, unsigned budget)
 {
     const aftp_serve_opts *o = st->o;
-    if (!pipelined(o))
+    if (!pipelined(o) || st->pull)
         return;
     int removed = aftp_treestore_sweep_step(&st->ctx->storage.tree_dst, budget);
     if (removed > 0 && o->on_swept != NULL)
@@ -199,15 +210,35 @@ static int probe_check_timestamp(void *user, const uint8_t *client_key, const ui
     return rc == AFTP_OK ? admit_session(st, client_key) : rc;
 }
 
-/* The engine accepted the HELLO and asks for its sender's cap. An
- * unprotected session has no key to admit earlier: its admission runs
- * now, before the HELLO_ACK is built. */
+/* An unprotected session has no key to admit earlier: its admission runs
+ * when the engine, having accepted the HELLO, first asks about the client
+ * (its role, its cap), before the HELLO_ACK is built. */
+static void admit_unprotected(serve_state *st)
+{
+    if (!st->probe.admitted)
+        st->probe.refused = admit_session(st, NULL) != AFTP_OK;
+    st->probe.admitted = 1;
+}
+
+/* The engine accepted the HELLO and asks for its sender's cap. */
 static uint64_t probe_rate_cap(void *user, const uint8_t *client_key)
 {
     serve_state *st = user;
     if (client_key == NULL)
-        st->probe.refused = admit_session(st, NULL) != AFTP_OK;
+        admit_unprotected(st);
     return st->probe.refused ? 0 : st->session_rate_cap;
+}
+
+/* After the admission (an unprotected session's runs here): may the
+ * admitted client push, or pull (o->role_allowed)? */
+static int probe_role_allowed(void *user, const uint8_t *client_key, int role)
+{
+    serve_state *st = user;
+    if (client_key == NULL)
+        admit_unprotected(st);
+    if (st->probe.refused || st->o->role_allowed == NULL)
+        return AFTP_OK;
+    return st->o->role_allowed(st->o->hooks.app, role);
 }
 
 /* What the session's engine gets as `user`: the run's context, and the
@@ -231,7 +262,7 @@ static void serve_on_event(void *user, const aftp_event *ev)
     aftp_io_on_event(user, ev);
     if (o->on_session_event == NULL)
         return;
-    aftp_receiver_get_stats(sc->st->d->receiver, &stats);
+    aftp_drive_stats(sc->st->d, &stats);
     o->on_session_event(o->hooks.app, ev, &stats);
 }
 
@@ -279,6 +310,36 @@ static void commit_check_now(void *ctx, uint64_t now_ns)
     commit_check(ctx, now_ns, 0);
 }
 
+/* The admission as the engine of either role asks it (the probes). */
+static aftp_peer_policy probe_policy(serve_state *st)
+{
+    aftp_peer_policy probe = {.rate_cap = probe_rate_cap, .role_allowed = probe_role_allowed,
+                              .user = st};
+    if (st->o->security.peers.lookup != NULL) {
+        probe.lookup = probe_lookup;
+        probe.check_timestamp = probe_check_timestamp;
+    }
+    return probe;
+}
+
+/* A HELLO with role PULL, on a server with a tree storage: the sender
+ * engine of a pull over aftp_pullsrc beneath the server's directory (the
+ * admission may move it to the client's root). */
+static int new_pull_sender(serve_state *st, aftp_sender **out)
+{
+    const aftp_serve_opts *o = st->o;
+    storage_close(st);
+    st->pull = 1;
+    aftp_pullsrc_init(&st->ctx->storage.pull_src, o->dirfd, aftp_serve_pull_notice,
+                      (void *)&o->hooks);
+    aftp_serve_pull_opts po = {.max_datagram = aftp_io_max_datagram(o->max_datagram),
+                               .idle_timeout_ns = o->idle_timeout_ns,
+                               .pipeline_window = o->pipeline_window,
+                               .security = &o->security, .peers = probe_policy(st),
+                               .on_event = serve_on_event, .user = &st->ctx->storage};
+    return aftp_serve_pull_sender(&po, out);
+}
+
 static int new_receiver(serve_state *st, aftp_receiver **out)
 {
     const aftp_serve_opts *o = st->o;
@@ -302,12 +363,7 @@ static int new_receiver(serve_state *st, aftp_receiver **out)
     set.on_event = serve_on_event;
     set.user = &ctx->storage;
     set.security = o->security;
-    aftp_peer_policy probe = {.rate_cap = probe_rate_cap, .user = st};
-    if (o->security.peers.lookup != NULL) {
-        probe.lookup = probe_lookup;
-        probe.check_timestamp = probe_check_timestamp;
-    }
-    set.security.peers = probe;
+    set.security.peers = probe_policy(st);
     return aftp_receiver_new(&set, aftp_drive_now_ns(), out);
 }
 
@@ -326,13 +382,8 @@ static int open_session_socket(const aftp_serve_opts *o, aftp_udp *listener, aft
                               addr_len((const struct sockaddr *)&client->addr));
     if (rc != AFTP_OK)
         return rc;
-    aftp_udp_buffers b = {.want_snd = AFTP_UDP_MIN_BUFFER,
-                          .want_rcv = aftp_udp_buffer_for(SERVE_RCV_RATE_BPS, SERVE_RCV_WINDOW_NS)};
-    char advice[256];
-    rc = aftp_udp_set_buffers(sess, &b);
-    aftp_udp_buffers_advice(&b, advice, sizeof advice);
-    aftp_io_warn(&o->hooks, advice);
-    return rc;
+    return aftp_io_size_buffers(&o->hooks, sess, AFTP_UDP_MIN_BUFFER,
+                                aftp_udp_buffer_for(SERVE_RCV_RATE_BPS, SERVE_RCV_WINDOW_NS));
 }
 
 /* Tells the operator why a HELLO from `from` started nothing, when the
@@ -352,25 +403,42 @@ static void report_dropped_hello(serve_state *st, const struct sockaddr *from, u
                         why == AFTP_SERVE_DROP_UNOPENED ? NULL : st->probe.key, unreported);
 }
 
-/* A new receiver for this HELLO. The engine drops, in silence, a HELLO it
+/* The session's engine goes; a pull's storage gives way to the push's
+ * again. */
+static void end_engine(serve_state *st)
+{
+    aftp_receiver_del(st->d->receiver);
+    aftp_sender_del(st->d->sender);
+    st->d->receiver = NULL;
+    st->d->sender = NULL;
+    if (!st->pull)
+        return;
+    storage_close(st);
+    st->pull = 0;
+    storage_open(st, st->o->dirfd);
+}
+
+/* A new engine for this HELLO: a receiver, or a pull's sender (role PULL,
+ * with a tree storage). The engine drops, in silence, a HELLO it
  * does not accept (a handshake that does not authenticate, a replay): the
  * receiver is then discarded at once, so such a datagram never holds the
  * server for an idle timeout, and the operator is told why. */
-static int start_session(serve_state *st, const uint8_t *pkt, size_t len,
-                         const struct sockaddr *from, uint32_t conn_id)
+static int start_session(serve_state *st, const aftp_door_verdict *v, const uint8_t *pkt,
+                         size_t len, const struct sockaddr *from)
 {
     aftp_stats stats;
-    int rc = new_receiver(st, &st->d->receiver);
+    uint32_t conn_id = v->hello.hdr.conn_id;
+    int pull = v->hello.u.hello.role == AFTP_WIRE_ROLE_PULL && pipelined(st->o);
+    int rc = pull ? new_pull_sender(st, &st->d->sender) : new_receiver(st, &st->d->receiver);
     if (rc != AFTP_OK)
         return rc;
     uint64_t now = aftp_drive_now_ns();
     memset(&st->probe, 0, sizeof st->probe);
     st->probe.from = from;
     aftp_drive_feed(st->d, now, pkt, len);
-    aftp_receiver_get_stats(st->d->receiver, &stats);
+    aftp_drive_stats(st->d, &stats);
     if (stats.packets_dropped > 0) {
-        aftp_receiver_del(st->d->receiver);
-        st->d->receiver = NULL;
+        end_engine(st);
         drop_session_root(st);
         report_dropped_hello(st, from, conn_id, now);
         return AFTP_OK;
@@ -379,8 +447,10 @@ static int start_session(serve_state *st, const uint8_t *pkt, size_t len,
     st->client.conn_id = conn_id;
     aftp_door_session_started(&st->door, from, conn_id);
     /* No key to decide on: the session itself was admitted or is
-     * cancelled (probe_rate_cap). */
-    if (st->probe.refused)
+     * cancelled (admit_unprotected). */
+    if (st->probe.refused && pull)
+        aftp_sender_cancel(st->d->sender, now);
+    else if (st->probe.refused)
         aftp_receiver_cancel(st->d->receiver, now);
     return AFTP_OK;
 }
@@ -399,7 +469,7 @@ static int on_listener_datagram(serve_state *st, const uint8_t *pkt, size_t len,
                                 const struct sockaddr *from, uint64_t now)
 {
     aftp_door_verdict v;
-    int busy = st->d->receiver != NULL;
+    int busy = st->d->receiver != NULL || st->d->sender != NULL;
     if (busy && aftp_door_same_addr(from, (const struct sockaddr *)&st->client.addr)) {
         aftp_drive_feed(st->d, now, pkt, len);
         return AFTP_OK;
@@ -407,7 +477,7 @@ static int on_listener_datagram(serve_state *st, const uint8_t *pkt, size_t len,
     switch (aftp_door_input(&st->door, pkt, len, from, busy, now, &v)) {
     case AFTP_DOOR_START:
         control_tick(st, now);
-        return start_session(st, pkt, len, from, v.hello.hdr.conn_id);
+        return start_session(st, &v, pkt, len, from);
     case AFTP_DOOR_REPLY: aftp_udp_send_to(&st->listener, v.reply, v.reply_len, from); break;
     default: break;
     }
@@ -434,11 +504,13 @@ static int pump_listener(serve_state *st)
 static void poll_listener_while_busy(void *ctx, uint64_t now_ns)
 {
     serve_state *st = ctx;
+    if (st->pull)
+        aftp_serve_pull_turn(&st->ctx->storage.pull_src, st->d->sender, now_ns);
     if (now_ns < st->next_poll_ns)
         return;
     st->next_poll_ns = now_ns + SERVE_BUSY_POLL_NS;
     control_tick(st, now_ns);
-    if (pipelined(st->o)) /* the time bound on unsynced blocks (aftp_treestore.h) */
+    if (pipelined(st->o) && !st->pull) /* the time bound on unsynced blocks (aftp_treestore.h) */
         (void)aftp_treestore_tick(&st->ctx->storage.tree_dst, now_ns);
     pump_listener(st);
 }
@@ -466,7 +538,7 @@ static void idle_sweep(serve_state *st)
 static int accept_session(serve_state *st)
 {
     const aftp_serve_opts *o = st->o;
-    while (st->d->receiver == NULL) {
+    while (st->d->receiver == NULL && st->d->sender == NULL) {
         if (stopped_locally(o))
             return AFTP_ERR_CANCELLED;
         idle_sweep(st);
@@ -483,13 +555,13 @@ static int accept_session(serve_state *st)
  * else a file's failure, else the session's. A client that leaves once it
  * has every FILE_RESULT (its CLOSE lost, or ICMP unreachable after it
  * exited) does not make a delivered transfer fail. */
-static void settle_result(const aftp_serve_opts *o, aftp_io_ctx *ctx, int session_rc)
+static void settle_result(const aftp_serve_opts *o, aftp_io_ctx *ctx, int pull, int session_rc)
 {
     aftp_io_result *res = ctx->res;
     const aftp_path_report *storage = o->faux         ? &ctx->storage.sink.report
                                       : pipelined(o) ? &ctx->storage.tree_dst.report
                                                      : &ctx->storage.store.report;
-    if (storage->last_error != AFTP_OK) {
+    if (!pull && storage->last_error != AFTP_OK) { /* a pull's server stores nothing */
         res->error = storage->last_error;
         snprintf(res->message, sizeof res->message, "%s", storage->message);
         return;
@@ -516,7 +588,7 @@ static int handshake_refused(const aftp_io_result *res)
 static void finish_tree(serve_state *st)
 {
     aftp_io_result *res = st->ctx->res;
-    if (!pipelined(st->o))
+    if (!pipelined(st->o) || st->pull)
         return;
     int rc = aftp_treestore_finish(&st->ctx->storage.tree_dst);
     if (rc == AFTP_OK || res->error != AFTP_OK)
@@ -551,11 +623,15 @@ static void serve_one(serve_state *st, aftp_io_result *res)
     }
     if (rc == AFTP_OK)
         rc = accept_session(st);
+    if (rc == AFTP_OK && st->pull) {
+        d.after_send = aftp_serve_pull_after_send;
+        d.after_send_ctx = &ctx->storage.pull_src;
+    }
     if (rc == AFTP_OK) {
         rc = aftp_drive_run(&d);
         commit_check(st, aftp_drive_now_ns(), 1); /* the group still in flight */
         aftp_drive_stats(&d, &res->stats);
-        settle_result(o, ctx, rc);
+        settle_result(o, ctx, st->pull, rc);
         finish_tree(st);
         if (st->session_root >= 0) /* the rest of the pass its opening began */
             sweep_partial(st, UINT_MAX);
@@ -565,8 +641,7 @@ static void serve_one(serve_state *st, aftp_io_result *res)
         res->error = rc;
     }
     aftp_committer_fini(&st->committer); /* a session that ended early: its group ends */
-    aftp_receiver_del(d.receiver);
-    d.receiver = NULL; /* the listener is not polled for this session any more */
+    end_engine(st); /* the listener is not polled for this session any more */
     storage_close(st); /* beneath the session's root, which goes after it */
     close_session_root(st);
     aftp_udp_close(&sess);

@@ -101,6 +101,14 @@ typedef struct aftp_serve_opts {
      * (idle or busy) and before each HELLO is handled, so what it changes
      * (the admission's keys: aftp_server_reload) applies to that HELLO */
     void (*on_control_tick)(void *app, uint64_t now_ns);
+    /* optional: after `admit` admitted the client, may it use `role`
+     * (enum aftp_role)? AFTP_OK, or AFTP_ERR_PERMISSION: it is told
+     * CLOSE(PERMISSION) (spec 9.15.1). NULL: both. A HELLO with role PULL
+     * is served (with a directory and pipeline_window) by a sender engine
+     * whose storage resolves each requested path beneath the client's
+     * root (aftp_serve_pull.h, aftp_pullsrc.h); without them the client
+     * is told "pull not supported". */
+    int (*role_allowed)(void *app, int role);
 } aftp_serve_opts;
 
 /* Serves sessions until the local stop (hooks.interrupt set, e.g. by

@@ -18,7 +18,14 @@
  *   callback    sees the pre-filled root, cap and access, and may change
  *               them (a read-only key allowed to push, a cap lifted);
  *   once        a read-only key's refused push is not the session a --once
- *               run waits for: the next client's push ends it. */
+ *               run waits for: the next client's push ends it;
+ *   pull        the read-only key gets a tree and a file byte-exact with
+ *               their metadata (aftp_client_get); hostile paths (.., absolute,
+ *               a link out of the root, a FIFO, a device when root) are
+ *               refused one by one with their errors while the rest comes;
+ *               the write-only key is refused (AFTP_ERR_PERMISSION, the log
+ *               names the line); a DEST that is a file is refused before
+ *               any datagram. */
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -31,6 +38,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -485,6 +493,123 @@ static void test_admission_arguments(void **state)
     assert_int_equal(aftp_admission_access(NULL), 0);
 }
 
+/* ---- pull ---- */
+
+typedef struct get_events {
+    int failed;
+    int errors[8];  /* of the FAILED events, in order */
+    char first_message[1024];
+} get_events;
+
+static void on_get_event(void *user, const aftp_file_event *ev)
+{
+    get_events *g = user;
+    if (ev->type != AFTP_FILE_FAILED)
+        return;
+    if (g->failed == 0)
+        snprintf(g->first_message, sizeof g->first_message, "%s", ev->message);
+    if (g->failed < 8)
+        g->errors[g->failed] = ev->error;
+    g->failed++;
+}
+
+/* aftp_client_get as key k into dest; its error message into msg. */
+static int get(const fixture *f, unsigned port, int k, const char *const *paths, size_t n,
+               const char *dest, get_events *g, char *msg, size_t cap)
+{
+    aftp_client *c;
+    char to[32];
+    snprintf(to, sizeof to, "127.0.0.1:%u", port);
+    assert_int_equal(aftp_client_new(&c), AFTP_OK);
+    assert_int_equal(aftp_client_set_identity(c, f->secret[k]), AFTP_OK);
+    assert_int_equal(aftp_client_set_peer_key(c, f->server_public), AFTP_OK);
+    assert_int_equal(aftp_client_set_idle_timeout_ms(c, 5000), AFTP_OK);
+    assert_int_equal(aftp_client_set_file_cb(c, on_get_event, g), AFTP_OK);
+    int rc = aftp_client_get(c, to, paths, n, dest);
+    snprintf(msg, cap, "%s", aftp_client_errmsg(c));
+    aftp_client_del(c);
+    return rc;
+}
+
+/* The server's dir: pub/{a.bin,sub/b.bin,empty/}, one.bin, out -> the
+ * secret beside it, a FIFO; dest/ and a file beside them. */
+static int make_pull_tree(fixture *f, char *dest, size_t cap)
+{
+    int dir = open(f->dir, O_RDONLY | O_DIRECTORY);
+    int top = open(f->top, O_RDONLY | O_DIRECTORY);
+    assert_true(dir >= 0 && top >= 0);
+    assert_int_equal(mkdirat(dir, "pub", 0750), 0);
+    assert_int_equal(mkdirat(dir, "pub/sub", 0755), 0);
+    assert_int_equal(mkdirat(dir, "pub/empty", 0700), 0);
+    io_test_write_file(dir, "pub/a.bin", 2000000, 1, 0640, 1600000000123456789);
+    io_test_write_file(dir, "pub/sub/b.bin", 70001, 2, 0600, 1500000000000000007);
+    io_test_write_file(dir, "one.bin", FILE_LEN, 3, 0644, 1700000000000000000);
+    io_test_write_file(top, "secret", 100, 4, 0600, 0);
+    io_test_write_file(top, "a-file", 10, 5, 0600, 0);
+    assert_int_equal(symlinkat("../secret", dir, "out"), 0);
+    assert_int_equal(mkfifoat(dir, "fifo", 0600), 0);
+    assert_int_equal(mkdirat(top, "dest", 0755), 0);
+    snprintf(dest, cap, "%s/dest", f->top);
+    close(top);
+    return dir;
+}
+
+static void test_pull(void **state)
+{
+    fixture *f = *state;
+    char dest[700], msg[1200], src[700], expect[1400];
+    int dir = make_pull_tree(f, dest, sizeof dest);
+    int device = mknodat(dir, "null", S_IFCHR | 0600, makedev(1, 3)) == 0;
+    unsigned port = start_server(f, NULL);
+    get_events good = {0}, hostile = {0}, wo = {0}, onto_file = {0};
+    const char *const paths[] = {"pub", "one.bin"};
+    int rc_good = get(f, port, KEY_RO, paths, 2, dest, &good, msg, sizeof msg);
+    const char *const bad[] = {"../secret", "/etc/passwd", "out", "fifo", "nothing",
+                               device ? "null" : "fifo", "one.bin"};
+    int rc_hostile = get(f, port, KEY_RO, bad, 7, dest, &hostile, msg, sizeof msg);
+    char hostile_msg[1200];
+    snprintf(hostile_msg, sizeof hostile_msg, "%s", msg);
+    int rc_wo = get(f, port, KEY_A, paths, 2, dest, &wo, msg, sizeof msg);
+    char wo_msg[1200];
+    snprintf(wo_msg, sizeof wo_msg, "%s", msg);
+    char a_file[700];
+    snprintf(a_file, sizeof a_file, "%s/a-file", f->top);
+    int rc_onto_file = get(f, port, KEY_RO, paths, 2, a_file, &onto_file, msg, sizeof msg);
+    stop_server(f);
+
+    assert_int_equal(rc_good, AFTP_OK);
+    assert_int_equal(good.failed, 0);
+    int dst = open(dest, O_RDONLY | O_DIRECTORY);
+    snprintf(src, sizeof src, "%s/pub", f->dir);
+    assert_int_equal(io_test_expect_tree_copies(src, dst), 5);
+    snprintf(src, sizeof src, "%s/one.bin", f->dir);
+    assert_int_equal(io_test_expect_tree_copies(src, dst), 1);
+    close(dst);
+
+    /* one.bin is there already: resume/sync off, so it fails as existing;
+     * the refusals come first, one per path */
+    assert_int_equal(rc_hostile, AFTP_ERR_PATH_REJECTED);
+    assert_true(hostile.failed >= 6);
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(hostile.errors[i], AFTP_ERR_PATH_REJECTED);
+    assert_int_equal(hostile.errors[4], AFTP_ERR_NOT_FOUND);
+    assert_int_equal(hostile.errors[5], AFTP_ERR_PATH_REJECTED);
+    assert_non_null(strstr(hostile.first_message, "the server refused ../secret"));
+    assert_non_null(strstr(hostile_msg, "entries failed"));
+    assert_false(exists(dest, "secret"));
+    assert_false(exists(dest, "out"));
+
+    assert_int_equal(rc_wo, AFTP_ERR_PERMISSION);
+    assert_non_null(strstr(wo_msg, "may only push"));
+    snprintf(expect, sizeof expect, "its key may only push (write-only in %s:1) and it asked "
+             "to pull", f->authorized);
+    assert_true(log_has(f, expect));
+
+    assert_int_equal(rc_onto_file, AFTP_ERR_INVALID_ARGUMENT);
+    assert_int_equal(onto_file.failed, 0);
+    close(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -494,6 +619,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_missing_root, setup, teardown),
         cmocka_unit_test_setup_teardown(test_callback_changes_decision, setup, teardown),
         cmocka_unit_test_setup_teardown(test_once_waits_past_refused_push, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pull, setup, teardown),
         cmocka_unit_test(test_admission_arguments),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
