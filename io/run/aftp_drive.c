@@ -78,11 +78,13 @@ void aftp_drive_stats(const aftp_drive *d, aftp_stats *st)
 
 /* Feeds what is queued on the socket, each datagram at its arrival time
  * (aftp_drive_arrival_ns) from `floor`, the time of the previous turn: the
- * engine has already been told that time, and its clock never goes back. */
-static int pump_input(aftp_drive *d, uint64_t now, uint64_t floor)
+ * engine has already been told that time, and its clock never goes back.
+ * At most about AFTP_DRIVE_TURN_INPUT datagrams, so a flooded socket costs
+ * one turn a bounded time; *more is set when more may be queued. */
+static int pump_input(aftp_drive *d, uint64_t now, uint64_t floor, int *more)
 {
     uint64_t now_real = aftp_wallclock_now_ns();
-    size_t count;
+    size_t count, fed = 0;
     do {
         int rc = aftp_udp_recv(d->udp, &count);
         if (rc != AFTP_OK)
@@ -95,8 +97,10 @@ static int pump_input(aftp_drive *d, uint64_t now, uint64_t floor)
             uint64_t at = aftp_drive_arrival_ns(it.arrival_ns, now_real, now, floor);
             aftp_drive_feed(d, at, pkt, len);
             floor = at;
+            fed++;
         }
-    } while (count == d->udp->rx_slots && engine_state(d) != AFTP_STATE_CLOSED);
+        *more = count == d->udp->rx_slots && engine_state(d) != AFTP_STATE_CLOSED;
+    } while (*more && fed < AFTP_DRIVE_TURN_INPUT);
     return AFTP_OK;
 }
 
@@ -146,18 +150,133 @@ static void check_path_mtu(const aftp_drive *d, uint64_t now)
     aftp_sender_abort(d->sender, now, AFTP_ERR_NETWORK, reason);
 }
 
+struct aftp_drive_scratch {
+    size_t max_datagram;
+    uint8_t *bufs;       /* AFTP_UDP_TX_MAX datagrams of max_datagram bytes */
+    aftp_datagram *dgs;
+};
+
+int aftp_drive_scratch_new(aftp_drive_scratch **out, size_t max_datagram)
+{
+    aftp_drive_scratch *s = calloc(1, sizeof *s);
+    *out = NULL;
+    if (s == NULL)
+        return AFTP_ERR_NO_MEMORY;
+    s->max_datagram = max_datagram;
+    s->bufs = malloc(AFTP_UDP_TX_MAX * max_datagram);
+    s->dgs = calloc(AFTP_UDP_TX_MAX, sizeof *s->dgs);
+    if (s->bufs == NULL || s->dgs == NULL) {
+        aftp_drive_scratch_del(s);
+        return AFTP_ERR_NO_MEMORY;
+    }
+    *out = s;
+    return AFTP_OK;
+}
+
+void aftp_drive_scratch_del(aftp_drive_scratch *s)
+{
+    if (s == NULL)
+        return;
+    free(s->bufs);
+    free(s->dgs);
+    free(s);
+}
+
 /* Collects what the engine releases now and sends it as one batch.
  * *full is set when the batch hit its size limit (more may be due). */
-static int pump_output(aftp_drive *d, uint64_t now, uint8_t *bufs, aftp_datagram *dgs, int *full)
+static int pump_output(aftp_drive *d, uint64_t now, aftp_drive_scratch *sc, int *full)
 {
-    size_t n = collect_guarded(d, now, bufs, dgs);
+    /* Each datagram at max_datagram strides: the batch fits any scratch
+     * made for at least this session's size. */
+    size_t n = collect_guarded(d, now, sc->bufs, sc->dgs);
     *full = n == AFTP_UDP_TX_MAX;
     if (n == 0)
         return AFTP_OK;
-    int rc = aftp_udp_send(d->udp, dgs, n);
+    int rc = aftp_udp_send(d->udp, sc->dgs, n);
     if (d->after_send)
         d->after_send(d->after_send_ctx);
     return rc;
+}
+
+void aftp_drive_cancel(const aftp_drive *d, uint64_t now_ns)
+{
+    engine_cancel(d, now_ns);
+}
+
+/* The ~4 Hz progress callback. */
+static void tick(aftp_drive *d, uint64_t now)
+{
+    if (d->next_tick_ns == 0)
+        d->next_tick_ns = now + AFTP_DRIVE_TICK_NS; /* the first turn: a tick period from now */
+    if (now < d->next_tick_ns)
+        return;
+    /* advanced without a callback too: the tick bounds the next wake */
+    d->next_tick_ns = now + AFTP_DRIVE_TICK_NS;
+    if (d->on_tick == NULL)
+        return;
+    aftp_stats st;
+    aftp_drive_stats(d, &st);
+    d->on_tick(d->app, &st, now);
+}
+
+/* When the session next needs a turn, after one at `now` that left it
+ * open: at once when work is due (a full batch, more input, an expiry
+ * passed), else at its expiry, but not before the batch gap nor after
+ * the next tick. */
+static uint64_t next_wake(const aftp_drive *d, uint64_t now, int busy)
+{
+    uint64_t wake = engine_expiry(d);
+    if (busy || wake <= now)
+        return now;
+    if (wake < now + AFTP_DRIVE_BATCH_GAP_NS)
+        wake = now + AFTP_DRIVE_BATCH_GAP_NS;
+    return wake < d->next_tick_ns ? wake : d->next_tick_ns;
+}
+
+/* The turn's steps, in the order the engine needs them; returns the
+ * socket's error, if any. */
+static int turn_steps(aftp_drive *d, aftp_drive_scratch *sc, uint64_t now, int *busy)
+{
+    int more = 0, full = 0;
+    int rc = pump_input(d, now, d->last_turn_ns, &more);
+    d->last_turn_ns = now;
+    if (d->on_wake)
+        d->on_wake(d->on_wake_ctx, now);
+    if (rc == AFTP_OK && now >= engine_expiry(d))
+        engine_handle_expiry(d, now);
+    if (rc == AFTP_OK)
+        rc = pump_output(d, now, sc, &full);
+    check_source(d, now);
+    check_path_mtu(d, now);
+    if (d->on_turn)
+        d->on_turn(d->on_turn_ctx, now);
+    *busy = more || full;
+    return rc;
+}
+
+int aftp_drive_turn(aftp_drive *d, aftp_drive_scratch *sc, uint64_t now_ns, uint64_t *wake_ns,
+                    int *closed)
+{
+    *wake_ns = now_ns;
+    *closed = 1;
+    if (d->max_datagram > sc->max_datagram)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    if (engine_state(d) == AFTP_STATE_CLOSED)
+        return engine_error(d);
+    int busy;
+    int rc = turn_steps(d, sc, now_ns, &busy);
+    /* Once our CLOSE is out the peer may already be gone, and the
+     * kernel's ICMP refusal of a repeated CLOSE only confirms the end. */
+    if (rc == AFTP_ERR_NETWORK && engine_state(d) == AFTP_STATE_CLOSING)
+        return engine_error(d);
+    if (rc != AFTP_OK)
+        return rc;
+    tick(d, now_ns);
+    if (engine_state(d) == AFTP_STATE_CLOSED)
+        return engine_error(d);
+    *closed = 0;
+    *wake_ns = next_wake(d, now_ns, busy);
+    return AFTP_OK;
 }
 
 /* Until `wake`, a datagram, or the wake_fd's signal. */
@@ -175,52 +294,21 @@ static void sleep_until(aftp_drive *d, uint64_t wake, uint64_t now)
     (void)ppoll(p, 2, &ts, NULL);
 }
 
-static int run_loop(aftp_drive *d, uint8_t *bufs, aftp_datagram *dgs)
+static int run_loop(aftp_drive *d, aftp_drive_scratch *sc)
 {
     int cancelled = 0;
-    uint64_t next_tick = aftp_drive_now_ns() + AFTP_DRIVE_TICK_NS;
-    uint64_t prev_turn = 0;
-    aftp_stats st;
+    d->next_tick_ns = aftp_drive_now_ns() + AFTP_DRIVE_TICK_NS;
     while (engine_state(d) != AFTP_STATE_CLOSED) {
-        uint64_t now = aftp_drive_now_ns();
+        uint64_t now = aftp_drive_now_ns(), wake;
+        int closed;
         if (d->interrupt && *d->interrupt && cancelled < *d->interrupt) {
             if (cancelled++ > 0)
                 return AFTP_ERR_CANCELLED; /* second interrupt: do not wait for the peer */
             engine_cancel(d, now);
         }
-        int rc = pump_input(d, now, prev_turn);
-        prev_turn = now;
-        if (d->on_wake)
-            d->on_wake(d->on_wake_ctx, now);
-        if (rc == AFTP_OK && now >= engine_expiry(d))
-            engine_handle_expiry(d, now);
-        int full = 0;
-        if (rc == AFTP_OK)
-            rc = pump_output(d, now, bufs, dgs, &full);
-        check_source(d, now);
-        check_path_mtu(d, now);
-        if (d->on_turn)
-            d->on_turn(d->on_turn_ctx, now);
-        /* Once our CLOSE is out the peer may already be gone, and the
-         * kernel's ICMP refusal of a repeated CLOSE only confirms the end. */
-        if (rc == AFTP_ERR_NETWORK && engine_state(d) == AFTP_STATE_CLOSING)
-            return engine_error(d);
-        if (rc != AFTP_OK)
+        int rc = aftp_drive_turn(d, sc, now, &wake, &closed);
+        if (closed)
             return rc;
-        if (now >= next_tick && d->on_tick) {
-            aftp_drive_stats(d, &st);
-            d->on_tick(d->app, &st, now);
-            next_tick = now + AFTP_DRIVE_TICK_NS;
-        }
-        if (full || engine_state(d) == AFTP_STATE_CLOSED)
-            continue;
-        uint64_t wake = engine_expiry(d);
-        if (wake <= now)
-            continue; /* work is due at once (a verification step) */
-        if (wake < now + AFTP_DRIVE_BATCH_GAP_NS)
-            wake = now + AFTP_DRIVE_BATCH_GAP_NS;
-        if (wake > next_tick)
-            wake = next_tick;
         sleep_until(d, wake, aftp_drive_now_ns());
     }
     return engine_error(d);
@@ -233,11 +321,11 @@ int aftp_drive_run(aftp_drive *d)
      * thread is the caller's). */
     int slack = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
     prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
-    uint8_t *bufs = malloc(AFTP_UDP_TX_MAX * d->max_datagram);
-    aftp_datagram *dgs = calloc(AFTP_UDP_TX_MAX, sizeof *dgs);
-    int rc = bufs && dgs ? run_loop(d, bufs, dgs) : AFTP_ERR_NO_MEMORY;
-    free(bufs);
-    free(dgs);
+    aftp_drive_scratch *sc;
+    int rc = aftp_drive_scratch_new(&sc, d->max_datagram);
+    if (rc == AFTP_OK)
+        rc = run_loop(d, sc);
+    aftp_drive_scratch_del(sc);
     if (slack > 0)
         prctl(PR_SET_TIMERSLACK, (unsigned long)slack, 0, 0, 0);
     return rc;

@@ -1,15 +1,17 @@
 /*
- * The datapath loop: drives one engine (sender or receiver) with a UDP
- * socket and the monotonic clock until its session is closed.
+ * The datapath of one session: drives one engine (sender or receiver) with
+ * a UDP socket and the monotonic clock.
  *
- * Each turn: feed every queued datagram (recvmmsg, GRO split), run the
- * engine's timers, collect every datagram the engine releases (its token
- * bucket holds ~1 ms at the pacing rate) into one sendmmsg/GSO batch, then
- * sleep in ppoll until the engine's expiry or a datagram arrives. After a
- * paced batch the loop sleeps at least AFTP_DRIVE_BATCH_GAP_NS, so each
- * batch carries ~0.5 ms of data instead of one datagram per wake-up; an
- * expiry already due (the receiver's next verification step) is run at
- * once.
+ * A turn (aftp_drive_turn): feed the queued datagrams (recvmmsg, GRO
+ * split), run the engine's timers, collect what the engine releases (its
+ * token bucket holds ~1 ms at the pacing rate) into one sendmmsg/GSO
+ * batch, and say when the session next needs a turn. After a paced batch
+ * that is at least AFTP_DRIVE_BATCH_GAP_NS later, so each batch carries
+ * ~0.5 ms of data instead of one datagram per wake-up; an expiry already
+ * due (the receiver's next verification step) or a full batch asks for a
+ * turn at once. aftp_drive_run turns one session on the caller's thread
+ * until it is closed, sleeping in ppoll between turns; aftp_worker.h turns
+ * many on one thread.
  */
 #ifndef AFTP_DRIVE_H
 #define AFTP_DRIVE_H
@@ -23,6 +25,9 @@
 
 #define AFTP_DRIVE_BATCH_GAP_NS 500000u  /* half the engine's 1 ms bucket depth */
 #define AFTP_DRIVE_TICK_NS 250000000u    /* progress callback period */
+/* Datagrams a turn feeds before it lets the others run (output, timers,
+ * other sessions): about what one batch out carries. */
+#define AFTP_DRIVE_TURN_INPUT AFTP_UDP_TX_MAX
 
 typedef struct aftp_drive {
     aftp_sender *sender;      /* exactly one of sender / receiver */
@@ -51,7 +56,16 @@ typedef struct aftp_drive {
     int wake_fd;
     void (*on_wake)(void *ctx, uint64_t now_ns);
     void *on_wake_ctx;
+    /* the turns' own state (zero before the first turn) */
+    uint64_t last_turn_ns; /* the engine has been told this time: no arrival before it */
+    uint64_t next_tick_ns; /* on_tick's next call, 0: not yet set */
 } aftp_drive;
+
+/* The batch buffers of the turns of one thread: room for AFTP_UDP_TX_MAX
+ * datagrams of up to `max_datagram` bytes. */
+typedef struct aftp_drive_scratch aftp_drive_scratch;
+int aftp_drive_scratch_new(aftp_drive_scratch **out, size_t max_datagram);
+void aftp_drive_scratch_del(aftp_drive_scratch *s);
 
 uint64_t aftp_drive_now_ns(void);
 
@@ -67,6 +81,25 @@ uint64_t aftp_drive_arrival_ns(uint64_t stamp_real_ns, uint64_t now_real_ns, uin
 
 /* Feeds one datagram to the engine. */
 int aftp_drive_feed(const aftp_drive *d, uint64_t now_ns, const uint8_t *pkt, size_t len);
+
+/* One turn of one session at now_ns: feed what is queued on its socket
+ * (a bounded share: what is left makes the next turn due at once),
+ * on_wake, due timers, one batch out, the source and path-MTU checks,
+ * on_turn, the ~4 Hz on_tick. AFTP_OK with *wake_ns = when it next needs a
+ * turn (<= now_ns: at once, a batch was full or work is due; the caller
+ * also turns it when its socket or wake_fd is readable); *closed = 1 once
+ * the engine is CLOSED (rc then the engine's closing error, as
+ * aftp_drive_run returns it), or a socket error (rc, *closed = 1). A
+ * socket error once the engine is CLOSING (its CLOSE is out, the peer may
+ * be gone) ends the session with the engine's error. The scratch's
+ * datagrams must hold d->max_datagram bytes (else
+ * AFTP_ERR_INVALID_ARGUMENT, closed). d->interrupt is not looked at: the
+ * caller cancels (aftp_drive_cancel). */
+int aftp_drive_turn(aftp_drive *d, aftp_drive_scratch *sc, uint64_t now_ns, uint64_t *wake_ns,
+                    int *closed);
+
+/* The engine cancels (section 9.13: its peer is told at the next turn). */
+void aftp_drive_cancel(const aftp_drive *d, uint64_t now_ns);
 
 /* Runs until the engine is CLOSED. Returns the engine's closing error, or
  * AFTP_ERR_NETWORK when the socket failed (peer unreachable) and
