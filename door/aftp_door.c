@@ -172,15 +172,15 @@ static int server_key(aftp_door *d, uint32_t client_id, aftp_door_verdict *v)
     return action;
 }
 
-/* A HELLO for a session: started, asked to prove its address, or dropped. */
-static int session_verdict(aftp_door *d, const aftp_cookie_peer *peer, int busy,
+/* A HELLO for a session: started, or asked to prove its address. */
+static int session_verdict(aftp_door *d, const aftp_cookie_peer *peer, int under_load,
                            uint32_t now_s, aftp_door_verdict *v)
 {
     if (has_valid_cookie(d, &v->hello.u.hello, peer, now_s)) {
         v->validated = 1;
-        return busy ? AFTP_DOOR_DROP : AFTP_DOOR_START;
+        return AFTP_DOOR_START;
     }
-    if (++d->unvalidated <= AFTP_DOOR_MAX_UNVALIDATED && !busy && !d->force_retry)
+    if (++d->unvalidated <= AFTP_DOOR_MAX_UNVALIDATED && !under_load && !d->force_retry)
         return AFTP_DOOR_START;
     return retry(d, peer, now_s, v);
 }
@@ -213,24 +213,24 @@ static int door_hello(aftp_door *d, const uint8_t *pkt, size_t len, const struct
 }
 
 static int decide(aftp_door *d, const uint8_t *pkt, size_t len, const struct sockaddr *from,
-                  int busy, uint32_t now_s, aftp_door_verdict *v)
+                  int under_load, uint32_t now_s, aftp_door_verdict *v)
 {
     aftp_cookie_peer peer;
     if (!door_hello(d, pkt, len, from, v, &peer))
         return version_neg(d, pkt, len, v);
     if (asks_for_key(&v->hello.u.hello))
         return server_key(d, peer.conn_id, v);
-    return session_verdict(d, &peer, busy, now_s, v);
+    return session_verdict(d, &peer, under_load, now_s, v);
 }
 
 int aftp_door_input(aftp_door *d, const uint8_t *pkt, size_t len, const struct sockaddr *from,
-                    int busy, uint64_t now_ns, aftp_door_verdict *v)
+                    int under_load, uint64_t now_ns, aftp_door_verdict *v)
 {
     uint32_t now_s = (uint32_t)(now_ns / NS_PER_S);
     memset(v, 0, sizeof *v);
     rotate_secret(d, now_s);
     count_second(d, now_s);
-    v->action = decide(d, pkt, len, from, busy, now_s, v);
+    v->action = decide(d, pkt, len, from, under_load, now_s, v);
     d->started_count += v->action == AFTP_DOOR_START;
     d->dropped += v->action == AFTP_DOOR_DROP;
     return v->action;
