@@ -111,6 +111,16 @@ static int root_in_use(const aftp_hub *h, const aftp_serve_root *root,
     return 0;
 }
 
+/* A session's storage closes: its root's empty resume directory stays
+ * while another session of that root runs, and in the server's dir, whose
+ * sweeps hold it until the hub ends. */
+static void release(const aftp_hub *h, aftp_serve_session *ss)
+{
+    int shared = root_in_use(h, &ss->root, ss) ||
+                 (h->have_dir_sweep && same_root(&ss->root, &h->dir_root));
+    aftp_serve_session_del(ss, shared);
+}
+
 /* Sessions whose client has not confirmed the handshake yet. */
 static unsigned handshaking(const aftp_hub *h)
 {
@@ -138,6 +148,7 @@ static void session_ended(void *app, aftp_worker_session *ws, int rc)
     (void)ws;
     aftp_serve_session_end(ss, rc);
     pthread_mutex_lock(&h->ended_lock);
+    ss->ended = 1;
     ss->ended_next = h->ended;
     h->ended = ss;
     pthread_mutex_unlock(&h->ended_lock);
@@ -168,7 +179,7 @@ static void retire(aftp_hub *h, aftp_serve_session *ss)
     once_check(h, ss);
     if (ss->rootfd >= 0 && !root_in_use(h, &ss->root, NULL))
         aftp_serve_session_sweep(ss, UINT_MAX);
-    aftp_serve_session_del(ss);
+    release(h, ss);
 }
 
 static void take_ended(aftp_hub *h)
@@ -301,14 +312,14 @@ static void start_session(aftp_hub *h, const uint8_t *pkt, size_t len,
     }
     if (!aftp_serve_session_hello(ss, pkt, len, now)) {
         report_dropped(h, ss, now);
-        aftp_serve_session_del(ss);
+        release(h, ss);
         return;
     }
     aftp_door_session_started(&h->door, from, conn_id);
     if (place(h, ss, refusal))
         hand_over(h, ss);
     else
-        aftp_serve_session_del(ss);
+        release(h, ss);
 }
 
 /* One datagram that reached the listener. */
@@ -349,13 +360,16 @@ static int flag(const atomic_int *f)
 }
 
 /* Every session is cancelled; the second time, without waiting for its
- * client. A session that ended meanwhile is taken first, so no session is
- * cancelled after its worker let it go. */
+ * client. Under the lock the workers hand sessions back by: one whose
+ * on_end got that far is left alone, as its worker session may be gone
+ * (the worker never holds its own lock while it calls on_end). */
 static void cancel_all(aftp_hub *h)
 {
-    take_ended(h);
+    pthread_mutex_lock(&h->ended_lock);
     for (aftp_serve_session *ss = h->sessions; ss != NULL; ss = ss->next)
-        aftp_worker_cancel(ss->worker, ss->worker_session);
+        if (!ss->ended)
+            aftp_worker_cancel(ss->worker, ss->worker_session);
+    pthread_mutex_unlock(&h->ended_lock);
 }
 
 static void stop_step(aftp_hub *h, uint64_t now)

@@ -72,22 +72,25 @@ static int storage_open(aftp_serve_session *ss, int dirfd)
     return rc;
 }
 
-static void storage_close(aftp_serve_session *ss)
+static void storage_close(aftp_serve_session *ss, int root_shared)
 {
     const aftp_serve_opts *o = ss->sh->o;
     if (o->faux)
         return;
-    if (pipelined(o))
+    if (pipelined(o)) {
+        ss->io.storage.tree_dst.keep_partial_dir = root_shared;
         aftp_treestore_fini(&ss->io.storage.tree_dst);
+    }
     else
         aftp_store_fini(&ss->io.storage.store);
 }
 
 /* The storage writes beneath `dirfd` from now on (nothing received yet:
- * only the partial directory moves). */
+ * only the partial directory moves; the one it leaves is the server dir's,
+ * which the hub's sweeps hold). */
 static int storage_move(aftp_serve_session *ss, int dirfd)
 {
-    storage_close(ss);
+    storage_close(ss, 1);
     return storage_open(ss, dirfd);
 }
 
@@ -353,7 +356,7 @@ aftp_serve_session *aftp_serve_session_new(aftp_serve_shared *sh, const aftp_udp
     if (rc != AFTP_OK) {
         snprintf(why, cap, "cannot start a session: %s",
                  ss->res.message[0] ? ss->res.message : aftp_strerror(rc));
-        aftp_serve_session_del(ss);
+        aftp_serve_session_del(ss, 1);
         return NULL;
     }
     return ss;
@@ -451,14 +454,14 @@ int aftp_serve_session_refused(const aftp_serve_session *ss)
                                res->error == AFTP_ERR_AUTH || res->error == AFTP_ERR_REPLAY);
 }
 
-void aftp_serve_session_del(aftp_serve_session *ss)
+void aftp_serve_session_del(aftp_serve_session *ss, int root_shared)
 {
     if (ss == NULL)
         return;
     const aftp_serve_opts *o = ss->sh->o;
     aftp_committer_fini(&ss->committer); /* a session that ended early: its group ends */
     aftp_receiver_del(ss->d.receiver);
-    storage_close(ss); /* beneath the session's root, which goes after it */
+    storage_close(ss, root_shared); /* beneath the session's root, which goes after it */
     if (ss->rootfd >= 0)
         close(ss->rootfd);
     aftp_udp_close(&ss->udp);

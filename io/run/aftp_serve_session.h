@@ -69,6 +69,7 @@ struct aftp_serve_session {
     int handshaking;             /* not yet confirmed by its client (atomic) */
     aftp_serve_session *prev, *next;
     aftp_serve_session *ended_next; /* the worker handed it back */
+    int ended;                   /* so: its worker session is gone (under the hub's lock) */
 };
 
 /* Control thread: a session for the HELLO from `from` (conn_id): its
@@ -99,8 +100,10 @@ void aftp_serve_session_sweep(aftp_serve_session *ss, unsigned budget);
 void aftp_serve_session_end(aftp_serve_session *ss, int rc);
 /* Control thread, once ended: on_session_end. */
 void aftp_serve_session_report(aftp_serve_session *ss);
-/* Control thread: frees it (storage, engine, socket, root, its app). */
-void aftp_serve_session_del(aftp_serve_session *ss);
+/* Control thread: frees it (storage, engine, socket, root, its app).
+ * root_shared: another user of its root (a session, the hub's sweeps)
+ * runs, so its empty resume directory stays for them. */
+void aftp_serve_session_del(aftp_serve_session *ss, int root_shared);
 /* A HELLO refused at the handshake (its key not admitted, a replay): not
  * the session `once` waits for. */
 int aftp_serve_session_refused(const aftp_serve_session *ss);
