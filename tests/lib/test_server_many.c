@@ -551,8 +551,8 @@ static void test_drain(void **state)
     snprintf(one, sizeof one, "%s/one.bin", f->top);
     snprintf(two, sizeof two, "%s/two.bin", f->top);
     snprintf(late, sizeof late, "%s/late.bin", f->top);
-    make_file(one, 3000000, 11);
-    make_file(two, 3000000, 12);
+    make_file(one, 6000000, 11); /* 3 s each at 16 Mbit/s: they outlast the newcomer */
+    make_file(two, 6000000, 12);
     make_file(late, 100000, 13);
     configure(f, 30000);
     unsigned port = start_server(f);
