@@ -132,6 +132,9 @@ static const char *notice_kind(int kind)
     case AFTP_LOG_HELLO_DROPPED: return "hello_dropped";
     case AFTP_LOG_RATE_CAP: return "rate_cap";
     case AFTP_LOG_PARTIAL_SWEPT: return "partial_swept";
+    case AFTP_LOG_SESSION_STARTED: return "session_started";
+    case AFTP_LOG_SESSION_ENDED: return "session_ended";
+    case AFTP_LOG_DRAINING: return "draining";
     default: return "notice";
     }
 }

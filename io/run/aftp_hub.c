@@ -2,14 +2,17 @@
 #include "aftp_hub.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <uv.h>
 
+#include "aftp_journal.h"
 #include "aftp_parse.h"
 #include "aftp_serve_session.h"
 #include "aftp_worker.h"
@@ -112,13 +115,10 @@ static int root_in_use(const aftp_hub *h, const aftp_serve_root *root,
 }
 
 /* A session's storage closes: its root's empty resume directory stays
- * while another session of that root runs, and in the server's dir, whose
- * sweeps hold it until the hub ends. */
+ * while another session of that root runs. */
 static void release(const aftp_hub *h, aftp_serve_session *ss)
 {
-    int shared = root_in_use(h, &ss->root, ss) ||
-                 (h->have_dir_sweep && same_root(&ss->root, &h->dir_root));
-    aftp_serve_session_del(ss, shared);
+    aftp_serve_session_del(ss, root_in_use(h, &ss->root, ss));
 }
 
 /* Sessions whose client has not confirmed the handshake yet. */
@@ -392,6 +392,35 @@ static void begin_drain(aftp_hub *h, uint64_t now)
         AFTP_SERVE_CALLBACK(&h->sh, o->on_draining(o->hooks.app, h->served, timeout));
 }
 
+/* The server's dir, for its sweeps (AFTP_OK or why not, in the result). */
+static int dir_sweep_init(aftp_hub *h)
+{
+    const aftp_serve_opts *o = h->o;
+    aftp_place_options opt;
+    aftp_place_defaults(&opt);
+    int rc = aftp_treestore_init(&h->dir_sweep, o->dirfd, &opt, h->res->message,
+                                 sizeof h->res->message);
+    if (rc == AFTP_OK && o->partial_max_age_s != 0)
+        h->dir_sweep.sweep.max_age_s = o->partial_max_age_s;
+    return rc;
+}
+
+/* The resume directory the sweeps hold is the one the server's dir has
+ * now: a session that ended may have removed it (empty), and a later one
+ * made another. */
+static void refresh_dir_sweep(aftp_hub *h)
+{
+    struct stat held, now;
+    int on_disk = fstatat(h->o->dirfd, AFTP_JOURNAL_DIR, &now, AT_SYMLINK_NOFOLLOW) == 0;
+    int holding = h->dir_sweep.partial_dir >= 0 && fstat(h->dir_sweep.partial_dir, &held) == 0;
+    if (on_disk == holding &&
+        (!on_disk || (held.st_dev == now.st_dev && held.st_ino == now.st_ino)))
+        return;
+    h->dir_sweep.keep_partial_dir = 1; /* the one on disk is not ours to remove */
+    aftp_treestore_fini(&h->dir_sweep);
+    (void)dir_sweep_init(h); /* a bad one: the next look tries again */
+}
+
 /* The server's dir: a sweep step while no session of it runs. */
 static void idle_sweep(aftp_hub *h, uint64_t now)
 {
@@ -399,6 +428,7 @@ static void idle_sweep(aftp_hub *h, uint64_t now)
     if (!h->have_dir_sweep || now < h->next_sweep_ns || root_in_use(h, &h->dir_root, NULL))
         return;
     h->next_sweep_ns = now + AFTP_HUB_SWEEP_NS;
+    refresh_dir_sweep(h);
     int removed = aftp_treestore_sweep_step(&h->dir_sweep, AFTP_SERVE_SWEEP_BUDGET);
     if (removed > 0 && o->on_swept != NULL)
         AFTP_SERVE_CALLBACK(&h->sh, o->on_swept(o->hooks.app, removed, 0));
@@ -540,17 +570,12 @@ static int open_workers(aftp_hub *h)
 static int open_dir_sweep(aftp_hub *h)
 {
     const aftp_serve_opts *o = h->o;
-    aftp_place_options opt;
     if (o->pipeline_window == 0 || o->faux)
         return AFTP_OK;
-    aftp_place_defaults(&opt);
-    int rc = aftp_treestore_init(&h->dir_sweep, o->dirfd, &opt, h->res->message,
-                                 sizeof h->res->message);
+    int rc = dir_sweep_init(h);
     if (rc != AFTP_OK)
         return rc;
     h->have_dir_sweep = 1;
-    if (o->partial_max_age_s != 0)
-        h->dir_sweep.sweep.max_age_s = o->partial_max_age_s;
     aftp_serve_root_of(o->dirfd, &h->dir_root);
     int removed = aftp_treestore_sweep_step(&h->dir_sweep, UINT_MAX);
     if (removed > 0 && o->on_swept != NULL)

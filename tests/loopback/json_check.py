@@ -57,7 +57,8 @@ RECV = dict(COMMON, **{
     "notice": {"kind": str, "message": str},
 })
 PROGRAMS = {"aftp send": SEND, "aftp recv": RECV}
-NOTICE_KINDS = {"warning", "hello_dropped", "rate_cap"}
+NOTICE_KINDS = {"warning", "hello_dropped", "rate_cap", "partial_swept", "session_started",
+                "session_ended", "draining"}
 CIPHERS = {"aes-256-gcm", "chacha20-poly1305", "unencrypted"}
 
 
