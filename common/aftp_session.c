@@ -335,7 +335,8 @@ void aftp_session_start_closing(aftp_session *ss, int error, uint16_t wire_error
     ss->error = error;
     ss->close_wire_error = wire_error;
     ss->close_due = 1;
-    ss->closing_deadline = ss->now_ns + drain_ns;
+    ss->closing_period_ns = drain_ns;
+    ss->closing_deadline = ss->now_ns + drain_ns; /* until the CLOSE leaves */
 }
 
 void aftp_session_set_closed(aftp_session *ss, int error)
@@ -400,8 +401,17 @@ int aftp_session_encode_close(aftp_session *ss, uint8_t *buf, size_t cap, aftp_d
     pkt.u.close.reason = (const uint8_t *)reason;
     pkt.u.close.reason_len = (uint16_t)strlen(reason);
     int rc = aftp_session_encode(ss, &pkt, buf, cap, dg);
-    if (rc == AFTP_OK)
-        ss->close_due = 0;
+    if (rc != AFTP_OK)
+        return rc;
+    ss->close_due = 0;
+    if (ss->state == AFTP_STATE_CLOSING && !ss->close_sent) {
+        /* The period counts from this CLOSE, not from the decision to
+         * close: a driver late to send (a busy thread, a packet that
+         * waited in the socket) must not find the period over before the
+         * peer was ever told. */
+        ss->close_sent = 1;
+        ss->closing_deadline = ss->now_ns + ss->closing_period_ns;
+    }
     return rc;
 }
 
@@ -410,11 +420,28 @@ uint64_t aftp_session_expiry(const aftp_session *ss)
     return ss->idle_deadline < ss->closing_deadline ? ss->idle_deadline : ss->closing_deadline;
 }
 
-enum aftp_session_timer aftp_session_timer_due(const aftp_session *ss, uint64_t now_ns)
+/* The closing period is over: 3 PTO since our first CLOSE left. Until it
+ * has, the period counts from the decision to close; one that runs out
+ * with the CLOSE still unsent (a driver that handles the expiry before it
+ * lets the engine write) starts once more from now, so the peer is told,
+ * and a CLOSE that could never leave (were the amplification limit to
+ * hold it) still does not keep the session open beyond that. */
+static int drained(aftp_session *ss, uint64_t now_ns)
+{
+    if (now_ns < ss->closing_deadline)
+        return 0;
+    if (ss->close_sent || ss->close_held)
+        return 1;
+    ss->close_held = 1;
+    ss->closing_deadline = now_ns + ss->closing_period_ns;
+    return 0;
+}
+
+enum aftp_session_timer aftp_session_timer_due(aftp_session *ss, uint64_t now_ns)
 {
     if (ss->state == AFTP_STATE_CLOSED)
         return AFTP_SESSION_TIMER_NONE;
-    if (now_ns >= ss->closing_deadline)
+    if (drained(ss, now_ns))
         return AFTP_SESSION_TIMER_DRAINED;
     if (now_ns >= ss->idle_deadline)
         return AFTP_SESSION_TIMER_IDLE;

@@ -38,6 +38,9 @@ typedef struct aftp_session {
     uint64_t idle_timeout_ns;
     uint64_t idle_deadline;
     uint64_t closing_deadline;
+    uint64_t closing_period_ns; /* 3 PTO, counted from the first CLOSE sent (spec 10.7) */
+    int close_sent;            /* the first CLOSE of our closing has left */
+    int close_held;            /* the period ran out before it did: restarted once */
     uint64_t now_ns;           /* latest time any entry point was given */
     uint16_t close_wire_error; /* what our CLOSE says */
     int close_due;             /* a CLOSE should leave */
@@ -169,7 +172,9 @@ void aftp_session_stats(const aftp_session *ss, const aftp_rtt *rtt, aftp_stats 
 
 /* Earliest of the idle and draining deadlines. */
 uint64_t aftp_session_expiry(const aftp_session *ss);
-enum aftp_session_timer aftp_session_timer_due(const aftp_session *ss, uint64_t now_ns);
+/* The timer due at now_ns. A closing period that ran out before the first
+ * CLOSE left is restarted (once) instead. */
+enum aftp_session_timer aftp_session_timer_due(aftp_session *ss, uint64_t now_ns);
 
 /* Keep text (NUL-terminated) as the detail of the CLOSED event. */
 void aftp_session_set_text(aftp_session *ss, const char *text);

@@ -297,7 +297,6 @@ static void sleep_until(aftp_drive *d, uint64_t wake, uint64_t now)
 static int run_loop(aftp_drive *d, aftp_drive_scratch *sc)
 {
     int cancelled = 0;
-    d->next_tick_ns = aftp_drive_now_ns() + AFTP_DRIVE_TICK_NS;
     while (engine_state(d) != AFTP_STATE_CLOSED) {
         uint64_t now = aftp_drive_now_ns(), wake;
         int closed;

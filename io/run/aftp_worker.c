@@ -18,16 +18,70 @@
 /* Sub-millisecond pacing of every session needs precise wake-ups. */
 #define WORKER_TIMER_SLACK_NS 1000UL
 #define NO_WAKE UINT64_MAX
+/* A session ended without waiting for its peer still sends its CLOSE,
+ * which may wait for the sender's pacer: at most one datagram's time at
+ * its rate (11 ms at 1 Mbit/s). Beyond this it ends unsent. */
+#define WORKER_END_GRACE_NS 100000000u
 
 struct aftp_worker_session {
     aftp_worker_job job;
-    aftp_worker_session *next_pending; /* in the worker's pending list */
+    aftp_worker_session *prev, *next;  /* in the worker's pending or running list */
     uint64_t wake_ns;                  /* its next turn when nothing is readable; 0: at once */
     int ready;                         /* its socket or wake_fd was readable */
     atomic_int cancels_asked;          /* aftp_worker_cancel calls */
     int cancels_done;                  /* of which the worker acted on */
-    size_t slot;                       /* its index in the worker's running[] */
+    uint64_t end_by;                   /* ending without its peer: the grace's end; 0: not */
+    uint64_t sent_at_end;              /* its datagrams sent when it began to end */
 };
+
+typedef struct session_list {
+    aftp_worker_session *head, *tail;
+} session_list;
+
+static void list_append(session_list *l, aftp_worker_session *ws)
+{
+    ws->next = NULL;
+    ws->prev = l->tail;
+    if (l->tail != NULL)
+        l->tail->next = ws;
+    else
+        l->head = ws;
+    l->tail = ws;
+}
+
+static void list_remove(session_list *l, aftp_worker_session *ws)
+{
+    if (ws->prev != NULL)
+        ws->prev->next = ws->next;
+    else
+        l->head = ws->next;
+    if (ws->next != NULL)
+        ws->next->prev = ws->prev;
+    else
+        l->tail = ws->prev;
+}
+
+/* Moves every session of `from` to the end of `to`. */
+static void list_splice(session_list *to, session_list *from)
+{
+    if (from->head == NULL)
+        return;
+    from->head->prev = to->tail;
+    if (to->tail != NULL)
+        to->tail->next = from->head;
+    else
+        to->head = from->head;
+    to->tail = from->tail;
+    *from = (session_list){NULL, NULL};
+}
+
+static int list_holds(const session_list *l, const aftp_worker_session *ws)
+{
+    for (const aftp_worker_session *p = l->head; p != NULL; p = p->next)
+        if (p == ws)
+            return 1;
+    return 0;
+}
 
 struct aftp_worker {
     unsigned index;
@@ -36,12 +90,12 @@ struct aftp_worker {
     pthread_t thread;
     pthread_mutex_t lock;
     /* under the lock */
-    aftp_worker_session *pending_head, *pending_tail; /* added, not yet taken */
+    session_list pending; /* added, not yet taken */
     int quit;
-    /* The worker thread's, changed under the lock too: a cancel from
-     * another thread looks its session up there. */
-    aftp_worker_session **running;
-    size_t nrunning, cap_running;
+    int quitting; /* the worker thread's: quit seen, every session ending */
+    /* The worker thread's, in round order, changed under the lock too: a
+     * cancel from another thread looks its session up there. */
+    session_list running;
     atomic_uint count; /* added, their on_end not yet returned */
     aftp_drive_scratch *scratch; /* the turns' batch buffers */
     size_t scratch_datagram;     /* their datagram size: the largest of a session taken yet */
@@ -52,19 +106,6 @@ static void kick(aftp_worker *w)
 {
     uint64_t one = 1;
     (void)!write(w->evfd, &one, sizeof one);
-}
-
-/* Whether ws is one the worker has and has not begun to end: a cancel
- * may then touch it. Under the lock. */
-static int holds(const aftp_worker *w, const aftp_worker_session *ws)
-{
-    for (const aftp_worker_session *p = w->pending_head; p != NULL; p = p->next_pending)
-        if (p == ws)
-            return 1;
-    for (size_t i = 0; i < w->nrunning; i++)
-        if (w->running[i] == ws)
-            return 1;
-    return 0;
 }
 
 /* The fds a session's turn waits for: its socket and its wake_fd. */
@@ -95,12 +136,38 @@ static void end_session(aftp_worker *w, aftp_worker_session *ws, int rc)
 {
     unwatch_session(w, ws);
     pthread_mutex_lock(&w->lock);
-    w->running[ws->slot] = w->running[--w->nrunning];
-    w->running[ws->slot]->slot = ws->slot;
+    list_remove(&w->running, ws);
     pthread_mutex_unlock(&w->lock);
     ws->job.on_end(ws->job.app, ws, rc);
     free(ws);
     atomic_fetch_sub(&w->count, 1);
+}
+
+static uint64_t datagrams_sent(const aftp_worker_session *ws)
+{
+    aftp_stats st;
+    aftp_drive_stats(ws->job.drive, &st);
+    return st.packets_sent;
+}
+
+/* Ends the session without waiting for its peer: the engine cancels, and
+ * its turns go on only until its CLOSE has left (whatever it sends once
+ * cancelled is a CLOSE), so the peer is told. */
+static void begin_end(aftp_worker_session *ws, uint64_t now)
+{
+    if (ws->end_by != 0)
+        return;
+    aftp_drive_cancel(ws->job.drive, now);
+    ws->cancels_done = 2;
+    ws->end_by = now + WORKER_END_GRACE_NS;
+    ws->sent_at_end = datagrams_sent(ws);
+    ws->wake_ns = 0;
+}
+
+/* An ending session whose CLOSE has left, or whose grace is over. */
+static int end_due(const aftp_worker_session *ws, uint64_t now)
+{
+    return ws->end_by != 0 && (now >= ws->end_by || datagrams_sent(ws) > ws->sent_at_end);
 }
 
 /* One turn of the session at `now`; 0 when it ended in it. */
@@ -109,19 +176,15 @@ static int turn_session(aftp_worker *w, aftp_worker_session *ws, uint64_t now)
     int closed;
     ws->ready = 0;
     int rc = aftp_drive_turn(ws->job.drive, w->scratch, now, &ws->wake_ns, &closed);
+    if (!closed && end_due(ws, now)) {
+        closed = 1;
+        rc = AFTP_ERR_CANCELLED;
+    }
     if (closed)
         end_session(w, ws, rc);
+    else if (ws->end_by != 0 && ws->wake_ns > ws->end_by)
+        ws->wake_ns = ws->end_by;
     return !closed;
-}
-
-/* Ends the session without waiting for its peer: the engine cancels and
- * one more turn sends its CLOSE, so the peer is told. */
-static void end_cancelled(aftp_worker *w, aftp_worker_session *ws)
-{
-    uint64_t now = aftp_drive_now_ns();
-    aftp_drive_cancel(ws->job.drive, now);
-    if (turn_session(w, ws, now))
-        end_session(w, ws, AFTP_ERR_CANCELLED);
 }
 
 /* The batch buffers fit the session's datagrams. */
@@ -139,42 +202,24 @@ static int fit_scratch(aftp_worker *w, size_t max_datagram)
     return AFTP_OK;
 }
 
-/* Moves the sessions added since the last look into running[], in one
- * hold of the lock (a cancel always finds them). */
-static int take_pending(aftp_worker *w, aftp_worker_session **taken)
+/* Moves the sessions added since the last look to the running list, in
+ * one hold of the lock (a cancel always finds them); returns the first. */
+static aftp_worker_session *take_pending(aftp_worker *w)
 {
     pthread_mutex_lock(&w->lock);
-    size_t want = w->nrunning;
-    for (aftp_worker_session *p = w->pending_head; p != NULL; p = p->next_pending)
-        want++;
-    if (want > w->cap_running) {
-        size_t cap = want > 2 * w->cap_running ? want : 2 * w->cap_running;
-        aftp_worker_session **grown = realloc(w->running, cap * sizeof *grown);
-        if (grown == NULL) { /* they stay pending: tried again at the next kick */
-            pthread_mutex_unlock(&w->lock);
-            kick(w);
-            return w->quit;
-        }
-        w->running = grown;
-        w->cap_running = cap;
-    }
-    *taken = w->pending_head;
-    for (aftp_worker_session *p = w->pending_head; p != NULL; p = p->next_pending) {
-        p->slot = w->nrunning;
-        w->running[w->nrunning++] = p;
-    }
-    w->pending_head = w->pending_tail = NULL;
-    int quit = w->quit;
+    aftp_worker_session *first = w->pending.head;
+    list_splice(&w->running, &w->pending);
+    w->quitting = w->quit;
     pthread_mutex_unlock(&w->lock);
-    return quit;
+    return first;
 }
 
-/* The sessions just taken start: watched, due at once (wake_ns 0). */
-static void start_taken(aftp_worker *w, aftp_worker_session *taken)
+/* The sessions from `first` on start: watched, due at once (wake_ns 0). */
+static void start_taken(aftp_worker *w, aftp_worker_session *first)
 {
-    while (taken != NULL) {
-        aftp_worker_session *ws = taken;
-        taken = ws->next_pending;
+    aftp_worker_session *next;
+    for (aftp_worker_session *ws = first; ws != NULL; ws = next) {
+        next = ws->next;
         int rc = fit_scratch(w, ws->job.drive->max_datagram);
         if (rc == AFTP_OK && !watch_session(w, ws))
             rc = AFTP_ERR_NO_MEMORY; /* epoll's only failure for a valid fd */
@@ -184,36 +229,31 @@ static void start_taken(aftp_worker *w, aftp_worker_session *taken)
 }
 
 /* Acts on the cancels asked since the last look: the first cancels the
- * engine (its next turn, at once, tells the peer), the second ends it. */
+ * engine (its next turn, at once, tells the peer), the second ends the
+ * session without waiting for the peer. */
 static void apply_cancels(aftp_worker *w)
 {
-    size_t i = 0;
-    while (i < w->nrunning) {
-        aftp_worker_session *ws = w->running[i];
+    for (aftp_worker_session *ws = w->running.head; ws != NULL; ws = ws->next) {
         int asked = atomic_load(&ws->cancels_asked);
+        uint64_t now = aftp_drive_now_ns();
         if (asked > 0 && ws->cancels_done == 0) {
-            aftp_drive_cancel(ws->job.drive, aftp_drive_now_ns());
+            aftp_drive_cancel(ws->job.drive, now);
             ws->cancels_done = 1;
             ws->wake_ns = 0;
         }
-        if (asked > ws->cancels_done) {
-            end_cancelled(w, ws);
-            continue; /* slot i holds another session now */
-        }
-        i++;
+        if (asked > 1 || w->quitting)
+            begin_end(ws, now);
     }
 }
 
-/* What other threads asked: sessions to take, cancels, quit (returned). */
-static int take_control(aftp_worker *w)
+/* What other threads asked: sessions to take, cancels, quit (every
+ * session then ends without waiting for its peer). */
+static void take_control(aftp_worker *w)
 {
     uint64_t count;
-    aftp_worker_session *taken = NULL;
     (void)!read(w->evfd, &count, sizeof count);
-    int quit = take_pending(w, &taken);
-    start_taken(w, taken);
+    start_taken(w, take_pending(w));
     apply_cancels(w);
-    return quit;
 }
 
 /* One round: every session ready or due gets one turn. Returns the
@@ -221,15 +261,14 @@ static int take_control(aftp_worker *w)
 static uint64_t run_round(aftp_worker *w)
 {
     uint64_t earliest = NO_WAKE;
-    size_t i = 0;
-    while (i < w->nrunning) {
-        aftp_worker_session *ws = w->running[i];
+    aftp_worker_session *next;
+    for (aftp_worker_session *ws = w->running.head; ws != NULL; ws = next) {
+        next = ws->next; /* a turn may end ws, never another session */
         uint64_t now = aftp_drive_now_ns();
         if ((ws->ready || ws->wake_ns <= now) && !turn_session(w, ws, now))
-            continue; /* it ended: slot i holds another session now */
+            continue;
         if (ws->wake_ns < earliest)
             earliest = ws->wake_ns;
-        i++;
     }
     return earliest;
 }
@@ -271,12 +310,11 @@ static void *worker_main(void *arg)
     prctl(PR_SET_TIMERSLACK, WORKER_TIMER_SLACK_NS, 0, 0, 0);
     for (;;) {
         uint64_t wake = run_round(w);
-        if (sleep_until(w, wake) && take_control(w))
-            break; /* aftp_worker_del */
+        if (w->quitting && w->running.head == NULL)
+            return NULL; /* aftp_worker_del: every session has ended */
+        if (sleep_until(w, wake))
+            take_control(w);
     }
-    while (w->nrunning > 0)
-        end_cancelled(w, w->running[w->nrunning - 1]);
-    return NULL;
 }
 
 /* The thread takes no asynchronous signal: those are the application's
@@ -309,7 +347,6 @@ static void free_worker(aftp_worker *w)
     if (w->evfd >= 0)
         close(w->evfd);
     aftp_drive_scratch_del(w->scratch);
-    free(w->running);
     pthread_mutex_destroy(&w->lock);
     free(w);
 }
@@ -369,11 +406,7 @@ int aftp_worker_add(aftp_worker *w, const aftp_worker_job *job, aftp_worker_sess
     }
     if (out != NULL)
         *out = ws; /* before the worker can see it, so before any on_end */
-    if (w->pending_tail != NULL)
-        w->pending_tail->next_pending = ws;
-    else
-        w->pending_head = ws;
-    w->pending_tail = ws;
+    list_append(&w->pending, ws);
     atomic_fetch_add(&w->count, 1);
     pthread_mutex_unlock(&w->lock);
     kick(w);
@@ -385,7 +418,9 @@ void aftp_worker_cancel(aftp_worker *w, aftp_worker_session *ws)
     if (w == NULL || ws == NULL)
         return;
     pthread_mutex_lock(&w->lock);
-    int held = holds(w, ws);
+    /* Only a session the worker has and has not begun to end: its
+     * memory is then still the session's. */
+    int held = list_holds(&w->pending, ws) || list_holds(&w->running, ws);
     if (held)
         atomic_fetch_add(&ws->cancels_asked, 1);
     pthread_mutex_unlock(&w->lock);

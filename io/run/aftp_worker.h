@@ -44,7 +44,9 @@ int aftp_worker_add(aftp_worker *w, const aftp_worker_job *job, aftp_worker_sess
 
 /* Any thread: the session's engine cancels (its peer is told); on_end
  * follows. Idempotent; a second call ends it without waiting for the peer
- * (as a second interrupt does in aftp_drive_run). A cancel racing the
+ * (as a second interrupt does in aftp_drive_run): once its CLOSE has left
+ * (the sender's pacer may hold it a little), at most 100 ms later, with
+ * AFTP_ERR_CANCELLED unless it closed meanwhile. A cancel racing the
  * session's end is harmless (an ending session is left alone); once its
  * on_end has returned, ws must not be passed again (its memory may then
  * hold a newer session). */
@@ -54,10 +56,10 @@ void aftp_worker_cancel(aftp_worker *w, aftp_worker_session *ws);
  * returned). */
 unsigned aftp_worker_sessions(const aftp_worker *w);
 
-/* Cancels what is left (each peer is told: one more turn sends the
- * CLOSE), calls every on_end (AFTP_ERR_CANCELLED for a session that did
- * not close in that turn), joins the thread and frees the worker. Not
- * from the worker's own thread (an on_end). */
+/* Ends what is left as a second cancel does (each peer is told: the
+ * session's turns go on until its CLOSE has left, 100 ms at most), calls
+ * every on_end, joins the thread and frees the worker. Not from the
+ * worker's own thread (an on_end). */
 void aftp_worker_del(aftp_worker *w);
 
 #endif /* AFTP_WORKER_H */

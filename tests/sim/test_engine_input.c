@@ -210,6 +210,32 @@ static void test_repeated_hello_and_amplification(void **state)
     rig_free(&g);
 }
 
+/* Section 10.7: the closing period counts from the first CLOSE sent. A
+ * driver busy elsewhere (a worker thread serving many sessions) that runs
+ * the receiver's timers long after it decided to close, before it lets
+ * the engine write, still gets that CLOSE out: the peer is told instead
+ * of waiting for its idle timeout, and the period ends after the CLOSE. */
+static void test_late_driver_still_sends_close(void **state)
+{
+    (void)state;
+    rig g;
+    rig_receiver(&g, 1000);
+    handshake_and_offer(&g, 1000, 1000);
+    aftp_receiver_cancel(g.r, g.clock);
+    g.clock += 10 * SIM_S;
+    sim_script_tick(&g);
+    assert_int_equal(aftp_receiver_state(g.r), AFTP_STATE_CLOSING);
+    assert_true(next_out(&g));
+    assert_int_equal(g.out.hdr.type, AFTP_WIRE_CLOSE);
+    assert_int_equal(g.out.u.close.error, AFTP_WIRE_ERR_CANCELLED);
+    assert_true(aftp_receiver_expiry(g.r) > g.clock);
+    g.clock = aftp_receiver_expiry(g.r);
+    sim_script_tick(&g);
+    assert_int_equal(aftp_receiver_state(g.r), AFTP_STATE_CLOSED);
+    assert_int_equal(aftp_receiver_error(g.r), AFTP_ERR_CANCELLED);
+    rig_free(&g);
+}
+
 static void test_data_checks_and_feedback(void **state)
 {
     (void)state;
@@ -637,6 +663,7 @@ int main(void)
         cmocka_unit_test(test_pull_refused),
         cmocka_unit_test(test_cipher_refused),
         cmocka_unit_test(test_repeated_hello_and_amplification),
+        cmocka_unit_test(test_late_driver_still_sends_close),
         cmocka_unit_test(test_data_checks_and_feedback),
         cmocka_unit_test(test_feedback_sweeps_outstanding_area),
         cmocka_unit_test(test_done_reports_tail),
