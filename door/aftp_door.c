@@ -40,18 +40,29 @@ void aftp_door_fini(aftp_door *d)
     sodium_memzero(d->previous, sizeof d->previous);
 }
 
-int aftp_door_same_addr(const struct sockaddr *a, const struct sockaddr *b)
+/* The port of an IPv4 or IPv6 address (0 for another family). */
+static in_port_t port_of(const struct sockaddr *a)
+{
+    if (a->sa_family == AF_INET6)
+        return ((const struct sockaddr_in6 *)(const void *)a)->sin6_port;
+    return a->sa_family == AF_INET ? ((const struct sockaddr_in *)(const void *)a)->sin_port : 0;
+}
+
+int aftp_door_same_host(const struct sockaddr *a, const struct sockaddr *b)
 {
     if (a->sa_family != b->sa_family)
         return 0;
     if (a->sa_family == AF_INET6) {
         const struct sockaddr_in6 *x = (const void *)a, *y = (const void *)b;
-        return x->sin6_port == y->sin6_port &&
-               memcmp(&x->sin6_addr, &y->sin6_addr, sizeof x->sin6_addr) == 0;
+        return memcmp(&x->sin6_addr, &y->sin6_addr, sizeof x->sin6_addr) == 0;
     }
     const struct sockaddr_in *x = (const void *)a, *y = (const void *)b;
-    return a->sa_family == AF_INET && x->sin_port == y->sin_port &&
-           x->sin_addr.s_addr == y->sin_addr.s_addr;
+    return a->sa_family == AF_INET && x->sin_addr.s_addr == y->sin_addr.s_addr;
+}
+
+int aftp_door_same_addr(const struct sockaddr *a, const struct sockaddr *b)
+{
+    return aftp_door_same_host(a, b) && port_of(a) == port_of(b);
 }
 
 static void peer_note(aftp_door_peer *p, const struct sockaddr *from, uint32_t conn_id)

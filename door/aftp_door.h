@@ -146,5 +146,7 @@ int aftp_door_report_drop(aftp_door *d, const struct sockaddr *from, uint32_t co
 
 /* Whether a and b are the same IPv4 or IPv6 address and port. */
 int aftp_door_same_addr(const struct sockaddr *a, const struct sockaddr *b);
+/* Whether a and b are the same IPv4 or IPv6 address, whatever the ports. */
+int aftp_door_same_host(const struct sockaddr *a, const struct sockaddr *b);
 
 #endif /* AFTP_DOOR_H */

@@ -121,6 +121,38 @@ static void release(const aftp_hub *h, aftp_serve_session *ss)
     aftp_serve_session_del(ss, root_in_use(h, &ss->root, ss));
 }
 
+/* A client keeps files through one session at a time: the resume state
+ * of its files is that session's until it ends (a sender restarted after
+ * a crash would otherwise race its own lingering session for them). A
+ * server that keeps nothing (faux://) has no such state. */
+static int keeps_files(const aftp_hub *h)
+{
+    return !h->o->faux;
+}
+
+static int key_busy(const aftp_serve_shared *sh, const uint8_t *key)
+{
+    const aftp_hub *h = (const aftp_hub *)((const char *)sh - offsetof(aftp_hub, sh));
+    if (!keeps_files(h))
+        return 0;
+    for (aftp_serve_session *ss = h->sessions; ss != NULL; ss = ss->next)
+        if (ss->probe.looked_up && memcmp(ss->probe.key, key, AFTP_KEY_LEN) == 0)
+            return 1;
+    return 0;
+}
+
+/* Unprotected, a client is known by its address alone (not its port: a
+ * restarted client has another). */
+static int host_busy(const aftp_hub *h, const struct sockaddr *from)
+{
+    if (!keeps_files(h) || h->o->security.cipher != AFTP_CIPHER_NONE)
+        return 0;
+    for (aftp_serve_session *ss = h->sessions; ss != NULL; ss = ss->next)
+        if (aftp_door_same_host(from, (const struct sockaddr *)&ss->addr))
+            return 1;
+    return 0;
+}
+
 /* Sessions whose client has not confirmed the handshake yet. */
 static unsigned handshaking(const aftp_hub *h)
 {
@@ -304,6 +336,8 @@ static void start_session(aftp_hub *h, const uint8_t *pkt, size_t len,
     const char *refusal = refusal_of(h, text, sizeof text);
     if (refusal != NULL && (h->o->once || h->refusing >= AFTP_HUB_REFUSING_MAX))
         return; /* silence: the client resends, and is served or refused later */
+    if (host_busy(h, from))
+        return; /* likewise, once its earlier session ended */
     aftp_serve_session *ss = aftp_serve_session_new(&h->sh, &h->listener, from, conn_id, why,
                                                     sizeof why);
     if (ss == NULL) {
@@ -311,7 +345,8 @@ static void start_session(aftp_hub *h, const uint8_t *pkt, size_t len,
         return;
     }
     if (!aftp_serve_session_hello(ss, pkt, len, now)) {
-        report_dropped(h, ss, now);
+        if (!ss->probe.deferred)
+            report_dropped(h, ss, now);
         release(h, ss);
         return;
     }
@@ -643,6 +678,7 @@ int aftp_hub_start(aftp_hub **out, struct uv_loop_s *loop, const aftp_serve_opts
     if (h == NULL)
         return res->error = AFTP_ERR_NO_MEMORY;
     h->sh.o = h->o = o;
+    h->sh.key_busy = key_busy;
     h->loop = loop;
     h->res = res;
     h->listener.fd = -1;

@@ -125,6 +125,10 @@ static int probe_lookup(void *user, const uint8_t *client_key, uint8_t *psk)
 {
     aftp_serve_session *ss = user;
     const aftp_peer_policy *policy = &ss->sh->o->security.peers;
+    if (ss->sh->key_busy(ss->sh, client_key)) {
+        ss->probe.deferred = 1;
+        return AFTP_ERR_LIMIT; /* message 1 not taken: silence, its timestamp unspent */
+    }
     ss->probe.looked_up = 1;
     memcpy(ss->probe.key, client_key, AFTP_KEY_LEN);
     return policy->lookup(policy->user, client_key, psk);
@@ -317,14 +321,17 @@ static void init_drive(aftp_serve_session *ss)
     }
 }
 
-static void *open_app(aftp_serve_shared *sh)
+/* The app of the session's callbacks (session_open's, else hooks.app);
+ * AFTP_ERR_NO_MEMORY when session_open gave none. */
+static int open_app(aftp_serve_session *ss)
 {
-    const aftp_serve_opts *o = sh->o;
-    void *app;
-    if (o->session_open == NULL)
-        return o->hooks.app;
-    AFTP_SERVE_CALLBACK(sh, app = o->session_open(o->hooks.app));
-    return app;
+    const aftp_serve_opts *o = ss->sh->o;
+    if (o->session_open == NULL) {
+        ss->app = o->hooks.app;
+        return AFTP_OK;
+    }
+    AFTP_SERVE_CALLBACK(ss->sh, ss->app = o->session_open(o->hooks.app));
+    return ss->app != NULL ? AFTP_OK : AFTP_ERR_NO_MEMORY;
 }
 
 aftp_serve_session *aftp_serve_session_new(aftp_serve_shared *sh, const aftp_udp *listener,
@@ -351,8 +358,8 @@ aftp_serve_session *aftp_serve_session_new(aftp_serve_shared *sh, const aftp_udp
     }
     if (rc == AFTP_OK)
         rc = new_receiver(ss);
-    if (rc == AFTP_OK && (ss->app = open_app(sh)) == NULL)
-        rc = AFTP_ERR_NO_MEMORY;
+    if (rc == AFTP_OK)
+        rc = open_app(ss);
     if (rc != AFTP_OK) {
         snprintf(why, cap, "cannot start a session: %s",
                  ss->res.message[0] ? ss->res.message : aftp_strerror(rc));
@@ -465,7 +472,7 @@ void aftp_serve_session_del(aftp_serve_session *ss, int root_shared)
     if (ss->rootfd >= 0)
         close(ss->rootfd);
     aftp_udp_close(&ss->udp);
-    if (ss->app != NULL && o->session_close != NULL)
+    if (ss->app != NULL && o->session_open != NULL && o->session_close != NULL)
         AFTP_SERVE_CALLBACK(ss->sh, o->session_close(o->hooks.app, ss->app));
     free(ss);
 }

@@ -24,6 +24,9 @@
 typedef struct aftp_serve_shared {
     const aftp_serve_opts *o;
     pthread_mutex_t cb_lock; /* held around each callback of o */
+    /* Control thread, during a handshake: whether a session of this client
+     * key runs already (its HELLO then waits, aftp_hub.h). */
+    int (*key_busy)(const struct aftp_serve_shared *sh, const uint8_t *key);
 } aftp_serve_shared;
 
 /* How far the HELLO got with the admission policy, so a HELLO that
@@ -32,6 +35,7 @@ typedef struct aftp_serve_probe {
     int looked_up;  /* message 1 opened as far as the client's key */
     int ts_refused; /* the policy refused its timestamp */
     int refused;    /* unprotected: the admission refused the session */
+    int deferred;   /* its client's earlier session still runs: dropped to wait */
     uint8_t key[AFTP_KEY_LEN];
 } aftp_serve_probe;
 
