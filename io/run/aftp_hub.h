@@ -24,6 +24,13 @@
  * client's HELLO (its socket, connected before the HELLO_ACK left, gets
  * everything else).
  *
+ * One client, one session: while a session of a client key runs (of a
+ * client address, unprotected), a new HELLO of it is dropped in silence
+ * before its timestamp is taken, and its resent copy is served once that
+ * session ended: the resume state of its files is one session's (a sender
+ * restarted after a crash would race its own lingering session). A server
+ * that keeps nothing (faux) has no such state and does not wait.
+ *
  * Stop (hooks.interrupt): every session is cancelled (its client told);
  * one still running AFTP_HUB_FORCE_NS later is cancelled again, which ends
  * it at once; the hub ends when the table is empty (within about 100 ms).
