@@ -416,7 +416,7 @@ static void test_32_clients_at_once(void **state)
     fixture *f = *state;
     static client_job jobs[KEYS];
     pthread_t threads[KEYS];
-    char paths[KEYS][TREE_FILES + 1][600], dirs[KEYS][600];
+    char paths[KEYS][TREE_FILES + 1][600], dirs[KEYS][500];
     configure(f, 10000);
     unsigned port = start_server(f);
     for (int i = 0; i < KEYS; i++) {
@@ -429,10 +429,10 @@ static void test_32_clients_at_once(void **state)
             continue;
         snprintf(dirs[i], sizeof dirs[i], "%s/t%02d", f->top, i); /* a tree: t/sub/fK */
         assert_int_equal(mkdir(dirs[i], 0700), 0);
-        snprintf(paths[i][1], sizeof paths[i][1], "%s/sub", dirs[i]);
+        snprintf(paths[i][1], sizeof paths[i][1], "%.500s/sub", dirs[i]);
         assert_int_equal(mkdir(paths[i][1], 0700), 0);
         for (int k = 1; k <= TREE_FILES; k++) {
-            snprintf(paths[i][k], sizeof paths[i][k], "%s/sub/f%d", dirs[i], k);
+            snprintf(paths[i][k], sizeof paths[i][k], "%.500s/sub/f%d", dirs[i], k);
             make_file(paths[i][k], 50000 + (size_t)k * 311, (uint32_t)(i * 10 + k));
         }
         j->files[j->count++] = dirs[i];
