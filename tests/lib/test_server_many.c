@@ -323,7 +323,8 @@ static int half_open(const fixture *f, unsigned port, int key, uint8_t *hello, s
     assert_int_equal(aftp_sender_new(&set, 1, &s), AFTP_OK);
     assert_int_equal(aftp_sender_write(s, 1, hello, AFTP_WIRE_MAX_DATAGRAM, &dg), 1);
     memmove(hello, dg.head, dg.head_len);
-    memcpy(hello + dg.head_len, dg.payload, dg.payload_len);
+    if (dg.payload_len > 0) /* a HELLO is all head */
+        memcpy(hello + dg.head_len, dg.payload, dg.payload_len);
     *len = dg.head_len + dg.payload_len;
     aftp_sender_del(s);
     int fd = socket(AF_INET, SOCK_DGRAM, 0);
