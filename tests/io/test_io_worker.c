@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -482,6 +483,102 @@ static void test_fairness_figure(void **state)
     wait_ends(r, 2 * N);
 }
 
+/* Junk datagrams sent from `from` to its connected peer: n of them. */
+static void send_junk(const aftp_udp *from, int n)
+{
+    static uint8_t junk[64];
+    memset(junk, 0xA5, sizeof junk);
+    for (int i = 0; i < n; i++)
+        assert_int_equal(send(from->fd, junk, sizeof junk, 0), (ssize_t)sizeof junk);
+}
+
+static uint64_t dropped(const pair *p)
+{
+    aftp_stats st;
+    aftp_receiver_get_stats(p->rcv, &st);
+    return st.packets_dropped;
+}
+
+/* A turn feeds a bounded share of what is queued (about one batch) and
+ * asks for the next turn at once while more is there, so one flooded
+ * socket cannot hold a worker's round; the next turns feed the rest. */
+static void test_turn_input_is_bounded(void **state)
+{
+    rig *r = *state;
+    enum { QUEUED = 3 * AFTP_DRIVE_TURN_INPUT };
+    pair *p = new_pair(r, &brisk); /* its receiver alone, driven here */
+    aftp_drive_scratch *sc;
+    assert_int_equal(aftp_drive_scratch_new(&sc, AFTP_IO_DATAGRAM), AFTP_OK);
+    send_junk(&p->su, QUEUED);
+    uint64_t now = aftp_drive_now_ns(), wake;
+    int closed, turns = 0;
+    assert_int_equal(aftp_drive_turn(&p->rd, sc, now, &wake, &closed), AFTP_OK);
+    assert_false(closed);
+    assert_true(dropped(p) >= AFTP_DRIVE_TURN_INPUT);
+    assert_true(dropped(p) < QUEUED);
+    assert_true(wake <= now);
+    while (wake <= now && turns++ < QUEUED) {
+        now = aftp_drive_now_ns();
+        assert_int_equal(aftp_drive_turn(&p->rd, sc, now, &wake, &closed), AFTP_OK);
+    }
+    assert_int_equal(dropped(p), QUEUED);
+    assert_true(wake > now); /* all fed: nothing due until a timer */
+    aftp_drive_scratch_del(sc);
+}
+
+/* A hostile peer floods its session's socket with junk from another
+ * thread, as fast as it can send. */
+typedef struct flood {
+    int fd;
+    atomic_int stop;
+} flood;
+
+static void *flood_main(void *arg)
+{
+    flood *f = arg;
+    enum { BURST = 64 };
+    static uint8_t junk[64];
+    struct iovec iov = {junk, sizeof junk};
+    struct mmsghdr msgs[BURST];
+    memset(junk, 0xA5, sizeof junk);
+    memset(msgs, 0, sizeof msgs);
+    for (int i = 0; i < BURST; i++) {
+        msgs[i].msg_hdr.msg_iov = &iov;
+        msgs[i].msg_hdr.msg_iovlen = 1;
+    }
+    while (!atomic_load(&f->stop))
+        (void)sendmmsg(f->fd, msgs, BURST, 0);
+    return NULL;
+}
+
+/* A session whose peer floods it costs the others one bounded turn per
+ * round: the transfers beside it, on the same worker, complete. */
+static void test_flooded_session_delays_no_other(void **state)
+{
+    rig *r = *state;
+    pair_opts junk = brisk;
+    junk.idle_timeout_ns = UINT64_C(20000000000);
+    pair *hostile = new_pair(r, &junk); /* its sender engine never runs */
+    add_receiver(r, hostile);
+    flood f = {.fd = hostile->su.fd};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, flood_main, &f), 0);
+    for (int i = 0; i < 4; i++)
+        add_pair(r, new_pair(r, &brisk));
+    wait_ends(r, 8);
+    atomic_store(&f.stop, 1);
+    pthread_join(t, NULL);
+    aftp_stats st;
+    aftp_worker_cancel(r->receivers, hostile->rws);
+    aftp_worker_cancel(r->receivers, hostile->rws);
+    wait_ends(r, 9);
+    aftp_receiver_get_stats(hostile->rcv, &st);
+    printf("flood: the hostile session's receiver dropped %llu junk datagrams meanwhile\n",
+           (unsigned long long)st.packets_dropped);
+    for (int i = 1; i < r->npairs; i++)
+        assert_delivered(r, &r->pairs[i]);
+}
+
 /* 64 receiving sessions on two workers (their senders on a third), as a
  * server's would be: every file arrives byte-exact. */
 static void test_64_receivers_on_two_workers(void **state)
@@ -514,6 +611,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_add_from_another_thread, setup, teardown),
         cmocka_unit_test_setup_teardown(test_del_ends_every_session, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fairness_figure, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_flooded_session_delays_no_other, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_turn_input_is_bounded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_64_receivers_on_two_workers, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
