@@ -139,6 +139,9 @@ static const char *notice_kind(int kind)
     case AFTP_LOG_RATE_CAP: return "rate_cap";
     case AFTP_LOG_PARTIAL_SWEPT: return "partial_swept";
     case AFTP_LOG_RELOADED: return "reloaded";
+    case AFTP_LOG_SESSION_STARTED: return "session_started";
+    case AFTP_LOG_SESSION_ENDED: return "session_ended";
+    case AFTP_LOG_DRAINING: return "draining";
     default: return "notice";
     }
 }
@@ -264,12 +267,17 @@ static void on_entry(void *user, const aftp_receipt *r)
     }
 }
 
-/* SIGTERM, the service manager's stop. The man page's contract is a
- * drain (no new session, those running finish): this line becomes
- * aftp_server_drain(s) once the server has it; until then it stops. */
+/* SIGTERM, the service manager's stop: a drain (no new session, those
+ * running finish, up to the drain timeout); a second SIGTERM stops at
+ * once, as Ctrl-C does. */
 static void on_sigterm(aftp_server *s)
 {
-    aftp_server_stop(s);
+    static volatile sig_atomic_t draining;
+    if (draining)
+        aftp_server_stop(s);
+    else
+        aftp_server_drain(s);
+    draining = 1;
 }
 
 /* The operator's signals: SIGHUP reads the authorized keys again

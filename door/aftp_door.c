@@ -40,18 +40,29 @@ void aftp_door_fini(aftp_door *d)
     sodium_memzero(d->previous, sizeof d->previous);
 }
 
-int aftp_door_same_addr(const struct sockaddr *a, const struct sockaddr *b)
+/* The port of an IPv4 or IPv6 address (0 for another family). */
+static in_port_t port_of(const struct sockaddr *a)
+{
+    if (a->sa_family == AF_INET6)
+        return ((const struct sockaddr_in6 *)(const void *)a)->sin6_port;
+    return a->sa_family == AF_INET ? ((const struct sockaddr_in *)(const void *)a)->sin_port : 0;
+}
+
+int aftp_door_same_host(const struct sockaddr *a, const struct sockaddr *b)
 {
     if (a->sa_family != b->sa_family)
         return 0;
     if (a->sa_family == AF_INET6) {
         const struct sockaddr_in6 *x = (const void *)a, *y = (const void *)b;
-        return x->sin6_port == y->sin6_port &&
-               memcmp(&x->sin6_addr, &y->sin6_addr, sizeof x->sin6_addr) == 0;
+        return memcmp(&x->sin6_addr, &y->sin6_addr, sizeof x->sin6_addr) == 0;
     }
     const struct sockaddr_in *x = (const void *)a, *y = (const void *)b;
-    return a->sa_family == AF_INET && x->sin_port == y->sin_port &&
-           x->sin_addr.s_addr == y->sin_addr.s_addr;
+    return a->sa_family == AF_INET && x->sin_addr.s_addr == y->sin_addr.s_addr;
+}
+
+int aftp_door_same_addr(const struct sockaddr *a, const struct sockaddr *b)
+{
+    return aftp_door_same_host(a, b) && port_of(a) == port_of(b);
 }
 
 static void peer_note(aftp_door_peer *p, const struct sockaddr *from, uint32_t conn_id)
@@ -172,15 +183,15 @@ static int server_key(aftp_door *d, uint32_t client_id, aftp_door_verdict *v)
     return action;
 }
 
-/* A HELLO for a session: started, asked to prove its address, or dropped. */
-static int session_verdict(aftp_door *d, const aftp_cookie_peer *peer, int busy,
+/* A HELLO for a session: started, or asked to prove its address. */
+static int session_verdict(aftp_door *d, const aftp_cookie_peer *peer, int under_load,
                            uint32_t now_s, aftp_door_verdict *v)
 {
     if (has_valid_cookie(d, &v->hello.u.hello, peer, now_s)) {
         v->validated = 1;
-        return busy ? AFTP_DOOR_DROP : AFTP_DOOR_START;
+        return AFTP_DOOR_START;
     }
-    if (++d->unvalidated <= AFTP_DOOR_MAX_UNVALIDATED && !busy && !d->force_retry)
+    if (++d->unvalidated <= AFTP_DOOR_MAX_UNVALIDATED && !under_load && !d->force_retry)
         return AFTP_DOOR_START;
     return retry(d, peer, now_s, v);
 }
@@ -213,24 +224,24 @@ static int door_hello(aftp_door *d, const uint8_t *pkt, size_t len, const struct
 }
 
 static int decide(aftp_door *d, const uint8_t *pkt, size_t len, const struct sockaddr *from,
-                  int busy, uint32_t now_s, aftp_door_verdict *v)
+                  int under_load, uint32_t now_s, aftp_door_verdict *v)
 {
     aftp_cookie_peer peer;
     if (!door_hello(d, pkt, len, from, v, &peer))
         return version_neg(d, pkt, len, v);
     if (asks_for_key(&v->hello.u.hello))
         return server_key(d, peer.conn_id, v);
-    return session_verdict(d, &peer, busy, now_s, v);
+    return session_verdict(d, &peer, under_load, now_s, v);
 }
 
 int aftp_door_input(aftp_door *d, const uint8_t *pkt, size_t len, const struct sockaddr *from,
-                    int busy, uint64_t now_ns, aftp_door_verdict *v)
+                    int under_load, uint64_t now_ns, aftp_door_verdict *v)
 {
     uint32_t now_s = (uint32_t)(now_ns / NS_PER_S);
     memset(v, 0, sizeof *v);
     rotate_secret(d, now_s);
     count_second(d, now_s);
-    v->action = decide(d, pkt, len, from, busy, now_s, v);
+    v->action = decide(d, pkt, len, from, under_load, now_s, v);
     d->started_count += v->action == AFTP_DOOR_START;
     d->dropped += v->action == AFTP_DOOR_DROP;
     return v->action;

@@ -14,13 +14,13 @@
  *    a session; a server without a static key (cipher NONE) stays silent;
  *  - a HELLO whose COOKIE extension carries a valid token comes from an
  *    address that receives our datagrams (validated): it starts a session
- *    when the server is idle, and is dropped in silence while a session is
- *    active (its client resends it, and the copy that reaches an idle
- *    server starts its session: a waiting client is served next);
+ *    (whether the server then serves it, refuses it at its limit or drops
+ *    it is the caller's decision, aftp_hub.h);
  *  - a HELLO without a valid cookie starts a session directly only when
- *    the server is idle and few such HELLOs arrive; under load (a session
- *    active, or more than AFTP_DOOR_MAX_UNVALIDATED of them in the current
- *    second) it gets a RETRY carrying a cookie (aftp_cookie.h);
+ *    the server is not under load (the caller says: its table nearly
+ *    full, many handshakes unconfirmed) and few such HELLOs arrive; else
+ *    (or past AFTP_DOOR_MAX_UNVALIDATED of them in the current second) it
+ *    gets a RETRY carrying a cookie (aftp_cookie.h);
  *  - everything else is dropped: shorter datagrams, HELLOs that do not
  *    decode, other types, the late copies of the HELLO whose session was
  *    started last.
@@ -29,8 +29,8 @@
  * of at least 1200: far below the 3x anti-amplification bound (spec
  * 14.3). VERSION_NEG, RETRY and SERVER_KEY share a budget of
  * AFTP_DOOR_MAX_REPLIES per second: past it, silence. The door keeps no
- * state per client, so one source can never hold more than the single
- * pending handshake the server runs at a time.
+ * state per client; a source's HELLO runs its handshake at once, on the
+ * caller's thread, and only an authenticated one leaves state (a session).
  *
  * What a started HELLO then meets (its role, its ciphers, message 1, the
  * admission of the client's key: CLOSE(PROTOCOL) or CLOSE(UNAUTHORIZED),
@@ -127,9 +127,10 @@ int aftp_door_init(aftp_door *d, const aftp_door_settings *s, uint64_t now_ns);
 void aftp_door_fini(aftp_door *d); /* wipes the secrets */
 
 /* The verdict (enum aftp_door_action, also in v->action) on datagram
- * (pkt, len) from `from` at now_ns; `busy`: a session is active. */
+ * (pkt, len) from `from` at now_ns; `under_load`: a HELLO must prove its
+ * address (a cookie) before its handshake runs. */
 int aftp_door_input(aftp_door *d, const uint8_t *pkt, size_t len, const struct sockaddr *from,
-                    int busy, uint64_t now_ns, aftp_door_verdict *v);
+                    int under_load, uint64_t now_ns, aftp_door_verdict *v);
 
 /* The HELLO (conn_id) from `from` started a session: its late copies are
  * dropped from now on. */
@@ -145,5 +146,7 @@ int aftp_door_report_drop(aftp_door *d, const struct sockaddr *from, uint32_t co
 
 /* Whether a and b are the same IPv4 or IPv6 address and port. */
 int aftp_door_same_addr(const struct sockaddr *a, const struct sockaddr *b);
+/* Whether a and b are the same IPv4 or IPv6 address, whatever the ports. */
+int aftp_door_same_host(const struct sockaddr *a, const struct sockaddr *b);
 
 #endif /* AFTP_DOOR_H */

@@ -74,6 +74,11 @@ static void explain_limit(const aftp_explain_ctx *x, const aftp_io_result *res,
             res->message[0] ? res->message : "too many sessions?");
         return;
     }
+    if (res->stats.payload_bytes_sent == 0 && res->message[0]) { /* its CLOSE's reason: a server
+                                                                  * full or draining (14.2.5) */
+        say(o, "%s refused the session: %s", x->peer, res->message);
+        return;
+    }
     if (res->stats.payload_bytes_sent > 0) { /* past the offer: the repair bound (spec 9.9) */
         say(o, "transfer of %s to %s failed: %s", x->file, x->peer,
             res->message[0] ? res->message : aftp_strerror(res->error));

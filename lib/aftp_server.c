@@ -48,7 +48,7 @@ typedef struct server_secrets {
     int have_identity, have_psk;
 } server_secrets;
 
-/* The client of the session being served. */
+/* The client of a session being served. */
 typedef struct server_client {
     struct sockaddr_storage addr;
     uint8_t key[AFTP_KEY_LEN];
@@ -67,6 +67,18 @@ typedef struct server_client {
     int pulled;                     /* the session is a pull: the client fetches */
     aftp_meter meter;
 } server_client;
+
+/* What the run keeps of each session (aftp_serve_opts.session_open): the
+ * `app` of its callbacks. */
+typedef struct server_session {
+    aftp_server *s;
+    server_client client;
+    /* When each file under way had its offer accepted (wall clock), by
+     * entry id modulo the window: the entries in flight span at most the
+     * window, so no two share a slot. One slot in one-file mode. */
+    int64_t *file_starts;
+    uint32_t file_slots;
+} server_session;
 
 struct aftp_admission {
     char root[SERVER_PATH_MAX];
@@ -108,16 +120,14 @@ struct aftp_server {
     void *log_user;
     char terms[SERVER_TERMS][AFTP_SERVER_TERM_MAX]; /* aftp_server_set_terms, in its
                                                      * fields' order */
+    unsigned max_sessions;
+    unsigned workers;           /* 0: one per online CPU */
+    uint64_t drain_timeout_ms;
     atomic_int stop;            /* any thread, signal handlers (lock-free) */
     atomic_int reload;          /* aftp_server_reload: the control tick reads the keys again */
+    atomic_int drain;           /* likewise */
     unsigned port;              /* atomically: aftp_server_port from any thread */
     aftp_admit admit;           /* the run's policy */
-    server_client client;
-    /* When each file under way had its offer accepted (wall clock), by
-     * entry id modulo the window: the entries in flight span at most the
-     * window, so no two share a slot. One slot in one-file mode. */
-    int64_t *file_starts;
-    uint32_t file_slots;
     int session_error;          /* the failed session's aftp_error, for its log line */
     char errmsg[SERVER_ERRMSG_MAX];
 };
@@ -163,6 +173,8 @@ int aftp_server_new(aftp_server **out)
     s->place.mode_mask = AFTP_SERVER_MODE_MASK_DEFAULT;
     s->partial_max_age_s = AFTP_SERVER_PARTIAL_MAX_AGE_DEFAULT_S;
     s->pipeline_window = AFTP_SERVER_PIPELINE_WINDOW;
+    s->max_sessions = AFTP_SERVER_MAX_SESSIONS_DEFAULT;
+    s->drain_timeout_ms = AFTP_SERVER_DRAIN_TIMEOUT_DEFAULT_MS;
     snprintf(s->dir, sizeof s->dir, ".");
     aftp_server_set_terms(s, NULL);
     *out = s;
@@ -449,6 +461,39 @@ void aftp_server_reload(aftp_server *s)
     atomic_store(&s->reload, 1);
 }
 
+void aftp_server_drain(aftp_server *s)
+{
+    atomic_store(&s->drain, 1); /* as aftp_server_stop */
+}
+
+int aftp_server_set_max_sessions(aftp_server *s, unsigned n)
+{
+    if (n < 1 || n > AFTP_SERVER_MAX_SESSIONS_MAX)
+        return fail(s, AFTP_ERR_INVALID_ARGUMENT,
+                    "max sessions: %u is outside 1 to %u", n, AFTP_SERVER_MAX_SESSIONS_MAX);
+    s->max_sessions = n;
+    return succeed(s);
+}
+
+int aftp_server_set_workers(aftp_server *s, unsigned n)
+{
+    if (n > AFTP_SERVER_WORKERS_MAX)
+        return fail(s, AFTP_ERR_INVALID_ARGUMENT, "workers: %u is more than %u", n,
+                    AFTP_SERVER_WORKERS_MAX);
+    s->workers = n;
+    return succeed(s);
+}
+
+int aftp_server_set_drain_timeout_ms(aftp_server *s, uint64_t ms)
+{
+    if (ms > AFTP_SERVER_DRAIN_TIMEOUT_MAX_MS)
+        return fail(s, AFTP_ERR_INVALID_ARGUMENT,
+                    "drain timeout: %" PRIu64 " ms is more than %" PRIu64 " ms", ms,
+                    (uint64_t)AFTP_SERVER_DRAIN_TIMEOUT_MAX_MS);
+    s->drain_timeout_ms = ms;
+    return succeed(s);
+}
+
 const char *aftp_server_errmsg(const aftp_server *s)
 {
     return s->errmsg;
@@ -524,9 +569,10 @@ static aftp_peer client_peer(const server_client *c)
 }
 
 /* A new session's client, into the server's dir until admitted elsewhere. */
-static void begin_client(aftp_server *s, const struct sockaddr *from, const uint8_t *key)
+static void begin_client(server_session *ss, const struct sockaddr *from, const uint8_t *key)
 {
-    server_client *c = &s->client;
+    const aftp_server *s = ss->s;
+    server_client *c = &ss->client;
     const char *comment = key != NULL ? aftp_keyfile_list_comment(&s->authorized, key) : NULL;
     memset(c, 0, sizeof *c);
     memcpy(&c->addr, from, sockaddr_len(from));
@@ -539,12 +585,12 @@ static void begin_client(aftp_server *s, const struct sockaddr *from, const uint
 
 /* Refuses the client being admitted with code; why (printf) goes to its
  * log line. */
-__attribute__((format(printf, 3, 4))) static int refuse_client(aftp_server *s, int code,
+__attribute__((format(printf, 3, 4))) static int refuse_client(server_session *ss, int code,
                                                                 const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(s->client.refusal, sizeof s->client.refusal, fmt, ap);
+    vsnprintf(ss->client.refusal, sizeof ss->client.refusal, fmt, ap);
     va_end(ap);
     return code;
 }
@@ -560,9 +606,10 @@ static void key_line(const aftp_server *s, const aftp_keyfile_options *opts, con
 
 /* The decision as the key's authorized-keys options make it (opts NULL:
  * the defaults): a relative root= lies beneath the server's dir. */
-static int prefill_decision(aftp_server *s, const aftp_keyfile_options *opts,
+static int prefill_decision(server_session *ss, const aftp_keyfile_options *opts,
                             aftp_admission *d)
 {
+    const aftp_server *s = ss->s;
     char where[SERVER_PATH_MAX + 16];
     *d = (aftp_admission){.access = AFTP_ACCESS_READ | AFTP_ACCESS_WRITE};
     if (opts == NULL)
@@ -578,36 +625,38 @@ static int prefill_decision(aftp_server *s, const aftp_keyfile_options *opts,
     if (n >= 0 && (size_t)n < sizeof d->root)
         return AFTP_OK;
     key_line(s, opts, "root=", where, sizeof where);
-    return refuse_client(s, AFTP_ERR_UNKNOWN_PEER,
+    return refuse_client(ss, AFTP_ERR_UNKNOWN_PEER,
                          "its root (%s) beneath the server's dir is %d bytes, more "
                          "than the %u a path may have", where, n, SERVER_PATH_MAX - 1);
 }
 
 /* from=: the client's address must lie in one of the key's prefixes. */
-static int check_from(aftp_server *s, const aftp_keyfile_options *opts,
+static int check_from(server_session *ss, const aftp_keyfile_options *opts,
                       const struct sockaddr *from)
 {
+    const aftp_server *s = ss->s;
     char fingerprint[AFTP_KEYFILE_FINGERPRINT_MAX], addr[64], where[SERVER_PATH_MAX + 16];
     if (opts == NULL || opts->from_count == 0 ||
         aftp_addrmatch_any(opts->from, opts->from_count, from))
         return AFTP_OK;
-    aftp_keyfile_fingerprint(s->client.key, fingerprint, sizeof fingerprint);
+    aftp_keyfile_fingerprint(ss->client.key, fingerprint, sizeof fingerprint);
     aftp_format_addr(from, addr, sizeof addr);
     key_line(s, opts, "", where, sizeof where);
-    return refuse_client(s, AFTP_ERR_UNKNOWN_PEER,
+    return refuse_client(ss, AFTP_ERR_UNKNOWN_PEER,
                          "key %s is limited to from=\"%s\" (%s); client came from %s",
                          fingerprint, opts->from_text, where, addr);
 }
 
 /* The application's callback, which may change the pre-filled decision. */
-static int ask_callback(aftp_server *s, aftp_admission *d)
+static int ask_callback(server_session *ss, aftp_admission *d)
 {
+    const aftp_server *s = ss->s;
     if (s->admit_cb == NULL)
         return AFTP_OK;
-    aftp_peer peer = client_peer(&s->client);
+    aftp_peer peer = client_peer(&ss->client);
     int rc = s->admit_cb(s->admit_user, &peer, d);
     return rc == AFTP_OK ? AFTP_OK
-                         : refuse_client(s, AFTP_ERR_UNKNOWN_PEER,
+                         : refuse_client(ss, AFTP_ERR_UNKNOWN_PEER,
                                          "the admission callback refused it (%s)",
                                          aftp_strerror(rc));
 }
@@ -617,36 +666,38 @@ static int ask_callback(aftp_server *s, aftp_admission *d)
  * AFTP_ERR_PERMISSION (its client is told so), naming what decided. */
 static int check_role(void *app, int role)
 {
-    aftp_server *s = app;
+    server_session *ss = app;
+    const aftp_server *s = ss->s;
     int pull = role == AFTP_ROLE_PULL;
-    s->client.pulled = pull;
+    ss->client.pulled = pull;
     unsigned needed = pull ? AFTP_ACCESS_READ : AFTP_ACCESS_WRITE;
-    if (s->client.access & needed)
+    if (ss->client.access & needed)
         return AFTP_OK;
     const aftp_keyfile_options *opts =
-        s->client.have_key ? aftp_keyfile_list_options(&s->authorized, s->client.key) : NULL;
+        ss->client.have_key ? aftp_keyfile_list_options(&s->authorized, ss->client.key) : NULL;
     char where[SERVER_PATH_MAX + 32] = "the admission callback's decision";
-    if (opts != NULL && opts->access == s->client.access)
+    if (opts != NULL && opts->access == ss->client.access)
         key_line(s, opts, pull ? "write-only" : "read-only", where, sizeof where);
-    return refuse_client(s, AFTP_ERR_PERMISSION,
+    return refuse_client(ss, AFTP_ERR_PERMISSION,
                          "its key may only %s (%s) and it asked to %s: it was told so",
                          pull ? "push" : "pull", where, pull ? "pull" : "push");
 }
 
 /* The decision's root, opened for the session (none: the server's dir);
  * one that cannot be used names what chose it. */
-static int open_root(aftp_server *s, const aftp_keyfile_options *opts, const aftp_admission *d,
+static int open_root(server_session *ss, const aftp_keyfile_options *opts, const aftp_admission *d,
                      int *rootfd)
 {
+    const aftp_server *s = ss->s;
     char why[SERVER_ERRMSG_MAX], setting[SERVER_PATH_MAX + 32] = "the admission's root";
     if (!d->have_root)
         return AFTP_OK;
     if (d->root_from_key)
         key_line(s, opts, "root=", setting, sizeof setting);
     if (aftp_store_open_dir(d->root, setting, rootfd, why, sizeof why) != AFTP_OK)
-        return refuse_client(s, AFTP_ERR_UNKNOWN_PEER, "%s", why);
+        return refuse_client(ss, AFTP_ERR_UNKNOWN_PEER, "%s", why);
     if (!keeps_nothing(s)) /* the receipt names where the file really is */
-        snprintf(s->client.root, sizeof s->client.root, "%s", d->root);
+        snprintf(ss->client.root, sizeof ss->client.root, "%s", d->root);
     return AFTP_OK;
 }
 
@@ -658,66 +709,68 @@ static int open_root(aftp_server *s, const aftp_keyfile_options *opts, const aft
 static int admit_client(void *app, const struct sockaddr *from, const uint8_t *key, int *rootfd,
                         uint64_t *rate_cap_bps)
 {
-    aftp_server *s = app;
+    server_session *ss = app;
+    aftp_server *s = ss->s;
     const aftp_keyfile_options *opts =
         key != NULL ? aftp_keyfile_list_options(&s->authorized, key) : NULL;
     aftp_admission decision;
-    begin_client(s, from, key);
-    int rc = prefill_decision(s, opts, &decision);
+    begin_client(ss, from, key);
+    int rc = prefill_decision(ss, opts, &decision);
     if (rc == AFTP_OK)
-        rc = check_from(s, opts, from);
+        rc = check_from(ss, opts, from);
     if (rc == AFTP_OK)
-        rc = ask_callback(s, &decision);
+        rc = ask_callback(ss, &decision);
     if (rc == AFTP_OK)
-        rc = open_root(s, opts, &decision, rootfd);
+        rc = open_root(ss, opts, &decision, rootfd);
     if (rc != AFTP_OK)
         return rc;
     *rate_cap_bps = decision.rate_cap_bps;
-    s->client.access = decision.access;
+    ss->client.access = decision.access;
     return AFTP_OK;
 }
 
 /* The receipt's slot of the wall-clock time entry `id` was accepted. */
-static int64_t *file_start(const aftp_server *s, uint32_t id)
+static int64_t *file_start(const server_session *ss, uint32_t id)
 {
-    return &s->file_starts[id % s->file_slots];
+    return &ss->file_starts[id % ss->file_slots];
 }
 
 /* What a receipt or an entry report says of an entry; r's other fields
  * (outcome, kind, digest, start, held bytes, target) are the caller's. */
-static void hand_report(aftp_server *s, aftp_receipt *r, const aftp_file_info *info,
+static void hand_report(const server_session *ss, aftp_receipt *r, const aftp_file_info *info,
                         const aftp_stats *st, aftp_receipt_cb cb, void *user)
 {
-    aftp_peer peer = client_peer(&s->client);
+    aftp_peer peer = client_peer(&ss->client);
     char printable[SERVER_PATH_MAX * 4];
     aftp_path_printable(info->path, printable, sizeof printable);
     r->path = info->path;
     r->printable_path = printable;
-    r->root = s->client.root;
+    r->root = ss->client.root;
     r->client = &peer;
     r->end_unix_ns = (int64_t)aftp_wallclock_now_ns();
     r->cipher = aftp_session_cipher_choice(st->cipher);
-    r->connected_unix_ns = s->client.connected_ns;
+    r->connected_unix_ns = ss->client.connected_ns;
     r->packets_received = st->packets_received;
     r->duplicate_packets = st->duplicate_packets;
     r->rate_cap_bps = st->rate_cap_bps;
-    r->pulled = s->client.pulled;
-    r->retransmitted = s->client.pulled && st->payload_bytes_sent
+    r->pulled = ss->client.pulled;
+    r->retransmitted = ss->client.pulled && st->payload_bytes_sent
                            ? (double)st->payload_bytes_retransmitted / (double)st->payload_bytes_sent
                            : 0;
     cb(user, r);
 }
 
 /* A file committed: sent whole, or resumed from the blocks it held. */
-static void hand_receipt(aftp_server *s, const aftp_event *ev, const aftp_stats *st)
+static void hand_receipt(const server_session *ss, const aftp_event *ev, const aftp_stats *st)
 {
+    const aftp_server *s = ss->s;
     int resumed = ev->verdict == AFTP_VERDICT_RESUME;
     aftp_receipt r = {.size = ev->info->size, .kind = AFTP_ENTRY_FILE,
-                      .start_unix_ns = *file_start(s, ev->info->file_id),
+                      .start_unix_ns = *file_start(ss, ev->info->file_id),
                       .outcome = resumed ? AFTP_OUTCOME_RESUMED : AFTP_OUTCOME_SENT,
                       .held_bytes = resumed ? ev->held_bytes : 0};
     memcpy(r.digest, ev->digest, AFTP_DIGEST_LEN);
-    hand_report(s, &r, ev->info, st, s->receipt_cb, s->receipt_user);
+    hand_report(ss, &r, ev->info, st, s->receipt_cb, s->receipt_user);
 }
 
 /* The serve driver's report of a decided entry: a skipped file, a placed
@@ -726,7 +779,8 @@ static void hand_receipt(aftp_server *s, const aftp_event *ev, const aftp_stats 
 static void on_entry(void *app, const aftp_entry_info *info, const aftp_entry_verdict *v,
                      const aftp_stats *st)
 {
-    aftp_server *s = app;
+    const server_session *ss = app;
+    const aftp_server *s = ss->s;
     int skipped = info->kind == AFTP_ENTRY_FILE && v->verdict == AFTP_VERDICT_SKIP;
     int placed = info->kind != AFTP_ENTRY_FILE && v->verdict == AFTP_VERDICT_SEND;
     if (s->entry_cb == NULL || (!skipped && !placed))
@@ -735,57 +789,79 @@ static void on_entry(void *app, const aftp_entry_info *info, const aftp_entry_ve
                       .start_unix_ns = (int64_t)aftp_wallclock_now_ns(),
                       .outcome = skipped ? AFTP_OUTCOME_SKIPPED : AFTP_OUTCOME_PLACED,
                       .target = info->target};
-    hand_report(s, &r, &info->file, st, s->entry_cb, s->entry_user);
+    hand_report(ss, &r, &info->file, st, s->entry_cb, s->entry_user);
 }
 
-static void start_file(aftp_server *s, const aftp_event *ev, const aftp_stats *st)
+static void start_file(server_session *ss, const aftp_event *ev, const aftp_stats *st)
 {
-    server_client *c = &s->client;
-    *file_start(s, ev->info->file_id) = (int64_t)aftp_wallclock_now_ns();
+    server_client *c = &ss->client;
+    *file_start(ss, ev->info->file_id) = (int64_t)aftp_wallclock_now_ns();
     aftp_path_printable(ev->info->path, c->file, sizeof c->file);
     aftp_meter_start(&c->meter, ev->info->size, st->payload_bytes_received, aftp_drive_now_ns());
     c->receiving = 1;
 }
 
 /* The operator sees which client is served under a cap, and which. */
-static void say_rate_cap(const aftp_server *s, uint64_t rate_cap_bps)
+static void say_rate_cap(const server_session *ss, uint64_t rate_cap_bps)
 {
     char client[AFTP_SERVER_PEER_TEXT_MAX], line[AFTP_SERVER_PEER_TEXT_MAX + 128];
-    aftp_peer peer = client_peer(&s->client);
+    aftp_peer peer = client_peer(&ss->client);
     aftp_serve_describe_client(peer.addr, peer.key, peer.comment, client, sizeof client);
     snprintf(line, sizeof line,
              "client %s is served with a rate cap of %" PRIu64 " bit/s (%.1f Mbit/s): its "
              "sender paces under it",
              client, rate_cap_bps, (double)rate_cap_bps / 1e6);
-    say(s, AFTP_LOG_RATE_CAP, line);
+    say(ss->s, AFTP_LOG_RATE_CAP, line);
+}
+
+/* Who a session's client is, as the log lines name it. */
+static void describe(const server_session *ss, const struct sockaddr *addr, const uint8_t *key,
+                     char *out, size_t cap)
+{
+    const char *comment = key != NULL ? aftp_keyfile_list_comment(&ss->s->authorized, key) : NULL;
+    aftp_serve_describe_client(addr, key, comment, out, cap);
+}
+
+static void session_started(server_session *ss)
+{
+    char client[AFTP_SERVER_PEER_TEXT_MAX], line[AFTP_SERVER_PEER_TEXT_MAX + SERVER_PATH_MAX + 256];
+    const server_client *c = &ss->client;
+    ss->client.connected_ns = (int64_t)aftp_wallclock_now_ns();
+    describe(ss, (const struct sockaddr *)&c->addr, c->have_key ? c->key : NULL, client,
+             sizeof client);
+    snprintf(line, sizeof line, "session started: client %s, root %s", client,
+             c->root[0] ? c->root : ss->s->dir);
+    say(ss->s, AFTP_LOG_SESSION_STARTED, line);
 }
 
 static void on_session_event(void *app, const aftp_event *ev, const aftp_stats *st)
 {
-    aftp_server *s = app;
+    server_session *ss = app;
+    const aftp_server *s = ss->s;
     if (ev->type == AFTP_EV_CONNECTED && st->rate_cap_bps != 0)
-        say_rate_cap(s, st->rate_cap_bps);
+        say_rate_cap(ss, st->rate_cap_bps);
     if (ev->type == AFTP_EV_CONNECTED)
-        s->client.connected_ns = (int64_t)aftp_wallclock_now_ns();
+        session_started(ss);
     else if (ev->type == AFTP_EV_FILE_START)
-        start_file(s, ev, st);
+        start_file(ss, ev, st);
     else if (ev->type == AFTP_EV_FILE_END)
-        s->client.receiving = 0;
+        ss->client.receiving = 0;
     if (ev->type == AFTP_EV_FILE_END && ev->error == AFTP_OK && ev->digest != NULL &&
         s->receipt_cb != NULL)
-        hand_receipt(s, ev, st);
+        hand_receipt(ss, ev, st);
 }
 
 /* The progress figures of the file under way (aftp_meter.h). */
 static void on_tick(void *app, const aftp_stats *st, uint64_t now_ns)
 {
-    aftp_server *s = app;
+    server_session *ss = app;
+    const aftp_server *s = ss->s;
     aftp_meter_reading m;
     aftp_progress p;
-    if (s->progress_cb == NULL || !s->client.receiving ||
-        !aftp_meter_read(&s->client.meter, st->payload_bytes_received, now_ns, &m))
+    if (s->progress_cb == NULL || !ss->client.receiving ||
+        !aftp_meter_read(&ss->client.meter, st->payload_bytes_received, now_ns, &m))
         return;
-    aftp_meter_progress(&s->client.meter, &m, st, s->client.file, &p);
+    aftp_meter_progress(&ss->client.meter, &m, st, ss->client.file, &p);
     s->progress_cb(s->progress_user, &p);
 }
 
@@ -809,59 +885,79 @@ static void on_warning(void *app, const char *text)
 
 /* Why a client's key was refused: this server's own reason (the admission
  * callback, a root that cannot be used), else the authorized keys'. */
-static void refusal_reason(const aftp_server *s, char *out, size_t cap)
+static void refusal_reason(const server_session *ss, char *out, size_t cap)
 {
-    if (s->client.refusal[0] != '\0')
-        snprintf(out, cap, "%s", s->client.refusal);
+    const aftp_server *s = ss->s;
+    if (ss->client.refusal[0] != '\0')
+        snprintf(out, cap, "%s", ss->client.refusal);
     else
         aftp_admit_explain_unknown(&s->admit, s->authorized_path, out, cap);
 }
 
 /* The comment of a client's key: the session's copy for its own client
  * (a reload may have removed its line since), else the list's. */
-static const char *key_comment(const aftp_server *s, const uint8_t *key)
+static const char *key_comment(const server_session *ss, const uint8_t *key)
 {
-    if (s->client.have_key && memcmp(key, s->client.key, AFTP_KEY_LEN) == 0)
-        return s->client.comment;
-    return aftp_keyfile_list_comment(&s->authorized, key);
+    if (ss->client.have_key && memcmp(key, ss->client.key, AFTP_KEY_LEN) == 0)
+        return ss->client.comment;
+    return aftp_keyfile_list_comment(&ss->s->authorized, key);
 }
 
 /* The key a session's client proved, or NULL (a key the authorized keys
  * refused is named in the reason instead). */
-static const uint8_t *session_key(const aftp_server *s, const aftp_io_result *res)
+static const uint8_t *session_key(const server_session *ss, const aftp_io_result *res)
 {
     if (res->have_peer_key)
         return res->peer_key;
-    return s->client.have_key ? s->client.key : NULL;
+    return ss->client.have_key ? ss->client.key : NULL;
 }
 
 /* The operator's line for a session that failed. */
-static void explain_failure(const aftp_server *s, const aftp_io_result *res,
+static void explain_failure(const server_session *ss, const aftp_io_result *res,
                             const struct sockaddr *peer, char *line, size_t cap)
 {
+    const aftp_server *s = ss->s;
     char client[512], reason[SERVER_PATH_MAX + 256];
-    const uint8_t *key = session_key(s, res);
-    aftp_serve_describe_client(peer, key, key != NULL ? key_comment(s, key) : NULL, client,
+    const uint8_t *key = session_key(ss, res);
+    aftp_serve_describe_client(peer, key, key != NULL ? key_comment(ss, key) : NULL, client,
                                sizeof client);
     if (key == NULL && res->connected) /* a session without keys: anyone could be it */
         snprintf(client + strlen(client), sizeof client - strlen(client), " (unauthenticated)");
-    refusal_reason(s, reason, sizeof reason);
+    refusal_reason(ss, reason, sizeof reason);
     aftp_serve_explain_failure(res, client, res->connected ? NULL : reason,
                                (double)s->idle_timeout_ns / 1e9, s->terms[TERM_IDLE], line, cap);
 }
 
+/* One line per session that got past its handshake: who, where, what
+ * arrived, how long, how it ended. */
+static void session_ended(const server_session *ss, const aftp_io_result *res,
+                          const struct sockaddr *peer)
+{
+    char client[AFTP_SERVER_PEER_TEXT_MAX], line[AFTP_SERVER_PEER_TEXT_MAX + SERVER_PATH_MAX + 256];
+    const server_client *c = &ss->client;
+    int64_t took = (int64_t)aftp_wallclock_now_ns() - c->connected_ns;
+    describe(ss, peer, session_key(ss, res), client, sizeof client);
+    snprintf(line, sizeof line,
+             "session ended: client %s, root %s, %d file%s, %" PRIu64 " bytes in %.1f s: %s",
+             client, c->root[0] ? c->root : ss->s->dir, res->files_ok,
+             res->files_ok == 1 ? "" : "s", res->stats.payload_bytes_received,
+             c->connected_ns > 0 ? (double)took / 1e9 : 0.0,
+             res->error == AFTP_OK ? "ok" : aftp_strerror(res->error));
+    say(ss->s, AFTP_LOG_SESSION_ENDED, line);
+}
+
 static void on_session_end(void *app, const aftp_io_result *res, const struct sockaddr *peer)
 {
-    aftp_server *s = app;
+    server_session *ss = app;
+    aftp_server *s = ss->s;
     char line[SERVER_PATH_MAX + 1024];
+    if (res->connected)
+        session_ended(ss, res, peer);
     if (res->error != AFTP_OK) {
-        explain_failure(s, res, peer, line, sizeof line);
+        explain_failure(ss, res, peer, line, sizeof line);
         s->session_error = res->error;
         say(s, AFTP_LOG_SESSION_FAILED, line);
     }
-    /* The next session's client starts from nothing (one the authorized
-     * keys refuse never reaches admit_client). */
-    memset(&s->client, 0, sizeof s->client);
 }
 
 static void on_hello_dropped(void *app, const struct sockaddr *from, int why,
@@ -870,7 +966,8 @@ static void on_hello_dropped(void *app, const struct sockaddr *from, int why,
     aftp_server *s = app;
     char client[512] = "", line[1200];
     if (client_key != NULL)
-        aftp_serve_describe_client(from, client_key, key_comment(s, client_key), client,
+        aftp_serve_describe_client(from, client_key,
+                                   aftp_keyfile_list_comment(&s->authorized, client_key), client,
                                    sizeof client);
     aftp_serve_explain_drop(from, why, client, s->terms[TERM_PSK_DIFFERS], &s->admit,
                             unreported, line, sizeof line);
@@ -947,25 +1044,58 @@ _Static_assert(AFTP_SERVER_MODE_MASK_DEFAULT == AFTP_PLACE_MODE_DEFAULT, "the pl
 /* The operator learns what the sweep removed, where, and the age. */
 static void on_swept(void *app, int removed, int session_root)
 {
-    aftp_server *s = app;
+    const server_session *ss = session_root ? app : NULL; /* aftp_serve_opts.on_swept */
+    aftp_server *s = ss != NULL ? ss->s : app;
     char line[SERVER_PATH_MAX + 256];
     snprintf(line, sizeof line,
              "removed %d unfinished file%s no sender came back for in %" PRIu64
              " s (%.1f days) from %s/" AFTP_JOURNAL_DIR,
              removed, removed == 1 ? "" : "s", s->partial_max_age_s,
-             (double)s->partial_max_age_s / 86400.0, session_root ? s->client.root : s->dir);
+             (double)s->partial_max_age_s / 86400.0, session_root ? ss->client.root : s->dir);
     say(s, AFTP_LOG_PARTIAL_SWEPT, line);
 }
 
-/* The receipts' start times, one slot per entry the window holds. */
-static int alloc_file_starts(aftp_server *s)
+/* A session's own state, with its receipts' start times: one slot per
+ * entry the window holds. NULL without memory (its HELLO is dropped). */
+static void *session_open(void *app)
 {
-    s->file_slots = s->pipeline_window > 0 ? s->pipeline_window : 1;
-    s->file_starts = calloc(s->file_slots, sizeof *s->file_starts);
-    return s->file_starts != NULL
-               ? AFTP_OK
-               : fail(s, AFTP_ERR_NO_MEMORY, "no memory for %" PRIu32 " entries' start times",
-                      s->file_slots);
+    aftp_server *s = app;
+    server_session *ss = calloc(1, sizeof *ss);
+    if (ss == NULL)
+        return NULL;
+    ss->s = s;
+    ss->file_slots = s->pipeline_window > 0 ? s->pipeline_window : 1;
+    ss->file_starts = calloc(ss->file_slots, sizeof *ss->file_starts);
+    if (ss->file_starts == NULL) {
+        free(ss);
+        return NULL;
+    }
+    return ss;
+}
+
+static void session_close(void *app, void *session_app)
+{
+    server_session *ss = session_app;
+    (void)app;
+    free(ss->file_starts);
+    free(ss);
+}
+
+/* The operator sees the drain begin, and what it waits for. */
+static void on_draining(void *app, unsigned running, uint64_t timeout_ns)
+{
+    char line[256];
+    snprintf(line, sizeof line,
+             "draining: no new sessions; waiting up to %.1f s for the %u running, then "
+             "cancelling the rest",
+             (double)timeout_ns / 1e9, running);
+    say(app, AFTP_LOG_DRAINING, line);
+}
+
+/* The drain's deadline as the serve driver takes it (0 there: its default). */
+static uint64_t drain_timeout_ns(const aftp_server *s)
+{
+    return s->drain_timeout_ms > 0 ? s->drain_timeout_ms * 1000000u : 1u;
 }
 
 static int serve(aftp_server *s, int dirfd)
@@ -982,16 +1112,17 @@ static int serve(aftp_server *s, int dirfd)
         .on_listening = on_listening, .admit = admit_client, .on_session_event = on_session_event,
         .on_entry = on_entry, .on_swept = on_swept, .on_session_end = on_session_end,
         .on_hello_dropped = on_hello_dropped, .on_control_tick = on_control_tick,
-        .role_allowed = check_role};
-    int rc = alloc_file_starts(s);
-    if (rc == AFTP_OK && (rc = prepare_security(s, &o.security)) == AFTP_OK) {
+        .role_allowed = check_role, .session_open = session_open,
+        .session_close = session_close, .on_draining = on_draining,
+        .max_sessions = s->max_sessions, .workers = s->workers, .drain = &s->drain,
+        .drain_timeout_ns = drain_timeout_ns(s)};
+    int rc = prepare_security(s, &o.security);
+    if (rc == AFTP_OK) {
         rc = aftp_serve_run(&o, &res);
         aftp_admit_fini(&s->admit);
         if (rc != AFTP_OK)
             fail(s, rc, "%s", res.message[0] ? res.message : aftp_strerror(rc));
     }
-    free(s->file_starts);
-    s->file_starts = NULL;
     return rc == AFTP_OK ? succeed(s) : rc;
 }
 
@@ -1010,5 +1141,6 @@ int aftp_server_run(aftp_server *s)
         close(dirfd);
     __atomic_store_n(&s->port, 0u, __ATOMIC_RELEASE);
     atomic_store(&s->stop, 0);
+    atomic_store(&s->drain, 0);
     return rc;
 }

@@ -917,13 +917,23 @@ int aftp_receiver_commit_done(aftp_receiver *r, uint64_t now_ns, int rc, const i
     return aftp_rpipe_commit_done(r, rc, results);
 }
 
+int aftp_receiver_abort(aftp_receiver *r, uint64_t now_ns, int error, const char *reason)
+{
+    if (r == NULL || error >= AFTP_OK)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    if (r->ss.state == AFTP_STATE_CLOSING || r->ss.state == AFTP_STATE_CLOSED)
+        return AFTP_OK;
+    aftp_session_tick(&r->ss, now_ns);
+    if (reason != NULL)
+        aftp_session_set_text(&r->ss, reason);
+    if (r->client && r->ss.state == AFTP_STATE_HANDSHAKE)
+        aftp_recv_close_now(r, error); /* section 9.13: no server id to tell */
+    else
+        aftp_recv_start_closing(r, error, aftp_errmap_to_wire(error));
+    return AFTP_OK;
+}
+
 void aftp_receiver_cancel(aftp_receiver *r, uint64_t now_ns)
 {
-    if (r == NULL || r->ss.state == AFTP_STATE_CLOSING || r->ss.state == AFTP_STATE_CLOSED)
-        return;
-    aftp_session_tick(&r->ss, now_ns);
-    if (r->client && r->ss.state == AFTP_STATE_HANDSHAKE)
-        aftp_recv_close_now(r, AFTP_ERR_CANCELLED); /* section 9.13: no server id to tell */
-    else
-        aftp_recv_start_closing(r, AFTP_ERR_CANCELLED, AFTP_WIRE_ERR_CANCELLED);
+    aftp_receiver_abort(r, now_ns, AFTP_ERR_CANCELLED, NULL); /* section 9.13 */
 }

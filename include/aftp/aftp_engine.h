@@ -586,6 +586,14 @@ AFTP_EXTERN int aftp_receiver_state(const aftp_receiver *r);
 AFTP_EXTERN int aftp_receiver_error(const aftp_receiver *r);
 AFTP_EXTERN void aftp_receiver_get_stats(const aftp_receiver *r, aftp_stats *out);
 AFTP_EXTERN void aftp_receiver_cancel(aftp_receiver *r, uint64_t now_ns);
+/* The application ends the session with `error` (a negative aftp_error)
+ * and `reason` (copied, may be NULL), sent in the CLOSE (the matching wire
+ * error): a server refusing an authenticated client it cannot serve now
+ * (CLOSE(LIMIT), spec 14.2.5). Files under way fail as with a cancel. Does
+ * nothing once the session is closing. AFTP_OK, or
+ * AFTP_ERR_INVALID_ARGUMENT when error is not a negative aftp_error. */
+AFTP_EXTERN int aftp_receiver_abort(aftp_receiver *r, uint64_t now_ns, int error,
+                                    const char *reason);
 /* The group commit `commit_start` began has ended: rc AFTP_OK and
  * results[i] the outcome of its ids[i], or rc the error of the whole
  * group. Each file gets its FILE_RESULT now (spec 9.14.3); the next group,

@@ -1,6 +1,7 @@
 /*
- * aftp server, blocking tier: receives pushed files. One session at a time
- * for now (serving many at once is a later step; nothing here assumes one).
+ * aftp server, blocking tier: receives pushed files, many sessions at once
+ * on one UDP port (aftp_server_set_max_sessions), their datapaths spread
+ * over worker threads (aftp_server_set_workers).
  *
  *   aftp_server *s = NULL;
  *   aftp_server_new(&s);
@@ -12,13 +13,19 @@
  *   int rc = aftp_server_run(s);                    // until aftp_server_stop()
  *   aftp_server_del(s);
  *
- * Threads: one thread at a time runs aftp_server_run(). aftp_server_stop(),
- * aftp_server_reload() and aftp_server_port() may be called from any
- * thread, and aftp_server_stop() and aftp_server_reload() from a signal
- * handler. The setters must not be called while a run is in progress.
- * Callbacks run on the thread inside aftp_server_run(), one at a time, and
- * must not call the handle's functions other than aftp_server_stop(),
- * aftp_server_reload() and aftp_server_port().
+ * Threads: one thread at a time runs aftp_server_run(); it is the server's
+ * control thread (its libuv loop: the listener, the handshakes, the
+ * timers), and the sessions' datapaths run on worker threads the run
+ * starts. aftp_server_stop(), aftp_server_drain(), aftp_server_reload() and
+ * aftp_server_port() may be called from any thread, and aftp_server_stop(),
+ * aftp_server_drain() and aftp_server_reload() from a signal handler. The setters must not be
+ * called while a run is in progress. Callbacks run one at a time (the run
+ * holds a lock around each, so they need none of their own): the
+ * admission and log callbacks on the control thread, a session's receipt,
+ * entry and progress callbacks on the worker thread that runs it (a slow
+ * callback holds up that worker's other sessions, never loses a receipt).
+ * They must not call the handle's functions other than aftp_server_stop(),
+ * aftp_server_drain(), aftp_server_reload() and aftp_server_port().
  *
  * Ownership: strings, keys and key files are copied or read when set;
  * the handle owns its copies until aftp_server_del(). Callback arguments
@@ -123,6 +130,32 @@ AFTP_EXTERN int aftp_server_set_cipher(aftp_server *s, int cipher);
 AFTP_EXTERN int aftp_server_set_mtu(aftp_server *s, unsigned mtu);
 /* Silence from a client that ends its session; 0: the default (30 s). */
 AFTP_EXTERN int aftp_server_set_idle_timeout_ms(aftp_server *s, uint64_t ms);
+
+/* ---- concurrency ---- */
+
+/* Sessions served at once, 1 to AFTP_SERVER_MAX_SESSIONS_MAX, default
+ * AFTP_SERVER_MAX_SESSIONS_DEFAULT. Each client key (unprotected: each
+ * client address) has one session at a time: a second send of it waits
+ * until the first ends (the resume state of its files is one session's),
+ * except into faux://. A client beyond it completes its
+ * handshake and is then refused with CLOSE(LIMIT) (spec 14.2.5): its
+ * error is AFTP_ERR_LIMIT, its message "the server is serving its maximum
+ * of N sessions, try again later". With aftp_server_set_once: one.
+ * AFTP_ERR_INVALID_ARGUMENT outside the bounds. */
+#define AFTP_SERVER_MAX_SESSIONS_DEFAULT 256u
+#define AFTP_SERVER_MAX_SESSIONS_MAX 65536u
+AFTP_EXTERN int aftp_server_set_max_sessions(aftp_server *s, unsigned n);
+/* Worker threads that run the sessions' datapaths (a new session goes to
+ * the one with the fewest), 1 to AFTP_SERVER_WORKERS_MAX; 0 (the default):
+ * one per online CPU. AFTP_ERR_INVALID_ARGUMENT beyond. */
+#define AFTP_SERVER_WORKERS_MAX 1024u
+AFTP_EXTERN int aftp_server_set_workers(aftp_server *s, unsigned n);
+/* How long a drain (aftp_server_drain) waits for running sessions before
+ * it cancels them (their clients told): default 30000 ms, 0: at once, at
+ * most AFTP_SERVER_DRAIN_TIMEOUT_MAX_MS (AFTP_ERR_INVALID_ARGUMENT). */
+#define AFTP_SERVER_DRAIN_TIMEOUT_DEFAULT_MS UINT64_C(30000)
+#define AFTP_SERVER_DRAIN_TIMEOUT_MAX_MS (UINT64_C(24) * 3600 * 1000)
+AFTP_EXTERN int aftp_server_set_drain_timeout_ms(aftp_server *s, uint64_t ms);
 
 /* ---- trees (pipelined mode, spec 9.14) ---- */
 
@@ -319,8 +352,13 @@ enum aftp_log_kind {
     AFTP_LOG_RATE_CAP,      /* a client admitted with a rate cap: its client and the cap */
     AFTP_LOG_PARTIAL_SWEPT, /* resume state no sender came back for was removed: how
                              * many, beneath which root, and the age */
-    AFTP_LOG_RELOADED       /* aftp_server_reload read the authorized keys again:
+    AFTP_LOG_RELOADED,      /* aftp_server_reload read the authorized keys again:
                              * "reloaded N keys from PATH" */
+    AFTP_LOG_SESSION_STARTED, /* a client's handshake completed: who, and its root */
+    AFTP_LOG_SESSION_ENDED, /* a session that started ended: who, root, files, bytes,
+                             * duration, outcome ("ok" or why; a failure also gets
+                             * its AFTP_LOG_SESSION_FAILED line) */
+    AFTP_LOG_DRAINING       /* aftp_server_drain: the sessions it waits for, how long */
 };
 typedef void (*aftp_log_cb)(void *user, int kind, const char *line);
 /* cb NULL: the lines go nowhere. */
@@ -364,9 +402,9 @@ AFTP_EXTERN int aftp_server_set_terms(aftp_server *s, const aftp_server_terms *t
 /* The bound port while a run listens, else 0. Any thread. */
 AFTP_EXTERN unsigned aftp_server_port(const aftp_server *s);
 
-/* Serves until aftp_server_stop(), then returns AFTP_OK (with
- * aftp_server_set_once: until the end of one session, and returns its
- * result). Returns an error
+/* Serves until aftp_server_stop() or the end of aftp_server_drain(), then
+ * returns AFTP_OK (with aftp_server_set_once: until the end of one
+ * session, and returns its result). Returns an error
  * at once when it cannot start: no listen address
  * (AFTP_ERR_INVALID_ARGUMENT), no identity or nobody admitted in a
  * protected server (AFTP_ERR_INVALID_ARGUMENT), a directory that cannot
@@ -374,10 +412,11 @@ AFTP_EXTERN unsigned aftp_server_port(const aftp_server *s);
  * A session that fails ends that session only (the log callback says why)
  * and the next client is served. */
 AFTP_EXTERN int aftp_server_run(aftp_server *s);
-/* Ends the run in progress: a session in progress is cancelled (its client
- * told), and aftp_server_run returns AFTP_OK within about 100 ms when
- * idle. A stop before the run starts makes that run return at once. Any
- * thread, or a signal handler (async-signal-safe). */
+/* Ends the run in progress: every session in progress is cancelled (its
+ * client told), and aftp_server_run returns AFTP_OK within about 100 ms
+ * (a client that does not answer the cancel is not waited for). A stop
+ * before the run starts makes that run return at once. Any thread, or a
+ * signal handler (async-signal-safe). */
 AFTP_EXTERN void aftp_server_stop(aftp_server *s);
 /* Reads the authorized keys file (aftp_server_set_authorized_keys_file)
  * again, within about 100 ms, on the run's thread: new handshakes are
@@ -390,6 +429,14 @@ AFTP_EXTERN void aftp_server_stop(aftp_server *s);
  * affected. Any thread, or a signal handler (async-signal-safe: a
  * lock-free store), e.g. the daemon's SIGHUP. */
 AFTP_EXTERN void aftp_server_reload(aftp_server *s);
+/* Ends the run in progress gently: no new session is admitted (a client
+ * that comes now is refused with CLOSE(LIMIT), "the server is shutting
+ * down and takes no new session, try again later"), running sessions go on
+ * to their end, and aftp_server_run returns AFTP_OK once none is left;
+ * those still running at the drain timeout (aftp_server_set_drain_timeout_ms)
+ * are cancelled, their clients told. An AFTP_LOG_DRAINING line says so.
+ * Any thread, or a signal handler (async-signal-safe). */
+AFTP_EXTERN void aftp_server_drain(aftp_server *s);
 /* Why the latest setter or run failed, with the figures and names
  * involved; "" after one that succeeded. Valid until the next call on the
  * handle. */

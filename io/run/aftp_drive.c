@@ -50,12 +50,12 @@ static void engine_handle_expiry(const aftp_drive *d, uint64_t now)
         aftp_receiver_handle_expiry(d->receiver, now);
 }
 
-static int engine_state(const aftp_drive *d)
+int aftp_drive_state(const aftp_drive *d)
 {
     return d->sender ? aftp_sender_state(d->sender) : aftp_receiver_state(d->receiver);
 }
 
-static int engine_error(const aftp_drive *d)
+int aftp_drive_error(const aftp_drive *d)
 {
     return d->sender ? aftp_sender_error(d->sender) : aftp_receiver_error(d->receiver);
 }
@@ -99,7 +99,7 @@ static int pump_input(aftp_drive *d, aftp_udp_bufs *io, uint64_t now, uint64_t f
             floor = at;
             fed++;
         }
-        *more = count == d->udp->rx_slots && engine_state(d) != AFTP_STATE_CLOSED;
+        *more = count == d->udp->rx_slots && aftp_drive_state(d) != AFTP_STATE_CLOSED;
     } while (*more && fed < AFTP_DRIVE_TURN_INPUT);
     return AFTP_OK;
 }
@@ -269,19 +269,19 @@ int aftp_drive_turn(aftp_drive *d, aftp_drive_scratch *sc, uint64_t now_ns, uint
     *closed = 1;
     if (aftp_drive_scratch_datagram(d) > sc->max_datagram)
         return AFTP_ERR_INVALID_ARGUMENT;
-    if (engine_state(d) == AFTP_STATE_CLOSED)
-        return engine_error(d);
+    if (aftp_drive_state(d) == AFTP_STATE_CLOSED)
+        return aftp_drive_error(d);
     int busy;
     int rc = turn_steps(d, sc, now_ns, &busy);
     /* Once our CLOSE is out the peer may already be gone, and the
      * kernel's ICMP refusal of a repeated CLOSE only confirms the end. */
-    if (rc == AFTP_ERR_NETWORK && engine_state(d) == AFTP_STATE_CLOSING)
-        return engine_error(d);
+    if (rc == AFTP_ERR_NETWORK && aftp_drive_state(d) == AFTP_STATE_CLOSING)
+        return aftp_drive_error(d);
     if (rc != AFTP_OK)
         return rc;
     tick(d, now_ns);
-    if (engine_state(d) == AFTP_STATE_CLOSED)
-        return engine_error(d);
+    if (aftp_drive_state(d) == AFTP_STATE_CLOSED)
+        return aftp_drive_error(d);
     *closed = 0;
     *wake_ns = next_wake(d, now_ns, busy);
     return AFTP_OK;
@@ -305,7 +305,7 @@ static void sleep_until(aftp_drive *d, uint64_t wake, uint64_t now)
 static int run_loop(aftp_drive *d, aftp_drive_scratch *sc)
 {
     int cancelled = 0;
-    while (engine_state(d) != AFTP_STATE_CLOSED) {
+    while (aftp_drive_state(d) != AFTP_STATE_CLOSED) {
         uint64_t now = aftp_drive_now_ns(), wake;
         int closed;
         if (d->interrupt && *d->interrupt && cancelled < *d->interrupt) {
@@ -318,7 +318,7 @@ static int run_loop(aftp_drive *d, aftp_drive_scratch *sc)
             return rc;
         sleep_until(d, wake, aftp_drive_now_ns());
     }
-    return engine_error(d);
+    return aftp_drive_error(d);
 }
 
 int aftp_drive_run(aftp_drive *d)

@@ -113,5 +113,9 @@ void aftp_drive_cancel(const aftp_drive *d, uint64_t now_ns);
 int aftp_drive_run(aftp_drive *d);
 
 void aftp_drive_stats(const aftp_drive *d, aftp_stats *st);
+/* The engine's state (enum aftp_state) and, once it closes, its error:
+ * whichever role it plays. */
+int aftp_drive_state(const aftp_drive *d);
+int aftp_drive_error(const aftp_drive *d);
 
 #endif /* AFTP_DRIVE_H */

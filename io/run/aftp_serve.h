@@ -1,14 +1,30 @@
 /*
  * Server side: listens on a UDP port and receives pushed files into a
- * destination directory, one session at a time (receiver engine +
- * destination storage + datapath loop). Each session gets its own socket,
- * bound to the listening port and connected to its client. Other clients'
- * HELLOs meanwhile get a RETRY (the front door, door/aftp_door.h) and are served when they
- * come again after the session; a HELLO that does not authenticate
- * starts nothing (the operator learns why: on_hello_dropped), and one that
- * asks for the server's key (KEY_REQUEST) is answered with SERVER_KEY,
- * busy or not, and starts nothing either. The listener's port is the
- * server's alone (aftp_udp.h, AFTP_UDP_PORT_SERVE).
+ * destination directory, many sessions at once.
+ *
+ * The control plane (aftp_hub.h) runs on a libuv loop on the thread that
+ * calls aftp_serve_run: the listener, the front door (door/aftp_door.h),
+ * the handshakes (a receiver engine per HELLO, created and fed on that
+ * thread, which runs the admission), the table of sessions, the limits,
+ * the sweeps of resume state, the stop and the drain. A session whose
+ * HELLO the engine took gets its own socket, bound to the listening port
+ * and connected to its client before its HELLO_ACK leaves (so none of its
+ * later datagrams land on the listener), and goes to the least loaded of
+ * the worker threads (aftp_worker.h), which run its datapath until the
+ * engine closes. A HELLO that does not authenticate starts nothing (the
+ * operator learns why: on_hello_dropped); one that asks for the server's
+ * key (KEY_REQUEST) is answered with SERVER_KEY and starts nothing either.
+ * The listener's port is the server's alone (aftp_udp.h,
+ * AFTP_UDP_PORT_SERVE).
+ *
+ * Threads: the callbacks below run on the control thread (on_listening,
+ * admit, on_hello_dropped, on_swept, on_session_end, on_control_tick,
+ * on_draining, session_open/close, hooks.on_warning) or on the worker
+ * thread that runs the session (on_session_event, on_entry, hooks.on_tick,
+ * hooks.on_event), and never two at once: one lock of the run is held
+ * around each, so a callback may use the application's state without a
+ * lock of its own, and must not block for long (a worker's other sessions
+ * wait meanwhile). A callback must not wait for another thread of the run.
  */
 #ifndef AFTP_SERVE_H
 #define AFTP_SERVE_H
@@ -36,6 +52,10 @@ enum aftp_serve_drop {
 /* Entries of a resume directory one sweep step looks at: a readdir and
  * up to three fstatat each, about 1 ms in all. */
 #define AFTP_SERVE_SWEEP_BUDGET 256u
+/* Sessions at once by default, and the bounds of the setting. */
+#define AFTP_SERVE_MAX_SESSIONS_DEFAULT 256u
+#define AFTP_SERVE_MAX_SESSIONS_MAX 65536u
+#define AFTP_SERVE_DRAIN_TIMEOUT_DEFAULT_NS UINT64_C(30000000000)
 
 typedef struct aftp_serve_opts {
     const struct sockaddr *listen;
@@ -43,7 +63,19 @@ typedef struct aftp_serve_opts {
     int dirfd;             /* destination directory (borrowed) */
     int faux;              /* no directory: receive into faux:// (aftp_faux.h) */
     int overwrite;         /* replace existing files */
-    int once;              /* return after the first session */
+    int once;              /* return after the first session (one session at a time) */
+    /* Sessions served at once (0: AFTP_SERVE_MAX_SESSIONS_DEFAULT). A
+     * client beyond it completes its handshake and is then told, in an
+     * authenticated CLOSE(LIMIT), "the server is serving its maximum of N
+     * sessions, try again later" (spec 14.2.5). */
+    unsigned max_sessions;
+    unsigned workers;      /* datapath threads; 0: one per online CPU */
+    /* optional: non-zero: drain (admit no new session, let running ones
+     * end, then return AFTP_OK); set from any thread or a signal handler */
+    atomic_int *drain;
+    /* a drain's deadline: sessions still running then are cancelled, their
+     * clients told (0: AFTP_SERVE_DRAIN_TIMEOUT_DEFAULT_NS) */
+    uint64_t drain_timeout_ns;
     /* 0: one-file mode only. Else (with a directory, not faux) the largest
      * pipelined entry window accepted (spec 9.14): each session's files,
      * directories and metadata go through aftp_treestore beneath its root. */
@@ -63,7 +95,23 @@ typedef struct aftp_serve_opts {
     uint64_t idle_timeout_ns; /* 0: the engine's default */
     uint16_t max_datagram;    /* largest datagram to accept; 0: AFTP_IO_DATAGRAM */
     aftp_security_settings security; /* identity, admission policy (borrowed), cipher */
+    /* hooks.interrupt: the stop (every session cancelled, the run returns
+     * within about 100 ms); hooks.on_tick: a session's progress */
     aftp_io_hooks hooks;
+    /* optional: the `app` of one session's callbacks (admit,
+     * on_session_event, on_entry, on_swept of its root, on_session_end,
+     * hooks.on_tick), made when a HELLO starts a session (NULL: that
+     * HELLO is dropped); session_close(hooks.app, it) releases it after
+     * the session's last callback. Without session_open: hooks.app. */
+    void *(*session_open)(void *app);
+    void (*session_close)(void *app, void *session_app);
+    /* optional: on the control thread at least every 100 ms and before
+     * each HELLO is handled, so what it changes (the admission's keys:
+     * aftp_server_reload) applies to that HELLO */
+    void (*on_control_tick)(void *app, uint64_t now_ns);
+    /* optional: the drain began, with `running` sessions to wait for up
+     * to `timeout_ns` */
+    void (*on_draining)(void *app, unsigned running, uint64_t timeout_ns);
     /* optional: the socket is bound (tells the port the kernel chose) */
     void (*on_listening)(void *app, const struct sockaddr *local);
     /* optional: admits a session, once per handshake: `from` its client,
@@ -86,7 +134,8 @@ typedef struct aftp_serve_opts {
     void (*on_entry)(void *app, const aftp_entry_info *info, const aftp_entry_verdict *v,
                      const aftp_stats *st);
     /* optional: a sweep removed `removed` resume states (> 0) beneath the
-     * server's dir (session_root 0) or the current session's root (1) */
+     * server's dir (session_root 0, `app` hooks.app) or a session's root
+     * (1, `app` that session's) */
     void (*on_swept)(void *app, int removed, int session_root);
     /* optional: a session ended with `res` */
     void (*on_session_end)(void *app, const aftp_io_result *res, const struct sockaddr *peer);
@@ -97,10 +146,6 @@ typedef struct aftp_serve_opts {
      * TIMESTAMP the policy itself knows why (aftp_admit_explain). */
     void (*on_hello_dropped)(void *app, const struct sockaddr *from, int why,
                              const uint8_t *client_key, uint64_t unreported);
-    /* optional: the control thread's periodic call, at least every 100 ms
-     * (idle or busy) and before each HELLO is handled, so what it changes
-     * (the admission's keys: aftp_server_reload) applies to that HELLO */
-    void (*on_control_tick)(void *app, uint64_t now_ns);
     /* optional: after `admit` admitted the client, may it use `role`
      * (enum aftp_role)? AFTP_OK, or AFTP_ERR_PERMISSION: it is told
      * CLOSE(PERMISSION) (spec 9.15.1). NULL: both. A HELLO with role PULL
@@ -112,14 +157,14 @@ typedef struct aftp_serve_opts {
 } aftp_serve_opts;
 
 /* Serves sessions until the local stop (hooks.interrupt set, e.g. by
- * SIGINT/SIGTERM), or with `once` until the end of the first session that
- * was not refused at the handshake. A session's client that cancels
- * (CLOSE(CANCELLED)), vanishes or fails ends that session only: its result
- * goes to on_session_end and the next client is served.
+ * SIGINT), the end of a drain (*drain set), or with `once` until the end of
+ * the first session that was not refused at the handshake. A session's
+ * client that cancels (CLOSE(CANCELLED)), vanishes or fails ends that
+ * session only: its result goes to on_session_end and the others go on.
  * Returns: with `once`, that session's result (also in *res;
  * AFTP_ERR_CANCELLED when stopped before it ended); without `once`,
- * AFTP_OK after the local stop (a session in progress is cancelled and
- * reported to on_session_end). When the server cannot start (the
+ * AFTP_OK after the local stop or the drain (sessions in progress are
+ * cancelled and reported to on_session_end). When the server cannot start (the
  * listener), its error, with res->phase AFTP_IO_PHASE_LOCAL and the
  * reason in res->message. */
 int aftp_serve_run(const aftp_serve_opts *o, aftp_io_result *res);

@@ -976,8 +976,10 @@ void aftp_treestore_fini(aftp_treestore *ts)
     if (ts->partial_dir >= 0) {
         close(ts->partial_dir);
         /* Nothing left to resume: leave no empty resume directory behind
-         * (one that still holds state stays, ENOTEMPTY). */
-        (void)unlinkat(ts->root, AFTP_JOURNAL_DIR, AT_REMOVEDIR);
+         * (one that still holds state stays, ENOTEMPTY), unless another
+         * user of the root (a concurrent session) may be creating in it. */
+        if (!ts->keep_partial_dir)
+            (void)unlinkat(ts->root, AFTP_JOURNAL_DIR, AT_REMOVEDIR);
     }
     ts->files = NULL;
     ts->partial_dir = -1;

@@ -161,6 +161,8 @@ typedef struct aftp_treestore_dirs {
 typedef struct aftp_treestore {
     int root;        /* the destination root (borrowed) */
     int partial_dir; /* AFTP_JOURNAL_DIR beneath it (owned) */
+    int keep_partial_dir; /* set by the owner: another user of the root may hold the
+                           * directory, fini leaves it even when it is empty */
     aftp_place place;
     aftp_treestore_file **files; /* open entries, ascending id */
     size_t count, cap;

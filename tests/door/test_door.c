@@ -149,9 +149,9 @@ static void test_idle_server_starts(void **state)
     finish(&f);
 }
 
-/* Under load (busy) a cookie is required: a RETRY far smaller than the
- * HELLO; the HELLO with its token echoed is validated: dropped while busy,
- * started once idle. */
+/* Under load a cookie is required: a RETRY far smaller than the HELLO;
+ * the HELLO with its token echoed is validated and started, under load or
+ * not (the server decides whether it serves it now). */
 static void test_cookie_required_under_load_then_accepted(void **state)
 {
     (void)state;
@@ -160,7 +160,8 @@ static void test_cookie_required_under_load_then_accepted(void **state)
     assert_int_equal(verdict(&f, 5000, 1, 100), AFTP_DOOR_REPLY);
     assert_true(f.v.reply_len < f.len);
     answer_retry(&f, 0xabc);
-    assert_int_equal(verdict(&f, 5000, 1, 101), AFTP_DOOR_DROP);
+    assert_int_equal(verdict(&f, 5000, 1, 101), AFTP_DOOR_START);
+    assert_int_equal(f.v.validated, 1);
     assert_int_equal(verdict(&f, 5000, 0, 102), AFTP_DOOR_START);
     assert_int_equal(f.v.validated, 1);
     assert_int_equal(f.d.retries_sent, 1);
@@ -196,7 +197,7 @@ static void test_wrong_address_cookie(void **state)
     assert_int_equal(f.v.reply_type, AFTP_WIRE_RETRY);
     /* the token under another connection id */
     uint8_t token[AFTP_COOKIE_LEN];
-    assert_int_equal(verdict(&f, 5000, 1, 100), AFTP_DOOR_DROP); /* still valid here */
+    assert_int_equal(verdict(&f, 5000, 1, 100), AFTP_DOOR_START); /* still valid here */
     f.len = make_hello(0xabc, NULL, 0, f.hello);
     assert_int_equal(verdict(&f, 5000, 1, 100), AFTP_DOOR_REPLY);
     retry_token(&f, 0xabc, token);
@@ -215,7 +216,7 @@ static void test_cookie_expires(void **state)
     start(&f, 0, 0xabc);
     assert_int_equal(verdict(&f, 5000, 1, 100), AFTP_DOOR_REPLY);
     answer_retry(&f, 0xabc);
-    assert_int_equal(verdict(&f, 5000, 1, 100 + AFTP_COOKIE_MAX_AGE_S), AFTP_DOOR_DROP);
+    assert_int_equal(verdict(&f, 5000, 1, 100 + AFTP_COOKIE_MAX_AGE_S), AFTP_DOOR_START);
     assert_int_equal(verdict(&f, 5000, 1, 101 + AFTP_COOKIE_MAX_AGE_S), AFTP_DOOR_REPLY);
     assert_int_equal(f.v.reply_type, AFTP_WIRE_RETRY);
     assert_int_equal(verdict(&f, 5000, 0, 101 + AFTP_COOKIE_MAX_AGE_S), AFTP_DOOR_START);
@@ -243,13 +244,13 @@ static void test_secret_rotation(void **state)
     /* made at period - 1 under the first secret, shown after the change */
     assert_int_equal(verdict(&f, 5000, 1, period - 1), AFTP_DOOR_REPLY);
     answer_retry(&f, 0x42);
-    assert_int_equal(verdict(&f, 5000, 1, period + 1), AFTP_DOOR_DROP); /* valid: busy */
+    assert_int_equal(verdict(&f, 5000, 1, period + 1), AFTP_DOOR_START); /* valid */
     assert_int_equal(f.draws, 3);
     assert_memory_not_equal(f.d.secret, first, sizeof first);
     /* forged with the first secret at a fresh time: good for one change */
     assert_int_equal(aftp_cookie_make(first, &peer, period + 2, token), AFTP_OK);
     f.len = make_hello(0x42, token, sizeof token, f.hello);
-    assert_int_equal(verdict(&f, 5000, 1, period + 2), AFTP_DOOR_DROP);
+    assert_int_equal(verdict(&f, 5000, 1, period + 2), AFTP_DOOR_START);
     assert_int_equal(aftp_cookie_make(first, &peer, 2 * period + 1, token), AFTP_OK);
     f.len = make_hello(0x42, token, sizeof token, f.hello);
     assert_int_equal(verdict(&f, 5000, 1, 2 * period + 1), AFTP_DOOR_REPLY);
@@ -257,7 +258,7 @@ static void test_secret_rotation(void **state)
     assert_int_equal(f.draws, 4);
     /* the RETRY's own token is made with the current secret and verifies */
     answer_retry(&f, 0x42);
-    assert_int_equal(verdict(&f, 5000, 1, 2 * period + 2), AFTP_DOOR_DROP);
+    assert_int_equal(verdict(&f, 5000, 1, 2 * period + 2), AFTP_DOOR_START);
     finish(&f);
 }
 
@@ -443,7 +444,7 @@ static void test_secret_per_door(void **state)
     answer_retry(&f1, 0x99);
     memcpy(f2.hello, f1.hello, f1.len);
     f2.len = f1.len;
-    assert_int_equal(verdict(&f1, 5000, 1, 10), AFTP_DOOR_DROP); /* validated, busy */
+    assert_int_equal(verdict(&f1, 5000, 1, 10), AFTP_DOOR_START); /* validated */
     assert_int_equal(verdict(&f2, 5000, 1, 10), AFTP_DOOR_REPLY);
     assert_int_equal(f2.v.reply_type, AFTP_WIRE_RETRY);
     finish(&f1);
@@ -666,10 +667,10 @@ static void test_unprotected_offer_refused(void **state)
     assert_int_equal(close.u.close.error, AFTP_WIRE_ERR_PROTOCOL);
 }
 
-/* The whole RETRY exchange with the engines on a virtual clock: a busy
+/* The whole RETRY exchange with the engines on a virtual clock: a loaded
  * server's door answers the client's HELLO with a RETRY; the client
- * resends it at once with the cookie, which the door takes (dropped while
- * busy, started once idle, validated); the receiver's HELLO_ACK then
+ * resends it at once with the cookie, which the door takes (validated,
+ * started though still under load); the receiver's HELLO_ACK then
  * connects the client (the handshake ran on the echoed copy). */
 static void test_retry_exchange_with_the_engines(void **state)
 {
@@ -693,9 +694,7 @@ static void test_retry_exchange_with_the_engines(void **state)
     assert_int_equal(f.v.reply_type, AFTP_WIRE_RETRY);
     assert_int_equal(aftp_sender_read(s, S, f.v.reply, f.v.reply_len), AFTP_OK);
     len = client_next(s, S, hello);
-    assert_int_equal(aftp_door_input(&f.d, hello, len, (struct sockaddr *)&from, 1, S, &f.v),
-                     AFTP_DOOR_DROP);
-    assert_int_equal(aftp_door_input(&f.d, hello, len, (struct sockaddr *)&from, 0, 2 * S, &f.v),
+    assert_int_equal(aftp_door_input(&f.d, hello, len, (struct sockaddr *)&from, 1, 2 * S, &f.v),
                      AFTP_DOOR_START);
     assert_int_equal(f.v.validated, 1);
     assert_true(aftp_wire_ext_find(f.v.hello.u.hello.ext, f.v.hello.u.hello.ext_len,

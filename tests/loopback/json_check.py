@@ -59,7 +59,8 @@ RECV = dict(COMMON, **{
     "notice": {"kind": str, "message": str},
 })
 PROGRAMS = {"aftp send": SEND, "aftp recv": RECV}
-NOTICE_KINDS = {"warning", "hello_dropped", "rate_cap", "partial_swept", "reloaded"}
+NOTICE_KINDS = {"warning", "hello_dropped", "rate_cap", "partial_swept", "reloaded",
+                "session_started", "session_ended", "draining"}
 # Every object's "time": when it was written, ISO 8601 in UTC to the ms.
 TIME = re.compile(r"\d{4}-[01]\d-[0-3]\dT[0-2]\d:[0-5]\d:[0-6]\d\.\d{3}Z")
 CIPHERS = {"aes-256-gcm", "chacha20-poly1305", "unencrypted"}

@@ -631,7 +631,8 @@ retry)
     transfer_ok $((2 << 20))
     expect_text "$WORK/recv.err" "test RETRY shim active \(AFTP_TEST_RETRY\)" ;;
 busy_server)
-    # A second client arrives during a transfer: it is told to wait (RETRY),
+    # A second send of the same client (its key) arrives during a transfer:
+    # it waits (the resume state of a client's files is one session's),
     # keeps trying, and is served after the first; nothing crashes.
     make_file a.bin $((16 << 20))
     make_file b.bin 70000

@@ -1,0 +1,619 @@
+/* The server API serving many sessions at once (aftp_server.h, io/run/aftp_hub.h):
+ * a server runs in a thread of this process, clients push to it over
+ * 127.0.0.1 from threads of their own (aftp_client_send), and raw peers
+ * misbehave beside them.
+ *
+ *   concurrent   32 clients at once, distinct files and a few trees: all
+ *                byte-exact, one receipt per file, and the sessions really
+ *                overlap (two of them were connected at the same time);
+ *   misbehaving  while a real client transfers: a half-open peer (HELLO,
+ *                then silence), a trickling authorized peer, a client that
+ *                cancels and a flood of HELLOs: the real client's files
+ *                arrive, the server serves a client after them, and the
+ *                half-open session ends on its own (its idle timeout);
+ *   limit        with max_sessions 2 held by half-open peers, a third
+ *                client is refused with AFTP_ERR_LIMIT and a message that
+ *                names the limit;
+ *   drain        running sessions complete, a new client is refused
+ *                ("shutting down"), the run returns AFTP_OK; a drain
+ *                timeout cancels a session that would hold it.
+ */
+#include <fcntl.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include <sodium.h>
+
+#include "aftp/aftp_client.h"
+#include "aftp/aftp_server.h"
+#include "aftp_keyfile.h"
+#include "aftp_push.h"
+#include "aftp_source.h"
+#include "aftp_wallclock.h"
+#include "common/aftp_handshake.h"
+#include "io_testutil.h"
+#include "proto/aftp_wire.h"
+
+enum { KEYS = 32, MAX_RECEIPTS = 128, MAX_LINES = 256, TREE_FILES = 3 };
+
+typedef struct test_key {
+    uint8_t secret[AFTP_KEY_LEN], public_key[AFTP_KEY_LEN];
+} test_key;
+
+typedef struct seen_receipt {
+    char path[256];
+    int64_t connected_ns, end_ns;
+} seen_receipt;
+
+typedef struct fixture {
+    char *top;
+    char server_dir[512], authorized[512];
+    test_key server, client[KEYS];
+    aftp_server *s;
+    pthread_t thread;
+    int run_rc;
+    pthread_mutex_t lock; /* the callbacks come from the server's threads */
+    pthread_cond_t changed;
+    int is_listening;
+    seen_receipt receipts[MAX_RECEIPTS];
+    int receipt_count;
+    int kinds[MAX_LINES];
+    char lines[MAX_LINES][640];
+    int line_count;
+} fixture;
+
+static int setup(void **state)
+{
+    fixture *f = calloc(1, sizeof *f);
+    int fd;
+    char line[256];
+    assert_non_null(f);
+    assert_true(sodium_init() >= 0);
+    f->top = io_test_mkdtemp(&fd);
+    close(fd);
+    snprintf(f->server_dir, sizeof f->server_dir, "%s/incoming", f->top);
+    assert_int_equal(mkdir(f->server_dir, 0700), 0);
+    snprintf(f->authorized, sizeof f->authorized, "%s/authorized_keys", f->top);
+    FILE *out = fopen(f->authorized, "w");
+    assert_non_null(out);
+    for (int i = -1; i < KEYS; i++) {
+        test_key *k = i < 0 ? &f->server : &f->client[i];
+        randombytes_buf(k->secret, sizeof k->secret);
+        assert_int_equal(aftp_hs_public_key(k->secret, k->public_key), AFTP_OK);
+        if (i < 0)
+            continue;
+        assert_int_equal(aftp_keyfile_format_public(k->public_key, "client", line, sizeof line),
+                         AFTP_OK);
+        fputs(line, out);
+    }
+    fclose(out);
+    pthread_mutex_init(&f->lock, NULL);
+    pthread_cond_init(&f->changed, NULL);
+    assert_int_equal(aftp_server_new(&f->s), AFTP_OK);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    aftp_server_del(f->s);
+    io_test_rmtree(f->top);
+    free(f->top);
+    pthread_mutex_destroy(&f->lock);
+    pthread_cond_destroy(&f->changed);
+    free(f);
+    return 0;
+}
+
+/* ---- the server's callbacks (checked once the run ended) ---- */
+
+static void on_log(void *user, int kind, const char *line)
+{
+    fixture *f = user;
+    pthread_mutex_lock(&f->lock);
+    if (f->line_count < MAX_LINES) {
+        f->kinds[f->line_count] = kind;
+        snprintf(f->lines[f->line_count++], sizeof f->lines[0], "%s", line);
+    }
+    f->is_listening |= kind == AFTP_LOG_LISTENING;
+    pthread_cond_broadcast(&f->changed);
+    pthread_mutex_unlock(&f->lock);
+}
+
+static void on_receipt(void *user, const aftp_receipt *r)
+{
+    fixture *f = user;
+    pthread_mutex_lock(&f->lock);
+    if (f->receipt_count < MAX_RECEIPTS) {
+        seen_receipt *e = &f->receipts[f->receipt_count++];
+        snprintf(e->path, sizeof e->path, "%s", r->path);
+        e->connected_ns = r->connected_unix_ns;
+        e->end_ns = r->end_unix_ns;
+    }
+    pthread_mutex_unlock(&f->lock);
+}
+
+static int lines_with(fixture *f, int kind, const char *text)
+{
+    int n = 0;
+    pthread_mutex_lock(&f->lock);
+    for (int i = 0; i < f->line_count; i++)
+        n += f->kinds[i] == kind && strstr(f->lines[i], text) != NULL;
+    pthread_mutex_unlock(&f->lock);
+    return n;
+}
+
+/* Waits until the log holds `count` lines of `kind` with `text` (a guard
+ * of 30 s keeps a server that never says so from hanging the test). */
+static int wait_lines(fixture *f, int kind, const char *text, int count)
+{
+    struct timespec guard;
+    clock_gettime(CLOCK_REALTIME, &guard);
+    guard.tv_sec += 30;
+    for (;;) {
+        int n = lines_with(f, kind, text), rc = 0;
+        if (n >= count)
+            return n;
+        pthread_mutex_lock(&f->lock);
+        rc = pthread_cond_timedwait(&f->changed, &f->lock, &guard);
+        pthread_mutex_unlock(&f->lock);
+        if (rc != 0)
+            return lines_with(f, kind, text);
+    }
+}
+
+/* ---- the server ---- */
+
+static void *run_server(void *arg)
+{
+    fixture *f = arg;
+    f->run_rc = aftp_server_run(f->s);
+    on_log(f, AFTP_LOG_LISTENING, "(run returned)");
+    return NULL;
+}
+
+static void configure(fixture *f, uint64_t idle_ms)
+{
+    assert_int_equal(aftp_server_set_listen(f->s, "127.0.0.1:0"), AFTP_OK);
+    assert_int_equal(aftp_server_set_dir(f->s, f->server_dir), AFTP_OK);
+    assert_int_equal(aftp_server_set_identity(f->s, f->server.secret), AFTP_OK);
+    assert_int_equal(aftp_server_set_authorized_keys_file(f->s, f->authorized), AFTP_OK);
+    assert_int_equal(aftp_server_set_idle_timeout_ms(f->s, idle_ms), AFTP_OK);
+    assert_int_equal(aftp_server_set_workers(f->s, 2), AFTP_OK);
+    assert_int_equal(aftp_server_set_log_cb(f->s, on_log, f), AFTP_OK);
+    assert_int_equal(aftp_server_set_receipt_cb(f->s, on_receipt, f), AFTP_OK);
+}
+
+static unsigned start_server(fixture *f)
+{
+    assert_int_equal(pthread_create(&f->thread, NULL, run_server, f), 0);
+    wait_lines(f, AFTP_LOG_LISTENING, "", 1);
+    unsigned port = aftp_server_port(f->s);
+    assert_int_not_equal(port, 0);
+    return port;
+}
+
+/* The run ends within `guard_s` seconds of now. */
+static void join_server(fixture *f, int guard_s)
+{
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += guard_s;
+    assert_int_equal(pthread_timedjoin_np(f->thread, NULL, &deadline), 0);
+}
+
+static void stop_server(fixture *f)
+{
+    aftp_server_stop(f->s);
+    join_server(f, 2);
+}
+
+/* ---- files ---- */
+
+static void make_file(const char *path, size_t len, uint32_t seed)
+{
+    uint8_t *buf = malloc(len);
+    assert_non_null(buf);
+    io_test_pattern(buf, len, seed);
+    FILE *out = fopen(path, "w");
+    assert_non_null(out);
+    assert_int_equal(fwrite(buf, 1, len, out), len);
+    fclose(out);
+    free(buf);
+}
+
+/* dir/rel holds exactly what `source` holds. */
+static void assert_same_file(const char *dir, const char *rel, const char *source)
+{
+    char path[1200], cmd[2600];
+    snprintf(path, sizeof path, "%s/%s", dir, rel);
+    snprintf(cmd, sizeof cmd, "cmp -s '%s' '%s'", path, source);
+    assert_int_equal(system(cmd), 0);
+}
+
+static int receipts_for(const fixture *f, const char *path)
+{
+    int n = 0;
+    for (int i = 0; i < f->receipt_count; i++)
+        n += strcmp(f->receipts[i].path, path) == 0;
+    return n;
+}
+
+/* ---- clients ---- */
+
+typedef struct client_job {
+    fixture *f;
+    unsigned port;
+    int key;
+    const char *files[4];
+    size_t count;
+    uint64_t max_rate_bps;
+    int cancel_on_progress; /* cancel once the server received bytes */
+    aftp_client *c;
+    int rc;
+    char errmsg[512];
+} client_job;
+
+static void cancel_on_progress(void *user, const aftp_progress *p)
+{
+    client_job *j = user;
+    if (p->bytes_done > 0)
+        aftp_client_cancel(j->c);
+}
+
+static void *client_thread(void *arg)
+{
+    client_job *j = arg;
+    char host[64];
+    snprintf(host, sizeof host, "127.0.0.1:%u", j->port);
+    aftp_client_new(&j->c);
+    aftp_client_set_identity(j->c, j->f->client[j->key].secret);
+    aftp_client_set_peer_key(j->c, j->f->server.public_key);
+    aftp_client_set_idle_timeout_ms(j->c, 10000);
+    if (j->max_rate_bps != 0)
+        aftp_client_set_max_rate(j->c, j->max_rate_bps);
+    if (j->cancel_on_progress)
+        aftp_client_set_progress_cb(j->c, cancel_on_progress, j);
+    j->rc = aftp_client_send(j->c, host, j->files, j->count);
+    snprintf(j->errmsg, sizeof j->errmsg, "%s", aftp_client_errmsg(j->c));
+    aftp_client_del(j->c);
+    return NULL;
+}
+
+static void start_client(pthread_t *t, client_job *j)
+{
+    assert_int_equal(pthread_create(t, NULL, client_thread, j), 0);
+}
+
+static int run_client(client_job *j)
+{
+    client_thread(j);
+    return j->rc;
+}
+
+/* ---- raw peers ---- */
+
+/* A HELLO of client key `key` (a real handshake, message 1 and all) from
+ * a socket of its own, and nothing after it: a half-open peer. Returns
+ * the socket (closed by the caller); the HELLO's bytes into hello. */
+static int half_open(const fixture *f, unsigned port, int key, uint8_t *hello, size_t *len)
+{
+    aftp_sender_settings set;
+    aftp_sender *s;
+    aftp_datagram dg;
+    aftp_sender_settings_default(&set);
+    set.conn_id = 0x5000u + (uint32_t)key;
+    set.storage = &aftp_source_ops;
+    set.security.cipher = AFTP_CIPHER_AUTO;
+    set.security.identity = f->client[key].secret;
+    set.security.peer_key = f->server.public_key;
+    set.security.unix_time_ns = aftp_wallclock_now_ns();
+    assert_int_equal(aftp_sender_new(&set, 1, &s), AFTP_OK);
+    assert_int_equal(aftp_sender_write(s, 1, hello, AFTP_WIRE_MAX_DATAGRAM, &dg), 1);
+    memmove(hello, dg.head, dg.head_len);
+    if (dg.payload_len > 0) /* a HELLO is all head */
+        memcpy(hello + dg.head_len, dg.payload, dg.payload_len);
+    *len = dg.head_len + dg.payload_len;
+    aftp_sender_del(s);
+    int fd = socket(AF_INET, SOCK_DGRAM, 0);
+    struct sockaddr_in to = io_test_loopback((uint16_t)port);
+    assert_true(fd >= 0);
+    assert_int_equal(sendto(fd, hello, *len, 0, (struct sockaddr *)&to, sizeof to), (ssize_t)*len);
+    return fd;
+}
+
+/* `count` copies of a real HELLO, each under another connection id (so
+ * each is a new handshake whose message 1 does not open), from one socket. */
+static void hello_flood(unsigned port, const uint8_t *hello, size_t len, int count)
+{
+    uint8_t copy[AFTP_WIRE_MAX_DATAGRAM];
+    struct sockaddr_in to = io_test_loopback((uint16_t)port);
+    int fd = socket(AF_INET, SOCK_DGRAM, 0);
+    assert_true(fd >= 0);
+    memcpy(copy, hello, len);
+    for (int i = 0; i < count; i++) {
+        copy[7] = (uint8_t)i; /* the header's conn_id, bytes 4-7 (spec 5.1) */
+        copy[6] = (uint8_t)(i >> 8);
+        (void)sendto(fd, copy, len, 0, (struct sockaddr *)&to, sizeof to);
+    }
+    close(fd);
+}
+
+/* An authorized peer that trickles: a push at a fixed 40 kbit/s that runs
+ * until `stop`. */
+typedef struct trickler {
+    const fixture *f;
+    unsigned port;
+    const char *file;
+    atomic_int stop;
+    atomic_int connected;
+    int rc;
+} trickler;
+
+static void trickle_event(void *app, const aftp_event *ev)
+{
+    trickler *t = app;
+    if (ev->type == AFTP_EV_CONNECTED)
+        atomic_store(&t->connected, 1);
+}
+
+static void *trickle_thread(void *arg)
+{
+    trickler *t = arg;
+    struct sockaddr_in to = io_test_loopback((uint16_t)t->port);
+    aftp_push_result res;
+    aftp_push_opts o = {.files = &t->file, .file_count = 1, .peer = (struct sockaddr *)&to,
+                        .peer_len = sizeof to, .rate_bps = 40000, .policy = AFTP_CC_FIXED,
+                        .idle_timeout_ns = UINT64_C(30000000000),
+                        .hooks = {.on_event = trickle_event, .app = t, .interrupt = &t->stop}};
+    o.security.cipher = AFTP_CIPHER_AUTO;
+    o.security.identity = t->f->client[KEYS - 1].secret;
+    o.security.peer_key = t->f->server.public_key;
+    t->rc = aftp_push_run(&o, &res);
+    return NULL;
+}
+
+/* ---- tests ---- */
+
+/* The most sessions connected at once, from the receipts: each session's
+ * span runs from its handshake to its last receipt. */
+static int peak_overlap(const fixture *f)
+{
+    int peak = 0;
+    for (int i = 0; i < f->receipt_count; i++) {
+        int at_once = 0;
+        int64_t t = f->receipts[i].connected_ns;
+        for (int k = 0; k < f->receipt_count; k++) {
+            int64_t last = 0;
+            for (int m = 0; m < f->receipt_count; m++)
+                if (f->receipts[m].connected_ns == f->receipts[k].connected_ns &&
+                    f->receipts[m].end_ns > last)
+                    last = f->receipts[m].end_ns;
+            int first_of_session = 1;
+            for (int m = 0; m < k; m++)
+                first_of_session &= f->receipts[m].connected_ns != f->receipts[k].connected_ns;
+            at_once += first_of_session && f->receipts[k].connected_ns <= t && t <= last;
+        }
+        if (at_once > peak)
+            peak = at_once;
+    }
+    return peak;
+}
+
+static void test_32_clients_at_once(void **state)
+{
+    fixture *f = *state;
+    static client_job jobs[KEYS];
+    pthread_t threads[KEYS];
+    char paths[KEYS][TREE_FILES + 1][600], dirs[KEYS][500];
+    configure(f, 10000);
+    unsigned port = start_server(f);
+    for (int i = 0; i < KEYS; i++) {
+        client_job *j = &jobs[i];
+        *j = (client_job){.f = f, .port = port, .key = i, .max_rate_bps = 100000000};
+        snprintf(paths[i][0], sizeof paths[i][0], "%s/c%02d.bin", f->top, i);
+        make_file(paths[i][0], 200000 + (size_t)i * 997, (uint32_t)i);
+        j->files[j->count++] = paths[i][0];
+        if (i % 8 != 3)
+            continue;
+        snprintf(dirs[i], sizeof dirs[i], "%s/t%02d", f->top, i); /* a tree: t/sub/fK */
+        assert_int_equal(mkdir(dirs[i], 0700), 0);
+        snprintf(paths[i][1], sizeof paths[i][1], "%.500s/sub", dirs[i]);
+        assert_int_equal(mkdir(paths[i][1], 0700), 0);
+        for (int k = 1; k <= TREE_FILES; k++) {
+            snprintf(paths[i][k], sizeof paths[i][k], "%.500s/sub/f%d", dirs[i], k);
+            make_file(paths[i][k], 50000 + (size_t)k * 311, (uint32_t)(i * 10 + k));
+        }
+        j->files[j->count++] = dirs[i];
+    }
+    for (int i = 0; i < KEYS; i++)
+        start_client(&threads[i], &jobs[i]);
+    for (int i = 0; i < KEYS; i++)
+        pthread_join(threads[i], NULL);
+    stop_server(f);
+
+    assert_int_equal(f->run_rc, AFTP_OK);
+    int expected = 0;
+    for (int i = 0; i < KEYS; i++) {
+        char rel[64];
+        assert_int_equal(jobs[i].rc, AFTP_OK);
+        snprintf(rel, sizeof rel, "c%02d.bin", i);
+        assert_same_file(f->server_dir, rel, paths[i][0]);
+        assert_int_equal(receipts_for(f, rel), 1);
+        expected++;
+        for (int k = 1; i % 8 == 3 && k <= TREE_FILES; k++) {
+            snprintf(rel, sizeof rel, "t%02d/sub/f%d", i, k);
+            assert_same_file(f->server_dir, rel, paths[i][k]);
+            assert_int_equal(receipts_for(f, rel), 1);
+            expected++;
+        }
+    }
+    assert_int_equal(f->receipt_count, expected);
+    assert_true(peak_overlap(f) >= 2);
+}
+
+static void test_misbehaving_peers(void **state)
+{
+    fixture *f = *state;
+    char big[600], small[600], slow[600], again[600];
+    uint8_t hello[AFTP_WIRE_MAX_DATAGRAM];
+    size_t hello_len;
+    pthread_t cancel_thread, trickle;
+    snprintf(big, sizeof big, "%s/big.bin", f->top);
+    snprintf(small, sizeof small, "%s/small.bin", f->top);
+    snprintf(slow, sizeof slow, "%s/slow.bin", f->top);
+    snprintf(again, sizeof again, "%s/again.bin", f->top);
+    make_file(big, 4000000, 1);
+    make_file(small, 300000, 2);
+    make_file(slow, 2000000, 3);
+    make_file(again, 100000, 4);
+    configure(f, 2000); /* a silent peer's session ends 2 s after it went quiet */
+    unsigned port = start_server(f);
+
+    /* the trickler holds a session that is never idle */
+    trickler t = {.f = f, .port = port, .file = slow};
+    assert_int_equal(pthread_create(&trickle, NULL, trickle_thread, &t), 0);
+    while (!atomic_load(&t.connected))
+        usleep(1000);
+    /* a half-open peer, a client that cancels, a flood */
+    int silent = half_open(f, port, 0, hello, &hello_len);
+    client_job canceller = {.f = f, .port = port, .key = 1, .files = {slow}, .count = 1,
+                            .max_rate_bps = 8000000, .cancel_on_progress = 1};
+    start_client(&cancel_thread, &canceller);
+    hello_flood(port, hello, hello_len, 1000);
+    client_job real = {.f = f, .port = port, .key = 2, .files = {big, small}, .count = 2,
+                       .max_rate_bps = 200000000};
+    int rc_real = run_client(&real);
+    pthread_join(cancel_thread, NULL);
+    client_job later = {.f = f, .port = port, .key = 3, .files = {again}, .count = 1};
+    int rc_later = run_client(&later);
+    /* the half-open session ends on its own, the trickler's once it stops */
+    int silent_ended = wait_lines(f, AFTP_LOG_SESSION_FAILED, "went silent", 1);
+    atomic_store(&t.stop, 1);
+    pthread_join(trickle, NULL);
+    close(silent);
+    stop_server(f);
+
+    assert_int_equal(rc_real, AFTP_OK);
+    assert_same_file(f->server_dir, "big.bin", big);
+    assert_same_file(f->server_dir, "small.bin", small);
+    assert_int_equal(canceller.rc, AFTP_ERR_CANCELLED);
+    assert_int_equal(rc_later, AFTP_OK);
+    assert_same_file(f->server_dir, "again.bin", again);
+    assert_int_equal(silent_ended, 1);
+    assert_int_equal(f->run_rc, AFTP_OK);
+}
+
+static void test_limit_refusal(void **state)
+{
+    fixture *f = *state;
+    char file[600];
+    uint8_t hello[AFTP_WIRE_MAX_DATAGRAM];
+    size_t len;
+    snprintf(file, sizeof file, "%s/late.bin", f->top);
+    make_file(file, 100000, 9);
+    configure(f, 30000);
+    assert_int_equal(aftp_server_set_max_sessions(f->s, 2), AFTP_OK);
+    unsigned port = start_server(f);
+    int a = half_open(f, port, 0, hello, &len), b = half_open(f, port, 1, hello, &len);
+    client_job third = {.f = f, .port = port, .key = 2, .files = {file}, .count = 1};
+    int rc = run_client(&third);
+    stop_server(f);
+    close(a);
+    close(b);
+
+    assert_int_equal(rc, AFTP_ERR_LIMIT);
+    assert_non_null(strstr(third.errmsg, "maximum of 2 sessions"));
+    assert_int_equal(f->run_rc, AFTP_OK);
+    /* the bounds of the setting */
+    assert_int_equal(aftp_server_set_max_sessions(f->s, 0), AFTP_ERR_INVALID_ARGUMENT);
+    assert_int_equal(aftp_server_set_max_sessions(f->s, AFTP_SERVER_MAX_SESSIONS_MAX + 1),
+                     AFTP_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(aftp_server_errmsg(f->s), "65536"));
+}
+
+static void test_drain(void **state)
+{
+    fixture *f = *state;
+    char one[600], two[600], late[600];
+    pthread_t threads[2];
+    snprintf(one, sizeof one, "%s/one.bin", f->top);
+    snprintf(two, sizeof two, "%s/two.bin", f->top);
+    snprintf(late, sizeof late, "%s/late.bin", f->top);
+    make_file(one, 6000000, 11); /* 3 s each at 16 Mbit/s: they outlast the newcomer */
+    make_file(two, 6000000, 12);
+    make_file(late, 100000, 13);
+    configure(f, 30000);
+    unsigned port = start_server(f);
+    client_job jobs[2] = {
+        {.f = f, .port = port, .key = 0, .files = {one}, .count = 1, .max_rate_bps = 16000000},
+        {.f = f, .port = port, .key = 1, .files = {two}, .count = 1, .max_rate_bps = 16000000}};
+    for (int i = 0; i < 2; i++)
+        start_client(&threads[i], &jobs[i]);
+    assert_int_equal(wait_lines(f, AFTP_LOG_SESSION_STARTED, "", 2), 2);
+    aftp_server_drain(f->s);
+    assert_int_equal(wait_lines(f, AFTP_LOG_DRAINING, "", 1), 1);
+    client_job newcomer = {.f = f, .port = port, .key = 2, .files = {late}, .count = 1};
+    int rc_new = run_client(&newcomer);
+    for (int i = 0; i < 2; i++)
+        pthread_join(threads[i], NULL);
+    join_server(f, 10);
+
+    assert_int_equal(f->run_rc, AFTP_OK);
+    assert_int_equal(jobs[0].rc, AFTP_OK);
+    assert_int_equal(jobs[1].rc, AFTP_OK);
+    assert_same_file(f->server_dir, "one.bin", one);
+    assert_same_file(f->server_dir, "two.bin", two);
+    assert_int_equal(rc_new, AFTP_ERR_LIMIT);
+    assert_non_null(strstr(newcomer.errmsg, "shutting down"));
+    assert_int_equal(lines_with(f, AFTP_LOG_SESSION_ENDED, ": ok"), 2);
+}
+
+/* A session that would hold the drain (a half-open peer, a 30 s idle
+ * timeout) is cancelled at the drain timeout; the run returns AFTP_OK
+ * long before the idle timeout. */
+static void test_drain_timeout(void **state)
+{
+    fixture *f = *state;
+    uint8_t hello[AFTP_WIRE_MAX_DATAGRAM];
+    size_t len;
+    configure(f, 30000);
+    assert_int_equal(aftp_server_set_drain_timeout_ms(f->s, 300), AFTP_OK);
+    unsigned port = start_server(f);
+    int fd = half_open(f, port, 0, hello, &len);
+    /* its HELLO_ACK back: the session exists */
+    uint8_t ack[AFTP_WIRE_MAX_DATAGRAM];
+    assert_true(recv(fd, ack, sizeof ack, 0) > 0);
+    aftp_server_drain(f->s);
+    join_server(f, 10);
+    close(fd);
+
+    assert_int_equal(f->run_rc, AFTP_OK);
+    assert_int_equal(lines_with(f, AFTP_LOG_DRAINING, "0.3 s"), 1);
+    assert_int_equal(aftp_server_set_drain_timeout_ms(f->s, AFTP_SERVER_DRAIN_TIMEOUT_MAX_MS + 1),
+                     AFTP_ERR_INVALID_ARGUMENT);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_32_clients_at_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_misbehaving_peers, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_limit_refusal, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_drain, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_drain_timeout, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
