@@ -267,17 +267,19 @@ static void on_entry(void *user, const aftp_receipt *r)
     }
 }
 
-/* SIGTERM, the service manager's stop: a drain (no new session, those
- * running finish, up to the drain timeout); a second SIGTERM stops at
- * once, as Ctrl-C does. */
+/* SIGTERM, the service manager's stop of a server: a drain (no new
+ * session, those running finish, up to the drain timeout); a second
+ * SIGTERM stops at once, as Ctrl-C does. A --once receiver is a command,
+ * not a service: SIGTERM stops it as any command (signal_drains 0). */
+static volatile sig_atomic_t signal_drains;
+
 static void on_sigterm(aftp_server *s)
 {
-    static volatile sig_atomic_t draining;
-    if (draining)
-        aftp_server_stop(s);
-    else
+    if (signal_drains)
         aftp_server_drain(s);
-    draining = 1;
+    else
+        aftp_server_stop(s);
+    signal_drains = 0;
 }
 
 /* The operator's signals: SIGHUP reads the authorized keys again
@@ -295,11 +297,12 @@ static void on_signal(int sig)
         aftp_server_stop(signal_server);
 }
 
-static void handle_signals(aftp_server *s)
+static void handle_signals(aftp_server *s, int once)
 {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     signal_server = s;
+    signal_drains = !once;
     sa.sa_handler = on_signal; /* no SA_RESTART: the wait wakes up at once */
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
@@ -455,7 +458,7 @@ static int configure(const recv_args *a, recv_app *ra, aftp_server *s)
 /* The run; ra->out.error: the library's aftp_error of a failure. */
 static int serve(const recv_args *a, recv_app *ra, aftp_server *s)
 {
-    handle_signals(s);
+    handle_signals(s, a->once);
     /* A server's lines are a log read later (a --once run's are read
      * as they come, like aftp send's) */
     aftp_cli_stamp_lines(!a->once);

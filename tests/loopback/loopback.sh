@@ -977,6 +977,17 @@ receiver_cancels)
     stop_recv
     expect_text "$WORK/recv.err" "failed: the sender cancelled the transfer$"
     expect_nothing_delivered ;;
+server_drains)
+    # SIGTERM to a server (no --once) drains it: the transfer under way
+    # completes, then the server exits 0, having said so.
+    make_file src.bin $((32 << 20))
+    start_recv
+    send_while "$WORK/src.bin" 50M kill -TERM "$RECV_PID"
+    wait_recv
+    expect_rc "aftp send to a draining server" "$SEND_RC" 0
+    expect_rc "aftp recv drained" "$RECV_RC" 0
+    cmp -s "$WORK/src.bin" "$WORK/dst/src.bin" || fail "the drained transfer's copy differs"
+    expect_text "$WORK/recv.err" "draining: no new sessions" ;;
 refusal_messages)
     # FILE_REPLY carries only a code: each one is said for what it means,
     # LIMIT (from a receiver that refuses every offer so) with what was
