@@ -27,11 +27,12 @@ void aftp_cli_format_time(char *out, size_t cap)
 {
     struct timespec now;
     struct tm utc;
-    char date[32];
     clock_gettime(CLOCK_REALTIME, &now);
     gmtime_r(&now.tv_sec, &utc);
-    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%S", &utc);
-    snprintf(out, cap, "%s.%03ldZ", date, now.tv_nsec / 1000000);
+    size_t n = strftime(out, cap, "%Y-%m-%dT%H:%M:%S", &utc);
+    int ms = (int)(now.tv_nsec / 1000000) % 1000;
+    if (n > 0 && n < cap)
+        snprintf(out + n, cap - n, ".%03dZ", ms);
 }
 
 /* A line on stderr: "[TIME ]aftp: TEXT", written at once (one call, so

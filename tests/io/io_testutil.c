@@ -218,3 +218,31 @@ size_t io_test_expect_tree_copies(const char *src, int dst)
     aftp_tree_fini(&t);
     return n;
 }
+
+/* Reads the whole of path into a new buffer (*len bytes), or NULL. */
+static uint8_t *read_whole(const char *path, size_t *len)
+{
+    FILE *in = fopen(path, "rb");
+    uint8_t *buf = NULL;
+    long size = -1;
+    if (in != NULL && fseek(in, 0, SEEK_END) == 0 && (size = ftell(in)) >= 0 &&
+        fseek(in, 0, SEEK_SET) == 0 && (buf = malloc((size_t)size + 1)) != NULL &&
+        fread(buf, 1, (size_t)size, in) != (size_t)size) {
+        free(buf);
+        buf = NULL;
+    }
+    if (in != NULL)
+        fclose(in);
+    *len = size > 0 ? (size_t)size : 0;
+    return buf;
+}
+
+int io_test_same_file(const char *a, const char *b)
+{
+    size_t la, lb;
+    uint8_t *x = read_whole(a, &la), *y = read_whole(b, &lb);
+    int same = x != NULL && y != NULL && la == lb && memcmp(x, y, la) == 0;
+    free(x);
+    free(y);
+    return same;
+}

@@ -29,6 +29,9 @@ void io_test_write_file(int dirfd, const char *name, uint64_t size, uint32_t see
                         unsigned mode, int64_t mtime_ns);
 /* Whether `name` exists beneath dirfd (without following symlinks). */
 int io_test_exists(int dirfd, const char *name);
+/* Whether the files at paths a and b hold the same bytes (1), else 0
+ * (either missing or unreadable: 0). */
+int io_test_same_file(const char *a, const char *b);
 /* Number of entries in dirfd other than . and .. */
 int io_test_count_entries(int dirfd);
 

@@ -240,10 +240,9 @@ static int push(const fixture *f, unsigned port, int k, const char *file, aftp_p
 /* dir/name holds what source holds. */
 static int same_file(const char *dir, const char *name, const char *source)
 {
-    char path[1024], cmd[2200];
+    char path[1024];
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    snprintf(cmd, sizeof cmd, "cmp -s '%s' '%s'", path, source);
-    return system(cmd) == 0;
+    return io_test_same_file(path, source);
 }
 
 static int exists(const char *dir, const char *name)
