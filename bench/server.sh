@@ -108,7 +108,7 @@ elapsed_since() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.3f", b 
 #   N case text                                          a note under the case's table
 # A phase's lines go to $phase_rows first: a phase measured again replaces them.
 row() { local IFS=$'\t'; printf '%s\n' "$*" | tr -d '\r' >>"$phase_rows"; }
-note() { printf 'N\t%s\t%s\n' "$1" "$2" >>"$work/results"; log "$1: $2"; }
+note() { printf 'N\t%s\t%s\n' "$1" "$2" >>"$work/results"; log "$2"; }
 
 # ---- the server and its clients --------------------------------------------------
 # Hosts are command prefixes: snd (clients) and rcv (the server), empty on
@@ -172,13 +172,14 @@ client_keys() { # SLOT: sets kw, the option words of client SLOT's key pair
 
 # push SLOT FILE OUT [send option...]: one whole push from the sender host,
 # timed from the command's start to its exit: writes OUT.time "start end exit".
+# It is stopped (exit 124) after push_cap seconds (default --time-cap).
 push() {
     local slot=$1 file=$2 out=$3 rc=0
     shift 3
     local -a kw
     client_keys "$slot"
     local t0=$EPOCHREALTIME
-    timeout -k 5 "$cap" "${snd[@]}" "$aftp" send "${kw[@]}" "$@" "$file" "$addr:$port" \
+    timeout -k 5 "${push_cap:-$cap}" "${snd[@]}" "$aftp" send "${kw[@]}" "$@" "$file" "$addr:$port" \
         >"$out.out" 2>"$out.err" || rc=$?
     echo "$t0 $EPOCHREALTIME $rc" >"$out.time"
 }
@@ -275,16 +276,17 @@ case_lo64() { # RUN
     phase lo64 "$1" together lo64_together "$1"
 }
 
-# A hostile peer: an authorized `aftp send` of a huge faux:// file (zeros,
-# no file on the client) from client key 2, in the background; returns once
-# the server has accepted its file (JSON "file_start"), i.e. it holds a session.
+# A hostile peer: an authorized `aftp send` (client key 2) of a large faux://
+# file (zeros, no file on the client; 256 MiB: days at 16 kbit/s, and room for
+# it on the server), in the background; returns once the server has accepted
+# its file (JSON "file_start"), i.e. holds a session for it.
 hostile_pid=''
 hostile_start() { # NAME OUT [send option...]
     local name=$1 out=$2
     shift 2
     local -a kw
     client_keys 2
-    "${snd[@]}" "$aftp" send "${kw[@]}" --json "$@" "faux:///$name?1T" "$addr:$port" \
+    "${snd[@]}" "$aftp" send "${kw[@]}" --json "$@" "faux:///$name?256M" "$addr:$port" \
         >"$out.out" 2>"$out.err" &
     hostile_pid=$!
     for _ in $(seq 600); do
@@ -292,7 +294,6 @@ hostile_start() { # NAME OUT [send option...]
         kill -0 "$hostile_pid" 2>/dev/null || break
         sleep 0.05
     done
-    log "the hostile peer never held a session: $(tail -n 1 "$out.err")"
     return 1
 }
 
@@ -305,12 +306,16 @@ hostile_stop() {
     hostile_pid=''
 }
 
+# The real client beside a hostile peer is stopped at HOSTILE_CAP_S (or
+# --time-cap when lower): a queued client may wait for as long as the peer lasts.
+HOSTILE_CAP_S=60
 trickle_with() { # RUN PHASE: the real client's push while a hostile peer holds a session
     local r=$1 ph=$2 out=$work/runs/trickle.$1.$2.hostile
-    if [ "$ph" = trickling ]; then
-        hostile_start "trickle-$r.bin" "$out" --rate 16k || true
+    local push_cap=$((cap < HOSTILE_CAP_S ? cap : HOSTILE_CAP_S))
+    if hostile_start "$ph-$r.bin" "$out" --rate 16k; then
+        [ "$ph" = trickling ] || kill -STOP "$hostile_pid"
     else
-        hostile_start "halfopen-$r.bin" "$out" --rate 16k && kill -STOP "$hostile_pid"
+        note trickle "run $r: the $ph peer never held a session, so its figure is of an idle server: $(tail -n 1 "$out.err")"
     fi
     together trickle "$r" "$ph" 1 "$work/src/wan."
     hostile_stop
