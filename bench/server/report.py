@@ -222,9 +222,14 @@ def table_lo64(res, meta, work):
     t.add("server: most sessions at once (connected sockets, every 50 ms)", peak_sessions, "%d" % n)
     t.add("server RSS idle, MiB", mib("idle_kb"))
     t.add("server RSS peak during the %d, MiB" % n, mib("peak_kb"))
+    def per_session(idle, peak):
+        return [round((m[peak] - m[idle]) / m["peak_sessions"], 1) if m.get("peak_sessions") and peak in m else None
+                for m in mem]
+
     t.add("server memory per session, KiB ((peak - idle) / most sessions at once)",
-          [round((m["peak_kb"] - m["idle_kb"]) / m["peak_sessions"], 1) if m.get("peak_sessions") else None
-           for m in mem], "(figure)")
+          per_session("idle_kb", "peak_kb"), "(figure)")
+    t.add("  the same of RssAnon (without the pages of mapped files), KiB",
+          per_session("idle_anon_kb", "peak_anon_kb"), "(figure)")
     t.add("server VmHWM (its lifetime peak), MiB", mib("hwm_kb"))
     t.add("server CPU s (user + system) during the %d" % n,
           [m.get("cpu_s") for m in mem])

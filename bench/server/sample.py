@@ -3,13 +3,14 @@
 
 usage: sample.py PID PORT OUT
 
-Every 50 ms until SIGTERM: VmRSS of /proc/PID/status, and the sessions the
+Every 50 ms until SIGTERM: VmRSS and RssAnon of /proc/PID/status (RssAnon
+leaves out the pages of the files the server maps), and the sessions the
 server holds: its connected UDP sockets on PORT (one per session; the
 listener is not connected), from /proc/net/udp and udp6 of the network
 namespace this runs in (the server's). The first sample is the idle one: OUT
 + ".ready" appears once it is taken, and the caller starts its clients then.
-At SIGTERM, one line of key=value words goes to OUT: idle_kb, peak_kb,
-peak_sessions, hwm_kb (VmHWM: the process's high-water mark since it started),
+At SIGTERM, one line of key=value words goes to OUT: idle_kb, peak_kb (VmRSS),
+idle_anon_kb, peak_anon_kb (RssAnon), peak_sessions, hwm_kb (VmHWM: the process's high-water mark since it started),
 cpu_s (the server's user + system seconds over the sampling), samples.
 """
 import os
@@ -22,12 +23,12 @@ TCP_ESTABLISHED = "01"  # the state /proc/net/udp shows for a connected socket
 
 
 def status_kb(pid):
-    """{"VmRSS": kB, "VmHWM": kB} of the process."""
+    """{"VmRSS": kB, "VmHWM": kB, "RssAnon": kB} of the process."""
     out = {}
     with open("/proc/%d/status" % pid) as f:
         for line in f:
             key, _, value = line.partition(":")
-            if key in ("VmRSS", "VmHWM"):
+            if key in ("VmRSS", "VmHWM", "RssAnon"):
                 out[key] = int(value.split()[0])
     return out
 
@@ -60,9 +61,10 @@ def main(argv):
     pid, port, out = int(argv[1]), int(argv[2]), argv[3]
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
-    idle = status_kb(pid)["VmRSS"]
+    first = status_kb(pid)
+    idle, idle_anon = first["VmRSS"], first["RssAnon"]
     cpu0 = cpu_seconds(pid)
-    peak, peak_sessions, samples, hwm, cpu1 = idle, 0, 1, 0, cpu0
+    peak, peak_anon, peak_sessions, samples, hwm, cpu1 = idle, idle_anon, 0, 1, first["VmHWM"], cpu0
     with open(out + ".ready", "w") as f:
         f.write("%d\n" % idle)
     while not stop:
@@ -73,12 +75,13 @@ def main(argv):
         except OSError:  # the server is gone: report what was seen
             break
         peak = max(peak, kb["VmRSS"])
+        peak_anon = max(peak_anon, kb["RssAnon"])
         hwm = kb["VmHWM"]
         peak_sessions = max(peak_sessions, connected_sockets(port))
         samples += 1
     with open(out, "w") as f:
-        f.write("idle_kb=%d peak_kb=%d peak_sessions=%d hwm_kb=%d cpu_s=%.2f samples=%d\n"
-                % (idle, peak, peak_sessions, hwm, cpu1 - cpu0, samples))
+        f.write("idle_kb=%d peak_kb=%d idle_anon_kb=%d peak_anon_kb=%d peak_sessions=%d hwm_kb=%d cpu_s=%.2f "
+                "samples=%d\n" % (idle, peak, idle_anon, peak_anon, peak_sessions, hwm, cpu1 - cpu0, samples))
 
 
 if __name__ == "__main__":
