@@ -406,11 +406,13 @@ aftp=$(realpath "$aftp")
 linkemu=$(dirname "$(dirname "$aftp")")/netem/aftp-linkemu
 [ -x "$linkemu" ] || linkemu=$(newest_optimised netem/aftp-linkemu)
 
-# The sources: 8 of --size (wan8, trickle, pull use them) and --sessions of
-# lo64's size; each phase sends hard links with names of its own.
-need=0
-{ wants wan8 || wants trickle || wants pull; } && need=$((need + 2 * WAN8_SESSIONS * size_mib))
-wants lo64 && need=$((need + 2 * sessions * lo_mib))
+# The sources: wan8's 8 of --size (trickle and pull send the first), lo64's
+# --sessions of its size; each phase sends hard links with names of its own.
+n_wan=0 n_lo=0
+{ wants trickle || { wants pull && has_get; }; } && n_wan=1
+wants wan8 && n_wan=$WAN8_SESSIONS
+wants lo64 && n_lo=$sessions
+need=$((2 * (n_wan * size_mib + n_lo * lo_mib)))
 # shellcheck source=bench/wan/scratch.sh
 . "$here/wan/scratch.sh"
 work=$(mktemp -d "$(pick_scratch_dir $(((need + 64) * 1048576)))/aftp-server-bench.XXXXXX")
@@ -423,16 +425,11 @@ mkdir -p "$work/src" "$work/send" "$work/runs"
 : >"$work/results"
 t_start=$EPOCHREALTIME
 
-n_wan=0
-{ wants wan8 || wants trickle || wants pull; } && n_wan=$WAN8_SESSIONS
-wants trickle && [ "$n_wan" -lt 2 ] && n_wan=2
-n_lo=0
-wants lo64 && n_lo=$sessions
 log "writing random files in $work: $n_wan of $size_mib MiB, $n_lo of $lo_mib MiB"
 for i in $(seq "$n_wan"); do head -c "$((size_mib * 1048576))" /dev/urandom >"$work/src/wan.$i.bin"; done
 for i in $(seq "$n_lo"); do head -c "$((lo_mib * 1048576))" /dev/urandom >"$work/src/lo.$i.bin"; done
-clients=$n_wan
-[ "$clients" -ge "$n_lo" ] || clients=$n_lo
+clients=$((n_wan > n_lo ? n_wan : n_lo))
+wants trickle && [ "$clients" -lt 2 ] && clients=2 # the hostile peer has a key of its own
 make_keys "$clients"
 
 cat >"$work/meta" <<EOF

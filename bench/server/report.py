@@ -172,22 +172,29 @@ def session_rows(res, case, phase):
     return lines, objs
 
 
+def add_alone_and_together(t, res, what, n, aggregate_goal):
+    """The rows shared by wan8 and lo64: the phase "solo" (one WHAT alone), the
+    phase "together" (N at once) and their aggregate against the one alone.
+    Returns the sessions of each run's N at once."""
+    solo = [one(res.of(t.case, r, "solo")) for r in t.runs]
+    many = [res.of(t.case, r, "together") for r in t.runs]
+    agg = [aggregate(m) for m in many]
+    t.add("one %s alone: s" % what, [secs_of(s) for s in solo])
+    t.add("one %s alone: goodput Mbit/s" % what, [mbps_of(s) for s in solo])
+    t.add("%d at once: sessions delivered byte-exact" % n, ["%d/%d" % (a[0], len(m)) for a, m in zip(agg, many)],
+          "%d/%d" % (n, n))
+    t.add("%d at once: first start to last exit, s" % n, [a[1] for a in agg])
+    t.add("%d at once: aggregate goodput Mbit/s (bytes delivered / that span)" % n, [a[2] for a in agg])
+    t.add("aggregate / alone", [ratio(a[2], mbps_of(s)) for a, s in zip(agg, solo)], aggregate_goal)
+    return many
+
+
 def table_wan8(res, meta, work):
     runs = res.runs("wan8")
     n = int(meta.get("wan8_sessions", 8))
     t = Table("wan8", "wan8: %d pushes of %s MiB at once across %s" % (n, meta.get("size_mib"), link_title(work)),
               runs)
-    solo = [one(res.of("wan8", r, "solo")) for r in runs]
-    many = [res.of("wan8", r, "together") for r in runs]
-    agg = [aggregate(m) for m in many]
-    t.add("one push alone: s", [secs_of(s) for s in solo])
-    t.add("one push alone: goodput Mbit/s", [mbps_of(s) for s in solo])
-    t.add("%d at once: sessions delivered byte-exact" % n, ["%d/%d" % (a[0], len(m)) for a, m in zip(agg, many)],
-          "%d/%d" % (n, n))
-    t.add("%d at once: first start to last exit, s" % n, [a[1] for a in agg])
-    t.add("%d at once: aggregate goodput Mbit/s (bytes delivered / that span)" % n, [a[2] for a in agg])
-    t.add("aggregate / alone", [ratio(a[2], mbps_of(s)) for a, s in zip(agg, solo)],
-          ">= %.2f" % WAN8_AGGREGATE_GOAL)
+    many = add_alone_and_together(t, res, "push", n, ">= %.2f" % WAN8_AGGREGATE_GOAL)
     t.add("Jain's index over the %d goodputs (a failed session counts 0)" % n,
           [round(j, 3) if (j := jain([s["goodput"] for s in m])) is not None else None for m in many],
           ">= %.2f" % JAIN_GOAL)
@@ -202,18 +209,9 @@ def table_lo64(res, meta, work):
     n = int(meta.get("sessions", 64))
     t = Table("lo64", "lo64: one session, then %d at once over 127.0.0.1, %s MiB each" % (n, meta.get("lo_mib")),
               runs)
-    solo = [one(res.of("lo64", r, "solo")) for r in runs]
-    many = [res.of("lo64", r, "together") for r in runs]
-    agg = [aggregate(m) for m in many]
-    mem = [res.memory.get(("lo64", r), {}) for r in runs]
-    t.add("one session alone: s", [secs_of(s) for s in solo])
-    t.add("one session alone: goodput Mbit/s", [mbps_of(s) for s in solo])
-    t.add("%d at once: sessions delivered byte-exact" % n, ["%d/%d" % (a[0], len(m)) for a, m in zip(agg, many)],
-          "%d/%d" % (n, n))
-    t.add("%d at once: first start to last exit, s" % n, [a[1] for a in agg])
-    t.add("%d at once: aggregate Mbit/s (bytes delivered / that span)" % n, [a[2] for a in agg])
-    t.add("aggregate / alone", [ratio(a[2], mbps_of(s)) for a, s in zip(agg, solo)], "(figure)")
+    many = add_alone_and_together(t, res, "session", n, "(figure)")
     t.add("%d at once: fastest / median / slowest session s" % n, [spread(m) for m in many])
+    mem = [res.memory.get(("lo64", r), {}) for r in runs]
 
     def mib(key):
         return [round(m[key] / 1024, 1) if key in m else None for m in mem]
