@@ -77,7 +77,7 @@ while [ $# -gt 0 ]; do
     --retries) retries=$2; shift 2 ;;
     --json) json=$(realpath -m "$2"); shift 2 ;;
     --inner) inner=$2; shift 2 ;; # the work directory, inside netem/wan.sh
-    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '3,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option $1 (see --help)" ;;
     esac
 done
