@@ -113,15 +113,16 @@ note() { printf 'N\t%s\t%s\n' "$1" "$2" >>"$work/results"; log "$2"; }
 # ---- the server and its clients --------------------------------------------------
 # Hosts are command prefixes: snd (clients) and rcv (the server), empty on
 # loopback; the server listens on $addr:$port and writes into $srv_dir.
-srv_pid='' port=''
+srv_pid='' port='' srv_starts=0 srv_args=() srv_err=''
 keys=''
 
 server_start() { # DIR LISTEN TAG
-    srv_dir=$1
+    srv_args=("$@") srv_dir=$1 srv_starts=$((srv_starts + 1))
     mkdir -p "$srv_dir"
-    local err=$work/server.$3.err
+    srv_err=$work/server.$3.$srv_starts.err
+    local err=$srv_err
     "${rcv[@]}" "$aftp" recv --listen "$2" --dir "$srv_dir" --identity "$keys/server" \
-        --authorized-keys "$keys/authorized_keys" >"$work/server.$3.out" 2>"$err" &
+        --authorized-keys "$keys/authorized_keys" >"$work/server.$3.$srv_starts.out" 2>"$err" &
     srv_pid=$! # nsenter execs aftp: this is the server itself
     port=''
     for _ in $(seq 200); do
@@ -145,6 +146,16 @@ server_stop() {
     [ -n "$srv_pid" ] || return 0
     stop_pid "$srv_pid"
     srv_pid=''
+}
+
+# A server that died during a phase is noted and started again (on a new
+# port when it listens on port 0), so that the other figures still come.
+server_check() { # CASE RUN PHASE
+    kill -0 "$srv_pid" 2>/dev/null && return 0
+    local rc=0
+    wait "$srv_pid" || rc=$?
+    note "$1" "run $2 $3: the server exited (status $rc) meanwhile: $(tail -n 1 "$srv_err")"
+    server_start "${srv_args[@]}"
 }
 
 # Sessions the server holds now: its connected UDP sockets on its port (one
@@ -230,6 +241,7 @@ phase() { # CASE RUN PHASE COMMAND...: COMMAND writes the phase's rows
         : >"$phase_rows"
         [ -z "${WAN_BACKEND:-}" ] || emu_snapshot "$work/emu.before"
         "$@"
+        server_check "$c" "$r" "$ph"
         verdict=$(emu_verdict)
         [ "$verdict" = invalid ] && [ "$attempt" -lt "$retries" ] &&
             { log "$c run $r $ph: the link emulator was overloaded meanwhile: measuring again"; continue; }
