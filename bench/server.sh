@@ -120,18 +120,17 @@ server_start() { # DIR LISTEN TAG
     srv_args=("$@") srv_dir=$1 srv_starts=$((srv_starts + 1))
     mkdir -p "$srv_dir"
     srv_err=$work/server.$3.$srv_starts.err
-    local err=$srv_err
     "${rcv[@]}" "$aftp" recv --listen "$2" --dir "$srv_dir" --identity "$keys/server" \
-        --authorized-keys "$keys/authorized_keys" >"$work/server.$3.$srv_starts.out" 2>"$err" &
+        --authorized-keys "$keys/authorized_keys" >"$work/server.$3.$srv_starts.out" 2>"$srv_err" &
     srv_pid=$! # nsenter execs aftp: this is the server itself
     port=''
     for _ in $(seq 200); do
-        port=$(sed -n 's/.*listening on .*:\([0-9][0-9]*\)$/\1/p' "$err" | head -n 1)
+        port=$(sed -n 's/.*listening on .*:\([0-9][0-9]*\)$/\1/p' "$srv_err" | head -n 1)
         [ -z "$port" ] || return 0
         kill -0 "$srv_pid" 2>/dev/null || break
         sleep 0.05
     done
-    die "the server did not start listening: $(tail -n 2 "$err")"
+    die "the server did not start listening: $(tail -n 2 "$srv_err")"
 }
 
 # SIGTERM, up to 5 s to exit, then SIGKILL; reaped.
@@ -195,14 +194,15 @@ push() {
     echo "$t0 $EPOCHREALTIME $rc" >"$out.time"
 }
 
-# The copy on the server is compared with the source, recorded, then both go.
+# The copy (on the server, or the one pulled) is compared with the source,
+# recorded, then both go.
 judge() { # CASE RUN PHASE SLOT SRC COPY OUT
     local start end rc ok=0 why=''
     read -r start end rc <"$7.time"
     if [ "$rc" != 0 ]; then
         why="exit $rc after $(elapsed_between "$start" "$end") s: $(tail -n 1 "$7.err" | tr '\t' ' ')"
     elif ! cmp -s "$5" "$6"; then
-        why="the copy on the server differs or is missing"
+        why="the copy differs from the source or is missing"
     else
         ok=1
     fi
@@ -212,27 +212,27 @@ judge() { # CASE RUN PHASE SLOT SRC COPY OUT
 }
 elapsed_between() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
 
-# N pushes started together, distinct files (names unique to this phase,
-# hard links to the case's sources, so the server never has them already).
+# N pushes started together, distinct files (names unique to this phase and
+# attempt, hard links to the case's sources: the server never has them
+# already, not even in part from a failed attempt).
 together() { # CASE RUN PHASE N SOURCE-PREFIX
-    local c=$1 r=$2 ph=$3 n=$4 i pids=()
+    local tag=$1-$2-$3-$attempt n=$4 i pids=()
     for i in $(seq "$n"); do
-        ln -f "$5$i.bin" "$work/send/$c-$r-$ph-$i.bin"
+        ln -f "$5$i.bin" "$work/send/$tag-$i.bin"
     done
     for i in $(seq "$n"); do
-        push "$i" "$work/send/$c-$r-$ph-$i.bin" "$work/runs/$c.$r.$ph.$i" &
+        push "$i" "$work/send/$tag-$i.bin" "$work/runs/$tag-$i" &
         pids+=($!)
     done
     wait "${pids[@]}"
     for i in $(seq "$n"); do
-        judge "$c" "$r" "$ph" "$i" "$work/send/$c-$r-$ph-$i.bin" "$srv_dir/$c-$r-$ph-$i.bin" \
-            "$work/runs/$c.$r.$ph.$i"
+        judge "$1" "$2" "$3" "$i" "$work/send/$tag-$i.bin" "$srv_dir/$tag-$i.bin" "$work/runs/$tag-$i"
     done
 }
 
 # A phase on the emulated link is measured again while the emulator was
 # overloaded during it (up to --retries times); loopback phases once.
-phase() { # CASE RUN PHASE COMMAND...: COMMAND writes the phase's rows
+phase() { # CASE RUN PHASE COMMAND...: COMMAND writes the phase's rows (and sees $attempt)
     local c=$1 r=$2 ph=$3 attempt verdict
     shift 3
     for ((attempt = 0; ; attempt++)); do
@@ -271,7 +271,7 @@ case_wan8() { # RUN
 # The server's memory and CPU over N sessions started together
 # (bench/server/sample.py samples /proc every 50 ms).
 lo64_together() { # RUN
-    local r=$1 samples=$work/runs/lo64.$1.samples
+    local r=$1 samples=$work/runs/lo64-$1-$attempt.samples
     "${rcv[@]}" python3 "$here/server/sample.py" "$srv_pid" "$port" "$samples" &
     local sampler=$!
     for _ in $(seq 100); do [ -s "$samples.ready" ] && break; sleep 0.05; done
@@ -322,9 +322,9 @@ hostile_stop() {
 # --time-cap when lower): a queued client may wait for as long as the peer lasts.
 HOSTILE_CAP_S=60
 trickle_with() { # RUN PHASE: the real client's push while a hostile peer holds a session
-    local r=$1 ph=$2 out=$work/runs/trickle.$1.$2.hostile
+    local r=$1 ph=$2 out=$work/runs/trickle-$1-$2-$attempt.hostile
     local push_cap=$((cap < HOSTILE_CAP_S ? cap : HOSTILE_CAP_S))
-    if hostile_start "$ph-$r.bin" "$out" --rate 16k; then
+    if hostile_start "$ph-$r-$attempt.bin" "$out" --rate 16k; then
         [ "$ph" = trickling ] || kill -STOP "$hostile_pid"
     else
         note trickle "run $r: the $ph peer never held a session, so its figure is of an idle server: $(tail -n 1 "$out.err")"
@@ -341,27 +341,25 @@ case_trickle() { # RUN
 
 has_get() { "$aftp" --help 2>&1 | grep -q 'aftp get'; }
 
-# A push of a file, then a pull of the server's copy (client key 1 both ways).
+# A push of a file, then a pull of the server's copy (client key 1 both
+# ways); each judged against the source through hard links, which judge removes.
 push_then_pull() { # RUN
-    local r=$1 name=pull-$1.bin dest=$work/pulled
-    ln -f "$work/src/wan.1.bin" "$work/send/$name"
-    push 1 "$work/send/$name" "$work/runs/pull.$r.push"
-    local start end rc
-    read -r start end rc <"$work/runs/pull.$r.push.time"
-    local ok=0 why=''
-    if [ "$rc" = 0 ] && cmp -s "$work/send/$name" "$srv_dir/$name"; then ok=1; else
-        why="exit $rc: $(tail -n 1 "$work/runs/pull.$r.push.err")"; fi
-    row S pull "$r" push 1 "$start" "$end" "$rc" "$(stat -c %s "$work/send/$name")" "$ok" "$why"
+    local name=pull-$1-$attempt.bin out=$work/runs/pull-$1-$attempt dest=$work/pulled
+    local src=$work/src/wan.1.bin
+    ln -f "$src" "$work/send/$name"
+    push 1 "$work/send/$name" "$out.push"
+    [ ! -f "$srv_dir/$name" ] || ln -f "$srv_dir/$name" "$work/pushed.$name" # the server keeps its copy
+    judge pull "$1" push 1 "$work/send/$name" "$work/pushed.$name" "$out.push"
     rm -rf "$dest" && mkdir -p "$dest"
     local -a kw
     client_keys 1
-    local out=$work/runs/pull.$r.pull t0=$EPOCHREALTIME
-    rc=0
+    local t0=$EPOCHREALTIME rc=0
     timeout -k 5 "$cap" "${snd[@]}" "$aftp" get "${kw[@]}" "$addr:$port:$name" "$dest/" \
-        >"$out.out" 2>"$out.err" || rc=$?
-    echo "$t0 $EPOCHREALTIME $rc" >"$out.time"
-    judge pull "$r" pull 1 "$dest/$name" "$srv_dir/$name" "$out"
-    rm -f "$work/send/$name"
+        >"$out.pull.out" 2>"$out.pull.err" || rc=$?
+    echo "$t0 $EPOCHREALTIME $rc" >"$out.pull.time"
+    ln -f "$src" "$work/send/$name"
+    judge pull "$1" pull 1 "$work/send/$name" "$dest/$name" "$out.pull"
+    rm -f "$srv_dir/$name"
 }
 
 case_pull() { # RUN (only when the binary has `get`)
