@@ -113,7 +113,7 @@ note() { printf 'N\t%s\t%s\n' "$1" "$2" >>"$work/results"; log "$2"; }
 # ---- the server and its clients --------------------------------------------------
 # Hosts are command prefixes: snd (clients) and rcv (the server), empty on
 # loopback; the server listens on $addr:$port and writes into $srv_dir.
-srv_pid='' port='' srv_starts=0 srv_args=() srv_err=''
+srv_pid='' port='' srv_starts=0 srv_args=() srv_err='' srv_idle=''
 keys=''
 
 server_start() { # DIR LISTEN TAG
@@ -126,7 +126,10 @@ server_start() { # DIR LISTEN TAG
     port=''
     for _ in $(seq 200); do
         port=$(sed -n 's/.*listening on .*:\([0-9][0-9]*\)$/\1/p' "$srv_err" | head -n 1)
-        [ -z "$port" ] || return 0
+        if [ -n "$port" ]; then
+            srv_idle=$(awk '$1 == "VmRSS:" || $1 == "RssAnon:" { printf "%s ", $2 }' "/proc/$srv_pid/status")
+            return 0
+        fi
         kill -0 "$srv_pid" 2>/dev/null || break
         sleep 0.05
     done
@@ -269,7 +272,8 @@ case_wan8() { # RUN
 }
 
 # The server's memory and CPU over N sessions started together
-# (bench/server/sample.py samples /proc every 50 ms).
+# (bench/server/sample.py samples /proc every 50 ms), and its idle memory:
+# as it started listening (once it has served, its allocator keeps memory).
 lo64_together() { # RUN
     local r=$1 samples=$work/runs/lo64-$1-$attempt.samples
     "${rcv[@]}" python3 "$here/server/sample.py" "$srv_pid" "$port" "$samples" &
@@ -278,9 +282,10 @@ lo64_together() { # RUN
     together lo64 "$r" together "$sessions" "$work/src/lo."
     kill -TERM "$sampler" 2>/dev/null || true
     wait "$sampler" || true
-    local -a m
+    local -a m idle
     read -r -a m <"$samples" || m=(sampler_failed=1)
-    row M lo64 "$r" "${m[@]}"
+    read -r -a idle <<<"$srv_idle"
+    row M lo64 "$r" "${m[@]}" "idle_kb=${idle[0]}" "idle_anon_kb=${idle[1]}"
 }
 
 case_lo64() { # RUN

@@ -218,7 +218,8 @@ def table_lo64(res, meta, work):
 
     peak_sessions = [int(m["peak_sessions"]) if "peak_sessions" in m else None for m in mem]
     t.add("server: most sessions at once (connected sockets, every 50 ms)", peak_sessions, "%d" % n)
-    t.add("server RSS idle, MiB", mib("idle_kb"))
+    t.add("server RSS idle (as it started listening), MiB", mib("idle_kb"))
+    t.add("server RSS as the %d started (after the sessions before), MiB" % n, mib("start_kb"))
     t.add("server RSS peak during the %d, MiB" % n, mib("peak_kb"))
     def per_session(idle, peak):
         return [round((m[peak] - m[idle]) / m["peak_sessions"], 1) if m.get("peak_sessions") and peak in m else None

@@ -7,11 +7,13 @@ Every 50 ms until SIGTERM: VmRSS and RssAnon of /proc/PID/status (RssAnon
 leaves out the pages of the files the server maps), and the sessions the
 server holds: its connected UDP sockets on PORT (one per session; the
 listener is not connected), from /proc/net/udp and udp6 of the network
-namespace this runs in (the server's). The first sample is the idle one: OUT
-+ ".ready" appears once it is taken, and the caller starts its clients then.
-At SIGTERM, one line of key=value words goes to OUT: idle_kb, peak_kb (VmRSS),
-idle_anon_kb, peak_anon_kb (RssAnon), peak_sessions, hwm_kb (VmHWM: the process's high-water mark since it started),
-cpu_s (the server's user + system seconds over the sampling), samples.
+namespace this runs in (the server's). OUT + ".ready" appears once the first
+sample is taken, and the caller starts its clients then. At SIGTERM, one
+line of key=value words goes to OUT: start_kb, peak_kb (VmRSS at the first
+sample and at its highest), start_anon_kb, peak_anon_kb (the same of
+RssAnon), peak_sessions, hwm_kb (VmHWM: the process's high-water mark since
+it started), cpu_s (the server's user + system seconds over the sampling),
+samples.
 """
 import os
 import signal
@@ -62,11 +64,11 @@ def main(argv):
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
     first = status_kb(pid)
-    idle, idle_anon = first["VmRSS"], first["RssAnon"]
+    start, start_anon = first["VmRSS"], first["RssAnon"]
     cpu0 = cpu_seconds(pid)
-    peak, peak_anon, peak_sessions, samples, hwm, cpu1 = idle, idle_anon, 0, 1, first["VmHWM"], cpu0
+    peak, peak_anon, peak_sessions, samples, hwm, cpu1 = start, start_anon, 0, 1, first["VmHWM"], cpu0
     with open(out + ".ready", "w") as f:
-        f.write("%d\n" % idle)
+        f.write("%d\n" % start)
     while not stop:
         time.sleep(INTERVAL_S)
         try:
@@ -80,8 +82,8 @@ def main(argv):
         peak_sessions = max(peak_sessions, connected_sockets(port))
         samples += 1
     with open(out, "w") as f:
-        f.write("idle_kb=%d peak_kb=%d idle_anon_kb=%d peak_anon_kb=%d peak_sessions=%d hwm_kb=%d cpu_s=%.2f "
-                "samples=%d\n" % (idle, peak, idle_anon, peak_anon, peak_sessions, hwm, cpu1 - cpu0, samples))
+        f.write("start_kb=%d peak_kb=%d start_anon_kb=%d peak_anon_kb=%d peak_sessions=%d hwm_kb=%d cpu_s=%.2f "
+                "samples=%d\n" % (start, peak, start_anon, peak_anon, peak_sessions, hwm, cpu1 - cpu0, samples))
 
 
 if __name__ == "__main__":
