@@ -121,10 +121,12 @@ static void release(const aftp_hub *h, aftp_serve_session *ss)
     aftp_serve_session_del(ss, root_in_use(h, &ss->root, ss));
 }
 
-/* A client keeps files through one session at a time: the resume state
- * of its files is that session's until it ends (a sender restarted after
- * a crash would otherwise race its own lingering session for them). A
- * server that keeps nothing (faux://) has no such state. */
+/* A client keeps files through one push at a time: the resume state of
+ * its files is that session's until it ends (a sender restarted after a
+ * crash would otherwise race its own lingering session for them). A
+ * server that keeps nothing (faux://) has no such state, and a pull
+ * keeps none on the server: pulls neither wait for a push nor hold one
+ * back. */
 static int keeps_files(const aftp_hub *h)
 {
     return !h->o->faux;
@@ -136,19 +138,19 @@ static int key_busy(const aftp_serve_shared *sh, const uint8_t *key)
     if (!keeps_files(h))
         return 0;
     for (aftp_serve_session *ss = h->sessions; ss != NULL; ss = ss->next)
-        if (ss->probe.looked_up && memcmp(ss->probe.key, key, AFTP_KEY_LEN) == 0)
+        if (!ss->pull && ss->probe.looked_up && memcmp(ss->probe.key, key, AFTP_KEY_LEN) == 0)
             return 1;
     return 0;
 }
 
 /* Unprotected, a client is known by its address alone (not its port: a
  * restarted client has another). */
-static int host_busy(const aftp_hub *h, const struct sockaddr *from)
+static int host_busy(const aftp_hub *h, const struct sockaddr *from, int pull)
 {
-    if (!keeps_files(h) || h->o->security.cipher != AFTP_CIPHER_NONE)
+    if (pull || !keeps_files(h) || h->o->security.cipher != AFTP_CIPHER_NONE)
         return 0;
     for (aftp_serve_session *ss = h->sessions; ss != NULL; ss = ss->next)
-        if (aftp_door_same_host(from, (const struct sockaddr *)&ss->addr))
+        if (!ss->pull && aftp_door_same_host(from, (const struct sockaddr *)&ss->addr))
             return 1;
     return 0;
 }
@@ -336,12 +338,12 @@ static void start_session(aftp_hub *h, const uint8_t *pkt, size_t len,
     const char *refusal = refusal_of(h, text, sizeof text);
     if (refusal != NULL && (h->o->once || h->refusing >= AFTP_HUB_REFUSING_MAX))
         return; /* silence: the client resends, and is served or refused later */
-    if (host_busy(h, from))
+    int pull = hello->u.hello.role == AFTP_WIRE_ROLE_PULL;
+    if (host_busy(h, from, pull))
         return; /* likewise, once its earlier session ended */
     uint32_t conn_id = hello->hdr.conn_id;
     aftp_serve_session *ss =
-        aftp_serve_session_new(&h->sh, &h->listener, from, conn_id,
-                               hello->u.hello.role == AFTP_WIRE_ROLE_PULL, why, sizeof why);
+        aftp_serve_session_new(&h->sh, &h->listener, from, conn_id, pull, why, sizeof why);
     if (ss == NULL) {
         warn(h, why);
         return;

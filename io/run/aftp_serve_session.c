@@ -141,7 +141,7 @@ static int probe_lookup(void *user, const uint8_t *client_key, uint8_t *psk)
 {
     aftp_serve_session *ss = user;
     const aftp_peer_policy *policy = &ss->sh->o->security.peers;
-    if (ss->sh->key_busy(ss->sh, client_key)) {
+    if (!ss->pull && ss->sh->key_busy(ss->sh, client_key)) {
         ss->probe.deferred = 1;
         return AFTP_ERR_LIMIT; /* message 1 not taken: silence, its timestamp unspent */
     }

@@ -25,8 +25,8 @@
 typedef struct aftp_serve_shared {
     const aftp_serve_opts *o;
     pthread_mutex_t cb_lock; /* held around each callback of o */
-    /* Control thread, during a handshake: whether a session of this client
-     * key runs already (its HELLO then waits, aftp_hub.h). */
+    /* Control thread, during a push's handshake: whether a push of this
+     * client key runs already (its HELLO then waits, aftp_hub.h). */
     int (*key_busy)(const struct aftp_serve_shared *sh, const uint8_t *key);
 } aftp_serve_shared;
 

@@ -224,17 +224,23 @@ static void make_file(const fixture *f, const char *name, uint32_t seed, char *p
     fclose(out);
 }
 
-/* Pushes file as key `k`; what the sender reported into *res. */
-static int push(const fixture *f, unsigned port, int k, const char *file, aftp_push_result *res)
+/* Pushes file as key `k` at rate_bps; what the sender reported into *res. */
+static int push_at(const fixture *f, unsigned port, int k, const char *file, uint64_t rate_bps,
+                   aftp_push_result *res)
 {
     struct sockaddr_in to = io_test_loopback((uint16_t)port);
     aftp_push_opts o = {.files = &file, .file_count = 1, .peer = (struct sockaddr *)&to,
-                        .peer_len = sizeof to, .rate_bps = UINT64_C(400000000),
+                        .peer_len = sizeof to, .rate_bps = rate_bps,
                         .policy = AFTP_CC_FIXED, .idle_timeout_ns = UINT64_C(5000000000)};
     o.security.cipher = AFTP_CIPHER_AUTO;
     o.security.identity = f->secret[k];
     o.security.peer_key = f->server_public;
     return aftp_push_run(&o, res);
+}
+
+static int push(const fixture *f, unsigned port, int k, const char *file, aftp_push_result *res)
+{
+    return push_at(f, port, k, file, UINT64_C(400000000), res);
 }
 
 /* dir/name holds what source holds. */
@@ -609,6 +615,56 @@ static void test_pull(void **state)
     close(dir);
 }
 
+/* A push of KEY_NEAR paced to last seconds, on a thread of its own. */
+typedef struct slow_push {
+    const fixture *f;
+    unsigned port;
+    const char *file;
+    int rc;
+    int done; /* atomically: the push returned */
+} slow_push;
+
+static void *run_slow_push(void *arg)
+{
+    slow_push *p = arg;
+    aftp_push_result res;
+    p->rc = push_at(p->f, p->port, KEY_NEAR, p->file, UINT64_C(100000), &res);
+    __atomic_store_n(&p->done, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+/* A pull and a push of one key run side by side: a pull keeps no resume
+ * state on the server, so it neither waits for the key's push (whose
+ * 100 kB at 100 kbit/s take 8 s) nor holds it back. */
+static void test_pull_beside_push(void **state)
+{
+    fixture *f = *state;
+    char file[700], served[700], dest[700], msg[1200];
+    make_file(f, "slow.bin", 11, file, sizeof file);
+    snprintf(served, sizeof served, "%s/served.bin", f->root_a);
+    make_file(f, "served.bin", 12, dest, sizeof dest);
+    assert_int_equal(rename(dest, served), 0);
+    snprintf(dest, sizeof dest, "%s/pulled", f->top);
+    assert_int_equal(mkdir(dest, 0700), 0);
+    unsigned port = start_server(f, NULL);
+    slow_push p = {.f = f, .port = port, .file = file};
+    pthread_t thread;
+    assert_int_equal(pthread_create(&thread, NULL, run_slow_push, &p), 0);
+    for (int i = 0; i < 500 && !log_has(f, "session started"); i++)
+        nanosleep(&(struct timespec){.tv_nsec = 10000000}, NULL);
+    get_events g = {0};
+    const char *const paths[] = {"served.bin"};
+    int rc = get(f, port, KEY_NEAR, paths, 1, dest, &g, msg, sizeof msg);
+    int push_done_then = __atomic_load_n(&p.done, __ATOMIC_ACQUIRE);
+    pthread_join(thread, NULL);
+    stop_server(f);
+    assert_int_equal(rc, AFTP_OK);
+    assert_false(push_done_then);
+    assert_int_equal(p.rc, AFTP_OK);
+    assert_true(same_file(dest, "served.bin", served));
+    assert_true(same_file(f->root_a, "slow.bin", file));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -619,6 +675,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_callback_changes_decision, setup, teardown),
         cmocka_unit_test_setup_teardown(test_once_waits_past_refused_push, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pull, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pull_beside_push, setup, teardown),
         cmocka_unit_test(test_admission_arguments),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
