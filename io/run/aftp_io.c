@@ -17,6 +17,16 @@ uint32_t aftp_io_random_conn_id(void)
     return id;
 }
 
+void aftp_io_receiver_settings(aftp_receiver_settings *set, uint16_t max_datagram,
+                               uint64_t idle_timeout_ns)
+{
+    aftp_receiver_settings_default(set);
+    set->conn_id = aftp_io_random_conn_id();
+    set->max_datagram = aftp_io_max_datagram(max_datagram);
+    if (idle_timeout_ns)
+        set->idle_timeout_ns = idle_timeout_ns;
+}
+
 void aftp_io_warn(const aftp_io_hooks *h, const char *text)
 {
     if (h->on_warning && text[0] != '\0')

@@ -61,6 +61,11 @@ typedef struct aftp_io_result {
 } aftp_io_result;
 
 uint32_t aftp_io_random_conn_id(void);
+/* A receiver's settings as every run starts them: the defaults, a random
+ * connection id, the run's largest datagram (0: AFTP_IO_DATAGRAM) and its
+ * idle timeout (0: the engine's default). */
+void aftp_io_receiver_settings(aftp_receiver_settings *set, uint16_t max_datagram,
+                               uint64_t idle_timeout_ns);
 void aftp_io_warn(const aftp_io_hooks *h, const char *text);
 
 /* A client's socket: any local port on the wildcard address of the peer's

@@ -79,11 +79,7 @@ static int open_socket(const aftp_pull_opts *o, aftp_udp *udp)
 static int new_receiver(const aftp_pull_opts *o, pull_ctx *pc, aftp_receiver **out)
 {
     aftp_receiver_settings set;
-    aftp_receiver_settings_default(&set);
-    set.conn_id = aftp_io_random_conn_id();
-    set.max_datagram = aftp_io_max_datagram(o->max_datagram);
-    if (o->idle_timeout_ns)
-        set.idle_timeout_ns = o->idle_timeout_ns;
+    aftp_io_receiver_settings(&set, o->max_datagram, o->idle_timeout_ns);
     pc->ops = aftp_treestore_ops;
     pc->ops.entry = pull_entry;
     set.storage = &pc->ops;

@@ -310,11 +310,7 @@ static int new_receiver(aftp_serve_session *ss)
 {
     const aftp_serve_opts *o = ss->sh->o;
     aftp_receiver_settings set;
-    aftp_receiver_settings_default(&set);
-    set.conn_id = aftp_io_random_conn_id();
-    set.max_datagram = aftp_io_max_datagram(o->max_datagram);
-    if (o->idle_timeout_ns)
-        set.idle_timeout_ns = o->idle_timeout_ns;
+    aftp_io_receiver_settings(&set, o->max_datagram, o->idle_timeout_ns);
     ss->tree_ops = aftp_treestore_ops;
     ss->tree_ops.entry = serve_entry;
     if (ss->committer.results != NULL) {
