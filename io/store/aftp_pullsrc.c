@@ -2,12 +2,10 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "aftp_path.h"
@@ -16,6 +14,7 @@ void aftp_pullsrc_init(aftp_pullsrc *p, int root_fd, aftp_tree_notice_fn notice,
 {
     memset(p, 0, sizeof *p);
     aftp_treesend_init(&p->tree);
+    p->tree.at = root_fd; /* every source opened beneath the root */
     p->root_fd = root_fd;
     p->next_id = 1;
     p->notice = notice;
@@ -27,37 +26,9 @@ void aftp_pullsrc_fini(aftp_pullsrc *p)
     if (p->walking)
         aftp_tree_fini(&p->walk);
     aftp_treesend_fini(&p->tree);
-    for (size_t i = 0; i < p->served_count; i++) {
-        close(p->parents[i]);
+    for (size_t i = 0; i < p->served_count; i++)
         free(p->served[i]);
-        free(p->parent_paths[i]);
-    }
     p->served_count = 0;
-}
-
-/* Beneath `at`, never through a symbolic link (spec 14.10): a link
- * anywhere on the path, the last component included, fails with ELOOP. */
-static int open_beneath(int at, const char *path, int flags)
-{
-    struct open_how how = {.flags = (uint64_t)(flags | O_PATH | O_CLOEXEC),
-                           .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
-                                      RESOLVE_NO_MAGICLINKS};
-    long fd;
-    do
-        fd = syscall(SYS_openat2, at, path, &how, sizeof how);
-    while (fd < 0 && errno == EINTR);
-    return (int)fd;
-}
-
-static int resolve_error(int e)
-{
-    switch (e) {
-    case ENOENT: case ENOTDIR: return AFTP_ERR_NOT_FOUND;
-    case EACCES: case EPERM: return AFTP_ERR_PERMISSION;
-    case ELOOP: case EXDEV: return AFTP_ERR_PATH_REJECTED; /* a link on the path */
-    case ENOMEM: return AFTP_ERR_NO_MEMORY;
-    default: return AFTP_ERR_IO;
-    }
 }
 
 static int refuse(aftp_pullsrc *p, const char *path, int err, const char *why)
@@ -93,26 +64,13 @@ static int check_text(const char *path, char *plain, size_t cap, int *contents_o
     return aftp_path_check(plain);
 }
 
-/* The parent of `plain` beneath the root (errno set on failure), and
- * its last component. */
-static int open_parent(aftp_pullsrc *p, char *plain, const char **leaf)
-{
-    char *slash = strrchr(plain, '/');
-    if (slash == NULL) {
-        *leaf = plain;
-        return open_beneath(p->root_fd, ".", O_DIRECTORY);
-    }
-    *slash = '\0';
-    *leaf = slash + 1;
-    int fd = open_beneath(p->root_fd, plain, O_DIRECTORY);
-    *slash = '/'; /* plain names the whole path again, its parent up to leaf */
-    return fd;
-}
-
-static int what_is_there(int parent, const char *leaf, int contents_only)
+/* What is at `plain` beneath the root (a directory only when
+ * contents_only), opened as aftp_source_openat resolves it and stated
+ * through that descriptor: its S_IFMT, or -errno. */
+static int what_is_there(aftp_pullsrc *p, const char *plain, int contents_only)
 {
     struct stat sb;
-    int fd = open_beneath(parent, leaf, contents_only ? O_DIRECTORY : 0);
+    int fd = aftp_source_openat(p->root_fd, plain, O_PATH | (contents_only ? O_DIRECTORY : 0));
     if (fd < 0)
         return -errno;
     int rc = fstat(fd, &sb) == 0 ? (int)(sb.st_mode & S_IFMT) : -errno;
@@ -120,23 +78,12 @@ static int what_is_there(int parent, const char *leaf, int contents_only)
     return rc;
 }
 
-/* Keeps the served path's parent (its path beneath the root: `plain`
- * up to `leaf`) and its SRC for the walk. */
-static int serve(aftp_pullsrc *p, int parent, const char *plain, const char *leaf,
-                 int contents_only)
+/* Keeps the served path, as requested, for the walk. */
+static int serve(aftp_pullsrc *p, const char *path)
 {
-    char src[64 + AFTP_WIRE_MAX_PATH];
-    snprintf(src, sizeof src, "/proc/self/fd/%d/%s%s", parent, leaf, contents_only ? "/" : "");
-    char *copy = strdup(src);
-    char *parent_path = strndup(plain, leaf > plain ? (size_t)(leaf - plain) : 0);
-    if (copy == NULL || parent_path == NULL) {
-        free(copy);
-        free(parent_path);
-        close(parent);
+    char *copy = strdup(path);
+    if (copy == NULL)
         return AFTP_ERR_NO_MEMORY;
-    }
-    p->parents[p->served_count] = parent;
-    p->parent_paths[p->served_count] = parent_path;
     p->served[p->served_count++] = copy;
     return AFTP_OK;
 }
@@ -145,7 +92,6 @@ int aftp_pullsrc_path(aftp_pullsrc *p, uint32_t index, const char *path, unsigne
 {
     (void)index;
     char plain[AFTP_WIRE_MAX_PATH + 1];
-    const char *leaf;
     int contents_only;
     p->decided = 1;
     p->flags = flags;
@@ -155,36 +101,14 @@ int aftp_pullsrc_path(aftp_pullsrc *p, uint32_t index, const char *path, unsigne
         return refuse(p, path, AFTP_ERR_PATH_REJECTED,
                       "not a plain relative path (absolute, '..', '.', an empty component, a "
                       "backslash or a control character)");
-    int parent = open_parent(p, plain, &leaf);
-    if (parent < 0)
-        return refuse(p, path, resolve_error(errno), resolve_why(errno));
-    int type = what_is_there(parent, leaf, contents_only);
+    int type = what_is_there(p, plain, contents_only);
     if (type == S_IFREG || type == S_IFDIR)
-        return serve(p, parent, plain, leaf, contents_only);
-    close(parent);
+        return serve(p, path);
+    const char *unused;
     if (type < 0)
-        return refuse(p, path, resolve_error(-type), resolve_why(-type));
+        return refuse(p, path, aftp_source_errno_error(-type, &unused), resolve_why(-type));
     return refuse(p, path, AFTP_ERR_PATH_REJECTED,
                   "a FIFO, socket or device: only files and directories are served");
-}
-
-/* What the walk skipped, named beneath the root: "/proc/self/fd/N/top/fifo"
- * is "pub/top/fifo" when N is the parent "pub/" of a served path. */
-static void walk_notice(void *user, const char *local, int err, const char *why)
-{
-    aftp_pullsrc *p = user;
-    char named[AFTP_TREE_LOCAL_MAX + 1];
-    const char *parent_path = "";
-    const char *rest = local;
-    int fd, used = 0;
-    if (sscanf(local, "/proc/self/fd/%d/%n", &fd, &used) == 1 && used > 0) {
-        rest = local + used;
-        for (size_t i = 0; i < p->served_count; i++)
-            if (p->parents[i] == fd)
-                parent_path = p->parent_paths[i];
-    }
-    snprintf(named, sizeof named, "%s%s", parent_path, rest);
-    p->notice(p->notice_user, named, err, why);
 }
 
 /* The walk's next entry into p->info: 1, 0 when the walk is over, or the error. */
@@ -208,8 +132,8 @@ int aftp_pullsrc_feed(aftp_pullsrc *p, aftp_sender *s)
     if (!p->decided || p->done)
         return AFTP_OK;
     if (!p->walking) {
-        int rc = aftp_tree_init(&p->walk, (const char *const *)p->served, p->served_count,
-                                p->notice != NULL ? walk_notice : NULL, p);
+        int rc = aftp_tree_init_beneath(&p->walk, p->root_fd, (const char *const *)p->served,
+                                        p->served_count, p->notice, p->notice_user);
         if (rc != AFTP_OK)
             return rc;
         p->walking = 1;

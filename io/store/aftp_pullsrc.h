@@ -17,10 +17,15 @@
  *   link can lead a client out of its root; nothing there (or a file
  *   where a directory is named): AFTP_ERR_NOT_FOUND; unreadable:
  *   AFTP_ERR_PERMISSION; a FIFO, socket or device: AFTP_ERR_PATH_REJECTED.
- * - served: a file or a directory. Its parent stays open (O_PATH) until
- *   aftp_pullsrc_fini, and the walk reaches it through that descriptor
- *   (/proc/self/fd/N/LEAF), so a directory on the path renamed or
- *   swapped for a link after the check cannot redirect the walk.
+ * - served: a file or a directory. The walk opens it again beneath the
+ *   root the same way, then each directory inside by name beneath its
+ *   parent's descriptor (O_NOFOLLOW), and every read of a file opens its
+ *   path beneath the root again (aftp_source_openat, aftp_treesend.at):
+ *   no pathname is ever resolved from "/" or the working directory, and
+ *   a directory on the path swapped for a link at any moment makes that
+ *   open fail (PATH_REJECTED: the entry is abandoned, or the served path
+ *   skipped with a notice) instead of reading outside the root. What is
+ *   read is also the version the entry offered (aftp_treesend.h).
  *
  * Inside a served tree the walk's rules apply (aftp_tree.h): links are
  * offered as links (their target, never followed), FIFOs, sockets and
@@ -36,9 +41,7 @@
 typedef struct aftp_pullsrc {
     aftp_treesend tree;   /* the entries' sources; first: view and close go to it */
     int root_fd;          /* borrowed */
-    int parents[AFTP_PULL_MAX_PATHS]; /* O_PATH parents of the served paths */
-    char *served[AFTP_PULL_MAX_PATHS]; /* their SRC for the walk */
-    char *parent_paths[AFTP_PULL_MAX_PATHS]; /* their parents beneath the root ("": it) */
+    char *served[AFTP_PULL_MAX_PATHS]; /* the served paths, as requested: the walk's SRCs */
     size_t served_count;
     int decided;          /* pull_path was called: the request is decided */
     unsigned flags;       /* the request's */
@@ -54,8 +57,7 @@ typedef struct aftp_pullsrc {
 
 /* Serves beneath root_fd (borrowed: it must outlive the pullsrc). notice,
  * optional, hears what the walks skip (aftp_tree_notice_fn), `local`
- * being the thing's path beneath the root ("pub/top/fifo"), never the
- * descriptor path the walk uses. */
+ * being the thing's path beneath the root ("pub/top/fifo"). */
 void aftp_pullsrc_init(aftp_pullsrc *p, int root_fd, aftp_tree_notice_fn notice, void *user);
 void aftp_pullsrc_fini(aftp_pullsrc *p);
 /* The storage op pull_path (above); p->message says why a path was

@@ -3,10 +3,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/magic.h>
+#include <linux/openat2.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/vfs.h>
 #include <time.h>
 #include <unistd.h>
@@ -128,18 +130,56 @@ static int check_size_known(aftp_source *src, const char *path, const struct sta
     return open_error(src, AFTP_ERR_INVALID_ARGUMENT, path, why);
 }
 
+int aftp_source_openat(int at, const char *path, int flags)
+{
+    if (at == AT_FDCWD)
+        return open(path, flags | O_CLOEXEC);
+    struct open_how how = {.flags = (uint64_t)(flags | O_CLOEXEC),
+                           .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+                                      RESOLVE_NO_MAGICLINKS};
+    long fd;
+    do
+        fd = syscall(SYS_openat2, at, path, &how, sizeof how);
+    while (fd < 0 && errno == EINTR);
+    return (int)fd;
+}
+
+int aftp_source_statat(int at, const char *path, struct stat *sb)
+{
+    if (at == AT_FDCWD)
+        return stat(path, sb);
+    int fd = aftp_source_openat(at, path, O_PATH);
+    if (fd < 0)
+        return -1;
+    int rc = fstat(fd, sb);
+    int e = errno;
+    close(fd);
+    errno = e;
+    return rc;
+}
+
+int aftp_source_errno_error(int e, const char **why)
+{
+    *why = e == ELOOP || e == EXDEV
+               ? "a symbolic link on its path (none is followed beneath a root)"
+               : strerror(e);
+    return e == ELOOP || e == EXDEV   ? AFTP_ERR_PATH_REJECTED
+           : e == ENOENT || e == ENOTDIR ? AFTP_ERR_NOT_FOUND
+           : e == EACCES || e == EPERM   ? AFTP_ERR_PERMISSION
+           : e == ENOMEM                 ? AFTP_ERR_NO_MEMORY
+                                         : AFTP_ERR_IO;
+}
+
 /* Opens without blocking: a FIFO without a writer (or a device) would
  * otherwise hang open() before fstat could refuse it. The descriptor of
  * the regular file that passes is made blocking again. */
-static int open_regular(aftp_source *src, const char *path, struct stat *sb)
+static int open_regular(aftp_source *src, int at, const char *path, struct stat *sb)
 {
-    src->fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    src->fd = aftp_source_openat(at, path, O_RDONLY | O_NOCTTY | O_NONBLOCK);
     if (src->fd < 0) {
-        int e = errno;
-        int err = e == ENOENT || e == ENOTDIR ? AFTP_ERR_NOT_FOUND
-                  : e == EACCES || e == EPERM ? AFTP_ERR_PERMISSION
-                                              : AFTP_ERR_IO;
-        return open_error(src, err, path, strerror(e));
+        const char *why;
+        int err = aftp_source_errno_error(errno, &why);
+        return open_error(src, err, path, why);
     }
     if (fstat(src->fd, sb) != 0)
         return open_error(src, AFTP_ERR_IO, path, strerror(errno));
@@ -154,12 +194,18 @@ static int open_regular(aftp_source *src, const char *path, struct stat *sb)
 
 int aftp_source_open(aftp_source *src, const char *path, uint32_t file_id, aftp_file_info *info)
 {
+    return aftp_source_open_at(src, AT_FDCWD, path, file_id, info);
+}
+
+int aftp_source_open_at(aftp_source *src, int at, const char *path, uint32_t file_id,
+                        aftp_file_info *info)
+{
     struct stat sb;
     memset(src, 0, sizeof *src);
     src->fd = -1;
-    if (aftp_faux_is(path))
+    if (at == AT_FDCWD && aftp_faux_is(path))
         return open_faux(src, path, file_id, info);
-    int rc = open_regular(src, path, &sb);
+    int rc = open_regular(src, at, path, &sb);
     if (rc != AFTP_OK)
         return rc;
     src->size = (uint64_t)sb.st_size;

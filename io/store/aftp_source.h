@@ -20,6 +20,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #include "aftp/aftp_engine.h"
 #include "aftp_mapguard.h"
@@ -52,6 +53,10 @@ typedef struct aftp_source {
  * bytes while it has content), AFTP_ERR_IO; src->message says what
  * happened. */
 int aftp_source_open(aftp_source *src, const char *path, uint32_t file_id, aftp_file_info *info);
+/* aftp_source_open of `path` as aftp_source_openat resolves it from `at`
+ * (a link or escape beneath a root: AFTP_ERR_PATH_REJECTED). */
+int aftp_source_open_at(aftp_source *src, int at, const char *path, uint32_t file_id,
+                        aftp_file_info *info);
 void aftp_source_fini(aftp_source *src);
 
 int aftp_source_view(aftp_source *src, uint32_t file_id, uint64_t off, size_t len,
@@ -69,6 +74,24 @@ void aftp_source_settle(aftp_source *src);
 /* The name of the kernel file system (proc, sysfs...) holding fd, whose
  * files' sizes say nothing of their content; NULL for any other. */
 const char *aftp_source_pseudo_fs(int fd);
+
+/* Opens a sender's local path (O_CLOEXEC added to flags): at AT_FDCWD as
+ * open(2) does, links followed (the push side: a link named on the
+ * command line is the user's choice); any other `at` is a root the path
+ * stays beneath: openat2 with RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+ * RESOLVE_NO_MAGICLINKS, so no pathname is resolved from "/" or the
+ * working directory, no symbolic link anywhere on the path is followed
+ * (ELOOP) and no ".." or rename race leads out of the root (EXDEV), at
+ * the moment of each open, whatever changed since an earlier one. The
+ * descriptor, or -1 with errno. */
+int aftp_source_openat(int at, const char *path, int flags);
+/* The aftp error of an errno from those opens, *why the sentence that
+ * says it (ELOOP, EXDEV beneath a root: AFTP_ERR_PATH_REJECTED, "a
+ * symbolic link on its path"; ENOENT: AFTP_ERR_NOT_FOUND; ...). */
+int aftp_source_errno_error(int e, const char **why);
+/* stat of that path resolved the same way (beneath a root: through an
+ * O_PATH descriptor, fstat deciding). 0, or -1 with errno. */
+int aftp_source_statat(int at, const char *path, struct stat *sb);
 
 /* Storage callbacks for the sender engine; `user` must be the aftp_source. */
 extern const aftp_storage_ops aftp_source_ops;

@@ -33,7 +33,7 @@ static int errno_to_error(int e)
     switch (e) {
     case ENOENT: case ENOTDIR: return AFTP_ERR_NOT_FOUND;
     case EACCES: case EPERM: return AFTP_ERR_PERMISSION;
-    case ELOOP: return AFTP_ERR_PATH_REJECTED;
+    case ELOOP: case EXDEV: return AFTP_ERR_PATH_REJECTED;
     case ENOMEM: return AFTP_ERR_NO_MEMORY;
     default: return AFTP_ERR_IO;
     }
@@ -63,7 +63,16 @@ int aftp_tree_init(aftp_tree *t, const char *const *srcs, size_t n, aftp_tree_no
     t->nsrcs = n;
     t->notice = fn;
     t->user = user;
+    t->at = AT_FDCWD;
     return AFTP_OK;
+}
+
+int aftp_tree_init_beneath(aftp_tree *t, int root_fd, const char *const *srcs, size_t n,
+                           aftp_tree_notice_fn fn, void *user)
+{
+    int rc = aftp_tree_init(t, srcs, n, fn, user);
+    t->at = root_fd;
+    return rc;
 }
 
 static void pop_level(aftp_tree *t)
@@ -182,6 +191,7 @@ static int emit(aftp_tree *t, aftp_tree_entry *e, aftp_tree_kind kind, const str
     fill_stat(e, kind, sb);
     e->path = t->path;
     e->local = t->local;
+    e->at = t->at;
     e->target = kind == AFTP_TREE_SYMLINK ? t->target : NULL;
     return 1;
 }
@@ -319,17 +329,30 @@ static int names_contents(const char *src, const char **base)
     return strcmp(*base, ".") == 0 || strcmp(*base, "..") == 0;
 }
 
-/* A file SRC: emitted unless it is not a regular file of known size. */
+/* Why a SRC could not be opened: beneath a root, a link on its path. */
+static void notice_src_errno(aftp_tree *t, int e)
+{
+    const char *why;
+    int err = aftp_source_errno_error(e, &why);
+    if (t->at != AT_FDCWD && err == AFTP_ERR_PATH_REJECTED)
+        notice(t, err, why);
+    else
+        notice_errno(t, "cannot open it", e);
+}
+
+/* A file SRC: emitted unless it is not a regular file of known size, or
+ * cannot be read. */
 static int visit_src_file(aftp_tree *t, aftp_tree_entry *e, const struct stat *sb)
 {
     if (!S_ISREG(sb->st_mode)) {
         notice(t, AFTP_ERR_INVALID_ARGUMENT, special_kind(sb->st_mode));
         return 0;
     }
-    /* regular, so opening it cannot block */
-    int fd = open(t->local, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    /* regular, so opening it cannot block (O_NONBLOCK: unless it was
+     * swapped for a FIFO meanwhile; its entry's identity then fails) */
+    int fd = aftp_source_openat(t->at, t->local, O_RDONLY | O_NOCTTY | O_NONBLOCK);
     if (fd < 0) {
-        notice_errno(t, "cannot open it", errno);
+        notice_src_errno(t, errno);
         return 0;
     }
     const char *pseudo = aftp_source_pseudo_fs(fd);
@@ -337,8 +360,23 @@ static int visit_src_file(aftp_tree *t, aftp_tree_entry *e, const struct stat *s
     return emit_file(t, e, pseudo, sb);
 }
 
-/* A SRC argument, links followed: 1 with its first entry, 0 when it gave
- * none (skipped, or a directory named for its contents). */
+/* SRC opened O_PATH (no device's open runs, nothing blocks) as
+ * aftp_source_openat resolves it, stated through the descriptor: the fd,
+ * or -1 (noticed). */
+static int open_src(aftp_tree *t, const char *src, struct stat *sb)
+{
+    int fd = aftp_source_openat(t->at, src, O_PATH);
+    if (fd >= 0 && fstat(fd, sb) == 0)
+        return fd;
+    notice_src_errno(t, errno);
+    if (fd >= 0)
+        close(fd);
+    return -1;
+}
+
+/* A SRC argument (links followed unless beneath a root): 1 with its first
+ * entry, 0 when it gave none (skipped, or a directory named for its
+ * contents). */
 static int visit_src(aftp_tree *t, aftp_tree_entry *e, const char *src)
 {
     const char *base = NULL;
@@ -351,26 +389,27 @@ static int visit_src(aftp_tree *t, aftp_tree_entry *e, const char *src)
         return 0;
     }
     snprintf(t->local, sizeof t->local, "%s", src);
-    if (stat(src, &sb) != 0) {
-        notice_errno(t, "cannot open it", errno);
+    int fd = open_src(t, src, &sb);
+    if (fd < 0)
         return 0;
-    }
-    if (contents && !S_ISDIR(sb.st_mode)) {
-        notice(t, AFTP_ERR_INVALID_ARGUMENT, "it names a directory's contents (a "
-               "trailing '/'), but it is not a directory");
-        return 0;
-    }
-    const char *why = contents ? NULL : bad_name(base);
+    const char *why = contents && !S_ISDIR(sb.st_mode)
+                          ? "it names a directory's contents (a trailing '/'), but it is not a "
+                            "directory"
+                          : contents ? NULL : bad_name(base);
     if (why != NULL) {
-        notice(t, AFTP_ERR_PATH_REJECTED, why);
+        notice(t, contents ? AFTP_ERR_INVALID_ARGUMENT : AFTP_ERR_PATH_REJECTED, why);
+        close(fd);
         return 0;
     }
     if (!contents)
         snprintf(t->path, sizeof t->path, "%s", base);
-    if (!S_ISDIR(sb.st_mode))
+    if (!S_ISDIR(sb.st_mode)) {
+        close(fd);
         return visit_src_file(t, e, &sb);
-    int fd = open_dir(t, AT_FDCWD, src, 0, &sb); /* a link named as SRC is followed */
-    return fd >= 0 && push_level(t, fd) && !contents && emit(t, e, AFTP_TREE_DIR, &sb);
+    }
+    int dir = open_dir(t, fd, ".", 0, &sb); /* the very directory opened, now readable */
+    close(fd);
+    return dir >= 0 && push_level(t, dir) && !contents && emit(t, e, AFTP_TREE_DIR, &sb);
 }
 
 int aftp_tree_next(aftp_tree *t, aftp_tree_entry *e)

@@ -16,6 +16,16 @@
  * AFTP_TREE_SYMLINK entries with their target, and the caller decides
  * whether to send them.
  *
+ * Descriptors: every SRC is opened (O_PATH) and what fstat says of the
+ * opened descriptor decides its kind; every directory inside is opened
+ * by name beneath its parent's descriptor with O_NOFOLLOW, the opened
+ * descriptor's fstat deciding again, so a directory swapped for a link
+ * between the listing and the open is never entered. A walk made with
+ * aftp_tree_init_beneath (a pull's server) resolves its SRCs beneath a
+ * root (aftp_source_openat: no link anywhere on the path, nothing out of
+ * the root), and its entries' `local` are paths beneath that root, to be
+ * opened only through aftp_source_openat(e->at, ...).
+ *
  * Skipped, each with a notice (path and why), the walk going on: FIFOs,
  * sockets, devices; regular files on kernel file systems whose sizes are
  * not their content (proc, sysfs...: aftp_source_pseudo_fs); names with a
@@ -60,6 +70,8 @@ typedef struct aftp_tree_entry {
     aftp_tree_kind kind;
     const char *path;   /* destination path, relative, '/'-separated */
     const char *local;  /* where to open it here: the SRC joined with the rest */
+    int at;             /* what `local` is relative to (aftp_source_openat): AT_FDCWD,
+                         * or the root of a walk beneath one */
     const char *target; /* a symlink's target, literal; NULL otherwise */
     uint64_t size;      /* bytes of a file; 0 for a directory, the target's length for a link */
     int64_t mtime_ns;
@@ -83,6 +95,7 @@ typedef struct aftp_tree {
     size_t depth;            /* levels in use */
     aftp_tree_notice_fn notice;
     void *user;
+    int at; /* AT_FDCWD, or the root of aftp_tree_init_beneath (borrowed) */
     char path[AFTP_WIRE_MAX_PATH + 1];
     char local[AFTP_TREE_LOCAL_MAX + 1];
     char target[AFTP_WIRE_MAX_PATH + 1];
@@ -92,6 +105,12 @@ typedef struct aftp_tree {
  * is opened yet. AFTP_ERR_NO_MEMORY, or AFTP_OK. */
 int aftp_tree_init(aftp_tree *t, const char *const *srcs, size_t n, aftp_tree_notice_fn notice,
                    void *user);
+/* aftp_tree_init of srcs relative to root_fd (borrowed until
+ * aftp_tree_fini), each resolved beneath it, no link followed on its
+ * path, the named one included (above: a link there is noticed as
+ * AFTP_ERR_PATH_REJECTED, as a pull refuses it). */
+int aftp_tree_init_beneath(aftp_tree *t, int root_fd, const char *const *srcs, size_t n,
+                           aftp_tree_notice_fn notice, void *user);
 /* The next entry: 1 with *e filled, 0 when the walk is over. Errors of an
  * entry are notices, never the end of the walk. */
 int aftp_tree_next(aftp_tree *t, aftp_tree_entry *e);

@@ -45,11 +45,12 @@ uint64_t aftp_treesend_source_id(const aftp_tree_entry *e)
     return identity_hash(&id);
 }
 
-static int file_digest(const char *local, uint64_t size, uint8_t out[AFTP_DIGEST_LEN])
+static int file_digest(int at, const char *local, uint64_t size, uint8_t out[AFTP_DIGEST_LEN])
 {
-    int fd = open(local, O_RDONLY | O_CLOEXEC);
+    const char *why;
+    int fd = aftp_source_openat(at, local, O_RDONLY | O_NOCTTY | O_NONBLOCK);
     if (fd < 0)
-        return aftp_store_errno_error(errno);
+        return aftp_source_errno_error(errno, &why);
     int rc = aftp_treestore_digest(fd, size, out);
     close(fd);
     return rc;
@@ -70,7 +71,8 @@ int aftp_treesend_entry_info(const aftp_tree_entry *e, uint32_t id, uint32_t blo
     out->flags = file ? flags : 0;
     out->source_id = aftp_treesend_source_id(e);
     out->target = e->kind == AFTP_TREE_SYMLINK ? e->target : NULL;
-    return file && (flags & AFTP_ENTRY_CHECKSUM) ? file_digest(e->local, e->size, out->digest)
+    return file && (flags & AFTP_ENTRY_CHECKSUM) ? file_digest(e->at, e->local, e->size,
+                                                               out->digest)
                                                  : AFTP_OK;
 }
 
@@ -108,6 +110,7 @@ struct aftp_treesend_file {
 void aftp_treesend_init(aftp_treesend *t)
 {
     memset(t, 0, sizeof *t);
+    t->at = AT_FDCWD;
 }
 
 static void unlink_open(aftp_treesend *t, aftp_treesend_file *f)
@@ -242,14 +245,14 @@ static void scan_holes(aftp_treesend_file *f, int fd)
 /* Holes of f's source, when it may have any (above): a stat tells, so
  * only a file to scan is opened (O_NONBLOCK: should a FIFO take its place
  * meanwhile, the open must not hang; its first view then fails). */
-static void find_holes(aftp_treesend_file *f)
+static void find_holes(const aftp_treesend *t, aftp_treesend_file *f)
 {
     struct stat sb;
-    if (f->size < AFTP_TREESEND_HOLE_MIN_SIZE || stat(f->local, &sb) != 0 ||
+    if (f->size < AFTP_TREESEND_HOLE_MIN_SIZE || aftp_source_statat(t->at, f->local, &sb) != 0 ||
         !S_ISREG(sb.st_mode) || (uint64_t)sb.st_size != f->size ||
         (uint64_t)sb.st_blocks * 512 >= f->size)
         return; /* the source's open reports a failure, with its reason */
-    int fd = open(f->local, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    int fd = aftp_source_openat(t->at, f->local, O_RDONLY | O_NOCTTY | O_NONBLOCK);
     if (fd < 0)
         return;
     scan_holes(f, fd);
@@ -279,7 +282,7 @@ int aftp_treesend_add(aftp_treesend *t, aftp_entry_info *info, const char *local
                               .mtime_ns = info->file.mtime_ns,
                               .source_id = info->source_id, .local = copy};
     t->files[t->count++] = f;
-    find_holes(f);
+    find_holes(t, f);
     info->holes = f->hole_count > 0 ? f->holes : NULL;
     info->hole_count = f->hole_count;
     return AFTP_OK;
@@ -345,9 +348,11 @@ static int check_version(aftp_treesend *t, aftp_treesend_file *f, const identity
 static int cannot_read(aftp_treesend *t, const aftp_treesend_file *f, int err)
 {
     char shown[256];
+    const char *why;
+    int rc = aftp_source_errno_error(err, &why);
     aftp_path_printable(f->local, shown, sizeof shown);
-    snprintf(t->message, sizeof t->message, "cannot send %s: %s", shown, strerror(err));
-    return aftp_store_errno_error(err);
+    snprintf(t->message, sizeof t->message, "cannot send %s: %s", shown, why);
+    return rc;
 }
 
 /* f's source as fd sees it now, against the version its entry has. */
@@ -401,7 +406,7 @@ static int read_whole(aftp_treesend *t, aftp_treesend_file *f, int fd, uint8_t *
 static int read_small(aftp_treesend *t, aftp_treesend_file *f)
 {
     uint8_t *bytes = NULL;
-    int fd = open(f->local, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    int fd = aftp_source_openat(t->at, f->local, O_RDONLY | O_NOCTTY | O_NONBLOCK);
     if (fd < 0)
         return cannot_read(t, f, errno);
     int rc = check_fd_version(t, f, fd);
@@ -430,7 +435,7 @@ static int open_mapped(aftp_treesend *t, aftp_treesend_file *f)
         return AFTP_ERR_NO_MEMORY;
     if (t->open >= AFTP_TREESEND_MAX_OPEN)
         shut(t, t->oldest);
-    int rc = aftp_source_open(&m->src, f->local, f->id, &fi);
+    int rc = aftp_source_open_at(&m->src, t->at, f->local, f->id, &fi);
     if (rc != AFTP_OK)
         snprintf(t->message, sizeof t->message, "%s", m->src.message);
     identity now = {m->src.dev, m->src.ino, m->src.size, m->src.mtime_ns, m->src.ctime_ns};

@@ -72,7 +72,8 @@ uint64_t aftp_treesend_source_id(const aftp_tree_entry *e);
 /* Fills *out for entry `id` from e (its strings borrowed from the walk
  * until its next entry): kind, path, size, mtime_ns, mode, source_id, a
  * link's target, `flags`, a file's block_size (0: the engine picks) and,
- * with AFTP_ENTRY_CHECKSUM, a file's XXH3-128 read from e->local.
+ * with AFTP_ENTRY_CHECKSUM, a file's XXH3-128 read from e->local (opened
+ * relative to e->at).
  * AFTP_OK, or the error of that read. */
 int aftp_treesend_entry_info(const aftp_tree_entry *e, uint32_t id, uint32_t block_size,
                              unsigned flags, aftp_entry_info *out);
@@ -86,6 +87,8 @@ typedef struct aftp_treesend_file aftp_treesend_file;
 typedef struct aftp_treesend_map aftp_treesend_map;
 
 typedef struct aftp_treesend {
+    int at; /* what the files' local paths are relative to (aftp_source_openat):
+             * AT_FDCWD from aftp_treesend_init; a pull's server sets its root */
     aftp_treesend_file **files; /* added, not yet closed, ascending id */
     size_t count, cap;
     size_t open;       /* sources open (descriptor and mapping) */

@@ -10,6 +10,8 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <errno.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -113,12 +115,14 @@ static void expect_bytes(aftp_pullsrc *p, uint32_t id, size_t len, uint32_t seed
 }
 
 static char noticed[256];
+static int noticed_error;
 
 static void on_notice(void *user, const char *local, int err, const char *why)
 {
     (void)user, (void)why;
     assert_true(err < 0);
     snprintf(noticed, sizeof noticed, "%s", local);
+    noticed_error = err;
 }
 
 /* "d" gives d, d/in.bin, d/sub; "d/sub/" and "d/" their contents; "top.bin" one file;
@@ -152,6 +156,90 @@ static void test_served_paths_are_walked(void **state)
     close(root);
 }
 
+
+/* scratch/outside/ beside the root, holding in.bin (3000 bytes, as
+ * root/d/in.bin) and watched: the inotify descriptor reports any open or
+ * read of it or in it. */
+static int watch_outside(void **state)
+{
+    int scratch = io_test_scratch_fd(state);
+    assert_int_equal(mkdirat(scratch, "outside", 0755), 0);
+    io_test_write_file(scratch, "outside/in.bin", 3000, 7, 0644, 0);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/outside", io_test_scratch_path(state));
+    int in = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    assert_true(in >= 0);
+    assert_true(inotify_add_watch(in, path, IN_OPEN | IN_ACCESS) >= 0);
+    return in;
+}
+
+static void expect_outside_untouched(int in)
+{
+    char buf[4096];
+    errno = 0;
+    assert_int_equal(read(in, buf, sizeof buf), -1); /* no event: nothing opened there */
+    assert_int_equal(errno, EAGAIN);
+    close(in);
+}
+
+/* name beneath the root becomes a link to ../outside (or to target). */
+static void swap_for_link(int root, const char *name, const char *target)
+{
+    char moved[64];
+    snprintf(moved, sizeof moved, "%s.moved", name);
+    assert_int_equal(renameat(root, name, root, moved), 0);
+    assert_int_equal(symlinkat(target, root, name), 0);
+}
+
+/* Served paths checked, then swapped for links out of the root before the
+ * walk starts: the walk offers nothing, notices each as PATH_REJECTED and
+ * opens nothing outside. */
+static void test_served_path_swapped_before_the_walk(void **state)
+{
+    int root = make_root(state);
+    int in = watch_outside(state);
+    aftp_pullsrc p;
+    aftp_pullsrc_init(&p, root, on_notice, NULL);
+    aftp_sender *s = new_sender(&p);
+    assert_int_equal(aftp_pullsrc_path(&p, 0, "d", 0), AFTP_OK);
+    assert_int_equal(aftp_pullsrc_path(&p, 1, "top.bin", 0), AFTP_OK);
+    swap_for_link(root, "d", "../outside");
+    swap_for_link(root, "top.bin", "../outside/in.bin");
+    noticed_error = AFTP_OK;
+    assert_int_equal(aftp_pullsrc_feed(&p, s), AFTP_OK);
+    assert_true(p.done);
+    assert_int_equal(p.next_id, 1); /* no entry offered */
+    assert_int_equal(noticed_error, AFTP_ERR_PATH_REJECTED);
+    assert_string_equal(noticed, "top.bin");
+    expect_outside_untouched(in);
+    aftp_sender_del(s);
+    aftp_pullsrc_fini(&p);
+    close(root);
+}
+
+/* A directory of a served tree swapped for a link out of the root after
+ * the walk offered its file, before the file is read: the read fails
+ * PATH_REJECTED (its entry is abandoned) and opens nothing outside. */
+static void test_directory_swapped_before_the_read(void **state)
+{
+    int root = make_root(state);
+    int in = watch_outside(state);
+    aftp_pullsrc p;
+    const uint8_t *got;
+    aftp_pullsrc_init(&p, root, NULL, NULL);
+    aftp_sender *s = new_sender(&p);
+    assert_int_equal(aftp_pullsrc_path(&p, 0, "d", 0), AFTP_OK);
+    assert_int_equal(aftp_pullsrc_feed(&p, s), AFTP_OK);
+    assert_int_equal(p.next_id, 4); /* d, d/in.bin, d/sub */
+    swap_for_link(root, "d", "../outside");
+    assert_int_equal(aftp_treesend_view(&p.tree, 2, 0, 3000, &got), AFTP_ERR_PATH_REJECTED);
+    assert_non_null(strstr(p.tree.message, "d/in.bin"));
+    expect_outside_untouched(in);
+    aftp_sender_del(s);
+    aftp_pullsrc_fini(&p);
+    close(root);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -159,6 +247,8 @@ int main(void)
         IO_TEST_SCRATCH(test_links_on_the_path_are_rejected),
         IO_TEST_SCRATCH(test_missing_and_odd_files),
         IO_TEST_SCRATCH(test_served_paths_are_walked),
+        IO_TEST_SCRATCH(test_served_path_swapped_before_the_walk),
+        IO_TEST_SCRATCH(test_directory_swapped_before_the_read),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
