@@ -955,15 +955,92 @@ int aftp_client_send(aftp_client *c, const char *host_port, const char *const *f
 
 /* ---- pull ---- */
 
-/* A get under way: the kind of each entry the server offered, by id
- * modulo the window (no two in flight share a slot). */
+/* Which requested path the entries come from (spec 9.15.2): the server
+ * walks the served paths in the order requested, each path's entries
+ * together, a directory's names sorted (strcmp) at every level. A path
+ * named "x/d" gives "d" first, then only "d/..."; a path "x/d/" gives
+ * its contents, whose first components never go down. An entry that does
+ * not fit the current path belongs to the first later served path it
+ * fits; an entry "d" that fits both a contents path and a later path
+ * named ".../d" is taken as the latter's (the other reading needs two
+ * entries of one name, which collide here anyway). */
+typedef struct get_origin {
+    size_t current, count;
+    int refused[AFTP_PULL_MAX_PATHS];
+    int seen;                          /* the current path gave an entry */
+    char last_top[AFTP_PATH_MAX_COMPONENT + 1]; /* its latest entry's first component */
+} get_origin;
+
+/* A get under way: the kind and origin of each entry the server offered,
+ * by id modulo the window (no two in flight share a slot). */
 typedef struct client_get {
     aftp_client *c;
     const char *const *paths;
+    get_origin origin;
     uint8_t kinds[AFTP_PULL_DEFAULT_WINDOW];
+    uint8_t origins[AFTP_PULL_DEFAULT_WINDOW]; /* index in paths */
     uint64_t accepted_ns[AFTP_PULL_DEFAULT_WINDOW];
     uint8_t digests[AFTP_PULL_DEFAULT_WINDOW][AFTP_DIGEST_LEN]; /* verified files' */
 } client_get;
+
+static int names_contents(const char *path)
+{
+    size_t len = strlen(path);
+    return len > 1 && path[len - 1] == '/';
+}
+
+/* Whether an entry whose first component is top[0..len) (has_more: more
+ * components follow) may come from requested path `path` next. */
+static int origin_fits(const get_origin *o, const char *path, const char *top, size_t len,
+                       int has_more, int seen)
+{
+    size_t plen = strlen(path) - (size_t)names_contents(path);
+    if (names_contents(path)) {
+        int order = strncmp(top, o->last_top, len);
+        if (order == 0 && o->last_top[len] != '\0')
+            order = -1;
+        return !seen || order > 0 || (order == 0 && has_more);
+    }
+    const char *base = path + plen;
+    while (base > path && base[-1] != '/')
+        base--;
+    return (size_t)(path + plen - base) == len && memcmp(base, top, len) == 0 &&
+           (has_more || !seen);
+}
+
+/* The first served path after the current one that entry top[0..len)
+ * fits, or count. */
+static size_t origin_next(const get_origin *o, const char *const *paths, const char *top,
+                          size_t len, int has_more)
+{
+    for (size_t n = o->current + 1; n < o->count; n++)
+        if (!o->refused[n] && origin_fits(o, paths[n], top, len, has_more, 0))
+            return n;
+    return o->count;
+}
+
+/* The requested path entry `entry_path` comes from (get_origin). */
+static size_t origin_of(client_get *g, const char *entry_path)
+{
+    get_origin *o = &g->origin;
+    size_t len = strcspn(entry_path, "/");
+    int has_more = entry_path[len] == '/';
+    if (len > AFTP_PATH_MAX_COMPONENT)
+        return o->current; /* refused at this side anyway */
+    const char *here = g->paths[o->current];
+    int stays = !o->refused[o->current] &&
+                origin_fits(o, here, entry_path, len, has_more, o->seen);
+    size_t next = origin_next(o, g->paths, entry_path, len, has_more);
+    if (next < o->count &&
+        (!stays || (names_contents(here) && !has_more && !names_contents(g->paths[next])))) {
+        o->current = next;
+        o->seen = 0;
+    }
+    o->seen = 1;
+    memcpy(o->last_top, entry_path, len);
+    o->last_top[len] = '\0';
+    return o->current;
+}
 
 static void get_failed(aftp_client *c, aftp_file_event *fe, const char *message)
 {
@@ -976,11 +1053,14 @@ static void get_failed(aftp_client *c, aftp_file_event *fe, const char *message)
     snprintf(c->first_message, sizeof c->first_message, "%s", message);
 }
 
+/* Entries are decided in the order offered: their origin is told here. */
 static void get_on_entry(void *app, const aftp_entry_info *info, const aftp_entry_verdict *v)
 {
     client_get *g = app;
+    uint32_t slot = info->file.file_id % AFTP_PULL_DEFAULT_WINDOW;
     (void)v;
-    g->kinds[info->file.file_id % AFTP_PULL_DEFAULT_WINDOW] = (uint8_t)info->kind;
+    g->kinds[slot] = (uint8_t)info->kind;
+    g->origins[slot] = (uint8_t)origin_of(g, info->file.path);
 }
 
 /* A path the server refused: a FAILED event with the server's reason. */
@@ -989,6 +1069,7 @@ static void get_path_refused(client_get *g, const aftp_event *ev, aftp_file_even
 {
     fe->index = ev->info->file_id - 1;
     fe->source = g->paths[fe->index];
+    g->origin.refused[fe->index] = 1;
     snprintf(message, cap, "the server refused %.400s: %s", fe->printable_name,
              ev->message ? ev->message : aftp_strerror(ev->error));
     get_failed(g->c, fe, message);
@@ -1032,7 +1113,8 @@ static void get_on_event(void *app, const aftp_event *ev, const aftp_stats *st)
     if (!wanted)
         return;
     aftp_path_printable(ev->info->path, printable, sizeof printable);
-    aftp_file_event fe = {.type = AFTP_FILE_STARTED, .source = g->paths[0],
+    size_t index = g->origins[ev->info->file_id % AFTP_PULL_DEFAULT_WINDOW];
+    aftp_file_event fe = {.type = AFTP_FILE_STARTED, .index = index, .source = g->paths[index],
                           .name = ev->info->path, .size = ev->info->size, .error = ev->error,
                           .message = "", .printable_name = printable, .kind = AFTP_ENTRY_FILE,
                           .path = ev->info->path,
@@ -1087,7 +1169,7 @@ static int pull(aftp_client *c, const char *host_port, const struct sockaddr_sto
                 socklen_t peer_len, const aftp_security_settings *sec, const char *const *paths,
                 size_t n, int dest_fd)
 {
-    client_get g = {.c = c, .paths = paths};
+    client_get g = {.c = c, .paths = paths, .origin = {.count = n}};
     aftp_push_result pr;
     memset(&pr, 0, sizeof pr);
     aftp_pull_opts o = {.paths = paths, .path_count = (uint32_t)n, .dest_fd = dest_fd,
