@@ -26,6 +26,7 @@ typedef struct send_args {
     int sync;   /* enum aftp_client_sync */
     int resume; /* --no-resume: 0 */
     int links;  /* enum aftp_client_links */
+    int overwrite; /* get --overwrite: replace local files that differ */
     const char *const *files; /* SRC..., or get's remote PATHs */
     size_t count;
     const char *peer_text;
@@ -35,7 +36,7 @@ typedef struct send_args {
     char host_port[300];
 } send_args;
 
-enum send_opt { OPT_CHECKSUM = 500, OPT_IGNORE_TIMES, OPT_NO_RESUME, OPT_LINKS };
+enum send_opt { OPT_CHECKSUM = 500, OPT_IGNORE_TIMES, OPT_NO_RESUME, OPT_LINKS, OPT_OVERWRITE };
 
 /* What the client's callbacks need, and how the run ended. */
 typedef struct send_run {
@@ -101,6 +102,14 @@ static int send_option(int c, const char *arg, send_args *a)
     case OPT_LINKS:
         a->links = AFTP_CLIENT_LINKS_RECREATE;
         return AFTP_EXIT_OK;
+    case OPT_OVERWRITE:
+        if (a->get) {
+            a->overwrite = 1;
+            return AFTP_EXIT_OK;
+        }
+        aftp_cli_error("--overwrite is for aftp get (and aftp recv): what a send may replace "
+                       "is its receiver's choice");
+        return AFTP_EXIT_USAGE;
     default:
         return aftp_cli_security_option(c, arg, &a->sec, &a->common);
     }
@@ -181,6 +190,7 @@ static int parse_send_args(int argc, char **argv, send_args *a)
                                          {"ignore-times", no_argument, NULL, OPT_IGNORE_TIMES},
                                          {"no-resume", no_argument, NULL, OPT_NO_RESUME},
                                          {"links", no_argument, NULL, OPT_LINKS},
+                                         {"overwrite", no_argument, NULL, OPT_OVERWRITE},
                                          {"peer-key", required_argument, NULL,
                                           AFTP_CLI_OPT_PEER_KEY},
                                          {"known-hosts", required_argument, NULL,
@@ -227,11 +237,11 @@ static int session_error(int error)
 /* The line of an entry that did not get a summary line: skipped, or
  * failed (directories and links only when they fail). The first failure
  * gets none: the error line that ends the run names it. */
-static void print_entry_line(aftp_cli_output *out, const aftp_file_event *ev)
+static void print_entry_line(aftp_cli_output *out, const aftp_file_event *ev, int get)
 {
     if (ev->type == AFTP_FILE_SKIPPED)
-        printf("skipped %s: identical at the receiver (%llu bytes)\n", ev->printable_name,
-               (unsigned long long)ev->size);
+        printf("skipped %s: identical %s (%llu bytes)\n", ev->printable_name,
+               get ? "here already" : "at the receiver", (unsigned long long)ev->size);
     else if (ev->type == AFTP_FILE_FAILED && !session_error(ev->error) && out->failed++ > 0)
         aftp_cli_notice(out->quiet, "failed %s: %s", ev->printable_name, ev->message);
 }
@@ -275,7 +285,7 @@ static void on_file(void *user, const aftp_file_event *ev)
     if (delivered)
         print_delivered(ev, run->get);
     else
-        print_entry_line(out, ev);
+        print_entry_line(out, ev, run->get);
 }
 
 /* The transfer's line: files and their fates, bytes, time and rate. */
@@ -317,7 +327,7 @@ static void on_progress(void *user, const aftp_progress *p)
     if (p->size == 0)
         return;
     aftp_cli_output_progress(&run->out, p);
-    if (run->out.progress)
+    if (run->out.progress && !run->get) /* a get's rate control runs at the server */
         print_path_state(p);
     if (run->log != NULL)
         log_progress(run, p);
@@ -353,7 +363,8 @@ static const aftp_client_terms cli_terms = {
     .size = sizeof cli_terms, .server_program = "'aftp recv'",
     .idle_setting = "--idle-timeout", .peer_key_setting = "--peer-key",
     .psk_setting = "--psk-file", .cipher_none = "--cipher none",
-    .overwrite_setting = "'aftp recv --overwrite'", .mtu_setting = "--mtu"};
+    .overwrite_setting = "'aftp recv --overwrite'", .mtu_setting = "--mtu",
+    .get_overwrite_setting = "--overwrite"};
 
 /* The command line's settings, terms and callbacks into c (values the
  * parser checked). */
@@ -369,7 +380,8 @@ static int configure(const send_args *a, send_run *run, aftp_client *c)
         aftp_client_set_cipher(c, a->sec.cipher) != AFTP_OK ||
         aftp_client_set_sync(c, a->sync) != AFTP_OK ||
         aftp_client_set_resume(c, a->resume) != AFTP_OK ||
-        aftp_client_set_links(c, a->links) != AFTP_OK) {
+        aftp_client_set_links(c, a->links) != AFTP_OK ||
+        aftp_client_set_overwrite(c, a->overwrite) != AFTP_OK) {
         aftp_cli_error("%s", aftp_client_errmsg(c));
         return AFTP_EXIT_USAGE;
     }

@@ -29,7 +29,7 @@
 #include "proto/aftp_wire.h"
 
 #define CLIENT_MAX_IDLE_MS UINT64_C(86400000)
-#define CLIENT_TERMS 7 /* the strings of aftp_client_terms */
+#define CLIENT_TERMS 8 /* the strings of aftp_client_terms */
 
 /* The public wait is the key request's schedule. */
 _Static_assert(AFTP_CLIENT_FETCH_KEY_WAIT_MS * 1000000u ==
@@ -80,6 +80,7 @@ struct aftp_client {
     void *notice_user;
     char *terms[CLIENT_TERMS]; /* aftp_client_set_terms, in its fields' order; NULL: default */
     int sync, resume, links;   /* enum aftp_client_sync, on/off, enum aftp_client_links */
+    int overwrite;             /* a get replaces differing local files */
     aftp_client_summary summary; /* of the last send */
     /* Set by aftp_client_cancel (any thread, a signal handler); the
      * datapath loop polls it every turn. */
@@ -122,7 +123,8 @@ static int ok(aftp_client *c)
  * application chose its own terms. */
 static const char *const default_terms[CLIENT_TERMS] = {
     "an aftp server", "the idle timeout", "aftp_client_set_peer_key", "pre-shared key",
-    "no protection (cipher none)", "its overwrite setting", "MTU"};
+    "no protection (cipher none)", "its overwrite setting", "MTU",
+    "aftp_client_set_overwrite"};
 
 static const char *term(const aftp_client *c, int i)
 {
@@ -365,6 +367,14 @@ int aftp_client_set_links(aftp_client *c, int links)
     return ok(c);
 }
 
+int aftp_client_set_overwrite(aftp_client *c, int on)
+{
+    if (c == NULL)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    c->overwrite = on != 0;
+    return ok(c);
+}
+
 /* The entry flags of the handle's settings (spec 9.14.4). */
 static unsigned entry_flags(const aftp_client *c)
 {
@@ -547,14 +557,14 @@ static void on_file_end(void *app, const aftp_push_file_end *end)
 
 /* The session-wide progress meter takes in a file the receiver accepted:
  * its bytes still to send, and its name as the one at the stream's front. */
-static void meter_accept(aftp_client *c, const aftp_push_entry *pe, const char *printable)
+static void meter_accept(aftp_client *c, uint64_t to_come, uint64_t count, const char *printable)
 {
     client_file *f = &c->cur;
     if (!f->active) {
-        aftp_meter_start(&f->meter, 0, aftp_meter_sent_once(pe->stats), aftp_drive_now_ns());
+        aftp_meter_start(&f->meter, 0, count, aftp_drive_now_ns());
         f->active = 1;
     }
-    f->meter.size += pe->size - pe->held_bytes;
+    f->meter.size += to_come;
     f->size = f->meter.size;
     snprintf(f->printable, sizeof f->printable, "%s", printable);
 }
@@ -633,7 +643,7 @@ static void on_entry(void *app, const aftp_push_entry *pe)
                           .resumed_bytes = pe->verdict == AFTP_VERDICT_RESUME ? pe->held_bytes
                                                                               : 0};
     if (!pe->ended) {
-        meter_accept(c, pe, printable);
+        meter_accept(c, pe->size - pe->held_bytes, aftp_meter_sent_once(st), printable);
         emit(c, &fe);
         return;
     }
@@ -653,18 +663,22 @@ static void on_entry(void *app, const aftp_push_entry *pe)
     emit(c, &fe);
 }
 
-/* The figures of the CLI's progress line (aftp_meter.h). */
-static void on_tick(void *app, const aftp_stats *st, uint64_t now_ns)
+/* The figures of the CLI's progress line (aftp_meter.h), the session
+ * having moved `count` bytes (sent once, or received). */
+static void tell_progress(aftp_client *c, uint64_t count, const aftp_stats *st, uint64_t now_ns)
 {
-    aftp_client *c = app;
     client_file *f = &c->cur;
     aftp_meter_reading m;
-    if (c->progress_cb == NULL || !f->active ||
-        !aftp_meter_read(&f->meter, aftp_meter_sent_once(st), now_ns, &m))
+    if (c->progress_cb == NULL || !f->active || !aftp_meter_read(&f->meter, count, now_ns, &m))
         return;
     aftp_progress p;
     aftp_meter_progress(&f->meter, &m, st, f->printable, &p);
     c->progress_cb(c->progress_user, &p);
+}
+
+static void on_tick(void *app, const aftp_stats *st, uint64_t now_ns)
+{
+    tell_progress(app, aftp_meter_sent_once(st), st, now_ns);
 }
 
 /* ---- perform ---- */
@@ -774,7 +788,7 @@ int aftp_client_set_terms(aftp_client *c, const aftp_client_terms *terms)
         TERM_GIVEN(terms, server_program), TERM_GIVEN(terms, idle_setting),
         TERM_GIVEN(terms, peer_key_setting), TERM_GIVEN(terms, psk_setting),
         TERM_GIVEN(terms, cipher_none), TERM_GIVEN(terms, overwrite_setting),
-        TERM_GIVEN(terms, mtu_setting)};
+        TERM_GIVEN(terms, mtu_setting), TERM_GIVEN(terms, get_overwrite_setting)};
     for (int i = 0; i < CLIENT_TERMS; i++) {
         if (given[i] != NULL && (copy[i] = strdup(given[i])) == NULL) {
             free_terms(copy);
@@ -1063,6 +1077,25 @@ static void get_on_entry(void *app, const aftp_entry_info *info, const aftp_entr
     g->origins[slot] = (uint8_t)origin_of(g, info->file.path);
 }
 
+/* What the server's code for a refused path means (spec 14.10): its
+ * reply carries no text. */
+static const char *pull_refusal_why(int error)
+{
+    switch (error) {
+    case AFTP_ERR_PATH_REJECTED:
+        return "not a plain path beneath this key's root there (absolute, '..', '.', an "
+               "empty component, a backslash or a control character), or a symbolic link on "
+               "it (a pull follows none), or a FIFO, socket or device";
+    case AFTP_ERR_NOT_FOUND:
+        return "nothing of that name beneath this key's root on the server (or a file named "
+               "as a directory, with a trailing '/')";
+    case AFTP_ERR_PERMISSION:
+        return "the server may not read it";
+    default:
+        return aftp_strerror(error);
+    }
+}
+
 /* A path the server refused: a FAILED event with the server's reason. */
 static void get_path_refused(client_get *g, const aftp_event *ev, aftp_file_event *fe,
                              char *message, size_t cap)
@@ -1071,7 +1104,7 @@ static void get_path_refused(client_get *g, const aftp_event *ev, aftp_file_even
     fe->source = g->paths[fe->index];
     g->origin.refused[fe->index] = 1;
     snprintf(message, cap, "the server refused %.400s: %s", fe->printable_name,
-             ev->message ? ev->message : aftp_strerror(ev->error));
+             ev->message ? ev->message : pull_refusal_why(ev->error));
     get_failed(g->c, fe, message);
 }
 
@@ -1085,7 +1118,15 @@ static void get_entry_end(client_get *g, const aftp_event *ev, aftp_file_event *
     fe->seconds = g->accepted_ns[slot] ? (double)(now - g->accepted_ns[slot]) / 1e9 : 0;
     fe->session_seconds = g->c->connected_ns ? (double)(now - g->c->connected_ns) / 1e9 : 0;
     fe->resumed_bytes = ev->verdict == AFTP_VERDICT_RESUME ? ev->held_bytes : 0;
-    if (ev->error != AFTP_OK) {
+    if (ev->error == AFTP_ERR_FILE_EXISTS) {
+        snprintf(message, cap, "%.400s is already here and differs from the server's (%s): "
+                 "not replaced (%s replaces it)", fe->printable_name,
+                 g->c->sync == AFTP_CLIENT_SYNC_OFF ? "files are compared only with sync on"
+                 : g->c->sync == AFTP_CLIENT_SYNC_CHECKSUM ? "its content"
+                                                           : "its size or modification time",
+                 term(g->c, 7));
+        get_failed(g->c, fe, message);
+    } else if (ev->error != AFTP_OK) {
         snprintf(message, cap, "%.400s: %s", fe->printable_name,
                  ev->message ? ev->message : aftp_strerror(ev->error));
         get_failed(g->c, fe, message);
@@ -1123,9 +1164,18 @@ static void get_on_event(void *app, const aftp_event *ev, const aftp_stats *st)
         get_path_refused(g, ev, &fe, message, sizeof message);
     else if (ev->type == AFTP_EV_ENTRY_END)
         get_entry_end(g, ev, &fe, message, sizeof message);
-    else
+    else {
         g->accepted_ns[ev->info->file_id % AFTP_PULL_DEFAULT_WINDOW] = aftp_drive_now_ns();
+        meter_accept(g->c, ev->info->size - ev->held_bytes, st->payload_bytes_received,
+                     printable);
+    }
     emit(g->c, &fe);
+}
+
+/* The progress of a get: bytes received, against the files accepted. */
+static void get_on_tick(void *app, const aftp_stats *st, uint64_t now_ns)
+{
+    tell_progress(((client_get *)app)->c, st->payload_bytes_received, st, now_ns);
 }
 
 static void get_on_warning(void *app, const char *text)
@@ -1173,13 +1223,15 @@ static int pull(aftp_client *c, const char *host_port, const struct sockaddr_sto
     aftp_push_result pr;
     memset(&pr, 0, sizeof pr);
     aftp_pull_opts o = {.paths = paths, .path_count = (uint32_t)n, .dest_fd = dest_fd,
-                        .flags = entry_flags(c), .pipeline_window = AFTP_PULL_DEFAULT_WINDOW,
+                        .flags = entry_flags(c) | (c->overwrite ? AFTP_ENTRY_OVERWRITE : 0),
+                        .pipeline_window = AFTP_PULL_DEFAULT_WINDOW,
                         .peer = (const struct sockaddr *)peer, .peer_len = peer_len,
                         .max_rate_bps = c->max_rate_bps, .idle_timeout_ns = c->idle_timeout_ns,
                         .max_datagram = (uint16_t)(c->mtu ? AFTP_IO_DATAGRAM_FOR(c->mtu) : 0),
                         .security = *sec, .on_entry = get_on_entry,
                         .on_session_event = get_on_event,
-                        .hooks = {.on_warning = get_on_warning, .app = &g,
+                        .hooks = {.on_warning = get_on_warning, .on_tick = get_on_tick,
+                                  .app = &g,
                                   .interrupt = &c->interrupt}};
     int rc = aftp_pull_run(&o, &pr.io);
     summarize(c, &pr);

@@ -242,6 +242,14 @@ enum aftp_client_links {
     AFTP_CLIENT_LINKS_RECREATE
 };
 AFTP_EXTERN int aftp_client_set_links(aftp_client *c, int links);
+/* A get only (aftp_client_get): on, a file already in dest_dir that the
+ * sync setting does not find identical is replaced by the server's
+ * (verified first, then renamed over it); off (the default), that entry
+ * fails with AFTP_ERR_FILE_EXISTS, its message naming the file and this
+ * setting, and the get goes on. A directory or special file in the way
+ * is never replaced. A send's receiver decides for itself (its operator's
+ * overwrite setting): this setting does not apply to aftp_client_send. */
+AFTP_EXTERN int aftp_client_set_overwrite(aftp_client *c, int on);
 
 /* ---- the summary of a send ----
  * The figures of the last aftp_client_send() on the handle, complete once
@@ -291,6 +299,8 @@ typedef struct aftp_client_terms {
                                     * setting") */
     const char *mtu_setting;       /* how the MTU is set, followed by its value in the notice
                                     * of a receiver that took smaller datagrams ("MTU") */
+    const char *get_overwrite_setting; /* how a get replaces a local file that differs
+                                        * ("aftp_client_set_overwrite") */
 } aftp_client_terms;
 /* The strings are copied. terms NULL: the defaults again. AFTP_OK;
  * AFTP_ERR_INVALID_ARGUMENT for a NULL handle or a size below that of
@@ -374,13 +384,17 @@ AFTP_EXTERN int aftp_client_send(aftp_client *c, const char *host_port,
  * send): "d" arrives as dest_dir/d with its contents, "d/" puts d's
  * contents directly beneath dest_dir, a file as its base name. What the
  * server offers goes through this side's path rules (spec 14.4): nothing
- * lands outside dest_dir; an existing file is replaced only with
- * AFTP_CLIENT_SYNC_* or resume deciding so (else the entry fails with
+ * lands outside dest_dir; an existing file identical by the sync setting
+ * is skipped (SKIPPED), a partial one resumed, one that differs is
+ * replaced only with aftp_client_set_overwrite (else that entry fails with
  * FILE_EXISTS); a directory in the way of a file is left alone and that
  * entry fails.
  * Events and summary as for a send (aftp_client_set_file_cb,
- * aftp_client_get_summary), `index` 0 for entries (the server names
- * entries, not the paths they came from), and a path the server refused
+ * aftp_client_get_summary); an entry's `index` is the requested path it
+ * came from, told by the served paths' order and names (spec 9.15.2: a
+ * path "x/d" gives "d" and "d/...", "x/d/" d's contents, sorted), an
+ * entry "d" that a contents path and a later path ".../d" could both give
+ * being the latter's; a path the server refused
  * (PATH_REJECTED: `..`, absolute, a link on the path, a FIFO or device;
  * NOT_FOUND; PERMISSION) gets one FAILED event with that error, `index`
  * its number in remote_paths, and the server's reason; the other paths go
