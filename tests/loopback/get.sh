@@ -91,10 +91,63 @@ hostile)
     get "$WORK/dst" ../secret out ok.bin
     stop_recv
     [ "$GET_RC" -eq 5 ] || fail "aftp get of hostile paths exited $GET_RC, expected 5 (refused)"
-    expect_fixed "$WORK/get.err" "the server refused ../secret"
-    expect_fixed "$WORK/get.err" "failed out: the server refused out"
+    expect_fixed "$WORK/get.err" "the server refused ../secret: not a plain path beneath this key's root"
+    expect_fixed "$WORK/get.err" "failed out: the server refused out: not a plain path beneath this key's root there (absolute, '..', '.', an empty component, a backslash or a control character), or a symbolic link on it"
     cmp -s "$WORK/srv/ok.bin" "$WORK/dst/ok.bin" || fail "ok.bin did not arrive"
     [ ! -e "$WORK/dst/secret" ] && [ ! -e "$WORK/dst/out" ] || fail "a refused path arrived" ;;
+json_index)
+    # --json: each entry's index and source are the requested path it came
+    # from (a refused path's too), its own result; the objects as JSON.md
+    # says (json_check.py); the exit status of a refused path.
+    mkfile "f1" 10 0644
+    mkfile "top/a" 5000 0644
+    mkfile "top/sub/b" 3000 0644
+    start_recv
+    "$AFTP" get --json "${SEND_KEYS[@]}" "127.0.0.1:$PORT:nope" "127.0.0.1:$PORT:f1" \
+        "127.0.0.1:$PORT:top/" "127.0.0.1:$PORT:top" "$WORK/dst" >"$WORK/get.json" 2>"$WORK/get.err"
+    GET_RC=$?
+    stop_recv
+    [ "$GET_RC" -eq 5 ] || fail "aftp get with a missing path exited $GET_RC, expected 5"
+    python3 "$HERE/json_check.py" "$WORK/get.json" 5 AFTP_ERR_NOT_FOUND >"$WORK/check.out" 2>&1 ||
+        fail "json: $(cat "$WORK/check.out")"
+    python3 - "$WORK/get.json" >"$WORK/index.out" 2>&1 <<'PY' || fail "indexes: $(cat "$WORK/index.out")"
+import json, sys
+got = {}
+for line in open(sys.argv[1]):
+    o = json.loads(line)
+    if o["type"] == "file":
+        got[o["path"]] = (o["index"], o["source"], o["result"])
+want = {"nope": (0, "nope", "failed"), "f1": (1, "f1", "sent"),
+        "a": (2, "top/", "sent"), "sub": (2, "top/", "sent"), "sub/b": (2, "top/", "sent"),
+        "top": (3, "top", "sent"), "top/a": (3, "top", "sent"),
+        "top/sub": (3, "top", "sent"), "top/sub/b": (3, "top", "sent")}
+if got != want:
+    sys.exit("entries %s, expected %s" % (sorted(got.items()), sorted(want.items())))
+PY
+    expect_fixed "$WORK/get.err" "the server refused nope: nothing of that name beneath this key's root" ;;
+overwrite)
+    # A local file that differs is refused, naming it and --overwrite (exit
+    # 5), an identical one skipped; --overwrite replaces it, verified.
+    mkfile "f1" 1000 0644
+    mkfile "same" 2000 0644
+    start_recv
+    get "$WORK/dst" same
+    [ "$GET_RC" -eq 0 ] || fail "aftp get of same exited $GET_RC"
+    echo "a local version" >"$WORK/dst/f1"
+    get "$WORK/dst" f1 same
+    [ "$GET_RC" -eq 5 ] || fail "aftp get over a differing file exited $GET_RC, expected 5"
+    expect_fixed "$WORK/get.err" "f1 is already here and differs from the server's"
+    expect_fixed "$WORK/get.err" "(--overwrite replaces it)"
+    expect_fixed "$WORK/get.out" "skipped same: identical here already (2000 bytes)"
+    expect_fixed "$WORK/get.out" "transfer: 1 files (0 sent, 0 resumed, 1 skipped), 1 failed"
+    [ "$(cat "$WORK/dst/f1")" = "a local version" ] || fail "f1 was replaced without --overwrite"
+    "$AFTP" get --overwrite "${SEND_KEYS[@]}" "127.0.0.1:$PORT:f1" "127.0.0.1:$PORT:same" \
+        "$WORK/dst" >"$WORK/get.out" 2>"$WORK/get.err"
+    GET_RC=$?
+    stop_recv
+    [ "$GET_RC" -eq 0 ] || fail "aftp get --overwrite exited $GET_RC"
+    cmp -s "$WORK/srv/f1" "$WORK/dst/f1" || fail "--overwrite did not replace f1"
+    expect_fixed "$WORK/get.out" "transfer: 2 files (1 sent, 0 resumed, 1 skipped), 0 failed" ;;
 dest_file)
     # DEST names a file: refused before any datagram, saying so.
     mkfile "ok.bin" 1000 0644

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checks the output of `aftp send --json` or `aftp recv --json` against
+"""Checks the output of `aftp send --json`, `aftp get --json` or `aftp recv --json` against
 its schema (cli/JSON.md).
 
 Usage: json_check.py [--recv] OUTPUT EXIT_STATUS [ERROR_NAME]
@@ -58,7 +58,7 @@ RECV = dict(COMMON, **{
     "session_error": {"code": int, "name": NULLABLE_STRING, "message": str},
     "notice": {"kind": str, "message": str},
 })
-PROGRAMS = {"aftp send": SEND, "aftp recv": RECV}
+PROGRAMS = {"aftp send": SEND, "aftp get": SEND, "aftp recv": RECV}  # get: send's objects (JSON.md)
 NOTICE_KINDS = {"warning", "hello_dropped", "rate_cap", "partial_swept", "reloaded",
                 "session_started", "session_ended", "draining"}
 # Every object's "time": when it was written, ISO 8601 in UTC to the ms.
