@@ -1193,8 +1193,12 @@ static int open_dest(aftp_client *c, const char *dest_dir, int *fd)
         return fail(c, AFTP_ERR_INVALID_ARGUMENT,
                     "%s is not a directory: a get stores what it fetches beneath a "
                     "directory (create one, or name another)", dest_dir);
-    return fail(c, errno == ENOENT ? AFTP_ERR_NOT_FOUND : AFTP_ERR_PERMISSION,
-                "cannot open the directory %s: %s", dest_dir, strerror(errno));
+    if (errno == ENOENT)
+        return fail(c, AFTP_ERR_NOT_FOUND,
+                    "%s does not exist: a get stores what it fetches beneath an existing "
+                    "directory (create it first)", dest_dir);
+    return fail(c, AFTP_ERR_PERMISSION, "cannot open the directory %s: %s", dest_dir,
+                strerror(errno));
 }
 
 static int check_get_args(aftp_client *c, const char *host_port, const char *const *paths,

@@ -154,9 +154,29 @@ dest_file)
     touch "$WORK/a-file"
     start_recv
     get "$WORK/a-file" ok.bin
+    [ "$GET_RC" -eq 3 ] || fail "aftp get into a file exited $GET_RC, expected 3"
+    expect_fixed "$WORK/get.err" "is not a directory"
+    # DEST missing: the same, saying to create it
+    get "$WORK/missing" ok.bin
     stop_recv
-    [ "$GET_RC" -ne 0 ] || fail "aftp get into a file exited 0"
-    expect_fixed "$WORK/get.err" "is not a directory" ;;
+    [ "$GET_RC" -eq 3 ] || fail "aftp get into a missing directory exited $GET_RC, expected 3"
+    expect_fixed "$WORK/get.err" "missing does not exist: a get stores what it fetches beneath an existing directory (create it first)" ;;
+progress)
+    # A get reports its progress as a send does (--json progress objects,
+    # --progress-log lines): 4 MiB at 20 Mbit/s take at least 1.6 s, the
+    # progress comes every quarter second.
+    mkfile "big" $((4 << 20)) 0644
+    start_recv
+    "$AFTP" get --json --progress-log "$WORK/progress.log" --max-rate 20M "${SEND_KEYS[@]}" \
+        "127.0.0.1:$PORT:big" "$WORK/dst" >"$WORK/get.json" 2>"$WORK/get.err"
+    GET_RC=$?
+    stop_recv
+    [ "$GET_RC" -eq 0 ] || fail "aftp get exited $GET_RC"
+    python3 "$HERE/json_check.py" "$WORK/get.json" 0 >"$WORK/check.out" 2>&1 ||
+        fail "json: $(cat "$WORK/check.out")"
+    grep -q '"type":"progress".*"name":"big","size":4194304' "$WORK/get.json" ||
+        fail "no progress object for big"
+    [ "$(grep -vc '^#' "$WORK/progress.log")" -ge 1 ] || fail "no line in the progress log" ;;
 *)
     echo "unknown case $CASE" >&2
     exit 2 ;;
