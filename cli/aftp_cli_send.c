@@ -44,6 +44,7 @@ typedef struct send_run {
     FILE *log; /* --progress-log, or NULL */
     aftp_client_summary summary; /* of the send, once it ran */
     int get;                     /* the files come here (aftp get) */
+    uint64_t differ_here;        /* get: files refused, a different one being here */
 } send_run;
 
 static const char *const policy_names[] = {
@@ -277,6 +278,8 @@ static void on_file(void *user, const aftp_file_event *ev)
         out->delivered++;
         out->bytes += ev->size;
     }
+    run->differ_here += run->get && ev->type == AFTP_FILE_FAILED &&
+                        ev->error == AFTP_ERR_FILE_EXISTS;
     if (ev->type == AFTP_FILE_STARTED || (ev->type == AFTP_FILE_FINISHED && !delivered))
         return; /* quiet about directories and links placed */
     aftp_cli_output_clear(out);
@@ -288,15 +291,20 @@ static void on_file(void *user, const aftp_file_event *ev)
         print_entry_line(out, ev, run->get);
 }
 
-/* The transfer's line: files and their fates, bytes, time and rate. */
-static void print_transfer(const aftp_client_summary *s)
+/* The transfer's line: files and their fates, bytes, time and rate; a
+ * get's files refused because a different one is here are named apart. */
+static void print_transfer(const aftp_client_summary *s, uint64_t differ_here)
 {
+    char differ[128] = "";
     double mbit = s->seconds > 0 ? (double)s->bytes_sent * 8 / s->seconds / 1e6 : 0;
-    printf("transfer: %llu files (%llu sent, %llu resumed, %llu skipped), %llu failed, "
+    if (differ_here > 0)
+        snprintf(differ, sizeof differ, " (%llu of them already here and different: "
+                 "--overwrite replaces them)", (unsigned long long)differ_here);
+    printf("transfer: %llu files (%llu sent, %llu resumed, %llu skipped), %llu failed%s, "
            "%llu directories, %llu bytes sent of %llu in %.3f s, %.1f Mbit/s\n",
            (unsigned long long)(s->files_sent + s->files_resumed + s->files_skipped),
            (unsigned long long)s->files_sent, (unsigned long long)s->files_resumed,
-           (unsigned long long)s->files_skipped, (unsigned long long)s->failed,
+           (unsigned long long)s->files_skipped, (unsigned long long)s->failed, differ,
            (unsigned long long)s->dirs, (unsigned long long)s->bytes_sent,
            (unsigned long long)s->file_bytes, s->seconds, mbit);
 }
@@ -460,7 +468,7 @@ static int transfer(const send_args *a, send_run *run, aftp_client *c)
     aftp_client_get_summary(c, &run->summary);
     run->out.send_summary = &run->summary;
     if (run->out.json == NULL && run->summary.entries > 0)
-        print_transfer(&run->summary);
+        print_transfer(&run->summary, run->differ_here);
     if (rc == AFTP_OK)
         return AFTP_EXIT_OK;
     if (rc == AFTP_ERR_CANCELLED &&

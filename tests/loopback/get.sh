@@ -139,7 +139,7 @@ overwrite)
     expect_fixed "$WORK/get.err" "f1 is already here and differs from the server's"
     expect_fixed "$WORK/get.err" "(--overwrite replaces it)"
     expect_fixed "$WORK/get.out" "skipped same: identical here already (2000 bytes)"
-    expect_fixed "$WORK/get.out" "transfer: 1 files (0 sent, 0 resumed, 1 skipped), 1 failed"
+    expect_fixed "$WORK/get.out" "transfer: 1 files (0 sent, 0 resumed, 1 skipped), 1 failed (1 of them already here and different: --overwrite replaces them),"
     [ "$(cat "$WORK/dst/f1")" = "a local version" ] || fail "f1 was replaced without --overwrite"
     "$AFTP" get --overwrite "${SEND_KEYS[@]}" "127.0.0.1:$PORT:f1" "127.0.0.1:$PORT:same" \
         "$WORK/dst" >"$WORK/get.out" 2>"$WORK/get.err"
