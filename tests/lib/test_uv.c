@@ -62,6 +62,8 @@ typedef struct uv_env {
     int stop_at_server_progress, drain_at_server_progress;
     int keep_server_at_done; /* the send's end does not stop the server */
     char stopped_errmsg[512];
+    int open_at_stopped; /* listener handles still open when the stopped callback came */
+    int receipts_at_session_end; /* receipts before the first session's end line (-1: none) */
     /* what came */
     int listening, warnings, admissions, receipts, progress_calls, file_events;
     int server_progress_calls, notices;
@@ -248,6 +250,8 @@ static void server_log(void *user, int kind, const char *line)
         e->warnings++;
         snprintf(e->warning, sizeof e->warning, "%s", line);
     }
+    if (kind == AFTP_LOG_SESSION_ENDED && e->receipts_at_session_end < 0)
+        e->receipts_at_session_end = e->receipts;
     if (kind != AFTP_LOG_LISTENING)
         return;
     e->listening++;
@@ -258,10 +262,19 @@ static void server_log(void *user, int kind, const char *line)
         aftp_uv_server_stop(e->run);
 }
 
+/* A uv_poll handle of the loop still open: the server's listener (a
+ * client's send, which may still run, has none). */
+static void count_open_poll(uv_handle_t *h, void *arg)
+{
+    if (h->type == UV_POLL && !uv_is_closing(h))
+        (*(int *)arg)++;
+}
+
 static void server_stopped(void *user, int status, const char *errmsg)
 {
     uv_env *e = user;
     on_loop(e);
+    uv_walk(&e->loop, count_open_poll, &e->open_at_stopped); /* the run closed its handles */
     assert_non_null(errmsg);
     e->server_status = status;
     e->server_stopped++;
@@ -284,6 +297,7 @@ static void on_tick(uv_timer_t *t)
 static void env_init(uv_env *e)
 {
     memset(e, 0, sizeof *e);
+    e->receipts_at_session_end = -1;
     int fd;
     e->src_dir = io_test_mkdtemp(&fd);
     close(fd);
@@ -323,6 +337,7 @@ static void env_run(uv_env *e)
     assert_int_equal(uv_run(&e->loop, UV_RUN_DEFAULT), 0);
     assert_int_equal(uv_loop_close(&e->loop), 0);
     assert_int_equal(e->server_stopped, stopped_before + 1);
+    assert_int_equal(e->open_at_stopped, 0);
     assert_int_equal(e->off_loop_calls, 0);
 }
 
@@ -374,6 +389,8 @@ static void test_transfer_on_one_loop(void **state)
     assert_int_equal(e.receipts, 1);
     assert_string_equal(e.receipt_path, "data.bin");
     assert_int_equal(e.file_events, 2); /* STARTED, FINISHED */
+    /* the worker's receipt comes before the loop's line of the session's end */
+    assert_int_equal(e.receipts_at_session_end, 1);
     char dst[512];
     snprintf(dst, sizeof dst, "%s/data.bin", e.dst_dir);
     assert_true(same_content(e.file, dst));
