@@ -539,22 +539,24 @@ static void server_progress(void *user, const aftp_progress *p)
         progress_on_thread(&u->b, p);
 }
 
+/* A receipt or an entry (kind) to the embedder: at once here, else queued. */
+static void server_report(aftp_uv_server *u, enum event_kind kind, const aftp_receipt *r)
+{
+    aftp_receipt_cb cb = kind == EVENT_RECEIPT ? u->b.receipt : u->b.entry;
+    if (deliver_here(u))
+        cb(u->b.user, r);
+    else
+        receipt_post(&u->b, kind, r);
+}
+
 static void server_receipt(void *user, const aftp_receipt *r)
 {
-    aftp_uv_server *u = user;
-    if (deliver_here(u))
-        u->b.receipt(u->b.user, r);
-    else
-        receipt_post(&u->b, EVENT_RECEIPT, r);
+    server_report(user, EVENT_RECEIPT, r);
 }
 
 static void server_entry(void *user, const aftp_receipt *r)
 {
-    aftp_uv_server *u = user;
-    if (deliver_here(u))
-        u->b.entry(u->b.user, r);
-    else
-        receipt_post(&u->b, EVENT_ENTRY, r);
+    server_report(user, EVENT_ENTRY, r);
 }
 
 static void server_log(void *user, int kind, const char *line)

@@ -122,6 +122,14 @@ static int same_content(const char *a, const char *b)
     return same;
 }
 
+/* The env's file arrived byte-exact as name in the destination. */
+static void assert_arrived(const uv_env *e, const char *name)
+{
+    char dst[512];
+    snprintf(dst, sizeof dst, "%s/%s", e->dst_dir, name);
+    assert_true(same_content(e->file, dst));
+}
+
 /* ---- the client's callbacks ---- */
 
 static void client_progress(void *user, const aftp_progress *p)
@@ -391,9 +399,7 @@ static void test_transfer_on_one_loop(void **state)
     assert_int_equal(e.file_events, 2); /* STARTED, FINISHED */
     /* the worker's receipt comes before the loop's line of the session's end */
     assert_int_equal(e.receipts_at_session_end, 1);
-    char dst[512];
-    snprintf(dst, sizeof dst, "%s/data.bin", e.dst_dir);
-    assert_true(same_content(e.file, dst));
+    assert_arrived(&e, "data.bin");
     env_end(&e);
 }
 
@@ -451,9 +457,7 @@ static void test_busy_loop_delays_admission(void **state)
     assert_int_equal(e.admissions, 1);
     assert_int_equal(e.receipts, 1);
     assert_int_equal(e.warnings, 0);
-    char dst[512];
-    snprintf(dst, sizeof dst, "%s/small.bin", e.dst_dir);
-    assert_true(same_content(e.file, dst));
+    assert_arrived(&e, "small.bin");
     env_end(&e);
 }
 
@@ -483,9 +487,7 @@ static void test_server_on_test_loop(void **state)
     assert_int_equal(e.receipts, 1);
     assert_true(e.ticks_in_transfer > 0);
     assert_int_equal(e.server_status, AFTP_OK);
-    char dst[512];
-    snprintf(dst, sizeof dst, "%s/data.bin", e.dst_dir);
-    assert_true(same_content(e.file, dst));
+    assert_arrived(&e, "data.bin");
     env_end(&e);
 }
 
@@ -528,9 +530,7 @@ static void test_server_drain_during_transfer(void **state)
     assert_int_equal(e.send_status, AFTP_OK);
     assert_int_equal(e.receipts, 1);
     assert_int_equal(e.server_status, AFTP_OK);
-    char dst[512];
-    snprintf(dst, sizeof dst, "%s/drained.bin", e.dst_dir);
-    assert_true(same_content(e.file, dst));
+    assert_arrived(&e, "drained.bin");
     env_end(&e);
 }
 
