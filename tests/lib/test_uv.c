@@ -64,6 +64,8 @@ typedef struct uv_env {
     char stopped_errmsg[512];
     int open_at_stopped; /* listener handles still open when the stopped callback came */
     int receipts_at_session_end; /* receipts before the first session's end line (-1: none) */
+    int entries, dir_entries;
+    char link_target[64]; /* the PLACED link's, from its entry */
     /* what came */
     int listening, warnings, admissions, receipts, progress_calls, file_events;
     int server_progress_calls, notices;
@@ -236,6 +238,22 @@ static void server_receipt(void *user, const aftp_receipt *r)
     assert_memory_equal(r->client->key, e->client_public, AFTP_KEY_LEN);
 }
 
+static void server_entry(void *user, const aftp_receipt *r)
+{
+    uv_env *e = user;
+    on_loop(e);
+    e->entries++;
+    assert_int_equal(r->outcome, AFTP_OUTCOME_PLACED);
+    assert_string_equal(r->root, e->dst_dir);
+    assert_memory_equal(r->client->key, e->client_public, AFTP_KEY_LEN);
+    if (r->kind == AFTP_ENTRY_DIR)
+        e->dir_entries++;
+    if (r->kind == AFTP_ENTRY_SYMLINK)
+        snprintf(e->link_target, sizeof e->link_target, "%s", r->target);
+    else
+        assert_null(r->target);
+}
+
 static void server_progress(void *user, const aftp_progress *p)
 {
     uv_env *e = user;
@@ -340,7 +358,7 @@ static void env_run(uv_env *e)
                               .receipt = server_receipt, .progress = server_progress,
                               .log = server_log,
                               .stopped = server_stopped, .user = e,
-                              .admit_wait_ms = e->admit_wait_ms};
+                              .admit_wait_ms = e->admit_wait_ms, .entry = server_entry};
     assert_int_equal(aftp_uv_server_start(&e->loop, e->server, &cbs, &e->run), AFTP_OK);
     assert_int_equal(uv_run(&e->loop, UV_RUN_DEFAULT), 0);
     assert_int_equal(uv_loop_close(&e->loop), 0);
@@ -488,6 +506,34 @@ static void test_server_on_test_loop(void **state)
     assert_true(e.ticks_in_transfer > 0);
     assert_int_equal(e.server_status, AFTP_OK);
     assert_arrived(&e, "data.bin");
+    env_end(&e);
+}
+
+/* A tree pushed to a server of the tier: its file gets a receipt, its
+ * directories and its link an entry each (PLACED, the link's target
+ * copied across), on the loop thread. */
+static void test_server_entries_on_loop(void **state)
+{
+    (void)state;
+    uv_env e;
+    char top[512], path[600];
+    env_init(&e);
+    snprintf(top, sizeof top, "%s/top", e.src_dir);
+    assert_int_equal(mkdir(top, 0755), 0);
+    snprintf(path, sizeof path, "%s/sub", top);
+    assert_int_equal(mkdir(path, 0755), 0);
+    snprintf(path, sizeof path, "%s/link", top);
+    assert_int_equal(symlink("../nowhere", path), 0);
+    make_file(&e, "top/sub/a.bin", 4096);
+    e.file = top;
+    assert_int_equal(aftp_client_set_links(e.client, AFTP_CLIENT_LINKS_RECREATE), AFTP_OK);
+    env_run(&e);
+    assert_int_equal(e.send_status, AFTP_OK);
+    assert_int_equal(e.receipts, 1);
+    assert_string_equal(e.receipt_path, "top/sub/a.bin");
+    assert_int_equal(e.entries, 3); /* top, top/sub, top/link */
+    assert_int_equal(e.dir_entries, 2);
+    assert_string_equal(e.link_target, "../nowhere");
     env_end(&e);
 }
 
@@ -664,6 +710,7 @@ int main(void)
         cmocka_unit_test(test_cancel_before_datapath),
         cmocka_unit_test(test_busy_loop_delays_admission),
         cmocka_unit_test(test_server_on_test_loop),
+        cmocka_unit_test(test_server_entries_on_loop),
         cmocka_unit_test(test_server_stop_during_transfer),
         cmocka_unit_test(test_server_drain_during_transfer),
         cmocka_unit_test(test_server_port_taken),
