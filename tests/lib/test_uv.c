@@ -65,6 +65,11 @@ typedef struct uv_env {
     int open_at_stopped; /* listener handles still open when the stopped callback came */
     int receipts_at_session_end; /* receipts before the first session's end line (-1: none) */
     int entries, dir_entries;
+    /* the loop's turns, counted by a check handle, and the most server
+     * progress calls one turn delivered */
+    uv_check_t turns;
+    int count_turns, turn, progress_turn, progress_in_turn, most_progress_in_turn;
+    int block_at_server_progress_ms;
     char link_target[64]; /* the PLACED link's, from its entry */
     /* what came */
     int listening, warnings, admissions, receipts, progress_calls, file_events;
@@ -259,8 +264,16 @@ static void server_progress(void *user, const aftp_progress *p)
     uv_env *e = user;
     on_loop(e);
     assert_non_null(p->name);
+    e->progress_in_turn = e->progress_turn == e->turn ? e->progress_in_turn + 1 : 1;
+    e->progress_turn = e->turn;
+    if (e->progress_in_turn > e->most_progress_in_turn)
+        e->most_progress_in_turn = e->progress_in_turn;
     if (e->server_progress_calls++ > 0)
         return;
+    if (e->block_at_server_progress_ms > 0) { /* the workers' progress piles up meanwhile */
+        usleep((useconds_t)e->block_at_server_progress_ms * 1000u);
+        e->turn++; /* what piled up may come in this turn still: counted apart */
+    }
     if (e->stop_at_server_progress)
         aftp_uv_server_stop(e->run);
     if (e->drain_at_server_progress)
@@ -308,6 +321,13 @@ static void server_stopped(void *user, int status, const char *errmsg)
     snprintf(e->stopped_errmsg, sizeof e->stopped_errmsg, "%s", errmsg);
     if (e->use_ticker)
         uv_close((uv_handle_t *)&e->ticker, NULL);
+    if (e->count_turns)
+        uv_close((uv_handle_t *)&e->turns, NULL);
+}
+
+static void on_turn(uv_check_t *c)
+{
+    ((uv_env *)c->data)->turn++;
 }
 
 static void on_tick(uv_timer_t *t)
@@ -349,6 +369,11 @@ static void env_run(uv_env *e)
         assert_int_equal(aftp_client_set_rate(e->client, e->rate), AFTP_OK);
     }
     int stopped_before = e->server_stopped;
+    if (e->count_turns) {
+        assert_int_equal(uv_check_init(&e->loop, &e->turns), 0);
+        e->turns.data = e;
+        assert_int_equal(uv_check_start(&e->turns, on_turn), 0);
+    }
     if (e->use_ticker) { /* every 5 ms: the file takes hundreds of them */
         assert_int_equal(uv_timer_init(&e->loop, &e->ticker), 0);
         e->ticker.data = e;
@@ -537,6 +562,26 @@ static void test_server_entries_on_loop(void **state)
     env_end(&e);
 }
 
+/* The loop held for a second at the server's first progress of a 2 s
+ * transfer: the progress the worker reported meanwhile (about 4 a second)
+ * comes as one call, the file's latest figures, not as a burst. */
+static void test_server_progress_coalesced(void **state)
+{
+    (void)state;
+    uv_env e;
+    env_init(&e);
+    e.file = make_file(&e, "ticks.bin", 4u << 20);
+    e.rate = 16000000;
+    e.count_turns = 1;
+    e.block_at_server_progress_ms = 1000;
+    env_run(&e);
+    assert_int_equal(e.send_status, AFTP_OK);
+    assert_true(e.server_progress_calls >= 2);
+    assert_int_equal(e.most_progress_in_turn, 1);
+    assert_arrived(&e, "ticks.bin");
+    env_end(&e);
+}
+
 /* A server stopped at its first progress of an 8 s transfer: the session
  * is cancelled (the client hears of it), no receipt, nothing under the
  * final name, the stopped callback says AFTP_OK, the loop closes. */
@@ -711,6 +756,7 @@ int main(void)
         cmocka_unit_test(test_busy_loop_delays_admission),
         cmocka_unit_test(test_server_on_test_loop),
         cmocka_unit_test(test_server_entries_on_loop),
+        cmocka_unit_test(test_server_progress_coalesced),
         cmocka_unit_test(test_server_stop_during_transfer),
         cmocka_unit_test(test_server_drain_during_transfer),
         cmocka_unit_test(test_server_port_taken),
