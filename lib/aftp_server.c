@@ -1211,8 +1211,9 @@ void aftp_server_loop_stop(aftp_server_loop_run *r)
 
 int aftp_server_loop_finish(aftp_server_loop_run *r)
 {
-    int rc = run_end(r, 1, aftp_hub_result(r->hub));
-    aftp_hub_del(r->hub);
+    int rc = aftp_hub_result(r->hub);
+    aftp_hub_del(r->hub); /* before the dir closes: its sweeps hold it */
+    rc = run_end(r, 1, rc);
     free(r);
     return rc;
 }
