@@ -433,15 +433,14 @@ static aftp_uv_send *send_new(const char *host_port, const char *const *files, s
     return r;
 }
 
-/* The tier's callbacks on the client, for those the embedder wants. */
+/* The tier's callbacks on the client, for those the embedder wants, and
+ * none else (one set on c before would be called on the send's thread). */
 static void send_hook_client(aftp_uv_send *r)
 {
-    if (r->b.progress != NULL)
-        aftp_client_set_progress_cb(r->client, progress_on_thread, &r->b);
-    if (r->b.file != NULL)
-        aftp_client_set_file_cb(r->client, file_on_thread, &r->b);
-    if (r->b.notice != NULL)
-        aftp_client_set_notice_cb(r->client, notice_on_thread, &r->b);
+    aftp_client *c = r->client;
+    aftp_client_set_progress_cb(c, r->b.progress != NULL ? progress_on_thread : NULL, &r->b);
+    aftp_client_set_file_cb(c, r->b.file != NULL ? file_on_thread : NULL, &r->b);
+    aftp_client_set_notice_cb(c, r->b.notice != NULL ? notice_on_thread : NULL, &r->b);
 }
 
 /* The bridge and the cancel timer of r on loop (uv_timer_init cannot fail:
@@ -568,20 +567,17 @@ static void server_log(void *user, int kind, const char *line)
         log_on_thread(&u->b, kind, line);
 }
 
-/* The embedder's callbacks on the server: the admission as it is (the
- * run asks it on the loop thread), the others through the tier. */
+/* The embedder's callbacks on the server, and only those (one set on s
+ * before would be called on a worker): the admission as it is (the run
+ * asks it on the loop thread), the others through the tier. */
 static void server_hook(aftp_uv_server *u, aftp_admit_cb admit)
 {
     aftp_server *s = u->server;
     aftp_server_set_admit_cb(s, admit, u->b.user);
-    if (u->b.receipt != NULL)
-        aftp_server_set_receipt_cb(s, server_receipt, u);
-    if (u->b.entry != NULL)
-        aftp_server_set_entry_cb(s, server_entry, u);
-    if (u->b.progress != NULL)
-        aftp_server_set_progress_cb(s, server_progress, u);
-    if (u->b.log != NULL)
-        aftp_server_set_log_cb(s, server_log, u);
+    aftp_server_set_receipt_cb(s, u->b.receipt != NULL ? server_receipt : NULL, u);
+    aftp_server_set_entry_cb(s, u->b.entry != NULL ? server_entry : NULL, u);
+    aftp_server_set_progress_cb(s, u->b.progress != NULL ? server_progress : NULL, u);
+    aftp_server_set_log_cb(s, u->b.log != NULL ? server_log : NULL, u);
 }
 
 static void server_finish(uv_bridge *b)
