@@ -34,6 +34,10 @@
  * waits for another thread, and none of the loop's other work waits for
  * a transfer: the loop only must not be kept busy for long by the
  * embedder (a server's handshakes wait for it; clients repeat theirs).
+ * The control plane's own disk work runs on the loop thread too: the
+ * sweep of old resume state beneath the server's dir when the run starts
+ * (a readdir of its resume directory), and beneath a session's root when
+ * the session begins and ends.
  * A progress report the loop has not taken yet is replaced by a newer
  * one of the same file; every other event is delivered (a thread whose
  * copy finds no memory waits for some), and the done callback always
@@ -51,8 +55,8 @@
  * Handles: each send holds a uv_async_t and a uv_timer_t on the loop; a
  * server a uv_async_t of the tier's and its control plane's (a uv_poll_t
  * on the listening socket, a uv_timer_t, a uv_async_t). They stay until
- * the done (stopped) callback, which comes only after every one of them
- * closed: the loop does not run out of work before then, and
+ * the done (stopped) callback, which comes as the last of them closes:
+ * the loop does not run out of work before then, and
  * uv_loop_close() succeeds once every done callback has been called. Do
  * not close the tier's handles yourself (a uv_walk() that closes every
  * handle must skip them, or come only after the done callbacks). The tier
