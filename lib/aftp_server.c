@@ -17,11 +17,13 @@
 #include "door/aftp_admit.h"
 #include "aftp_drive.h"
 #include "aftp_handle.h"
+#include "aftp_hub.h"
 #include "aftp_journal.h"
 #include "aftp_meter.h"
 #include "aftp_parse.h"
 #include "aftp_path.h"
 #include "aftp_serve.h"
+#include "aftp_server_run.h"
 #include "aftp_store.h"
 #include "common/aftp_handshake.h"
 #include "aftp_keyfile.h"
@@ -1098,10 +1100,21 @@ static uint64_t drain_timeout_ns(const aftp_server *s)
     return s->drain_timeout_ms > 0 ? s->drain_timeout_ms * 1000000u : 1u;
 }
 
-static int serve(aftp_server *s, int dirfd)
-{
+/* One run of the server, blocking or on a loop: the options the serve
+ * driver reads while it runs (they borrow the handle and the open dir),
+ * and what it reports. */
+struct aftp_server_loop_run {
+    aftp_server *s;
+    aftp_serve_opts o;
     aftp_io_result res;
-    aftp_serve_opts o = {
+    int dirfd;
+    aftp_hub *hub; /* on a loop */
+};
+
+/* The serve options of s over the open dir (-1: none). */
+static void build_opts(aftp_server *s, int dirfd, aftp_serve_opts *o)
+{
+    *o = (aftp_serve_opts){
         .listen = (const struct sockaddr *)&s->listen, .listen_len = s->listen_len,
         .dirfd = dirfd, .faux = keeps_nothing(s), .overwrite = s->overwrite, .once = s->once,
         .pipeline_window = s->pipeline_window, .place = &s->place,
@@ -1116,31 +1129,91 @@ static int serve(aftp_server *s, int dirfd)
         .session_close = session_close, .on_draining = on_draining,
         .max_sessions = s->max_sessions, .workers = s->workers, .drain = &s->drain,
         .drain_timeout_ns = drain_timeout_ns(s)};
-    int rc = prepare_security(s, &o.security);
-    if (rc == AFTP_OK) {
-        rc = aftp_serve_run(&o, &res);
-        aftp_admit_fini(&s->admit);
-        if (rc != AFTP_OK)
-            fail(s, rc, "%s", res.message[0] ? res.message : aftp_strerror(rc));
-    }
-    return rc == AFTP_OK ? succeed(s) : rc;
+}
+
+/* What every run needs before the serve driver starts: the listen
+ * address, the dir open, the options, the keys and admission. AFTP_OK, or
+ * the error in s's message (r then holds nothing to undo but the dir,
+ * which run_end closes). */
+static int run_begin(aftp_server *s, aftp_server_loop_run *r)
+{
+    char why[SERVER_ERRMSG_MAX];
+    int rc;
+    memset(r, 0, sizeof *r);
+    r->s = s;
+    r->dirfd = -1;
+    if (s->listen_len == 0)
+        return fail(s, AFTP_ERR_INVALID_ARGUMENT, "no listen address (aftp_server_set_listen)");
+    if (!keeps_nothing(s) && (rc = aftp_store_open_dir(s->dir, s->terms[TERM_DIR], &r->dirfd,
+                                                       why, sizeof why)) != AFTP_OK)
+        return fail(s, rc, "%s", why);
+    build_opts(s, r->dirfd, &r->o);
+    return prepare_security(s, &r->o.security);
+}
+
+/* Every run's end, whether it began (began: the serve driver ran and
+ * returned rc, with r->res; else s's message says why it did not): the
+ * message, the dir, the admission, and the handle made ready for its next
+ * run (no port; a stop or drain asked for this run does not carry over).
+ * Returns rc. */
+static int run_end(aftp_server_loop_run *r, int began, int rc)
+{
+    aftp_server *s = r->s;
+    if (began && rc != AFTP_OK)
+        fail(s, rc, "%s", r->res.message[0] ? r->res.message : aftp_strerror(rc));
+    else if (began)
+        succeed(s);
+    aftp_admit_fini(&s->admit);
+    if (r->dirfd >= 0)
+        close(r->dirfd);
+    r->dirfd = -1;
+    __atomic_store_n(&s->port, 0u, __ATOMIC_RELEASE);
+    atomic_store(&s->stop, 0);
+    atomic_store(&s->drain, 0);
+    return rc;
 }
 
 int aftp_server_run(aftp_server *s)
 {
-    char why[SERVER_ERRMSG_MAX];
-    int dirfd = -1, rc;
-    if (s->listen_len == 0)
-        rc = fail(s, AFTP_ERR_INVALID_ARGUMENT, "no listen address (aftp_server_set_listen)");
-    else if (!keeps_nothing(s) && (rc = aftp_store_open_dir(s->dir, s->terms[TERM_DIR], &dirfd,
-                                                            why, sizeof why)) != AFTP_OK)
-        fail(s, rc, "%s", why);
-    else
-        rc = serve(s, dirfd);
-    if (dirfd >= 0)
-        close(dirfd);
-    __atomic_store_n(&s->port, 0u, __ATOMIC_RELEASE);
-    atomic_store(&s->stop, 0);
-    atomic_store(&s->drain, 0);
+    aftp_server_loop_run r;
+    int rc = run_begin(s, &r);
+    if (rc != AFTP_OK)
+        return run_end(&r, 0, rc);
+    return run_end(&r, 1, aftp_serve_run(&r.o, &r.res));
+}
+
+int aftp_server_loop_start(aftp_server *s, struct uv_loop_s *loop, void (*on_done)(void *ctx),
+                           void *ctx, aftp_server_loop_run **out)
+{
+    aftp_server_loop_run *r = calloc(1, sizeof *r);
+    *out = NULL;
+    if (r == NULL)
+        return fail(s, AFTP_ERR_NO_MEMORY, "no memory for the server's run");
+    int rc = run_begin(s, r);
+    if (rc == AFTP_OK) {
+        (void)aftp_hub_start(&r->hub, loop, &r->o, &r->res, on_done, ctx);
+        rc = r->hub != NULL ? AFTP_OK : fail(s, AFTP_ERR_NO_MEMORY, "no memory for the server");
+    }
+    if (rc != AFTP_OK) {
+        run_end(r, 0, rc);
+        free(r);
+        return rc;
+    }
+    *out = r;
+    return AFTP_OK;
+}
+
+void aftp_server_loop_stop(aftp_server_loop_run *r)
+{
+    aftp_server_stop(r->s);
+    aftp_hub_look_now(r->hub);
+}
+
+int aftp_server_loop_finish(aftp_server_loop_run *r)
+{
+    int rc = aftp_hub_result(r->hub);
+    aftp_hub_del(r->hub); /* before the dir closes: its sweeps hold it */
+    rc = run_end(r, 1, rc);
+    free(r);
     return rc;
 }

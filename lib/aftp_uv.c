@@ -1,10 +1,19 @@
-/* aftp on libuv (include/aftp/aftp_uv.h): a send or a server run is the
- * blocking tier's on a thread of its own (pacing needs microseconds; libuv's
- * timers count milliseconds), bridged to the embedder's loop. The thread's
- * callbacks copy what they are given into events queued under a mutex and
- * wake the loop through a uv_async_t; the loop thread hands the events to
- * the embedder's callbacks, in order. The one question the datapath must
- * have answered, admission, waits on a condition variable for the loop.
+/* aftp on libuv (include/aftp/aftp_uv.h).
+ *
+ * A send is the blocking tier's on a thread of its own (pacing needs
+ * microseconds; libuv's timers count milliseconds). A server's control
+ * plane runs on the embedder's loop itself (lib/aftp_server_run.h: the
+ * listener, the handshakes, the admission, the timers are handles there),
+ * its sessions' datapaths on worker threads.
+ *
+ * What another thread has to tell the embedder (a send's events, a
+ * server's receipts, entries, progress and a worker's log lines) is
+ * copied into an event, queued under a mutex, and handed over through a
+ * uv_async_t: the loop thread calls the callbacks, in order. What the
+ * server's run says on the loop thread itself (its admission question,
+ * most log lines) goes to the embedder at once, after the events queued
+ * before it. Progress is coalesced: a file's figures that the loop has
+ * not taken yet are replaced by newer ones.
  *
  * This is the only file of lib/ (and of the core beneath it) that includes
  * <uv.h>: tests/lib/uv_confined.sh checks. */
@@ -18,59 +27,52 @@
 #include <uv.h>
 
 #include "aftp/aftp_uv.h"
+#include "aftp_server_run.h"
 
 /* How often a cancelled send's cancel is repeated until its thread ends:
  * aftp_client_cancel() is a no-op until aftp_client_send() has begun, and
  * a cancel must not be lost in that window. */
 #define CANCEL_REPEAT_MS 50
+/* How long a thread whose event finds no memory waits before it tries
+ * again (an event other than progress is never dropped). */
+#define NO_MEMORY_RETRY_MS 1
 
-enum event_kind { EVENT_PROGRESS, EVENT_FILE, EVENT_NOTICE, EVENT_RECEIPT, EVENT_LOG };
+enum event_kind { EVENT_PROGRESS, EVENT_FILE, EVENT_NOTICE, EVENT_RECEIPT, EVENT_ENTRY, EVENT_LOG };
 
-/* One callback's arguments, copied on the datapath thread (its strings in
+/* One callback's arguments, copied on another thread (its strings in
  * `strings`) and delivered on the loop thread. */
 typedef struct bridge_event {
     struct bridge_event *next;
+    struct bridge_event *next_progress; /* EVENT_PROGRESS: the next one queued */
     enum event_kind kind;
     int log_kind;     /* EVENT_LOG */
     const char *text; /* EVENT_NOTICE, EVENT_LOG */
     union {
         aftp_progress progress;
         aftp_file_event file;
-        aftp_receipt receipt;
+        aftp_receipt receipt; /* EVENT_RECEIPT, EVENT_ENTRY */
     } u;
-    aftp_peer peer; /* EVENT_RECEIPT's client, pointing into addr and key */
+    aftp_peer peer; /* a receipt's client, pointing into addr and key */
     struct sockaddr_storage addr;
     uint8_t key[AFTP_KEY_LEN];
     char strings[];
 } bridge_event;
 
-/* An admission question from the datapath, on that thread's stack until
- * it is answered or given up on. */
-enum admit_state { ADMIT_PENDING, ADMIT_TAKEN, ADMIT_ANSWERED };
-typedef struct admit_request {
-    const aftp_peer *peer;
-    aftp_admission *decision;
-    enum admit_state state;
-    int result;
-} admit_request;
-
-/* What a send and a server share: the thread, the queue to the loop, and
- * the embedder's callbacks. */
+/* What a send and a server share: the queue to the loop, and the
+ * embedder's callbacks. */
 typedef struct uv_bridge {
     uv_async_t wake;
-    uv_thread_t thread;
-    /* lock guards the queue, the admission question (and its state), and
-     * the end: finished, status, errmsg. */
+    /* lock guards the queue (and a send's end: aftp_uv_send.finished) */
     uv_mutex_t lock;
-    uv_cond_t answered;
     bridge_event *head, **tail;
-    admit_request *admit; /* the blocking server asks one question at a time */
-    int finished;
-    int status;
-    char *errmsg;
+    /* the progress events in the queue, in its order: the first is always
+     * the first progress event the loop takes */
+    bridge_event *progress_head, **progress_tail;
     int open_handles; /* on the loop thread only */
-    /* The tier's own part of the end, on the loop after the thread ended:
-     * the handle's callbacks back to none, its own uv handles closed. */
+    int status;       /* the end, for the done callback */
+    char *errmsg;
+    /* The tier's own part of the end, on the loop: the handle's callbacks
+     * back to none, its own uv handles closed. */
     void (*finish)(struct uv_bridge *b);
     /* Frees the send or server around the bridge. */
     void (*release)(struct uv_bridge *b);
@@ -78,30 +80,34 @@ typedef struct uv_bridge {
     aftp_file_cb file;
     aftp_notice_cb notice;
     aftp_receipt_cb receipt;
+    aftp_receipt_cb entry;
     aftp_log_cb log;
-    aftp_admit_cb admit_cb;
-    uint64_t admit_wait_ns;
     aftp_uv_done_cb done; /* NULL while a start that failed unwinds */
     void *user;
 } uv_bridge;
 
 struct aftp_uv_send {
     uv_bridge b; /* first: the bridge's pointer is the send's */
+    uv_thread_t thread;
     uv_timer_t cancel_repeat;
     aftp_client *client;
     char *host_port;
     char **files;
     size_t count;
     int cancelled;
+    int finished; /* under b.lock: the thread's send returned (status, errmsg set) */
 };
 
 struct aftp_uv_server {
     uv_bridge b; /* first, as in aftp_uv_send */
     aftp_server *server;
+    aftp_server_loop_run *run; /* NULL once it ended */
+    uv_thread_t loop_thread;
+    int started; /* aftp_uv_server_start returned: the loop thread may deliver at once */
     int stopping;
 };
 
-/* ---- events: the datapath thread's side ---- */
+/* ---- events: another thread's side ---- */
 
 /* A new event of `kind` holding copies of the n strings `in` (NULL counts
  * as ""), their places in `out`; NULL without memory. */
@@ -125,49 +131,81 @@ static bridge_event *event_new(enum event_kind kind, const char *const *in, cons
     return ev;
 }
 
-/* Queues ev for the loop and wakes it. An event that could not be
- * allocated is lost: the transfer itself goes on regardless, and its end
- * (status and message) never needs memory here. */
+/* As event_new, for an event that must not be lost (all but progress): a
+ * thread that finds no memory waits for some. It holds up only the
+ * transfer that made the event; the loop needs no memory to take the
+ * events queued, so what they hold comes back. */
+static bridge_event *event_new_surely(enum event_kind kind, const char *const *in,
+                                      const char **out, size_t n)
+{
+    bridge_event *ev;
+    while ((ev = event_new(kind, in, out, n)) == NULL)
+        uv_sleep(NO_MEMORY_RETRY_MS);
+    return ev;
+}
+
+/* Queues ev for the loop and wakes it. */
 static void bridge_post(uv_bridge *b, bridge_event *ev)
 {
-    if (ev == NULL)
-        return;
     uv_mutex_lock(&b->lock);
     *b->tail = ev;
     b->tail = &ev->next;
+    if (ev->kind == EVENT_PROGRESS) {
+        *b->progress_tail = ev;
+        b->progress_tail = &ev->next_progress;
+    }
     uv_mutex_unlock(&b->lock);
     uv_async_send(&b->wake);
+}
+
+/* The figures of p into a progress event of the same file that the loop
+ * has not taken yet (a file is its name and size): 1, or 0 when there is
+ * none. */
+static int progress_coalesce(uv_bridge *b, const aftp_progress *p)
+{
+    int found = 0;
+    uv_mutex_lock(&b->lock);
+    for (bridge_event *ev = b->progress_head; ev != NULL && !found; ev = ev->next_progress) {
+        aftp_progress *q = &ev->u.progress;
+        if (q->size == p->size && strcmp(q->name, p->name != NULL ? p->name : "") == 0) {
+            const char *name = q->name;
+            *q = *p;
+            q->name = name;
+            found = 1;
+        }
+    }
+    uv_mutex_unlock(&b->lock);
+    return found;
 }
 
 static void progress_on_thread(void *user, const aftp_progress *p)
 {
     const char *name;
+    if (progress_coalesce(user, p))
+        return;
     bridge_event *ev = event_new(EVENT_PROGRESS, &p->name, &name, 1);
-    if (ev != NULL) {
-        ev->u.progress = *p;
-        ev->u.progress.name = name;
-    }
+    if (ev == NULL)
+        return; /* the next progress of the file comes soon */
+    ev->u.progress = *p;
+    ev->u.progress.name = name;
     bridge_post(user, ev);
 }
 
 static void file_on_thread(void *user, const aftp_file_event *f)
 {
     const char *in[] = {f->source, f->name, f->message}, *out[3];
-    bridge_event *ev = event_new(EVENT_FILE, in, out, 3);
-    if (ev != NULL) {
-        ev->u.file = *f;
-        ev->u.file.source = out[0];
-        ev->u.file.name = out[1];
-        ev->u.file.message = out[2];
-    }
+    bridge_event *ev = event_new_surely(EVENT_FILE, in, out, 3);
+    ev->u.file = *f;
+    ev->u.file.source = out[0];
+    ev->u.file.name = out[1];
+    ev->u.file.message = out[2];
     bridge_post(user, ev);
 }
 
 static bridge_event *text_event(enum event_kind kind, const char *text)
 {
-    bridge_event *ev = event_new(kind, &text, &text, 1);
-    if (ev != NULL)
-        ev->text = text;
+    bridge_event *ev = event_new_surely(kind, &text, &text, 1);
+    ev->text = text;
     return ev;
 }
 
@@ -179,8 +217,7 @@ static void notice_on_thread(void *user, const char *text)
 static void log_on_thread(void *user, int kind, const char *line)
 {
     bridge_event *ev = text_event(EVENT_LOG, line);
-    if (ev != NULL)
-        ev->log_kind = kind;
+    ev->log_kind = kind;
     bridge_post(user, ev);
 }
 
@@ -199,103 +236,20 @@ static void copy_peer(bridge_event *ev, const aftp_peer *peer, const char *comme
     ev->peer.comment = comment;
 }
 
-static void receipt_on_thread(void *user, const aftp_receipt *r)
+/* A receipt or an entry (kind), copied with its strings and its client. */
+static void receipt_post(uv_bridge *b, enum event_kind kind, const aftp_receipt *r)
 {
-    const char *in[] = {r->path, r->root, r->printable_path, r->client->comment}, *out[4];
-    bridge_event *ev = event_new(EVENT_RECEIPT, in, out, 4);
-    if (ev != NULL) {
-        ev->u.receipt = *r;
-        ev->u.receipt.path = out[0];
-        ev->u.receipt.root = out[1];
-        ev->u.receipt.printable_path = out[2];
-        copy_peer(ev, r->client, out[3]);
-        ev->u.receipt.client = &ev->peer;
-    }
-    bridge_post(user, ev);
-}
-
-/* The datapath's run ended with status: recorded for the loop, which
- * joins the thread and calls the done callback. */
-static void bridge_finish_thread(uv_bridge *b, int status, const char *errmsg)
-{
-    char *copy = strdup(errmsg != NULL ? errmsg : "");
-    uv_mutex_lock(&b->lock);
-    b->status = status;
-    b->errmsg = copy;
-    b->finished = 1;
-    uv_mutex_unlock(&b->lock);
-    uv_async_send(&b->wake);
-}
-
-/* ---- admission: the datapath asks, the loop answers ---- */
-
-/* Waits until the loop answered req, or gave up: a question the loop has
- * not taken within the bound is withdrawn (refused); one it has taken is
- * waited for, since the embedder's callback holds its pointers. */
-static void admission_wait(uv_bridge *b, admit_request *req)
-{
-    uint64_t deadline = uv_hrtime() + b->admit_wait_ns;
-    while (req->state != ADMIT_ANSWERED) {
-        uint64_t now = uv_hrtime();
-        if (req->state == ADMIT_TAKEN) {
-            uv_cond_wait(&b->answered, &b->lock);
-        } else if (now >= deadline) {
-            b->admit = NULL;
-            return;
-        } else {
-            (void)uv_cond_timedwait(&b->answered, &b->lock, deadline - now);
-        }
-    }
-}
-
-/* The warning for a client refused because the loop did not take its
- * admission in time: who, how long, what to do. */
-static void admission_timeout_log(uv_bridge *b, const aftp_peer *peer)
-{
-    char who[AFTP_SERVER_PEER_TEXT_MAX], line[AFTP_SERVER_PEER_TEXT_MAX + 200];
-    if (aftp_server_format_peer(peer, who, sizeof who) != AFTP_OK)
-        who[0] = '\0';
-    snprintf(line, sizeof line,
-             "client %s refused: its admission waited %llu ms for the event loop, which did not "
-             "take it (keep the loop's callbacks short, or raise admit_wait_ms)",
-             who, (unsigned long long)(b->admit_wait_ns / 1000000u));
-    log_on_thread(b, AFTP_LOG_WARNING, line);
-}
-
-static int admit_on_thread(void *user, const aftp_peer *peer, aftp_admission *decision)
-{
-    uv_bridge *b = user;
-    admit_request req = {.peer = peer, .decision = decision, .state = ADMIT_PENDING,
-                         .result = AFTP_ERR_IDLE_TIMEOUT};
-    uv_mutex_lock(&b->lock);
-    b->admit = &req;
-    uv_mutex_unlock(&b->lock);
-    uv_async_send(&b->wake);
-    uv_mutex_lock(&b->lock);
-    admission_wait(b, &req);
-    uv_mutex_unlock(&b->lock);
-    if (req.state != ADMIT_ANSWERED && b->log != NULL)
-        admission_timeout_log(b, peer);
-    return req.result;
-}
-
-/* On the loop: the pending admission question, if any, to the embedder. */
-static void admission_answer(uv_bridge *b)
-{
-    uv_mutex_lock(&b->lock);
-    admit_request *req = b->admit;
-    b->admit = NULL;
-    if (req != NULL)
-        req->state = ADMIT_TAKEN;
-    uv_mutex_unlock(&b->lock);
-    if (req == NULL)
-        return;
-    int result = b->admit_cb(b->user, req->peer, req->decision);
-    uv_mutex_lock(&b->lock);
-    req->result = result;
-    req->state = ADMIT_ANSWERED;
-    uv_cond_signal(&b->answered);
-    uv_mutex_unlock(&b->lock);
+    const char *in[] = {r->path, r->root, r->printable_path, r->client->comment, r->target};
+    const char *out[5];
+    bridge_event *ev = event_new_surely(kind, in, out, 5);
+    ev->u.receipt = *r;
+    ev->u.receipt.path = out[0];
+    ev->u.receipt.root = out[1];
+    ev->u.receipt.printable_path = out[2];
+    ev->u.receipt.target = r->target != NULL ? out[4] : NULL;
+    copy_peer(ev, r->client, out[3]);
+    ev->u.receipt.client = &ev->peer;
+    bridge_post(b, ev);
 }
 
 /* ---- the loop's side ---- */
@@ -315,20 +269,50 @@ static void event_deliver(uv_bridge *b, const bridge_event *ev)
     case EVENT_RECEIPT:
         b->receipt(b->user, &ev->u.receipt);
         break;
+    case EVENT_ENTRY:
+        b->entry(b->user, &ev->u.receipt);
+        break;
     case EVENT_LOG:
         b->log(b->user, ev->log_kind, ev->text);
         break;
     }
 }
 
+/* The first queued event, out of the queue; NULL when none. */
+static bridge_event *bridge_take(uv_bridge *b)
+{
+    uv_mutex_lock(&b->lock);
+    bridge_event *ev = b->head;
+    if (ev != NULL) {
+        b->head = ev->next;
+        if (b->head == NULL)
+            b->tail = &b->head;
+        if (ev->kind == EVENT_PROGRESS) {
+            b->progress_head = ev->next_progress;
+            if (b->progress_head == NULL)
+                b->progress_tail = &b->progress_head;
+        }
+    }
+    uv_mutex_unlock(&b->lock);
+    return ev;
+}
+
+/* Every queued event to the embedder, in order. One at a time: an event
+ * queued meanwhile, or a delivery begun inside a callback, keeps it. */
+static void bridge_deliver(uv_bridge *b)
+{
+    bridge_event *ev;
+    while ((ev = bridge_take(b)) != NULL) {
+        event_deliver(b, ev);
+        free(ev);
+    }
+}
+
 static void bridge_free(uv_bridge *b)
 {
-    while (b->head != NULL) {
-        bridge_event *next = b->head->next;
-        free(b->head);
-        b->head = next;
-    }
-    uv_cond_destroy(&b->answered);
+    bridge_event *ev;
+    while ((ev = bridge_take(b)) != NULL)
+        free(ev);
     uv_mutex_destroy(&b->lock);
     free(b->errmsg);
     b->release(b);
@@ -345,67 +329,32 @@ static void handle_closed(uv_handle_t *h)
     bridge_free(b);
 }
 
-/* The thread has ended (or was never started): the tier's handles close,
- * and the done callback follows once they have. */
-static void bridge_close(uv_bridge *b)
+/* The send's thread or the server's run has ended (or never started):
+ * the end is recorded, the tier's handles close, and the done callback
+ * follows once they have. */
+static void bridge_close(uv_bridge *b, int status, const char *errmsg)
 {
+    b->status = status;
+    b->errmsg = strdup(errmsg != NULL ? errmsg : ""); /* NULL: "" is said */
     b->finish(b);
     uv_close((uv_handle_t *)&b->wake, handle_closed);
 }
 
-static void bridge_wake(uv_async_t *h)
-{
-    uv_bridge *b = h->data;
-    uv_mutex_lock(&b->lock);
-    bridge_event *ev = b->head;
-    b->head = NULL;
-    b->tail = &b->head;
-    int finished = b->finished; /* set after the thread's last event */
-    uv_mutex_unlock(&b->lock);
-    while (ev != NULL) {
-        bridge_event *next = ev->next;
-        event_deliver(b, ev);
-        free(ev);
-        ev = next;
-    }
-    if (b->admit_cb != NULL)
-        admission_answer(b);
-    if (finished) {
-        uv_thread_join(&b->thread);
-        bridge_close(b);
-    }
-}
-
-/* The bridge's lock, condition and wake-up handle on loop; AFTP_OK or
+/* The bridge's lock and wake-up handle on loop; AFTP_OK or
  * AFTP_ERR_INTERNAL (then nothing is left to undo). */
-static int bridge_init(uv_bridge *b, uv_loop_t *loop)
+static int bridge_init(uv_bridge *b, uv_loop_t *loop, uv_async_cb on_wake)
 {
     b->tail = &b->head;
+    b->progress_tail = &b->progress_head;
     if (uv_mutex_init(&b->lock) != 0)
         return AFTP_ERR_INTERNAL;
-    if (uv_cond_init(&b->answered) != 0) {
-        uv_mutex_destroy(&b->lock);
-        return AFTP_ERR_INTERNAL;
-    }
-    if (uv_async_init(loop, &b->wake, bridge_wake) != 0) {
-        uv_cond_destroy(&b->answered);
+    if (uv_async_init(loop, &b->wake, on_wake) != 0) {
         uv_mutex_destroy(&b->lock);
         return AFTP_ERR_INTERNAL;
     }
     b->wake.data = b;
     b->open_handles = 1;
     return AFTP_OK;
-}
-
-/* Starts the datapath thread; when it cannot start, the handles close
- * without a done callback and the bridge is freed: AFTP_ERR_INTERNAL. */
-static int bridge_start(uv_bridge *b, uv_thread_cb entry)
-{
-    if (uv_thread_create(&b->thread, entry, b) == 0)
-        return AFTP_OK;
-    b->done = NULL;
-    bridge_close(b);
-    return AFTP_ERR_INTERNAL;
 }
 
 /* cbs of `size` bytes into the zeroed `into` of into_size bytes, unless
@@ -424,7 +373,27 @@ static void send_thread(void *arg)
 {
     aftp_uv_send *r = arg;
     int rc = aftp_client_send(r->client, r->host_port, (const char *const *)r->files, r->count);
-    bridge_finish_thread(&r->b, rc, aftp_client_errmsg(r->client));
+    uv_mutex_lock(&r->b.lock);
+    r->b.status = rc; /* the client's message waits in it for the loop */
+    r->finished = 1;  /* after the thread's last event */
+    uv_mutex_unlock(&r->b.lock);
+    uv_async_send(&r->b.wake);
+}
+
+/* Wakes for the thread's events and its end: once it ended, the loop
+ * joins it and the send's done callback follows. */
+static void send_wake(uv_async_t *h)
+{
+    aftp_uv_send *r = h->data;
+    bridge_deliver(&r->b);
+    uv_mutex_lock(&r->b.lock);
+    int finished = r->finished;
+    uv_mutex_unlock(&r->b.lock);
+    if (!finished)
+        return;
+    uv_thread_join(&r->thread);
+    bridge_deliver(&r->b); /* what came after the first look */
+    bridge_close(&r->b, r->b.status, aftp_client_errmsg(r->client));
 }
 
 static void send_finish(uv_bridge *b)
@@ -464,22 +433,21 @@ static aftp_uv_send *send_new(const char *host_port, const char *const *files, s
     return r;
 }
 
-/* The tier's callbacks on the client, for those the embedder wants. */
+/* The tier's callbacks on the client, for those the embedder wants, and
+ * none else (one set on c before would be called on the send's thread). */
 static void send_hook_client(aftp_uv_send *r)
 {
-    if (r->b.progress != NULL)
-        aftp_client_set_progress_cb(r->client, progress_on_thread, &r->b);
-    if (r->b.file != NULL)
-        aftp_client_set_file_cb(r->client, file_on_thread, &r->b);
-    if (r->b.notice != NULL)
-        aftp_client_set_notice_cb(r->client, notice_on_thread, &r->b);
+    aftp_client *c = r->client;
+    aftp_client_set_progress_cb(c, r->b.progress != NULL ? progress_on_thread : NULL, &r->b);
+    aftp_client_set_file_cb(c, r->b.file != NULL ? file_on_thread : NULL, &r->b);
+    aftp_client_set_notice_cb(c, r->b.notice != NULL ? notice_on_thread : NULL, &r->b);
 }
 
 /* The bridge and the cancel timer of r on loop (uv_timer_init cannot fail:
  * it only links the handle into the loop). */
 static int send_init_handles(aftp_uv_send *r, uv_loop_t *loop)
 {
-    int rc = bridge_init(&r->b, loop);
+    int rc = bridge_init(&r->b, loop, send_wake);
     if (rc != AFTP_OK)
         return rc;
     (void)uv_timer_init(loop, &r->cancel_repeat);
@@ -522,8 +490,11 @@ int aftp_uv_client_send(struct uv_loop_s *loop, aftp_client *c, const char *host
         return rc;
     }
     send_hook_client(r);
-    if ((rc = bridge_start(&r->b, send_thread)) != AFTP_OK)
-        return rc;
+    if (uv_thread_create(&r->thread, send_thread, r) != 0) {
+        r->b.done = NULL; /* the handles close without a done callback */
+        bridge_close(&r->b, AFTP_ERR_INTERNAL, NULL);
+        return AFTP_ERR_INTERNAL;
+    }
     if (out != NULL)
         *out = r;
     return AFTP_OK;
@@ -546,11 +517,67 @@ void aftp_uv_send_cancel(aftp_uv_send *r)
 
 /* ---- server ---- */
 
-static void server_thread(void *arg)
+/* Whether the caller is the loop's thread with the run started: what the
+ * run says there goes to the embedder at once, after the events queued
+ * before it (so a session's receipts come before its end's log line). */
+static int deliver_here(aftp_uv_server *u)
 {
-    aftp_uv_server *u = arg;
-    int rc = aftp_server_run(u->server);
-    bridge_finish_thread(&u->b, rc, aftp_server_errmsg(u->server));
+    uv_thread_t self = uv_thread_self();
+    if (!uv_thread_equal(&self, &u->loop_thread) || !u->started)
+        return 0;
+    bridge_deliver(&u->b);
+    return 1;
+}
+
+static void server_progress(void *user, const aftp_progress *p)
+{
+    aftp_uv_server *u = user;
+    if (deliver_here(u))
+        u->b.progress(u->b.user, p);
+    else
+        progress_on_thread(&u->b, p);
+}
+
+/* A receipt or an entry (kind) to the embedder: at once here, else queued. */
+static void server_report(aftp_uv_server *u, enum event_kind kind, const aftp_receipt *r)
+{
+    aftp_receipt_cb cb = kind == EVENT_RECEIPT ? u->b.receipt : u->b.entry;
+    if (deliver_here(u))
+        cb(u->b.user, r);
+    else
+        receipt_post(&u->b, kind, r);
+}
+
+static void server_receipt(void *user, const aftp_receipt *r)
+{
+    server_report(user, EVENT_RECEIPT, r);
+}
+
+static void server_entry(void *user, const aftp_receipt *r)
+{
+    server_report(user, EVENT_ENTRY, r);
+}
+
+static void server_log(void *user, int kind, const char *line)
+{
+    aftp_uv_server *u = user;
+    if (deliver_here(u))
+        u->b.log(u->b.user, kind, line);
+    else
+        log_on_thread(&u->b, kind, line);
+}
+
+/* The embedder's callbacks on the server, and only those (one set on s
+ * before would be called on a worker): the admission as it is (the run
+ * asks it on the loop thread), the others through the tier. */
+static void server_hook(aftp_uv_server *u, aftp_admit_cb admit)
+{
+    aftp_server *s = u->server;
+    aftp_server_set_admit_cb(s, admit, u->b.user);
+    aftp_server_set_receipt_cb(s, u->b.receipt != NULL ? server_receipt : NULL, u);
+    aftp_server_set_entry_cb(s, u->b.entry != NULL ? server_entry : NULL, u);
+    aftp_server_set_progress_cb(s, u->b.progress != NULL ? server_progress : NULL, u);
+    aftp_server_set_log_cb(s, u->b.log != NULL ? server_log : NULL, u);
 }
 
 static void server_finish(uv_bridge *b)
@@ -558,6 +585,7 @@ static void server_finish(uv_bridge *b)
     aftp_server *s = ((aftp_uv_server *)b)->server;
     aftp_server_set_admit_cb(s, NULL, NULL);
     aftp_server_set_receipt_cb(s, NULL, NULL);
+    aftp_server_set_entry_cb(s, NULL, NULL);
     aftp_server_set_progress_cb(s, NULL, NULL);
     aftp_server_set_log_cb(s, NULL, NULL);
 }
@@ -567,17 +595,22 @@ static void server_release(uv_bridge *b)
     free(b);
 }
 
-/* The tier's callbacks on the server, for those the embedder wants. */
-static void server_hook(aftp_uv_server *u)
+/* Wakes for events from the workers. */
+static void server_wake(uv_async_t *h)
 {
-    if (u->b.admit_cb != NULL)
-        aftp_server_set_admit_cb(u->server, admit_on_thread, &u->b);
-    if (u->b.receipt != NULL)
-        aftp_server_set_receipt_cb(u->server, receipt_on_thread, &u->b);
-    if (u->b.progress != NULL)
-        aftp_server_set_progress_cb(u->server, progress_on_thread, &u->b);
-    if (u->b.log != NULL)
-        aftp_server_set_log_cb(u->server, log_on_thread, &u->b);
+    bridge_deliver(h->data);
+}
+
+/* The run ended and closed its handles (its workers joined: nothing is
+ * queued after this). What they queued goes first, then the stopped
+ * callback, once the tier's own handle closed. */
+static void server_run_done(void *ctx)
+{
+    aftp_uv_server *u = ctx;
+    int status = aftp_server_loop_finish(u->run);
+    u->run = NULL;
+    bridge_deliver(&u->b);
+    bridge_close(&u->b, status, aftp_server_errmsg(u->server));
 }
 
 int aftp_uv_server_start(struct uv_loop_s *loop, aftp_server *s, const aftp_uv_server_cbs *cbs,
@@ -596,24 +629,26 @@ int aftp_uv_server_start(struct uv_loop_s *loop, aftp_server *s, const aftp_uv_s
     if (u == NULL)
         return AFTP_ERR_NO_MEMORY;
     u->server = s;
-    u->b.admit_cb = own.admit;
+    u->loop_thread = uv_thread_self();
     u->b.receipt = own.receipt;
+    u->b.entry = own.entry;
     u->b.progress = own.progress;
     u->b.log = own.log;
     u->b.done = own.stopped;
     u->b.user = own.user;
-    u->b.admit_wait_ns = (own.admit_wait_ms != 0 ? own.admit_wait_ms : AFTP_UV_ADMIT_WAIT_MS) *
-                         UINT64_C(1000000);
     u->b.finish = server_finish;
     u->b.release = server_release;
-    int rc = bridge_init(&u->b, loop);
+    int rc = bridge_init(&u->b, loop, server_wake);
     if (rc != AFTP_OK) {
         free(u);
         return rc;
     }
-    server_hook(u);
-    if ((rc = bridge_start(&u->b, server_thread)) != AFTP_OK)
-        return rc;
+    server_hook(u, own.admit);
+    /* A run that cannot start says why in the stopped callback, as one
+     * that ends does: the tier's handle closes first, so not from here. */
+    if ((rc = aftp_server_loop_start(s, loop, server_run_done, u, &u->run)) != AFTP_OK)
+        bridge_close(&u->b, rc, aftp_server_errmsg(s));
+    u->started = 1;
     if (out != NULL)
         *out = u;
     return AFTP_OK;
@@ -624,11 +659,8 @@ void aftp_uv_server_stop(aftp_uv_server *u)
     if (u == NULL || u->stopping)
         return;
     u->stopping = 1;
-    /* A stop given to a handle whose run has returned would stop its next
-     * run at once (aftp_server_stop() before a run): only a run that has
-     * not reported its end is stopped. */
-    uv_mutex_lock(&u->b.lock);
-    if (!u->b.finished)
-        aftp_server_stop(u->server);
-    uv_mutex_unlock(&u->b.lock);
+    /* A run that ended is not stopped: the stop would carry over to the
+     * handle's next run (aftp_server_stop() before a run). */
+    if (u->run != NULL)
+        aftp_server_loop_stop(u->run);
 }

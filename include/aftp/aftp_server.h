@@ -26,6 +26,9 @@
  * callback holds up that worker's other sessions, never loses a receipt).
  * They must not call the handle's functions other than aftp_server_stop(),
  * aftp_server_drain(), aftp_server_reload() and aftp_server_port().
+ * A server the libuv tier runs (aftp/aftp_uv.h: aftp_uv_server_start) has
+ * its control thread on the embedder's loop, and delivers every callback
+ * there; the stop, drain and reload work on it as on a blocking run.
  *
  * Ownership: strings, keys and key files are copied or read when set;
  * the handle owns its copies until aftp_server_del(). Callback arguments
@@ -433,7 +436,8 @@ AFTP_EXTERN void aftp_server_reload(aftp_server *s);
 /* Ends the run in progress gently: no new session is admitted (a client
  * that comes now is refused with CLOSE(LIMIT), "the server is shutting
  * down and takes no new session, try again later"), running sessions go on
- * to their end, and aftp_server_run returns AFTP_OK once none is left;
+ * to their end, and aftp_server_run returns AFTP_OK once none is left (a
+ * run of the libuv tier: its stopped callback comes with AFTP_OK);
  * those still running at the drain timeout (aftp_server_set_drain_timeout_ms)
  * are cancelled, their clients told. An AFTP_LOG_DRAINING line says so.
  * Any thread, or a signal handler (async-signal-safe). */

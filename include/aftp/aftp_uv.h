@@ -18,30 +18,50 @@
  *   aftp_client_del(c);
  *
  * How it runs: libuv's timers count milliseconds, far too coarse to pace
- * datagrams a few microseconds apart, so the datapath of each send and of
- * each server runs on a thread of its own (the blocking tier's
- * aftp_client_send() and aftp_server_run()). What that thread has to say
- * (progress, file events, receipts, log lines, the end) is copied and
- * handed to the loop through a uv_async_t; the loop thread calls the
- * callbacks. A server's admission question travels the same way and the
- * datapath waits, bounded, for the loop's answer. (An event the tier
- * cannot copy for want of memory is lost; the transfer goes on, and the
- * done callback, which needs no memory, always comes.)
+ * datagrams a few microseconds apart, so datapaths run on threads of
+ * their own. A send is the blocking tier's aftp_client_send() on a thread.
+ * A server's control plane runs on the embedder's loop itself: its
+ * listening socket, the front door and handshakes, the admission, the
+ * table of sessions and its timers are handles on that loop (as the
+ * blocking aftp_server_run() has them on a loop of its own), and its
+ * sessions' datapaths run on its worker threads (aftp_server_set_workers).
+ * The admission callback and the server's log lines of the control plane
+ * are called on the loop thread as they happen; what a datapath thread
+ * has to say (a send's progress, file events and notices; a server's
+ * receipts, entries, progress, and a session's own log lines) is copied
+ * and handed to the loop through a uv_async_t, and the loop thread calls
+ * the callbacks, in the order things happened. No callback of the tier
+ * waits for another thread, and none of the loop's other work waits for
+ * a transfer: the loop only must not be kept busy for long by the
+ * embedder (a server's handshakes wait for it; clients repeat theirs).
+ * The control plane's own disk work runs on the loop thread too: the
+ * sweep of old resume state beneath the server's dir when the run starts
+ * (a readdir of its resume directory), and beneath a session's root when
+ * the session begins and ends.
+ * A progress report the loop has not taken yet is replaced by a newer
+ * one of the same file; every other event is delivered (a thread whose
+ * copy finds no memory waits for some), and the done callback always
+ * comes.
  *
  * Threads: every function here, and every callback, is on the loop's
  * thread. The aftp_client or aftp_server handle belongs to the uv tier
  * from the call that starts it until its done (stopped) callback: call
- * none of its functions meanwhile, except aftp_server_port(), and
- * aftp_client_errmsg()/aftp_server_errmsg() only in the done callback.
- * Callback arguments are valid only during the callback.
+ * none of its functions meanwhile, except aftp_server_port(),
+ * aftp_server_drain() and aftp_server_reload() (any thread, as for a
+ * blocking run), and aftp_client_errmsg()/aftp_server_errmsg() only in
+ * the done callback. Callback arguments are valid only during the
+ * callback.
  *
- * Handles: each send and each server holds one uv_async_t (a send also a
- * uv_timer_t) on the loop, active until its done callback: the loop does
- * not run out of work before then, and uv_loop_close() succeeds once
- * every done callback has been called. Do not close the tier's handles
- * yourself (a uv_walk() that closes every handle must skip them, or come
- * only after the done callbacks). The tier frees its state itself, after
- * the done callback returns, never while its thread runs.
+ * Handles: each send holds a uv_async_t and a uv_timer_t on the loop; a
+ * server a uv_async_t of the tier's and its control plane's (a uv_poll_t
+ * on the listening socket, a uv_timer_t, a uv_async_t). They stay until
+ * the done (stopped) callback, which comes as the last of them closes:
+ * the loop does not run out of work before then, and
+ * uv_loop_close() succeeds once every done callback has been called. Do
+ * not close the tier's handles yourself (a uv_walk() that closes every
+ * handle must skip them, or come only after the done callbacks). The tier
+ * frees its state itself, after the done callback returns, never while
+ * its threads run.
  *
  * <aftp/aftp.h> does not include this header (a program without a uv loop
  * has no use for it): include it next to <uv.h>. It does not need <uv.h>
@@ -119,10 +139,8 @@ AFTP_EXTERN void aftp_uv_send_cancel(aftp_uv_send *req);
 
 typedef struct aftp_uv_server aftp_uv_server; /* one server run */
 
-/* How long the datapath waits for the loop to call the admission callback
- * before it refuses the client (a loop stuck elsewhere must not hold a
- * handshake forever); a warning line then says so. Once the callback has
- * begun, the datapath waits for its answer however long it takes. */
+/* No longer used (aftp_uv_server_cbs.admit_wait_ms): kept so that code
+ * naming it still builds. */
 #define AFTP_UV_ADMIT_WAIT_MS UINT64_C(5000)
 
 /* The callbacks of a server run, as the blocking tier's
@@ -131,7 +149,8 @@ typedef struct aftp_uv_server aftp_uv_server; /* one server run */
 typedef struct aftp_uv_server_cbs {
     size_t size;
     /* NULL: the authorized keys decide alone. Otherwise called for each
-     * handshake while the datapath waits; `peer` and `decision` are valid
+     * handshake, on the loop thread as the handshake runs there (the
+     * client waits for it: keep it short); `peer` and `decision` are valid
      * during the call (aftp_admission_set_root() on decision). */
     aftp_admit_cb admit;
     aftp_receipt_cb receipt;   /* NULL: none */
@@ -139,29 +158,40 @@ typedef struct aftp_uv_server_cbs {
     aftp_log_cb log;           /* NULL: none */
     aftp_uv_done_cb stopped;   /* required: the run ended */
     void *user;                /* the first argument of each */
-    uint64_t admit_wait_ms;    /* 0: AFTP_UV_ADMIT_WAIT_MS */
+    /* No longer used: the admission is asked on the loop thread itself,
+     * so no thread waits for the loop to take it (a busy loop delays the
+     * handshake instead; the client repeats its HELLO). Kept so that the
+     * struct's layout, and code that sets it, stay as they were. */
+    uint64_t admit_wait_ms;
+    aftp_receipt_cb entry;     /* NULL: none; as aftp_server_set_entry_cb() */
 } aftp_uv_server_cbs;
 
-/* Starts serving with the settings of s, as aftp_server_run() does, and
- * returns at once; cbs->stopped comes later on the loop thread, exactly
- * once: after aftp_uv_server_stop() (status AFTP_OK), at the end of the
- * one session of a server set once (its result), or when the run could not
- * start (no listen address, a port taken ...: the error and its message).
- * The log callback's AFTP_LOG_LISTENING line says the server listens (then
- * aftp_server_port(s) gives its port). The admission, receipt, progress
- * and log callbacks set on s are the tier's during the run and none (NULL)
- * after it: give them in cbs. *out (when out is not NULL) is the run, for
- * aftp_uv_server_stop(), valid until cbs->stopped returns.
+/* Starts serving on loop with the settings of s, as aftp_server_run()
+ * does, and returns at once (no callback is called from within it);
+ * cbs->stopped comes later on the loop thread, exactly once, after the
+ * run closed all its handles: after aftp_uv_server_stop() (status
+ * AFTP_OK), after aftp_server_drain() once the sessions running then have
+ * ended (AFTP_OK), at the end of the one session of a server set once (its
+ * result), or when the run could not start (no listen address, a port
+ * taken ...: the error and its message). Every receipt the run made has
+ * been delivered by then. The log callback's AFTP_LOG_LISTENING line says
+ * the server listens (then aftp_server_port(s) gives its port). The
+ * admission, receipt, entry, progress and log callbacks set on s are the
+ * tier's during the run and none (NULL) after it: give them in cbs. *out
+ * (when out is not NULL) is the run, for aftp_uv_server_stop(), valid
+ * until cbs->stopped returns.
  * Returns AFTP_OK, or without starting anything: AFTP_ERR_INVALID_ARGUMENT
  * (loop, s, cbs or cbs->stopped NULL, cbs->size too small),
- * AFTP_ERR_NO_MEMORY, AFTP_ERR_INTERNAL (libuv refused a handle or a
- * thread: as for aftp_uv_client_send()). */
+ * AFTP_ERR_NO_MEMORY, AFTP_ERR_INTERNAL (libuv refused a handle: as for
+ * aftp_uv_client_send()). */
 AFTP_EXTERN int aftp_uv_server_start(struct uv_loop_s *loop, aftp_server *s,
                                      const aftp_uv_server_cbs *cbs, aftp_uv_server **out);
-/* Ends the run: a session in progress is cancelled (its client told); the
- * stopped callback follows (within about 100 ms when idle). On the loop
- * thread, before the stopped callback; NULL-safe; a second call changes
- * nothing. */
+/* Ends the run: every session in progress is cancelled (its client
+ * told); the stopped callback follows (within about 100 ms when idle; a
+ * session whose client does not answer its CLOSE is ended without it 50 ms
+ * later). For a graceful end, aftp_server_drain(s) instead. On the loop
+ * thread, before the stopped callback (also from within the tier's
+ * callbacks); NULL-safe; a second call changes nothing. */
 AFTP_EXTERN void aftp_uv_server_stop(aftp_uv_server *u);
 
 #ifdef __cplusplus

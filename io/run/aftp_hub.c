@@ -501,7 +501,19 @@ static void on_closed(uv_handle_t *handle)
 {
     aftp_hub *h = handle->data;
     if (--h->handles_open == 0 && h->on_done != NULL)
-        h->on_done(h->ctx);
+        h->on_done(h->ctx); /* may free h: nothing touches it after */
+}
+
+/* The handles opened so far close (in the order they open: the timer,
+ * the listener's poll, the async); on_done follows the last. */
+static void close_handles(aftp_hub *h)
+{
+    uv_handle_t *handles[] = {(uv_handle_t *)&h->timer, (uv_handle_t *)&h->listen_poll,
+                              (uv_handle_t *)&h->async};
+    int open = h->handles_open;
+    h->done = 1;
+    for (int i = 0; i < open; i++)
+        uv_close(handles[i], on_closed);
 }
 
 /* The table is empty: the handles close, then on_done. */
@@ -509,12 +521,9 @@ static void finish(aftp_hub *h)
 {
     if (h->done)
         return;
-    h->done = 1;
     if (h->o->once && !h->have_result) /* stopped before the session ended */
         h->rc = h->res->error = AFTP_ERR_CANCELLED;
-    uv_close((uv_handle_t *)&h->listen_poll, on_closed);
-    uv_close((uv_handle_t *)&h->timer, on_closed);
-    uv_close((uv_handle_t *)&h->async, on_closed);
+    close_handles(h);
 }
 
 /* Why the listener could not be opened, and what to do. */
@@ -622,6 +631,8 @@ static int open_dir_sweep(aftp_hub *h)
     return AFTP_OK;
 }
 
+/* The listener's poll, the timer's ticks and the async (the timer handle
+ * itself is the hub's first, opened with it). */
 static int open_handles(aftp_hub *h)
 {
     int rc = uv_poll_init(h->loop, &h->listen_poll, h->listener.fd);
@@ -630,12 +641,9 @@ static int open_handles(aftp_hub *h)
         h->handles_open++;
         rc = uv_poll_start(&h->listen_poll, UV_READABLE, on_listener);
     }
-    if (rc == 0 && (rc = uv_timer_init(h->loop, &h->timer)) == 0) {
-        h->timer.data = h;
-        h->handles_open++;
+    if (rc == 0)
         rc = uv_timer_start(&h->timer, on_timer, AFTP_HUB_TICK_NS / 1000000u,
                             AFTP_HUB_TICK_NS / 1000000u);
-    }
     if (rc == 0 && (rc = uv_async_init(h->loop, &h->async, on_async)) == 0) {
         h->async.data = h;
         h->handles_open++;
@@ -661,17 +669,6 @@ static int open_all(aftp_hub *h)
     return rc;
 }
 
-static void close_handles_now(aftp_hub *h)
-{
-    uv_handle_t *handles[] = {(uv_handle_t *)&h->listen_poll, (uv_handle_t *)&h->timer,
-                              (uv_handle_t *)&h->async};
-    h->on_done = NULL;
-    for (int i = 0; i < h->handles_open; i++)
-        uv_close(handles[i], on_closed);
-    if (h->handles_open > 0)
-        uv_run(h->loop, UV_RUN_NOWAIT); /* their close callbacks */
-}
-
 int aftp_hub_start(aftp_hub **out, struct uv_loop_s *loop, const aftp_serve_opts *o,
                    aftp_io_result *res, void (*on_done)(void *ctx), void *ctx)
 {
@@ -692,20 +689,30 @@ int aftp_hub_start(aftp_hub **out, struct uv_loop_s *loop, const aftp_serve_opts
                                                        : AFTP_SERVE_MAX_SESSIONS_DEFAULT;
     pthread_mutex_init(&h->sh.cb_lock, NULL);
     pthread_mutex_init(&h->ended_lock, NULL);
+    (void)uv_timer_init(loop, &h->timer); /* cannot fail: it only links the handle in */
+    h->timer.data = h;
+    h->handles_open = 1; /* so a start that fails still ends by a close: on_done later */
+    *out = h;
     int rc = open_all(h);
     if (rc != AFTP_OK) {
-        close_handles_now(h);
-        aftp_hub_del(h);
-        return res->error = rc;
+        h->rc = res->error = rc;
+        close_handles(h);
+        return rc;
     }
     res->phase = AFTP_IO_PHASE_SESSION;
-    *out = h;
     return AFTP_OK;
 }
 
+void aftp_hub_look_now(aftp_hub *h)
+{
+    if (!h->done) /* the tick runs on the loop's next turn, then every period as before */
+        (void)uv_timer_start(&h->timer, on_timer, 0, AFTP_HUB_TICK_NS / 1000000u);
+}
+
+/* h->rc: the start's error; with `once`, the session's result; else AFTP_OK. */
 int aftp_hub_result(const aftp_hub *h)
 {
-    return h->o->once ? h->rc : AFTP_OK;
+    return h->rc;
 }
 
 void aftp_hub_del(aftp_hub *h)

@@ -61,15 +61,25 @@ struct uv_loop_s;
 
 typedef struct aftp_hub aftp_hub;
 
-/* Starts the control plane on `loop` (run by the calling thread): the
- * listener bound (on_listening), the door, the workers. AFTP_OK, or the
- * error with res->message saying why (res->phase AFTP_IO_PHASE_LOCAL).
- * on_done(ctx) runs on the loop once the hub ended (stop, drain, `once`)
- * and closed its handles; aftp_hub_result then gives what aftp_serve_run
- * returns (with `once`, that session's result is in *res), and
- * aftp_hub_del frees it. */
+/* Starts the control plane on `loop`, whose thread then runs every
+ * callback of o the control thread makes (aftp_serve.h): the listener
+ * bound (on_listening), the door, the workers, the server's dir swept.
+ * The hub never runs the loop itself: the loop may be an embedder's, with
+ * work of its own (aftp_serve_run gives it one of its own). AFTP_OK, or
+ * the error with res->message saying why (res->phase AFTP_IO_PHASE_LOCAL).
+ * Either way *out is the hub (NULL only when there was no memory for it,
+ * and then nothing is left on the loop), and on_done(ctx) runs on the loop
+ * once it ended (stop, drain, `once`; after a failed start, when the loop
+ * runs next) and closed every handle it opened: on_done may free it
+ * (aftp_hub_del), and uv_loop_close() then finds nothing of it.
+ * aftp_hub_result gives what aftp_serve_run returns: the start's error,
+ * or with `once` that session's result (also in *res), else AFTP_OK. */
 int aftp_hub_start(aftp_hub **out, struct uv_loop_s *loop, const aftp_serve_opts *o,
                    aftp_io_result *res, void (*on_done)(void *ctx), void *ctx);
+/* Loop thread: the stop and drain flags (hooks.interrupt, drain) are
+ * looked at on the loop's next turn instead of at the next tick; nothing
+ * runs inside the call (a caller may be one of the hub's own callbacks). */
+void aftp_hub_look_now(aftp_hub *h);
 int aftp_hub_result(const aftp_hub *h);
 void aftp_hub_del(aftp_hub *h);
 

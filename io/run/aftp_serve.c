@@ -23,7 +23,7 @@ int aftp_serve_run(const aftp_serve_opts *o, aftp_io_result *res)
         return res->error = AFTP_ERR_INTERNAL;
     }
     int rc = aftp_hub_start(&hub, &loop, o, res, NULL, NULL);
-    if (rc == AFTP_OK) {
+    if (hub != NULL) {
         uv_run(&loop, UV_RUN_DEFAULT); /* until the hub ends and closes its handles */
         rc = aftp_hub_result(hub);
         aftp_hub_del(hub);

@@ -2,8 +2,9 @@
  * Server side: listens on a UDP port and receives pushed files into a
  * destination directory, many sessions at once.
  *
- * The control plane (aftp_hub.h) runs on a libuv loop on the thread that
- * calls aftp_serve_run: the listener, the front door (door/aftp_door.h),
+ * The control plane (aftp_hub.h) runs on a libuv loop: its own, on the
+ * thread that calls aftp_serve_run, or a caller's (aftp_hub_start, as the
+ * library's libuv tier runs a server on its embedder's loop): the listener, the front door (door/aftp_door.h),
  * the handshakes (a receiver engine per HELLO, created and fed on that
  * thread, which runs the admission), the table of sessions, the limits,
  * the sweeps of resume state, the stop and the drain. A session whose
@@ -24,7 +25,10 @@
  * hooks.on_event), and never two at once: one lock of the run is held
  * around each, so a callback may use the application's state without a
  * lock of its own, and must not block for long (a worker's other sessions
- * wait meanwhile). A callback must not wait for another thread of the run.
+ * wait meanwhile). A callback must not wait for another thread of the run:
+ * a worker's callback in particular must not wait for the loop's thread,
+ * which may be waiting for the lock that callback holds (the library's
+ * libuv tier queues what a worker says and wakes the loop instead).
  */
 #ifndef AFTP_SERVE_H
 #define AFTP_SERVE_H

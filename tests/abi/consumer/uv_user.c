@@ -24,7 +24,7 @@ int main(void)
     int calls = 0;
     if (uv_loop_init(&loop) != 0 || aftp_server_new(&s) != AFTP_OK)
         return 1;
-    aftp_uv_server_cbs cbs = {sizeof cbs, NULL, NULL, NULL, NULL, on_stopped, &calls, 0};
+    aftp_uv_server_cbs cbs = {sizeof cbs, NULL, NULL, NULL, NULL, on_stopped, &calls, 0, NULL};
     int rc = aftp_uv_server_start(&loop, s, &cbs, NULL);
     uv_run(&loop, UV_RUN_DEFAULT);
     int closed = uv_loop_close(&loop);
