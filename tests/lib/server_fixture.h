@@ -1,0 +1,91 @@
+/*
+ * The fixture of the server tests (test_server*.c): a server of the public
+ * API (aftp_server.h) running in a thread of the test process, its log
+ * kept for the test to wait on and search, keys, files, and clients that
+ * push to it over 127.0.0.1 through the push driver (io/aftp_push.h).
+ *
+ * The server's callbacks come from its threads: the log is kept under
+ * `lock`. No cmocka assertion runs on the server's threads; the tests
+ * check what the callbacks saw from their own thread.
+ */
+#ifndef SERVER_FIXTURE_H
+#define SERVER_FIXTURE_H
+
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "aftp/aftp_server.h"
+#include "aftp_push.h"
+
+#define SFX_MAX_LINES 256
+#define SFX_LINE_MAX 1024
+
+typedef struct sfx_key {
+    uint8_t secret[AFTP_KEY_LEN], public_key[AFTP_KEY_LEN];
+} sfx_key;
+
+typedef struct sfx_line {
+    int kind;
+    char text[SFX_LINE_MAX];
+} sfx_line;
+
+typedef struct sfx_server {
+    aftp_server *s;
+    pthread_t thread;
+    int run_rc;       /* aftp_server_run's result, once joined */
+    pthread_mutex_t lock;
+    pthread_cond_t changed; /* a log line came */
+    int is_listening;       /* the listening line came, or the run returned */
+    sfx_line *lines;        /* SFX_MAX_LINES; more are not kept */
+    int line_count;
+} sfx_server;
+
+/* A new server (aftp_server_new) and an empty log; sfx_fini frees both. */
+void sfx_init(sfx_server *sv);
+void sfx_fini(sfx_server *sv);
+/* The log callback (aftp_server_set_log_cb with the sfx_server as user):
+ * keeps the line, wakes the waiters. */
+void sfx_log(void *user, int kind, const char *line);
+/* Runs the server in a thread and waits (a guard of guard_s seconds) for
+ * its listening line; the port it listens on (asserted non-zero). The log
+ * needs sfx_log. */
+unsigned sfx_start(sfx_server *sv, int guard_s);
+/* The run ends within guard_s seconds (asserted), after aftp_server_stop
+ * with sfx_stop. */
+void sfx_join(sfx_server *sv, int guard_s);
+void sfx_stop(sfx_server *sv, int guard_s);
+/* Lines of `kind` (-1: any) holding `text`. */
+int sfx_lines_with(sfx_server *sv, int kind, const char *text);
+/* Waits until `count` such lines came (a guard of guard_s seconds keeps a
+ * server that never says so from hanging the test); the lines then. */
+int sfx_wait_lines(sfx_server *sv, int kind, const char *text, int count, int guard_s);
+/* The text of the n-th line of `kind` (from 0), or NULL. Read it once the
+ * run ended (the array is stable then). */
+const char *sfx_line_of(sfx_server *sv, int kind, int n);
+
+/* A new key pair. */
+void sfx_key_new(sfx_key *k);
+/* dir/name, made (0700); its path into out. */
+void sfx_mkdir(char *out, size_t cap, const char *dir, const char *name);
+/* A file of len bytes of the pattern `seed` at path. */
+void sfx_make_file(const char *path, size_t len, uint32_t seed);
+/* dir/rel holds exactly what `source` holds. */
+int sfx_same_file(const char *dir, const char *rel, const char *source);
+
+/* A push to 127.0.0.1:port: files, at a fixed rate, silent 5 s at most,
+ * unprotected until sfx_push_keys; `o` may be changed before the run. */
+typedef struct sfx_push {
+    struct sockaddr_in to;
+    aftp_push_opts o;
+} sfx_push;
+
+void sfx_push_init(sfx_push *p, unsigned port, const char *const *files, size_t count,
+                   uint64_t rate_bps);
+/* Protected by the client's identity against the server's key. */
+void sfx_push_keys(sfx_push *p, const uint8_t *identity, const uint8_t *server_public);
+/* The push's result; what the sender reported into *res. */
+int sfx_push_run(sfx_push *p, aftp_push_result *res);
+
+#endif /* SERVER_FIXTURE_H */
