@@ -669,7 +669,8 @@ static void test_refuses_to_start(void **state)
     snprintf(missing, sizeof missing, "%s/nope", f->top);
     assert_int_equal(aftp_server_run(f->srv.s), AFTP_ERR_INVALID_ARGUMENT);
     assert_non_null(strstr(aftp_server_errmsg(f->srv.s), "no listen address"));
-    assert_int_equal(aftp_server_set_listen(f->srv.s, "127.0.0.1:99999"), AFTP_ERR_INVALID_ARGUMENT);
+    assert_int_equal(aftp_server_set_listen(f->srv.s, "127.0.0.1:99999"),
+                     AFTP_ERR_INVALID_ARGUMENT);
     assert_non_null(strstr(aftp_server_errmsg(f->srv.s), "'127.0.0.1:99999'"));
     assert_int_equal(aftp_server_set_listen(f->srv.s, "127.0.0.1:0"), AFTP_OK);
     assert_int_equal(aftp_server_set_dir(f->srv.s, f->server_dir), AFTP_OK);
@@ -813,7 +814,8 @@ static void test_terms_name_the_settings(void **state)
     assert_int_equal(aftp_server_set_terms(f->srv.s, &terms), AFTP_OK);
     assert_int_equal(aftp_server_set_terms(f->srv.s, &bad), AFTP_ERR_INVALID_ARGUMENT);
     assert_true(aftp_server_set_dir(f->srv.s, missing) < 0);
-    assert_non_null(strstr(aftp_server_errmsg(f->srv.s), "(--dir must name an existing directory)"));
+    assert_non_null(
+        strstr(aftp_server_errmsg(f->srv.s), "(--dir must name an existing directory)"));
 
     int rc = push_paced(f, sfx_start(&f->srv, 10), a, UINT64_C(400000000), 1, other_psk);
     sfx_stop(&f->srv, 1);

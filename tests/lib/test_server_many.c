@@ -488,7 +488,8 @@ static void test_drain_timeout(void **state)
 
     assert_int_equal(f->srv.run_rc, AFTP_OK);
     assert_int_equal(sfx_lines_with(&f->srv, AFTP_LOG_DRAINING, "0.3 s"), 1);
-    assert_int_equal(aftp_server_set_drain_timeout_ms(f->srv.s, AFTP_SERVER_DRAIN_TIMEOUT_MAX_MS + 1),
+    aftp_server *s = f->srv.s;
+    assert_int_equal(aftp_server_set_drain_timeout_ms(s, AFTP_SERVER_DRAIN_TIMEOUT_MAX_MS + 1),
                      AFTP_ERR_INVALID_ARGUMENT);
 }
 
