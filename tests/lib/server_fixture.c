@@ -16,8 +16,6 @@
 void sfx_init(sfx_server *sv)
 {
     memset(sv, 0, sizeof *sv);
-    sv->lines = calloc(SFX_MAX_LINES, sizeof *sv->lines);
-    assert_non_null(sv->lines);
     pthread_mutex_init(&sv->lock, NULL);
     pthread_cond_init(&sv->changed, NULL);
     assert_int_equal(aftp_server_new(&sv->s), AFTP_OK);
@@ -29,8 +27,6 @@ void sfx_fini(sfx_server *sv)
     sv->s = NULL;
     pthread_mutex_destroy(&sv->lock);
     pthread_cond_destroy(&sv->changed);
-    free(sv->lines);
-    sv->lines = NULL;
 }
 
 void sfx_log(void *user, int kind, const char *line)

@@ -38,11 +38,12 @@ typedef struct sfx_server {
     pthread_mutex_t lock;
     pthread_cond_t changed; /* a log line came */
     int is_listening;       /* the listening line came, or the run returned */
-    sfx_line *lines;        /* SFX_MAX_LINES; more are not kept */
+    sfx_line lines[SFX_MAX_LINES]; /* more are not kept; readable after sfx_fini */
     int line_count;
 } sfx_server;
 
-/* A new server (aftp_server_new) and an empty log; sfx_fini frees both. */
+/* A new server (aftp_server_new) and an empty log; sfx_fini frees the
+ * server (the log stays readable). */
 void sfx_init(sfx_server *sv);
 void sfx_fini(sfx_server *sv);
 /* The log callback (aftp_server_set_log_cb with the sfx_server as user):
