@@ -1,6 +1,7 @@
 /* The fixture of the server tests (server_fixture.h). */
 #include "server_fixture.h"
 
+#include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -8,8 +9,12 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 #include <cmocka.h>
 
+#include <sodium.h>
+
+#include "aftp_keyfile.h"
 #include "common/aftp_handshake.h"
 #include "io_testutil.h"
 
@@ -88,6 +93,57 @@ const char *sfx_line_of(sfx_server *sv, int kind, int n)
     return NULL;
 }
 
+void sfx_on_receipt(void *user, const aftp_receipt *r)
+{
+    sfx_server *sv = user;
+    pthread_mutex_lock(&sv->lock);
+    if (sv->receipt_count < SFX_MAX_RECEIPTS) {
+        sfx_receipt *e = &sv->receipts[sv->receipt_count++];
+        *e = (sfx_receipt){.outcome = r->outcome, .held_bytes = r->held_bytes,
+                           .connected_ns = r->connected_unix_ns, .end_ns = r->end_unix_ns};
+        snprintf(e->path, sizeof e->path, "%s", r->path);
+    }
+    pthread_cond_broadcast(&sv->changed);
+    pthread_mutex_unlock(&sv->lock);
+}
+
+static int receipt_locked(const sfx_server *sv, const char *path, int n)
+{
+    for (int i = 0; i < sv->receipt_count; i++)
+        if (strcmp(sv->receipts[i].path, path) == 0 && n-- == 0)
+            return i;
+    return -1;
+}
+
+int sfx_receipt_index(sfx_server *sv, const char *path, int n)
+{
+    pthread_mutex_lock(&sv->lock);
+    int at = receipt_locked(sv, path, n);
+    pthread_mutex_unlock(&sv->lock);
+    return at;
+}
+
+int sfx_receipts_for(sfx_server *sv, const char *path)
+{
+    int n = 0;
+    while (sfx_receipt_index(sv, path, n) >= 0)
+        n++;
+    return n;
+}
+
+int sfx_wait_receipt(sfx_server *sv, const char *path, int guard_s)
+{
+    struct timespec guard;
+    int at, rc = 0;
+    clock_gettime(CLOCK_REALTIME, &guard);
+    guard.tv_sec += guard_s;
+    pthread_mutex_lock(&sv->lock);
+    while ((at = receipt_locked(sv, path, 0)) < 0 && rc == 0)
+        rc = pthread_cond_timedwait(&sv->changed, &sv->lock, &guard);
+    pthread_mutex_unlock(&sv->lock);
+    return at;
+}
+
 unsigned sfx_start(sfx_server *sv, int guard_s)
 {
     struct timespec guard;
@@ -120,6 +176,50 @@ void sfx_stop(sfx_server *sv, int guard_s)
     sfx_join(sv, guard_s);
 }
 
+void sfx_setup(sfx_server *sv, char **top)
+{
+    int fd;
+    assert_true(sodium_init() >= 0);
+    *top = io_test_mkdtemp(&fd);
+    close(fd);
+    sfx_init(sv);
+}
+
+void sfx_teardown(sfx_server *sv, char *top)
+{
+    sfx_fini(sv);
+    io_test_rmtree(top);
+    free(top);
+}
+
+void sfx_configure(sfx_server *sv, const char *dir, const uint8_t *identity,
+                   const char *authorized, uint64_t idle_ms)
+{
+    aftp_server *s = sv->s;
+    assert_int_equal(aftp_server_set_listen(s, "127.0.0.1:0"), AFTP_OK);
+    assert_int_equal(aftp_server_set_dir(s, dir), AFTP_OK);
+    assert_int_equal(aftp_server_set_identity(s, identity), AFTP_OK);
+    assert_int_equal(aftp_server_set_authorized_keys_file(s, authorized), AFTP_OK);
+    assert_int_equal(aftp_server_set_idle_timeout_ms(s, idle_ms), AFTP_OK);
+    assert_int_equal(aftp_server_set_log_cb(s, sfx_log, sv), AFTP_OK);
+}
+
+FILE *sfx_authorized_open(char *path, size_t cap, const char *dir)
+{
+    snprintf(path, cap, "%s/authorized_keys", dir);
+    FILE *out = fopen(path, "w");
+    assert_non_null(out);
+    return out;
+}
+
+void sfx_authorize(FILE *out, const char *options, const uint8_t *public_key,
+                   const char *comment)
+{
+    char line[256];
+    assert_int_equal(aftp_keyfile_format_public(public_key, comment, line, sizeof line), AFTP_OK);
+    fprintf(out, "%s%s%s", options != NULL ? options : "", options != NULL ? " " : "", line);
+}
+
 void sfx_key_new(sfx_key *k)
 {
     assert_int_equal(aftp_hs_keypair(k->secret, k->public_key), AFTP_OK);
@@ -133,14 +233,10 @@ void sfx_mkdir(char *out, size_t cap, const char *dir, const char *name)
 
 void sfx_make_file(const char *path, size_t len, uint32_t seed)
 {
-    uint8_t *buf = malloc(len ? len : 1);
-    assert_non_null(buf);
-    io_test_pattern(buf, len, seed);
-    FILE *out = fopen(path, "w");
-    assert_non_null(out);
-    assert_int_equal(fwrite(buf, 1, len, out), len);
-    fclose(out);
-    free(buf);
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    io_test_write_file(AT_FDCWD, path, len, seed, 0644,
+                       (int64_t)now.tv_sec * 1000000000 + now.tv_nsec);
 }
 
 int sfx_same_file(const char *dir, const char *rel, const char *source)

@@ -15,12 +15,14 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "aftp/aftp_server.h"
 #include "aftp_push.h"
 
 #define SFX_MAX_LINES 256
 #define SFX_LINE_MAX 1024
+#define SFX_MAX_RECEIPTS 128
 
 typedef struct sfx_key {
     uint8_t secret[AFTP_KEY_LEN], public_key[AFTP_KEY_LEN];
@@ -31,6 +33,14 @@ typedef struct sfx_line {
     char text[SFX_LINE_MAX];
 } sfx_line;
 
+/* What a receipt said, as the tests compare it. */
+typedef struct sfx_receipt {
+    char path[256];
+    int outcome;
+    uint64_t held_bytes;
+    int64_t connected_ns, end_ns; /* its session's handshake; its commit */
+} sfx_receipt;
+
 typedef struct sfx_server {
     aftp_server *s;
     pthread_t thread;
@@ -40,6 +50,8 @@ typedef struct sfx_server {
     int is_listening;       /* the listening line came, or the run returned */
     sfx_line lines[SFX_MAX_LINES]; /* more are not kept; readable after sfx_fini */
     int line_count;
+    sfx_receipt receipts[SFX_MAX_RECEIPTS]; /* in order of arrival; more are not kept */
+    int receipt_count;
 } sfx_server;
 
 /* A new server (aftp_server_new) and an empty log; sfx_fini frees the
@@ -65,6 +77,35 @@ int sfx_wait_lines(sfx_server *sv, int kind, const char *text, int count, int gu
 /* The text of the n-th line of `kind` (from 0), or NULL. Read it once the
  * run ended (the array is stable then). */
 const char *sfx_line_of(sfx_server *sv, int kind, int n);
+
+/* A test's scratch tree: a new directory (its path into *top, freed by
+ * sfx_teardown) and the server made (sfx_init; libsodium ready). */
+void sfx_setup(sfx_server *sv, char **top);
+void sfx_teardown(sfx_server *sv, char *top);
+/* A protected server: on 127.0.0.1 (a free port), storing into dir, with
+ * the identity, admitting the authorized keys, silent clients ending
+ * after idle_ms, its log kept (sfx_log). */
+void sfx_configure(sfx_server *sv, const char *dir, const uint8_t *identity,
+                   const char *authorized, uint64_t idle_ms);
+/* A line of authorized keys into out: options (NULL: none), the key, its
+ * comment (NULL: none). */
+void sfx_authorize(FILE *out, const char *options, const uint8_t *public_key,
+                   const char *comment);
+
+/* The receipt callback (aftp_server_set_receipt_cb with the sfx_server
+ * as user): keeps the receipt, wakes the waiters. */
+void sfx_on_receipt(void *user, const aftp_receipt *r);
+/* The index (in order of arrival) of the n-th receipt for path (from 0),
+ * or -1; the receipts for path. */
+int sfx_receipt_index(sfx_server *sv, const char *path, int n);
+int sfx_receipts_for(sfx_server *sv, const char *path);
+/* Waits (a guard of guard_s seconds) for the first receipt of path; its
+ * index, or -1. */
+int sfx_wait_receipt(sfx_server *sv, const char *path, int guard_s);
+
+/* A new authorized keys file beneath dir (its path into path), open for
+ * sfx_authorize. */
+FILE *sfx_authorized_open(char *path, size_t cap, const char *dir);
 
 /* A new key pair. */
 void sfx_key_new(sfx_key *k);

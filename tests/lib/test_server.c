@@ -95,27 +95,17 @@ static void make_key(test_key *k, const char *comment)
 /* Every client's key on its line, with its comment. */
 static void write_authorized(fixture *f)
 {
-    char line[256];
-    snprintf(f->authorized, sizeof f->authorized, "%s/authorized_keys", f->top);
-    FILE *out = fopen(f->authorized, "w");
-    assert_non_null(out);
-    for (int i = 0; i < CLIENTS; i++) {
-        const test_key *k = &f->client[i];
-        assert_int_equal(aftp_keyfile_format_public(k->k.public_key, k->comment, line, sizeof line),
-                         AFTP_OK);
-        fputs(line, out);
-    }
+    FILE *out = sfx_authorized_open(f->authorized, sizeof f->authorized, f->top);
+    for (int i = 0; i < CLIENTS; i++)
+        sfx_authorize(out, NULL, f->client[i].k.public_key, f->client[i].comment);
     fclose(out);
 }
 
 static int setup(void **state)
 {
     fixture *f = calloc(1, sizeof *f);
-    int fd;
     assert_non_null(f);
-    assert_true(sodium_init() >= 0);
-    f->top = io_test_mkdtemp(&fd); /* ours to free */
-    close(fd);
+    sfx_setup(&f->srv, &f->top); /* ours to free */
     sfx_mkdir(f->server_dir, sizeof f->server_dir, f->top, "incoming");
     sfx_mkdir(f->partner[0], sizeof f->partner[0], f->top, "partner-a");
     sfx_mkdir(f->partner[1], sizeof f->partner[1], f->top, "partner-b");
@@ -124,7 +114,6 @@ static int setup(void **state)
     make_key(&f->client[1], "beta ltd");
     make_key(&f->client[2], "gamma stranger");
     write_authorized(f);
-    sfx_init(&f->srv);
     *state = f;
     return 0;
 }
@@ -132,9 +121,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     fixture *f = *state;
-    sfx_fini(&f->srv);
-    io_test_rmtree(f->top);
-    free(f->top);
+    sfx_teardown(&f->srv, f->top);
     free(f);
     return 0;
 }
@@ -193,14 +180,9 @@ static int admit_partners(void *user, const aftp_peer *peer, aftp_admission *dec
 
 /* ---- running it ---- */
 
-static void configure(fixture *f, const char *listen)
+static void configure(fixture *f)
 {
-    assert_int_equal(aftp_server_set_listen(f->srv.s, listen), AFTP_OK);
-    assert_int_equal(aftp_server_set_dir(f->srv.s, f->server_dir), AFTP_OK);
-    assert_int_equal(aftp_server_set_identity(f->srv.s, f->server.k.secret), AFTP_OK);
-    assert_int_equal(aftp_server_set_authorized_keys_file(f->srv.s, f->authorized), AFTP_OK);
-    assert_int_equal(aftp_server_set_idle_timeout_ms(f->srv.s, 5000), AFTP_OK);
-    assert_int_equal(aftp_server_set_log_cb(f->srv.s, sfx_log, &f->srv), AFTP_OK);
+    sfx_configure(&f->srv, f->server_dir, f->server.k.secret, f->authorized, 5000);
     assert_int_equal(aftp_server_set_receipt_cb(f->srv.s, on_receipt, f), AFTP_OK);
 }
 
@@ -363,7 +345,7 @@ static void test_admission_roots_and_receipts(void **state)
     make_file(f, "a.bin", 1, a, sizeof a);
     make_file(f, "b.bin", 2, b, sizeof b);
     make_file(f, "c.bin", 3, c, sizeof c);
-    configure(f, "127.0.0.1:0");
+    configure(f);
     assert_int_equal(aftp_server_set_admit_cb(f->srv.s, admit_partners, f), AFTP_OK);
     capture_std(f, &std);
     unsigned port = sfx_start(&f->srv, 10);
@@ -396,18 +378,16 @@ static void test_admission_roots_and_receipts(void **state)
 static void test_authorized_keys_decide(void **state)
 {
     fixture *f = *state;
-    char a[600], unlisted[600], line[256];
+    char a[600], unlisted[600];
     uint8_t digest_a[AFTP_DIGEST_LEN];
     make_file(f, "a.bin", 4, a, sizeof a);
     /* Only client 0 listed; client 1 is not. */
     snprintf(unlisted, sizeof unlisted, "%s/one_key", f->top);
     FILE *out = fopen(unlisted, "w");
     assert_non_null(out);
-    assert_int_equal(aftp_keyfile_format_public(f->client[0].k.public_key, f->client[0].comment,
-                                                line, sizeof line), AFTP_OK);
-    fputs(line, out);
+    sfx_authorize(out, NULL, f->client[0].k.public_key, f->client[0].comment);
     fclose(out);
-    configure(f, "127.0.0.1:0");
+    configure(f);
     assert_int_equal(aftp_server_set_authorized_keys_file(f->srv.s, unlisted), AFTP_OK);
     unsigned port = sfx_start(&f->srv, 10);
     int rc_a = push(f, port, 0, a), rc_b = push(f, port, 1, a);
@@ -542,7 +522,7 @@ static void test_admission_rate_cap(void **state)
     aftp_push_result res;
     make_file(f, "a.bin", 11, a, sizeof a);
     make_file(f, "b.bin", 13, b, sizeof b);
-    configure(f, "127.0.0.1:0");
+    configure(f);
     assert_int_equal(aftp_server_set_admit_cb(f->srv.s, admit_capped, f), AFTP_OK);
     unsigned port = sfx_start(&f->srv, 10);
     int rc = send_capped(f, port, 0, a, &cs);
@@ -634,7 +614,7 @@ static void test_rate_cap_refused_to_old_client(void **state)
     char reason[AFTP_WIRE_MAX_REASON + 1], expect[64];
     aftp_wire_packet p;
     size_t len = hello_without_rate_cap(f, hello, sizeof hello);
-    configure(f, "127.0.0.1:0");
+    configure(f);
     assert_int_equal(aftp_server_set_admit_cb(f->srv.s, admit_capped, f), AFTP_OK);
     struct sockaddr_in to = io_test_loopback((uint16_t)sfx_start(&f->srv, 10));
     int fd = socket(AF_INET, SOCK_DGRAM, 0);
@@ -703,7 +683,7 @@ static void test_busy_port(void **state)
     fixture *f = *state;
     char taken[32];
     aftp_server *second = NULL;
-    configure(f, "127.0.0.1:0");
+    configure(f);
     unsigned port = sfx_start(&f->srv, 10);
     snprintf(taken, sizeof taken, "127.0.0.1:%u", port);
     assert_int_equal(aftp_server_new(&second), AFTP_OK);
@@ -727,7 +707,7 @@ static void test_once_serves_one_session(void **state)
     char a[600];
     uint8_t digest_a[AFTP_DIGEST_LEN];
     make_file(f, "a.bin", 6, a, sizeof a);
-    configure(f, "127.0.0.1:0");
+    configure(f);
     assert_int_equal(aftp_server_set_admit_cb(f->srv.s, admit_partners, f), AFTP_OK);
     assert_int_equal(aftp_server_set_once(f->srv.s, 1), AFTP_OK);
     unsigned port = sfx_start(&f->srv, 10);
@@ -769,7 +749,7 @@ static void test_faux_dir_keeps_nothing(void **state)
     uint8_t digest[AFTP_DIGEST_LEN];
     make_zeros(f, "zeros.bin", zeros, sizeof zeros);
     make_file(f, "pattern.bin", 7, pattern, sizeof pattern);
-    configure(f, "127.0.0.1:0");
+    configure(f);
     assert_int_equal(aftp_server_set_dir(f->srv.s, AFTP_SERVER_FAUX_DIR), AFTP_OK);
     assert_int_equal(aftp_server_set_once(f->srv.s, 1), AFTP_OK);
     int rc = push(f, sfx_start(&f->srv, 10), 0, zeros);
@@ -809,7 +789,7 @@ static void test_terms_name_the_settings(void **state)
     snprintf(psk_path, sizeof psk_path, "%s/psk", f->top);
     assert_int_equal(aftp_keyfile_write_private(psk_path, psk, err, sizeof err), AFTP_OK);
     snprintf(missing, sizeof missing, "%s/nope", f->top);
-    configure(f, "127.0.0.1:0");
+    configure(f);
     assert_int_equal(aftp_server_set_psk_file(f->srv.s, psk_path), AFTP_OK);
     assert_int_equal(aftp_server_set_terms(f->srv.s, &terms), AFTP_OK);
     assert_int_equal(aftp_server_set_terms(f->srv.s, &bad), AFTP_ERR_INVALID_ARGUMENT);
@@ -832,7 +812,7 @@ static void test_progress_while_receiving(void **state)
     char slow[600];
     uint8_t digest[AFTP_DIGEST_LEN];
     make_file(f, "slow.bin", 9, slow, sizeof slow);
-    configure(f, "127.0.0.1:0");
+    configure(f);
     assert_int_equal(aftp_server_set_progress_cb(f->srv.s, on_progress, f), AFTP_OK);
     int rc = push_paced(f, sfx_start(&f->srv, 10), slow, UINT64_C(1000000), 5, NULL);
     sfx_stop(&f->srv, 1);

@@ -38,54 +38,34 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include <sodium.h>
-
 #include "aftp/aftp_server.h"
-#include "aftp_keyfile.h"
 #include "io_testutil.h"
 #include "server_fixture.h"
 
-enum { MAX_RECEIPTS = 16, WINDOW = 64 };
+enum { WINDOW = 64 };
 #define BIG (UINT64_C(8) << 20)         /* 1.6 s at the paced rate: paused part way */
 #define PACED_BPS UINT64_C(40000000)    /* the pushes that get paused */
 #define FAST_BPS UINT64_C(400000000)
 #define PAUSE_AFTER (UINT64_C(1) << 20) /* payload sent before a pause */
-
-typedef struct seen_receipt {
-    char path[256];
-    int outcome;
-    uint64_t held_bytes;
-} seen_receipt;
 
 typedef struct fixture {
     char *top;
     char dir[512], authorized[600];
     sfx_key server, client; /* one client key for every push */
     sfx_server srv;
-    seen_receipt receipts[MAX_RECEIPTS]; /* under srv.lock */
-    int receipt_count;
 } fixture;
 
 static int setup(void **state)
 {
     fixture *f = calloc(1, sizeof *f);
-    int fd;
-    char line[256];
     assert_non_null(f);
-    assert_true(sodium_init() >= 0);
-    f->top = io_test_mkdtemp(&fd);
-    close(fd);
+    sfx_setup(&f->srv, &f->top);
     sfx_mkdir(f->dir, sizeof f->dir, f->top, "incoming");
     sfx_key_new(&f->server);
     sfx_key_new(&f->client);
-    snprintf(f->authorized, sizeof f->authorized, "%s/authorized_keys", f->top);
-    FILE *out = fopen(f->authorized, "w");
-    assert_non_null(out);
-    assert_int_equal(aftp_keyfile_format_public(f->client.public_key, "partner", line, sizeof line),
-                     AFTP_OK);
-    fputs(line, out);
+    FILE *out = sfx_authorized_open(f->authorized, sizeof f->authorized, f->top);
+    sfx_authorize(out, NULL, f->client.public_key, "partner");
     fclose(out);
-    sfx_init(&f->srv);
     *state = f;
     return 0;
 }
@@ -93,73 +73,21 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     fixture *f = *state;
-    sfx_fini(&f->srv);
-    io_test_rmtree(f->top);
-    free(f->top);
+    sfx_teardown(&f->srv, f->top);
     free(f);
     return 0;
 }
 
 /* ---- the server ---- */
 
-static void on_receipt(void *user, const aftp_receipt *r)
-{
-    fixture *f = user;
-    pthread_mutex_lock(&f->srv.lock);
-    if (f->receipt_count < MAX_RECEIPTS) {
-        seen_receipt *e = &f->receipts[f->receipt_count++];
-        snprintf(e->path, sizeof e->path, "%s", r->path);
-        e->outcome = r->outcome;
-        e->held_bytes = r->held_bytes;
-    }
-    pthread_cond_broadcast(&f->srv.changed);
-    pthread_mutex_unlock(&f->srv.lock);
-}
-
 static unsigned start_server(fixture *f, uint64_t idle_ms)
 {
     aftp_server *s = f->srv.s;
-    assert_int_equal(aftp_server_set_listen(s, "127.0.0.1:0"), AFTP_OK);
-    assert_int_equal(aftp_server_set_dir(s, f->dir), AFTP_OK);
-    assert_int_equal(aftp_server_set_identity(s, f->server.secret), AFTP_OK);
-    assert_int_equal(aftp_server_set_authorized_keys_file(s, f->authorized), AFTP_OK);
-    assert_int_equal(aftp_server_set_idle_timeout_ms(s, idle_ms), AFTP_OK);
+    sfx_configure(&f->srv, f->dir, f->server.secret, f->authorized, idle_ms);
     assert_int_equal(aftp_server_set_overwrite(s, 1), AFTP_OK);
     assert_int_equal(aftp_server_set_workers(s, 2), AFTP_OK);
-    assert_int_equal(aftp_server_set_log_cb(s, sfx_log, &f->srv), AFTP_OK);
-    assert_int_equal(aftp_server_set_receipt_cb(s, on_receipt, f), AFTP_OK);
+    assert_int_equal(aftp_server_set_receipt_cb(s, sfx_on_receipt, &f->srv), AFTP_OK);
     return sfx_start(&f->srv, 10);
-}
-
-/* The index of the n-th receipt for path (from 0), or -1; under srv.lock. */
-static int receipt_index_locked(const fixture *f, const char *path, int n)
-{
-    for (int i = 0; i < f->receipt_count; i++)
-        if (strcmp(f->receipts[i].path, path) == 0 && n-- == 0)
-            return i;
-    return -1;
-}
-
-static int receipt_index(fixture *f, const char *path, int n)
-{
-    pthread_mutex_lock(&f->srv.lock);
-    int at = receipt_index_locked(f, path, n);
-    pthread_mutex_unlock(&f->srv.lock);
-    return at;
-}
-
-/* Waits (a guard of 30 s) for the first receipt of path; its index or -1. */
-static int wait_receipt(fixture *f, const char *path)
-{
-    struct timespec guard;
-    int at, rc = 0;
-    clock_gettime(CLOCK_REALTIME, &guard);
-    guard.tv_sec += 30;
-    pthread_mutex_lock(&f->srv.lock);
-    while ((at = receipt_index_locked(f, path, 0)) < 0 && rc == 0)
-        rc = pthread_cond_timedwait(&f->srv.changed, &f->srv.lock, &guard);
-    pthread_mutex_unlock(&f->srv.lock);
-    return at;
 }
 
 /* ---- pushes, each on its thread, pausable ---- */
@@ -301,7 +229,7 @@ static void test_distinct_files_overlap(void **state)
     assert_true(gate_wait_paused(&ja.g));
     push_start(&jb, f, port, b, NULL, 0);
     int rc_b = push_join(&jb);
-    int a_done_then = receipt_index(f, "a.bin", 0);
+    int a_done_then = sfx_receipt_index(&f->srv, "a.bin", 0);
     gate_open(&ja.g);
     int rc_a = push_join(&ja);
     sfx_stop(&f->srv, 2);
@@ -309,8 +237,8 @@ static void test_distinct_files_overlap(void **state)
     assert_int_equal(rc_b, AFTP_OK);
     assert_int_equal(a_done_then, -1); /* A was still under way when B ended */
     assert_int_equal(rc_a, AFTP_OK);
-    assert_int_equal(receipt_index(f, "b.bin", 0), 0);
-    assert_int_equal(receipt_index(f, "a.bin", 0), 1);
+    assert_int_equal(sfx_receipt_index(&f->srv, "b.bin", 0), 0);
+    assert_int_equal(sfx_receipt_index(&f->srv, "a.bin", 0), 1);
     assert_true(sfx_same_file(f->dir, "a.bin", a));
     assert_true(sfx_same_file(f->dir, "b.bin", b));
 }
@@ -337,8 +265,8 @@ static void same_file_waits(fixture *f, uint32_t b_window)
     assert_int_equal(started, 2); /* B was served while A ran */
     assert_int_equal(rc_a, AFTP_OK);
     assert_int_equal(rc_b, AFTP_OK);
-    assert_int_equal(receipt_index(f, "same.bin", 0), 0);
-    assert_int_equal(receipt_index(f, "same.bin", 1), 1);
+    assert_int_equal(sfx_receipt_index(&f->srv, "same.bin", 0), 0);
+    assert_int_equal(sfx_receipt_index(&f->srv, "same.bin", 1), 1);
     assert_true(sfx_same_file(f->dir, "same.bin", b)); /* B's, whole: committed last */
 }
 
@@ -368,8 +296,8 @@ static void test_held_entry_flows(void **state)
     push_start(&jc, f, port, cy, NULL, 1);
     assert_true(gate_wait_paused(&jc.g));
     push_start(&ja, f, port, ax, ay, 0);
-    int x_at = wait_receipt(f, "x.bin");
-    int y_then = receipt_index(f, "y.bin", 0);
+    int x_at = sfx_wait_receipt(&f->srv, "x.bin", 30);
+    int y_then = sfx_receipt_index(&f->srv, "y.bin", 0);
     gate_open(&jc.g);
     int rc_c = push_join(&jc), rc_a = push_join(&ja);
     sfx_stop(&f->srv, 2);
@@ -378,8 +306,8 @@ static void test_held_entry_flows(void **state)
     assert_int_equal(y_then, -1); /* ...and A's y waited */
     assert_int_equal(rc_c, AFTP_OK);
     assert_int_equal(rc_a, AFTP_OK);
-    assert_int_equal(receipt_index(f, "y.bin", 0), 1); /* C's */
-    assert_int_equal(receipt_index(f, "y.bin", 1), 2); /* A's, after it */
+    assert_int_equal(sfx_receipt_index(&f->srv, "y.bin", 0), 1); /* C's */
+    assert_int_equal(sfx_receipt_index(&f->srv, "y.bin", 1), 2); /* A's, after it */
     assert_true(sfx_same_file(f->dir, "x.bin", ax));
     assert_true(sfx_same_file(f->dir, "y.bin", ay));
 }
@@ -402,7 +330,7 @@ static void test_crossed_files(void **state)
 
     assert_int_equal(rc_a, AFTP_OK);
     assert_int_equal(rc_b, AFTP_OK);
-    assert_int_equal(f->receipt_count, 4);
+    assert_int_equal(f->srv.receipt_count, 4);
     assert_true(sfx_same_file(f->dir, "x.bin", x1) || sfx_same_file(f->dir, "x.bin", x2));
     assert_true(sfx_same_file(f->dir, "y.bin", y1) || sfx_same_file(f->dir, "y.bin", y2));
 }
@@ -430,10 +358,10 @@ static void test_restart_resumes_after_lingering_session(void **state)
     sfx_stop(&f->srv, 2);
 
     assert_int_equal(rc_b, AFTP_OK);
-    assert_int_equal(f->receipt_count, 1);
-    assert_int_equal(f->receipts[0].outcome, AFTP_OUTCOME_RESUMED);
-    assert_true(f->receipts[0].held_bytes >= PAUSE_AFTER / 2);
-    assert_true(f->receipts[0].held_bytes < BIG);
+    assert_int_equal(f->srv.receipt_count, 1);
+    assert_int_equal(f->srv.receipts[0].outcome, AFTP_OUTCOME_RESUMED);
+    assert_true(f->srv.receipts[0].held_bytes >= PAUSE_AFTER / 2);
+    assert_true(f->srv.receipts[0].held_bytes < BIG);
     assert_true(sfx_same_file(f->dir, "big.bin", big));
 }
 

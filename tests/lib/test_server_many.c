@@ -33,58 +33,37 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include <sodium.h>
-
 #include "aftp/aftp_client.h"
 #include "aftp/aftp_server.h"
-#include "aftp_keyfile.h"
 #include "aftp_push.h"
 #include "aftp_source.h"
 #include "aftp_wallclock.h"
-#include "common/aftp_handshake.h"
 #include "io_testutil.h"
 #include "server_fixture.h"
 #include "proto/aftp_wire.h"
 
-enum { KEYS = 32, MAX_RECEIPTS = 128, TREE_FILES = 3 };
-
-typedef struct seen_receipt {
-    char path[256];
-    int64_t connected_ns, end_ns;
-} seen_receipt;
+enum { KEYS = 32, TREE_FILES = 3 };
 
 typedef struct fixture {
     char *top;
     char server_dir[512], authorized[512];
     sfx_key server, client[KEYS];
     sfx_server srv;
-    seen_receipt receipts[MAX_RECEIPTS]; /* under srv.lock */
-    int receipt_count;
 } fixture;
 
 static int setup(void **state)
 {
     fixture *f = calloc(1, sizeof *f);
-    int fd;
-    char line[256];
     assert_non_null(f);
-    assert_true(sodium_init() >= 0);
-    f->top = io_test_mkdtemp(&fd);
-    close(fd);
+    sfx_setup(&f->srv, &f->top);
     sfx_mkdir(f->server_dir, sizeof f->server_dir, f->top, "incoming");
-    snprintf(f->authorized, sizeof f->authorized, "%s/authorized_keys", f->top);
-    FILE *out = fopen(f->authorized, "w");
-    assert_non_null(out);
+    FILE *out = sfx_authorized_open(f->authorized, sizeof f->authorized, f->top);
     sfx_key_new(&f->server);
     for (int i = 0; i < KEYS; i++) {
         sfx_key_new(&f->client[i]);
-        assert_int_equal(aftp_keyfile_format_public(f->client[i].public_key, "client", line,
-                                                    sizeof line),
-                         AFTP_OK);
-        fputs(line, out);
+        sfx_authorize(out, NULL, f->client[i].public_key, "client");
     }
     fclose(out);
-    sfx_init(&f->srv);
     *state = f;
     return 0;
 }
@@ -92,47 +71,18 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     fixture *f = *state;
-    sfx_fini(&f->srv);
-    io_test_rmtree(f->top);
-    free(f->top);
+    sfx_teardown(&f->srv, f->top);
     free(f);
     return 0;
 }
 
 /* ---- the server ---- */
 
-static void on_receipt(void *user, const aftp_receipt *r)
-{
-    fixture *f = user;
-    pthread_mutex_lock(&f->srv.lock);
-    if (f->receipt_count < MAX_RECEIPTS) {
-        seen_receipt *e = &f->receipts[f->receipt_count++];
-        snprintf(e->path, sizeof e->path, "%s", r->path);
-        e->connected_ns = r->connected_unix_ns;
-        e->end_ns = r->end_unix_ns;
-    }
-    pthread_mutex_unlock(&f->srv.lock);
-}
-
 static void configure(fixture *f, uint64_t idle_ms)
 {
-    aftp_server *s = f->srv.s;
-    assert_int_equal(aftp_server_set_listen(s, "127.0.0.1:0"), AFTP_OK);
-    assert_int_equal(aftp_server_set_dir(s, f->server_dir), AFTP_OK);
-    assert_int_equal(aftp_server_set_identity(s, f->server.secret), AFTP_OK);
-    assert_int_equal(aftp_server_set_authorized_keys_file(s, f->authorized), AFTP_OK);
-    assert_int_equal(aftp_server_set_idle_timeout_ms(s, idle_ms), AFTP_OK);
-    assert_int_equal(aftp_server_set_workers(s, 2), AFTP_OK);
-    assert_int_equal(aftp_server_set_log_cb(s, sfx_log, &f->srv), AFTP_OK);
-    assert_int_equal(aftp_server_set_receipt_cb(s, on_receipt, f), AFTP_OK);
-}
-
-static int receipts_for(const fixture *f, const char *path)
-{
-    int n = 0;
-    for (int i = 0; i < f->receipt_count; i++)
-        n += strcmp(f->receipts[i].path, path) == 0;
-    return n;
+    sfx_configure(&f->srv, f->server_dir, f->server.secret, f->authorized, idle_ms);
+    assert_int_equal(aftp_server_set_workers(f->srv.s, 2), AFTP_OK);
+    assert_int_equal(aftp_server_set_receipt_cb(f->srv.s, sfx_on_receipt, &f->srv), AFTP_OK);
 }
 
 /* ---- clients ---- */
@@ -276,19 +226,19 @@ static void *trickle_thread(void *arg)
 static int peak_overlap(const fixture *f)
 {
     int peak = 0;
-    for (int i = 0; i < f->receipt_count; i++) {
+    for (int i = 0; i < f->srv.receipt_count; i++) {
         int at_once = 0;
-        int64_t t = f->receipts[i].connected_ns;
-        for (int k = 0; k < f->receipt_count; k++) {
+        int64_t t = f->srv.receipts[i].connected_ns;
+        for (int k = 0; k < f->srv.receipt_count; k++) {
             int64_t last = 0;
-            for (int m = 0; m < f->receipt_count; m++)
-                if (f->receipts[m].connected_ns == f->receipts[k].connected_ns &&
-                    f->receipts[m].end_ns > last)
-                    last = f->receipts[m].end_ns;
+            for (int m = 0; m < f->srv.receipt_count; m++)
+                if (f->srv.receipts[m].connected_ns == f->srv.receipts[k].connected_ns &&
+                    f->srv.receipts[m].end_ns > last)
+                    last = f->srv.receipts[m].end_ns;
             int first_of_session = 1;
             for (int m = 0; m < k; m++)
-                first_of_session &= f->receipts[m].connected_ns != f->receipts[k].connected_ns;
-            at_once += first_of_session && f->receipts[k].connected_ns <= t && t <= last;
+                first_of_session &= f->srv.receipts[m].connected_ns != f->srv.receipts[k].connected_ns;
+            at_once += first_of_session && f->srv.receipts[k].connected_ns <= t && t <= last;
         }
         if (at_once > peak)
             peak = at_once;
@@ -335,16 +285,16 @@ static void test_32_clients_at_once(void **state)
         assert_int_equal(jobs[i].rc, AFTP_OK);
         snprintf(rel, sizeof rel, "c%02d.bin", i);
         assert_true(sfx_same_file(f->server_dir, rel, paths[i][0]));
-        assert_int_equal(receipts_for(f, rel), 1);
+        assert_int_equal(sfx_receipts_for(&f->srv, rel), 1);
         expected++;
         for (int k = 1; i % 8 == 3 && k <= TREE_FILES; k++) {
             snprintf(rel, sizeof rel, "t%02d/sub/f%d", i, k);
             assert_true(sfx_same_file(f->server_dir, rel, paths[i][k]));
-            assert_int_equal(receipts_for(f, rel), 1);
+            assert_int_equal(sfx_receipts_for(&f->srv, rel), 1);
             expected++;
         }
     }
-    assert_int_equal(f->receipt_count, expected);
+    assert_int_equal(f->srv.receipt_count, expected);
     assert_true(peak_overlap(f) >= 2);
 }
 

@@ -43,14 +43,10 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include <sodium.h>
-
 #include "aftp/aftp_client.h"
 #include "aftp/aftp_server.h"
 #include "aftp_drive.h"
-#include "aftp_keyfile.h"
 #include "aftp_push.h"
-#include "common/aftp_handshake.h"
 #include "io_testutil.h"
 #include "server_fixture.h"
 
@@ -81,37 +77,24 @@ static void write_authorized(fixture *f)
         "root=\"a\",rate=8M,write-only", root_b, "read-only",
         "from=\"198.18.0.0/15,2001:db8::/32\"", "from=\"127.0.0.0/8\",root=\"a\"",
         "root=\"missing\""};
-    FILE *out = fopen(f->authorized, "w");
-    assert_non_null(out);
-    for (int i = 0; i < KEYS; i++) {
-        char line[256];
-        assert_int_equal(aftp_keyfile_format_public(f->key[i].public_key, NULL, line, sizeof line),
-                         AFTP_OK);
-        fprintf(out, "%s %s", options[i], line);
-    }
+    FILE *out = sfx_authorized_open(f->authorized, sizeof f->authorized, f->top);
+    for (int i = 0; i < KEYS; i++)
+        sfx_authorize(out, options[i], f->key[i].public_key, NULL);
     fclose(out);
 }
 
 static int setup(void **state)
 {
     fixture *f = calloc(1, sizeof *f);
-    int fd;
     assert_non_null(f);
-    assert_true(sodium_init() >= 0);
-    f->top = io_test_mkdtemp(&fd);
-    close(fd);
-    snprintf(f->dir, sizeof f->dir, "%s/incoming", f->top);
-    snprintf(f->root_a, sizeof f->root_a, "%s/a", f->dir);
-    snprintf(f->root_b, sizeof f->root_b, "%s/b", f->dir);
-    snprintf(f->authorized, sizeof f->authorized, "%s/authorized_keys", f->top);
-    assert_int_equal(mkdir(f->dir, 0700), 0);
-    assert_int_equal(mkdir(f->root_a, 0700), 0);
-    assert_int_equal(mkdir(f->root_b, 0700), 0);
+    sfx_setup(&f->srv, &f->top);
+    sfx_mkdir(f->dir, sizeof f->dir, f->top, "incoming");
+    sfx_mkdir(f->root_a, sizeof f->root_a, f->dir, "a");
+    sfx_mkdir(f->root_b, sizeof f->root_b, f->dir, "b");
     sfx_key_new(&f->server);
     for (int i = 0; i < KEYS; i++)
         sfx_key_new(&f->key[i]);
     write_authorized(f);
-    sfx_init(&f->srv);
     *state = f;
     return 0;
 }
@@ -119,9 +102,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     fixture *f = *state;
-    sfx_fini(&f->srv);
-    io_test_rmtree(f->top);
-    free(f->top);
+    sfx_teardown(&f->srv, f->top);
     free(f);
     return 0;
 }
@@ -138,12 +119,7 @@ static void on_receipt(void *user, const aftp_receipt *r)
 static unsigned start_server(fixture *f, aftp_admit_cb admit)
 {
     aftp_server *s = f->srv.s;
-    assert_int_equal(aftp_server_set_listen(s, "127.0.0.1:0"), AFTP_OK);
-    assert_int_equal(aftp_server_set_dir(s, f->dir), AFTP_OK);
-    assert_int_equal(aftp_server_set_identity(s, f->server.secret), AFTP_OK);
-    assert_int_equal(aftp_server_set_authorized_keys_file(s, f->authorized), AFTP_OK);
-    assert_int_equal(aftp_server_set_idle_timeout_ms(s, 5000), AFTP_OK);
-    assert_int_equal(aftp_server_set_log_cb(s, sfx_log, &f->srv), AFTP_OK);
+    sfx_configure(&f->srv, f->dir, f->server.secret, f->authorized, 5000);
     assert_int_equal(aftp_server_set_receipt_cb(s, on_receipt, f), AFTP_OK);
     assert_int_equal(aftp_server_set_admit_cb(s, admit, f), AFTP_OK);
     return sfx_start(&f->srv, 10);
