@@ -399,9 +399,11 @@ static int pipe_decide(aftp_receiver *r, pipe_entry *p)
                                               : AFTP_OK;
     if (v.error == AFTP_OK) {
         int rc = r->set.storage->entry(r->set.user, &p->info, &v);
-        r->decide_retry_ns = rc == AFTP_STORAGE_WAIT ? r->ss.now_ns + AFTP_STORAGE_WAIT_RETRY_NS : 0;
-        if (rc == AFTP_STORAGE_WAIT)
+        r->decide_retry_ns = 0;
+        if (rc == AFTP_STORAGE_WAIT) {
+            r->decide_retry_ns = r->ss.now_ns + AFTP_STORAGE_WAIT_RETRY_NS;
             return 0;
+        }
         if (rc != AFTP_OK) {
             pipe_storage_failed(r, p, rc);
             return 1;

@@ -237,7 +237,8 @@ static int peak_overlap(const fixture *f)
                     last = f->srv.receipts[m].end_ns;
             int first_of_session = 1;
             for (int m = 0; m < k; m++)
-                first_of_session &= f->srv.receipts[m].connected_ns != f->srv.receipts[k].connected_ns;
+                first_of_session &= f->srv.receipts[m].connected_ns !=
+                                    f->srv.receipts[k].connected_ns;
             at_once += first_of_session && f->srv.receipts[k].connected_ns <= t && t <= last;
         }
         if (at_once > peak)
