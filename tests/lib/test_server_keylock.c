@@ -22,8 +22,10 @@
  *               complete, each file is one of its two sources whole;
  *   restart     A, with RESUME, is stalled part way (its sender "killed");
  *               B pushes the same file again: it waits for A's session to
- *               end at the server's idle timeout, then resumes from the
- *               blocks A made durable (receipt RESUMED, bytes held).
+ *               end at the server's idle timeout (7 s, longer than B's own
+ *               5 s: the server's FEEDBACK to B's resent ENTRIES keeps B
+ *               alive), then resumes from the blocks A made durable
+ *               (receipt RESUMED, bytes held).
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -344,7 +346,7 @@ static void test_restart_resumes_after_lingering_session(void **state)
     char big[800];
     push_job ja, jb;
     make_source(f, "src", "big.bin", BIG, 12, big, sizeof big);
-    unsigned port = start_server(f, 3000);
+    unsigned port = start_server(f, 7000); /* beyond the pushes' 5 s idle timeout */
     push_prepare(&ja, f, port, big, NULL, 1);
     ja.flags = AFTP_ENTRY_RESUME;
     push_go(&ja);
