@@ -176,20 +176,26 @@ void sfx_stop(sfx_server *sv, int guard_s)
     sfx_join(sv, guard_s);
 }
 
-void sfx_setup(sfx_server *sv, char **top)
+void *sfx_setup(size_t size)
 {
     int fd;
+    sfx_server *sv = calloc(1, size);
+    assert_non_null(sv);
     assert_true(sodium_init() >= 0);
-    *top = io_test_mkdtemp(&fd);
-    close(fd);
     sfx_init(sv);
+    sv->top = io_test_mkdtemp(&fd);
+    close(fd);
+    return sv;
 }
 
-void sfx_teardown(sfx_server *sv, char *top)
+int sfx_teardown(void **state)
 {
+    sfx_server *sv = *state;
     sfx_fini(sv);
-    io_test_rmtree(top);
-    free(top);
+    io_test_rmtree(sv->top);
+    free(sv->top);
+    free(sv);
+    return 0;
 }
 
 void sfx_configure(sfx_server *sv, const char *dir, const uint8_t *identity,

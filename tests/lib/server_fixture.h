@@ -42,6 +42,7 @@ typedef struct sfx_receipt {
 } sfx_receipt;
 
 typedef struct sfx_server {
+    char *top;        /* the test's scratch tree (sfx_setup) */
     aftp_server *s;
     pthread_t thread;
     int run_rc;       /* aftp_server_run's result, once joined */
@@ -78,10 +79,12 @@ int sfx_wait_lines(sfx_server *sv, int kind, const char *text, int count, int gu
  * run ended (the array is stable then). */
 const char *sfx_line_of(sfx_server *sv, int kind, int n);
 
-/* A test's scratch tree: a new directory (its path into *top, freed by
- * sfx_teardown) and the server made (sfx_init; libsodium ready). */
-void sfx_setup(sfx_server *sv, char **top);
-void sfx_teardown(sfx_server *sv, char *top);
+/* A test's fixture of `size` bytes (zeroed) whose first member is its
+ * sfx_server: a scratch tree made (sv.top) and the server (sfx_init;
+ * libsodium ready). sfx_teardown (a cmocka teardown, *state the fixture)
+ * frees the server, the tree and the fixture. */
+void *sfx_setup(size_t size);
+int sfx_teardown(void **state);
 /* A protected server: on 127.0.0.1 (a free port), storing into dir, with
  * the identity, admitting the authorized keys, silent clients ending
  * after idle_ms, its log kept (sfx_log). */

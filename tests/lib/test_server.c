@@ -75,10 +75,9 @@ typedef struct seen_receipt {
 /* What the server's callbacks saw; the test thread reads it once the run
  * has ended (pthread_join orders the two). */
 typedef struct fixture {
-    char *top;     /* scratch tree */
+    sfx_server srv; /* first: sfx_setup, sfx_teardown */
     char server_dir[512], partner[2][512], authorized[512];
     test_key server, client[CLIENTS];
-    sfx_server srv;
     seen_receipt receipts[MAX_RECEIPTS];
     int receipt_count;
     int admissions;
@@ -95,7 +94,7 @@ static void make_key(test_key *k, const char *comment)
 /* Every client's key on its line, with its comment. */
 static void write_authorized(fixture *f)
 {
-    FILE *out = sfx_authorized_open(f->authorized, sizeof f->authorized, f->top);
+    FILE *out = sfx_authorized_open(f->authorized, sizeof f->authorized, f->srv.top);
     for (int i = 0; i < CLIENTS; i++)
         sfx_authorize(out, NULL, f->client[i].k.public_key, f->client[i].comment);
     fclose(out);
@@ -103,26 +102,16 @@ static void write_authorized(fixture *f)
 
 static int setup(void **state)
 {
-    fixture *f = calloc(1, sizeof *f);
-    assert_non_null(f);
-    sfx_setup(&f->srv, &f->top); /* ours to free */
-    sfx_mkdir(f->server_dir, sizeof f->server_dir, f->top, "incoming");
-    sfx_mkdir(f->partner[0], sizeof f->partner[0], f->top, "partner-a");
-    sfx_mkdir(f->partner[1], sizeof f->partner[1], f->top, "partner-b");
+    fixture *f = sfx_setup(sizeof *f);
+    sfx_mkdir(f->server_dir, sizeof f->server_dir, f->srv.top, "incoming");
+    sfx_mkdir(f->partner[0], sizeof f->partner[0], f->srv.top, "partner-a");
+    sfx_mkdir(f->partner[1], sizeof f->partner[1], f->srv.top, "partner-b");
     make_key(&f->server, "server");
     make_key(&f->client[0], "alpha corp");
     make_key(&f->client[1], "beta ltd");
     make_key(&f->client[2], "gamma stranger");
     write_authorized(f);
     *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    fixture *f = *state;
-    sfx_teardown(&f->srv, f->top);
-    free(f);
     return 0;
 }
 
@@ -189,7 +178,7 @@ static void configure(fixture *f)
 /* A file of FILE_LEN bytes of the pattern `seed`, named name, in the tree. */
 static void make_file(const fixture *f, const char *name, uint32_t seed, char *path, size_t cap)
 {
-    snprintf(path, cap, "%s/%s", f->top, name);
+    snprintf(path, cap, "%s/%s", f->srv.top, name);
     sfx_make_file(path, FILE_LEN, seed);
 }
 
@@ -310,7 +299,7 @@ typedef struct captured {
 
 static void capture_std(const fixture *f, captured *c)
 {
-    snprintf(c->path, sizeof c->path, "%s/stdio", f->top);
+    snprintf(c->path, sizeof c->path, "%s/stdio", f->srv.top);
     fflush(stdout);
     fflush(stderr);
     int fd = open(c->path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
@@ -382,7 +371,7 @@ static void test_authorized_keys_decide(void **state)
     uint8_t digest_a[AFTP_DIGEST_LEN];
     make_file(f, "a.bin", 4, a, sizeof a);
     /* Only client 0 listed; client 1 is not. */
-    snprintf(unlisted, sizeof unlisted, "%s/one_key", f->top);
+    snprintf(unlisted, sizeof unlisted, "%s/one_key", f->srv.top);
     FILE *out = fopen(unlisted, "w");
     assert_non_null(out);
     sfx_authorize(out, NULL, f->client[0].k.public_key, f->client[0].comment);
@@ -646,7 +635,7 @@ static void test_refuses_to_start(void **state)
 {
     fixture *f = *state;
     char missing[600];
-    snprintf(missing, sizeof missing, "%s/nope", f->top);
+    snprintf(missing, sizeof missing, "%s/nope", f->srv.top);
     assert_int_equal(aftp_server_run(f->srv.s), AFTP_ERR_INVALID_ARGUMENT);
     assert_non_null(strstr(aftp_server_errmsg(f->srv.s), "no listen address"));
     assert_int_equal(aftp_server_set_listen(f->srv.s, "127.0.0.1:99999"),
@@ -732,7 +721,7 @@ static void test_once_serves_one_session(void **state)
 /* A file of FILE_LEN zero bytes, named name, in the tree. */
 static void make_zeros(const fixture *f, const char *name, char *path, size_t cap)
 {
-    snprintf(path, cap, "%s/%s", f->top, name);
+    snprintf(path, cap, "%s/%s", f->srv.top, name);
     FILE *out = fopen(path, "w");
     assert_non_null(out);
     for (int i = 0; i < FILE_LEN; i++)
@@ -757,7 +746,7 @@ static void test_faux_dir_keeps_nothing(void **state)
     assert_int_equal(rc, AFTP_OK);
     assert_int_equal(f->srv.run_rc, AFTP_OK);
     assert_int_equal(f->receipt_count, 1);
-    assert_same_file(f->top, "zeros.bin", zeros, digest);
+    assert_same_file(f->srv.top, "zeros.bin", zeros, digest);
     assert_receipt(f, "zeros.bin", 0, AFTP_SERVER_FAUX_DIR, digest);
 
     rc = push(f, sfx_start(&f->srv, 10), 0, pattern);
@@ -786,9 +775,9 @@ static void test_terms_name_the_settings(void **state)
     make_file(f, "a.bin", 8, a, sizeof a);
     randombytes_buf(psk, sizeof psk);
     randombytes_buf(other_psk, sizeof other_psk);
-    snprintf(psk_path, sizeof psk_path, "%s/psk", f->top);
+    snprintf(psk_path, sizeof psk_path, "%s/psk", f->srv.top);
     assert_int_equal(aftp_keyfile_write_private(psk_path, psk, err, sizeof err), AFTP_OK);
-    snprintf(missing, sizeof missing, "%s/nope", f->top);
+    snprintf(missing, sizeof missing, "%s/nope", f->srv.top);
     configure(f);
     assert_int_equal(aftp_server_set_psk_file(f->srv.s, psk_path), AFTP_OK);
     assert_int_equal(aftp_server_set_terms(f->srv.s, &terms), AFTP_OK);
@@ -826,18 +815,18 @@ static void test_progress_while_receiving(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_admission_roots_and_receipts, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_authorized_keys_decide, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_unprotected_session, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_admission_rate_cap, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_admission_rate_cap_unprotected, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_rate_cap_refused_to_old_client, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_refuses_to_start, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_busy_port, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_once_serves_one_session, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_faux_dir_keeps_nothing, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_terms_name_the_settings, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_progress_while_receiving, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_admission_roots_and_receipts, setup, sfx_teardown),
+        cmocka_unit_test_setup_teardown(test_authorized_keys_decide, setup, sfx_teardown),
+        cmocka_unit_test_setup_teardown(test_unprotected_session, setup, sfx_teardown),
+        cmocka_unit_test_setup_teardown(test_admission_rate_cap, setup, sfx_teardown),
+        cmocka_unit_test_setup_teardown(test_admission_rate_cap_unprotected, setup, sfx_teardown),
+        cmocka_unit_test_setup_teardown(test_rate_cap_refused_to_old_client, setup, sfx_teardown),
+        cmocka_unit_test_setup_teardown(test_refuses_to_start, setup, sfx_teardown),
+        cmocka_unit_test_setup_teardown(test_busy_port, setup, sfx_teardown),
+        cmocka_unit_test_setup_teardown(test_once_serves_one_session, setup, sfx_teardown),
+        cmocka_unit_test_setup_teardown(test_faux_dir_keeps_nothing, setup, sfx_teardown),
+        cmocka_unit_test_setup_teardown(test_terms_name_the_settings, setup, sfx_teardown),
+        cmocka_unit_test_setup_teardown(test_progress_while_receiving, setup, sfx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -51,32 +51,21 @@ enum { WINDOW = 64 };
 #define PAUSE_AFTER (UINT64_C(1) << 20) /* payload sent before a pause */
 
 typedef struct fixture {
-    char *top;
+    sfx_server srv; /* first: sfx_setup, sfx_teardown */
     char dir[512], authorized[600];
     sfx_key server, client; /* one client key for every push */
-    sfx_server srv;
 } fixture;
 
 static int setup(void **state)
 {
-    fixture *f = calloc(1, sizeof *f);
-    assert_non_null(f);
-    sfx_setup(&f->srv, &f->top);
-    sfx_mkdir(f->dir, sizeof f->dir, f->top, "incoming");
+    fixture *f = sfx_setup(sizeof *f);
+    sfx_mkdir(f->dir, sizeof f->dir, f->srv.top, "incoming");
     sfx_key_new(&f->server);
     sfx_key_new(&f->client);
-    FILE *out = sfx_authorized_open(f->authorized, sizeof f->authorized, f->top);
+    FILE *out = sfx_authorized_open(f->authorized, sizeof f->authorized, f->srv.top);
     sfx_authorize(out, NULL, f->client.public_key, "partner");
     fclose(out);
     *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    fixture *f = *state;
-    sfx_teardown(&f->srv, f->top);
-    free(f);
     return 0;
 }
 
@@ -208,7 +197,7 @@ static void make_source(fixture *f, const char *sub, const char *name, uint64_t 
                         uint32_t seed, char *path, size_t cap)
 {
     char dir[700];
-    snprintf(dir, sizeof dir, "%s/%s", f->top, sub);
+    snprintf(dir, sizeof dir, "%s/%s", f->srv.top, sub);
     (void)mkdir(dir, 0700);
     snprintf(path, cap, "%s/%s", dir, name);
     sfx_make_file(path, len, seed);
@@ -370,13 +359,13 @@ static void test_restart_resumes_after_lingering_session(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_distinct_files_overlap, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_same_file_waits, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_same_file_waits_one_file_mode, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_held_entry_flows, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_crossed_files, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_distinct_files_overlap, setup, sfx_teardown),
+        cmocka_unit_test_setup_teardown(test_same_file_waits, setup, sfx_teardown),
+        cmocka_unit_test_setup_teardown(test_same_file_waits_one_file_mode, setup, sfx_teardown),
+        cmocka_unit_test_setup_teardown(test_held_entry_flows, setup, sfx_teardown),
+        cmocka_unit_test_setup_teardown(test_crossed_files, setup, sfx_teardown),
         cmocka_unit_test_setup_teardown(test_restart_resumes_after_lingering_session, setup,
-                                        teardown),
+                                        sfx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

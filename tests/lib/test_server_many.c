@@ -45,19 +45,16 @@
 enum { KEYS = 32, TREE_FILES = 3 };
 
 typedef struct fixture {
-    char *top;
+    sfx_server srv; /* first: sfx_setup, sfx_teardown */
     char server_dir[512], authorized[512];
     sfx_key server, client[KEYS];
-    sfx_server srv;
 } fixture;
 
 static int setup(void **state)
 {
-    fixture *f = calloc(1, sizeof *f);
-    assert_non_null(f);
-    sfx_setup(&f->srv, &f->top);
-    sfx_mkdir(f->server_dir, sizeof f->server_dir, f->top, "incoming");
-    FILE *out = sfx_authorized_open(f->authorized, sizeof f->authorized, f->top);
+    fixture *f = sfx_setup(sizeof *f);
+    sfx_mkdir(f->server_dir, sizeof f->server_dir, f->srv.top, "incoming");
+    FILE *out = sfx_authorized_open(f->authorized, sizeof f->authorized, f->srv.top);
     sfx_key_new(&f->server);
     for (int i = 0; i < KEYS; i++) {
         sfx_key_new(&f->client[i]);
@@ -65,14 +62,6 @@ static int setup(void **state)
     }
     fclose(out);
     *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    fixture *f = *state;
-    sfx_teardown(&f->srv, f->top);
-    free(f);
     return 0;
 }
 
@@ -258,12 +247,12 @@ static void test_32_clients_at_once(void **state)
     for (int i = 0; i < KEYS; i++) {
         client_job *j = &jobs[i];
         *j = (client_job){.f = f, .port = port, .key = i, .max_rate_bps = 100000000};
-        snprintf(paths[i][0], sizeof paths[i][0], "%s/c%02d.bin", f->top, i);
+        snprintf(paths[i][0], sizeof paths[i][0], "%s/c%02d.bin", f->srv.top, i);
         sfx_make_file(paths[i][0], 200000 + (size_t)i * 997, (uint32_t)i);
         j->files[j->count++] = paths[i][0];
         if (i % 8 != 3)
             continue;
-        snprintf(dirs[i], sizeof dirs[i], "%s/t%02d", f->top, i); /* a tree: t/sub/fK */
+        snprintf(dirs[i], sizeof dirs[i], "%s/t%02d", f->srv.top, i); /* a tree: t/sub/fK */
         assert_int_equal(mkdir(dirs[i], 0700), 0);
         snprintf(paths[i][1], sizeof paths[i][1], "%.500s/sub", dirs[i]);
         assert_int_equal(mkdir(paths[i][1], 0700), 0);
@@ -306,11 +295,11 @@ static void test_misbehaving_peers(void **state)
     uint8_t hello[AFTP_WIRE_MAX_DATAGRAM];
     size_t hello_len;
     pthread_t cancel_thread, trickle;
-    snprintf(big, sizeof big, "%s/big.bin", f->top);
-    snprintf(small, sizeof small, "%s/small.bin", f->top);
-    snprintf(slow, sizeof slow, "%s/slow.bin", f->top);
-    snprintf(again, sizeof again, "%s/again.bin", f->top);
-    snprintf(cancelled, sizeof cancelled, "%s/cancelled.bin", f->top);
+    snprintf(big, sizeof big, "%s/big.bin", f->srv.top);
+    snprintf(small, sizeof small, "%s/small.bin", f->srv.top);
+    snprintf(slow, sizeof slow, "%s/slow.bin", f->srv.top);
+    snprintf(again, sizeof again, "%s/again.bin", f->srv.top);
+    snprintf(cancelled, sizeof cancelled, "%s/cancelled.bin", f->srv.top);
     sfx_make_file(big, 4000000, 1);
     sfx_make_file(small, 300000, 2);
     sfx_make_file(slow, 2000000, 3);
@@ -359,7 +348,7 @@ static void test_limit_refusal(void **state)
     char file[600];
     uint8_t hello[AFTP_WIRE_MAX_DATAGRAM];
     size_t len;
-    snprintf(file, sizeof file, "%s/late.bin", f->top);
+    snprintf(file, sizeof file, "%s/late.bin", f->srv.top);
     sfx_make_file(file, 100000, 9);
     configure(f, 30000);
     assert_int_equal(aftp_server_set_max_sessions(f->srv.s, 2), AFTP_OK);
@@ -386,9 +375,9 @@ static void test_drain(void **state)
     fixture *f = *state;
     char one[600], two[600], late[600];
     pthread_t threads[2];
-    snprintf(one, sizeof one, "%s/one.bin", f->top);
-    snprintf(two, sizeof two, "%s/two.bin", f->top);
-    snprintf(late, sizeof late, "%s/late.bin", f->top);
+    snprintf(one, sizeof one, "%s/one.bin", f->srv.top);
+    snprintf(two, sizeof two, "%s/two.bin", f->srv.top);
+    snprintf(late, sizeof late, "%s/late.bin", f->srv.top);
     sfx_make_file(one, 6000000, 11); /* 3 s each at 16 Mbit/s: they outlast the newcomer */
     sfx_make_file(two, 6000000, 12);
     sfx_make_file(late, 100000, 13);
@@ -447,11 +436,11 @@ static void test_drain_timeout(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_32_clients_at_once, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_misbehaving_peers, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_limit_refusal, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_drain, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_drain_timeout, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_32_clients_at_once, setup, sfx_teardown),
+        cmocka_unit_test_setup_teardown(test_misbehaving_peers, setup, sfx_teardown),
+        cmocka_unit_test_setup_teardown(test_limit_refusal, setup, sfx_teardown),
+        cmocka_unit_test_setup_teardown(test_drain, setup, sfx_teardown),
+        cmocka_unit_test_setup_teardown(test_drain_timeout, setup, sfx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -55,10 +55,9 @@ enum { FILE_LEN = 100000 + 7 };
 #define RATE_A UINT64_C(8000000) /* rate=8M */
 
 typedef struct fixture {
-    char *top;
+    sfx_server srv; /* first: sfx_setup, sfx_teardown */
     char dir[512], root_a[600], root_b[600], authorized[600];
     sfx_key server, key[KEYS];
-    sfx_server srv;
     uint64_t receipt_cap;   /* the latest receipt's rate_cap_bps */
     char receipt_root[600]; /* ... and its root */
     /* what the admission callback saw of key A's and the read-only key's
@@ -77,7 +76,7 @@ static void write_authorized(fixture *f)
         "root=\"a\",rate=8M,write-only", root_b, "read-only",
         "from=\"198.18.0.0/15,2001:db8::/32\"", "from=\"127.0.0.0/8\",root=\"a\"",
         "root=\"missing\""};
-    FILE *out = sfx_authorized_open(f->authorized, sizeof f->authorized, f->top);
+    FILE *out = sfx_authorized_open(f->authorized, sizeof f->authorized, f->srv.top);
     for (int i = 0; i < KEYS; i++)
         sfx_authorize(out, options[i], f->key[i].public_key, NULL);
     fclose(out);
@@ -85,10 +84,8 @@ static void write_authorized(fixture *f)
 
 static int setup(void **state)
 {
-    fixture *f = calloc(1, sizeof *f);
-    assert_non_null(f);
-    sfx_setup(&f->srv, &f->top);
-    sfx_mkdir(f->dir, sizeof f->dir, f->top, "incoming");
+    fixture *f = sfx_setup(sizeof *f);
+    sfx_mkdir(f->dir, sizeof f->dir, f->srv.top, "incoming");
     sfx_mkdir(f->root_a, sizeof f->root_a, f->dir, "a");
     sfx_mkdir(f->root_b, sizeof f->root_b, f->dir, "b");
     sfx_key_new(&f->server);
@@ -96,14 +93,6 @@ static int setup(void **state)
         sfx_key_new(&f->key[i]);
     write_authorized(f);
     *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    fixture *f = *state;
-    sfx_teardown(&f->srv, f->top);
-    free(f);
     return 0;
 }
 
@@ -135,7 +124,7 @@ static int log_has(fixture *f, const char *text)
 
 static void make_file(const fixture *f, const char *name, uint32_t seed, char *path, size_t cap)
 {
-    snprintf(path, cap, "%s/%s", f->top, name);
+    snprintf(path, cap, "%s/%s", f->srv.top, name);
     sfx_make_file(path, FILE_LEN, seed);
 }
 
@@ -441,7 +430,7 @@ static int get(const fixture *f, unsigned port, int k, const char *const *paths,
 static int make_pull_tree(fixture *f, char *dest, size_t cap)
 {
     int dir = open(f->dir, O_RDONLY | O_DIRECTORY);
-    int top = open(f->top, O_RDONLY | O_DIRECTORY);
+    int top = open(f->srv.top, O_RDONLY | O_DIRECTORY);
     assert_true(dir >= 0 && top >= 0);
     assert_int_equal(mkdirat(dir, "pub", 0750), 0);
     assert_int_equal(mkdirat(dir, "pub/sub", 0755), 0);
@@ -454,7 +443,7 @@ static int make_pull_tree(fixture *f, char *dest, size_t cap)
     assert_int_equal(symlinkat("../secret", dir, "out"), 0);
     assert_int_equal(mkfifoat(dir, "fifo", 0600), 0);
     assert_int_equal(mkdirat(top, "dest", 0755), 0);
-    snprintf(dest, cap, "%s/dest", f->top);
+    snprintf(dest, cap, "%s/dest", f->srv.top);
     close(top);
     return dir;
 }
@@ -478,7 +467,7 @@ static void test_pull(void **state)
     char wo_msg[1200];
     snprintf(wo_msg, sizeof wo_msg, "%s", msg);
     char a_file[700];
-    snprintf(a_file, sizeof a_file, "%s/a-file", f->top);
+    snprintf(a_file, sizeof a_file, "%s/a-file", f->srv.top);
     int rc_onto_file = get(f, port, KEY_RO, paths, 2, a_file, &onto_file, msg, sizeof msg);
     sfx_stop(&f->srv, 2);
 
@@ -544,7 +533,7 @@ static void test_pull_beside_push(void **state)
     snprintf(served, sizeof served, "%s/served.bin", f->root_a);
     make_file(f, "served.bin", 12, dest, sizeof dest);
     assert_int_equal(rename(dest, served), 0);
-    snprintf(dest, sizeof dest, "%s/pulled", f->top);
+    snprintf(dest, sizeof dest, "%s/pulled", f->srv.top);
     assert_int_equal(mkdir(dest, 0700), 0);
     unsigned port = start_server(f, NULL);
     slow_push p = {.f = f, .port = port, .file = file};
@@ -568,14 +557,14 @@ static void test_pull_beside_push(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_roots, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_from, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_rate_and_read_only, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_missing_root, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_callback_changes_decision, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_once_waits_past_refused_push, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_pull, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_pull_beside_push, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_roots, setup, sfx_teardown),
+        cmocka_unit_test_setup_teardown(test_from, setup, sfx_teardown),
+        cmocka_unit_test_setup_teardown(test_rate_and_read_only, setup, sfx_teardown),
+        cmocka_unit_test_setup_teardown(test_missing_root, setup, sfx_teardown),
+        cmocka_unit_test_setup_teardown(test_callback_changes_decision, setup, sfx_teardown),
+        cmocka_unit_test_setup_teardown(test_once_waits_past_refused_push, setup, sfx_teardown),
+        cmocka_unit_test_setup_teardown(test_pull, setup, sfx_teardown),
+        cmocka_unit_test_setup_teardown(test_pull_beside_push, setup, sfx_teardown),
         cmocka_unit_test(test_admission_arguments),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
