@@ -332,6 +332,8 @@ static int set_path(aftp_receiver *r, const uint8_t *path, uint16_t len)
 
 static void on_new_offer(aftp_receiver *r, const aftp_wire_file_offer *o)
 {
+    uint32_t prev_id = r->info.file_id;
+    int prev_phase = r->phase, prev_result_sent = r->result_sent;
     if (set_path(r, o->path, o->path_len) != AFTP_OK) {
         aftp_session_drop(&r->ss); /* the sender will offer again */
         return;
@@ -354,6 +356,14 @@ static void on_new_offer(aftp_receiver *r, const aftp_wire_file_offer *o)
     r->resend_deadline = AFTP_NO_EXPIRY;
     r->feedback_sent = 0;
     int rc = accept_offer(r, o);
+    if (rc == AFTP_STORAGE_WAIT) { /* another writer holds the file: asked again at the resent
+                                    * offer, as if this one had not come */
+        r->info.file_id = prev_id;
+        r->phase = prev_phase;
+        r->result_sent = prev_result_sent;
+        aftp_session_drop(&r->ss);
+        return;
+    }
     r->reply_error = aftp_errmap_to_wire(rc);
     r->reply_due = 1;
     if (rc == AFTP_OK) {

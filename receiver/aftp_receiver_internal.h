@@ -137,6 +137,8 @@ struct aftp_receiver {
     uint32_t decide_next;     /* the next id storage decides (verdicts in id order) */
     uint32_t verdicts_from;   /* verdicts of ids [verdicts_from, decide_next) wait to leave */
     uint64_t verdicts_deadline;
+    uint64_t decide_retry_ns; /* storage answered AFTP_STORAGE_WAIT for decide_next: when
+                               * to ask again (0: no entry waits for storage) */
     uint32_t repeat_lo, repeat_hi; /* a repeated ENTRIES' ids to answer (lo > hi: none) */
     uint64_t done_end;        /* end of the highest entry whose FILE_DONE arrived */
     uint32_t *results;        /* ring of W ids whose FILE_RESULT is due */

@@ -190,6 +190,8 @@ static int pipe_repeatable(const pipe_entry *p)
  * again, in one VERDICTS (a batch is consecutive ids, so one range). */
 static void pipe_note_repeat(aftp_receiver *r, uint32_t id)
 {
+    if (id >= r->decide_next && r->decide_retry_ns != 0)
+        aftp_recv_schedule_feedback(r, MIN_FEEDBACK_NS); /* its verdict waits: keep it waiting */
     if (id >= r->verdicts_from || !pipe_repeatable(aftp_rpipe_slot(r, id)))
         return; /* no verdict yet, or one still queued: it leaves anyway */
     if (r->repeat_lo > r->repeat_hi)
@@ -385,8 +387,10 @@ static void pipe_storage_failed(aftp_receiver *r, const pipe_entry *p, int rc)
     aftp_recv_start_closing(r, rc, aftp_errmap_to_wire(rc));
 }
 
-/* Storage decides entry p, the next in id order. */
-static void pipe_decide(aftp_receiver *r, pipe_entry *p)
+/* Storage decides entry p, the next in id order: 1, or 0 when storage
+ * holds the verdict back (AFTP_STORAGE_WAIT: another session writes the
+ * file), to be asked again at the retry time. */
+static int pipe_decide(aftp_receiver *r, pipe_entry *p)
 {
     aftp_entry_verdict v = {.verdict = AFTP_VERDICT_REFUSED};
     aftp_stream_entry copy;
@@ -395,9 +399,14 @@ static void pipe_decide(aftp_receiver *r, pipe_entry *p)
                                               : AFTP_OK;
     if (v.error == AFTP_OK) {
         int rc = r->set.storage->entry(r->set.user, &p->info, &v);
+        r->decide_retry_ns = 0;
+        if (rc == AFTP_STORAGE_WAIT) {
+            r->decide_retry_ns = r->ss.now_ns + AFTP_STORAGE_WAIT_RETRY_NS;
+            return 0;
+        }
         if (rc != AFTP_OK) {
             pipe_storage_failed(r, p, rc);
-            return;
+            return 1;
         }
     }
     pipe_take_verdict(r, p, &v);
@@ -410,21 +419,23 @@ static void pipe_decide(aftp_receiver *r, pipe_entry *p)
         p->phase = PIPE_RECEIVING;
         p->missing = p->blocks - pipe_held_without_data(p);
         pipe_event(r, AFTP_EV_FILE_START, p, AFTP_OK, NULL, NULL);
-        return;
+        return 1;
     }
     p->phase = PIPE_ENDED;
     int error = p->verdict == AFTP_WIRE_VERDICT_REFUSED ? aftp_errmap_to_local(p->wire_error)
                                                         : AFTP_OK;
     pipe_event(r, AFTP_EV_ENTRY_END, p, error, NULL, r->refusal[0] ? r->refusal : NULL);
+    return 1;
 }
 
-/* Verdicts in id order: each entry waits for its predecessors. */
+/* Verdicts in id order: each entry waits for its predecessors, and all
+ * wait behind one whose verdict storage holds back. */
 static void pipe_decide_ready(aftp_receiver *r)
 {
     pipe_entry *p;
     while (r->ss.state == AFTP_STATE_TRANSFER && (p = aftp_rpipe_slot(r, r->decide_next)) != NULL &&
-           p->phase == PIPE_OFFERED)
-        pipe_decide(r, p);
+           p->phase == PIPE_OFFERED && pipe_decide(r, p))
+        ;
 }
 
 /* Section 9.14.1: the receiver's `oldest` counts the ends it has sent.
@@ -886,6 +897,8 @@ uint64_t aftp_rpipe_expiry(const aftp_receiver *r, uint64_t t)
         return t;
     if (r->verdicts_from < r->decide_next)
         t = min_u64(t, r->verdicts_deadline);
+    if (r->decide_retry_ns != 0 && r->ss.state == AFTP_STATE_TRANSFER)
+        t = min_u64(t, r->decide_retry_ns);
     if (r->group_len > 0 && r->flight_len == 0) /* else commit_done starts it */
         t = min_u64(t, r->group_deadline);
     if (r->verify_id != 0 || r->ready_count > 0)
@@ -899,6 +912,10 @@ void aftp_rpipe_handle_expiry(aftp_receiver *r)
 {
     if (r->window == 0 || r->ss.state != AFTP_STATE_TRANSFER)
         return;
+    if (r->decide_retry_ns != 0 && r->ss.now_ns >= r->decide_retry_ns) {
+        r->decide_retry_ns = 0; /* set again if storage still holds it back */
+        pipe_decide_ready(r);
+    }
     if (r->group_len > 0 && r->ss.now_ns >= r->group_deadline)
         pipe_commit_group(r);
     if (r->verify_id != 0 || r->ready_count > 0)

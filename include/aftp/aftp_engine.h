@@ -149,6 +149,18 @@ typedef struct aftp_entry_verdict {
 #define AFTP_CLOSE_COMMIT 1
 #define AFTP_CLOSE_DEFER 2
 
+/* Receiver storage's `open` and `entry` may return this (not an error):
+ * the file cannot be decided yet, because another writer of this storage
+ * (another session of the same server) holds it; it will be once that
+ * writer ends. `open` (one-file mode): the offer is dropped unanswered and
+ * asked again when the sender resends it. `entry` (pipelined mode): the
+ * entry stays undecided, and so do the entries after it (verdicts go in id
+ * order); the engine asks again at its timer, every
+ * AFTP_STORAGE_WAIT_RETRY_NS at most, while the data of entries already
+ * decided keeps flowing (spec 9.14.4). */
+#define AFTP_STORAGE_WAIT 1
+#define AFTP_STORAGE_WAIT_RETRY_NS 10000000u
+
 /* The engine's only access to file bytes. Each returns AFTP_OK or a
  * negative aftp_error, which ends that file with the matching wire error. */
 typedef struct aftp_storage_ops {
@@ -159,7 +171,7 @@ typedef struct aftp_storage_ops {
     int (*view)(void *user, uint32_t file_id, uint64_t off, size_t len, const uint8_t **out);
     /* Receiver: the peer offers a file. Check the path, refuse an existing
      * file unless overwrite, make sure info->size bytes fit (a full disk
-     * fails here, before any data). */
+     * fails here, before any data). May return AFTP_STORAGE_WAIT. */
     int (*open)(void *user, const aftp_file_info *info);
     /* Receiver: store len bytes at off (only ever for blocks not yet held).
      * `data` may be the very pointer `place` lent for these bytes: they are
@@ -182,8 +194,9 @@ typedef struct aftp_storage_ops {
     int (*place)(void *user, uint32_t file_id, uint64_t off, size_t len, uint8_t **out);
     /* Receiver, pipelined mode (spec 9.14.4); NULL: the receiver does not
      * offer pipelined mode. Decide entry `info`, in entry id order, and
-     * fill *out; returns AFTP_OK, or an error that ends the session (the
-     * storage itself failed; a refusal of the entry is a REFUSED verdict).
+     * fill *out; returns AFTP_OK, AFTP_STORAGE_WAIT (*out unused: asked
+     * again later), or an error that ends the session (the storage itself
+     * failed; a refusal of the entry is a REFUSED verdict).
      * Apply the path rules (spec 14.4) to every kind and the checks `open`
      * makes to a FILE. A FILE answered SEND or RESUME is open on return,
      * as after `open` (writes, views and `close` follow; RESUME's held

@@ -137,11 +137,11 @@ AFTP_EXTERN int aftp_server_set_idle_timeout_ms(aftp_server *s, uint64_t ms);
 /* ---- concurrency ---- */
 
 /* Sessions served at once, 1 to AFTP_SERVER_MAX_SESSIONS_MAX, default
- * AFTP_SERVER_MAX_SESSIONS_DEFAULT. Each client key (unprotected: each
- * client address) has one push at a time: a second send of it waits
- * until the first ends (the resume state of its files is one session's),
- * except into faux://; its pulls (which keep no state here) run beside
- * its push and each other. A client beyond it completes its
+ * AFTP_SERVER_MAX_SESSIONS_DEFAULT. A client key may run any number of
+ * pushes and pulls at once; only a destination file has one writer at a
+ * time: a push's file that another session is writing waits (its verdict
+ * comes once that file ended there, resuming from what it made durable),
+ * while the rest of both pushes goes on (spec 9.14.4). A client beyond it completes its
  * handshake and is then refused with CLOSE(LIMIT) (spec 14.2.5): its
  * error is AFTP_ERR_LIMIT, its message "the server is serving its maximum
  * of N sessions, try again later". With aftp_server_set_once: one.

@@ -121,40 +121,6 @@ static void release(const aftp_hub *h, aftp_serve_session *ss)
     aftp_serve_session_del(ss, root_in_use(h, &ss->root, ss));
 }
 
-/* A client keeps files through one push at a time: the resume state of
- * its files is that session's until it ends (a sender restarted after a
- * crash would otherwise race its own lingering session for them). A
- * server that keeps nothing (faux://) has no such state, and a pull
- * keeps none on the server: pulls neither wait for a push nor hold one
- * back. */
-static int keeps_files(const aftp_hub *h)
-{
-    return !h->o->faux;
-}
-
-static int key_busy(const aftp_serve_shared *sh, const uint8_t *key)
-{
-    const aftp_hub *h = (const aftp_hub *)((const char *)sh - offsetof(aftp_hub, sh));
-    if (!keeps_files(h))
-        return 0;
-    for (aftp_serve_session *ss = h->sessions; ss != NULL; ss = ss->next)
-        if (!ss->pull && ss->probe.looked_up && memcmp(ss->probe.key, key, AFTP_KEY_LEN) == 0)
-            return 1;
-    return 0;
-}
-
-/* Unprotected, a client is known by its address alone (not its port: a
- * restarted client has another). */
-static int host_busy(const aftp_hub *h, const struct sockaddr *from, int pull)
-{
-    if (pull || !keeps_files(h) || h->o->security.cipher != AFTP_CIPHER_NONE)
-        return 0;
-    for (aftp_serve_session *ss = h->sessions; ss != NULL; ss = ss->next)
-        if (!ss->pull && aftp_door_same_host(from, (const struct sockaddr *)&ss->addr))
-            return 1;
-    return 0;
-}
-
 /* Sessions whose client has not confirmed the handshake yet. */
 static unsigned handshaking(const aftp_hub *h)
 {
@@ -339,8 +305,6 @@ static void start_session(aftp_hub *h, const uint8_t *pkt, size_t len,
     if (refusal != NULL && (h->o->once || h->refusing >= AFTP_HUB_REFUSING_MAX))
         return; /* silence: the client resends, and is served or refused later */
     int pull = hello->u.hello.role == AFTP_WIRE_ROLE_PULL;
-    if (host_busy(h, from, pull))
-        return; /* likewise, once its earlier session ended */
     uint32_t conn_id = hello->hdr.conn_id;
     aftp_serve_session *ss =
         aftp_serve_session_new(&h->sh, &h->listener, from, conn_id, pull, why, sizeof why);
@@ -349,8 +313,7 @@ static void start_session(aftp_hub *h, const uint8_t *pkt, size_t len,
         return;
     }
     if (!aftp_serve_session_hello(ss, pkt, len, now)) {
-        if (!ss->probe.deferred)
-            report_dropped(h, ss, now);
+        report_dropped(h, ss, now);
         release(h, ss);
         return;
     }
@@ -654,10 +617,25 @@ static int open_handles(aftp_hub *h)
     return rc == 0 ? AFTP_OK : AFTP_ERR_INTERNAL;
 }
 
+/* The table of files the pushes write (one writer per file); a server
+ * that keeps nothing (faux) has no files to share. */
+static int open_file_locks(aftp_hub *h)
+{
+    if (h->o->faux)
+        return AFTP_OK;
+    h->sh.files = aftp_filelocks_new();
+    if (h->sh.files != NULL)
+        return AFTP_OK;
+    snprintf(h->res->message, sizeof h->res->message, "no memory for the table of files");
+    return AFTP_ERR_NO_MEMORY;
+}
+
 /* What every start needs before the loop runs. */
 static int open_all(aftp_hub *h)
 {
-    int rc = open_door(h->o, &h->door);
+    int rc = open_file_locks(h);
+    if (rc == AFTP_OK)
+        rc = open_door(h->o, &h->door);
     if (rc == AFTP_OK)
         rc = open_listener(h);
     if (rc == AFTP_OK)
@@ -679,7 +657,6 @@ int aftp_hub_start(aftp_hub **out, struct uv_loop_s *loop, const aftp_serve_opts
     if (h == NULL)
         return res->error = AFTP_ERR_NO_MEMORY;
     h->sh.o = h->o = o;
-    h->sh.key_busy = key_busy;
     h->loop = loop;
     h->res = res;
     h->listener.fd = -1;
@@ -726,6 +703,7 @@ void aftp_hub_del(aftp_hub *h)
         aftp_treestore_fini(&h->dir_sweep);
     aftp_door_fini(&h->door);
     aftp_udp_close(&h->listener);
+    aftp_filelocks_del(h->sh.files); /* after the sessions and the sweep: none holds a file */
     pthread_mutex_destroy(&h->ended_lock);
     pthread_mutex_destroy(&h->sh.cb_lock);
     free(h);

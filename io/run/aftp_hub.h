@@ -24,12 +24,16 @@
  * client's HELLO (its socket, connected before the HELLO_ACK left, gets
  * everything else).
  *
- * One client, one session: while a session of a client key runs (of a
- * client address, unprotected), a new HELLO of it is dropped in silence
- * before its timestamp is taken, and its resent copy is served once that
- * session ended: the resume state of its files is one session's (a sender
- * restarted after a crash would race its own lingering session). A server
- * that keeps nothing (faux) has no such state and does not wait.
+ * One writer per file, not per client: a client key (or address) may run
+ * any number of pushes at once. A file's partial data and resume state are
+ * one session's, so the sessions claim the files they write in a table of
+ * the hub (sh.files, aftp_filelock.h): a file another session writes gets
+ * its verdict once that session released it (its entry ended, or the
+ * session did), resuming from what it made durable (a sender restarted
+ * after a crash waits at most for its lingering session's idle timeout);
+ * meanwhile that push's entries already decided go on
+ * (aftp_treestore_share). A server that keeps nothing (faux) has no such
+ * state and no table.
  *
  * Stop (hooks.interrupt): every session is cancelled (its client told);
  * one still running AFTP_HUB_FORCE_NS later is cancelled again, which ends

@@ -79,11 +79,17 @@ static int storage_open(aftp_serve_session *ss, int dirfd)
     opt.overwrite = o->overwrite;
     char why[256];
     int rc = aftp_treestore_init(&ss->io.storage.tree_dst, dirfd, &opt, why, sizeof why);
-    if (rc != AFTP_OK)
+    if (rc != AFTP_OK) {
         snprintf(ss->res.message, sizeof ss->res.message, "%s", why);
-    else if (o->partial_max_age_s != 0)
+        return rc;
+    }
+    if (o->partial_max_age_s != 0)
         ss->io.storage.tree_dst.sweep.max_age_s = o->partial_max_age_s;
-    return rc;
+    /* Other pushes, of this client or another, may write beneath the same
+     * root at once: one writer per file. */
+    if (ss->sh->files != NULL)
+        aftp_treestore_share(&ss->io.storage.tree_dst, ss->sh->files, ss->root.dev, ss->root.ino);
+    return AFTP_OK;
 }
 
 static void storage_close(aftp_serve_session *ss, int root_shared)
@@ -141,10 +147,6 @@ static int probe_lookup(void *user, const uint8_t *client_key, uint8_t *psk)
 {
     aftp_serve_session *ss = user;
     const aftp_peer_policy *policy = &ss->sh->o->security.peers;
-    if (!ss->pull && ss->sh->key_busy(ss->sh, client_key)) {
-        ss->probe.deferred = 1;
-        return AFTP_ERR_LIMIT; /* message 1 not taken: silence, its timestamp unspent */
-    }
     ss->probe.looked_up = 1;
     memcpy(ss->probe.key, client_key, AFTP_KEY_LEN);
     return policy->lookup(policy->user, client_key, psk);

@@ -18,6 +18,7 @@
 
 #include "aftp_committer.h"
 #include "aftp_drive.h"
+#include "aftp_filelock.h"
 #include "aftp_serve.h"
 
 /* What a run's sessions share: read-only once the run started, but for
@@ -25,9 +26,9 @@
 typedef struct aftp_serve_shared {
     const aftp_serve_opts *o;
     pthread_mutex_t cb_lock; /* held around each callback of o */
-    /* Control thread, during a push's handshake: whether a push of this
-     * client key runs already (its HELLO then waits, aftp_hub.h). */
-    int (*key_busy)(const struct aftp_serve_shared *sh, const uint8_t *key);
+    /* The destination files the pushes are writing, one writer per file
+     * (aftp_filelock.h); NULL when they keep nothing (faux). */
+    aftp_filelocks *files;
 } aftp_serve_shared;
 
 /* How far the HELLO got with the admission policy, so a HELLO that
@@ -36,7 +37,6 @@ typedef struct aftp_serve_probe {
     int looked_up;  /* message 1 opened as far as the client's key */
     int ts_refused; /* the policy refused its timestamp */
     int refused;    /* unprotected: the admission refused the session */
-    int deferred;   /* its client's earlier session still runs: dropped to wait */
     int admitted;   /* unprotected: its admission ran (at the first probe that asks) */
     uint8_t key[AFTP_KEY_LEN];
 } aftp_serve_probe;

@@ -35,6 +35,7 @@ struct aftp_treestore_file {
     uint8_t *map;      /* read-only view of the partial file, or NULL */
     aftp_place_dirrec *dir; /* the placed directory held back for it */
     aftp_block_range *held; /* RESUME's verdict, owned */
+    char *claim;       /* its path, claimed in ts->locks (owned); NULL: no locks */
     aftp_journal j;
 };
 
@@ -118,6 +119,35 @@ static int insert(aftp_treestore *ts, aftp_treestore_file *f)
     return AFTP_OK;
 }
 
+/* ---- claims of files shared with other stores of the root ---- */
+
+void aftp_treestore_share(aftp_treestore *ts, aftp_filelocks *locks, dev_t dev, ino_t ino)
+{
+    ts->locks = locks;
+    ts->lock_root = (aftp_filelock_key){.dev = dev, .ino = ino};
+}
+
+/* AFTP_OK when the file at `path` is this store's to decide (or no other
+ * store shares the root), AFTP_STORAGE_WAIT while another holds it. */
+static int claim_path(aftp_treestore *ts, const char *path)
+{
+    if (ts->locks == NULL)
+        return AFTP_OK;
+    aftp_filelock_key k = ts->lock_root;
+    k.path = path;
+    int rc = aftp_filelocks_claim(ts->locks, &k, ts);
+    return rc < 0 ? rc : rc == 1 ? AFTP_OK : AFTP_STORAGE_WAIT;
+}
+
+static void release_claim(aftp_treestore *ts, const char *path)
+{
+    if (ts->locks == NULL || path == NULL)
+        return;
+    aftp_filelock_key k = ts->lock_root;
+    k.path = path;
+    aftp_filelocks_release(ts->locks, &k, ts);
+}
+
 /* Takes f out of the table and frees it; its journal must be closed. */
 static void drop(aftp_treestore *ts, aftp_treestore_file *f)
 {
@@ -127,6 +157,8 @@ static void drop(aftp_treestore *ts, aftp_treestore_file *f)
     if (f->map != NULL)
         munmap(f->map, f->size);
     aftp_place_unhold(&ts->place, f->dir);
+    release_claim(ts, f->claim); /* its state is closed: the next writer may take it */
+    free(f->claim);
     free(f->held);
     free(f);
 }
@@ -449,7 +481,7 @@ static int open_journal(aftp_treestore *ts, aftp_treestore_file *f, const aftp_e
     return rc != AFTP_OK ? fail(ts, rc, "cannot keep resume state for", f->j.why) : AFTP_OK;
 }
 
-static int entry_file(aftp_treestore *ts, const aftp_entry_info *info, aftp_entry_verdict *out)
+static int decide_file(aftp_treestore *ts, const aftp_entry_info *info, aftp_entry_verdict *out)
 {
     int skip = 0;
     int rc = check_existing(ts, info, &skip);
@@ -470,11 +502,14 @@ static int entry_file(aftp_treestore *ts, const aftp_entry_info *info, aftp_entr
                                .mode = info->file.mode, .mtime_ns = info->file.mtime_ns,
                                .resumable = (info->flags & AFTP_ENTRY_RESUME) != 0};
     rc = open_journal(ts, f, info);
+    if (rc == AFTP_OK && ts->locks != NULL && (f->claim = strdup(info->file.path)) == NULL)
+        rc = AFTP_ERR_NO_MEMORY;
     int listed = rc == AFTP_OK ? insert(ts, f) : rc;
     if (listed != AFTP_OK) {
         if (f->j.data_fd >= 0)
             ts->open_fds--;
         aftp_journal_close(&f->j); /* whatever state it found stays */
+        free(f->claim);
         free(f);
     }
     if (rc != AFTP_OK)
@@ -486,6 +521,19 @@ static int entry_file(aftp_treestore *ts, const aftp_entry_info *info, aftp_entr
     rc = f->j.outcome == AFTP_JOURNAL_RESUMED ? resume_verdict(f, out) : AFTP_OK;
     if (rc == AFTP_OK)
         f->stored += holes_not_held(f, info, out->held_count);
+    return rc;
+}
+
+/* A FILE: claimed, then decided; the claim stays with the file's record
+ * (SEND, RESUME) and goes with any other answer. */
+static int entry_file(aftp_treestore *ts, const aftp_entry_info *info, aftp_entry_verdict *out)
+{
+    int rc = claim_path(ts, info->file.path);
+    if (rc != AFTP_OK)
+        return rc;
+    rc = decide_file(ts, info, out);
+    if (find(ts, info->file.file_id) == NULL)
+        release_claim(ts, info->file.path);
     return rc;
 }
 
@@ -1004,7 +1052,7 @@ static int ops_open(void *user, const aftp_file_info *info)
     aftp_entry_info entry = {.file = *info, .kind = AFTP_ENTRY_FILE};
     aftp_entry_verdict v;
     int rc = aftp_treestore_entry(user, &entry, &v);
-    return rc != AFTP_OK ? rc : v.verdict == AFTP_VERDICT_REFUSED ? v.error : AFTP_OK;
+    return rc != AFTP_OK ? rc : v.verdict == AFTP_VERDICT_REFUSED ? v.error : AFTP_OK; /* or WAIT */
 }
 
 static int ops_write(void *user, uint32_t id, uint64_t off, const uint8_t *data, size_t len)

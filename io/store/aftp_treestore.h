@@ -127,6 +127,7 @@
 #include <stdint.h>
 
 #include "aftp/aftp_engine.h"
+#include "aftp_filelock.h"
 #include "aftp_journal.h"
 #include "aftp_path.h"
 #include "aftp_place.h"
@@ -172,6 +173,10 @@ typedef struct aftp_treestore {
     aftp_path_report report; /* the last entry's refusal or failure */
     aftp_treestore_dirs dirs; /* the caller's: entry checks */
     uint8_t *readback;       /* AFTP_TREESTORE_WHOLE_MAX bytes: a whole file's view */
+    /* Files being written by other users of the root (aftp_treestore_share);
+     * NULL: this store is the root's only writer. */
+    aftp_filelocks *locks;
+    aftp_filelock_key lock_root; /* this root, as the table names it (path unused) */
 #ifdef AFTP_TEST_HOOKS
     /* Test builds only: called before each durability step of a group
      * commit, AFTP_TREESTORE_STEP_* with the file's or directory's path
@@ -190,6 +195,16 @@ enum { AFTP_TREESTORE_STEP_SYNC, AFTP_TREESTORE_STEP_RENAME, AFTP_TREESTORE_STEP
  * AFTP_OK, or the error with the reason in `why`. */
 int aftp_treestore_init(aftp_treestore *ts, int root, const aftp_place_options *opt, char *why,
                         size_t cap);
+/* The root is shared with other stores (a server's concurrent sessions):
+ * from now on each FILE entry is claimed in `locks` under the root's
+ * device and inode and its path before its verdict, and released when it
+ * ends (committed, failed, discarded, or at fini, its state made durable
+ * first). A file another store holds gets AFTP_STORAGE_WAIT from `entry`
+ * and `open`: decided once that store released it, resuming from what it
+ * made durable. Why per file: a file's partial data and journal are one
+ * writer's (two would mix blocks; a sender restarted after a crash would
+ * race its own lingering session), while distinct files never conflict. */
+void aftp_treestore_share(aftp_treestore *ts, aftp_filelocks *locks, dev_t dev, ino_t ino);
 /* Applies the metadata of directories placed (their files committed or
  * discarded first). AFTP_OK or the first failure. */
 int aftp_treestore_finish(aftp_treestore *ts);

@@ -433,6 +433,49 @@ static void test_session_end_keeps_all_received(void **state)
     aftp_treestore_fini(&r->ts);
 }
 
+/* Two stores of one root sharing a table of claims (two sessions of a
+ * server): a file the first writes waits in the second (AFTP_STORAGE_WAIT,
+ * through `entry` and one-file `open`), another file does not; once the
+ * first store's file ended (here: its session, keeping what arrived), the
+ * second resumes from every block the first received. A refused entry
+ * keeps no claim. */
+static void test_shared_root_one_writer_per_file(void **state)
+{
+    rig *r = rig_start(state, 9);
+    aftp_treestore second;
+    aftp_entry_verdict v2;
+    struct stat sb;
+    aftp_filelocks *locks = aftp_filelocks_new();
+    assert_non_null(locks);
+    assert_int_equal(fstat(r->root, &sb), 0);
+    store_init(&r->ts, r->root, 0, 0);
+    store_init(&second, r->root, 0, 0);
+    aftp_treestore_share(&r->ts, locks, sb.st_dev, sb.st_ino);
+    aftp_treestore_share(&second, locks, sb.st_dev, sb.st_ino);
+    aftp_entry_info e = file_entry(1, "f", RSIZE, T1, 77, AFTP_ENTRY_RESUME);
+    assert_int_equal(verdict_of(&r->ts, &e, &r->v), AFTP_VERDICT_SEND);
+    write_blocks(&r->ts, &e, &r->v, r->data, 0, 6);
+
+    aftp_entry_info same = file_entry(1, "f", RSIZE, T1, 77, AFTP_ENTRY_RESUME);
+    assert_int_equal(ops->entry(&second, &same, &v2), AFTP_STORAGE_WAIT);
+    assert_int_equal(ops->open(&second, &same.file), AFTP_STORAGE_WAIT);
+    aftp_entry_info other = file_entry(2, "g", RSIZE, T1, 78, 0);
+    assert_int_equal(verdict_of(&second, &other, &v2), AFTP_VERDICT_SEND);
+    aftp_entry_info bad = file_entry(3, "f/..", RSIZE, T1, 79, 0); /* refused, never claimed */
+    assert_int_equal(verdict_of(&second, &bad, &v2), AFTP_ERR_PATH_REJECTED);
+    assert_int_equal(aftp_filelocks_count(locks), 2); /* f (first), g (second) */
+
+    aftp_treestore_fini(&r->ts); /* the first session ends: f is released, its blocks kept */
+    assert_int_equal(aftp_filelocks_count(locks), 1);
+    same.file.file_id = 4;
+    assert_int_equal(verdict_of(&second, &same, &v2), AFTP_VERDICT_RESUME);
+    assert_int_equal(v2.held_count, 1);
+    assert_int_equal(v2.held[0].len, 6);
+    aftp_treestore_fini(&second);
+    assert_int_equal(aftp_filelocks_count(locks), 0);
+    aftp_filelocks_del(locks);
+}
+
 /* A file discarded after all its bytes arrived failed verification: its
  * blocks are not offered again. */
 static void test_discarded_whole_file_not_resumed(void **state)
@@ -770,6 +813,7 @@ int main(void)
         IO_TEST_SCRATCH(test_periodic_sync_bounds_loss),
         IO_TEST_SCRATCH(test_tick_syncs_blocks_a_second_old),
         IO_TEST_SCRATCH(test_session_end_keeps_all_received),
+        IO_TEST_SCRATCH(test_shared_root_one_writer_per_file),
         IO_TEST_SCRATCH(test_discarded_whole_file_not_resumed),
         IO_TEST_SCRATCH(test_hostile_paths_refused),
         IO_TEST_SCRATCH(test_no_space_then_freed),

@@ -53,12 +53,13 @@
 #include "common/aftp_handshake.h"
 #include "aftp_keyfile.h"
 #include "io_testutil.h"
+#include "server_fixture.h"
 #include "proto/aftp_wire.h"
 
-enum { CLIENTS = 3, MAX_RECEIPTS = 8, MAX_LINES = 32, FILE_LEN = 300000 + 17 };
+enum { CLIENTS = 3, MAX_RECEIPTS = 8, FILE_LEN = 300000 + 17 };
 
 typedef struct test_key {
-    uint8_t secret[AFTP_KEY_LEN], public_key[AFTP_KEY_LEN];
+    sfx_key k;
     char comment[32];
 } test_key;
 
@@ -74,20 +75,11 @@ typedef struct seen_receipt {
 /* What the server's callbacks saw; the test thread reads it once the run
  * has ended (pthread_join orders the two). */
 typedef struct fixture {
-    char *top;     /* scratch tree */
+    sfx_server srv; /* first: sfx_setup, sfx_teardown */
     char server_dir[512], partner[2][512], authorized[512];
     test_key server, client[CLIENTS];
-    aftp_server *s;
-    pthread_t thread;
-    int run_rc;
-    pthread_mutex_t lock;
-    pthread_cond_t listening;
-    int is_listening;
     seen_receipt receipts[MAX_RECEIPTS];
     int receipt_count;
-    int kinds[MAX_LINES];
-    char lines[MAX_LINES][1024];
-    int line_count;
     int admissions;
     int progress_calls, progress_wrong; /* progress seen; calls with figures off */
     uint64_t progress_last;             /* bytes_done of the latest call */
@@ -95,84 +87,35 @@ typedef struct fixture {
 
 static void make_key(test_key *k, const char *comment)
 {
-    randombytes_buf(k->secret, sizeof k->secret);
-    assert_int_equal(aftp_hs_public_key(k->secret, k->public_key), AFTP_OK);
+    sfx_key_new(&k->k);
     snprintf(k->comment, sizeof k->comment, "%s", comment);
-}
-
-static void make_dir(char *out, size_t cap, const char *top, const char *name)
-{
-    snprintf(out, cap, "%s/%s", top, name);
-    assert_int_equal(mkdir(out, 0700), 0);
 }
 
 /* Every client's key on its line, with its comment. */
 static void write_authorized(fixture *f)
 {
-    char line[256];
-    snprintf(f->authorized, sizeof f->authorized, "%s/authorized_keys", f->top);
-    FILE *out = fopen(f->authorized, "w");
-    assert_non_null(out);
-    for (int i = 0; i < CLIENTS; i++) {
-        assert_int_equal(aftp_keyfile_format_public(f->client[i].public_key, f->client[i].comment,
-                                                    line, sizeof line),
-                         AFTP_OK);
-        fputs(line, out);
-    }
+    FILE *out = sfx_authorized_open(f->authorized, sizeof f->authorized, f->srv.top);
+    for (int i = 0; i < CLIENTS; i++)
+        sfx_authorize(out, NULL, f->client[i].k.public_key, f->client[i].comment);
     fclose(out);
 }
 
 static int setup(void **state)
 {
-    fixture *f = calloc(1, sizeof *f);
-    int fd;
-    assert_non_null(f);
-    assert_true(sodium_init() >= 0);
-    f->top = io_test_mkdtemp(&fd); /* ours to free */
-    close(fd);
-    make_dir(f->server_dir, sizeof f->server_dir, f->top, "incoming");
-    make_dir(f->partner[0], sizeof f->partner[0], f->top, "partner-a");
-    make_dir(f->partner[1], sizeof f->partner[1], f->top, "partner-b");
+    fixture *f = sfx_setup(sizeof *f);
+    sfx_mkdir(f->server_dir, sizeof f->server_dir, f->srv.top, "incoming");
+    sfx_mkdir(f->partner[0], sizeof f->partner[0], f->srv.top, "partner-a");
+    sfx_mkdir(f->partner[1], sizeof f->partner[1], f->srv.top, "partner-b");
     make_key(&f->server, "server");
     make_key(&f->client[0], "alpha corp");
     make_key(&f->client[1], "beta ltd");
     make_key(&f->client[2], "gamma stranger");
     write_authorized(f);
-    pthread_mutex_init(&f->lock, NULL);
-    pthread_cond_init(&f->listening, NULL);
-    assert_int_equal(aftp_server_new(&f->s), AFTP_OK);
     *state = f;
     return 0;
 }
 
-static int teardown(void **state)
-{
-    fixture *f = *state;
-    aftp_server_del(f->s);
-    io_test_rmtree(f->top);
-    free(f->top);
-    pthread_mutex_destroy(&f->lock);
-    pthread_cond_destroy(&f->listening);
-    free(f);
-    return 0;
-}
-
 /* ---- the server's callbacks ---- */
-
-static void on_log(void *user, int kind, const char *line)
-{
-    fixture *f = user;
-    pthread_mutex_lock(&f->lock);
-    if (f->line_count < MAX_LINES) {
-        f->kinds[f->line_count] = kind;
-        snprintf(f->lines[f->line_count++], sizeof f->lines[0], "%s", line);
-    }
-    if (kind == AFTP_LOG_LISTENING) {
-        f->is_listening = 1;
-        pthread_cond_signal(&f->listening);
-    }
-    pthread_mutex_unlock(&f->lock);
-}
 
 static void on_receipt(void *user, const aftp_receipt *r)
 {
@@ -218,7 +161,7 @@ static int admit_partners(void *user, const aftp_peer *peer, aftp_admission *dec
     fixture *f = user;
     f->admissions++;
     for (int i = 0; i < 2; i++)
-        if (memcmp(peer->key, f->client[i].public_key, AFTP_KEY_LEN) == 0 &&
+        if (memcmp(peer->key, f->client[i].k.public_key, AFTP_KEY_LEN) == 0 &&
             strcmp(peer->comment, f->client[i].comment) == 0)
             return aftp_admission_set_root(decision, f->partner[i]);
     return AFTP_ERR_UNKNOWN_PEER;
@@ -226,65 +169,17 @@ static int admit_partners(void *user, const aftp_peer *peer, aftp_admission *dec
 
 /* ---- running it ---- */
 
-static void *run_server(void *arg)
+static void configure(fixture *f)
 {
-    fixture *f = arg;
-    f->run_rc = aftp_server_run(f->s);
-    /* A run that could not start never said it listens: wake the test. */
-    on_log(f, AFTP_LOG_LISTENING, "(run returned)");
-    return NULL;
-}
-
-static void configure(fixture *f, const char *listen)
-{
-    assert_int_equal(aftp_server_set_listen(f->s, listen), AFTP_OK);
-    assert_int_equal(aftp_server_set_dir(f->s, f->server_dir), AFTP_OK);
-    assert_int_equal(aftp_server_set_identity(f->s, f->server.secret), AFTP_OK);
-    assert_int_equal(aftp_server_set_authorized_keys_file(f->s, f->authorized), AFTP_OK);
-    assert_int_equal(aftp_server_set_idle_timeout_ms(f->s, 5000), AFTP_OK);
-    assert_int_equal(aftp_server_set_log_cb(f->s, on_log, f), AFTP_OK);
-    assert_int_equal(aftp_server_set_receipt_cb(f->s, on_receipt, f), AFTP_OK);
-}
-
-/* Starts the run and waits for its listening line (a guard of 10 s keeps
- * a server that never says it listens from hanging the test). */
-static unsigned start_server(fixture *f)
-{
-    struct timespec guard;
-    int rc = 0;
-    assert_int_equal(pthread_create(&f->thread, NULL, run_server, f), 0);
-    clock_gettime(CLOCK_REALTIME, &guard);
-    guard.tv_sec += 10;
-    pthread_mutex_lock(&f->lock);
-    while (!f->is_listening && rc == 0)
-        rc = pthread_cond_timedwait(&f->listening, &f->lock, &guard);
-    pthread_mutex_unlock(&f->lock);
-    assert_int_equal(rc, 0);
-    unsigned port = aftp_server_port(f->s);
-    assert_int_not_equal(port, 0);
-    return port;
-}
-
-/* Stops the run from this (another) thread; it must end within a second. */
-static void stop_server(fixture *f)
-{
-    struct timespec deadline;
-    aftp_server_stop(f->s);
-    clock_gettime(CLOCK_REALTIME, &deadline);
-    deadline.tv_sec += 1;
-    assert_int_equal(pthread_timedjoin_np(f->thread, NULL, &deadline), 0);
+    sfx_configure(&f->srv, f->server_dir, f->server.k.secret, f->authorized, 5000);
+    assert_int_equal(aftp_server_set_receipt_cb(f->srv.s, on_receipt, f), AFTP_OK);
 }
 
 /* A file of FILE_LEN bytes of the pattern `seed`, named name, in the tree. */
 static void make_file(const fixture *f, const char *name, uint32_t seed, char *path, size_t cap)
 {
-    static uint8_t buf[FILE_LEN];
-    snprintf(path, cap, "%s/%s", f->top, name);
-    io_test_pattern(buf, sizeof buf, seed);
-    FILE *out = fopen(path, "w");
-    assert_non_null(out);
-    assert_int_equal(fwrite(buf, 1, sizeof buf, out), sizeof buf);
-    fclose(out);
+    snprintf(path, cap, "%s/%s", f->srv.top, name);
+    sfx_make_file(path, FILE_LEN, seed);
 }
 
 #define CAPPED_BPS UINT64_C(8000000)     /* the partner's cap: 8 Mbit/s */
@@ -295,17 +190,11 @@ static void make_file(const fixture *f, const char *name, uint32_t seed, char *p
 static int push_reporting(const fixture *f, unsigned port, int client, const char *file,
                           aftp_push_result *res)
 {
-    struct sockaddr_in to = io_test_loopback((uint16_t)port);
-    aftp_push_opts o = {.files = &file, .file_count = 1, .peer = (struct sockaddr *)&to,
-                        .peer_len = sizeof to,
-                        .rate_bps = OWN_RATE_BPS, .policy = AFTP_CC_FIXED,
-                        .idle_timeout_ns = UINT64_C(5000000000)};
-    o.security.cipher = client < 0 ? AFTP_CIPHER_NONE : AFTP_CIPHER_AUTO;
-    if (client >= 0) {
-        o.security.identity = f->client[client].secret;
-        o.security.peer_key = f->server.public_key;
-    }
-    return aftp_push_run(&o, res);
+    sfx_push p;
+    sfx_push_init(&p, port, &file, 1, OWN_RATE_BPS);
+    if (client >= 0)
+        sfx_push_keys(&p, f->client[client].k.secret, f->server.k.public_key);
+    return sfx_push_run(&p, res);
 }
 
 static int push(const fixture *f, unsigned port, int client, const char *file)
@@ -319,16 +208,13 @@ static int push(const fixture *f, unsigned port, int client, const char *file)
 static int push_paced(const fixture *f, unsigned port, const char *file, uint64_t rate_bps,
                       unsigned idle_s, const uint8_t *psk)
 {
-    struct sockaddr_in to = io_test_loopback((uint16_t)port);
-    aftp_push_opts o = {.files = &file, .file_count = 1, .peer = (struct sockaddr *)&to,
-                        .peer_len = sizeof to, .rate_bps = rate_bps, .policy = AFTP_CC_FIXED,
-                        .idle_timeout_ns = idle_s * UINT64_C(1000000000)};
+    sfx_push p;
     aftp_push_result res;
-    o.security.cipher = AFTP_CIPHER_AUTO;
-    o.security.identity = f->client[0].secret;
-    o.security.peer_key = f->server.public_key;
-    o.security.psk = psk;
-    return aftp_push_run(&o, &res);
+    sfx_push_init(&p, port, &file, 1, rate_bps);
+    sfx_push_keys(&p, f->client[0].k.secret, f->server.k.public_key);
+    p.o.idle_timeout_ns = idle_s * UINT64_C(1000000000);
+    p.o.security.psk = psk;
+    return sfx_push_run(&p, &res);
 }
 
 static uint8_t *read_whole(const char *path, size_t *len)
@@ -388,7 +274,7 @@ static void assert_receipt(const fixture *f, const char *name, int client, const
     assert_string_equal(r->printable, name);
     assert_int_equal(r->size, FILE_LEN);
     assert_memory_equal(r->digest, digest, AFTP_DIGEST_LEN);
-    assert_memory_equal(r->key, f->client[client].public_key, AFTP_KEY_LEN);
+    assert_memory_equal(r->key, f->client[client].k.public_key, AFTP_KEY_LEN);
     assert_string_equal(r->comment, f->client[client].comment);
     char key_text[128], peer_end[256];
     assert_true(r->connected_ns > 0);
@@ -397,19 +283,11 @@ static void assert_receipt(const fixture *f, const char *name, int client, const
     /* at least one data packet per 1452-byte payload of the file */
     assert_true(r->packets_received >= FILE_LEN / 1452);
     assert_true(r->duplicate_packets < r->packets_received);
-    aftp_keyfile_key_text(f->client[client].public_key, key_text, sizeof key_text);
+    aftp_keyfile_key_text(f->client[client].k.public_key, key_text, sizeof key_text);
     snprintf(peer_end, sizeof peer_end, " key %s \"%s\"", key_text, f->client[client].comment);
     assert_true(strncmp(r->peer_text, "from 127.0.0.1:", 15) == 0);
     assert_string_equal(r->peer_text + strlen(r->peer_text) - strlen(peer_end), peer_end);
     assert_true(r->cipher == AFTP_CIPHER_AES256GCM || r->cipher == AFTP_CIPHER_CHACHA20POLY1305);
-}
-
-static int log_has(const fixture *f, int kind, const char *text)
-{
-    for (int i = 0; i < f->line_count; i++)
-        if (f->kinds[i] == kind && strstr(f->lines[i], text) != NULL)
-            return 1;
-    return 0;
 }
 
 /* fds 1 and 2 go to a file for the run, so that anything the library
@@ -421,7 +299,7 @@ typedef struct captured {
 
 static void capture_std(const fixture *f, captured *c)
 {
-    snprintf(c->path, sizeof c->path, "%s/stdio", f->top);
+    snprintf(c->path, sizeof c->path, "%s/stdio", f->srv.top);
     fflush(stdout);
     fflush(stderr);
     int fd = open(c->path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
@@ -456,15 +334,15 @@ static void test_admission_roots_and_receipts(void **state)
     make_file(f, "a.bin", 1, a, sizeof a);
     make_file(f, "b.bin", 2, b, sizeof b);
     make_file(f, "c.bin", 3, c, sizeof c);
-    configure(f, "127.0.0.1:0");
-    assert_int_equal(aftp_server_set_admit_cb(f->s, admit_partners, f), AFTP_OK);
+    configure(f);
+    assert_int_equal(aftp_server_set_admit_cb(f->srv.s, admit_partners, f), AFTP_OK);
     capture_std(f, &std);
-    unsigned port = start_server(f);
+    unsigned port = sfx_start(&f->srv, 10);
     int rc_a = push(f, port, 0, a), rc_b = push(f, port, 1, b), rc_c = push(f, port, 2, c);
-    stop_server(f);
+    sfx_stop(&f->srv, 1);
     long written = release_std(&std);
 
-    assert_int_equal(f->run_rc, AFTP_OK);
+    assert_int_equal(f->srv.run_rc, AFTP_OK);
     assert_int_equal(written, 0);
     assert_int_equal(rc_a, AFTP_OK);
     assert_int_equal(rc_b, AFTP_OK);
@@ -479,40 +357,38 @@ static void test_admission_roots_and_receipts(void **state)
     assert_receipt(f, "a.bin", 0, f->partner[0], digest_a);
     assert_receipt(f, "b.bin", 1, f->partner[1], digest_b);
     snprintf(listening, sizeof listening, "listening on 127.0.0.1:%u", port);
-    assert_true(log_has(f, AFTP_LOG_LISTENING, listening));
-    assert_true(log_has(f, AFTP_LOG_SESSION_FAILED, "refused client"));
-    assert_true(log_has(f, AFTP_LOG_SESSION_FAILED, "\"gamma stranger\""));
-    assert_int_equal(aftp_server_port(f->s), 0);
+    assert_true(sfx_lines_with(&f->srv, AFTP_LOG_LISTENING, listening));
+    assert_true(sfx_lines_with(&f->srv, AFTP_LOG_SESSION_FAILED, "refused client"));
+    assert_true(sfx_lines_with(&f->srv, AFTP_LOG_SESSION_FAILED, "\"gamma stranger\""));
+    assert_int_equal(aftp_server_port(f->srv.s), 0);
 }
 
 /* Without a callback the authorized keys decide, into the server's dir. */
 static void test_authorized_keys_decide(void **state)
 {
     fixture *f = *state;
-    char a[600], unlisted[600], line[256];
+    char a[600], unlisted[600];
     uint8_t digest_a[AFTP_DIGEST_LEN];
     make_file(f, "a.bin", 4, a, sizeof a);
     /* Only client 0 listed; client 1 is not. */
-    snprintf(unlisted, sizeof unlisted, "%s/one_key", f->top);
+    snprintf(unlisted, sizeof unlisted, "%s/one_key", f->srv.top);
     FILE *out = fopen(unlisted, "w");
     assert_non_null(out);
-    assert_int_equal(aftp_keyfile_format_public(f->client[0].public_key, f->client[0].comment,
-                                                line, sizeof line), AFTP_OK);
-    fputs(line, out);
+    sfx_authorize(out, NULL, f->client[0].k.public_key, f->client[0].comment);
     fclose(out);
-    configure(f, "127.0.0.1:0");
-    assert_int_equal(aftp_server_set_authorized_keys_file(f->s, unlisted), AFTP_OK);
-    unsigned port = start_server(f);
+    configure(f);
+    assert_int_equal(aftp_server_set_authorized_keys_file(f->srv.s, unlisted), AFTP_OK);
+    unsigned port = sfx_start(&f->srv, 10);
     int rc_a = push(f, port, 0, a), rc_b = push(f, port, 1, a);
-    stop_server(f);
+    sfx_stop(&f->srv, 1);
 
-    assert_int_equal(f->run_rc, AFTP_OK);
+    assert_int_equal(f->srv.run_rc, AFTP_OK);
     assert_int_equal(rc_a, AFTP_OK);
     assert_int_equal(rc_b, AFTP_ERR_UNKNOWN_PEER);
     assert_same_file(f->server_dir, "a.bin", a, digest_a);
     assert_int_equal(f->receipt_count, 1);
     assert_receipt(f, "a.bin", 0, f->server_dir, digest_a);
-    assert_true(log_has(f, AFTP_LOG_SESSION_FAILED, "its key is not authorized"));
+    assert_true(sfx_lines_with(&f->srv, AFTP_LOG_SESSION_FAILED, "its key is not authorized"));
 }
 
 /* An unprotected session has no key: the callback still places it. */
@@ -527,12 +403,12 @@ static int admit_keyless(void *user, const aftp_peer *peer, aftp_admission *deci
 /* An unprotected server (AFTP_CIPHER_NONE) whose callback admits. */
 static void configure_unprotected(fixture *f, aftp_admit_cb admit)
 {
-    assert_int_equal(aftp_server_set_listen(f->s, "127.0.0.1:0"), AFTP_OK);
-    assert_int_equal(aftp_server_set_dir(f->s, f->server_dir), AFTP_OK);
-    assert_int_equal(aftp_server_set_cipher(f->s, AFTP_CIPHER_NONE), AFTP_OK);
-    assert_int_equal(aftp_server_set_log_cb(f->s, on_log, f), AFTP_OK);
-    assert_int_equal(aftp_server_set_receipt_cb(f->s, on_receipt, f), AFTP_OK);
-    assert_int_equal(aftp_server_set_admit_cb(f->s, admit, f), AFTP_OK);
+    assert_int_equal(aftp_server_set_listen(f->srv.s, "127.0.0.1:0"), AFTP_OK);
+    assert_int_equal(aftp_server_set_dir(f->srv.s, f->server_dir), AFTP_OK);
+    assert_int_equal(aftp_server_set_cipher(f->srv.s, AFTP_CIPHER_NONE), AFTP_OK);
+    assert_int_equal(aftp_server_set_log_cb(f->srv.s, sfx_log, &f->srv), AFTP_OK);
+    assert_int_equal(aftp_server_set_receipt_cb(f->srv.s, on_receipt, f), AFTP_OK);
+    assert_int_equal(aftp_server_set_admit_cb(f->srv.s, admit, f), AFTP_OK);
 }
 
 static void test_unprotected_session(void **state)
@@ -542,11 +418,11 @@ static void test_unprotected_session(void **state)
     uint8_t digest_a[AFTP_DIGEST_LEN], no_key[AFTP_KEY_LEN] = {0};
     make_file(f, "a.bin", 5, a, sizeof a);
     configure_unprotected(f, admit_keyless);
-    unsigned port = start_server(f);
+    unsigned port = sfx_start(&f->srv, 10);
     int rc = push(f, port, -1, a);
-    stop_server(f);
+    sfx_stop(&f->srv, 1);
 
-    assert_int_equal(f->run_rc, AFTP_OK);
+    assert_int_equal(f->srv.run_rc, AFTP_OK);
     assert_int_equal(rc, AFTP_OK);
     assert_int_equal(f->admissions, 1);
     assert_same_file(f->partner[1], "a.bin", a, digest_a);
@@ -567,7 +443,7 @@ static int admit_capped(void *user, const aftp_peer *peer, aftp_admission *decis
 {
     fixture *f = user;
     f->admissions++;
-    if (peer->key != NULL && memcmp(peer->key, f->client[0].public_key, AFTP_KEY_LEN) != 0)
+    if (peer->key != NULL && memcmp(peer->key, f->client[0].k.public_key, AFTP_KEY_LEN) != 0)
         return AFTP_ERR_UNKNOWN_PEER;
     int rc = aftp_admission_set_rate_cap(decision, CAPPED_BPS);
     return rc == AFTP_OK ? aftp_admission_set_root(decision, f->partner[peer->key == NULL])
@@ -607,8 +483,8 @@ static int send_capped(const fixture *f, unsigned port, int client, const char *
     snprintf(to, sizeof to, "127.0.0.1:%u", port);
     assert_int_equal(aftp_client_new(&c), AFTP_OK);
     if (client >= 0) {
-        assert_int_equal(aftp_client_set_identity(c, f->client[client].secret), AFTP_OK);
-        assert_int_equal(aftp_client_set_peer_key(c, f->server.public_key), AFTP_OK);
+        assert_int_equal(aftp_client_set_identity(c, f->client[client].k.secret), AFTP_OK);
+        assert_int_equal(aftp_client_set_peer_key(c, f->server.k.public_key), AFTP_OK);
     } else {
         assert_int_equal(aftp_client_set_cipher(c, AFTP_CIPHER_NONE), AFTP_OK);
     }
@@ -635,12 +511,12 @@ static void test_admission_rate_cap(void **state)
     aftp_push_result res;
     make_file(f, "a.bin", 11, a, sizeof a);
     make_file(f, "b.bin", 13, b, sizeof b);
-    configure(f, "127.0.0.1:0");
-    assert_int_equal(aftp_server_set_admit_cb(f->s, admit_capped, f), AFTP_OK);
-    unsigned port = start_server(f);
+    configure(f);
+    assert_int_equal(aftp_server_set_admit_cb(f->srv.s, admit_capped, f), AFTP_OK);
+    unsigned port = sfx_start(&f->srv, 10);
     int rc = send_capped(f, port, 0, a, &cs);
     int rc_push = push_reporting(f, port, 0, b, &res);
-    stop_server(f);
+    sfx_stop(&f->srv, 1);
 
     assert_int_equal(rc, AFTP_OK);
     assert_int_equal(rc_push, AFTP_OK);
@@ -653,7 +529,7 @@ static void test_admission_rate_cap(void **state)
     assert_true(cs.max_rate_seen <= CAPPED_BPS);
     assert_int_equal(receipt_for(f, "a.bin")->rate_cap_bps, CAPPED_BPS);
     snprintf(expect, sizeof expect, "rate cap of %" PRIu64 " bit/s", CAPPED_BPS);
-    assert_true(log_has(f, AFTP_LOG_RATE_CAP, expect));
+    assert_true(sfx_lines_with(&f->srv, AFTP_LOG_RATE_CAP, expect));
     assert_int_equal(aftp_admission_set_rate_cap(NULL, 1), AFTP_ERR_INVALID_ARGUMENT);
 }
 
@@ -667,8 +543,8 @@ static void test_admission_rate_cap_unprotected(void **state)
     aftp_push_result res;
     make_file(f, "a.bin", 12, a, sizeof a);
     configure_unprotected(f, admit_capped);
-    int rc = push_reporting(f, start_server(f), -1, a, &res);
-    stop_server(f);
+    int rc = push_reporting(f, sfx_start(&f->srv, 10), -1, a, &res);
+    sfx_stop(&f->srv, 1);
 
     assert_int_equal(rc, AFTP_OK);
     assert_int_equal(f->admissions, 1);
@@ -699,8 +575,8 @@ static size_t hello_without_rate_cap(const fixture *f, uint8_t *out, size_t cap)
     ss.storage = &aftp_source_ops;
     ss.user = &unused_source;
     ss.security.cipher = AFTP_CIPHER_AUTO;
-    ss.security.identity = f->client[0].secret;
-    ss.security.peer_key = f->server.public_key;
+    ss.security.identity = f->client[0].k.secret;
+    ss.security.peer_key = f->server.k.public_key;
     ss.security.unix_time_ns = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
     assert_int_equal(aftp_sender_new(&ss, 0, &snd), AFTP_OK);
     assert_int_equal(aftp_sender_write(snd, 0, hello, sizeof hello, &dg), 1);
@@ -717,21 +593,6 @@ static size_t hello_without_rate_cap(const fixture *f, uint8_t *out, size_t cap)
     return len;
 }
 
-/* Waits (a guard of 10 s, no timing asserted) for a log line of `kind`
- * holding `text`; 1 when it came. */
-static int await_log(fixture *f, int kind, const char *text)
-{
-    for (int tries = 0; tries < 1000; tries++) {
-        pthread_mutex_lock(&f->lock);
-        int seen = log_has(f, kind, text);
-        pthread_mutex_unlock(&f->lock);
-        if (seen)
-            return 1;
-        usleep(10000);
-    }
-    return 0;
-}
-
 /* A client that cannot honour the cap its admission sets is refused with
  * CLOSE(LIMIT) in clear, naming the cap; the operator's log says why, and
  * nothing of it lands. */
@@ -742,9 +603,9 @@ static void test_rate_cap_refused_to_old_client(void **state)
     char reason[AFTP_WIRE_MAX_REASON + 1], expect[64];
     aftp_wire_packet p;
     size_t len = hello_without_rate_cap(f, hello, sizeof hello);
-    configure(f, "127.0.0.1:0");
-    assert_int_equal(aftp_server_set_admit_cb(f->s, admit_capped, f), AFTP_OK);
-    struct sockaddr_in to = io_test_loopback((uint16_t)start_server(f));
+    configure(f);
+    assert_int_equal(aftp_server_set_admit_cb(f->srv.s, admit_capped, f), AFTP_OK);
+    struct sockaddr_in to = io_test_loopback((uint16_t)sfx_start(&f->srv, 10));
     int fd = socket(AF_INET, SOCK_DGRAM, 0);
     struct timeval guard = {.tv_sec = 10};
     assert_true(fd >= 0);
@@ -753,8 +614,8 @@ static void test_rate_cap_refused_to_old_client(void **state)
     ssize_t got = recv(fd, reply, sizeof reply, 0);
     close(fd);
     snprintf(expect, sizeof expect, "rate cap of %" PRIu64 " bit/s", CAPPED_BPS);
-    int logged = await_log(f, AFTP_LOG_SESSION_FAILED, expect);
-    stop_server(f);
+    int logged = 0 < sfx_wait_lines(&f->srv, AFTP_LOG_SESSION_FAILED, expect, 1, 10);
+    sfx_stop(&f->srv, 1);
 
     assert_true(got > 0);
     assert_int_equal(aftp_wire_decode(reply, (size_t)got, &p), AFTP_OK);
@@ -774,35 +635,36 @@ static void test_refuses_to_start(void **state)
 {
     fixture *f = *state;
     char missing[600];
-    snprintf(missing, sizeof missing, "%s/nope", f->top);
-    assert_int_equal(aftp_server_run(f->s), AFTP_ERR_INVALID_ARGUMENT);
-    assert_non_null(strstr(aftp_server_errmsg(f->s), "no listen address"));
-    assert_int_equal(aftp_server_set_listen(f->s, "127.0.0.1:99999"), AFTP_ERR_INVALID_ARGUMENT);
-    assert_non_null(strstr(aftp_server_errmsg(f->s), "'127.0.0.1:99999'"));
-    assert_int_equal(aftp_server_set_listen(f->s, "127.0.0.1:0"), AFTP_OK);
-    assert_int_equal(aftp_server_set_dir(f->s, f->server_dir), AFTP_OK);
-    assert_int_equal(aftp_server_run(f->s), AFTP_ERR_INVALID_ARGUMENT);
-    assert_non_null(strstr(aftp_server_errmsg(f->s), "no identity key"));
-    assert_int_equal(aftp_server_set_identity(f->s, f->server.secret), AFTP_OK);
-    assert_int_equal(aftp_server_run(f->s), AFTP_ERR_INVALID_ARGUMENT);
-    assert_non_null(strstr(aftp_server_errmsg(f->s), "admits nobody"));
-    assert_int_equal(aftp_server_set_authorized_keys_file(f->s, f->authorized), AFTP_OK);
-    assert_int_equal(aftp_server_set_authorized_keys_file(f->s, missing), AFTP_ERR_NOT_FOUND);
-    assert_non_null(strstr(aftp_server_errmsg(f->s), missing));
-    assert_true(aftp_server_set_dir(f->s, missing) < 0);
-    assert_non_null(strstr(aftp_server_errmsg(f->s), "cannot use destination directory"));
-    assert_non_null(strstr(aftp_server_errmsg(f->s), missing));
+    snprintf(missing, sizeof missing, "%s/nope", f->srv.top);
+    assert_int_equal(aftp_server_run(f->srv.s), AFTP_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(aftp_server_errmsg(f->srv.s), "no listen address"));
+    assert_int_equal(aftp_server_set_listen(f->srv.s, "127.0.0.1:99999"),
+                     AFTP_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(aftp_server_errmsg(f->srv.s), "'127.0.0.1:99999'"));
+    assert_int_equal(aftp_server_set_listen(f->srv.s, "127.0.0.1:0"), AFTP_OK);
+    assert_int_equal(aftp_server_set_dir(f->srv.s, f->server_dir), AFTP_OK);
+    assert_int_equal(aftp_server_run(f->srv.s), AFTP_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(aftp_server_errmsg(f->srv.s), "no identity key"));
+    assert_int_equal(aftp_server_set_identity(f->srv.s, f->server.k.secret), AFTP_OK);
+    assert_int_equal(aftp_server_run(f->srv.s), AFTP_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(aftp_server_errmsg(f->srv.s), "admits nobody"));
+    assert_int_equal(aftp_server_set_authorized_keys_file(f->srv.s, f->authorized), AFTP_OK);
+    assert_int_equal(aftp_server_set_authorized_keys_file(f->srv.s, missing), AFTP_ERR_NOT_FOUND);
+    assert_non_null(strstr(aftp_server_errmsg(f->srv.s), missing));
+    assert_true(aftp_server_set_dir(f->srv.s, missing) < 0);
+    assert_non_null(strstr(aftp_server_errmsg(f->srv.s), "cannot use destination directory"));
+    assert_non_null(strstr(aftp_server_errmsg(f->srv.s), missing));
     /* A key file without a key admits nobody: refused when set. */
     FILE *empty = fopen(missing, "w");
     assert_non_null(empty);
     fclose(empty);
-    assert_int_equal(aftp_server_set_authorized_keys_file(f->s, missing), AFTP_ERR_BAD_KEY);
-    assert_non_null(strstr(aftp_server_errmsg(f->s), "no key in the file: it admits nobody"));
+    assert_int_equal(aftp_server_set_authorized_keys_file(f->srv.s, missing), AFTP_ERR_BAD_KEY);
+    assert_non_null(strstr(aftp_server_errmsg(f->srv.s), "no key in the file: it admits nobody"));
     /* The authorized keys and the dir set first still hold: it runs. */
-    assert_int_equal(aftp_server_set_log_cb(f->s, on_log, f), AFTP_OK);
-    start_server(f);
-    stop_server(f);
-    assert_int_equal(f->run_rc, AFTP_OK);
+    assert_int_equal(aftp_server_set_log_cb(f->srv.s, sfx_log, &f->srv), AFTP_OK);
+    sfx_start(&f->srv, 10);
+    sfx_stop(&f->srv, 1);
+    assert_int_equal(f->srv.run_rc, AFTP_OK);
 }
 
 static void test_busy_port(void **state)
@@ -810,30 +672,20 @@ static void test_busy_port(void **state)
     fixture *f = *state;
     char taken[32];
     aftp_server *second = NULL;
-    configure(f, "127.0.0.1:0");
-    unsigned port = start_server(f);
+    configure(f);
+    unsigned port = sfx_start(&f->srv, 10);
     snprintf(taken, sizeof taken, "127.0.0.1:%u", port);
     assert_int_equal(aftp_server_new(&second), AFTP_OK);
     assert_int_equal(aftp_server_set_listen(second, taken), AFTP_OK);
     assert_int_equal(aftp_server_set_dir(second, f->server_dir), AFTP_OK);
-    assert_int_equal(aftp_server_set_identity(second, f->server.secret), AFTP_OK);
+    assert_int_equal(aftp_server_set_identity(second, f->server.k.secret), AFTP_OK);
     assert_int_equal(aftp_server_set_authorized_keys_file(second, f->authorized), AFTP_OK);
     int rc = aftp_server_run(second);
     assert_int_equal(rc, AFTP_ERR_NETWORK);
     assert_non_null(strstr(aftp_server_errmsg(second), "address in use"));
     aftp_server_del(second);
-    stop_server(f);
-    assert_int_equal(f->run_rc, AFTP_OK);
-}
-
-/* A run that ends by itself (aftp_server_set_once): joined, with a guard
- * of 10 s against one that never ends. */
-static void wait_run_end(fixture *f)
-{
-    struct timespec guard;
-    clock_gettime(CLOCK_REALTIME, &guard);
-    guard.tv_sec += 10;
-    assert_int_equal(pthread_timedjoin_np(f->thread, NULL, &guard), 0);
+    sfx_stop(&f->srv, 1);
+    assert_int_equal(f->srv.run_rc, AFTP_OK);
 }
 
 /* --once: a refused handshake does not count; the first session admitted
@@ -844,33 +696,32 @@ static void test_once_serves_one_session(void **state)
     char a[600];
     uint8_t digest_a[AFTP_DIGEST_LEN];
     make_file(f, "a.bin", 6, a, sizeof a);
-    configure(f, "127.0.0.1:0");
-    assert_int_equal(aftp_server_set_admit_cb(f->s, admit_partners, f), AFTP_OK);
-    assert_int_equal(aftp_server_set_once(f->s, 1), AFTP_OK);
-    unsigned port = start_server(f);
+    configure(f);
+    assert_int_equal(aftp_server_set_admit_cb(f->srv.s, admit_partners, f), AFTP_OK);
+    assert_int_equal(aftp_server_set_once(f->srv.s, 1), AFTP_OK);
+    unsigned port = sfx_start(&f->srv, 10);
     int rc_refused = push(f, port, 2, a), rc_a = push(f, port, 0, a);
-    wait_run_end(f);
+    sfx_join(&f->srv, 10) /* it ends by itself */;
 
     assert_int_equal(rc_refused, AFTP_ERR_UNKNOWN_PEER);
     assert_int_equal(rc_a, AFTP_OK);
-    assert_int_equal(f->run_rc, AFTP_OK);
-    assert_string_equal(aftp_server_errmsg(f->s), "");
+    assert_int_equal(f->srv.run_rc, AFTP_OK);
+    assert_string_equal(aftp_server_errmsg(f->srv.s), "");
     assert_same_file(f->partner[0], "a.bin", a, digest_a);
-    assert_true(log_has(f, AFTP_LOG_SESSION_FAILED, "\"gamma stranger\""));
-    assert_int_equal(aftp_server_port(f->s), 0);
+    assert_true(sfx_lines_with(&f->srv, AFTP_LOG_SESSION_FAILED, "\"gamma stranger\""));
+    assert_int_equal(aftp_server_port(f->srv.s), 0);
 
     /* Stopped before any session: the session it waited for was cancelled. */
-    f->is_listening = 0;
-    start_server(f);
-    stop_server(f);
-    assert_int_equal(f->run_rc, AFTP_ERR_CANCELLED);
-    assert_true(aftp_server_errmsg(f->s)[0] != '\0');
+    sfx_start(&f->srv, 10);
+    sfx_stop(&f->srv, 1);
+    assert_int_equal(f->srv.run_rc, AFTP_ERR_CANCELLED);
+    assert_true(aftp_server_errmsg(f->srv.s)[0] != '\0');
 }
 
 /* A file of FILE_LEN zero bytes, named name, in the tree. */
 static void make_zeros(const fixture *f, const char *name, char *path, size_t cap)
 {
-    snprintf(path, cap, "%s/%s", f->top, name);
+    snprintf(path, cap, "%s/%s", f->srv.top, name);
     FILE *out = fopen(path, "w");
     assert_non_null(out);
     for (int i = 0; i < FILE_LEN; i++)
@@ -887,23 +738,22 @@ static void test_faux_dir_keeps_nothing(void **state)
     uint8_t digest[AFTP_DIGEST_LEN];
     make_zeros(f, "zeros.bin", zeros, sizeof zeros);
     make_file(f, "pattern.bin", 7, pattern, sizeof pattern);
-    configure(f, "127.0.0.1:0");
-    assert_int_equal(aftp_server_set_dir(f->s, AFTP_SERVER_FAUX_DIR), AFTP_OK);
-    assert_int_equal(aftp_server_set_once(f->s, 1), AFTP_OK);
-    int rc = push(f, start_server(f), 0, zeros);
-    wait_run_end(f);
+    configure(f);
+    assert_int_equal(aftp_server_set_dir(f->srv.s, AFTP_SERVER_FAUX_DIR), AFTP_OK);
+    assert_int_equal(aftp_server_set_once(f->srv.s, 1), AFTP_OK);
+    int rc = push(f, sfx_start(&f->srv, 10), 0, zeros);
+    sfx_join(&f->srv, 10) /* it ends by itself */;
     assert_int_equal(rc, AFTP_OK);
-    assert_int_equal(f->run_rc, AFTP_OK);
+    assert_int_equal(f->srv.run_rc, AFTP_OK);
     assert_int_equal(f->receipt_count, 1);
-    assert_same_file(f->top, "zeros.bin", zeros, digest);
+    assert_same_file(f->srv.top, "zeros.bin", zeros, digest);
     assert_receipt(f, "zeros.bin", 0, AFTP_SERVER_FAUX_DIR, digest);
 
-    f->is_listening = 0;
-    rc = push(f, start_server(f), 0, pattern);
-    wait_run_end(f);
+    rc = push(f, sfx_start(&f->srv, 10), 0, pattern);
+    sfx_join(&f->srv, 10) /* it ends by itself */;
     assert_int_not_equal(rc, AFTP_OK);
-    assert_int_equal(f->run_rc, AFTP_ERR_IO);
-    assert_non_null(strstr(aftp_server_errmsg(f->s), "bytes other than zeros"));
+    assert_int_equal(f->srv.run_rc, AFTP_ERR_IO);
+    assert_non_null(strstr(aftp_server_errmsg(f->srv.s), "bytes other than zeros"));
     assert_int_equal(f->receipt_count, 1);
     assert_int_equal(entries_in(f->server_dir), 0);
 }
@@ -925,20 +775,21 @@ static void test_terms_name_the_settings(void **state)
     make_file(f, "a.bin", 8, a, sizeof a);
     randombytes_buf(psk, sizeof psk);
     randombytes_buf(other_psk, sizeof other_psk);
-    snprintf(psk_path, sizeof psk_path, "%s/psk", f->top);
+    snprintf(psk_path, sizeof psk_path, "%s/psk", f->srv.top);
     assert_int_equal(aftp_keyfile_write_private(psk_path, psk, err, sizeof err), AFTP_OK);
-    snprintf(missing, sizeof missing, "%s/nope", f->top);
-    configure(f, "127.0.0.1:0");
-    assert_int_equal(aftp_server_set_psk_file(f->s, psk_path), AFTP_OK);
-    assert_int_equal(aftp_server_set_terms(f->s, &terms), AFTP_OK);
-    assert_int_equal(aftp_server_set_terms(f->s, &bad), AFTP_ERR_INVALID_ARGUMENT);
-    assert_true(aftp_server_set_dir(f->s, missing) < 0);
-    assert_non_null(strstr(aftp_server_errmsg(f->s), "(--dir must name an existing directory)"));
+    snprintf(missing, sizeof missing, "%s/nope", f->srv.top);
+    configure(f);
+    assert_int_equal(aftp_server_set_psk_file(f->srv.s, psk_path), AFTP_OK);
+    assert_int_equal(aftp_server_set_terms(f->srv.s, &terms), AFTP_OK);
+    assert_int_equal(aftp_server_set_terms(f->srv.s, &bad), AFTP_ERR_INVALID_ARGUMENT);
+    assert_true(aftp_server_set_dir(f->srv.s, missing) < 0);
+    assert_non_null(
+        strstr(aftp_server_errmsg(f->srv.s), "(--dir must name an existing directory)"));
 
-    int rc = push_paced(f, start_server(f), a, UINT64_C(400000000), 1, other_psk);
-    stop_server(f);
+    int rc = push_paced(f, sfx_start(&f->srv, 10), a, UINT64_C(400000000), 1, other_psk);
+    sfx_stop(&f->srv, 1);
     assert_int_not_equal(rc, AFTP_OK);
-    assert_true(log_has(f, AFTP_LOG_HELLO_DROPPED, "(--psk-file differs)"));
+    assert_true(sfx_lines_with(&f->srv, AFTP_LOG_HELLO_DROPPED, "(--psk-file differs)"));
     assert_int_equal(entries_in(f->server_dir), 0);
 }
 
@@ -950,10 +801,10 @@ static void test_progress_while_receiving(void **state)
     char slow[600];
     uint8_t digest[AFTP_DIGEST_LEN];
     make_file(f, "slow.bin", 9, slow, sizeof slow);
-    configure(f, "127.0.0.1:0");
-    assert_int_equal(aftp_server_set_progress_cb(f->s, on_progress, f), AFTP_OK);
-    int rc = push_paced(f, start_server(f), slow, UINT64_C(1000000), 5, NULL);
-    stop_server(f);
+    configure(f);
+    assert_int_equal(aftp_server_set_progress_cb(f->srv.s, on_progress, f), AFTP_OK);
+    int rc = push_paced(f, sfx_start(&f->srv, 10), slow, UINT64_C(1000000), 5, NULL);
+    sfx_stop(&f->srv, 1);
     assert_int_equal(rc, AFTP_OK);
     assert_same_file(f->server_dir, "slow.bin", slow, digest);
     assert_true(f->progress_calls > 0);
@@ -964,18 +815,18 @@ static void test_progress_while_receiving(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_admission_roots_and_receipts, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_authorized_keys_decide, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_unprotected_session, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_admission_rate_cap, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_admission_rate_cap_unprotected, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_rate_cap_refused_to_old_client, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_refuses_to_start, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_busy_port, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_once_serves_one_session, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_faux_dir_keeps_nothing, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_terms_name_the_settings, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_progress_while_receiving, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_admission_roots_and_receipts, setup, sfx_teardown),
+        cmocka_unit_test_setup_teardown(test_authorized_keys_decide, setup, sfx_teardown),
+        cmocka_unit_test_setup_teardown(test_unprotected_session, setup, sfx_teardown),
+        cmocka_unit_test_setup_teardown(test_admission_rate_cap, setup, sfx_teardown),
+        cmocka_unit_test_setup_teardown(test_admission_rate_cap_unprotected, setup, sfx_teardown),
+        cmocka_unit_test_setup_teardown(test_rate_cap_refused_to_old_client, setup, sfx_teardown),
+        cmocka_unit_test_setup_teardown(test_refuses_to_start, setup, sfx_teardown),
+        cmocka_unit_test_setup_teardown(test_busy_port, setup, sfx_teardown),
+        cmocka_unit_test_setup_teardown(test_once_serves_one_session, setup, sfx_teardown),
+        cmocka_unit_test_setup_teardown(test_faux_dir_keeps_nothing, setup, sfx_teardown),
+        cmocka_unit_test_setup_teardown(test_terms_name_the_settings, setup, sfx_teardown),
+        cmocka_unit_test_setup_teardown(test_progress_while_receiving, setup, sfx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

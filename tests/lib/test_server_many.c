@@ -33,221 +33,45 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include <sodium.h>
-
 #include "aftp/aftp_client.h"
 #include "aftp/aftp_server.h"
-#include "aftp_keyfile.h"
 #include "aftp_push.h"
 #include "aftp_source.h"
 #include "aftp_wallclock.h"
-#include "common/aftp_handshake.h"
 #include "io_testutil.h"
+#include "server_fixture.h"
 #include "proto/aftp_wire.h"
 
-enum { KEYS = 32, MAX_RECEIPTS = 128, MAX_LINES = 256, TREE_FILES = 3 };
-
-typedef struct test_key {
-    uint8_t secret[AFTP_KEY_LEN], public_key[AFTP_KEY_LEN];
-} test_key;
-
-typedef struct seen_receipt {
-    char path[256];
-    int64_t connected_ns, end_ns;
-} seen_receipt;
+enum { KEYS = 32, TREE_FILES = 3 };
 
 typedef struct fixture {
-    char *top;
+    sfx_server srv; /* first: sfx_setup, sfx_teardown */
     char server_dir[512], authorized[512];
-    test_key server, client[KEYS];
-    aftp_server *s;
-    pthread_t thread;
-    int run_rc;
-    pthread_mutex_t lock; /* the callbacks come from the server's threads */
-    pthread_cond_t changed;
-    int is_listening;
-    seen_receipt receipts[MAX_RECEIPTS];
-    int receipt_count;
-    int kinds[MAX_LINES];
-    char lines[MAX_LINES][640];
-    int line_count;
+    sfx_key server, client[KEYS];
 } fixture;
 
 static int setup(void **state)
 {
-    fixture *f = calloc(1, sizeof *f);
-    int fd;
-    char line[256];
-    assert_non_null(f);
-    assert_true(sodium_init() >= 0);
-    f->top = io_test_mkdtemp(&fd);
-    close(fd);
-    snprintf(f->server_dir, sizeof f->server_dir, "%s/incoming", f->top);
-    assert_int_equal(mkdir(f->server_dir, 0700), 0);
-    snprintf(f->authorized, sizeof f->authorized, "%s/authorized_keys", f->top);
-    FILE *out = fopen(f->authorized, "w");
-    assert_non_null(out);
-    for (int i = -1; i < KEYS; i++) {
-        test_key *k = i < 0 ? &f->server : &f->client[i];
-        randombytes_buf(k->secret, sizeof k->secret);
-        assert_int_equal(aftp_hs_public_key(k->secret, k->public_key), AFTP_OK);
-        if (i < 0)
-            continue;
-        assert_int_equal(aftp_keyfile_format_public(k->public_key, "client", line, sizeof line),
-                         AFTP_OK);
-        fputs(line, out);
+    fixture *f = sfx_setup(sizeof *f);
+    sfx_mkdir(f->server_dir, sizeof f->server_dir, f->srv.top, "incoming");
+    FILE *out = sfx_authorized_open(f->authorized, sizeof f->authorized, f->srv.top);
+    sfx_key_new(&f->server);
+    for (int i = 0; i < KEYS; i++) {
+        sfx_key_new(&f->client[i]);
+        sfx_authorize(out, NULL, f->client[i].public_key, "client");
     }
     fclose(out);
-    pthread_mutex_init(&f->lock, NULL);
-    pthread_cond_init(&f->changed, NULL);
-    assert_int_equal(aftp_server_new(&f->s), AFTP_OK);
     *state = f;
     return 0;
 }
 
-static int teardown(void **state)
-{
-    fixture *f = *state;
-    aftp_server_del(f->s);
-    io_test_rmtree(f->top);
-    free(f->top);
-    pthread_mutex_destroy(&f->lock);
-    pthread_cond_destroy(&f->changed);
-    free(f);
-    return 0;
-}
-
-/* ---- the server's callbacks (checked once the run ended) ---- */
-
-static void on_log(void *user, int kind, const char *line)
-{
-    fixture *f = user;
-    pthread_mutex_lock(&f->lock);
-    if (f->line_count < MAX_LINES) {
-        f->kinds[f->line_count] = kind;
-        snprintf(f->lines[f->line_count++], sizeof f->lines[0], "%s", line);
-    }
-    f->is_listening |= kind == AFTP_LOG_LISTENING;
-    pthread_cond_broadcast(&f->changed);
-    pthread_mutex_unlock(&f->lock);
-}
-
-static void on_receipt(void *user, const aftp_receipt *r)
-{
-    fixture *f = user;
-    pthread_mutex_lock(&f->lock);
-    if (f->receipt_count < MAX_RECEIPTS) {
-        seen_receipt *e = &f->receipts[f->receipt_count++];
-        snprintf(e->path, sizeof e->path, "%s", r->path);
-        e->connected_ns = r->connected_unix_ns;
-        e->end_ns = r->end_unix_ns;
-    }
-    pthread_mutex_unlock(&f->lock);
-}
-
-static int lines_with(fixture *f, int kind, const char *text)
-{
-    int n = 0;
-    pthread_mutex_lock(&f->lock);
-    for (int i = 0; i < f->line_count; i++)
-        n += f->kinds[i] == kind && strstr(f->lines[i], text) != NULL;
-    pthread_mutex_unlock(&f->lock);
-    return n;
-}
-
-/* Waits until the log holds `count` lines of `kind` with `text` (a guard
- * of 30 s keeps a server that never says so from hanging the test). */
-static int wait_lines(fixture *f, int kind, const char *text, int count)
-{
-    struct timespec guard;
-    clock_gettime(CLOCK_REALTIME, &guard);
-    guard.tv_sec += 30;
-    for (;;) {
-        int n = lines_with(f, kind, text), rc = 0;
-        if (n >= count)
-            return n;
-        pthread_mutex_lock(&f->lock);
-        rc = pthread_cond_timedwait(&f->changed, &f->lock, &guard);
-        pthread_mutex_unlock(&f->lock);
-        if (rc != 0)
-            return lines_with(f, kind, text);
-    }
-}
-
 /* ---- the server ---- */
-
-static void *run_server(void *arg)
-{
-    fixture *f = arg;
-    f->run_rc = aftp_server_run(f->s);
-    on_log(f, AFTP_LOG_LISTENING, "(run returned)");
-    return NULL;
-}
 
 static void configure(fixture *f, uint64_t idle_ms)
 {
-    assert_int_equal(aftp_server_set_listen(f->s, "127.0.0.1:0"), AFTP_OK);
-    assert_int_equal(aftp_server_set_dir(f->s, f->server_dir), AFTP_OK);
-    assert_int_equal(aftp_server_set_identity(f->s, f->server.secret), AFTP_OK);
-    assert_int_equal(aftp_server_set_authorized_keys_file(f->s, f->authorized), AFTP_OK);
-    assert_int_equal(aftp_server_set_idle_timeout_ms(f->s, idle_ms), AFTP_OK);
-    assert_int_equal(aftp_server_set_workers(f->s, 2), AFTP_OK);
-    assert_int_equal(aftp_server_set_log_cb(f->s, on_log, f), AFTP_OK);
-    assert_int_equal(aftp_server_set_receipt_cb(f->s, on_receipt, f), AFTP_OK);
-}
-
-static unsigned start_server(fixture *f)
-{
-    assert_int_equal(pthread_create(&f->thread, NULL, run_server, f), 0);
-    wait_lines(f, AFTP_LOG_LISTENING, "", 1);
-    unsigned port = aftp_server_port(f->s);
-    assert_int_not_equal(port, 0);
-    return port;
-}
-
-/* The run ends within `guard_s` seconds of now. */
-static void join_server(fixture *f, int guard_s)
-{
-    struct timespec deadline;
-    clock_gettime(CLOCK_REALTIME, &deadline);
-    deadline.tv_sec += guard_s;
-    assert_int_equal(pthread_timedjoin_np(f->thread, NULL, &deadline), 0);
-}
-
-static void stop_server(fixture *f)
-{
-    aftp_server_stop(f->s);
-    join_server(f, 2);
-}
-
-/* ---- files ---- */
-
-static void make_file(const char *path, size_t len, uint32_t seed)
-{
-    uint8_t *buf = malloc(len);
-    assert_non_null(buf);
-    io_test_pattern(buf, len, seed);
-    FILE *out = fopen(path, "w");
-    assert_non_null(out);
-    assert_int_equal(fwrite(buf, 1, len, out), len);
-    fclose(out);
-    free(buf);
-}
-
-/* dir/rel holds exactly what `source` holds. */
-static void assert_same_file(const char *dir, const char *rel, const char *source)
-{
-    char path[1200];
-    snprintf(path, sizeof path, "%s/%s", dir, rel);
-    assert_true(io_test_same_file(path, source));
-}
-
-static int receipts_for(const fixture *f, const char *path)
-{
-    int n = 0;
-    for (int i = 0; i < f->receipt_count; i++)
-        n += strcmp(f->receipts[i].path, path) == 0;
-    return n;
+    sfx_configure(&f->srv, f->server_dir, f->server.secret, f->authorized, idle_ms);
+    assert_int_equal(aftp_server_set_workers(f->srv.s, 2), AFTP_OK);
+    assert_int_equal(aftp_server_set_receipt_cb(f->srv.s, sfx_on_receipt, &f->srv), AFTP_OK);
 }
 
 /* ---- clients ---- */
@@ -391,19 +215,20 @@ static void *trickle_thread(void *arg)
 static int peak_overlap(const fixture *f)
 {
     int peak = 0;
-    for (int i = 0; i < f->receipt_count; i++) {
+    for (int i = 0; i < f->srv.receipt_count; i++) {
         int at_once = 0;
-        int64_t t = f->receipts[i].connected_ns;
-        for (int k = 0; k < f->receipt_count; k++) {
+        int64_t t = f->srv.receipts[i].connected_ns;
+        for (int k = 0; k < f->srv.receipt_count; k++) {
             int64_t last = 0;
-            for (int m = 0; m < f->receipt_count; m++)
-                if (f->receipts[m].connected_ns == f->receipts[k].connected_ns &&
-                    f->receipts[m].end_ns > last)
-                    last = f->receipts[m].end_ns;
+            for (int m = 0; m < f->srv.receipt_count; m++)
+                if (f->srv.receipts[m].connected_ns == f->srv.receipts[k].connected_ns &&
+                    f->srv.receipts[m].end_ns > last)
+                    last = f->srv.receipts[m].end_ns;
             int first_of_session = 1;
             for (int m = 0; m < k; m++)
-                first_of_session &= f->receipts[m].connected_ns != f->receipts[k].connected_ns;
-            at_once += first_of_session && f->receipts[k].connected_ns <= t && t <= last;
+                first_of_session &= f->srv.receipts[m].connected_ns !=
+                                    f->srv.receipts[k].connected_ns;
+            at_once += first_of_session && f->srv.receipts[k].connected_ns <= t && t <= last;
         }
         if (at_once > peak)
             peak = at_once;
@@ -418,22 +243,22 @@ static void test_32_clients_at_once(void **state)
     pthread_t threads[KEYS];
     char paths[KEYS][TREE_FILES + 1][600], dirs[KEYS][500];
     configure(f, 10000);
-    unsigned port = start_server(f);
+    unsigned port = sfx_start(&f->srv, 30);
     for (int i = 0; i < KEYS; i++) {
         client_job *j = &jobs[i];
         *j = (client_job){.f = f, .port = port, .key = i, .max_rate_bps = 100000000};
-        snprintf(paths[i][0], sizeof paths[i][0], "%s/c%02d.bin", f->top, i);
-        make_file(paths[i][0], 200000 + (size_t)i * 997, (uint32_t)i);
+        snprintf(paths[i][0], sizeof paths[i][0], "%s/c%02d.bin", f->srv.top, i);
+        sfx_make_file(paths[i][0], 200000 + (size_t)i * 997, (uint32_t)i);
         j->files[j->count++] = paths[i][0];
         if (i % 8 != 3)
             continue;
-        snprintf(dirs[i], sizeof dirs[i], "%s/t%02d", f->top, i); /* a tree: t/sub/fK */
+        snprintf(dirs[i], sizeof dirs[i], "%s/t%02d", f->srv.top, i); /* a tree: t/sub/fK */
         assert_int_equal(mkdir(dirs[i], 0700), 0);
         snprintf(paths[i][1], sizeof paths[i][1], "%.500s/sub", dirs[i]);
         assert_int_equal(mkdir(paths[i][1], 0700), 0);
         for (int k = 1; k <= TREE_FILES; k++) {
             snprintf(paths[i][k], sizeof paths[i][k], "%.500s/sub/f%d", dirs[i], k);
-            make_file(paths[i][k], 50000 + (size_t)k * 311, (uint32_t)(i * 10 + k));
+            sfx_make_file(paths[i][k], 50000 + (size_t)k * 311, (uint32_t)(i * 10 + k));
         }
         j->files[j->count++] = dirs[i];
     }
@@ -441,45 +266,47 @@ static void test_32_clients_at_once(void **state)
         start_client(&threads[i], &jobs[i]);
     for (int i = 0; i < KEYS; i++)
         pthread_join(threads[i], NULL);
-    stop_server(f);
+    sfx_stop(&f->srv, 2);
 
-    assert_int_equal(f->run_rc, AFTP_OK);
+    assert_int_equal(f->srv.run_rc, AFTP_OK);
     int expected = 0;
     for (int i = 0; i < KEYS; i++) {
         char rel[64];
         assert_int_equal(jobs[i].rc, AFTP_OK);
         snprintf(rel, sizeof rel, "c%02d.bin", i);
-        assert_same_file(f->server_dir, rel, paths[i][0]);
-        assert_int_equal(receipts_for(f, rel), 1);
+        assert_true(sfx_same_file(f->server_dir, rel, paths[i][0]));
+        assert_int_equal(sfx_receipts_for(&f->srv, rel), 1);
         expected++;
         for (int k = 1; i % 8 == 3 && k <= TREE_FILES; k++) {
             snprintf(rel, sizeof rel, "t%02d/sub/f%d", i, k);
-            assert_same_file(f->server_dir, rel, paths[i][k]);
-            assert_int_equal(receipts_for(f, rel), 1);
+            assert_true(sfx_same_file(f->server_dir, rel, paths[i][k]));
+            assert_int_equal(sfx_receipts_for(&f->srv, rel), 1);
             expected++;
         }
     }
-    assert_int_equal(f->receipt_count, expected);
+    assert_int_equal(f->srv.receipt_count, expected);
     assert_true(peak_overlap(f) >= 2);
 }
 
 static void test_misbehaving_peers(void **state)
 {
     fixture *f = *state;
-    char big[600], small[600], slow[600], again[600];
+    char big[600], small[600], slow[600], again[600], cancelled[600];
     uint8_t hello[AFTP_WIRE_MAX_DATAGRAM];
     size_t hello_len;
     pthread_t cancel_thread, trickle;
-    snprintf(big, sizeof big, "%s/big.bin", f->top);
-    snprintf(small, sizeof small, "%s/small.bin", f->top);
-    snprintf(slow, sizeof slow, "%s/slow.bin", f->top);
-    snprintf(again, sizeof again, "%s/again.bin", f->top);
-    make_file(big, 4000000, 1);
-    make_file(small, 300000, 2);
-    make_file(slow, 2000000, 3);
-    make_file(again, 100000, 4);
+    snprintf(big, sizeof big, "%s/big.bin", f->srv.top);
+    snprintf(small, sizeof small, "%s/small.bin", f->srv.top);
+    snprintf(slow, sizeof slow, "%s/slow.bin", f->srv.top);
+    snprintf(again, sizeof again, "%s/again.bin", f->srv.top);
+    snprintf(cancelled, sizeof cancelled, "%s/cancelled.bin", f->srv.top);
+    sfx_make_file(big, 4000000, 1);
+    sfx_make_file(small, 300000, 2);
+    sfx_make_file(slow, 2000000, 3);
+    sfx_make_file(again, 100000, 4);
+    sfx_make_file(cancelled, 2000000, 5); /* its own: the trickler's file waits for the trickler */
     configure(f, 2000); /* a silent peer's session ends 2 s after it went quiet */
-    unsigned port = start_server(f);
+    unsigned port = sfx_start(&f->srv, 30);
 
     /* the trickler holds a session that is never idle */
     trickler t = {.f = f, .port = port, .file = slow};
@@ -488,7 +315,7 @@ static void test_misbehaving_peers(void **state)
         usleep(1000);
     /* a half-open peer, a client that cancels, a flood */
     int silent = half_open(f, port, 0, hello, &hello_len);
-    client_job canceller = {.f = f, .port = port, .key = 1, .files = {slow}, .count = 1,
+    client_job canceller = {.f = f, .port = port, .key = 1, .files = {cancelled}, .count = 1,
                             .max_rate_bps = 8000000, .cancel_on_progress = 1};
     start_client(&cancel_thread, &canceller);
     hello_flood(port, hello, hello_len, 1000);
@@ -499,20 +326,20 @@ static void test_misbehaving_peers(void **state)
     client_job later = {.f = f, .port = port, .key = 3, .files = {again}, .count = 1};
     int rc_later = run_client(&later);
     /* the half-open session ends on its own, the trickler's once it stops */
-    int silent_ended = wait_lines(f, AFTP_LOG_SESSION_FAILED, "went silent", 1);
+    int silent_ended = sfx_wait_lines(&f->srv, AFTP_LOG_SESSION_FAILED, "went silent", 1, 30);
     atomic_store(&t.stop, 1);
     pthread_join(trickle, NULL);
     close(silent);
-    stop_server(f);
+    sfx_stop(&f->srv, 2);
 
     assert_int_equal(rc_real, AFTP_OK);
-    assert_same_file(f->server_dir, "big.bin", big);
-    assert_same_file(f->server_dir, "small.bin", small);
+    assert_true(sfx_same_file(f->server_dir, "big.bin", big));
+    assert_true(sfx_same_file(f->server_dir, "small.bin", small));
     assert_int_equal(canceller.rc, AFTP_ERR_CANCELLED);
     assert_int_equal(rc_later, AFTP_OK);
-    assert_same_file(f->server_dir, "again.bin", again);
+    assert_true(sfx_same_file(f->server_dir, "again.bin", again));
     assert_int_equal(silent_ended, 1);
-    assert_int_equal(f->run_rc, AFTP_OK);
+    assert_int_equal(f->srv.run_rc, AFTP_OK);
 }
 
 static void test_limit_refusal(void **state)
@@ -521,26 +348,26 @@ static void test_limit_refusal(void **state)
     char file[600];
     uint8_t hello[AFTP_WIRE_MAX_DATAGRAM];
     size_t len;
-    snprintf(file, sizeof file, "%s/late.bin", f->top);
-    make_file(file, 100000, 9);
+    snprintf(file, sizeof file, "%s/late.bin", f->srv.top);
+    sfx_make_file(file, 100000, 9);
     configure(f, 30000);
-    assert_int_equal(aftp_server_set_max_sessions(f->s, 2), AFTP_OK);
-    unsigned port = start_server(f);
+    assert_int_equal(aftp_server_set_max_sessions(f->srv.s, 2), AFTP_OK);
+    unsigned port = sfx_start(&f->srv, 30);
     int a = half_open(f, port, 0, hello, &len), b = half_open(f, port, 1, hello, &len);
     client_job third = {.f = f, .port = port, .key = 2, .files = {file}, .count = 1};
     int rc = run_client(&third);
-    stop_server(f);
+    sfx_stop(&f->srv, 2);
     close(a);
     close(b);
 
     assert_int_equal(rc, AFTP_ERR_LIMIT);
     assert_non_null(strstr(third.errmsg, "maximum of 2 sessions"));
-    assert_int_equal(f->run_rc, AFTP_OK);
+    assert_int_equal(f->srv.run_rc, AFTP_OK);
     /* the bounds of the setting */
-    assert_int_equal(aftp_server_set_max_sessions(f->s, 0), AFTP_ERR_INVALID_ARGUMENT);
-    assert_int_equal(aftp_server_set_max_sessions(f->s, AFTP_SERVER_MAX_SESSIONS_MAX + 1),
+    assert_int_equal(aftp_server_set_max_sessions(f->srv.s, 0), AFTP_ERR_INVALID_ARGUMENT);
+    assert_int_equal(aftp_server_set_max_sessions(f->srv.s, AFTP_SERVER_MAX_SESSIONS_MAX + 1),
                      AFTP_ERR_INVALID_ARGUMENT);
-    assert_non_null(strstr(aftp_server_errmsg(f->s), "65536"));
+    assert_non_null(strstr(aftp_server_errmsg(f->srv.s), "65536"));
 }
 
 static void test_drain(void **state)
@@ -548,36 +375,36 @@ static void test_drain(void **state)
     fixture *f = *state;
     char one[600], two[600], late[600];
     pthread_t threads[2];
-    snprintf(one, sizeof one, "%s/one.bin", f->top);
-    snprintf(two, sizeof two, "%s/two.bin", f->top);
-    snprintf(late, sizeof late, "%s/late.bin", f->top);
-    make_file(one, 6000000, 11); /* 3 s each at 16 Mbit/s: they outlast the newcomer */
-    make_file(two, 6000000, 12);
-    make_file(late, 100000, 13);
+    snprintf(one, sizeof one, "%s/one.bin", f->srv.top);
+    snprintf(two, sizeof two, "%s/two.bin", f->srv.top);
+    snprintf(late, sizeof late, "%s/late.bin", f->srv.top);
+    sfx_make_file(one, 6000000, 11); /* 3 s each at 16 Mbit/s: they outlast the newcomer */
+    sfx_make_file(two, 6000000, 12);
+    sfx_make_file(late, 100000, 13);
     configure(f, 30000);
-    unsigned port = start_server(f);
+    unsigned port = sfx_start(&f->srv, 30);
     client_job jobs[2] = {
         {.f = f, .port = port, .key = 0, .files = {one}, .count = 1, .max_rate_bps = 16000000},
         {.f = f, .port = port, .key = 1, .files = {two}, .count = 1, .max_rate_bps = 16000000}};
     for (int i = 0; i < 2; i++)
         start_client(&threads[i], &jobs[i]);
-    assert_int_equal(wait_lines(f, AFTP_LOG_SESSION_STARTED, "", 2), 2);
-    aftp_server_drain(f->s);
-    assert_int_equal(wait_lines(f, AFTP_LOG_DRAINING, "", 1), 1);
+    assert_int_equal(sfx_wait_lines(&f->srv, AFTP_LOG_SESSION_STARTED, "", 2, 30), 2);
+    aftp_server_drain(f->srv.s);
+    assert_int_equal(sfx_wait_lines(&f->srv, AFTP_LOG_DRAINING, "", 1, 30), 1);
     client_job newcomer = {.f = f, .port = port, .key = 2, .files = {late}, .count = 1};
     int rc_new = run_client(&newcomer);
     for (int i = 0; i < 2; i++)
         pthread_join(threads[i], NULL);
-    join_server(f, 10);
+    sfx_join(&f->srv, 10);
 
-    assert_int_equal(f->run_rc, AFTP_OK);
+    assert_int_equal(f->srv.run_rc, AFTP_OK);
     assert_int_equal(jobs[0].rc, AFTP_OK);
     assert_int_equal(jobs[1].rc, AFTP_OK);
-    assert_same_file(f->server_dir, "one.bin", one);
-    assert_same_file(f->server_dir, "two.bin", two);
+    assert_true(sfx_same_file(f->server_dir, "one.bin", one));
+    assert_true(sfx_same_file(f->server_dir, "two.bin", two));
     assert_int_equal(rc_new, AFTP_ERR_LIMIT);
     assert_non_null(strstr(newcomer.errmsg, "shutting down"));
-    assert_int_equal(lines_with(f, AFTP_LOG_SESSION_ENDED, ": ok"), 2);
+    assert_int_equal(sfx_lines_with(&f->srv, AFTP_LOG_SESSION_ENDED, ": ok"), 2);
 }
 
 /* A session that would hold the drain (a half-open peer, a 30 s idle
@@ -589,30 +416,31 @@ static void test_drain_timeout(void **state)
     uint8_t hello[AFTP_WIRE_MAX_DATAGRAM];
     size_t len;
     configure(f, 30000);
-    assert_int_equal(aftp_server_set_drain_timeout_ms(f->s, 300), AFTP_OK);
-    unsigned port = start_server(f);
+    assert_int_equal(aftp_server_set_drain_timeout_ms(f->srv.s, 300), AFTP_OK);
+    unsigned port = sfx_start(&f->srv, 30);
     int fd = half_open(f, port, 0, hello, &len);
     /* its HELLO_ACK back: the session exists */
     uint8_t ack[AFTP_WIRE_MAX_DATAGRAM];
     assert_true(recv(fd, ack, sizeof ack, 0) > 0);
-    aftp_server_drain(f->s);
-    join_server(f, 10);
+    aftp_server_drain(f->srv.s);
+    sfx_join(&f->srv, 10);
     close(fd);
 
-    assert_int_equal(f->run_rc, AFTP_OK);
-    assert_int_equal(lines_with(f, AFTP_LOG_DRAINING, "0.3 s"), 1);
-    assert_int_equal(aftp_server_set_drain_timeout_ms(f->s, AFTP_SERVER_DRAIN_TIMEOUT_MAX_MS + 1),
+    assert_int_equal(f->srv.run_rc, AFTP_OK);
+    assert_int_equal(sfx_lines_with(&f->srv, AFTP_LOG_DRAINING, "0.3 s"), 1);
+    aftp_server *s = f->srv.s;
+    assert_int_equal(aftp_server_set_drain_timeout_ms(s, AFTP_SERVER_DRAIN_TIMEOUT_MAX_MS + 1),
                      AFTP_ERR_INVALID_ARGUMENT);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_32_clients_at_once, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_misbehaving_peers, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_limit_refusal, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_drain, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_drain_timeout, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_32_clients_at_once, setup, sfx_teardown),
+        cmocka_unit_test_setup_teardown(test_misbehaving_peers, setup, sfx_teardown),
+        cmocka_unit_test_setup_teardown(test_limit_refusal, setup, sfx_teardown),
+        cmocka_unit_test_setup_teardown(test_drain, setup, sfx_teardown),
+        cmocka_unit_test_setup_teardown(test_drain_timeout, setup, sfx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -43,33 +43,21 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include <sodium.h>
-
 #include "aftp/aftp_client.h"
 #include "aftp/aftp_server.h"
 #include "aftp_drive.h"
-#include "aftp_keyfile.h"
 #include "aftp_push.h"
-#include "common/aftp_handshake.h"
 #include "io_testutil.h"
+#include "server_fixture.h"
 
 enum { KEY_A, KEY_B, KEY_RO, KEY_FAR, KEY_NEAR, KEY_MISSING, KEYS };
-enum { MAX_LINES = 32, FILE_LEN = 100000 + 7 };
+enum { FILE_LEN = 100000 + 7 };
 #define RATE_A UINT64_C(8000000) /* rate=8M */
 
 typedef struct fixture {
-    char *top;
+    sfx_server srv; /* first: sfx_setup, sfx_teardown */
     char dir[512], root_a[600], root_b[600], authorized[600];
-    uint8_t server_secret[AFTP_KEY_LEN], server_public[AFTP_KEY_LEN];
-    uint8_t secret[KEYS][AFTP_KEY_LEN], public_key[KEYS][AFTP_KEY_LEN];
-    aftp_server *s;
-    pthread_t thread;
-    int run_rc;
-    pthread_mutex_t lock;
-    pthread_cond_t listening;
-    int is_listening;
-    char lines[MAX_LINES][1024];
-    int line_count;
+    sfx_key server, key[KEYS];
     uint64_t receipt_cap;   /* the latest receipt's rate_cap_bps */
     char receipt_root[600]; /* ... and its root */
     /* what the admission callback saw of key A's and the read-only key's
@@ -88,69 +76,27 @@ static void write_authorized(fixture *f)
         "root=\"a\",rate=8M,write-only", root_b, "read-only",
         "from=\"198.18.0.0/15,2001:db8::/32\"", "from=\"127.0.0.0/8\",root=\"a\"",
         "root=\"missing\""};
-    FILE *out = fopen(f->authorized, "w");
-    assert_non_null(out);
-    for (int i = 0; i < KEYS; i++) {
-        char line[256];
-        assert_int_equal(aftp_keyfile_format_public(f->public_key[i], NULL, line, sizeof line),
-                         AFTP_OK);
-        fprintf(out, "%s %s", options[i], line);
-    }
+    FILE *out = sfx_authorized_open(f->authorized, sizeof f->authorized, f->srv.top);
+    for (int i = 0; i < KEYS; i++)
+        sfx_authorize(out, options[i], f->key[i].public_key, NULL);
     fclose(out);
 }
 
 static int setup(void **state)
 {
-    fixture *f = calloc(1, sizeof *f);
-    int fd;
-    assert_non_null(f);
-    assert_true(sodium_init() >= 0);
-    f->top = io_test_mkdtemp(&fd);
-    close(fd);
-    snprintf(f->dir, sizeof f->dir, "%s/incoming", f->top);
-    snprintf(f->root_a, sizeof f->root_a, "%s/a", f->dir);
-    snprintf(f->root_b, sizeof f->root_b, "%s/b", f->dir);
-    snprintf(f->authorized, sizeof f->authorized, "%s/authorized_keys", f->top);
-    assert_int_equal(mkdir(f->dir, 0700), 0);
-    assert_int_equal(mkdir(f->root_a, 0700), 0);
-    assert_int_equal(mkdir(f->root_b, 0700), 0);
-    assert_int_equal(aftp_hs_keypair(f->server_secret, f->server_public), AFTP_OK);
+    fixture *f = sfx_setup(sizeof *f);
+    sfx_mkdir(f->dir, sizeof f->dir, f->srv.top, "incoming");
+    sfx_mkdir(f->root_a, sizeof f->root_a, f->dir, "a");
+    sfx_mkdir(f->root_b, sizeof f->root_b, f->dir, "b");
+    sfx_key_new(&f->server);
     for (int i = 0; i < KEYS; i++)
-        assert_int_equal(aftp_hs_keypair(f->secret[i], f->public_key[i]), AFTP_OK);
+        sfx_key_new(&f->key[i]);
     write_authorized(f);
-    pthread_mutex_init(&f->lock, NULL);
-    pthread_cond_init(&f->listening, NULL);
-    assert_int_equal(aftp_server_new(&f->s), AFTP_OK);
     *state = f;
     return 0;
 }
 
-static int teardown(void **state)
-{
-    fixture *f = *state;
-    aftp_server_del(f->s);
-    io_test_rmtree(f->top);
-    free(f->top);
-    pthread_mutex_destroy(&f->lock);
-    pthread_cond_destroy(&f->listening);
-    free(f);
-    return 0;
-}
-
 /* ---- the server ---- */
-
-static void on_log(void *user, int kind, const char *line)
-{
-    fixture *f = user;
-    pthread_mutex_lock(&f->lock);
-    if (f->line_count < MAX_LINES)
-        snprintf(f->lines[f->line_count++], sizeof f->lines[0], "%s", line);
-    if (kind == AFTP_LOG_LISTENING) {
-        f->is_listening = 1;
-        pthread_cond_signal(&f->listening);
-    }
-    pthread_mutex_unlock(&f->lock);
-}
 
 static void on_receipt(void *user, const aftp_receipt *r)
 {
@@ -159,96 +105,42 @@ static void on_receipt(void *user, const aftp_receipt *r)
     snprintf(f->receipt_root, sizeof f->receipt_root, "%s", r->root);
 }
 
-static void *run_server(void *arg)
-{
-    fixture *f = arg;
-    f->run_rc = aftp_server_run(f->s);
-    on_log(f, AFTP_LOG_LISTENING, "(run returned)");
-    return NULL;
-}
-
 static unsigned start_server(fixture *f, aftp_admit_cb admit)
 {
-    struct timespec guard;
-    int rc = 0;
-    assert_int_equal(aftp_server_set_listen(f->s, "127.0.0.1:0"), AFTP_OK);
-    assert_int_equal(aftp_server_set_dir(f->s, f->dir), AFTP_OK);
-    assert_int_equal(aftp_server_set_identity(f->s, f->server_secret), AFTP_OK);
-    assert_int_equal(aftp_server_set_authorized_keys_file(f->s, f->authorized), AFTP_OK);
-    assert_int_equal(aftp_server_set_idle_timeout_ms(f->s, 5000), AFTP_OK);
-    assert_int_equal(aftp_server_set_log_cb(f->s, on_log, f), AFTP_OK);
-    assert_int_equal(aftp_server_set_receipt_cb(f->s, on_receipt, f), AFTP_OK);
-    assert_int_equal(aftp_server_set_admit_cb(f->s, admit, f), AFTP_OK);
-    assert_int_equal(pthread_create(&f->thread, NULL, run_server, f), 0);
-    clock_gettime(CLOCK_REALTIME, &guard);
-    guard.tv_sec += 10;
-    pthread_mutex_lock(&f->lock);
-    while (!f->is_listening && rc == 0)
-        rc = pthread_cond_timedwait(&f->listening, &f->lock, &guard);
-    pthread_mutex_unlock(&f->lock);
-    assert_int_equal(rc, 0);
-    unsigned port = aftp_server_port(f->s);
-    assert_int_not_equal(port, 0);
-    return port;
+    aftp_server *s = f->srv.s;
+    sfx_configure(&f->srv, f->dir, f->server.secret, f->authorized, 5000);
+    assert_int_equal(aftp_server_set_receipt_cb(s, on_receipt, f), AFTP_OK);
+    assert_int_equal(aftp_server_set_admit_cb(s, admit, f), AFTP_OK);
+    return sfx_start(&f->srv, 10);
 }
 
-static void stop_server(fixture *f)
-{
-    struct timespec deadline;
-    aftp_server_stop(f->s);
-    clock_gettime(CLOCK_REALTIME, &deadline);
-    deadline.tv_sec += 2;
-    assert_int_equal(pthread_timedjoin_np(f->thread, NULL, &deadline), 0);
-}
-
+/* A log line of any kind holds text. */
 static int log_has(fixture *f, const char *text)
 {
-    int found = 0;
-    pthread_mutex_lock(&f->lock);
-    for (int i = 0; i < f->line_count && !found; i++)
-        found = strstr(f->lines[i], text) != NULL;
-    pthread_mutex_unlock(&f->lock);
-    return found;
+    return sfx_lines_with(&f->srv, -1, text) > 0;
 }
 
 /* ---- clients ---- */
 
 static void make_file(const fixture *f, const char *name, uint32_t seed, char *path, size_t cap)
 {
-    static uint8_t buf[FILE_LEN];
-    snprintf(path, cap, "%s/%s", f->top, name);
-    io_test_pattern(buf, sizeof buf, seed);
-    FILE *out = fopen(path, "w");
-    assert_non_null(out);
-    assert_int_equal(fwrite(buf, 1, sizeof buf, out), sizeof buf);
-    fclose(out);
+    snprintf(path, cap, "%s/%s", f->srv.top, name);
+    sfx_make_file(path, FILE_LEN, seed);
 }
 
 /* Pushes file as key `k` at rate_bps; what the sender reported into *res. */
 static int push_at(const fixture *f, unsigned port, int k, const char *file, uint64_t rate_bps,
                    aftp_push_result *res)
 {
-    struct sockaddr_in to = io_test_loopback((uint16_t)port);
-    aftp_push_opts o = {.files = &file, .file_count = 1, .peer = (struct sockaddr *)&to,
-                        .peer_len = sizeof to, .rate_bps = rate_bps,
-                        .policy = AFTP_CC_FIXED, .idle_timeout_ns = UINT64_C(5000000000)};
-    o.security.cipher = AFTP_CIPHER_AUTO;
-    o.security.identity = f->secret[k];
-    o.security.peer_key = f->server_public;
-    return aftp_push_run(&o, res);
+    sfx_push p;
+    sfx_push_init(&p, port, &file, 1, rate_bps);
+    sfx_push_keys(&p, f->key[k].secret, f->server.public_key);
+    return sfx_push_run(&p, res);
 }
 
 static int push(const fixture *f, unsigned port, int k, const char *file, aftp_push_result *res)
 {
     return push_at(f, port, k, file, UINT64_C(400000000), res);
-}
-
-/* dir/name holds what source holds. */
-static int same_file(const char *dir, const char *name, const char *source)
-{
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    return io_test_same_file(path, source);
 }
 
 static int exists(const char *dir, const char *name)
@@ -302,8 +194,8 @@ static int push_hostile(const fixture *f, unsigned port, int k, const char *path
     ss.user = &file_error;
     ss.idle_timeout_ns = UINT64_C(5000000000);
     ss.security.cipher = AFTP_CIPHER_AUTO;
-    ss.security.identity = f->secret[k];
-    ss.security.peer_key = f->server_public;
+    ss.security.identity = f->key[k].secret;
+    ss.security.peer_key = f->server.public_key;
     ss.security.unix_time_ns = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
     assert_int_equal(aftp_sender_new(&ss, aftp_drive_now_ns(), &snd), AFTP_OK);
     aftp_file_info info = {.file_id = 1, .size = sizeof hostile_payload, .mode = 0644,
@@ -333,12 +225,12 @@ static void test_roots(void **state)
     int rc_a = push(f, port, KEY_A, a, &res), rc_b = push(f, port, KEY_B, b, &res);
     int escape = push_hostile(f, port, KEY_A, "../b/x");
     int escape_abs = push_hostile(f, port, KEY_A, "/tmp/x");
-    stop_server(f);
+    sfx_stop(&f->srv, 2);
 
     assert_int_equal(rc_a, AFTP_OK);
     assert_int_equal(rc_b, AFTP_OK);
-    assert_true(same_file(f->root_a, "a.bin", a));
-    assert_true(same_file(f->root_b, "b.bin", b));
+    assert_true(sfx_same_file(f->root_a, "a.bin", a));
+    assert_true(sfx_same_file(f->root_b, "b.bin", b));
     assert_false(exists(f->dir, "a.bin"));
     assert_false(exists(f->dir, "b.bin"));
     assert_false(exists(f->root_b, "a.bin"));
@@ -359,11 +251,11 @@ static void test_from(void **state)
     unsigned port = start_server(f, NULL);
     int rc_far = push(f, port, KEY_FAR, a, &res);
     int rc_near = push(f, port, KEY_NEAR, a, &res);
-    stop_server(f);
+    sfx_stop(&f->srv, 2);
 
     assert_int_equal(rc_far, AFTP_ERR_UNKNOWN_PEER);
     assert_int_equal(rc_near, AFTP_OK);
-    assert_true(same_file(f->root_a, "near.bin", a));
+    assert_true(sfx_same_file(f->root_a, "near.bin", a));
     assert_false(exists(f->dir, "near.bin"));
     snprintf(expect, sizeof expect,
              "is limited to from=\"198.18.0.0/15,2001:db8::/32\" (%s:4); client came from "
@@ -386,13 +278,13 @@ static void test_rate_and_read_only(void **state)
     char to[32];
     snprintf(to, sizeof to, "127.0.0.1:%u", port);
     assert_int_equal(aftp_client_new(&c), AFTP_OK);
-    assert_int_equal(aftp_client_set_identity(c, f->secret[KEY_RO]), AFTP_OK);
-    assert_int_equal(aftp_client_set_peer_key(c, f->server_public), AFTP_OK);
+    assert_int_equal(aftp_client_set_identity(c, f->key[KEY_RO].secret), AFTP_OK);
+    assert_int_equal(aftp_client_set_peer_key(c, f->server.public_key), AFTP_OK);
     const char *files[] = {ro};
     int rc_client = aftp_client_send(c, to, files, 1);
     snprintf(expect, sizeof expect, "%s", aftp_client_errmsg(c));
     aftp_client_del(c);
-    stop_server(f);
+    sfx_stop(&f->srv, 2);
 
     assert_int_equal(rc_a, AFTP_OK);
     assert_int_equal(res_a.io.stats.rate_cap_bps, RATE_A);
@@ -415,7 +307,7 @@ static void test_missing_root(void **state)
     make_file(f, "lost.bin", 6, a, sizeof a);
     unsigned port = start_server(f, NULL);
     int rc = push(f, port, KEY_MISSING, a, &res);
-    stop_server(f);
+    sfx_stop(&f->srv, 2);
 
     assert_int_equal(rc, AFTP_ERR_UNKNOWN_PEER);
     snprintf(expect, sizeof expect, "cannot use destination directory %s/missing: No such file "
@@ -431,14 +323,14 @@ static int admit_changing(void *user, const aftp_peer *peer, aftp_admission *d)
 {
     fixture *f = user;
     for (int k = 0; k < KEYS; k++)
-        if (memcmp(peer->key, f->public_key[k], AFTP_KEY_LEN) == 0)
+        if (memcmp(peer->key, f->key[k].public_key, AFTP_KEY_LEN) == 0)
             f->seen_access[k] = aftp_admission_access(d);
-    if (memcmp(peer->key, f->public_key[KEY_A], AFTP_KEY_LEN) == 0) {
+    if (memcmp(peer->key, f->key[KEY_A].public_key, AFTP_KEY_LEN) == 0) {
         snprintf(f->seen_root, sizeof f->seen_root, "%s", aftp_admission_root(d));
         f->seen_cap = aftp_admission_rate_cap(d);
         return aftp_admission_set_rate_cap(d, 0);
     }
-    if (memcmp(peer->key, f->public_key[KEY_RO], AFTP_KEY_LEN) == 0)
+    if (memcmp(peer->key, f->key[KEY_RO].public_key, AFTP_KEY_LEN) == 0)
         return aftp_admission_set_access(d, AFTP_ACCESS_READ | AFTP_ACCESS_WRITE);
     return AFTP_OK;
 }
@@ -453,7 +345,7 @@ static void test_callback_changes_decision(void **state)
     unsigned port = start_server(f, admit_changing);
     int rc_a = push(f, port, KEY_A, a, &res_a);
     int rc_ro = push(f, port, KEY_RO, ro, &res_ro);
-    stop_server(f);
+    sfx_stop(&f->srv, 2);
 
     snprintf(root_a, sizeof root_a, "%s/a", f->dir); /* the relative root= "a" */
     assert_string_equal(f->seen_root, root_a);
@@ -462,9 +354,9 @@ static void test_callback_changes_decision(void **state)
     assert_int_equal(f->seen_access[KEY_RO], AFTP_ACCESS_READ);
     assert_int_equal(rc_a, AFTP_OK);
     assert_int_equal(res_a.io.stats.rate_cap_bps, 0);
-    assert_true(same_file(f->root_a, "a2.bin", a));
+    assert_true(sfx_same_file(f->root_a, "a2.bin", a));
     assert_int_equal(rc_ro, AFTP_OK);
-    assert_true(same_file(f->dir, "ro2.bin", ro));
+    assert_true(sfx_same_file(f->dir, "ro2.bin", ro));
 }
 
 static void test_once_waits_past_refused_push(void **state)
@@ -472,21 +364,18 @@ static void test_once_waits_past_refused_push(void **state)
     fixture *f = *state;
     char ro[600], a[600];
     aftp_push_result res;
-    struct timespec guard;
     make_file(f, "ro3.bin", 9, ro, sizeof ro);
     make_file(f, "a3.bin", 10, a, sizeof a);
-    assert_int_equal(aftp_server_set_once(f->s, 1), AFTP_OK);
+    assert_int_equal(aftp_server_set_once(f->srv.s, 1), AFTP_OK);
     unsigned port = start_server(f, NULL);
     int rc_ro = push(f, port, KEY_RO, ro, &res);
     int rc_a = push(f, port, KEY_A, a, &res);
-    clock_gettime(CLOCK_REALTIME, &guard);
-    guard.tv_sec += 10; /* the run ends by itself after A's session */
-    assert_int_equal(pthread_timedjoin_np(f->thread, NULL, &guard), 0);
+    sfx_join(&f->srv, 10); /* the run ends by itself after A's session */
 
     assert_int_equal(rc_ro, AFTP_ERR_PERMISSION);
     assert_int_equal(rc_a, AFTP_OK);
-    assert_int_equal(f->run_rc, AFTP_OK);
-    assert_true(same_file(f->root_a, "a3.bin", a));
+    assert_int_equal(f->srv.run_rc, AFTP_OK);
+    assert_true(sfx_same_file(f->root_a, "a3.bin", a));
 }
 
 static void test_admission_arguments(void **state)
@@ -526,8 +415,8 @@ static int get(const fixture *f, unsigned port, int k, const char *const *paths,
     char to[32];
     snprintf(to, sizeof to, "127.0.0.1:%u", port);
     assert_int_equal(aftp_client_new(&c), AFTP_OK);
-    assert_int_equal(aftp_client_set_identity(c, f->secret[k]), AFTP_OK);
-    assert_int_equal(aftp_client_set_peer_key(c, f->server_public), AFTP_OK);
+    assert_int_equal(aftp_client_set_identity(c, f->key[k].secret), AFTP_OK);
+    assert_int_equal(aftp_client_set_peer_key(c, f->server.public_key), AFTP_OK);
     assert_int_equal(aftp_client_set_idle_timeout_ms(c, 5000), AFTP_OK);
     assert_int_equal(aftp_client_set_file_cb(c, on_get_event, g), AFTP_OK);
     int rc = aftp_client_get(c, to, paths, n, dest);
@@ -541,7 +430,7 @@ static int get(const fixture *f, unsigned port, int k, const char *const *paths,
 static int make_pull_tree(fixture *f, char *dest, size_t cap)
 {
     int dir = open(f->dir, O_RDONLY | O_DIRECTORY);
-    int top = open(f->top, O_RDONLY | O_DIRECTORY);
+    int top = open(f->srv.top, O_RDONLY | O_DIRECTORY);
     assert_true(dir >= 0 && top >= 0);
     assert_int_equal(mkdirat(dir, "pub", 0750), 0);
     assert_int_equal(mkdirat(dir, "pub/sub", 0755), 0);
@@ -554,7 +443,7 @@ static int make_pull_tree(fixture *f, char *dest, size_t cap)
     assert_int_equal(symlinkat("../secret", dir, "out"), 0);
     assert_int_equal(mkfifoat(dir, "fifo", 0600), 0);
     assert_int_equal(mkdirat(top, "dest", 0755), 0);
-    snprintf(dest, cap, "%s/dest", f->top);
+    snprintf(dest, cap, "%s/dest", f->srv.top);
     close(top);
     return dir;
 }
@@ -578,9 +467,9 @@ static void test_pull(void **state)
     char wo_msg[1200];
     snprintf(wo_msg, sizeof wo_msg, "%s", msg);
     char a_file[700];
-    snprintf(a_file, sizeof a_file, "%s/a-file", f->top);
+    snprintf(a_file, sizeof a_file, "%s/a-file", f->srv.top);
     int rc_onto_file = get(f, port, KEY_RO, paths, 2, a_file, &onto_file, msg, sizeof msg);
-    stop_server(f);
+    sfx_stop(&f->srv, 2);
 
     assert_int_equal(rc_good, AFTP_OK);
     assert_int_equal(good.failed, 0);
@@ -644,7 +533,7 @@ static void test_pull_beside_push(void **state)
     snprintf(served, sizeof served, "%s/served.bin", f->root_a);
     make_file(f, "served.bin", 12, dest, sizeof dest);
     assert_int_equal(rename(dest, served), 0);
-    snprintf(dest, sizeof dest, "%s/pulled", f->top);
+    snprintf(dest, sizeof dest, "%s/pulled", f->srv.top);
     assert_int_equal(mkdir(dest, 0700), 0);
     unsigned port = start_server(f, NULL);
     slow_push p = {.f = f, .port = port, .file = file};
@@ -657,25 +546,25 @@ static void test_pull_beside_push(void **state)
     int rc = get(f, port, KEY_NEAR, paths, 1, dest, &g, msg, sizeof msg);
     int push_done_then = __atomic_load_n(&p.done, __ATOMIC_ACQUIRE);
     pthread_join(thread, NULL);
-    stop_server(f);
+    sfx_stop(&f->srv, 2);
     assert_int_equal(rc, AFTP_OK);
     assert_false(push_done_then);
     assert_int_equal(p.rc, AFTP_OK);
-    assert_true(same_file(dest, "served.bin", served));
-    assert_true(same_file(f->root_a, "slow.bin", file));
+    assert_true(sfx_same_file(dest, "served.bin", served));
+    assert_true(sfx_same_file(f->root_a, "slow.bin", file));
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_roots, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_from, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_rate_and_read_only, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_missing_root, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_callback_changes_decision, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_once_waits_past_refused_push, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_pull, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_pull_beside_push, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_roots, setup, sfx_teardown),
+        cmocka_unit_test_setup_teardown(test_from, setup, sfx_teardown),
+        cmocka_unit_test_setup_teardown(test_rate_and_read_only, setup, sfx_teardown),
+        cmocka_unit_test_setup_teardown(test_missing_root, setup, sfx_teardown),
+        cmocka_unit_test_setup_teardown(test_callback_changes_decision, setup, sfx_teardown),
+        cmocka_unit_test_setup_teardown(test_once_waits_past_refused_push, setup, sfx_teardown),
+        cmocka_unit_test_setup_teardown(test_pull, setup, sfx_teardown),
+        cmocka_unit_test_setup_teardown(test_pull_beside_push, setup, sfx_teardown),
         cmocka_unit_test(test_admission_arguments),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

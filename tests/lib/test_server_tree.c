@@ -38,6 +38,7 @@
 #include "aftp_journal.h"
 #include "aftp_push.h"
 #include "io_testutil.h"
+#include "server_fixture.h"
 
 #define WINDOW 64u
 #define MAX_REPORTS 64
@@ -52,14 +53,9 @@ typedef struct report {
 
 /* What the server's callbacks saw; read once the run has ended. */
 typedef struct server_run {
-    aftp_server *s;
-    pthread_t thread;
-    int rc;
+    sfx_server srv;
     report receipts[MAX_REPORTS], entries[MAX_REPORTS];
     int receipt_count, entry_count;
-    char swept[4][1024];
-    int swept_count;
-    atomic_int sweeps; /* lines seen, read while the run goes on */
     char root[512]; /* the admission's root, or "" */
 } server_run;
 
@@ -88,13 +84,18 @@ static void on_entry(void *user, const aftp_receipt *r)
     keep(run->entries, &run->entry_count, r);
 }
 
-static void on_log(void *user, int kind, const char *line)
+/* The n-th sweep the log reported (from 0), or NULL. */
+static const char *swept(server_run *run, int n)
 {
-    server_run *run = user;
-    if (kind == AFTP_LOG_PARTIAL_SWEPT && run->swept_count < 4)
-        snprintf(run->swept[run->swept_count++], sizeof run->swept[0], "%s", line);
-    if (kind == AFTP_LOG_PARTIAL_SWEPT)
-        atomic_fetch_add(&run->sweeps, 1);
+    return sfx_line_of(&run->srv, AFTP_LOG_PARTIAL_SWEPT, n);
+}
+
+static int swept_count(server_run *run)
+{
+    int n = 0;
+    while (swept(run, n) != NULL)
+        n++;
+    return n;
 }
 
 static int admit_into_root(void *user, const aftp_peer *peer, aftp_admission *decision)
@@ -104,39 +105,32 @@ static int admit_into_root(void *user, const aftp_peer *peer, aftp_admission *de
     return aftp_admission_set_root(decision, run->root);
 }
 
-static void *serve_thread(void *arg)
-{
-    server_run *run = arg;
-    run->rc = aftp_server_run(run->s);
-    return NULL;
-}
-
 /* A --once server into dir, unprotected, its callbacks into run. */
 static void server_new(server_run *run, const char *dir)
 {
     memset(run, 0, sizeof *run);
-    assert_int_equal(aftp_server_new(&run->s), AFTP_OK);
-    assert_int_equal(aftp_server_set_listen(run->s, "127.0.0.1:0"), AFTP_OK);
-    assert_int_equal(aftp_server_set_dir(run->s, dir), AFTP_OK);
-    assert_int_equal(aftp_server_set_cipher(run->s, AFTP_CIPHER_NONE), AFTP_OK);
-    assert_int_equal(aftp_server_set_once(run->s, 1), AFTP_OK);
-    aftp_server_set_receipt_cb(run->s, on_receipt, run);
-    aftp_server_set_entry_cb(run->s, on_entry, run);
-    aftp_server_set_log_cb(run->s, on_log, run);
+    sfx_init(&run->srv);
+    aftp_server *s = run->srv.s;
+    assert_int_equal(aftp_server_set_listen(s, "127.0.0.1:0"), AFTP_OK);
+    assert_int_equal(aftp_server_set_dir(s, dir), AFTP_OK);
+    assert_int_equal(aftp_server_set_cipher(s, AFTP_CIPHER_NONE), AFTP_OK);
+    assert_int_equal(aftp_server_set_once(s, 1), AFTP_OK);
+    aftp_server_set_receipt_cb(s, on_receipt, run);
+    aftp_server_set_entry_cb(s, on_entry, run);
+    aftp_server_set_log_cb(s, sfx_log, &run->srv);
 }
 
 static void server_start(server_run *run)
 {
-    assert_int_equal(pthread_create(&run->thread, NULL, serve_thread, run), 0);
-    while (aftp_server_port(run->s) == 0)
-        usleep(1000);
+    sfx_start(&run->srv, 10);
 }
 
+/* The run ended (by itself, or stopped); the server freed, what its
+ * callbacks saw kept. */
 static void server_end(server_run *run)
 {
-    pthread_join(run->thread, NULL);
-    aftp_server_del(run->s);
-    run->s = NULL;
+    sfx_join(&run->srv, 30);
+    sfx_fini(&run->srv);
 }
 
 /* Interrupts the push once `after` payload bytes have gone out (0: never). */
@@ -157,17 +151,17 @@ static void on_push_tick(void *app, const aftp_stats *st, uint64_t now_ns)
 static int push(server_run *run, const char *src, unsigned flags, uint64_t rate_bps,
                 uint64_t stop_after)
 {
-    struct sockaddr_in to = io_test_loopback((uint16_t)aftp_server_port(run->s));
     const char *files[] = {src};
     push_stop stop = {.after = stop_after};
     aftp_push_result res;
-    aftp_push_opts o = {.files = files, .file_count = 1, .pipeline_window = WINDOW,
-                        .entry_flags = flags, .send_links = 1, .peer = (struct sockaddr *)&to,
-                        .peer_len = sizeof to, .rate_bps = rate_bps, .policy = AFTP_CC_FIXED,
-                        .security = {.cipher = AFTP_CIPHER_NONE},
-                        .hooks = {.on_tick = on_push_tick, .app = &stop,
-                                  .interrupt = &stop.stop}};
-    int rc = aftp_push_run(&o, &res);
+    sfx_push p;
+    sfx_push_init(&p, aftp_server_port(run->srv.s), files, 1, rate_bps);
+    p.o.pipeline_window = WINDOW;
+    p.o.entry_flags = flags;
+    p.o.send_links = 1;
+    p.o.idle_timeout_ns = 0; /* the engine's default */
+    p.o.hooks = (aftp_io_hooks){.on_tick = on_push_tick, .app = &stop, .interrupt = &stop.stop};
+    int rc = sfx_push_run(&p, &res);
     if (rc != AFTP_OK && stop_after == 0)
         print_message("push: %s\n", res.io.message);
     return rc;
@@ -179,7 +173,7 @@ static void serve_push(server_run *run, const char *src, unsigned flags)
     server_start(run);
     assert_int_equal(push(run, src, flags, UINT64_C(1000000000), 0), AFTP_OK);
     server_end(run);
-    assert_int_equal(run->rc, AFTP_OK);
+    assert_int_equal(run->srv.run_rc, AFTP_OK);
 }
 
 static void write_file(int dirfd, const char *name, size_t size, mode_t mode)
@@ -294,7 +288,7 @@ static void test_tree_outcomes_mask_links(void **state)
     tree_case t;
     (void)state;
     tree_case_new(&t);
-    assert_int_equal(aftp_server_set_mode_mask(t.run.s, 02750), AFTP_OK);
+    assert_int_equal(aftp_server_set_mode_mask(t.run.srv.s, 02750), AFTP_OK);
     serve_push(&t.run, t.top, 0);
 
     assert_int_equal(mode_of(t.dst.fd, "top/sub/x") & 07777, 0640);
@@ -343,7 +337,7 @@ static void test_links_refused_when_off(void **state)
     tree_case t;
     (void)state;
     tree_case_new(&t);
-    assert_int_equal(aftp_server_set_links(t.run.s, 0), AFTP_OK);
+    assert_int_equal(aftp_server_set_links(t.run.srv.s, 0), AFTP_OK);
     server_start(&t.run);
     assert_int_equal(push(&t.run, t.top, 0, UINT64_C(1000000000), 0), AFTP_ERR_PATH_REJECTED);
     server_end(&t.run);
@@ -409,17 +403,17 @@ static void test_sweep_at_start(void **state)
     serve_push(&t.run, t.top, 0);
     assert_true(has_state(t.dst.fd, 'a'));
     assert_true(has_state(t.dst.fd, 'b'));
-    assert_int_equal(t.run.swept_count, 0);
+    assert_int_equal(swept_count(&t.run), 0);
 
     assert_int_equal(unlinkat(t.src.fd, "top/link", 0), 0);
     server_new(&t.run, t.dst.path);
-    assert_int_equal(aftp_server_set_partial_max_age_s(t.run.s, 3 * DAY_S), AFTP_OK);
+    assert_int_equal(aftp_server_set_partial_max_age_s(t.run.srv.s, 3 * DAY_S), AFTP_OK);
     serve_push(&t.run, t.top, AFTP_ENTRY_SYNC);
     assert_false(has_state(t.dst.fd, 'a'));
     assert_true(has_state(t.dst.fd, 'b'));
-    assert_int_equal(t.run.swept_count, 1);
-    assert_non_null(strstr(t.run.swept[0], "removed 1 unfinished file "));
-    assert_non_null(strstr(t.run.swept[0], t.dst.path));
+    assert_int_equal(swept_count(&t.run), 1);
+    assert_non_null(strstr(swept(&t.run, 0), "removed 1 unfinished file "));
+    assert_non_null(strstr(swept(&t.run, 0), t.dst.path));
     tree_case_del(&t);
 }
 
@@ -427,9 +421,7 @@ static void test_sweep_at_start(void **state)
  * after 10 s (a step comes every 100 ms while idle). */
 static int sweeps_reach(server_run *run, int count)
 {
-    for (int i = 0; i < 1000 && atomic_load(&run->sweeps) < count; i++)
-        usleep(10000);
-    return atomic_load(&run->sweeps) >= count;
+    return sfx_wait_lines(&run->srv, AFTP_LOG_PARTIAL_SWEPT, "", count, 10) >= count;
 }
 
 /* While no session runs, state that ages past the age is removed by the
@@ -442,8 +434,8 @@ static void test_sweep_while_idle(void **state)
     scratch_new(&dst);
     make_states(dst.fd);
     server_new(&run, dst.path);
-    assert_int_equal(aftp_server_set_once(run.s, 0), AFTP_OK);
-    assert_int_equal(aftp_server_set_partial_max_age_s(run.s, 3 * DAY_S), AFTP_OK);
+    assert_int_equal(aftp_server_set_once(run.srv.s, 0), AFTP_OK);
+    assert_int_equal(aftp_server_set_partial_max_age_s(run.srv.s, 3 * DAY_S), AFTP_OK);
     server_start(&run);
     assert_true(sweeps_reach(&run, 1)); /* the start's pass: 'a' */
     int partial = openat(dst.fd, AFTP_JOURNAL_DIR, O_RDONLY | O_DIRECTORY);
@@ -451,13 +443,13 @@ static void test_sweep_while_idle(void **state)
     make_state(partial, 'b', 4 * DAY_S); /* 'b' ages past the age */
     close(partial);
     int seen = sweeps_reach(&run, 2);
-    aftp_server_stop(run.s);
+    aftp_server_stop(run.srv.s);
     server_end(&run);
     assert_true(seen);
-    assert_int_equal(run.rc, AFTP_OK);
+    assert_int_equal(run.srv.run_rc, AFTP_OK);
     assert_false(has_state(dst.fd, 'a'));
     assert_false(has_state(dst.fd, 'b'));
-    assert_non_null(strstr(run.swept[1], "removed 1 unfinished file "));
+    assert_non_null(strstr(swept(&run, 1), "removed 1 unfinished file "));
     scratch_del(&dst);
 }
 
@@ -475,14 +467,14 @@ static void test_sweep_admitted_root(void **state)
     make_states(root.fd);
     server_new(&run, dst.path);
     snprintf(run.root, sizeof run.root, "%s", root.path);
-    aftp_server_set_admit_cb(run.s, admit_into_root, &run);
-    assert_int_equal(aftp_server_set_partial_max_age_s(run.s, 3 * DAY_S), AFTP_OK);
+    aftp_server_set_admit_cb(run.srv.s, admit_into_root, &run);
+    assert_int_equal(aftp_server_set_partial_max_age_s(run.srv.s, 3 * DAY_S), AFTP_OK);
     serve_push(&run, top, 0);
     assert_true(io_test_exists(root.fd, "top/sub/x"));
     assert_false(has_state(root.fd, 'a'));
     assert_true(has_state(root.fd, 'b'));
-    assert_int_equal(run.swept_count, 1);
-    assert_non_null(strstr(run.swept[0], root.path));
+    assert_int_equal(swept_count(&run), 1);
+    assert_non_null(strstr(swept(&run, 0), root.path));
     scratch_del(&root);
     scratch_del(&dst);
     scratch_del(&src);

@@ -3,7 +3,8 @@
  * FILE_DONE with proto's encoders, against sim_storage's `entry` and
  * `commit_group`: negotiation, many small files, empty files, directories
  * and links byte-exact, FEEDBACK over the stream, SKIP and RESUME, the
- * group commit, and hostile senders. */
+ * group commit, a verdict storage holds back (a busy file), and hostile
+ * senders. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -1038,6 +1039,74 @@ static void test_refused_path_and_repeated_entries(void **state)
     sim_script_free(&g);
 }
 
+/* A storage that holds back the verdict of entry busy.id (its file written
+ * by another session of the server: AFTP_STORAGE_WAIT) while it is set. */
+static struct {
+    uint32_t id;
+    int asked;
+} busy;
+static aftp_storage_ops ops_busy;
+
+static int busy_entry(void *user, const aftp_entry_info *info, aftp_entry_verdict *out)
+{
+    if (info->file.file_id != busy.id)
+        return sim_receiver_storage.entry(user, info, out);
+    busy.asked++;
+    return AFTP_STORAGE_WAIT;
+}
+
+static void busy_op(aftp_receiver_settings *s)
+{
+    ops_busy = sim_receiver_storage;
+    ops_busy.entry = busy_entry;
+    s->storage = &ops_busy;
+}
+
+/* Spec 9.14.4, busy file: entry 2's verdict waits, and entry 3's behind
+ * it, while entry 1's data, verification and result go on; storage is
+ * asked again on the engine's timer (every AFTP_STORAGE_WAIT_RETRY_NS, not
+ * in a loop); a repeated ENTRIES is answered with FEEDBACK; once storage
+ * decides, the verdicts leave and the files arrive. */
+static void test_busy_file_verdict_waits(void **state)
+{
+    (void)state;
+    sim_script g;
+    seen s = {0};
+    busy.id = 2;
+    busy.asked = 0;
+    offer_files(&g, &s, 16, busy_op, 3, 3000);
+    assert_int_equal(s.verdicts[1], 1);
+    assert_int_equal(s.verdicts[2], 0);
+    assert_int_equal(s.verdicts[3], 0);
+    int asked = busy.asked;
+    settle(&g, &s, 100); /* virtual time */
+    assert_int_equal(busy.asked - asked, 100 / (AFTP_STORAGE_WAIT_RETRY_NS / 1000000));
+    send_file(&g, 1);
+    settle(&g, &s, 30);
+    assert_int_equal(s.results[1], 1);
+    assert_int_equal(s.result_error[1], AFTP_WIRE_ERR_NONE);
+    int feedbacks = s.feedbacks;
+    assert_int_equal(sim_script_entries(&g, 2, 2, 0), AFTP_OK); /* the sender's resend */
+    settle(&g, &s, 2);
+    assert_int_equal(s.feedbacks, feedbacks + 1);
+    assert_int_equal(s.verdicts[2], 0);
+    busy.id = 0; /* the other session's file ended */
+    settle(&g, &s, 20);
+    assert_int_equal(s.verdicts[2], 1);
+    assert_int_equal(s.verdicts[3], 1);
+    assert_int_equal(s.verdict[2], AFTP_WIRE_VERDICT_SEND);
+    send_file(&g, 2);
+    send_file(&g, 3);
+    settle(&g, &s, 30);
+    for (uint32_t id = 1; id <= 3; id++) {
+        assert_int_equal(s.results[id], 1);
+        assert_true(sim_file_intact(&g.st, id));
+    }
+    assert_false(g.st.out_of_order);
+    assert_int_equal(aftp_receiver_state(g.r), AFTP_STATE_TRANSFER);
+    sim_script_free(&g);
+}
+
 /* The receiver's `oldest` counts the ends it has sent (spec 9.14.1): an
  * entry that comes while the end W ids before it is decided but not sent
  * yet (a verdict queued, a FILE_RESULT not yet out) is beyond the
@@ -1297,6 +1366,7 @@ int main(void)
         cmocka_unit_test(test_bases_that_break_the_stream_close),
         cmocka_unit_test(test_data_without_verdict_or_outside_dropped),
         cmocka_unit_test(test_refused_path_and_repeated_entries),
+        cmocka_unit_test(test_busy_file_verdict_waits),
         cmocka_unit_test(test_entry_before_the_end_was_sent_closes),
         cmocka_unit_test(test_entry_after_the_end_was_sent),
         cmocka_unit_test(test_random_sender),
