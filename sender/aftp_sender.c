@@ -222,7 +222,9 @@ static void init_controller(aftp_sender *s, uint64_t now_ns)
     aftp_cc_config cfg = {.policy = set->policy, .rate_bps = set->rate_bps,
                           .min_rate_bps = set->min_rate_bps, .max_rate_bps = set->max_rate_bps,
                           .initial_rtt_ns = set->initial_rtt_ns,
-                          .max_inflight = aftp_sentlog_slots(&s->log) / 2, .seed = set->conn_id};
+                          .max_inflight = aftp_sentlog_slots(&s->log) / 2, .seed = set->conn_id,
+                          .resume_rate_bps = set->resume_rate_bps,
+                          .resume_rtt_ns = set->resume_rtt_ns};
     aftp_cc_init(&s->cc, &cfg, now_ns);
 }
 
