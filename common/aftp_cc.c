@@ -366,10 +366,11 @@ uint64_t aftp_cc_inflight_cap(const aftp_cc *cc)
     uint64_t cap = (uint64_t)(gain * (double)bdp_packets(cc));
     if (cc->mode == AFTP_CC_MODE_PROBE_BW && cc->phase == AFTP_CC_PHASE_CRUISE && !cc->competing)
         cap = cruise_cap(cc);
-    /* A jump puts at most one RTT of its rate in flight (the draft's jump
-     * window): what a wrong jump can cost is bounded by it. */
+    /* A jump puts at most one saved RTT of its rate in flight (the draft's
+     * jump window, half the saved one): what a wrong jump can cost is
+     * bounded by it. */
     if (jumping(cc))
-        cap = packets_at(cc, cc->jump_rate_bps, rtt_estimate(cc) + cc->feedback_gap_ns);
+        cap = packets_at(cc, cc->jump_rate_bps, cc->cfg.resume_rtt_ns + cc->feedback_gap_ns);
     cap = max_u64(cap, AFTP_CC_INITIAL_WINDOW);
     if (cc->cfg.max_inflight)
         cap = min_u64(cap, cc->cfg.max_inflight);
@@ -578,13 +579,15 @@ static int deep_queue_ends_startup(const aftp_cc *cc)
 static double loss_excess(const aftp_cc *cc, uint64_t sent, uint64_t lost);
 
 /* Reconnaissance ends with the first RTT sample: a jump when it says the
- * path is the saved one and the jump is faster than startup is now. */
-static void resume_check_rtt(aftp_cc *cc)
+ * path is the saved one and the jump is faster than startup is now. The
+ * handshake's sample may be long by the server's work on it: too long,
+ * it leaves the judgement to the first FEEDBACK's. */
+static void resume_check_rtt(aftp_cc *cc, uint64_t rtt_ns, int handshake)
 {
-    if (cc->resume != AFTP_CC_RESUME_RECON)
+    double saved = (double)cc->cfg.resume_rtt_ns, rtt = (double)rtt_ns;
+    if (cc->resume != AFTP_CC_RESUME_RECON || (handshake && rtt > RESUME_RTT_MAX_FACTOR * saved))
         return;
     cc->resume = AFTP_CC_RESUME_OFF;
-    double saved = (double)cc->cfg.resume_rtt_ns, rtt = (double)cc->min_rtt_ns;
     if (rtt < RESUME_RTT_MIN_FRACTION * saved || rtt > RESUME_RTT_MAX_FACTOR * saved)
         return;
     uint64_t jump = clamp_rate(cc, (uint64_t)(RESUME_JUMP_FRACTION * (double)cc->cfg.resume_rate_bps));
@@ -595,6 +598,12 @@ static void resume_check_rtt(aftp_cc *cc)
     cc->jump_first_pn = cc->next_pn;
     cc->jump_data_sent = cc->data_count;
     cc->jump_round = cc->round;
+}
+
+void aftp_cc_on_handshake_rtt(aftp_cc *cc, uint64_t rtt_ns)
+{
+    resume_check_rtt(cc, rtt_ns, 1);
+    update_rate(cc);
 }
 
 /* Confirmed: startup goes on from what the jump delivered. */
@@ -971,7 +980,7 @@ void aftp_cc_on_feedback(aftp_cc *cc, const aftp_cc_feedback *fb)
         uint64_t rtt = fb->rtt_ns > fb->ack_delay_ns ? fb->rtt_ns - fb->ack_delay_ns : fb->rtt_ns;
         update_min_rtt(cc, rtt, fb->now_ns);
         track_queue(cc, fb->now_ns);
-        resume_check_rtt(cc);
+        resume_check_rtt(cc, cc->min_rtt_ns, 0);
     }
     int new_round = next_round(cc);
     int sampled = measure(cc, fb);

@@ -41,11 +41,12 @@
  *              queue that stands again then resumes competing at once.
  * CAREFUL RESUME (a start rate remembered for the path, after the IETF's
  *            Careful Resume): with a saved rate and min RTT in the config,
- *            STARTUP runs as usual until the first RTT sample
- *            (Reconnaissance). When that sample lies within [1/2, 10] x
- *            the saved RTT (not for LOW, which yields, nor FIXED), the
- *            rate jumps to half the saved rate, with at most one RTT of it
- *            in flight (Unvalidated), until the jump's own packets are
+ *            STARTUP runs as usual until the first RTT sample, the
+ *            handshake's when the sender gives it (Reconnaissance). When
+ *            that sample lies within [1/2, 10] x the saved RTT (not for
+ *            LOW, which yields, nor FIXED), the rate jumps to half the
+ *            saved rate, with at most one saved RTT of it in flight
+ *            (Unvalidated), until the jump's own packets are
  *            reported (Validating): two samples delivering at least 85%
  *            of the rate they were sent at, on a queue below startup's
  *            deep-queue bound and without loss beyond chance, confirm
@@ -240,6 +241,14 @@ void aftp_cc_init(aftp_cc *cc, const aftp_cc_config *cfg, uint64_t now_ns);
 void aftp_cc_on_sent(aftp_cc *cc, uint64_t now_ns, uint64_t pn, uint64_t bytes, int is_data);
 /* A FEEDBACK arrived (stale ones, not raising largest_pn, are ignored). */
 void aftp_cc_on_feedback(aftp_cc *cc, const aftp_cc_feedback *fb);
+
+/* The handshake took rtt_ns (one HELLO, its HELLO_ACK): Careful Resume's
+ * Reconnaissance may judge the saved RTT by it before any DATA, and jump
+ * from the first DATA on. It includes the server's handshake work, so it
+ * can only show a path longer than it is: one more than 10 x the saved
+ * RTT leaves the judgement to the first FEEDBACK; one below half of it
+ * rules the saved state out. */
+void aftp_cc_on_handshake_rtt(aftp_cc *cc, uint64_t rtt_ns);
 
 /* New --min-rate / --max-rate (0: none) from now on; the estimates stay. */
 void aftp_cc_set_limits(aftp_cc *cc, uint64_t min_rate_bps, uint64_t max_rate_bps);

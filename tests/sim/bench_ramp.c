@@ -12,52 +12,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "sim_run.h"
+#include "sim_ramp.h"
 
-#define GBIT UINT64_C(1000000000)
-
-typedef struct memory {
-    uint64_t rate_bps, rtt_ns; /* 0: a first transfer */
-} memory;
-
-static void recall(void *ctx, aftp_sender_settings *s, aftp_receiver_settings *r)
-{
-    const memory *m = ctx;
-    (void)r;
-    s->resume_rate_bps = m->rate_bps;
-    s->resume_rtt_ns = m->rtt_ns;
-}
-
-/* One transfer of `bytes` over `rtt_ms` and `loss`; its stats in *out. */
-static double transfer(uint64_t bytes, uint64_t rtt_ms, double loss, memory *m, aftp_stats *out)
-{
-    sim_cfg c;
-    sim_result r;
-    sim_cfg_default(&c);
-    c.file_size = bytes;
-    c.policy = AFTP_CC_FAIR;
-    c.rate_bps = GBIT;
-    c.cipher = AFTP_CIPHER_NONE;
-    c.fwd = (sim_link_cfg){.rate_bps = GBIT, .delay_ns = rtt_ms * SIM_MS / 2,
-                           .queue_bytes = GBIT / 8 * rtt_ms / 1000, .loss = loss};
-    c.rev = (sim_link_cfg){.delay_ns = rtt_ms * SIM_MS / 2};
-    c.time_limit_ns = 600 * SIM_S;
-    c.tune = recall;
-    c.tune_ctx = m;
-    sim_run(&c, &r);
-    *out = r.snd;
-    double s = r.snd_error == AFTP_OK && !r.stuck ? (double)r.end_ns / 1e9 : -1.0;
-    sim_result_free(&r);
-    return s;
-}
+#define GBIT SIM_RAMP_LINK_BPS
 
 static void profile(uint64_t bytes, uint64_t rtt_ms, double loss)
 {
-    memory none = {0, 0};
+    sim_ramp_memory none = {0, 0};
     aftp_stats first_stats, repeat_stats;
-    double first = transfer(bytes, rtt_ms, loss, &none, &first_stats);
-    memory saved = {first_stats.delivery_rate_bps, first_stats.path_min_rtt_ns};
-    double repeat = transfer(bytes, rtt_ms, loss, &saved, &repeat_stats);
+    double first = sim_ramp_transfer(bytes, rtt_ms, loss, &none, &first_stats);
+    sim_ramp_memory saved = {first_stats.delivery_rate_bps, first_stats.path_min_rtt_ns};
+    double repeat = sim_ramp_transfer(bytes, rtt_ms, loss, &saved, &repeat_stats);
     /* the bytes at the payload rate of 1452-byte datagrams (1400 payload) */
     double ideal = (double)bytes * 8 / (double)GBIT / (1400.0 / 1452.0) / (1.0 - loss);
     printf("%10.1f MB %4llu ms %4.1f%%  first %7.3f s (%5.1f%%)  repeat %7.3f s (%5.1f%%)  "

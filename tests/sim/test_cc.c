@@ -584,17 +584,53 @@ static void test_bunched_arrivals_do_not_raise_bw(void **state)
 
 /* A FAIR controller that remembers `saved_bps` and `saved_rtt` (0: none),
  * on a path of `rate`, `rtt` with a bottleneck buffer of `buffer`, run
- * for `until`. */
-static void resume_on_path(aftp_cc *cc, path *p, int policy, double saved_bps, uint64_t saved_rtt,
-                           double rate, uint64_t rtt, uint64_t buffer, uint64_t until)
+ * for `until`; its handshake took `handshake_rtt` (0: not known). */
+static void resume_on_path_after(aftp_cc *cc, path *p, int policy, double saved_bps,
+                                 uint64_t saved_rtt, uint64_t handshake_rtt, double rate,
+                                 uint64_t rtt, uint64_t buffer, uint64_t until)
 {
     aftp_cc_config cfg = {.policy = policy, .rate_bps = UINT64_C(1000000000),
                           .initial_rtt_ns = 100 * MS, .seed = 1,
                           .resume_rate_bps = (uint64_t)saved_bps, .resume_rtt_ns = saved_rtt};
     aftp_cc_init(cc, &cfg, 0);
+    if (handshake_rtt != 0)
+        aftp_cc_on_handshake_rtt(cc, handshake_rtt);
     path_init(p, rate, rtt, 0.0, 21);
     p->buffer_ns = buffer;
     path_run(p, cc, until);
+}
+
+static void resume_on_path(aftp_cc *cc, path *p, int policy, double saved_bps, uint64_t saved_rtt,
+                           double rate, uint64_t rtt, uint64_t buffer, uint64_t until)
+{
+    resume_on_path_after(cc, p, policy, saved_bps, saved_rtt, 0, rate, rtt, buffer, until);
+}
+
+/* The handshake's RTT is Reconnaissance's sample: the jump starts with
+ * the first DATA, and the link is reached a round earlier (2 rounds).
+ * A handshake RTT over 10 x the saved one may be the server's work on it:
+ * the first FEEDBACK judges (3 rounds); one below half of it is another
+ * path: no jump. */
+static void test_resume_judged_by_the_handshake(void **state)
+{
+    (void)state;
+    aftp_cc cc;
+    path p;
+    resume_on_path_after(&cc, &p, AFTP_CC_FAIR, GBIT, 150 * MS, 152 * MS, GBIT, 150 * MS,
+                         150 * MS, 3 * S);
+    assert_true(p.jumped);
+    assert_true(p.reach_round > 0 && p.reach_round <= 2);
+    assert_int_equal(p.dropped, 0);
+    path_free(&p);
+    resume_on_path_after(&cc, &p, AFTP_CC_FAIR, GBIT, 150 * MS, 1600 * MS, GBIT, 150 * MS,
+                         150 * MS, 3 * S);
+    assert_true(p.jumped);
+    assert_int_equal(p.reach_round, 3);
+    path_free(&p);
+    resume_on_path_after(&cc, &p, AFTP_CC_FAIR, GBIT, 150 * MS, 70 * MS, GBIT, 150 * MS,
+                         150 * MS, 3 * S);
+    assert_false(p.jumped);
+    path_free(&p);
 }
 
 /* 1 Gbit/s, 150 ms: a normal start needs about 9 rounds from the initial
@@ -692,6 +728,7 @@ int main(void)
         cmocka_unit_test(test_resume_reaches_the_link_in_three_rounds),
         cmocka_unit_test(test_resume_retreats_on_a_slower_path),
         cmocka_unit_test(test_resume_declined_starts_normally),
+        cmocka_unit_test(test_resume_judged_by_the_handshake),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
