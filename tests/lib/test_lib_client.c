@@ -383,6 +383,48 @@ static void test_send_one_file(void **state)
     env_end(&e, c);
 }
 
+/* Path memory (Careful Resume): a send that reached steady state leaves
+ * what it measured, named by the server's key and the two addresses, for
+ * the next send; a malformed memory is ignored with a notice and
+ * replaced. */
+static void test_path_memory(void **state)
+{
+    (void)state;
+    test_env e;
+    env_start(&e, 1);
+    const char *path = make_file(e.src_dir, "big.bin", 32 << 20, 9);
+    char memory[640], dir[600];
+    snprintf(dir, sizeof dir, "%s/cache", e.src_dir);
+    assert_int_equal(mkdir(dir, 0700), 0);
+    snprintf(memory, sizeof memory, "%s/paths", dir);
+    FILE *f = fopen(memory, "w");
+    assert_non_null(f);
+    fputs("not a path memory\n", f);
+    fclose(f);
+    aftp_client *c = client_for(&e.t, &e.s);
+    assert_int_equal(aftp_client_set_path_memory_file(c, NULL), AFTP_OK);
+    assert_int_equal(aftp_client_set_path_memory_file(c, memory), AFTP_OK);
+    const char *files[] = {path};
+    assert_int_equal(aftp_client_send(c, e.hp, files, 1), AFTP_OK);
+    server_join(&e.s);
+    assert_int_equal(e.t.notice_count, 1);
+    assert_non_null(strstr(e.t.notices[0], "is not in its format"));
+    size_t len;
+    char *text = (char *)read_all(memory, &len);
+    assert_non_null(text);
+    char line[256];
+    int n = snprintf(line, sizeof line, "aftp-path-memory 1\n");
+    for (size_t i = 0; i < AFTP_KEY_LEN; i++)
+        n += snprintf(line + n, sizeof line - (size_t)n, "%02x", e.s.public_key[i]);
+    snprintf(line + n, sizeof line - (size_t)n, "/127.0.0.1/%s ", e.hp);
+    assert_true(len > strlen(line) && memcmp(text, line, strlen(line)) == 0);
+    unsigned long long rate = 0, rtt = 0;
+    assert_int_equal(sscanf(text + strlen(line), "%llu %llu", &rate, &rtt), 2);
+    assert_true(rate > 0 && rtt > 0);
+    free(text);
+    env_end(&e, c);
+}
+
 /* Two files in one send: one session, ids in order, both delivered. */
 static void test_send_two_files(void **state)
 {
@@ -1394,6 +1436,7 @@ int main(void)
         cmocka_unit_test(test_tree_notices_and_links),
         cmocka_unit_test(test_tree_settings),
         cmocka_unit_test(test_keygen),
+        cmocka_unit_test(test_path_memory),
         cmocka_unit_test(test_parse_rate),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
