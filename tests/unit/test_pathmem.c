@@ -220,14 +220,25 @@ static void test_malformed_ignored(void **state)
     assert_non_null(strstr(f->notice, "not in its format"));
 }
 
-/* A save whose rename cannot happen (a directory stands at the path)
- * fails with the reason, and leaves nothing behind. */
+/* A save writes a new file and renames it over the old one: a reader
+ * holding the old one (here a second link to it) sees it whole and
+ * unchanged. A save whose rename cannot happen (a directory stands at the
+ * path) fails with the reason, and leaves nothing behind. */
 static void test_save_is_atomic(void **state)
 {
     fixture *f = *state;
     aftp_pathmem_update(&f->pm, "-/10.0.0.1/10.0.0.2:1", 1000, 1000, T0);
     char why[256] = "";
     assert_int_equal(aftp_pathmem_save(&f->pm, f->path, T0, why, sizeof why), AFTP_OK);
+    char held[192];
+    snprintf(held, sizeof held, "%s/held", f->dir);
+    assert_int_equal(link(f->path, held), 0);
+    aftp_pathmem_update(&f->pm, "-/10.0.0.1/10.0.0.2:1", 2000, 1000, T0 + 1);
+    assert_int_equal(aftp_pathmem_save(&f->pm, f->path, T0 + 1, why, sizeof why), AFTP_OK);
+    assert_int_equal(aftp_pathmem_load(&f->back, held, f->notice, sizeof f->notice), AFTP_OK);
+    assert_int_equal(f->back.entries[0].rate_bps, 1000);
+    assert_int_equal(aftp_pathmem_load(&f->back, f->path, f->notice, sizeof f->notice), AFTP_OK);
+    assert_int_equal(f->back.entries[0].rate_bps, 2000);
     /* the old file is whole while a new one is written beside it: replace
      * it by a directory holding a file, which rename cannot replace */
     assert_int_equal(unlink(f->path), 0);
