@@ -409,7 +409,7 @@ static void test_path_memory(void **state)
     server_join(&e.s);
     assert_int_equal(e.t.notice_count, 1);
     assert_non_null(strstr(e.t.notices[0], "is not in its format"));
-    size_t len;
+    size_t len = 0;
     char *text = (char *)read_all(memory, &len);
     assert_non_null(text);
     char line[256];
