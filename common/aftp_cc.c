@@ -322,8 +322,8 @@ static void update_rate(aftp_cc *cc)
         cc->rate_bps = clamp_rate(cc, cc->cfg.rate_bps);
         return;
     }
-    if (jumping(cc)) {
-        cc->rate_bps = cc->jump_rate_bps;
+    if (jumping(cc)) { /* limits set since the jump still bind it */
+        cc->rate_bps = clamp_rate(cc, cc->jump_rate_bps);
         return;
     }
     uint64_t bw = cc->bw_bps;

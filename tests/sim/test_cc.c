@@ -706,6 +706,23 @@ static void test_resume_declined_starts_normally(void **state)
     path_free(&p);
 }
 
+/* A jump obeys the limits: a max rate set before it (the user's, the
+ * server's cap) lowers it, and so does one set while it runs. */
+static void test_resume_obeys_max_rate(void **state)
+{
+    (void)state;
+    aftp_cc cc;
+    aftp_cc_config cfg = {.policy = AFTP_CC_FAIR, .rate_bps = UINT64_C(1000000000),
+                          .max_rate_bps = 400 * 1000 * 1000, .initial_rtt_ns = 100 * MS,
+                          .resume_rate_bps = (uint64_t)GBIT, .resume_rtt_ns = 150 * MS};
+    aftp_cc_init(&cc, &cfg, 0);
+    aftp_cc_on_handshake_rtt(&cc, 150 * MS);
+    assert_int_equal(cc.resume, AFTP_CC_RESUME_UNVALIDATED);
+    assert_int_equal(aftp_cc_rate(&cc), 400 * 1000 * 1000);
+    aftp_cc_set_limits(&cc, 0, 300 * 1000 * 1000);
+    assert_int_equal(aftp_cc_rate(&cc), 300 * 1000 * 1000);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -729,6 +746,7 @@ int main(void)
         cmocka_unit_test(test_resume_retreats_on_a_slower_path),
         cmocka_unit_test(test_resume_declined_starts_normally),
         cmocka_unit_test(test_resume_judged_by_the_handshake),
+        cmocka_unit_test(test_resume_obeys_max_rate),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
