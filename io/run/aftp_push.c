@@ -646,13 +646,14 @@ static void path_recall(const aftp_push_opts *o, const char *key, aftp_sender_se
     free(pm);
 }
 
-/* A session that reached steady state (PROBE_BW: its rate is the path's,
- * not a startup's overshoot) leaves what it measured for the next. The
- * file is read again first: another client may have saved meanwhile. */
+/* A session that reached steady state (PROBE_BW, or PROBE_RTT within it:
+ * its rate is the path's, not a startup's overshoot) leaves what it
+ * measured for the next. The file is read again first: another client may
+ * have saved meanwhile. */
 static void path_remember(const aftp_push_opts *o, const char *key, const aftp_stats *st)
 {
-    if (key[0] == '\0' || st->cc_mode != AFTP_CC_MODE_PROBE_BW || st->delivery_rate_bps == 0 ||
-        st->path_min_rtt_ns == 0)
+    int steady = st->cc_mode == AFTP_CC_MODE_PROBE_BW || st->cc_mode == AFTP_CC_MODE_PROBE_RTT;
+    if (key[0] == '\0' || !steady || st->delivery_rate_bps == 0 || st->path_min_rtt_ns == 0)
         return;
     aftp_pathmem *pm = path_memory_load(o, 0);
     if (pm == NULL)
