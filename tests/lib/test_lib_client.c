@@ -383,16 +383,33 @@ static void test_send_one_file(void **state)
     env_end(&e, c);
 }
 
+/* The path memory's text holds the path to e's server (its key, the
+ * loopback addresses) with a rate and a min RTT. */
+static int remembers_path(const test_env *e, const char *text, size_t len)
+{
+    char line[256];
+    int n = snprintf(line, sizeof line, "aftp-path-memory 1\n");
+    for (size_t i = 0; i < AFTP_KEY_LEN; i++)
+        n += snprintf(line + n, sizeof line - (size_t)n, "%02x", e->s.public_key[i]);
+    snprintf(line + n, sizeof line - (size_t)n, "/127.0.0.1/%s ", e->hp);
+    unsigned long long rate = 0, rtt = 0;
+    return text != NULL && len > strlen(line) && memcmp(text, line, strlen(line)) == 0 &&
+           sscanf(text + strlen(line), "%llu %llu", &rate, &rtt) == 2 && rate > 0 && rtt > 0;
+}
+
 /* Path memory (Careful Resume): a send that reached steady state leaves
  * what it measured, named by the server's key and the two addresses, for
  * the next send; a malformed memory is ignored with a notice and
- * replaced. */
+ * replaced. A send on a loaded host may end before its controller left
+ * startup, and saves nothing then: up to three sends of 32 MiB. */
 static void test_path_memory(void **state)
 {
     (void)state;
     test_env e;
-    env_start(&e, 1);
-    const char *path = make_file(e.src_dir, "big.bin", 32 << 20, 9);
+    env_start(&e, 0);
+    server_start(&e.s, e.t.public_key, 0);
+    e.has_server = 1;
+    host_port(&e.s, e.hp, sizeof e.hp);
     char memory[640], dir[600];
     snprintf(dir, sizeof dir, "%s/cache", e.src_dir);
     assert_int_equal(mkdir(dir, 0700), 0);
@@ -404,24 +421,21 @@ static void test_path_memory(void **state)
     aftp_client *c = client_for(&e.t, &e.s);
     assert_int_equal(aftp_client_set_path_memory_file(c, NULL), AFTP_OK);
     assert_int_equal(aftp_client_set_path_memory_file(c, memory), AFTP_OK);
-    const char *files[] = {path};
-    assert_int_equal(aftp_client_send(c, e.hp, files, 1), AFTP_OK);
-    server_join(&e.s);
-    assert_int_equal(e.t.notice_count, 1);
-    assert_non_null(strstr(e.t.notices[0], "is not in its format"));
     size_t len = 0;
-    char *text = (char *)read_all(memory, &len);
-    assert_non_null(text);
-    char line[256];
-    int n = snprintf(line, sizeof line, "aftp-path-memory 1\n");
-    for (size_t i = 0; i < AFTP_KEY_LEN; i++)
-        n += snprintf(line + n, sizeof line - (size_t)n, "%02x", e.s.public_key[i]);
-    snprintf(line + n, sizeof line - (size_t)n, "/127.0.0.1/%s ", e.hp);
-    assert_true(len > strlen(line) && memcmp(text, line, strlen(line)) == 0);
-    unsigned long long rate = 0, rtt = 0;
-    assert_int_equal(sscanf(text + strlen(line), "%llu %llu", &rate, &rtt), 2);
-    assert_true(rate > 0 && rtt > 0);
+    char *text = NULL;
+    for (int i = 0; i < 3 && !remembers_path(&e, text, len); i++) {
+        char name[32];
+        snprintf(name, sizeof name, "big%d.bin", i);
+        const char *files[] = {make_file(e.src_dir, name, 32 << 20, 9)};
+        assert_int_equal(aftp_client_send(c, e.hp, files, 1), AFTP_OK);
+        free(text);
+        text = (char *)read_all(memory, &len);
+    }
+    assert_true(remembers_path(&e, text, len));
+    assert_true(e.t.notice_count >= 1);
+    assert_non_null(strstr(e.t.notices[0], "is not in its format"));
     free(text);
+    server_stop(&e.s);
     env_end(&e, c);
 }
 
