@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "aftp/aftp_client.h"
@@ -26,7 +27,8 @@ typedef struct send_args {
     int sync;   /* enum aftp_client_sync */
     int resume; /* --no-resume: 0 */
     int links;  /* enum aftp_client_links */
-    int overwrite; /* get --overwrite: replace local files that differ */
+    int overwrite;   /* get --overwrite: replace local files that differ */
+    int path_memory; /* --no-path-memory: 0 */
     const char *const *files; /* SRC..., or get's remote PATHs */
     size_t count;
     const char *peer_text;
@@ -36,7 +38,14 @@ typedef struct send_args {
     char host_port[300];
 } send_args;
 
-enum send_opt { OPT_CHECKSUM = 500, OPT_IGNORE_TIMES, OPT_NO_RESUME, OPT_LINKS, OPT_OVERWRITE };
+enum send_opt {
+    OPT_CHECKSUM = 500,
+    OPT_IGNORE_TIMES,
+    OPT_NO_RESUME,
+    OPT_LINKS,
+    OPT_OVERWRITE,
+    OPT_NO_PATH_MEMORY
+};
 
 /* What the client's callbacks need, and how the run ended. */
 typedef struct send_run {
@@ -111,6 +120,9 @@ static int send_option(int c, const char *arg, send_args *a)
         aftp_cli_error("--overwrite is for aftp get (and aftp recv): what a send may replace "
                        "is its receiver's choice");
         return AFTP_EXIT_USAGE;
+    case OPT_NO_PATH_MEMORY:
+        a->path_memory = 0;
+        return AFTP_EXIT_OK;
     default:
         return aftp_cli_security_option(c, arg, &a->sec, &a->common);
     }
@@ -192,6 +204,8 @@ static int parse_send_args(int argc, char **argv, send_args *a)
                                          {"no-resume", no_argument, NULL, OPT_NO_RESUME},
                                          {"links", no_argument, NULL, OPT_LINKS},
                                          {"overwrite", no_argument, NULL, OPT_OVERWRITE},
+                                         {"no-path-memory", no_argument, NULL,
+                                          OPT_NO_PATH_MEMORY},
                                          {"peer-key", required_argument, NULL,
                                           AFTP_CLI_OPT_PEER_KEY},
                                          {"known-hosts", required_argument, NULL,
@@ -205,6 +219,7 @@ static int parse_send_args(int argc, char **argv, send_args *a)
     a->sync = AFTP_CLIENT_SYNC_MTIME;
     a->resume = 1;
     a->links = AFTP_CLIENT_LINKS_SKIP;
+    a->path_memory = 1;
     while ((c = getopt_long(argc, argv, "r:" AFTP_CLI_COMMON_SHORT, opts, NULL)) != -1)
         if ((rc = send_option(c, optarg, a)) != AFTP_EXIT_OK)
             return rc;
@@ -374,6 +389,21 @@ static const aftp_client_terms cli_terms = {
     .overwrite_setting = "'aftp recv --overwrite'", .mtu_setting = "--mtu",
     .get_overwrite_setting = "--overwrite"};
 
+/* The path memory's default place: $XDG_CACHE_HOME/aftp/paths, else
+ * ~/.cache/aftp/paths; NULL when neither variable names a directory (a
+ * send then starts afresh, as with --no-path-memory). */
+static const char *path_memory_file(char *buf, size_t cap)
+{
+    const char *cache = getenv("XDG_CACHE_HOME");
+    const char *home = getenv("HOME");
+    int n = -1;
+    if (cache != NULL && cache[0] == '/')
+        n = snprintf(buf, cap, "%s/aftp/paths", cache);
+    else if (home != NULL && home[0] != '\0')
+        n = snprintf(buf, cap, "%s/.cache/aftp/paths", home);
+    return n > 0 && (size_t)n < cap ? buf : NULL;
+}
+
 /* The command line's settings, terms and callbacks into c (values the
  * parser checked). */
 static int configure(const send_args *a, send_run *run, aftp_client *c)
@@ -392,6 +422,12 @@ static int configure(const send_args *a, send_run *run, aftp_client *c)
         aftp_client_set_overwrite(c, a->overwrite) != AFTP_OK) {
         aftp_cli_error("%s", aftp_client_errmsg(c));
         return AFTP_EXIT_USAGE;
+    }
+    char buf[4096];
+    const char *memory = a->path_memory ? path_memory_file(buf, sizeof buf) : NULL;
+    if (memory != NULL && aftp_client_set_path_memory_file(c, memory) != AFTP_OK) {
+        aftp_cli_error("%s", aftp_client_errmsg(c));
+        return AFTP_EXIT_FAILED;
     }
     aftp_client_set_file_cb(c, on_file, run);
     aftp_client_set_progress_cb(c, on_progress, run);

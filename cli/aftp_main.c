@@ -42,6 +42,8 @@ void aftp_cli_usage(FILE *to)
           "      --no-resume            send interrupted files again from their start\n"
           "      --links                recreate symbolic links inside a tree as links\n"
           "                             (default: skipped with a notice)\n"
+          "      --no-path-memory       start afresh, not at the rate this path had in\n"
+          "                             the last hour (~/.cache/aftp/paths)\n"
 
           "      --peer-key FILE        the receiver's public key (else its HOST:PORT line\n"
           "                             in the known hosts)\n"

@@ -78,6 +78,25 @@
 #define COMPETE_LONG_NS (5 * NS_PER_S)
 #define COMPETE_MEMORY_NS (30 * NS_PER_S)
 
+/* Careful Resume (the IETF's draft-ietf-tsvwg-careful-resume, RFC 9959).
+ * The saved state is for this path only while the first RTT lies within
+ * [1/2, 10] x the saved one (the draft's bounds: another route or another
+ * bottleneck is likely beyond them). The jump is to half the saved rate,
+ * as the draft's jump to half the saved window: a path that now carries
+ * half of what it did still takes it without a queue. A jump is confirmed
+ * by samples of its own packets delivered at 85% or more of the rate they
+ * left at (below that the bottleneck is slower than the jump: the rest
+ * queues), two in a row, as one sample's noise must not decide; a queue
+ * beyond startup's deep bound or loss beyond chance refutes it at once.
+ * Unresolved after this many rounds from the jump (no sample could be
+ * taken), the bandwidth estimate decides. */
+#define RESUME_RTT_MIN_FRACTION 0.5
+#define RESUME_RTT_MAX_FACTOR 10
+#define RESUME_JUMP_FRACTION 0.5
+#define RESUME_CONFIRM_SHARE 0.85
+#define RESUME_SAMPLES 2
+#define RESUME_MAX_ROUNDS 3
+
 /* FAIR, competing, grows back after a loss cut as a CUBIC window over the
  * same RTT would (RFC 9438: W(t) = C (t - K)^3 + W_max, K = cbrt(W_max
  * (1 - beta) / C)), and cuts as CUBIC does (compete_cut = 1 - beta): its
@@ -291,10 +310,20 @@ static uint64_t clamp_rate(const aftp_cc *cc, uint64_t bps)
     return bps;
 }
 
+/* Unvalidated or Validating: the jump rate holds until judged. */
+static int jumping(const aftp_cc *cc)
+{
+    return cc->resume == AFTP_CC_RESUME_UNVALIDATED || cc->resume == AFTP_CC_RESUME_VALIDATING;
+}
+
 static void update_rate(aftp_cc *cc)
 {
     if (cc->mode == AFTP_CC_MODE_FIXED) {
         cc->rate_bps = clamp_rate(cc, cc->cfg.rate_bps);
+        return;
+    }
+    if (jumping(cc)) { /* limits set since the jump still bind it */
+        cc->rate_bps = clamp_rate(cc, cc->jump_rate_bps);
         return;
     }
     uint64_t bw = cc->bw_bps;
@@ -337,6 +366,11 @@ uint64_t aftp_cc_inflight_cap(const aftp_cc *cc)
     uint64_t cap = (uint64_t)(gain * (double)bdp_packets(cc));
     if (cc->mode == AFTP_CC_MODE_PROBE_BW && cc->phase == AFTP_CC_PHASE_CRUISE && !cc->competing)
         cap = cruise_cap(cc);
+    /* A jump puts at most one saved RTT of its rate in flight (the draft's
+     * jump window, half the saved one): what a wrong jump can cost is
+     * bounded by it. */
+    if (jumping(cc))
+        cap = packets_at(cc, cc->jump_rate_bps, cc->cfg.resume_rtt_ns + cc->feedback_gap_ns);
     cap = max_u64(cap, AFTP_CC_INITIAL_WINDOW);
     if (cc->cfg.max_inflight)
         cap = min_u64(cap, cc->cfg.max_inflight);
@@ -524,16 +558,103 @@ static int queue_stands(const aftp_cc *cc)
  * left at an eighth of their share on the emulated WAN; multiplicative
  * probes and cuts then kept the ratio for 20 s.) LOW always stops: it is
  * there to yield to the traffic that holds the queue. */
+static uint64_t startup_deep_queue(const aftp_cc *cc)
+{
+    return min_u64(STARTUP_DEEP_QUEUE * params_of(cc).target_ns, STARTUP_DEEP_QUEUE_MAX_NS);
+}
+
 static int deep_queue_ends_startup(const aftp_cc *cc)
 {
-    uint64_t deep_ns =
-        min_u64(STARTUP_DEEP_QUEUE * params_of(cc).target_ns, STARTUP_DEEP_QUEUE_MAX_NS);
+    uint64_t deep_ns = startup_deep_queue(cc);
     if (cc->sample_qdelay_ns <= deep_ns)
         return 0;
     uint64_t ceiling_ns =
         max_u64(deep_ns, min_u64(rtt_estimate(cc) / 2, STARTUP_DEEP_QUEUE * deep_ns));
     int winning = cc->full_bw_rounds == 0 && cc->cfg.policy != AFTP_CC_LOW;
     return !winning || cc->sample_qdelay_ns > ceiling_ns;
+}
+
+/* ---- Careful Resume ---- */
+
+static double loss_excess(const aftp_cc *cc, uint64_t sent, uint64_t lost);
+
+/* Reconnaissance ends with the first RTT sample: a jump when it says the
+ * path is the saved one and the jump is faster than startup is now. The
+ * handshake's sample may be long by the server's work on it: too long,
+ * it leaves the judgement to the first FEEDBACK's. */
+static void resume_check_rtt(aftp_cc *cc, uint64_t rtt_ns, int handshake)
+{
+    double saved = (double)cc->cfg.resume_rtt_ns, rtt = (double)rtt_ns;
+    if (cc->resume != AFTP_CC_RESUME_RECON || (handshake && rtt > RESUME_RTT_MAX_FACTOR * saved))
+        return;
+    cc->resume = AFTP_CC_RESUME_OFF;
+    if (rtt < RESUME_RTT_MIN_FRACTION * saved || rtt > RESUME_RTT_MAX_FACTOR * saved)
+        return;
+    uint64_t jump = clamp_rate(cc, (uint64_t)(RESUME_JUMP_FRACTION * (double)cc->cfg.resume_rate_bps));
+    if (jump <= cc->rate_bps)
+        return;
+    cc->resume = AFTP_CC_RESUME_UNVALIDATED;
+    cc->jump_rate_bps = jump;
+    cc->jump_first_pn = cc->next_pn;
+    cc->jump_data_sent = cc->data_count;
+    cc->jump_round = cc->round;
+}
+
+void aftp_cc_on_handshake_rtt(aftp_cc *cc, uint64_t rtt_ns)
+{
+    resume_check_rtt(cc, rtt_ns, 1);
+    update_rate(cc);
+}
+
+/* Confirmed: startup goes on from what the jump delivered. */
+static void resume_confirm(aftp_cc *cc)
+{
+    cc->resume = AFTP_CC_RESUME_OFF;
+    cc->full_bw_bps = cc->bw_bps;
+    cc->full_bw_rounds = 0;
+}
+
+/* Safe Retreat: the path takes no more than the jump delivered; DRAIN
+ * empties the queue the jump built, then PROBE_BW as usual. */
+static void resume_retreat(aftp_cc *cc, uint64_t delivered_bps)
+{
+    cc->resume = AFTP_CC_RESUME_OFF;
+    bw_lower(cc, min_u64(delivered_bps, cc->jump_rate_bps));
+    exit_startup(cc);
+}
+
+/* A sample of the jump's own packets (all sent at the jump rate) judges
+ * it: delivered at the rate they left at, on no deep queue, without loss
+ * beyond chance. */
+static void resume_judge(aftp_cc *cc, uint64_t bps, double sent_bps, uint64_t sent, uint64_t lost)
+{
+    if (cc->resume != AFTP_CC_RESUME_VALIDATING || cc->mark.data_sent < cc->jump_data_sent)
+        return;
+    if (cc->sample_qdelay_ns > startup_deep_queue(cc) || loss_excess(cc, sent, lost) > 0.0) {
+        resume_retreat(cc, bps);
+        return;
+    }
+    int delivered = sent_bps <= 0.0 || (double)bps >= RESUME_CONFIRM_SHARE * sent_bps;
+    cc->jump_good = delivered ? cc->jump_good + 1 : 0;
+    cc->jump_bad = delivered ? 0 : cc->jump_bad + 1;
+    if (cc->jump_good >= RESUME_SAMPLES)
+        resume_confirm(cc);
+    else if (cc->jump_bad >= RESUME_SAMPLES)
+        resume_retreat(cc, bps);
+}
+
+/* Unvalidated until the jump's first packet is reported; a jump that no
+ * sample could judge is judged by the bandwidth estimate. */
+static void check_jump_resolved(aftp_cc *cc, int new_round)
+{
+    if (cc->resume == AFTP_CC_RESUME_UNVALIDATED && cc->largest_pn >= cc->jump_first_pn)
+        cc->resume = AFTP_CC_RESUME_VALIDATING;
+    if (!new_round || cc->round < cc->jump_round + RESUME_MAX_ROUNDS)
+        return;
+    if ((double)cc->bw_bps >= RESUME_CONFIRM_SHARE * (double)cc->jump_rate_bps)
+        resume_confirm(cc);
+    else
+        resume_retreat(cc, cc->bw_bps);
 }
 
 /* Startup ends on a plateau (checked once per round), on a deep queue
@@ -755,6 +876,7 @@ static void take_sample(aftp_cc *cc, const aftp_cc_mark *now_mark)
     if (sent_bps > 0.0 && sent_bps < bps)
         bps = sent_bps;
     bw_add_sample(cc, (uint64_t)bps);
+    resume_judge(cc, (uint64_t)bps, sent_bps, sent, lost);
     cc->recent_loss = sent ? (double)lost / (double)sent : 0.0;
     uint64_t events = cc->congestion_events;
     if (cc->mode == AFTP_CC_MODE_PROBE_BW)
@@ -832,7 +954,12 @@ static int next_round(aftp_cc *cc)
 static void step_mode(aftp_cc *cc, uint64_t now, int new_round, int sampled)
 {
     switch (cc->mode) {
-    case AFTP_CC_MODE_STARTUP: check_startup_done(cc, new_round, sampled); break;
+    case AFTP_CC_MODE_STARTUP:
+        if (jumping(cc))
+            check_jump_resolved(cc, new_round);
+        else
+            check_startup_done(cc, new_round, sampled);
+        break;
     case AFTP_CC_MODE_DRAIN: check_drain_done(cc, now); break;
     case AFTP_CC_MODE_PROBE_RTT: check_probe_rtt_done(cc, now); break;
     case AFTP_CC_MODE_PROBE_BW: check_min_rtt_fresh(cc, now); break;
@@ -853,6 +980,7 @@ void aftp_cc_on_feedback(aftp_cc *cc, const aftp_cc_feedback *fb)
         uint64_t rtt = fb->rtt_ns > fb->ack_delay_ns ? fb->rtt_ns - fb->ack_delay_ns : fb->rtt_ns;
         update_min_rtt(cc, rtt, fb->now_ns);
         track_queue(cc, fb->now_ns);
+        resume_check_rtt(cc, cc->min_rtt_ns, 0);
     }
     int new_round = next_round(cc);
     int sampled = measure(cc, fb);
@@ -882,6 +1010,10 @@ void aftp_cc_init(aftp_cc *cc, const aftp_cc_config *cfg, uint64_t now_ns)
     cc->feedback_gap_ns = FEEDBACK_GAP_DEFAULT_NS;
     cc->min_rtt_seen_ns = now_ns;
     cc->mode = cfg->policy == AFTP_CC_FIXED ? AFTP_CC_MODE_FIXED : AFTP_CC_MODE_STARTUP;
+    /* LOW yields to whatever holds the path: it does not jump. */
+    if (cfg->resume_rate_bps != 0 && cfg->resume_rtt_ns != 0 &&
+        cc->mode == AFTP_CC_MODE_STARTUP && cfg->policy != AFTP_CC_LOW)
+        cc->resume = AFTP_CC_RESUME_RECON;
     update_rate(cc);
 }
 

@@ -39,6 +39,20 @@
  *              regrows no faster than a CUBIC window) until the queue is
  *              gone. A spell of 5 s or more is remembered for 30 s: a
  *              queue that stands again then resumes competing at once.
+ * CAREFUL RESUME (a start rate remembered for the path, after the IETF's
+ *            Careful Resume): with a saved rate and min RTT in the config,
+ *            STARTUP runs as usual until the first RTT sample, the
+ *            handshake's when the sender gives it (Reconnaissance). When
+ *            that sample lies within [1/2, 10] x the saved RTT (not for
+ *            LOW, which yields, nor FIXED), the rate jumps to half the
+ *            saved rate, with at most one saved RTT of it in flight
+ *            (Unvalidated), until the jump's own packets are
+ *            reported (Validating): two samples delivering at least 85%
+ *            of the rate they were sent at, on a queue below startup's
+ *            deep-queue bound and without loss beyond chance, confirm
+ *            it: STARTUP goes on from the delivered rate. Otherwise Safe
+ *            Retreat: bw = what the jump delivered (never more), DRAIN
+ *            empties the queue the jump built, then PROBE_BW.
  * A new minimum RTT takes two samples in a row below the old one: a lone
  * low sample comes from a busy endpoint's late timestamps.
  * bw is the windowed maximum (10 rounds; past startup, of the median of
@@ -82,6 +96,14 @@ enum aftp_cc_mode {
     AFTP_CC_MODE_PROBE_RTT
 };
 
+/* Careful Resume (cc->resume). */
+enum aftp_cc_resume {
+    AFTP_CC_RESUME_OFF = 0,     /* no saved state, declined, or over */
+    AFTP_CC_RESUME_RECON,       /* normal start until the first RTT sample */
+    AFTP_CC_RESUME_UNVALIDATED, /* pacing at the jump rate, its packets not yet reported */
+    AFTP_CC_RESUME_VALIDATING   /* the jump's packets are being reported */
+};
+
 /* Phases of the PROBE_BW cycle. */
 enum aftp_cc_phase {
     AFTP_CC_PHASE_UP,
@@ -98,6 +120,10 @@ typedef struct aftp_cc_config {
     uint64_t initial_rtt_ns;    /* RTT assumed before the first sample */
     uint64_t max_inflight;      /* packets the sender can track in flight; 0: no limit */
     uint64_t seed;              /* varies the cycle length between flows */
+    /* Careful Resume: the bottleneck rate and min RTT a previous session
+     * measured on this path (0: none, a normal start). */
+    uint64_t resume_rate_bps;
+    uint64_t resume_rtt_ns;
 } aftp_cc_config;
 
 /* What one FEEDBACK tells the controller. */
@@ -198,6 +224,14 @@ typedef struct aftp_cc {
     uint64_t compete_end_ns;    /* when a long spell of competing last ended; 0: never */
     uint64_t compete_wmax_bps;  /* FAIR competing: the rate before the latest loss cut... */
     uint64_t compete_epoch_ns;  /* ...and when it came: growth since is CUBIC's */
+
+    /* Careful Resume */
+    int resume;                 /* enum aftp_cc_resume */
+    uint64_t jump_rate_bps;     /* half the saved rate, clamped */
+    uint64_t jump_first_pn;     /* first packet sent at the jump rate */
+    uint64_t jump_data_sent;    /* DATA packets sent before the jump (data_count then) */
+    uint64_t jump_round;        /* round the jump began */
+    unsigned jump_good, jump_bad; /* samples in a row that confirm / refute it */
 } aftp_cc;
 
 void aftp_cc_init(aftp_cc *cc, const aftp_cc_config *cfg, uint64_t now_ns);
@@ -207,6 +241,14 @@ void aftp_cc_init(aftp_cc *cc, const aftp_cc_config *cfg, uint64_t now_ns);
 void aftp_cc_on_sent(aftp_cc *cc, uint64_t now_ns, uint64_t pn, uint64_t bytes, int is_data);
 /* A FEEDBACK arrived (stale ones, not raising largest_pn, are ignored). */
 void aftp_cc_on_feedback(aftp_cc *cc, const aftp_cc_feedback *fb);
+
+/* The handshake took rtt_ns (one HELLO, its HELLO_ACK): Careful Resume's
+ * Reconnaissance may judge the saved RTT by it before any DATA, and jump
+ * from the first DATA on. It includes the server's handshake work, so it
+ * can only show a path longer than it is: one more than 10 x the saved
+ * RTT leaves the judgement to the first FEEDBACK; one below half of it
+ * rules the saved state out. */
+void aftp_cc_on_handshake_rtt(aftp_cc *cc, uint64_t rtt_ns);
 
 /* New --min-rate / --max-rate (0: none) from now on; the estimates stay. */
 void aftp_cc_set_limits(aftp_cc *cc, uint64_t min_rate_bps, uint64_t max_rate_bps);

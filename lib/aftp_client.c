@@ -68,6 +68,7 @@ struct aftp_client {
     client_keys *keys;
     int have_identity, have_peer_key, have_psk;
     char *known_hosts;
+    char *path_memory;   /* aftp_client_set_path_memory_file; NULL: none */
     char *peer_key_file; /* where the pinned server key came from; NULL: given directly */
     int cipher, policy;
     uint64_t rate_bps, max_rate_bps, min_rate_bps, idle_timeout_ns;
@@ -168,6 +169,7 @@ void aftp_client_del(aftp_client *c)
     free_terms(c->terms);
     sodium_free(c->keys); /* wipes them */
     free(c->known_hosts);
+    free(c->path_memory);
     free(c->peer_key_file);
     free(c);
 }
@@ -334,6 +336,18 @@ int aftp_client_set_idle_timeout_ms(aftp_client *c, uint64_t ms)
                     "idle timeout of %llu ms is out of range (1 ms to one day)",
                     (unsigned long long)ms);
     c->idle_timeout_ns = ms * 1000000u;
+    return ok(c);
+}
+
+int aftp_client_set_path_memory_file(aftp_client *c, const char *path)
+{
+    if (c == NULL)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    char *copy = path != NULL ? strdup(path) : NULL;
+    if (path != NULL && copy == NULL)
+        return fail(c, AFTP_ERR_NO_MEMORY, "cannot allocate memory for a path");
+    free(c->path_memory);
+    c->path_memory = copy;
     return ok(c);
 }
 
@@ -860,7 +874,8 @@ static int push(aftp_client *c, const char *host_port, const struct sockaddr_sto
                         .max_rate_bps = c->max_rate_bps, .min_rate_bps = c->min_rate_bps,
                         .idle_timeout_ns = c->idle_timeout_ns,
                         .max_datagram = (uint16_t)(c->mtu ? AFTP_IO_DATAGRAM_FOR(c->mtu) : 0),
-                        .security = *sec, .on_file_end = on_file_end,
+                        .security = *sec, .path_memory_file = c->path_memory,
+                        .on_file_end = on_file_end,
                         .hooks = {.on_event = on_engine_event, .on_tick = on_tick,
                                   .on_warning = on_warning, .app = c,
                                   .interrupt = &c->interrupt}};

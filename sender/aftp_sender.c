@@ -165,6 +165,8 @@ struct aftp_sender {
     int ctl_answered;       /* a verdict or FILE_RESULT came since the last expiry */
     uint64_t first_sent;    /* first transmissions (the repair bound's `sent`) */
     uint64_t last_new_block; /* the latest block sent for the first time */
+    uint64_t hello_sent_ns; /* the first HELLO... */
+    unsigned hello_sends;   /* ...and how many: one gives the handshake's RTT */
 };
 
 #define ENTRIES_LEAD_RTTS 4.0 /* new data before ENTRIES while this much is offered ahead */
@@ -222,7 +224,9 @@ static void init_controller(aftp_sender *s, uint64_t now_ns)
     aftp_cc_config cfg = {.policy = set->policy, .rate_bps = set->rate_bps,
                           .min_rate_bps = set->min_rate_bps, .max_rate_bps = set->max_rate_bps,
                           .initial_rtt_ns = set->initial_rtt_ns,
-                          .max_inflight = aftp_sentlog_slots(&s->log) / 2, .seed = set->conn_id};
+                          .max_inflight = aftp_sentlog_slots(&s->log) / 2, .seed = set->conn_id,
+                          .resume_rate_bps = set->resume_rate_bps,
+                          .resume_rtt_ns = set->resume_rtt_ns};
     aftp_cc_init(&s->cc, &cfg, now_ns);
 }
 
@@ -729,6 +733,8 @@ static void on_hello_ack(aftp_sender *s, const aftp_wire_hello_ack *a)
         return;
     }
     s->ss.state = AFTP_STATE_TRANSFER;
+    if (s->hello_sends == 1) /* a resent HELLO's answer could be to either */
+        aftp_cc_on_handshake_rtt(&s->cc, s->ss.now_ns - s->hello_sent_ns);
     aftp_session_event(&s->ss, AFTP_EV_CONNECTED, AFTP_OK, NULL, NULL);
     start_next_file(s);
 }
@@ -1436,6 +1442,8 @@ static int encode_hello(aftp_sender *s, uint8_t *buf, size_t cap, aftp_datagram 
 {
     s->hello_due = 0;
     arm_timer(s);
+    if (s->hello_sends++ == 0)
+        s->hello_sent_ns = s->ss.now_ns;
     return aftp_hello_client_encode(&s->hello, &s->ss, buf, cap, dg);
 }
 

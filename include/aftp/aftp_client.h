@@ -111,6 +111,18 @@ AFTP_EXTERN int aftp_client_set_min_rate(aftp_client *c, uint64_t bits_per_s);
 AFTP_EXTERN int aftp_client_set_mtu(aftp_client *c, unsigned mtu);
 /* Silence from the server that ends the send, 1 ms .. 1 day. */
 AFTP_EXTERN int aftp_client_set_idle_timeout_ms(aftp_client *c, uint64_t ms);
+/* Path memory (Careful Resume, spec 13.4): a send starts from the rate and
+ * minimum RTT that an earlier send measured on the same path (the same
+ * server key, or address and port when unprotected, from the same local
+ * address) within the last hour, instead of from a small initial window,
+ * and a send that reached steady state saves what it measured. `path` is
+ * a small text file (copied name; created with its directories, mode
+ * 0600, replaced atomically, at most 256 paths); a malformed or unreadable
+ * file is ignored with a notice (aftp_client_set_notice_cb), as is a
+ * failed save. NULL (the default): no memory, each send starts afresh.
+ * Handles of one process or several may share the file (the last save
+ * wins). Sends only: a pull's sender is the server. */
+AFTP_EXTERN int aftp_client_set_path_memory_file(aftp_client *c, const char *path);
 
 /* ---- callbacks ---- */
 

@@ -443,6 +443,12 @@ typedef struct aftp_sender_settings {
      * storage->pull_path; the policy's rate_cap and the client's request
      * lower max_rate_bps. */
     int role;
+    /* Careful Resume (spec 13.2 item 6, 13.4): the bottleneck rate and min
+     * RTT an earlier session measured on this path, to start from (both
+     * 0, the default: a normal start). The caller vouches that they are
+     * this path's and recent (io/store/aftp_pathmem.h keeps them). */
+    uint64_t resume_rate_bps;
+    uint64_t resume_rtt_ns;
 } aftp_sender_settings;
 
 AFTP_EXTERN void aftp_sender_settings_default(aftp_sender_settings *s);

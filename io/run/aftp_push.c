@@ -8,11 +8,13 @@
 #include "aftp_drive.h"
 #include "aftp_keyfetch.h"
 #include "aftp_path.h"
+#include "aftp_pathmem.h"
 #include "aftp_source.h"
 #include "aftp_tree.h"
 #include "aftp_treesend.h"
 #include "aftp_udp.h"
 #include "aftp_wallclock.h"
+#include "common/aftp_cc.h"
 
 /* Buffers for pacing at `rate`: ~4 ms of data on the send side (batches
  * are 0.5-1 ms), and room for the feedback stream on the receive side. */
@@ -600,6 +602,70 @@ static void sender_settings(const aftp_push_opts *o, aftp_io_ctx *ctx, int pipel
     set->security.unix_time_ns = aftp_wallclock_now_ns();
 }
 
+/* ---- path memory (Careful Resume, io/store/aftp_pathmem.h) ---- */
+
+#define NS_PER_S UINT64_C(1000000000)
+
+/* The path's name in the memory; "" when the run keeps none, or the
+ * socket's addresses cannot name it. */
+static void path_key(const aftp_push_opts *o, const aftp_udp *udp,
+                     char key[AFTP_PATHMEM_KEY_MAX])
+{
+    struct sockaddr_storage local;
+    socklen_t len = sizeof local;
+    if (o->path_memory_file == NULL ||
+        getsockname(udp->fd, (struct sockaddr *)&local, &len) != 0 ||
+        aftp_pathmem_key(o->security.peer_key, (const struct sockaddr *)&local, o->peer, key) !=
+            AFTP_OK)
+        key[0] = '\0';
+}
+
+/* The memory as the file holds it now; NULL without memory. */
+static aftp_pathmem *path_memory_load(const aftp_push_opts *o, int tell)
+{
+    aftp_pathmem *pm = malloc(sizeof *pm);
+    char notice[4400];
+    if (pm != NULL)
+        aftp_pathmem_load(pm, o->path_memory_file, notice, sizeof notice);
+    if (pm != NULL && tell && notice[0] != '\0')
+        aftp_io_warn(&o->hooks, notice);
+    return pm;
+}
+
+/* What an earlier session measured on the path, for the sender to start
+ * from. */
+static void path_recall(const aftp_push_opts *o, const char *key, aftp_sender_settings *set)
+{
+    aftp_pathmem *pm = key[0] != '\0' ? path_memory_load(o, 1) : NULL;
+    const aftp_pathmem_entry *e =
+        pm != NULL ? aftp_pathmem_lookup(pm, key, aftp_wallclock_now_ns() / NS_PER_S) : NULL;
+    if (e != NULL) {
+        set->resume_rate_bps = e->rate_bps;
+        set->resume_rtt_ns = e->min_rtt_ns;
+    }
+    free(pm);
+}
+
+/* A session that reached steady state (PROBE_BW, or PROBE_RTT within it:
+ * its rate is the path's, not a startup's overshoot) leaves what it
+ * measured for the next. The file is read again first: another client may
+ * have saved meanwhile. */
+static void path_remember(const aftp_push_opts *o, const char *key, const aftp_stats *st)
+{
+    int steady = st->cc_mode == AFTP_CC_MODE_PROBE_BW || st->cc_mode == AFTP_CC_MODE_PROBE_RTT;
+    if (key[0] == '\0' || !steady || st->delivery_rate_bps == 0 || st->path_min_rtt_ns == 0)
+        return;
+    aftp_pathmem *pm = path_memory_load(o, 0);
+    if (pm == NULL)
+        return;
+    uint64_t now_s = aftp_wallclock_now_ns() / NS_PER_S;
+    char why[4200];
+    aftp_pathmem_update(pm, key, st->delivery_rate_bps, st->path_min_rtt_ns, now_s);
+    if (aftp_pathmem_save(pm, o->path_memory_file, now_s, why, sizeof why) != AFTP_OK)
+        aftp_io_warn(&o->hooks, why);
+    free(pm);
+}
+
 /* The session, in one-file mode (turn->q, its first file `info`) or
  * pipelined mode (turn->feed). */
 static int run_session(const aftp_push_opts *o, aftp_io_ctx *ctx, push_turn *turn, aftp_udp *udp,
@@ -609,7 +675,10 @@ static int run_session(const aftp_push_opts *o, aftp_io_ctx *ctx, push_turn *tur
     push_queue *q = turn->q;
     push_feed *f = turn->feed;
     aftp_sender_settings set;
+    char path[AFTP_PATHMEM_KEY_MAX];
     sender_settings(o, ctx, f != NULL, max_datagram, &set);
+    path_key(o, udp, path);
+    path_recall(o, path, &set);
     aftp_sender *s = NULL;
     int rc = aftp_sender_new(&set, aftp_drive_now_ns(), &s);
     if (rc == AFTP_OK && q != NULL)
@@ -633,6 +702,7 @@ static int run_session(const aftp_push_opts *o, aftp_io_ctx *ctx, push_turn *tur
         rc = aftp_drive_run(&d);
         key_probe_end(&turn->kp);
         aftp_drive_stats(&d, &ctx->res->stats);
+        path_remember(o, path, &ctx->res->stats);
         if (q != NULL && q->ended) /* the session closed in the turn of the verdict */
             report_file(q);
     }

@@ -80,6 +80,10 @@ typedef struct aftp_push_opts {
     /* Keys (borrowed) and cipher; unix_time_ns is set here from the
      * wall clock when the session starts. */
     aftp_security_settings security;
+    /* The path memory file (io/store/aftp_pathmem.h): a session starts
+     * from what an earlier one measured on the same path, and leaves what
+     * it measured; NULL: none. */
+    const char *path_memory_file;
     aftp_io_hooks hooks;
     /* optional: a file has its verdict (after the engine's FILE_END went to
      * hooks.on_event), or could not be opened (its error and message are

@@ -383,6 +383,62 @@ static void test_send_one_file(void **state)
     env_end(&e, c);
 }
 
+/* The path memory's text holds the path to e's server (its key, the
+ * loopback addresses) with a rate and a min RTT. */
+static int remembers_path(const test_env *e, const char *text, size_t len)
+{
+    char line[256];
+    int n = snprintf(line, sizeof line, "aftp-path-memory 1\n");
+    for (size_t i = 0; i < AFTP_KEY_LEN; i++)
+        n += snprintf(line + n, sizeof line - (size_t)n, "%02x", e->s.public_key[i]);
+    snprintf(line + n, sizeof line - (size_t)n, "/127.0.0.1/%s ", e->hp);
+    unsigned long long rate = 0, rtt = 0;
+    return text != NULL && len > strlen(line) && memcmp(text, line, strlen(line)) == 0 &&
+           sscanf(text + strlen(line), "%llu %llu", &rate, &rtt) == 2 && rate > 0 && rtt > 0;
+}
+
+/* Path memory (Careful Resume): a send that reached steady state leaves
+ * what it measured, named by the server's key and the two addresses, for
+ * the next send; a malformed memory is ignored with a notice and
+ * replaced. A send on a loaded host may end before its controller left
+ * startup, and saves nothing then: up to three sends of 32 MiB. */
+static void test_path_memory(void **state)
+{
+    (void)state;
+    test_env e;
+    env_start(&e, 0);
+    server_start(&e.s, e.t.public_key, 0);
+    e.has_server = 1;
+    host_port(&e.s, e.hp, sizeof e.hp);
+    char memory[640], dir[600];
+    snprintf(dir, sizeof dir, "%s/cache", e.src_dir);
+    assert_int_equal(mkdir(dir, 0700), 0);
+    snprintf(memory, sizeof memory, "%s/paths", dir);
+    FILE *f = fopen(memory, "w");
+    assert_non_null(f);
+    fputs("not a path memory\n", f);
+    fclose(f);
+    aftp_client *c = client_for(&e.t, &e.s);
+    assert_int_equal(aftp_client_set_path_memory_file(c, NULL), AFTP_OK);
+    assert_int_equal(aftp_client_set_path_memory_file(c, memory), AFTP_OK);
+    size_t len = 0;
+    char *text = NULL;
+    for (int i = 0; i < 3 && !remembers_path(&e, text, len); i++) {
+        char name[32];
+        snprintf(name, sizeof name, "big%d.bin", i);
+        const char *files[] = {make_file(e.src_dir, name, 32 << 20, 9)};
+        assert_int_equal(aftp_client_send(c, e.hp, files, 1), AFTP_OK);
+        free(text);
+        text = (char *)read_all(memory, &len);
+    }
+    assert_true(remembers_path(&e, text, len));
+    assert_true(e.t.notice_count >= 1);
+    assert_non_null(strstr(e.t.notices[0], "is not in its format"));
+    free(text);
+    server_stop(&e.s);
+    env_end(&e, c);
+}
+
 /* Two files in one send: one session, ids in order, both delivered. */
 static void test_send_two_files(void **state)
 {
@@ -1394,6 +1450,7 @@ int main(void)
         cmocka_unit_test(test_tree_notices_and_links),
         cmocka_unit_test(test_tree_settings),
         cmocka_unit_test(test_keygen),
+        cmocka_unit_test(test_path_memory),
         cmocka_unit_test(test_parse_rate),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

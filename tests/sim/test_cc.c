@@ -33,6 +33,7 @@ typedef struct path {
     uint64_t delay_ns;            /* one way */
     double loss;
     uint64_t foreign_ns;          /* extra queueing delay from other traffic */
+    uint64_t buffer_ns;           /* bottleneck queue beyond this is dropped; 0: no limit */
     uint64_t rng;
     uint64_t now, busy_until, next_send, next_fb;
     uint64_t *sent_at, *arrive_at; /* per packet number; arrive 0: lost */
@@ -48,6 +49,11 @@ typedef struct path {
     unsigned dips;                /* DIP phases begun */
     int last_phase;
     uint64_t delivered_since;     /* packets received since path_mark() */
+    uint64_t dropped;             /* packets the full bottleneck queue dropped */
+    uint64_t reach_round;         /* round at which bw first reached 90% of the link; 0: not yet */
+    uint64_t reach_ns;
+    uint64_t jump_sent;           /* DATA packets sent at a Careful Resume jump's rate */
+    int jumped;                   /* the controller jumped */
 } path;
 
 static void path_init(path *p, double rate_bps, uint64_t rtt_ns, double loss, uint64_t seed)
@@ -77,10 +83,19 @@ static void send_one(path *p, aftp_cc *cc)
     assert_true(p->sent < p->cap);
     uint64_t pn = p->sent++;
     uint64_t start = p->busy_until > p->now ? p->busy_until : p->now;
-    p->busy_until = start + (uint64_t)(PKT * 8.0 * 1e9 / p->rate_bps);
     p->sent_at[pn] = p->now;
-    int lost = sim_rand_unit(&p->rng) < p->loss;
-    p->arrive_at[pn] = lost ? 0 : p->busy_until + p->delay_ns + p->foreign_ns;
+    if (cc->resume == AFTP_CC_RESUME_UNVALIDATED || cc->resume == AFTP_CC_RESUME_VALIDATING) {
+        p->jumped = 1;
+        p->jump_sent++;
+    }
+    if (p->buffer_ns != 0 && start - p->now > p->buffer_ns) {
+        p->dropped++;
+        p->arrive_at[pn] = 0;
+    } else {
+        p->busy_until = start + (uint64_t)(PKT * 8.0 * 1e9 / p->rate_bps);
+        int lost = sim_rand_unit(&p->rng) < p->loss;
+        p->arrive_at[pn] = lost ? 0 : p->busy_until + p->delay_ns + p->foreign_ns;
+    }
     aftp_cc_on_sent(cc, p->now, pn, PKT, 1);
     p->next_send += (uint64_t)(PKT * 8.0 * 1e9 / (double)aftp_cc_rate(cc));
 }
@@ -132,6 +147,8 @@ static void observe(path *p, const aftp_cc *cc)
     p->last_phase = cc->phase;
     if (p->startup_exit_bw == 0 && cc->mode != AFTP_CC_MODE_STARTUP)
         p->startup_exit_bw = cc->bw_bps;
+    if (p->reach_round == 0 && (double)cc->bw_bps >= 0.9 * p->rate_bps)
+        p->reach_round = cc->round, p->reach_ns = p->now;
 }
 
 static void path_run(path *p, aftp_cc *cc, uint64_t until)
@@ -561,6 +578,151 @@ static void test_bunched_arrivals_do_not_raise_bw(void **state)
     assert_int_equal(cc.bw_slot[cc.bw_index], 100 * PKT * 8 * 5);
 }
 
+/* ---- Careful Resume ---- */
+
+#define GBIT (1000 * MBIT)
+
+/* A FAIR controller that remembers `saved_bps` and `saved_rtt` (0: none),
+ * on a path of `rate`, `rtt` with a bottleneck buffer of `buffer`, run
+ * for `until`; its handshake took `handshake_rtt` (0: not known). */
+static void resume_on_path_after(aftp_cc *cc, path *p, int policy, double saved_bps,
+                                 uint64_t saved_rtt, uint64_t handshake_rtt, double rate,
+                                 uint64_t rtt, uint64_t buffer, uint64_t until)
+{
+    aftp_cc_config cfg = {.policy = policy, .rate_bps = UINT64_C(1000000000),
+                          .initial_rtt_ns = 100 * MS, .seed = 1,
+                          .resume_rate_bps = (uint64_t)saved_bps, .resume_rtt_ns = saved_rtt};
+    aftp_cc_init(cc, &cfg, 0);
+    if (handshake_rtt != 0)
+        aftp_cc_on_handshake_rtt(cc, handshake_rtt);
+    path_init(p, rate, rtt, 0.0, 21);
+    p->buffer_ns = buffer;
+    path_run(p, cc, until);
+}
+
+static void resume_on_path(aftp_cc *cc, path *p, int policy, double saved_bps, uint64_t saved_rtt,
+                           double rate, uint64_t rtt, uint64_t buffer, uint64_t until)
+{
+    resume_on_path_after(cc, p, policy, saved_bps, saved_rtt, 0, rate, rtt, buffer, until);
+}
+
+/* The handshake's RTT is Reconnaissance's sample: the jump starts with
+ * the first DATA, and the link is reached a round earlier (2 rounds).
+ * A handshake RTT over 10 x the saved one may be the server's work on it:
+ * the first FEEDBACK judges (3 rounds); one below half of it is another
+ * path: no jump. */
+static void test_resume_judged_by_the_handshake(void **state)
+{
+    (void)state;
+    aftp_cc cc;
+    path p;
+    resume_on_path_after(&cc, &p, AFTP_CC_FAIR, GBIT, 150 * MS, 152 * MS, GBIT, 150 * MS,
+                         150 * MS, 3 * S);
+    assert_true(p.jumped);
+    assert_true(p.reach_round > 0 && p.reach_round <= 2);
+    assert_int_equal(p.dropped, 0);
+    path_free(&p);
+    resume_on_path_after(&cc, &p, AFTP_CC_FAIR, GBIT, 150 * MS, 1600 * MS, GBIT, 150 * MS,
+                         150 * MS, 3 * S);
+    assert_true(p.jumped);
+    assert_int_equal(p.reach_round, 3);
+    path_free(&p);
+    resume_on_path_after(&cc, &p, AFTP_CC_FAIR, GBIT, 150 * MS, 70 * MS, GBIT, 150 * MS,
+                         150 * MS, 3 * S);
+    assert_false(p.jumped);
+    path_free(&p);
+}
+
+/* 1 Gbit/s, 150 ms: a normal start needs about 9 rounds from the initial
+ * window to 90% of the link; a resume to the same path needs 3 (one to
+ * see the RTT, one to validate the jump, one at startup's pace from the
+ * jump's rate), and nothing is lost on the way. */
+static void test_resume_reaches_the_link_in_three_rounds(void **state)
+{
+    (void)state;
+    aftp_cc cc;
+    path p;
+    resume_on_path(&cc, &p, AFTP_CC_FAIR, 0, 0, GBIT, 150 * MS, 150 * MS, 3 * S);
+    uint64_t normal = p.reach_round;
+    assert_false(p.jumped);
+    assert_true(normal >= 6);
+    path_free(&p);
+
+    resume_on_path(&cc, &p, AFTP_CC_FAIR, GBIT, 150 * MS, GBIT, 150 * MS, 150 * MS, 3 * S);
+    assert_true(p.jumped);
+    assert_true(p.reach_round > 0 && p.reach_round <= 3);
+    assert_int_equal(cc.resume, AFTP_CC_RESUME_OFF);
+    assert_int_equal(p.dropped, 0);
+    assert_int_equal(cc.mode, AFTP_CC_MODE_PROBE_BW);
+    assert_true(cc.bw_bps >= 0.97 * GBIT && cc.bw_bps <= 1.03 * GBIT);
+    path_free(&p);
+}
+
+/* The path now carries a quarter of what was saved, behind a 20 ms
+ * buffer: the jump (half the saved rate, twice the path's) is refuted by
+ * its own packets' delivery rate and retreats to what they delivered.
+ * What is lost is part of what the jump sent, and once DRAIN has emptied
+ * the queue nothing more is lost; the rate then holds the path. */
+static void test_resume_retreats_on_a_slower_path(void **state)
+{
+    (void)state;
+    aftp_cc cc;
+    path p;
+    resume_on_path(&cc, &p, AFTP_CC_FAIR, GBIT, 150 * MS, GBIT / 4, 150 * MS, 20 * MS, 1 * S);
+    assert_true(p.jumped);
+    assert_int_equal(cc.resume, AFTP_CC_RESUME_OFF);
+    assert_int_not_equal(cc.mode, AFTP_CC_MODE_STARTUP);
+    assert_true(p.dropped > 0);
+    assert_true(p.dropped <= p.jump_sent / 2);
+    uint64_t dropped = p.dropped;
+    path_mark(&p);
+    path_run(&p, &cc, 5 * S);
+    assert_int_equal(p.dropped, dropped);
+    assert_true(delivered_bps(&p, 4 * S) >= 0.9 * GBIT / 4);
+    assert_true(p.max_rate <= 1.3 * GBIT / 4);
+    path_free(&p);
+}
+
+/* A first RTT outside [1/2, 10] x the saved one is another path: a normal
+ * start, the same to the packet as with nothing saved. LOW never jumps. */
+static void test_resume_declined_starts_normally(void **state)
+{
+    (void)state;
+    aftp_cc cc;
+    path p;
+    resume_on_path(&cc, &p, AFTP_CC_FAIR, 0, 0, 100 * MBIT, 40 * MS, 0, 1 * S);
+    uint64_t normal_sent = p.sent, normal_rate = p.max_rate;
+    path_free(&p);
+    resume_on_path(&cc, &p, AFTP_CC_FAIR, GBIT, 150 * MS, 100 * MBIT, 40 * MS, 0, 1 * S);
+    assert_false(p.jumped);
+    assert_int_equal(p.sent, normal_sent);
+    assert_int_equal(p.max_rate, normal_rate);
+    path_free(&p);
+    resume_on_path(&cc, &p, AFTP_CC_FAIR, GBIT, 10 * MS, 100 * MBIT, 150 * MS, 0, 1 * S);
+    assert_false(p.jumped);
+    path_free(&p);
+    resume_on_path(&cc, &p, AFTP_CC_LOW, GBIT, 150 * MS, GBIT, 150 * MS, 0, 1 * S);
+    assert_false(p.jumped);
+    path_free(&p);
+}
+
+/* A jump obeys the limits: a max rate set before it (the user's, the
+ * server's cap) lowers it, and so does one set while it runs. */
+static void test_resume_obeys_max_rate(void **state)
+{
+    (void)state;
+    aftp_cc cc;
+    aftp_cc_config cfg = {.policy = AFTP_CC_FAIR, .rate_bps = UINT64_C(1000000000),
+                          .max_rate_bps = 400 * 1000 * 1000, .initial_rtt_ns = 100 * MS,
+                          .resume_rate_bps = (uint64_t)GBIT, .resume_rtt_ns = 150 * MS};
+    aftp_cc_init(&cc, &cfg, 0);
+    aftp_cc_on_handshake_rtt(&cc, 150 * MS);
+    assert_int_equal(cc.resume, AFTP_CC_RESUME_UNVALIDATED);
+    assert_int_equal(aftp_cc_rate(&cc), 400 * 1000 * 1000);
+    aftp_cc_set_limits(&cc, 0, 300 * 1000 * 1000);
+    assert_int_equal(aftp_cc_rate(&cc), 300 * 1000 * 1000);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -580,6 +742,11 @@ int main(void)
         cmocka_unit_test(test_bunched_arrivals_do_not_raise_bw),
         cmocka_unit_test(test_high_startup_ends_on_deep_queue),
         cmocka_unit_test(test_startup_goes_on_while_winning_share),
+        cmocka_unit_test(test_resume_reaches_the_link_in_three_rounds),
+        cmocka_unit_test(test_resume_retreats_on_a_slower_path),
+        cmocka_unit_test(test_resume_declined_starts_normally),
+        cmocka_unit_test(test_resume_judged_by_the_handshake),
+        cmocka_unit_test(test_resume_obeys_max_rate),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

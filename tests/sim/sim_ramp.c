@@ -1,0 +1,35 @@
+/* Whole transfers for the start-up figures and tests (sim_ramp.h). */
+#include "sim_ramp.h"
+
+#include "sim_run.h"
+
+static void recall(void *ctx, aftp_sender_settings *s, aftp_receiver_settings *r)
+{
+    const sim_ramp_memory *m = ctx;
+    (void)r;
+    s->resume_rate_bps = m->rate_bps;
+    s->resume_rtt_ns = m->rtt_ns;
+}
+
+double sim_ramp_transfer(uint64_t bytes, uint64_t rtt_ms, double loss, const sim_ramp_memory *m,
+                         aftp_stats *out)
+{
+    sim_cfg c;
+    sim_result r;
+    sim_cfg_default(&c);
+    c.file_size = bytes;
+    c.policy = AFTP_CC_FAIR;
+    c.rate_bps = SIM_RAMP_LINK_BPS;
+    c.cipher = AFTP_CIPHER_NONE;
+    c.fwd = (sim_link_cfg){.rate_bps = SIM_RAMP_LINK_BPS, .delay_ns = rtt_ms * SIM_MS / 2,
+                           .queue_bytes = SIM_RAMP_LINK_BPS / 8 * rtt_ms / 1000, .loss = loss};
+    c.rev = (sim_link_cfg){.delay_ns = rtt_ms * SIM_MS / 2};
+    c.time_limit_ns = 600 * SIM_S;
+    c.tune = recall;
+    c.tune_ctx = (void *)m;
+    sim_run(&c, &r);
+    *out = r.snd;
+    double s = r.snd_error == AFTP_OK && !r.stuck ? (double)r.end_ns / 1e9 : -1.0;
+    sim_result_free(&r);
+    return s;
+}
