@@ -1197,7 +1197,7 @@ static void on_pull_request(aftp_sender *s, const aftp_wire_pull_request *q)
         s->reply.errors[s->reply.count++] = path_verdict(rc);
     }
     s->client_max_bps = q->max_rate_bps;
-    obey_rate_cap(s, lower_limit(s->srv.rate_cap_bps, q->max_rate_bps));
+    obey_rate_cap(s, lower_limit(s->rate_cap_bps, q->max_rate_bps)); /* the policy's, or a share */
     s->pull = PULL_REPLIED;
     s->reply_due = 1;
 }
