@@ -1249,15 +1249,14 @@ static int dispatch_pull(aftp_sender *s, const aftp_wire_packet *p)
 }
 
 /* Section 6.18: the server's newer cap replaces the one in force; an
- * older or repeated sequence changes nothing. A cap of 0 cannot be obeyed
- * and comes sealed from the server itself: a protocol violation. */
+ * older or repeated sequence (the server's repeats, a late copy) changes
+ * nothing. A cap of 0 cannot be obeyed and comes sealed from the server
+ * itself: a protocol violation. */
 static void on_rate_update(aftp_sender *s, const aftp_wire_rate_update *u)
 {
     char why[128];
-    if (s->ss.state != AFTP_STATE_TRANSFER || u->seq <= s->cap_seq) {
-        aftp_session_drop(&s->ss);
+    if (s->ss.state != AFTP_STATE_TRANSFER || u->seq <= s->cap_seq)
         return;
-    }
     if (u->cap_bps == 0) {
         snprintf(why, sizeof why, "the server sent a RATE_UPDATE (sequence %" PRIu64
                  ") with a cap of 0 bit/s (spec 6.18)", u->seq);

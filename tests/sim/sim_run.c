@@ -94,6 +94,9 @@ static void run_timers_and_output(sim_world *w, uint64_t now)
 {
     aftp_datagram dg;
     refill(w, now);
+    if (w->cfg->step != NULL && alive(now, w->cfg->sender_dies_at) &&
+        alive(now, w->cfg->receiver_dies_at))
+        w->cfg->step(w->cfg->step_ctx, w->snd, w->rcv, now);
     if (alive(now, w->cfg->sender_dies_at)) {
         if (now >= w->cfg->sender_cancels_at && w->cfg->sender_abort_error != 0)
             aftp_sender_abort(w->snd, now, w->cfg->sender_abort_error, "source changed");

@@ -66,6 +66,11 @@ typedef struct sim_cfg {
      * returns 1 once the last is added, and aftp_sender_finish follows
      * (once). Takes feed_ctx. */
     int (*refill)(void *ctx, sim_storage *st, aftp_sender *snd, uint64_t now);
+    /* Called at every step, before the engines' timers and output, while
+     * both live (NULL: none): a test acts on the engines mid-run (a
+     * server's new cap, a datagram held back and delivered late). */
+    void (*step)(void *ctx, aftp_sender *snd, aftp_receiver *rcv, uint64_t now);
+    void *step_ctx;
 } sim_cfg;
 
 typedef struct sim_result {
