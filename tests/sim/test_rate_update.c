@@ -47,8 +47,7 @@ typedef struct plan {
     uint64_t sample_at[MAX_SAMPLES]; /* sender's stats at these times */
     aftp_stats sample[MAX_SAMPLES];
     size_t samples, sampled;
-    uint64_t *at, *bytes;      /* what the sender emitted: (time, bytes) */
-    size_t count, cap;
+    sim_emitted e;
 } plan;
 
 static int seen_by_sender(void *ctx, uint64_t now, const uint8_t *pkt, size_t len)
@@ -66,20 +65,6 @@ static int seen_by_sender(void *ctx, uint64_t now, const uint8_t *pkt, size_t le
     if (p->first_update_ns == 0)
         p->first_update_ns = now;
     return 1;
-}
-
-static void record_emitted(void *ctx, uint64_t now, const aftp_datagram *dg)
-{
-    plan *p = ctx;
-    if (p->count == p->cap) {
-        p->cap = p->cap ? 2 * p->cap : 4096;
-        p->at = realloc(p->at, p->cap * sizeof *p->at);
-        p->bytes = realloc(p->bytes, p->cap * sizeof *p->bytes);
-        assert_non_null(p->at);
-        assert_non_null(p->bytes);
-    }
-    p->at[p->count] = now;
-    p->bytes[p->count++] = dg->head_len + dg->payload_len;
 }
 
 /* The late copy goes in once the sender obeys the newest cap. */
@@ -131,8 +116,8 @@ static void run_plan(const char *name, plan *p, uint64_t file_size, sim_result *
     c.step_ctx = p;
     c.rev_tap = seen_by_sender;
     c.rev_tap_ctx = p;
-    c.fwd_tap = record_emitted;
-    c.fwd_tap_ctx = p;
+    c.fwd_tap = sim_emitted_record;
+    c.fwd_tap_ctx = &p->e;
     sim_run(&c, r);
     sim_report(name, &c, r);
     assert_false(r->stuck);
@@ -140,26 +125,6 @@ static void run_plan(const char *name, plan *p, uint64_t file_size, sim_result *
     assert_int_equal(r->rcv_error, AFTP_OK);
     assert_true(sim_file_intact(&r->st, 1));
     assert_int_equal(p->sampled, p->samples);
-}
-
-/* The most bytes emitted within any WINDOW_NS of [from, to). */
-static uint64_t busiest_window(const plan *p, uint64_t from, uint64_t to)
-{
-    uint64_t most = 0, sum = 0;
-    size_t first = 0;
-    for (size_t i = 0; i < p->count; i++) {
-        if (p->at[i] < from || p->at[i] >= to) {
-            first = i + 1;
-            sum = 0;
-            continue;
-        }
-        sum += p->bytes[i];
-        while (p->at[i] - p->at[first] >= WINDOW_NS)
-            sum -= p->bytes[first++];
-        if (sum > most)
-            most = sum;
-    }
-    return most;
 }
 
 /* Spec 13.1: over any span, the cap's bytes plus the bucket's depth (and
@@ -172,8 +137,7 @@ static uint64_t allowed(uint64_t cap_bps)
 
 static void plan_free(plan *p, sim_result *r)
 {
-    free(p->at);
-    free(p->bytes);
+    sim_emitted_free(&p->e);
     sim_result_free(r);
 }
 
@@ -191,14 +155,14 @@ static void test_lowers_then_raises(void **state)
     assert_true(p.first_update_ns > SIM_S);
     assert_int_equal(p.sample[0].rate_cap_bps, 20 * MBIT);
     assert_true(p.sample[0].pacing_rate_bps <= 20 * MBIT);
-    uint64_t most = busiest_window(&p, p.first_update_ns, 2 * SIM_S);
+    uint64_t most = sim_emitted_busiest(&p.e, WINDOW_NS, p.first_update_ns, 2 * SIM_S);
     printf("[sim] busiest 50 ms under 20 Mbit/s: %llu bytes, allowed %llu\n",
            (unsigned long long)most, (unsigned long long)allowed(20 * MBIT));
     assert_true(most <= allowed(20 * MBIT));
     assert_int_equal(p.sample[1].rate_cap_bps, 60 * MBIT);
     assert_true(p.sample[1].pacing_rate_bps > 20 * MBIT);
     assert_true(p.sample[1].pacing_rate_bps <= 60 * MBIT);
-    assert_true(busiest_window(&p, 2 * SIM_S, UINT64_MAX) <= allowed(60 * MBIT));
+    assert_true(sim_emitted_busiest(&p.e, WINDOW_NS, 2 * SIM_S, UINT64_MAX) <= allowed(60 * MBIT));
     assert_int_equal(r.snd.rate_cap_bps, 60 * MBIT);
     assert_int_equal(r.rcv.rate_cap_bps, 60 * MBIT);
     plan_free(&p, &r);
