@@ -298,7 +298,9 @@ typedef struct aftp_receipt {      /* fields are only ever appended */
     const char *printable_path;    /* path for a log line: bytes that are not printable
                                     * escaped ("\\xHH") */
     uint64_t rate_cap_bps;         /* the rate cap its sender obeyed, bits/s
-                                    * (aftp_admission_set_rate_cap); 0: none */
+                                    * (aftp_admission_set_rate_cap; with
+                                    * aftp_server_set_rate_cap, the share in force
+                                    * at the file's end); 0: none */
     int kind;                      /* enum aftp_entry_kind (aftp/aftp_engine.h): a
                                     * receipt's is AFTP_ENTRY_FILE; the entry callback's
                                     * also DIR and SYMLINK */
