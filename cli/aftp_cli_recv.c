@@ -28,6 +28,7 @@ typedef struct recv_args {
     int no_links;
     const char *mode_mask;       /* --mode-mask OCTAL, or NULL */
     const char *partial_max_age; /* --partial-max-age DURATION, or NULL */
+    uint64_t rate_bps;           /* --rate: the server's total rate cap, 0: none */
     aftp_cli_common common;
     aftp_cli_security sec;
 } recv_args;
@@ -42,12 +43,19 @@ static int parse_recv_options(int argc, char **argv, recv_args *a)
         {"json", no_argument, NULL, OPT_JSON}, {"no-links", no_argument, NULL, OPT_NO_LINKS},
         {"mode-mask", required_argument, NULL, OPT_MODE_MASK},
         {"partial-max-age", required_argument, NULL, OPT_PARTIAL_AGE},
+        {"rate", required_argument, NULL, 'r'},
         {"authorized-keys", required_argument, NULL, AFTP_CLI_OPT_AUTHORIZED_KEYS},
         AFTP_CLI_SECURITY_LONG, AFTP_CLI_COMMON_LONG};
     int c, rc;
     a->common.idle_timeout_ns = AFTP_CLI_DEFAULT_IDLE_NS;
-    while ((c = getopt_long(argc, argv, "l:d:" AFTP_CLI_COMMON_SHORT, opts, NULL)) != -1) {
-        if (c == 'l')
+    while ((c = getopt_long(argc, argv, "l:d:r:" AFTP_CLI_COMMON_SHORT, opts, NULL)) != -1) {
+        if (c == 'r') {
+            if (aftp_client_parse_rate(optarg, &a->rate_bps) != AFTP_OK) {
+                aftp_cli_error("bad --rate '%s': the server's total rate in bits/s, shared "
+                               "between its sessions (e.g. 400M, 1G, 2.5g)", optarg);
+                return AFTP_EXIT_USAGE;
+            }
+        } else if (c == 'l')
             a->listen_text = optarg;
         else if (c == 'd')
             a->dir = optarg;
@@ -445,6 +453,7 @@ static int configure(const recv_args *a, recv_app *ra, aftp_server *s)
     aftp_server_set_once(s, a->once);
     aftp_server_set_cipher(s, a->sec.cipher);
     aftp_server_set_idle_timeout_ms(s, aftp_cli_idle_ms(&a->common));
+    aftp_server_set_rate_cap(s, a->rate_bps);
     if (a->common.mtu != 0)
         aftp_server_set_mtu(s, a->common.mtu);
     aftp_server_set_log_cb(s, on_log, ra);

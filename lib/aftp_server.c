@@ -123,6 +123,7 @@ struct aftp_server {
     char terms[SERVER_TERMS][AFTP_SERVER_TERM_MAX]; /* aftp_server_set_terms, in its
                                                      * fields' order */
     unsigned max_sessions;
+    uint64_t total_rate_bps;    /* aftp_server_set_rate_cap, 0: none */
     unsigned workers;           /* 0: one per online CPU */
     uint64_t drain_timeout_ms;
     atomic_int stop;            /* any thread, signal handlers (lock-free) */
@@ -474,6 +475,12 @@ int aftp_server_set_max_sessions(aftp_server *s, unsigned n)
         return fail(s, AFTP_ERR_INVALID_ARGUMENT,
                     "max sessions: %u is outside 1 to %u", n, AFTP_SERVER_MAX_SESSIONS_MAX);
     s->max_sessions = n;
+    return succeed(s);
+}
+
+int aftp_server_set_rate_cap(aftp_server *s, uint64_t bits_per_s)
+{
+    s->total_rate_bps = bits_per_s;
     return succeed(s);
 }
 
@@ -867,6 +874,19 @@ static void on_tick(void *app, const aftp_stats *st, uint64_t now_ns)
     s->progress_cb(s->progress_user, &p);
 }
 
+/* The operator sees the total cap in force, and how it is shared. */
+static void say_total_rate_cap(aftp_server *s)
+{
+    char line[256];
+    if (s->total_rate_bps == 0)
+        return;
+    snprintf(line, sizeof line,
+             "total rate cap %" PRIu64 " bit/s (%.1f Mbit/s), shared fairly between the "
+             "sessions: each push client paces under its share",
+             s->total_rate_bps, (double)s->total_rate_bps / 1e6);
+    say(s, AFTP_LOG_RATE_CAP, line);
+}
+
 static void on_listening(void *app, const struct sockaddr *local)
 {
     aftp_server *s = app;
@@ -878,6 +898,7 @@ static void on_listening(void *app, const struct sockaddr *local)
     aftp_format_addr(local, where, sizeof where);
     snprintf(line, sizeof line, "listening on %s", where);
     say(s, AFTP_LOG_LISTENING, line);
+    say_total_rate_cap(s);
 }
 
 static void on_warning(void *app, const char *text)
@@ -1127,7 +1148,8 @@ static void build_opts(aftp_server *s, int dirfd, aftp_serve_opts *o)
         .on_hello_dropped = on_hello_dropped, .on_control_tick = on_control_tick,
         .role_allowed = check_role, .session_open = session_open,
         .session_close = session_close, .on_draining = on_draining,
-        .max_sessions = s->max_sessions, .workers = s->workers, .drain = &s->drain,
+        .max_sessions = s->max_sessions, .total_rate_bps = s->total_rate_bps,
+        .workers = s->workers, .drain = &s->drain,
         .drain_timeout_ns = drain_timeout_ns(s)};
 }
 

@@ -1276,6 +1276,19 @@ static int encode_pull_reply(aftp_wire_writer *w, const aftp_wire_packet *p)
     return AFTP_OK;
 }
 
+/* RATE_UPDATE (spec 6.18): two u64, sequence then cap. */
+static int decode_rate_update(aftp_wire_reader *r, aftp_wire_packet *p)
+{
+    TRY(aftp_wire_read_u64(r, &p->u.rate_update.seq));
+    return aftp_wire_read_u64(r, &p->u.rate_update.cap_bps);
+}
+
+static int encode_rate_update(aftp_wire_writer *w, const aftp_wire_packet *p)
+{
+    TRY(aftp_wire_write_u64(w, p->u.rate_update.seq));
+    return aftp_wire_write_u64(w, p->u.rate_update.cap_bps);
+}
+
 typedef struct wire_codec {
     const char *name;
     int (*decode)(aftp_wire_reader *r, aftp_wire_packet *p);
@@ -1300,6 +1313,7 @@ static const wire_codec codecs[AFTP_WIRE_TYPE_MAX + 1] = {
     [AFTP_WIRE_ABANDON] = {"ABANDON", decode_abandon, encode_abandon},
     [AFTP_WIRE_PULL_REQUEST] = {"PULL_REQUEST", decode_pull_request, encode_pull_request},
     [AFTP_WIRE_PULL_REPLY] = {"PULL_REPLY", decode_pull_reply, encode_pull_reply},
+    [AFTP_WIRE_RATE_UPDATE] = {"RATE_UPDATE", decode_rate_update, encode_rate_update},
 };
 
 const char *aftp_wire_type_name(uint8_t type)

@@ -60,9 +60,10 @@ enum aftp_wire_type {
     AFTP_WIRE_VERDICTS = 0x0D,  /* pipelined mode: a batch of verdicts (receiver) */
     AFTP_WIRE_ABANDON = 0x0E,   /* pipelined mode: the sender gives up one FILE entry */
     AFTP_WIRE_PULL_REQUEST = 0x0F, /* pull: the client names the paths it wants */
-    AFTP_WIRE_PULL_REPLY = 0x10    /* pull: the server's verdict on each path */
+    AFTP_WIRE_PULL_REPLY = 0x10,   /* pull: the server's verdict on each path */
+    AFTP_WIRE_RATE_UPDATE = 0x11   /* push, RATE_CAP announced: the server's new cap */
 };
-#define AFTP_WIRE_TYPE_MAX AFTP_WIRE_PULL_REPLY
+#define AFTP_WIRE_TYPE_MAX AFTP_WIRE_RATE_UPDATE
 
 /* ---- roles and ciphers (spec sections 6.2, 12) ---- */
 enum aftp_wire_role {
@@ -155,6 +156,7 @@ enum aftp_wire_error {
 #define AFTP_WIRE_FILE_DONE_LEN 28u
 #define AFTP_WIRE_FILE_RESULT_LEN 22u
 #define AFTP_WIRE_ABANDON_LEN 6u
+#define AFTP_WIRE_RATE_UPDATE_LEN 16u
 #define AFTP_WIRE_CLOSE_FIXED 4u
 
 /* Default block size: the largest payload that fits a 1500-byte IPv6 path
@@ -216,6 +218,16 @@ typedef struct aftp_wire_abandon {
     uint32_t file_id;
     uint16_t error;
 } aftp_wire_abandon;
+
+/* RATE_UPDATE (spec 6.18): the server's cap on a push client's sender
+ * from now on, replacing RATE_CAP's and every older update's. The newest
+ * seq wins (the HELLO_ACK's RATE_CAP is sequence 0); cap_bps is bits of
+ * UDP payload per second. The decoder checks the layout only: a cap of 0
+ * is the state machine's protocol violation (as RATE_CAP's 0 is). */
+typedef struct aftp_wire_rate_update {
+    uint64_t seq;
+    uint64_t cap_bps;
+} aftp_wire_rate_update;
 
 typedef struct aftp_wire_data {
     uint32_t file_id;
@@ -418,6 +430,7 @@ typedef struct aftp_wire_packet {
         aftp_wire_abandon abandon;
         aftp_wire_pull_request pull_request;
         aftp_wire_pull_reply pull_reply;
+        aftp_wire_rate_update rate_update;
     } u;
 } aftp_wire_packet;
 

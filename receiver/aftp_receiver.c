@@ -101,6 +101,7 @@ int aftp_receiver_new(const aftp_receiver_settings *settings, uint64_t now_ns,
                                                                      : 0);
     aftp_rtt_init(&r->rtt, settings->initial_rtt_ns);
     r->resend_deadline = AFTP_NO_EXPIRY;
+    r->cap_deadline = AFTP_NO_EXPIRY;
     /* Each range takes at least two bytes on the wire. */
     r->max_ranges = (settings->max_datagram - FEEDBACK_HEAD) / 2;
     if (r->max_ranges > AFTP_WIRE_MAX_RANGES)
@@ -783,9 +784,20 @@ static int encode_feedback(aftp_receiver *r, uint8_t *buf, size_t cap, aftp_data
     return aftp_session_encode(&r->ss, &p, buf, cap, dg);
 }
 
+/* Section 6.18: the current cap, repeated until the session ends. */
+static int encode_rate_update(aftp_receiver *r, uint8_t *buf, size_t cap, aftp_datagram *dg)
+{
+    aftp_wire_packet p;
+    aftp_session_packet(&r->ss, AFTP_WIRE_RATE_UPDATE, &p);
+    p.u.rate_update = (aftp_wire_rate_update){.seq = r->cap_seq, .cap_bps = r->cap_bps};
+    r->cap_due = 0;
+    r->cap_deadline = r->ss.now_ns + RATE_UPDATE_REPEAT_NS;
+    return aftp_session_encode(&r->ss, &p, buf, cap, dg);
+}
+
 enum output_kind {
     OUT_NONE, OUT_CLOSE, OUT_HELLO_ACK, OUT_REPLY, OUT_RESULT, OUT_VERDICTS, OUT_PIPE_RESULT,
-    OUT_FEEDBACK, OUT_PULL
+    OUT_FEEDBACK, OUT_PULL, OUT_RATE_UPDATE
 };
 
 static int next_output(const aftp_receiver *r)
@@ -800,6 +812,9 @@ static int next_output(const aftp_receiver *r)
         return OUT_NONE;
     if (r->srv.ack_due)
         return OUT_HELLO_ACK;
+    /* Once the client confirmed the handshake: before, it could not open it. */
+    if (r->cap_due && r->ss.state == AFTP_STATE_TRANSFER)
+        return OUT_RATE_UPDATE;
     if (r->client && aftp_rpull_due(r) != 0)
         return OUT_PULL;
     if (r->reply_due)
@@ -825,6 +840,7 @@ static int emit(aftp_receiver *r, int kind, uint8_t *buf, size_t cap, aftp_datag
     case OUT_VERDICTS: return aftp_rpipe_encode_verdicts(r, buf, cap, dg);
     case OUT_PIPE_RESULT: return aftp_rpipe_encode_result(r, buf, cap, dg);
     case OUT_PULL: return aftp_rpull_encode(r, aftp_rpull_due(r), buf, cap, dg);
+    case OUT_RATE_UPDATE: return encode_rate_update(r, buf, cap, dg);
     default: return encode_feedback(r, buf, cap, dg);
     }
 }
@@ -859,6 +875,7 @@ uint64_t aftp_receiver_expiry(const aftp_receiver *r)
         t = min_u64(t, r->ss.now_ns); /* the next read-back step is due */
     if (r->client)
         t = aftp_rpull_expiry(r, t);
+    t = min_u64(t, r->cap_deadline);
     return min_u64(aftp_rpipe_expiry(r, t), r->resend_deadline);
 }
 
@@ -889,6 +906,10 @@ int aftp_receiver_handle_expiry(aftp_receiver *r, uint64_t now_ns)
         r->resend_deadline = AFTP_NO_EXPIRY;
         r->result_due = r->ss.state == AFTP_STATE_TRANSFER && r->phase == FILE_ENDED;
     }
+    if (r->ss.now_ns >= r->cap_deadline) {
+        r->cap_deadline = AFTP_NO_EXPIRY;
+        r->cap_due = 1;
+    }
     if (verify_due(r))
         verify_step(r);
     aftp_rpipe_handle_expiry(r);
@@ -914,7 +935,7 @@ void aftp_receiver_get_stats(const aftp_receiver *r, aftp_stats *out)
     if (r == NULL || out == NULL)
         return;
     aftp_session_stats(&r->ss, &r->rtt, out);
-    out->rate_cap_bps = r->srv.rate_cap_bps;
+    out->rate_cap_bps = r->cap_bps != 0 ? r->cap_bps : r->srv.rate_cap_bps;
     if (aftp_blockmap_bytes(&r->held) > out->map_bytes) /* the open map grows */
         out->map_bytes = aftp_blockmap_bytes(&r->held);
 }
@@ -925,6 +946,24 @@ int aftp_receiver_commit_done(aftp_receiver *r, uint64_t now_ns, int rc, const i
         return AFTP_ERR_INVALID_ARGUMENT;
     aftp_session_tick(&r->ss, now_ns);
     return aftp_rpipe_commit_done(r, rc, results);
+}
+
+int aftp_receiver_set_rate_cap(aftp_receiver *r, uint64_t cap_bps, uint64_t now_ns)
+{
+    if (r == NULL || cap_bps == 0)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    /* Section 12.3.1: only a client that announced RATE_CAP was capped. */
+    if (r->client || r->srv.rate_cap_bps == 0)
+        return AFTP_ERR_INVALID_STATE;
+    uint64_t in_force = r->cap_bps != 0 ? r->cap_bps : r->srv.rate_cap_bps;
+    if (cap_bps == in_force)
+        return AFTP_OK;
+    aftp_session_tick(&r->ss, now_ns);
+    r->cap_bps = cap_bps;
+    r->cap_seq++;
+    r->cap_due = 1;
+    r->cap_deadline = AFTP_NO_EXPIRY;
+    return AFTP_OK;
 }
 
 int aftp_receiver_abort(aftp_receiver *r, uint64_t now_ns, int error, const char *reason)

@@ -27,6 +27,9 @@
  * disk), so on a short path, where the feedback interval is 1 ms, groups
  * of one or two files would make the sync the cost of every file. */
 #define GROUP_MIN_NS (10 * NS_PER_MS)
+/* Section 6.18: the current RATE_UPDATE goes again this long after the
+ * last copy, so a lost one delays the cap by about this much at most. */
+#define RATE_UPDATE_REPEAT_NS (1000 * NS_PER_MS)
 
 enum file_phase {
     FILE_NONE,  /* no file offered yet */
@@ -92,6 +95,12 @@ struct aftp_receiver {
     char *pull_text;        /* the request's paths, each NUL-terminated */
     aftp_wire_path *pull_paths; /* the same, as the wire carries them */
     uint32_t window;        /* the session's entry window W (PIPELINE), 0: one-file mode */
+
+    /* RATE_UPDATE (section 6.18): the cap told the client after RATE_CAP. */
+    uint64_t cap_bps;       /* 0: none yet, the HELLO_ACK's RATE_CAP holds */
+    uint64_t cap_seq;
+    int cap_due;
+    uint64_t cap_deadline;  /* its next repeat */
 
     /* The current (latest offered) file. */
     int phase;

@@ -139,6 +139,8 @@ struct aftp_sender {
     uint64_t reply_deadline; /* its resend while unconfirmed */
     unsigned reply_backoff;
     uint64_t rate_cap_bps;  /* the receiver's cap (RATE_CAP), 0: none */
+    uint64_t cap_seq;       /* the newest RATE_UPDATE applied (6.18); RATE_CAP is 0 */
+    uint64_t client_max_bps; /* pull: the request's max_rate, 0: none */
 
     /* Pipelined mode (section 9.14). The application's entries wait in
      * `entries` (pipeline_window of them at most); `stream` applies the
@@ -1200,7 +1202,8 @@ static void on_pull_request(aftp_sender *s, const aftp_wire_pull_request *q)
         int rc = s->set.storage->pull_path(s->set.user, s->reply.count, text, flags);
         s->reply.errors[s->reply.count++] = path_verdict(rc);
     }
-    obey_rate_cap(s, lower_limit(s->srv.rate_cap_bps, q->max_rate_bps));
+    s->client_max_bps = q->max_rate_bps;
+    obey_rate_cap(s, lower_limit(s->rate_cap_bps, q->max_rate_bps)); /* the policy's, or a share */
     s->pull = PULL_REPLIED;
     s->reply_due = 1;
 }
@@ -1251,6 +1254,25 @@ static int dispatch_pull(aftp_sender *s, const aftp_wire_packet *p)
     return 0;
 }
 
+/* Section 6.18: the server's newer cap replaces the one in force; an
+ * older or repeated sequence (the server's repeats, a late copy) changes
+ * nothing. A cap of 0 cannot be obeyed and comes sealed from the server
+ * itself: a protocol violation. */
+static void on_rate_update(aftp_sender *s, const aftp_wire_rate_update *u)
+{
+    char why[128];
+    if (s->ss.state != AFTP_STATE_TRANSFER || u->seq <= s->cap_seq)
+        return;
+    if (u->cap_bps == 0) {
+        snprintf(why, sizeof why, "the server sent a RATE_UPDATE (sequence %" PRIu64
+                 ") with a cap of 0 bit/s (spec 6.18)", u->seq);
+        fail_and_close_saying(s, AFTP_ERR_MALFORMED, why);
+        return;
+    }
+    s->cap_seq = u->seq;
+    aftp_sender_set_rate_cap(s, u->cap_bps, s->ss.now_ns);
+}
+
 static void dispatch(aftp_sender *s, const aftp_wire_packet *p)
 {
     if (s->pull != PULL_NONE && dispatch_pull(s, p))
@@ -1263,6 +1285,7 @@ static void dispatch(aftp_sender *s, const aftp_wire_packet *p)
     case AFTP_WIRE_FEEDBACK: on_feedback(s, p->hdr.pn, &p->u.feedback); break;
     case AFTP_WIRE_FILE_RESULT: on_file_result(s, &p->u.file_result); break;
     case AFTP_WIRE_VERDICTS: on_verdicts(s, &p->u.verdicts); break;
+    case AFTP_WIRE_RATE_UPDATE: on_rate_update(s, &p->u.rate_update); break;
     case AFTP_WIRE_CLOSE: on_close(s, &p->u.close); break;
     default: aftp_session_drop(&s->ss); break;
     }
@@ -1282,7 +1305,7 @@ static int client_receives(const aftp_sender *s, uint8_t type)
     return type == AFTP_WIRE_VERSION_NEG || type == AFTP_WIRE_HELLO_ACK ||
            type == AFTP_WIRE_FILE_REPLY || type == AFTP_WIRE_FEEDBACK ||
            type == AFTP_WIRE_FILE_RESULT || type == AFTP_WIRE_CLOSE || type == AFTP_WIRE_RETRY ||
-           type == AFTP_WIRE_SERVER_KEY;
+           type == AFTP_WIRE_SERVER_KEY || type == AFTP_WIRE_RATE_UPDATE;
 }
 
 /* The receive steps (aftp_session.h): clear header, type and id (everything
@@ -2072,6 +2095,16 @@ int aftp_sender_set_rate_limits(aftp_sender *s, uint64_t min_rate_bps, uint64_t 
     s->set.max_rate_bps = max_rate_bps;
     aftp_cc_set_limits(&s->cc, min_rate_bps, effective_max_rate(s));
     sync_pacer(s);
+    return AFTP_OK;
+}
+
+int aftp_sender_set_rate_cap(aftp_sender *s, uint64_t cap_bps, uint64_t now_ns)
+{
+    if (s == NULL || cap_bps == 0)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    aftp_session_tick(&s->ss, now_ns);
+    /* A pull's client asked for no more than its max_rate: that stays. */
+    obey_rate_cap(s, lower_limit(cap_bps, s->client_max_bps));
     return AFTP_OK;
 }
 

@@ -513,6 +513,16 @@ AFTP_EXTERN void aftp_sender_cancel(aftp_sender *s, uint64_t now_ns);
  * max_rate_bps (0: no limit) is below min_rate_bps. */
 AFTP_EXTERN int aftp_sender_set_rate_limits(aftp_sender *s, uint64_t min_rate_bps,
                                             uint64_t max_rate_bps);
+/* The receiver's cap on this sender changed to cap_bps (bits of UDP
+ * payload per second, non-zero), replacing the one in force (RATE_CAP,
+ * spec 12.3.1): what a push's client does on a RATE_UPDATE (spec 6.18),
+ * and what a server calls on a pull's sender to give it its share of the
+ * server's total rate. A pull's sender stays under the max_rate its client
+ * asked for too. A lower cap holds from the next datagram on (every policy,
+ * fixed and minimum rates included, spec 13.2); a higher one lets the
+ * controller grow to it. Same thread as the engine's other calls.
+ * AFTP_OK, or AFTP_ERR_INVALID_ARGUMENT for a cap of 0. */
+AFTP_EXTERN int aftp_sender_set_rate_cap(aftp_sender *s, uint64_t cap_bps, uint64_t now_ns);
 /* The application or driver found the active file unusable outside the
  * storage callbacks (e.g. AFTP_ERR_SOURCE_CHANGED: the source shrank
  * while a read of it was under way): the file ends with `error` (FILE_END)
@@ -618,6 +628,17 @@ AFTP_EXTERN int aftp_receiver_abort(aftp_receiver *r, uint64_t now_ns, int error
  * group. Each file gets its FILE_RESULT now (spec 9.14.3); the next group,
  * gathered meanwhile, may start within this call. AFTP_ERR_INVALID_STATE
  * when no group is in flight. */
+/* A server's new cap on this push client's sender, cap_bps bits of UDP
+ * payload per second (non-zero): sent to the client in RATE_UPDATE (spec
+ * 6.18) at once, then repeated about every second for the rest of the
+ * session, so a lost datagram costs at most that delay. Only in a session
+ * whose HELLO_ACK carried RATE_CAP (the admission capped this client,
+ * aftp_peer_policy.rate_cap): the client announced it obeys caps.
+ * Same thread as the engine's other calls. AFTP_OK (also when the cap is
+ * the one in force: nothing is sent), AFTP_ERR_INVALID_ARGUMENT for a cap
+ * of 0, AFTP_ERR_INVALID_STATE in a pull's receiver or a session without
+ * RATE_CAP. */
+AFTP_EXTERN int aftp_receiver_set_rate_cap(aftp_receiver *r, uint64_t cap_bps, uint64_t now_ns);
 AFTP_EXTERN int aftp_receiver_commit_done(aftp_receiver *r, uint64_t now_ns, int rc,
                                           const int *results);
 

@@ -154,6 +154,19 @@ AFTP_EXTERN int aftp_server_set_max_sessions(aftp_server *s, unsigned n);
  * one per online CPU. AFTP_ERR_INVALID_ARGUMENT beyond. */
 #define AFTP_SERVER_WORKERS_MAX 1024u
 AFTP_EXTERN int aftp_server_set_workers(aftp_server *s, unsigned n);
+/* The server's total rate: the UDP payload its sessions send and receive
+ * together, in bits per second, shared max-min fairly between the running
+ * sessions, push and pull alike (spec 12.3.1): each gets an equal part,
+ * except that one capped lower (its key's rate=, the admission's
+ * aftp_admission_set_rate_cap) or measured using clearly less gets what it
+ * can use, and the rest goes to the others; the shares follow sessions
+ * starting and ending and, every second, their measured rates. A push
+ * client learns its share in its HELLO_ACK and each change in a
+ * RATE_UPDATE (spec 6.18); a client that cannot honour a cap is refused
+ * with CLOSE(LIMIT). 0 (the default): no total cap. Before
+ * aftp_server_run; the run's log says the cap (AFTP_LOG_RATE_CAP) once it
+ * listens. AFTP_OK. */
+AFTP_EXTERN int aftp_server_set_rate_cap(aftp_server *s, uint64_t bits_per_s);
 /* How long a drain (aftp_server_drain) waits for running sessions before
  * it cancels them (their clients told): default 30000 ms, 0: at once, at
  * most AFTP_SERVER_DRAIN_TIMEOUT_MAX_MS (AFTP_ERR_INVALID_ARGUMENT). */
@@ -288,7 +301,9 @@ typedef struct aftp_receipt {      /* fields are only ever appended */
     const char *printable_path;    /* path for a log line: bytes that are not printable
                                     * escaped ("\\xHH") */
     uint64_t rate_cap_bps;         /* the rate cap its sender obeyed, bits/s
-                                    * (aftp_admission_set_rate_cap); 0: none */
+                                    * (aftp_admission_set_rate_cap; with
+                                    * aftp_server_set_rate_cap, the share in force
+                                    * at the file's end); 0: none */
     int kind;                      /* enum aftp_entry_kind (aftp/aftp_engine.h): a
                                     * receipt's is AFTP_ENTRY_FILE; the entry callback's
                                     * also DIR and SYMLINK */
@@ -353,7 +368,8 @@ enum aftp_log_kind {
     AFTP_LOG_SESSION_FAILED,
     AFTP_LOG_HELLO_DROPPED,
     AFTP_LOG_WARNING,
-    AFTP_LOG_RATE_CAP,      /* a client admitted with a rate cap: its client and the cap */
+    AFTP_LOG_RATE_CAP,      /* a client admitted with a rate cap: its client and the cap;
+                             * and once, the server's total cap (aftp_server_set_rate_cap) */
     AFTP_LOG_PARTIAL_SWEPT, /* resume state no sender came back for was removed: how
                              * many, beneath which root, and the age */
     AFTP_LOG_RELOADED,      /* aftp_server_reload read the authorized keys again:

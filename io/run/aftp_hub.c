@@ -45,6 +45,9 @@ struct aftp_hub {
     uint64_t force_at_ns;
     int draining;
     uint64_t drain_deadline_ns;
+    aftp_share_session *shares; /* o->total_rate_bps: max_sessions + 1 of them */
+    uint64_t next_share_ns; /* the next round that measures the sessions */
+    int shares_stale;       /* a session started or ended since the last split */
     int done;               /* ending: no new session, handles closing */
     int have_result;        /* `once`: the session that counts ended */
     aftp_io_result *res;
@@ -175,6 +178,7 @@ static void once_check(aftp_hub *h, const aftp_serve_session *ss)
 static void retire(aftp_hub *h, aftp_serve_session *ss)
 {
     table_remove(h, ss);
+    h->shares_stale = 1;
     aftp_serve_session_report(ss);
     once_check(h, ss);
     if (ss->rootfd >= 0 && !root_in_use(h, &ss->root, NULL))
@@ -204,6 +208,47 @@ static void on_async(uv_async_t *a)
         finish(h);
 }
 
+/* ---- the total rate cap (aftp_share.h) ---- */
+
+/* The sessions the total is shared between (not those being refused),
+ * as the allocator sees them, in table order; returns how many. */
+static size_t gather_shares(const aftp_hub *h)
+{
+    size_t n = 0;
+    for (const aftp_serve_session *ss = h->sessions; ss != NULL; ss = ss->next)
+        if (ss->counts)
+            h->shares[n++] = ss->share;
+    return n;
+}
+
+static uint64_t entry_share(const aftp_serve_shared *sh, uint64_t cap_bps)
+{
+    aftp_hub *h = hub_of((aftp_serve_shared *)sh);
+    return aftp_share_entry(h->o->total_rate_bps, h->shares, gather_shares(h), cap_bps);
+}
+
+/* Each tick: once a round the sessions' rates are measured; then, or when
+ * a session started or ended, the total is split again and each session
+ * gets its share (its worker applies it). */
+static void share_round(aftp_hub *h, uint64_t now)
+{
+    int measure = now >= h->next_share_ns;
+    if (h->o->total_rate_bps == 0 || (!measure && !h->shares_stale))
+        return;
+    if (measure) {
+        h->next_share_ns = now + AFTP_SHARE_ROUND_NS;
+        for (aftp_serve_session *ss = h->sessions; ss != NULL; ss = ss->next)
+            aftp_serve_session_measure(ss, now);
+    }
+    size_t n = gather_shares(h);
+    aftp_share_split(h->o->total_rate_bps, h->shares, n);
+    n = 0;
+    for (aftp_serve_session *ss = h->sessions; ss != NULL; ss = ss->next)
+        if (ss->counts)
+            __atomic_store_n(&ss->share_bps, h->shares[n++].share_bps, __ATOMIC_RELAXED);
+    h->shares_stale = 0;
+}
+
 /* ---- new sessions ---- */
 
 static aftp_worker *least_loaded(const aftp_hub *h)
@@ -222,6 +267,7 @@ static void hand_over(aftp_hub *h, aftp_serve_session *ss)
     aftp_worker_session *ws = NULL;
     ss->worker = least_loaded(h);
     table_insert(h, ss);
+    h->shares_stale = 1;
     int rc = aftp_worker_add(ss->worker, &job, &ws);
     if (rc != AFTP_OK) { /* no worker takes it: it ends now */
         aftp_serve_session_end(ss, rc);
@@ -454,6 +500,7 @@ static void on_timer(uv_timer_t *t)
     if (h->stopping)
         stop_step(h, now);
     idle_sweep(h, now);
+    share_round(h, now);
     if ((h->stopping || h->draining) && h->sessions == NULL)
         finish(h);
 }
@@ -657,6 +704,7 @@ int aftp_hub_start(aftp_hub **out, struct uv_loop_s *loop, const aftp_serve_opts
     if (h == NULL)
         return res->error = AFTP_ERR_NO_MEMORY;
     h->sh.o = h->o = o;
+    h->sh.entry_share = entry_share;
     h->loop = loop;
     h->res = res;
     h->listener.fd = -1;
@@ -670,7 +718,9 @@ int aftp_hub_start(aftp_hub **out, struct uv_loop_s *loop, const aftp_serve_opts
     h->timer.data = h;
     h->handles_open = 1; /* so a start that fails still ends by a close: on_done later */
     *out = h;
-    int rc = open_all(h);
+    if (o->total_rate_bps != 0)
+        h->shares = calloc(h->max_sessions + 1u, sizeof *h->shares);
+    int rc = o->total_rate_bps != 0 && h->shares == NULL ? AFTP_ERR_NO_MEMORY : open_all(h);
     if (rc != AFTP_OK) {
         h->rc = res->error = rc;
         close_handles(h);
@@ -706,5 +756,6 @@ void aftp_hub_del(aftp_hub *h)
     aftp_filelocks_del(h->sh.files); /* after the sessions and the sweep: none holds a file */
     pthread_mutex_destroy(&h->ended_lock);
     pthread_mutex_destroy(&h->sh.cb_lock);
+    free(h->shares);
     free(h);
 }

@@ -43,6 +43,13 @@
  * drain's deadline the rest are stopped as above; the hub ends, AFTP_OK,
  * when the table is empty.
  *
+ * Total rate cap (o->total_rate_bps, aftp_share.h): a HELLO's admission
+ * asks the hub for the new session's share beside the running ones (its
+ * HELLO_ACK carries it); the timer measures every session's rate once a
+ * second (AFTP_SHARE_ROUND_NS) and splits the total again then and after
+ * each session's start or end; each session's worker hands its new share
+ * to the engine (aftp_serve_session.h).
+ *
  * Sweeps of resume state never run beneath a root while a session of that
  * root runs: the server's dir is swept in full when the hub starts, then
  * a step every AFTP_HUB_SWEEP_NS while no session of it runs; a root an

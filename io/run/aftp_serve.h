@@ -73,6 +73,11 @@ typedef struct aftp_serve_opts {
      * authenticated CLOSE(LIMIT), "the server is serving its maximum of N
      * sessions, try again later" (spec 14.2.5). */
     unsigned max_sessions;
+    /* The server's total rate (UDP payload in and out, bits/s) shared
+     * max-min fairly between its sessions (aftp_share.h, spec 12.3.1);
+     * 0: none. Every push client is then capped (a client that cannot
+     * honour a cap is refused) and its share follows by RATE_UPDATE. */
+    uint64_t total_rate_bps;
     unsigned workers;      /* datapath threads; 0: one per online CPU */
     /* optional: non-zero: drain (admit no new session, let running ones
      * end, then return AFTP_OK); set from any thread or a signal handler */

@@ -19,6 +19,9 @@
 #define SERVE_RCV_WINDOW_NS 50000000u
 /* How often a session's unsynced blocks are looked at (aftp_treestore_tick). */
 #define SERVE_TREE_TICK_NS 5000000u
+/* How often, with a total rate cap, a session publishes its bytes and
+ * looks for a new share (the hub's tick). */
+#define SERVE_SHARE_TURN_NS 50000000u
 
 static socklen_t addr_len(const struct sockaddr *sa)
 {
@@ -175,12 +178,21 @@ static void admit_unprotected(aftp_serve_session *ss)
     ss->probe.admitted = 1;
 }
 
+/* The admission's cap for the client, or with a total rate cap its share
+ * at entry (within that cap): so every client is capped, and one that
+ * cannot honour a cap is refused (spec 12.3.1). */
 static uint64_t probe_rate_cap(void *user, const uint8_t *client_key)
 {
     aftp_serve_session *ss = user;
     if (client_key == NULL)
         admit_unprotected(ss);
-    return ss->probe.refused ? 0 : ss->rate_cap;
+    if (ss->probe.refused)
+        return 0;
+    if (ss->sh->o->total_rate_bps == 0)
+        return ss->rate_cap;
+    ss->share.cap_bps = ss->rate_cap;
+    ss->share_applied = ss->sh->entry_share(ss->sh, ss->rate_cap);
+    return ss->share_applied;
 }
 
 /* After the admission (an unprotected session's runs at whichever probe
@@ -278,6 +290,39 @@ static void commit_check_now(void *ctx, uint64_t now_ns)
     commit_check(ctx, now_ns, 0);
 }
 
+void aftp_serve_session_measure(aftp_serve_session *ss, uint64_t now_ns)
+{
+    uint64_t bytes = __atomic_load_n(&ss->wire_bytes, __ATOMIC_RELAXED);
+    if (ss->sampled_ns != 0) {
+        ss->share.used_bps = aftp_share_rate(bytes - ss->sampled_bytes, now_ns - ss->sampled_ns);
+        ss->share.measured = 1;
+    }
+    ss->sampled_bytes = bytes;
+    ss->sampled_ns = now_ns;
+}
+
+/* With a total rate cap, on the session's worker: its bytes for the
+ * hub's measure, and the share the hub set, given to the engine (a push's
+ * receiver tells its client by RATE_UPDATE, a pull's sender obeys it). */
+static void share_turn(aftp_serve_session *ss, uint64_t now_ns)
+{
+    aftp_stats st;
+    if (ss->sh->o->total_rate_bps == 0 || now_ns < ss->next_publish_ns)
+        return;
+    ss->next_publish_ns = now_ns + SERVE_SHARE_TURN_NS;
+    aftp_drive_stats(&ss->d, &st);
+    __atomic_store_n(&ss->wire_bytes, st.wire_bytes_sent + st.wire_bytes_received,
+                     __ATOMIC_RELAXED);
+    uint64_t share = __atomic_load_n(&ss->share_bps, __ATOMIC_RELAXED);
+    if (share == 0 || share == ss->share_applied)
+        return;
+    ss->share_applied = share;
+    if (ss->pull)
+        (void)aftp_sender_set_rate_cap(ss->d.sender, share, now_ns);
+    else
+        (void)aftp_receiver_set_rate_cap(ss->d.receiver, share, now_ns);
+}
+
 /* Each turn of the session, on its worker: the time bound on unsynced
  * blocks (aftp_treestore.h), and a refusal due once the client confirmed
  * the handshake (it can then read the CLOSE's reason: it has the keys). */
@@ -291,6 +336,7 @@ static void session_turn(void *ctx, uint64_t now_ns)
             aftp_receiver_abort(ss->d.receiver, now_ns, AFTP_ERR_LIMIT, ss->refusal);
         ss->refusal[0] = '\0';
     }
+    share_turn(ss, now_ns);
     if (ss->pull) {
         aftp_serve_pull_turn(&ss->io.storage.pull_src, ss->d.sender, now_ns);
         return;

@@ -20,6 +20,7 @@
 #include "aftp_drive.h"
 #include "aftp_filelock.h"
 #include "aftp_serve.h"
+#include "aftp_share.h"
 
 /* What a run's sessions share: read-only once the run started, but for
  * the lock. */
@@ -29,6 +30,9 @@ typedef struct aftp_serve_shared {
     /* The destination files the pushes are writing, one writer per file
      * (aftp_filelock.h); NULL when they keep nothing (faux). */
     aftp_filelocks *files;
+    /* Control thread, with a total rate cap: the share a session about to
+     * start gets beside the running ones (its own cap cap_bps, 0: none). */
+    uint64_t (*entry_share)(const struct aftp_serve_shared *sh, uint64_t cap_bps);
 } aftp_serve_shared;
 
 /* How far the HELLO got with the admission policy, so a HELLO that
@@ -69,6 +73,15 @@ struct aftp_serve_session {
      * CLOSE(LIMIT) with this reason (the server is full, or draining). */
     char refusal[160];
     uint64_t next_tree_tick_ns;
+    /* The total rate cap (o->total_rate_bps): the worker publishes the
+     * session's datagram bytes, the hub measures them and sets its share,
+     * the worker hands that to the engine. */
+    uint64_t wire_bytes;         /* atomic; worker writes */
+    uint64_t share_bps;          /* atomic; hub writes, 0: none yet */
+    uint64_t share_applied;      /* worker: what the engine has */
+    uint64_t next_publish_ns;    /* worker */
+    aftp_share_session share;    /* hub: its cap and last measured rate */
+    uint64_t sampled_bytes, sampled_ns; /* hub: the previous round's sample */
     int end_rc;                  /* the engine's end, as the worker gave it */
     /* the hub's bookkeeping */
     void *worker, *worker_session;
@@ -114,6 +127,10 @@ void aftp_serve_session_report(aftp_serve_session *ss);
  * root_shared: another user of its root (a session, the hub's sweeps)
  * runs, so its empty resume directory stays for them. */
 void aftp_serve_session_del(aftp_serve_session *ss, int root_shared);
+/* Control thread, each round of the total rate cap: the session's rate
+ * since the previous round (the first round only starts the count), into
+ * ss->share. */
+void aftp_serve_session_measure(aftp_serve_session *ss, uint64_t now_ns);
 /* A HELLO refused at the handshake (its key not admitted, a replay): not
  * the session `once` waits for. */
 int aftp_serve_session_refused(const aftp_serve_session *ss);

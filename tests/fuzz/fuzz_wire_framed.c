@@ -44,6 +44,7 @@
  *     PULL_REQUEST: u16 flags, u64 max_rate, count paths (up to one over
  *                  the limit), each bytes
  *     PULL_REPLY:  count errors (up to one over the limit), each a u16
+ *     RATE_UPDATE: u64 seq, u64 cap
  *     VERDICTS:    count records (up to one over the limit), each: u8 link
  *                  (bit 0: id = previous + 1, else a u32 follows), u8
  *                  verdict, u16 error, count held ranges (up to one over
@@ -329,6 +330,10 @@ static void copy_body(fuzz_input *in, aftp_wire_writer *w, uint8_t type)
         break;
     case AFTP_WIRE_PULL_REPLY:
         copy_counted_list(in, w, AFTP_WIRE_MAX_PULL_PATHS, copy_u16);
+        break;
+    case AFTP_WIRE_RATE_UPDATE:
+        copy(in, w, 8);
+        copy(in, w, 8);
         break;
     default: /* SERVER_KEY */
         copy_bytes(in, w, AFTP_WIRE_SERVER_KEY_LEN);

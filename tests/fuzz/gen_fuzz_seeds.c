@@ -292,6 +292,12 @@ static void emit_files(const char *dir)
     emit_patched(dir, "pull-reply-trailing", &p, AFTP_WIRE_HEADER_LEN + 6, 0,
                  AFTP_ERR_MALFORMED);
 
+    p = packet(AFTP_WIRE_RATE_UPDATE);
+    p.u.rate_update = (aftp_wire_rate_update){2, 400000000};
+    emit_valid(dir, "rate-update", &p);
+    emit_patched(dir, "rate-update-trailing", &p,
+                 AFTP_WIRE_HEADER_LEN + AFTP_WIRE_RATE_UPDATE_LEN, 0, AFTP_ERR_MALFORMED);
+
     p = packet(AFTP_WIRE_FILE_DONE);
     p.u.file_done.file_id = 7;
     p.u.file_done.block_count = 87654;

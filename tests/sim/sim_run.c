@@ -2,10 +2,12 @@
 #include "sim_run.h"
 
 #include "common/aftp_handshake.h"
+#include "proto/aftp_wire.h"
 
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,6 +96,9 @@ static void run_timers_and_output(sim_world *w, uint64_t now)
 {
     aftp_datagram dg;
     refill(w, now);
+    if (w->cfg->step != NULL && alive(now, w->cfg->sender_dies_at) &&
+        alive(now, w->cfg->receiver_dies_at))
+        w->cfg->step(w->cfg->step_ctx, w->snd, w->rcv, now);
     if (alive(now, w->cfg->sender_dies_at)) {
         if (now >= w->cfg->sender_cancels_at && w->cfg->sender_abort_error != 0)
             aftp_sender_abort(w->snd, now, w->cfg->sender_abort_error, "source changed");
@@ -354,4 +359,45 @@ void sim_report(const char *name, const sim_cfg *cfg, const sim_result *r)
            secs > 0 ? (double)cfg->file_size * cfg->nfiles * 8 / secs / 1e6 : 0.0,
            (double)r->snd.srtt_ns / 1e6, (unsigned long long)r->rcv.duplicate_packets,
            (unsigned long long)r->snd.packets_dropped, (unsigned long long)r->rcv.packets_dropped);
+}
+
+void sim_emitted_record(void *ctx, uint64_t now, const aftp_datagram *dg)
+{
+    sim_emitted *e = ctx;
+    if (dg->head[1] == AFTP_WIRE_HELLO)
+        return;
+    if (e->count == e->cap) {
+        e->cap = e->cap ? 2 * e->cap : 4096;
+        e->at = realloc(e->at, e->cap * sizeof *e->at);
+        e->bytes = realloc(e->bytes, e->cap * sizeof *e->bytes);
+        assert_non_null(e->at);
+        assert_non_null(e->bytes);
+    }
+    e->at[e->count] = now;
+    e->bytes[e->count++] = dg->head_len + dg->payload_len;
+}
+
+uint64_t sim_emitted_busiest(const sim_emitted *e, uint64_t window_ns, uint64_t from,
+                             uint64_t to)
+{
+    uint64_t most = 0, sum = 0;
+    size_t first = SIZE_MAX;
+    for (size_t i = 0; i < e->count; i++) {
+        if (e->at[i] < from || e->at[i] >= to)
+            continue; /* the times only grow: those inside are one run */
+        if (first == SIZE_MAX)
+            first = i;
+        sum += e->bytes[i];
+        while (e->at[i] - e->at[first] >= window_ns)
+            sum -= e->bytes[first++];
+        if (sum > most)
+            most = sum;
+    }
+    return most;
+}
+
+void sim_emitted_free(sim_emitted *e)
+{
+    free(e->at);
+    free(e->bytes);
 }

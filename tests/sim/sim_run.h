@@ -66,6 +66,11 @@ typedef struct sim_cfg {
      * returns 1 once the last is added, and aftp_sender_finish follows
      * (once). Takes feed_ctx. */
     int (*refill)(void *ctx, sim_storage *st, aftp_sender *snd, uint64_t now);
+    /* Called at every step, before the engines' timers and output, while
+     * both live (NULL: none): a test acts on the engines mid-run (a
+     * server's new cap, a datagram held back and delivered late). */
+    void (*step)(void *ctx, aftp_sender *snd, aftp_receiver *rcv, uint64_t now);
+    void *step_ctx;
 } sim_cfg;
 
 typedef struct sim_result {
@@ -109,5 +114,18 @@ void sim_result_free(sim_result *r);
 void sim_expect_clean_end(const sim_result *r);
 /* Prints one line of figures for the run. */
 void sim_report(const char *name, const sim_cfg *cfg, const sim_result *r);
+
+/* What a sender emitted once its HELLO was out (before it, no cap was
+ * known): (time, bytes) per datagram, recorded by sim_emitted_record as a
+ * fwd_tap (ctx: the sim_emitted, zeroed to start). */
+typedef struct sim_emitted {
+    uint64_t *at, *bytes;
+    size_t count, cap;
+} sim_emitted;
+void sim_emitted_record(void *ctx, uint64_t now, const aftp_datagram *dg);
+/* The most bytes emitted within any window_ns inside [from, to). */
+uint64_t sim_emitted_busiest(const sim_emitted *e, uint64_t window_ns, uint64_t from,
+                             uint64_t to);
+void sim_emitted_free(sim_emitted *e);
 
 #endif /* SIM_RUN_H */

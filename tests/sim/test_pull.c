@@ -342,6 +342,47 @@ static void test_pull_rate_is_the_servers_under_the_clients_max(void **state)
     }
 }
 
+/* The server's share of its total rate, 15 Mbit/s, given to the pull's
+ * sender 0.1 s in (aftp_sender_set_rate_cap, spec 9.15.4). */
+static void give_share(void *ctx, aftp_sender *snd, aftp_receiver *rcv, uint64_t now)
+{
+    int *given = ctx;
+    (void)rcv;
+    if (*given || now < 100 * SIM_MS)
+        return;
+    assert_int_equal(aftp_sender_set_rate_cap(snd, 15000000, now), AFTP_OK);
+    *given = 1;
+}
+
+/* The share replaces the policy's cap (20 Mbit/s) and still stays under
+ * the client's max rate: 10 Mbit/s asked stays 10, 50 asked gets the 15. */
+static void test_pull_share_under_the_clients_max(void **state)
+{
+    (void)state;
+    static const pull_case slower = {.paths = {"tree"}, .count = 1, .verdicts = {AFTP_OK},
+                                     .big_size = BIG_FILE, .max_rate_bps = 10000000};
+    static const pull_case faster = {.paths = {"tree"}, .count = 1, .verdicts = {AFTP_OK},
+                                     .big_size = BIG_FILE, .max_rate_bps = 50000000};
+    const pull_case *cases[] = {&slower, &faster};
+    const uint64_t want[] = {10000000, 15000000};
+    for (int i = 0; i < 2; i++) {
+        sim_cfg c;
+        sim_result r;
+        int given = 0;
+        pull_cfg(&c, cases[i]);
+        c.tune = tune_capped;
+        c.step = give_share;
+        c.step_ctx = &given;
+        sim_run(&c, &r);
+        sim_expect_clean_end(&r);
+        assert_true(given);
+        assert_int_equal(r.snd.rate_cap_bps, want[i]);
+        assert_true(r.snd.pacing_rate_bps <= want[i]);
+        expect_tree_intact(&r);
+        sim_result_free(&r);
+    }
+}
+
 static const pull_case big_pull = {.paths = {"tree"},
                                    .count = 1,
                                    .verdicts = {AFTP_OK},
@@ -449,6 +490,8 @@ static size_t forge(uint8_t type, uint32_t conn_id, uint8_t *out, size_t cap)
     if (type == AFTP_WIRE_DATA)
         p.u.data = (aftp_wire_data){.file_id = 1, .payload_len = sizeof payload,
                                     .payload = payload};
+    if (type == AFTP_WIRE_RATE_UPDATE)
+        p.u.rate_update = (aftp_wire_rate_update){.seq = 1, .cap_bps = 10000000};
     assert_int_equal(aftp_wire_encode(&p, out, cap, &len), AFTP_OK);
     return len;
 }
@@ -490,15 +533,14 @@ static void test_pull_server_gets_wrong_role(void **state)
     pair_free(&p);
 }
 
-/* The server's FEEDBACK (only a receiver sends one) at the client, once
- * its handshake is done: CLOSE(PROTOCOL). */
-static void test_pull_client_gets_wrong_role(void **state)
+/* A packet of `type`, which a pull's server never sends, at the client
+ * once its handshake is done: CLOSE(PROTOCOL). */
+static void client_gets_wrong_role(uint8_t type)
 {
-    (void)state;
     pair p;
     uint8_t pkt[256];
     pair_start(&p);
-    size_t len = forge(AFTP_WIRE_FEEDBACK, 0x22222222, pkt, sizeof pkt);
+    size_t len = forge(type, 0x22222222, pkt, sizeof pkt);
     assert_int_equal(aftp_receiver_read(p.rcv, 0, pkt, len), AFTP_OK);
     assert_int_equal(aftp_receiver_state(p.rcv), AFTP_STATE_HANDSHAKE);
     pair_exchange(&p);
@@ -507,6 +549,20 @@ static void test_pull_client_gets_wrong_role(void **state)
     assert_int_equal(aftp_receiver_read(p.rcv, p.clock, pkt, len), AFTP_ERR_MALFORMED);
     assert_int_equal(next_close(&p, 0), AFTP_WIRE_ERR_PROTOCOL);
     pair_free(&p);
+}
+
+/* The server's FEEDBACK (only a receiver sends one). */
+static void test_pull_client_gets_wrong_role(void **state)
+{
+    (void)state;
+    client_gets_wrong_role(AFTP_WIRE_FEEDBACK);
+}
+
+/* A RATE_UPDATE: a pull's client announced no RATE_CAP (spec 6.18). */
+static void test_pull_client_gets_rate_update(void **state)
+{
+    (void)state;
+    client_gets_wrong_role(AFTP_WIRE_RATE_UPDATE);
 }
 
 /* One datagram from `from_sender`'s engine to the other, at the clock. */
@@ -676,6 +732,8 @@ int main(void)
         cmocka_unit_test(test_pull_client_cancels),
         cmocka_unit_test(test_pull_server_gets_wrong_role),
         cmocka_unit_test(test_pull_client_gets_wrong_role),
+        cmocka_unit_test(test_pull_client_gets_rate_update),
+        cmocka_unit_test(test_pull_share_under_the_clients_max),
         cmocka_unit_test(test_pull_client_takes_nothing_before_the_reply),
         cmocka_unit_test(test_pull_refused_to_a_write_only_key),
         cmocka_unit_test(test_pull_client_checks_the_hello_ack),

@@ -26,43 +26,6 @@ static uint64_t grant_cap(void *user, const uint8_t *client_key)
     return CAP_BPS;
 }
 
-/* What the sender emitted after its handshake: (time, bytes) per datagram. */
-typedef struct emitted {
-    uint64_t *at, *bytes;
-    size_t count, cap;
-} emitted;
-
-static void record_emitted(void *ctx, uint64_t now, const aftp_datagram *dg)
-{
-    emitted *e = ctx;
-    if (dg->head[1] == AFTP_WIRE_HELLO) /* before the cap was known */
-        return;
-    if (e->count == e->cap) {
-        e->cap = e->cap ? 2 * e->cap : 4096;
-        e->at = realloc(e->at, e->cap * sizeof *e->at);
-        e->bytes = realloc(e->bytes, e->cap * sizeof *e->bytes);
-        assert_non_null(e->at);
-        assert_non_null(e->bytes);
-    }
-    e->at[e->count] = now;
-    e->bytes[e->count++] = dg->head_len + dg->payload_len;
-}
-
-/* The most bytes emitted within any WINDOW_NS. */
-static uint64_t busiest_window(const emitted *e)
-{
-    uint64_t most = 0, sum = 0;
-    size_t first = 0;
-    for (size_t i = 0; i < e->count; i++) {
-        sum += e->bytes[i];
-        while (e->at[i] - e->at[first] >= WINDOW_NS)
-            sum -= e->bytes[first++];
-        if (sum > most)
-            most = sum;
-    }
-    return most;
-}
-
 typedef struct cap_case {
     int policy;
     uint64_t min_rate_bps, max_rate_bps; /* the sender's own limits */
@@ -81,7 +44,7 @@ static void capped_run(const char *name, cap_case *k, int cipher)
 {
     sim_cfg c;
     sim_result r;
-    emitted e = {0};
+    sim_emitted e = {0};
     sim_cfg_default(&c);
     c.policy = k->policy;
     c.rate_bps = OWN_BPS;
@@ -89,7 +52,7 @@ static void capped_run(const char *name, cap_case *k, int cipher)
     c.fwd.rate_bps = c.rev.rate_bps = 10 * OWN_BPS;
     c.tune = tune_cap;
     c.tune_ctx = k;
-    c.fwd_tap = record_emitted;
+    c.fwd_tap = sim_emitted_record;
     c.fwd_tap_ctx = &e;
     sim_run(&c, &r);
     sim_report(name, &c, &r);
@@ -103,13 +66,12 @@ static void capped_run(const char *name, cap_case *k, int cipher)
      * rate, and one datagram more: the reference pacer lets a datagram
      * leave once its bucket is out of debt (aftp_pacer.h). */
     uint64_t depth = 4 * (uint64_t)c.max_datagram + c.max_datagram;
-    uint64_t most = busiest_window(&e), allowed = CAP_BPS / 8 * WINDOW_NS / SIM_S + depth;
+    uint64_t most = sim_emitted_busiest(&e, WINDOW_NS, 0, UINT64_MAX), allowed = CAP_BPS / 8 * WINDOW_NS / SIM_S + depth;
     printf("[sim] %s: busiest %llu ms: %llu bytes, cap allows %llu\n", name,
            (unsigned long long)(WINDOW_NS / SIM_MS), (unsigned long long)most,
            (unsigned long long)allowed);
     assert_true(most <= allowed);
-    free(e.at);
-    free(e.bytes);
+    sim_emitted_free(&e);
     sim_result_free(&r);
 }
 

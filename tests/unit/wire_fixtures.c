@@ -177,6 +177,9 @@ static void fixture_body(uint8_t type, aftp_wire_packet *p)
         p->u.pull_reply.errors[1] = AFTP_WIRE_ERR_NOT_FOUND;
         p->u.pull_reply.errors[2] = AFTP_WIRE_ERR_PATH_REJECTED;
         break;
+    case AFTP_WIRE_RATE_UPDATE:
+        p->u.rate_update = (aftp_wire_rate_update){3, UINT64_C(250000000)};
+        break;
     default: fail_msg("no fixture for type %u", type);
     }
 }
@@ -476,6 +479,10 @@ static void expect_body_equal(const aftp_wire_packet *want, const aftp_wire_pack
         assert_int_equal(want->u.pull_reply.count, got->u.pull_reply.count);
         assert_memory_equal(want->u.pull_reply.errors, got->u.pull_reply.errors,
                             want->u.pull_reply.count * sizeof want->u.pull_reply.errors[0]);
+        break;
+    case AFTP_WIRE_RATE_UPDATE:
+        assert_int_equal(want->u.rate_update.seq, got->u.rate_update.seq);
+        assert_int_equal(want->u.rate_update.cap_bps, got->u.rate_update.cap_bps);
         break;
     default: fail_msg("unexpected type %u", want->hdr.type);
     }

@@ -35,7 +35,8 @@ MAX_PULL_PATHS = 64
 
 TYPES = ['VERSION_NEG', 'HELLO', 'HELLO_ACK', 'FILE_OFFER', 'FILE_REPLY', 'DATA',
          'FEEDBACK', 'FILE_DONE', 'FILE_RESULT', 'CLOSE', 'RETRY', 'SERVER_KEY',
-         'ENTRIES', 'VERDICTS', 'ABANDON', 'PULL_REQUEST', 'PULL_REPLY']
+         'ENTRIES', 'VERDICTS', 'ABANDON', 'PULL_REQUEST', 'PULL_REPLY',
+         'RATE_UPDATE']
 KINDS = {'FILE': 1, 'DIR': 2, 'SYMLINK': 3}
 VERDICTS = {'SEND': 0, 'RESUME': 1, 'SKIP': 2, 'REFUSED': 3}
 ROLES = {'PUSH': 1, 'PULL': 2}
@@ -324,10 +325,16 @@ def body_pull_reply(c):
     return {'errors': [c.uint(2) for _ in range(count)]}
 
 
+def body_rate_update(c):
+    """The decoder reads the layout; a cap of 0 is the client's protocol
+    violation (spec 6.18), not a decoding failure."""
+    return {'seq': c.uint(8), 'cap_bps': c.uint(8)}
+
+
 BODIES = [body_version_neg, body_hello, body_hello_ack, body_file_offer, body_file_reply,
           body_data, body_feedback, body_file_done, body_file_result, body_close,
           body_retry, body_server_key, body_entries, body_verdicts, body_abandon,
-          body_pull_request, body_pull_reply]
+          body_pull_request, body_pull_reply, body_rate_update]
 
 
 def decode(data):

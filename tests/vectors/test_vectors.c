@@ -363,6 +363,10 @@ static void build_body(vec_ctx *c, aftp_wire_packet *p)
         p->u.file_reply.file_id = (uint32_t)need_u64(c, "file_id", UINT32_MAX);
         p->u.file_reply.error = need_wire_error(c, "error");
         break;
+    case AFTP_WIRE_RATE_UPDATE:
+        p->u.rate_update.seq = need_u64(c, "seq", UINT64_MAX);
+        p->u.rate_update.cap_bps = need_u64(c, "cap_bps", UINT64_MAX);
+        break;
     case AFTP_WIRE_ABANDON:
         p->u.abandon.file_id = (uint32_t)need_u64(c, "file_id", UINT32_MAX);
         p->u.abandon.error = need_wire_error(c, "error");
