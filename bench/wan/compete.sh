@@ -90,14 +90,6 @@ start_tcp() { # runs iperf3 server and client in the background
         >"$work/iperf3.out" 2>&1 &
 }
 
-# TCP's buffers may grow to 64 MiB in these two private hosts: a 4 MiB
-# window would cap one TCP flow at ~220 Mbit/s at 150 ms and say nothing
-# about sharing.
-tcp_buffers() {
-    "${snd[@]}" sysctl -qw net.ipv4.tcp_wmem="4096 16384 67108864"
-    "${rcv[@]}" sysctl -qw net.ipv4.tcp_rmem="4096 131072 67108864"
-}
-
 # One run: counters reset, flows started, sampled, stopped; the report.
 run_once() { # NAME FLOWS... (aftp:POLICY:DELAY or tcp)
     local name=$1 flow
@@ -147,7 +139,7 @@ case $BENCH_COMPETE in
 solo)
     for p in "${policies[@]}"; do run_valid "solo-$p" "aftp:$p:0:0" || status=$?; done ;;
 tcp)
-    tcp_buffers
+    tcp_buffers # one TCP flow window-limited would say nothing about sharing
     for p in "${policies[@]}"; do
         run_valid "$p-vs-tcp" "aftp:$p:0:0" tcp || status=$?
     done ;;
