@@ -373,6 +373,7 @@ run_gridftp() { # streams
 ssh_ready=unknown
 ensure_ssh() {
     [ "$ssh_ready" = unknown ] || { [ "$ssh_ready" = yes ]; return; }
+    rm -rf "$work/ssh" # an earlier link's (bench/whole.sh runs several in one work directory)
     if ssh_setup "$work/ssh" "$WAN_RCV_ADDR" 22; then ssh_ready=yes; else ssh_ready=no; fi
     [ "$ssh_ready" = yes ]
 }
@@ -412,10 +413,8 @@ run_tool() { # tool: its record(s) appended to $BENCH_RESULTS
     iperf3-bbr|iperf3-cubic)
         run_iperf3 "$1" "iperf3 TCP ${1#iperf3-} (memory)" "$(tcp_buffers_note)" -C "${1#iperf3-}" ;;
     uftp) run_uftp ;;
-    gridftp) if ensure_gridftp; then
-            run_gridftp 8
-            run_gridftp 16
-        else skip gridftp "globus-gridftp-server did not start: $(tail -n 1 "$work/gridftp.log")"; fi ;;
+    gridftp-p*) if ensure_gridftp; then run_gridftp "${1#gridftp-p}"
+        else skip "$1" "globus-gridftp-server did not start: $(tail -n 1 "$work/gridftp.log")"; fi ;;
     *) skip "$1" "unknown tool" ;;
     esac
 }

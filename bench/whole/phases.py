@@ -15,7 +15,8 @@
 The phases, in seconds from the start of the command:
   handshake  to the first payload byte: the progress log's first line with
              bytes, back by its own rate (its meter counts from the receiver's
-             acceptance, when data begins)
+             acceptance, when data begins); without a usable log, when the
+             sender host had sent 16 data packets' worth of IP bytes
   ramp       to the start of the first 100 ms in which the receiver host got
              90% of what the link delivers at full use (its IP rate x
              (1 - loss)): the first byte's flight (0.5 RTT) is in it
@@ -41,6 +42,7 @@ INTERVAL_S = 0.010
 WINDOW_S = 0.100
 RAMP_SHARE = 0.90
 DATA_PACKET_IP_BYTES = 1480  # an aftp datagram of 1452 B in its IP packet
+FIRST_DATA_IP_BYTES = 16 * DATA_PACKET_IP_BYTES  # well above the handshake's packets
 
 
 def iface_counters(pid, iface):
@@ -124,18 +126,26 @@ def full_rate_span(samples, full_bps):
     return first[0], last[0], last[1] - first[1]
 
 
-def first_payload(rows):
+def first_payload(rows, samples):
+    """From the progress log; without a usable one, when the sender host had
+    sent FIRST_DATA_IP_BYTES (a little late at a slow start rate)."""
     for t, done, goodput in rows:
         if done > 0:
-            return t - done * 8 / goodput if goodput > 0 else t
-    return None
+            mark = t - done * 8 / goodput if goodput > 0 else t
+            if mark > 0:
+                return mark
+            break
+    if not samples:
+        return None
+    base = samples[0][1]
+    return next((t for t, tx, _ in samples if tx - base >= FIRST_DATA_IP_BYTES), None)
 
 
 def cmd_split(progress_path, link_path, start, wall):
     rate = float(os.environ["WAN_FWD_RATE_BPS"])
     full_bps = rate * (1 - float(os.environ.get("WAN_FWD_LOSS", "0")))
     samples = read_samples(link_path, start)
-    first = first_payload(read_progress(progress_path))
+    first = first_payload(read_progress(progress_path), samples)
     arrival = last_data_arrival(samples)
     span = full_rate_span(samples, full_bps)
     # A mark that cannot be told merges two phases into one span.

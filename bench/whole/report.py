@@ -92,7 +92,9 @@ class ToolResult:
         return statistics.median(rates) if rates else None
 
     def cpu_per_gib(self):
-        per = [(r["cpu_snd_s"] + r["cpu_rcv_s"]) / (r["bytes"] / GIB) for r in self.valid
+        """Per GiB moved: a run stopped at the cap counts with what it moved."""
+        runs = self.valid + [r for r in self.runs if r.get("capped") and r.get("emu_valid") is not False]
+        per = [(r["cpu_snd_s"] + r["cpu_rcv_s"]) / (r["bytes"] / GIB) for r in runs
                if isinstance(r.get("cpu_snd_s"), (int, float))
                and isinstance(r.get("cpu_rcv_s"), (int, float)) and r.get("bytes")]
         return statistics.median(per) if per else None
@@ -206,7 +208,7 @@ def row_table(row, tools, out_rows):
         if last_note:
             notes.append(last_note)
         print("| %s | %d/%d | %s | %s | %s | %s | %s | %s | %s |" % (
-            t.label, len(t.valid), len(t.runs), fmt(None if memory else secs, ".2f", "memory"),
+            t.label, len(t.valid), len(t.runs), "memory" if memory else fmt(secs, ".2f"),
             fmt(goodput / 1e6 if goodput else None, ".1f"), fmt(pct_cap, ".1f"),
             fmt(pct_limit, ".1f"), fmt(t.median("retrans_pct"), ".2f"),
             fmt(t.cpu_per_gib(), ".2f"), "; ".join(notes)))

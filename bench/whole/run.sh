@@ -43,7 +43,8 @@ for row in "${rows[@]}"; do
         files_in="$(dirname "$work") ($(stat -f -c %T "$work"))"
 done
 
-IFS=, read -r -a tools <<<"$BENCH_TOOLS"
+# GridFTP is two tools, 8 and 16 streams, each measured (and retried) alone.
+IFS=, read -r -a tools <<<"${BENCH_TOOLS//gridftp/gridftp-p8,gridftp-p16}"
 for ((run = 1; run <= BENCH_REPEAT; run++)); do
     for ((i = 0; i < ${#rows[@]}; i++)); do
         mib=${rows[$i]%%:*}
@@ -52,7 +53,7 @@ for ((run = 1; run <= BENCH_REPEAT; run++)); do
         BENCH_TAGS=(row="$WAN_PROFILE/$mib" run="$run")
         for tool in "${tools[@]}"; do
             case $tool in
-            aftp|gridftp) ;;
+            aftp|gridftp-p*) ;;
             # Memory to memory: once per link, with its first row.
             iperf3-*) [ "$i$run" = 01 ] || continue ;;
             # Far below aftp and capped by SSH's window: once per row.
