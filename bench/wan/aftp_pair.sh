@@ -95,7 +95,9 @@ if [ "$listening" = 0 ]; then
 fi
 
 progress_opt=()
-"$aftp" --help 2>&1 | grep -q -e --progress-log && progress_opt=(--progress-log "$out.progress")
+# The whole help text first: grep -q would close the pipe early, and under
+# pipefail aftp's SIGPIPE would fail the test now and then.
+[[ $("$aftp" --help 2>&1) == *--progress-log* ]] && progress_opt=(--progress-log "$out.progress")
 echo "$EPOCHREALTIME" >"$out.send.start" # the clock of bench/whole's link samples
 aftp_side send "$WAN_SND_EXEC" "${rate_opt[@]}" "${progress_opt[@]}" "$@" "$file" "$WAN_RCV_ADDR:$port" \
     >"$out.send.out" 2>"$out.send.err"

@@ -63,7 +63,7 @@ source_bytes() { # SECONDS
     awk -v r="$WAN_FWD_RATE_BPS" -v s="$1" 'BEGIN { printf "%.0f", r * (s + 5) / 8 }'
 }
 FAUX=0
-"$BENCH_AFTP" --help 2>&1 | grep -q 'faux://' && FAUX=1
+[[ $("$BENCH_AFTP" --help 2>&1) == *faux://* ]] && FAUX=1 # not | grep -q: see aftp_pair.sh
 
 start_aftp() { # INDEX POLICY DELAY: runs in the background
     local i=$1 policy=$2 delay=$3 src dst

@@ -9,8 +9,9 @@
 # file's sha256), BENCH_AFTP, BENCH_RATE (aftp --rate or "auto"),
 # BENCH_IPERF_SECONDS, BENCH_RETRIES, BENCH_RESULTS, netem/wan.sh's WAN_*.
 # BENCH_TAGS (an array of key=value words) goes into every record;
-# BENCH_PHASES=1 keeps what bench/whole/report.py needs to split an aftp run
-# into its phases (the progress log, the link's byte counts every 10 ms).
+# BENCH_PHASES, when set, is bench/whole/phases.py: each aftp run is then
+# split into its phases (from its progress log and the link's byte counts,
+# sampled every 10 ms meanwhile), phase_* fields of its record.
 wan_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 clk_tck=$(getconf CLK_TCK)
 read -r -a snd <<<"$WAN_SND_EXEC" # command prefixes: run a command on a host

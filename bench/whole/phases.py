@@ -45,30 +45,36 @@ DATA_PACKET_IP_BYTES = 1480  # an aftp datagram of 1452 B in its IP packet
 FIRST_DATA_IP_BYTES = 16 * DATA_PACKET_IP_BYTES  # well above the handshake's packets
 
 
-def iface_counters(pid, iface):
-    """(tx_bytes, rx_bytes) of iface in pid's network namespace."""
-    with open("/proc/%s/net/dev" % pid) as f:
-        for line in f:
-            name, sep, rest = line.partition(":")
-            if sep and name.strip() == iface:
-                fields = rest.split()
-                return int(fields[8]), int(fields[0])
-    return 0, 0
+class IfaceCounters:
+    """An interface's byte counters in a process's network namespace: the
+    file stays open, each read regenerates it (cheap at 100 reads a second)."""
+
+    def __init__(self, pid, iface):
+        self.file = open("/proc/%s/net/dev" % pid, "rb", buffering=0)
+        self.key = (" %s:" % iface).encode()
+
+    def read(self):
+        """(tx_bytes, rx_bytes)"""
+        self.file.seek(0)
+        text = self.file.read(65536)
+        at = text.find(self.key)
+        if at < 0:
+            return 0, 0
+        fields = text[at + len(self.key):text.find(b"\n", at)].split()
+        return int(fields[8]), int(fields[0])
 
 
 def cmd_watch(out_path, snd_pid, rcv_pid, iface):
     running = [True]
     signal.signal(signal.SIGTERM, lambda *_: running.__setitem__(0, False))
     lines = []
-    while running[0]:
-        now = time.time()
-        try:
-            sent = iface_counters(snd_pid, iface)[0]
-            received = iface_counters(rcv_pid, iface)[1]
-        except OSError:
-            break  # a host is gone: the link was torn down
-        lines.append("%.4f %d %d\n" % (now, sent, received))
-        time.sleep(INTERVAL_S)
+    try:
+        sender, receiver = IfaceCounters(snd_pid, iface), IfaceCounters(rcv_pid, iface)
+        while running[0]:
+            lines.append("%.4f %d %d\n" % (time.time(), sender.read()[0], receiver.read()[1]))
+            time.sleep(INTERVAL_S)
+    except OSError:
+        pass  # a host is gone: the link was torn down
     with open(out_path, "w") as f:  # written once: no I/O while the run goes on
         f.writelines(lines)
 
