@@ -12,7 +12,8 @@
 #   hide what the controller reaches); SEND OPTIONs go to `aftp send` (e.g.
 #   --policy fixed); both sides are killed after SECONDS.
 # Writes PREFIX.rate (the rate used), PREFIX.recv.{out,err,rc} and
-# PREFIX.send.{out,err,rc}; with GNU time installed also
+# PREFIX.send.{out,err,rc}, PREFIX.send.start (when the sender was started,
+# as $EPOCHREALTIME); with GNU time installed also
 # PREFIX.{recv,send}.time ("elapsed user system", last line), and when AFTP
 # has `aftp send --progress-log`, PREFIX.progress (a line per quarter second).
 # When AFTP has `aftp keygen`, each pair gets fresh keys in PREFIX.keys/
@@ -94,7 +95,10 @@ if [ "$listening" = 0 ]; then
 fi
 
 progress_opt=()
-"$aftp" --help 2>&1 | grep -q -e --progress-log && progress_opt=(--progress-log "$out.progress")
+# The whole help text first: grep -q would close the pipe early, and under
+# pipefail aftp's SIGPIPE would fail the test now and then.
+[[ $("$aftp" --help 2>&1) == *--progress-log* ]] && progress_opt=(--progress-log "$out.progress")
+echo "$EPOCHREALTIME" >"$out.send.start" # the clock of bench/whole's link samples
 aftp_side send "$WAN_SND_EXEC" "${rate_opt[@]}" "${progress_opt[@]}" "$@" "$file" "$WAN_RCV_ADDR:$port" \
     >"$out.send.out" 2>"$out.send.err"
 send_rc=$?

@@ -63,7 +63,7 @@ source_bytes() { # SECONDS
     awk -v r="$WAN_FWD_RATE_BPS" -v s="$1" 'BEGIN { printf "%.0f", r * (s + 5) / 8 }'
 }
 FAUX=0
-"$BENCH_AFTP" --help 2>&1 | grep -q 'faux://' && FAUX=1
+[[ $("$BENCH_AFTP" --help 2>&1) == *faux://* ]] && FAUX=1 # not | grep -q: see aftp_pair.sh
 
 start_aftp() { # INDEX POLICY DELAY: runs in the background
     local i=$1 policy=$2 delay=$3 src dst
@@ -88,14 +88,6 @@ start_tcp() { # runs iperf3 server and client in the background
     wait_listening t "$TCP_PORT" "${rcv[@]}" || log "iperf3 server did not start"
     "${snd[@]}" iperf3 -c "$WAN_RCV_ADDR" -p "$TCP_PORT" -t "$seconds" -C "$BENCH_TCP_CC" -J \
         >"$work/iperf3.out" 2>&1 &
-}
-
-# TCP's buffers may grow to 64 MiB in these two private hosts: a 4 MiB
-# window would cap one TCP flow at ~220 Mbit/s at 150 ms and say nothing
-# about sharing.
-tcp_buffers() {
-    "${snd[@]}" sysctl -qw net.ipv4.tcp_wmem="4096 16384 67108864"
-    "${rcv[@]}" sysctl -qw net.ipv4.tcp_rmem="4096 131072 67108864"
 }
 
 # One run: counters reset, flows started, sampled, stopped; the report.
@@ -147,7 +139,7 @@ case $BENCH_COMPETE in
 solo)
     for p in "${policies[@]}"; do run_valid "solo-$p" "aftp:$p:0:0" || status=$?; done ;;
 tcp)
-    tcp_buffers
+    tcp_buffers # one TCP flow window-limited would say nothing about sharing
     for p in "${policies[@]}"; do
         run_valid "$p-vs-tcp" "aftp:$p:0:0" tcp || status=$?
     done ;;

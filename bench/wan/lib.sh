@@ -1,8 +1,8 @@
 # shellcheck shell=bash
 # shellcheck disable=SC2154 # rcv, snd and root are the caller's (see each function)
-# Sourced by bench/wan/run.sh, bench/wan/compete.sh (inside netem/wan.sh's
+# Sourced by bench/wan/tools.sh, bench/wan/compete.sh (inside netem/wan.sh's
 # command namespace) and bench/tree.sh: what they need to talk to the
-# emulator, the hosts and a private sshd.
+# emulator, the hosts (their TCP settings) and a private sshd.
 
 # A fresh copy of the TUN emulator's report (SIGUSR1 makes it rewrite the file
 # by rename), or {} with the netem backend, which has no overload to report.
@@ -29,6 +29,19 @@ wait_listening() { # PROTO PORT PREFIX...: polls ss on a host until the port lis
         sleep 0.05
     done
     return 1
+}
+
+# TCP's buffers may grow to 64 MiB in the two private hosts (per network
+# namespace: the host's own settings are untouched): with the 4 MiB default
+# one TCP flow is window-limited to ~220 Mbit/s at 150 ms.
+tcp_buffers() {
+    "${snd[@]}" sysctl -qw net.ipv4.tcp_wmem="4096 16384 67108864"
+    "${rcv[@]}" sysctl -qw net.ipv4.tcp_rmem="4096 131072 67108864"
+}
+
+tcp_buffers_note() { # what autotuning may grow to, as the hosts say now
+    echo "autotuning up to tcp_wmem $("${snd[@]}" cat /proc/sys/net/ipv4/tcp_wmem | awk '{print $3}') B" \
+         "(sender), tcp_rmem $("${rcv[@]}" cat /proc/sys/net/ipv4/tcp_rmem | awk '{print $3}') B (receiver)"
 }
 
 # --- a private sshd for scp, sftp and rsync ---------------------------------------
