@@ -1,16 +1,148 @@
-/* The receiver's group commit on a worker thread (aftp_committer.h). */
+/* The receiver's group commit on a shared pool of threads
+ * (aftp_committer.h). */
 #include "aftp_committer.h"
 
+#include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
 #include "aftp/aftp_error.h"
 
-int aftp_committer_init(aftp_committer *c, aftp_treestore *ts, size_t max_group)
+struct aftp_commit_pool {
+    pthread_mutex_t lock;
+    pthread_cond_t work;            /* a group queued, or quit */
+    pthread_cond_t done;            /* a group ran */
+    aftp_committer *head, *tail;    /* committers whose group waits, in start order */
+    unsigned queued;                /* of them */
+    unsigned idle;                  /* threads made and running no group */
+    unsigned started, size;         /* threads made, at most size */
+    int quit;
+    pthread_t *threads;             /* size of them, the first `started` made */
+};
+
+int aftp_commit_pool_new(aftp_commit_pool **out, unsigned threads)
 {
-    *c = (aftp_committer){.ts = ts, .wake_fd = -1};
+    aftp_commit_pool *p = calloc(1, sizeof *p);
+    *out = NULL;
+    if (p != NULL)
+        p->threads = calloc(threads ? threads : 1, sizeof *p->threads);
+    if (p == NULL || p->threads == NULL) {
+        free(p);
+        return AFTP_ERR_NO_MEMORY;
+    }
+    p->size = threads ? threads : 1;
+    pthread_mutex_init(&p->lock, NULL);
+    pthread_cond_init(&p->work, NULL);
+    pthread_cond_init(&p->done, NULL);
+    *out = p;
+    return AFTP_OK;
+}
+
+/* Under the lock: the first committer of the queue, NULL when none. */
+static aftp_committer *dequeue(aftp_commit_pool *p)
+{
+    aftp_committer *c = p->head;
+    if (c == NULL)
+        return NULL;
+    p->head = c->queued_next;
+    if (p->head == NULL)
+        p->tail = NULL;
+    p->queued--;
+    return c;
+}
+
+/* Under the lock: the group has run. Its wake_fd is written before the
+ * lock goes: once job_ran is seen the committer may be freed. */
+static void finish_job(aftp_commit_pool *p, aftp_committer *c)
+{
+    uint64_t one = 1;
+    c->job_ran = 1;
+    pthread_cond_broadcast(&p->done);
+    (void)!write(c->wake_fd, &one, sizeof one);
+}
+
+static void *pool_main(void *arg)
+{
+    aftp_commit_pool *p = arg;
+    pthread_mutex_lock(&p->lock);
+    for (;;) {
+        while (!p->quit && p->head == NULL)
+            pthread_cond_wait(&p->work, &p->lock);
+        aftp_committer *c = dequeue(p);
+        if (c == NULL)
+            break; /* quit, nothing left to run */
+        p->idle--;
+        pthread_mutex_unlock(&p->lock);
+        aftp_treestore_commit_run(c->ts, c->job);
+        pthread_mutex_lock(&p->lock);
+        finish_job(p, c);
+        p->idle++;
+    }
+    pthread_mutex_unlock(&p->lock);
+    return NULL;
+}
+
+/* Under the lock: one more thread, made with every signal blocked (the
+ * process's signals stay with the threads that expect them). */
+static int add_thread(aftp_commit_pool *p)
+{
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int err = pthread_create(&p->threads[p->started], NULL, pool_main, p);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (err != 0)
+        return AFTP_ERR_NO_MEMORY;
+    char name[16];
+    snprintf(name, sizeof name, "aftp-c%u", p->started);
+    pthread_setname_np(p->threads[p->started], name);
+    p->started++;
+    p->idle++; /* from its birth: it takes the next group queued */
+    return AFTP_OK;
+}
+
+/* Under the lock: a thread for each group that waits, while the size
+ * allows. AFTP_OK when the pool has a thread at all. */
+static int staff(aftp_commit_pool *p)
+{
+    while (p->queued > p->idle && p->started < p->size)
+        if (add_thread(p) != AFTP_OK)
+            break;
+    return p->started > 0 ? AFTP_OK : AFTP_ERR_NO_MEMORY;
+}
+
+unsigned aftp_commit_pool_threads(aftp_commit_pool *p)
+{
+    pthread_mutex_lock(&p->lock);
+    unsigned n = p->started;
+    pthread_mutex_unlock(&p->lock);
+    return n;
+}
+
+void aftp_commit_pool_del(aftp_commit_pool *p)
+{
+    if (p == NULL)
+        return;
+    pthread_mutex_lock(&p->lock);
+    p->quit = 1;
+    pthread_cond_broadcast(&p->work);
+    pthread_mutex_unlock(&p->lock);
+    for (unsigned i = 0; i < p->started; i++)
+        pthread_join(p->threads[i], NULL);
+    pthread_cond_destroy(&p->done);
+    pthread_cond_destroy(&p->work);
+    pthread_mutex_destroy(&p->lock);
+    free(p->threads);
+    free(p);
+}
+
+int aftp_committer_init(aftp_committer *c, aftp_treestore *ts, size_t max_group,
+                        aftp_commit_pool *pool)
+{
+    *c = (aftp_committer){.ts = ts, .pool = pool, .wake_fd = -1};
     c->results = calloc(max_group ? max_group : 1, sizeof *c->results);
     c->results_cap = max_group;
     c->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -22,62 +154,48 @@ int aftp_committer_init(aftp_committer *c, aftp_treestore *ts, size_t max_group)
         *c = (aftp_committer){.wake_fd = -1};
         return rc;
     }
-    pthread_mutex_init(&c->lock, NULL);
-    pthread_cond_init(&c->cond, NULL);
     return AFTP_OK;
 }
 
-static void *worker(void *arg)
+/* The group in flight joins the pool's queue. */
+static void enqueue(aftp_committer *c)
 {
-    aftp_committer *c = arg;
-    pthread_mutex_lock(&c->lock);
-    for (;;) {
-        while (!c->quit && (c->job == NULL || c->job_ran))
-            pthread_cond_wait(&c->cond, &c->lock);
-        if (c->job == NULL || c->job_ran)
-            break; /* quit, nothing left to run */
-        aftp_treestore_group *g = c->job;
-        pthread_mutex_unlock(&c->lock);
-        aftp_treestore_commit_run(c->ts, g);
-        pthread_mutex_lock(&c->lock);
-        c->job_ran = 1;
-        pthread_cond_broadcast(&c->cond);
-        uint64_t one = 1;
-        (void)!write(c->wake_fd, &one, sizeof one);
-    }
-    pthread_mutex_unlock(&c->lock);
-    return NULL;
+    aftp_commit_pool *p = c->pool;
+    pthread_mutex_lock(&p->lock);
+    c->job = c->flight;
+    c->job_ran = 0;
+    c->queued_next = NULL;
+    if (p->tail != NULL)
+        p->tail->queued_next = c;
+    else
+        p->head = c;
+    p->tail = c;
+    p->queued++;
+    (void)staff(p); /* it has a thread already (start): the group will run */
+    pthread_cond_signal(&p->work);
+    pthread_mutex_unlock(&p->lock);
 }
 
-/* The worker, made with every signal blocked: the process's signals stay
- * with the threads that expect them. */
-static int start_thread(aftp_committer *c)
+/* The pool has a thread to run a group before one is begun (a group
+ * begun must run to be ended). */
+static int pool_ready(aftp_commit_pool *p)
 {
-    if (c->thread_started)
-        return AFTP_OK;
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    int err = pthread_create(&c->thread, NULL, worker, c);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    c->thread_started = err == 0;
-    return err == 0 ? AFTP_OK : AFTP_ERR_NO_MEMORY;
+    pthread_mutex_lock(&p->lock);
+    int rc = p->started > 0 ? AFTP_OK : add_thread(p);
+    pthread_mutex_unlock(&p->lock);
+    return rc;
 }
 
 int aftp_committer_start(aftp_committer *c, const uint32_t *ids, size_t count)
 {
     if (c->flight != NULL || c->ended || count > c->results_cap)
         return AFTP_ERR_INVALID_STATE;
-    int rc = start_thread(c);
+    int rc = pool_ready(c->pool);
     if (rc == AFTP_OK)
         rc = aftp_treestore_commit_begin(c->ts, ids, count, c->results, &c->flight);
     if (rc != AFTP_OK)
         return rc;
-    pthread_mutex_lock(&c->lock);
-    c->job = c->flight;
-    c->job_ran = 0;
-    pthread_cond_broadcast(&c->cond);
-    pthread_mutex_unlock(&c->lock);
+    enqueue(c);
     return AFTP_OK;
 }
 
@@ -92,13 +210,14 @@ static int end_flight(aftp_committer *c, int wait)
 {
     if (c->flight == NULL)
         return c->ended;
-    pthread_mutex_lock(&c->lock);
+    aftp_commit_pool *p = c->pool;
+    pthread_mutex_lock(&p->lock);
     while (wait && !c->job_ran)
-        pthread_cond_wait(&c->cond, &c->lock);
+        pthread_cond_wait(&p->done, &p->lock);
     int ran = c->job_ran;
     if (ran)
         c->job = NULL;
-    pthread_mutex_unlock(&c->lock);
+    pthread_mutex_unlock(&p->lock);
     if (!ran)
         return 0;
     uint64_t count;
@@ -128,15 +247,6 @@ void aftp_committer_fini(aftp_committer *c)
     if (c->results == NULL)
         return;
     aftp_committer_settle(c);
-    if (c->thread_started) {
-        pthread_mutex_lock(&c->lock);
-        c->quit = 1;
-        pthread_cond_broadcast(&c->cond);
-        pthread_mutex_unlock(&c->lock);
-        pthread_join(c->thread, NULL);
-    }
-    pthread_mutex_destroy(&c->lock);
-    pthread_cond_destroy(&c->cond);
     close(c->wake_fd);
     free(c->results);
     *c = (aftp_committer){.wake_fd = -1};

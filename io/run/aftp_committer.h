@@ -1,36 +1,52 @@
 /*
- * The receiver's group commit beside its packet handling (spec 9.14.3).
+ * The receiver's group commit beside its packet handling (spec 9.14.3),
+ * on a bounded pool of threads shared by many receivers.
  *
  * A group commit's syncs and renames take milliseconds on a disk; run in
  * the packet loop they stop it, and with it the reading of DATA and the
- * sending of FEEDBACK and VERDICTS, once per group. The committer runs
- * aftp_treestore_commit_run on a worker thread of its own, one group at a
- * time: start() claims the group on the caller's thread (commit_begin)
- * and hands it over; the worker signals `wake_fd` (an eventfd, for the
- * caller's poll) when the group is durable; collect() ends it on the
- * caller's thread (commit_end) and gives its results. Only the worker
- * touches the group's files between the two; everything else of the
- * treestore stays with the caller's thread.
+ * sending of FEEDBACK and VERDICTS, once per group. A committer hands its
+ * receiver's groups, one at a time, to a pool thread that runs
+ * aftp_treestore_commit_run: start() claims the group on the caller's
+ * thread (commit_begin) and queues it; the pool thread signals `wake_fd`
+ * (an eventfd, for the caller's poll) when the group is durable;
+ * collect() ends it on the caller's thread (commit_end) and gives its
+ * results. Only the pool thread touches the group's files between the
+ * two; everything else of the treestore stays with the caller's thread.
+ *
+ * Why a pool (aftp_commit_pool) and not a thread per committer: a server
+ * runs hundreds of sessions, each committing a short group now and then;
+ * a thread each is hundreds of stacks and schedulable threads for work
+ * that is mostly idle. The pool's threads are made as groups wait for one
+ * (never more than its size) and take the groups in the order they were
+ * queued. What the committers keep from having a thread each:
+ * - the caller never waits for a disk flush, but in collect(wait),
+ *   settle() and fini();
+ * - a committer's groups run in its order: it queues its next group only
+ *   once the last one is collected (one in flight at most);
+ * - a committer stalled in its group (a disk that does not answer its
+ *   fsync) holds one pool thread, never more: with a pool of N threads,
+ *   the other committers' groups go on on the other N - 1;
+ * - fini() waits for the group in flight, queued or running, before the
+ *   committer's memory can go (the session that owns it may be freed next).
  */
 #ifndef AFTP_COMMITTER_H
 #define AFTP_COMMITTER_H
 
-#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "aftp_treestore.h"
 
+typedef struct aftp_commit_pool aftp_commit_pool;
+
 typedef struct aftp_committer {
     aftp_treestore *ts;
+    aftp_commit_pool *pool;
     int wake_fd;                 /* readable once the group in flight ran */
-    pthread_t thread;
-    int thread_started;
-    pthread_mutex_t lock;
-    pthread_cond_t cond;
-    aftp_treestore_group *job;   /* handed to the worker, NULL: none */
-    int job_ran;                 /* the worker finished `job` */
-    int quit;
+    /* under the pool's lock */
+    aftp_treestore_group *job;   /* handed to the pool, NULL: none */
+    int job_ran;                 /* a pool thread finished `job` */
+    struct aftp_committer *queued_next; /* in the pool's queue */
     /* the group in flight, caller's side */
     aftp_treestore_group *flight;
     int *results;                /* its results, W of them */
@@ -38,23 +54,34 @@ typedef struct aftp_committer {
     int ended;                   /* collected, the engine not yet told */
 } aftp_committer;
 
-/* Ready to start groups into `ts` (no thread yet: the first group makes
- * it). AFTP_OK or an error (no eventfd, no memory). */
-int aftp_committer_init(aftp_committer *c, aftp_treestore *ts, size_t max_group);
-/* Joins the worker; any group still in flight runs to its end first. */
+/* A pool of at most `threads` (at least 1) commit threads, none made yet:
+ * each is made when a group waits and no thread is free (named
+ * "aftp-c<index>", every signal blocked). AFTP_OK or AFTP_ERR_NO_MEMORY. */
+int aftp_commit_pool_new(aftp_commit_pool **out, unsigned threads);
+/* The threads it has made so far (at most its size). Any thread. */
+unsigned aftp_commit_pool_threads(aftp_commit_pool *p);
+/* Joins its threads and frees it; every committer of it finished first. */
+void aftp_commit_pool_del(aftp_commit_pool *p);
+
+/* Ready to start groups into `ts` on `pool` (borrowed: it outlives the
+ * committer). AFTP_OK or an error (no eventfd, no memory). */
+int aftp_committer_init(aftp_committer *c, aftp_treestore *ts, size_t max_group,
+                        aftp_commit_pool *pool);
+/* Waits for the group in flight (queued or running) and ends it. */
 void aftp_committer_fini(aftp_committer *c);
 
-/* Begins the group of `ids` and hands it to the worker (no group may be in
- * flight). AFTP_OK, or the error of commit_begin or of the thread. */
+/* Begins the group of `ids` and queues it on the pool (no group may be in
+ * flight). AFTP_OK, or the error of commit_begin, or AFTP_ERR_NO_MEMORY
+ * when the pool has no thread and cannot make one. */
 int aftp_committer_start(aftp_committer *c, const uint32_t *ids, size_t count);
 /* Whether a group was started and its outcome is not yet taken. */
 int aftp_committer_busy(const aftp_committer *c);
-/* Ends the group in flight once the worker ran it (`wait`: blocking until
+/* Ends the group in flight once the pool ran it (`wait`: blocking until
  * then). Returns 1 with *results, each file's outcome (valid until the
  * next start), when the group ended now or earlier without being taken,
  * else 0. */
 int aftp_committer_collect(aftp_committer *c, int wait, const int **results);
-/* Ends the group in flight (waiting for the worker) without taking the
+/* Ends the group in flight (waiting for the pool) without taking the
  * outcome: it stays for the next collect. Before a synchronous commit. */
 void aftp_committer_settle(aftp_committer *c);
 

@@ -624,6 +624,21 @@ static int open_workers(aftp_hub *h)
     return AFTP_OK;
 }
 
+/* The sessions' group commits share a pool as large as the workers (the
+ * commits of one root run as parallel as its datapaths), and of two
+ * threads at least: a session whose disk stalls its fsync holds one of
+ * them, never every session's commits. A server that keeps nothing (faux)
+ * commits nothing. */
+static int open_commit_pool(aftp_hub *h)
+{
+    if (h->o->faux || h->o->pipeline_window == 0)
+        return AFTP_OK;
+    int rc = aftp_commit_pool_new(&h->sh.commits, h->worker_count > 2 ? h->worker_count : 2);
+    if (rc != AFTP_OK)
+        snprintf(h->res->message, sizeof h->res->message, "no memory for the commit threads");
+    return rc;
+}
+
 /* The server's dir, for its sweeps: in full now, before any client. */
 static int open_dir_sweep(aftp_hub *h)
 {
@@ -690,6 +705,8 @@ static int open_all(aftp_hub *h)
     if (rc == AFTP_OK)
         rc = open_workers(h);
     if (rc == AFTP_OK)
+        rc = open_commit_pool(h);
+    if (rc == AFTP_OK)
         rc = open_handles(h);
     return rc;
 }
@@ -749,6 +766,7 @@ void aftp_hub_del(aftp_hub *h)
     for (unsigned i = 0; i < h->worker_count; i++)
         aftp_worker_del(h->workers[i]); /* the table is empty: no on_end comes */
     free(h->workers);
+    aftp_commit_pool_del(h->sh.commits); /* after the sessions: no group in flight */
     if (h->have_dir_sweep)
         aftp_treestore_fini(&h->dir_sweep);
     aftp_door_fini(&h->door);

@@ -427,8 +427,9 @@ static void init_drive(aftp_serve_session *ss)
         ss->d.after_send_ctx = &ss->io.storage.pull_src;
         return;
     }
-    if (pipelined(o) && aftp_committer_init(&ss->committer, &ss->io.storage.tree_dst,
-                                            o->pipeline_window) == AFTP_OK) {
+    if (pipelined(o) && ss->sh->commits != NULL &&
+        aftp_committer_init(&ss->committer, &ss->io.storage.tree_dst, o->pipeline_window,
+                            ss->sh->commits) == AFTP_OK) {
         ss->d.wake_fd = ss->committer.wake_fd; /* else the commits run in the turn */
         ss->d.on_wake = commit_check_now;
         ss->d.on_wake_ctx = ss;

@@ -30,6 +30,9 @@ typedef struct aftp_serve_shared {
     /* The destination files the pushes are writing, one writer per file
      * (aftp_filelock.h); NULL when they keep nothing (faux). */
     aftp_filelocks *files;
+    /* The threads the pushes' group commits run on (aftp_committer.h);
+     * NULL: each commit runs in its session's turn. */
+    aftp_commit_pool *commits;
     /* Control thread, with a total rate cap: the share a session about to
      * start gets beside the running ones (its own cap cap_bps, 0: none). */
     uint64_t (*entry_share)(const struct aftp_serve_shared *sh, uint64_t cap_bps);

@@ -85,8 +85,17 @@ typedef struct rig {
     int root;
     uint8_t data[SIZE];
     aftp_treestore ts;
+    aftp_commit_pool *pool; /* of one thread */
     aftp_committer c;
 } rig;
+
+/* The rig's committer ended, then its store, then its pool. */
+static void rig_stop(rig *r)
+{
+    aftp_committer_fini(&r->c);
+    aftp_treestore_fini(&r->ts);
+    aftp_commit_pool_del(r->pool);
+}
 
 static rig *rig_start(void **state)
 {
@@ -97,7 +106,8 @@ static rig *rig_start(void **state)
     io_test_pattern(r.data, SIZE, 7);
     aftp_place_defaults(&opt);
     assert_int_equal(aftp_treestore_init(&r.ts, r.root, &opt, why, sizeof why), AFTP_OK);
-    assert_int_equal(aftp_committer_init(&r.c, &r.ts, 8), AFTP_OK);
+    assert_int_equal(aftp_commit_pool_new(&r.pool, 1), AFTP_OK);
+    assert_int_equal(aftp_committer_init(&r.c, &r.ts, 8, r.pool), AFTP_OK);
     receive(&r.ts, 1, "a", r.data);
     return &r;
 }
@@ -139,8 +149,7 @@ static void test_group_runs_beside_the_caller(void **state)
     assert_int_equal(aftp_committer_collect(c, 1, &results), 1);
     assert_int_equal(results[0], AFTP_OK);
     assert_true(io_test_exists(r->root, "c"));
-    aftp_committer_fini(c);
-    aftp_treestore_fini(&r->ts);
+    rig_stop(r);
 #ifdef AFTP_TEST_HOOKS
     gate_free(&g);
 #endif
@@ -172,8 +181,7 @@ static void test_group_files_refused_to_the_caller(void **state)
     assert_int_equal(aftp_committer_collect(&r->c, 1, &results), 1);
     assert_int_equal(results[0], AFTP_OK);
     assert_true(io_test_exists(r->root, "a"));
-    aftp_committer_fini(&r->c);
-    aftp_treestore_fini(&r->ts);
+    rig_stop(r);
     gate_free(&g);
 #endif
 }
@@ -185,7 +193,7 @@ static void test_fini_ends_the_group_in_flight(void **state)
     assert_int_equal(aftp_committer_start(&r->c, (const uint32_t[]){1}, 1), AFTP_OK);
     aftp_committer_fini(&r->c);
     assert_true(io_test_exists(r->root, "a"));
-    aftp_treestore_fini(&r->ts);
+    rig_stop(r);
 }
 
 #ifdef AFTP_TEST_HOOKS
@@ -241,8 +249,7 @@ static void test_caller_directories_leave_the_group_alone(void **state)
         snprintf(moved, sizeof moved, "d%02u/a", i);
         assert_false(io_test_exists(r->root, moved));
     }
-    aftp_committer_fini(&r->c);
-    aftp_treestore_fini(&r->ts);
+    rig_stop(r);
     gate_free(&g);
 #endif
 }
@@ -282,7 +289,8 @@ static void test_full_disk_after_the_group_fails_not_the_group(void **state)
     io_test_pattern(big, BIG, 8);
     aftp_place_defaults(&opt);
     assert_int_equal(aftp_treestore_init(&r.ts, r.root, &opt, why, sizeof why), AFTP_OK);
-    assert_int_equal(aftp_committer_init(&r.c, &r.ts, 8), AFTP_OK);
+    assert_int_equal(aftp_commit_pool_new(&r.pool, 1), AFTP_OK);
+    assert_int_equal(aftp_committer_init(&r.c, &r.ts, 8, r.pool), AFTP_OK);
     receive(&r.ts, 1, "a", r.data);
     receive(&r.ts, 2, "b", r.data);
     aftp_entry_info e = {.kind = AFTP_ENTRY_FILE};
@@ -301,8 +309,7 @@ static void test_full_disk_after_the_group_fails_not_the_group(void **state)
     assert_int_equal(ops->commit_group(&r.ts, (const uint32_t[]){2}, 1, results), AFTP_OK);
     assert_int_equal(results[0], AFTP_OK);
     assert_true(io_test_exists(r.root, "a") && io_test_exists(r.root, "b"));
-    aftp_committer_fini(&r.c);
-    aftp_treestore_fini(&r.ts);
+    rig_stop(&r);
     close(r.root);
     assert_int_equal(umount2(dir, MNT_DETACH), 0);
 }
