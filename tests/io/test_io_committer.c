@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <semaphore.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -48,13 +49,19 @@ static int hold_at_step(void *user, int step, const char *path)
     return 0;
 }
 
+/* The gate on ts's fault hook too (one gate may hold many stores). */
+static void gate_attach(gate *g, aftp_treestore *ts)
+{
+    ts->fault = hold_at_step;
+    ts->fault_user = g;
+}
+
 /* The gate set on ts's fault hook (g->step chosen by the caller). */
 static void gate_set(gate *g, aftp_treestore *ts)
 {
     sem_init(&g->entered, 0, 0);
     sem_init(&g->release, 0, 0);
-    ts->fault = hold_at_step;
-    ts->fault_user = g;
+    gate_attach(g, ts);
 }
 
 static void gate_free(gate *g)
@@ -254,6 +261,230 @@ static void test_caller_directories_leave_the_group_alone(void **state)
 #endif
 }
 
+#ifdef AFTP_TEST_HOOKS
+/* One session of a server, as the pool sees it: its own root (a directory
+ * of the scratch), store and committer. On the heap, as a server's
+ * session is: freed at its end, so a pool thread still at its group
+ * would be caught (ASan). */
+typedef struct lane {
+    int root;
+    aftp_treestore ts;
+    aftp_committer c;
+} lane;
+
+static lane *lane_new(void **state, unsigned n, aftp_commit_pool *pool)
+{
+    lane *l = calloc(1, sizeof *l);
+    aftp_place_options opt;
+    char name[16], why[256];
+    assert_non_null(l);
+    snprintf(name, sizeof name, "s%u", n);
+    assert_int_equal(mkdirat(io_test_scratch_fd(state), name, 0755), 0);
+    l->root = openat(io_test_scratch_fd(state), name, O_RDONLY | O_DIRECTORY);
+    assert_true(l->root >= 0);
+    aftp_place_defaults(&opt);
+    assert_int_equal(aftp_treestore_init(&l->ts, l->root, &opt, why, sizeof why), AFTP_OK);
+    assert_int_equal(aftp_committer_init(&l->c, &l->ts, 8, pool), AFTP_OK);
+    return l;
+}
+
+/* File `id` ("f<id>") received and its group started. */
+static void lane_commit(lane *l, uint32_t id, const uint8_t *data)
+{
+    char name[16];
+    snprintf(name, sizeof name, "f%u", (unsigned)id);
+    receive(&l->ts, id, name, data);
+    assert_int_equal(aftp_committer_start(&l->c, &id, 1), AFTP_OK);
+}
+
+/* The lane's group ended (waiting for it), file `id` committed. */
+static void lane_collect(lane *l, uint32_t id)
+{
+    const int *results = NULL;
+    char name[16];
+    snprintf(name, sizeof name, "f%u", (unsigned)id);
+    assert_int_equal(aftp_committer_collect(&l->c, 1, &results), 1);
+    assert_int_equal(results[0], AFTP_OK);
+    assert_true(io_test_exists(l->root, name));
+}
+
+/* The session's end, as the server's: its committer (waiting for its
+ * group), its store, its memory. */
+static void lane_del(lane *l)
+{
+    aftp_committer_fini(&l->c);
+    aftp_treestore_fini(&l->ts);
+    close(l->root);
+    free(l);
+}
+
+/* Threads of this process (entries of /proc/self/task). */
+static int count_threads(void)
+{
+    int fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY);
+    assert_true(fd >= 0);
+    int n = io_test_count_entries(fd);
+    close(fd);
+    return n;
+}
+
+static void gate_init(gate *g, int step)
+{
+    g->step = step;
+    sem_init(&g->entered, 0, 0);
+    sem_init(&g->release, 0, 0);
+}
+#endif
+
+/* Six sessions commit at once on a pool of two: two threads run two
+ * groups, the process has no other thread for them, and the four other
+ * groups wait their turn, then run. */
+static void test_pool_runs_many_sessions_on_its_threads(void **state)
+{
+#ifndef AFTP_TEST_HOOKS
+    (void)state;
+    io_test_needs_hooks();
+#else
+    enum { LANES = 6 };
+    static uint8_t data[SIZE];
+    aftp_commit_pool *pool;
+    lane *l[LANES];
+    gate g;
+    const int *results;
+    io_test_pattern(data, SIZE, 3);
+    gate_init(&g, AFTP_TREESTORE_STEP_SYNC);
+    assert_int_equal(aftp_commit_pool_new(&pool, 2), AFTP_OK);
+    int before = count_threads();
+    for (unsigned i = 0; i < LANES; i++) {
+        l[i] = lane_new(state, i, pool);
+        gate_attach(&g, &l[i]->ts);
+        lane_commit(l[i], 1, data);
+    }
+    sem_wait(&g.entered);
+    sem_wait(&g.entered); /* two groups inside their data sync */
+    assert_int_equal(aftp_commit_pool_threads(pool), 2);
+    assert_int_equal(count_threads(), before + 2);
+    unsigned ended = 0;
+    for (unsigned i = 0; i < LANES; i++)
+        ended += (unsigned)aftp_committer_collect(&l[i]->c, 0, &results);
+    assert_int_equal(ended, 0);
+    for (unsigned i = 0; i < LANES; i++)
+        sem_post(&g.release);
+    for (unsigned i = 0; i < LANES; i++) {
+        lane_collect(l[i], 1);
+        lane_del(l[i]);
+    }
+    assert_int_equal(aftp_commit_pool_threads(pool), 2);
+    aftp_commit_pool_del(pool);
+    gate_free(&g);
+#endif
+}
+
+/* Sessions' groups interleaved on a pool of two, round after round, each
+ * collected in another order than started: every group of every session
+ * ends, and a session's next group starts only once its last was
+ * collected (one in flight: its groups stay in its order). */
+static void test_pool_interleaves_sessions_in_their_order(void **state)
+{
+#ifndef AFTP_TEST_HOOKS
+    (void)state;
+    io_test_needs_hooks();
+#else
+    enum { ROUNDS = 3, SESSIONS = 4 };
+    static uint8_t data[SIZE];
+    aftp_commit_pool *pool;
+    lane *l[SESSIONS];
+    io_test_pattern(data, SIZE, 4);
+    assert_int_equal(aftp_commit_pool_new(&pool, 2), AFTP_OK);
+    for (unsigned i = 0; i < SESSIONS; i++)
+        l[i] = lane_new(state, i, pool);
+    for (uint32_t round = 1; round <= ROUNDS; round++) {
+        for (unsigned i = 0; i < SESSIONS; i++) {
+            lane_commit(l[i], round, data);
+            assert_int_equal(aftp_committer_start(&l[i]->c, &round, 1), AFTP_ERR_INVALID_STATE);
+        }
+        for (unsigned i = SESSIONS; i-- > 0;)
+            lane_collect(l[i], round);
+    }
+    for (unsigned i = 0; i < SESSIONS; i++)
+        lane_del(l[i]);
+    aftp_commit_pool_del(pool);
+#endif
+}
+
+/* A session whose disk stalls in its data sync holds one thread of a pool
+ * of two: another session's group runs to its end meanwhile (on a pool of
+ * one it would wait behind the stall: this test would hang). */
+static void test_pool_stalled_session_leaves_the_others(void **state)
+{
+#ifndef AFTP_TEST_HOOKS
+    (void)state;
+    io_test_needs_hooks();
+#else
+    static uint8_t data[SIZE];
+    aftp_commit_pool *pool;
+    gate g;
+    io_test_pattern(data, SIZE, 5);
+    gate_init(&g, AFTP_TREESTORE_STEP_SYNC);
+    assert_int_equal(aftp_commit_pool_new(&pool, 2), AFTP_OK);
+    lane *stalled = lane_new(state, 0, pool), *other = lane_new(state, 1, pool);
+    gate_attach(&g, &stalled->ts);
+    lane_commit(stalled, 1, data);
+    sem_wait(&g.entered); /* its fsync does not return */
+    lane_commit(other, 1, data);
+    lane_collect(other, 1);
+    assert_false(io_test_exists(stalled->root, "f1"));
+    sem_post(&g.release);
+    lane_collect(stalled, 1);
+    lane_del(stalled);
+    lane_del(other);
+    aftp_commit_pool_del(pool);
+    gate_free(&g);
+#endif
+}
+
+#ifdef AFTP_TEST_HOOKS
+static void *end_lane(void *arg)
+{
+    lane_del(arg);
+    return NULL;
+}
+#endif
+
+/* A session ended (cancelled) while its group waits in the queue behind a
+ * stalled one, on a pool of one: its end waits for its group to run and
+ * end, then frees it; the pool thread never touches it afterwards. */
+static void test_pool_session_ended_while_its_group_waits(void **state)
+{
+#ifndef AFTP_TEST_HOOKS
+    (void)state;
+    io_test_needs_hooks();
+#else
+    static uint8_t data[SIZE];
+    aftp_commit_pool *pool;
+    gate g;
+    pthread_t ender;
+    io_test_pattern(data, SIZE, 6);
+    gate_init(&g, AFTP_TREESTORE_STEP_SYNC);
+    assert_int_equal(aftp_commit_pool_new(&pool, 1), AFTP_OK);
+    lane *stalled = lane_new(state, 0, pool), *ending = lane_new(state, 1, pool);
+    int ending_root = dup(ending->root);
+    gate_attach(&g, &stalled->ts);
+    lane_commit(stalled, 1, data);
+    sem_wait(&g.entered);
+    lane_commit(ending, 1, data); /* queued behind the stall */
+    assert_int_equal(pthread_create(&ender, NULL, end_lane, ending), 0);
+    sem_post(&g.release);
+    assert_int_equal(pthread_join(ender, NULL), 0);
+    assert_true(io_test_exists(ending_root, "f1"));
+    lane_collect(stalled, 1);
+    lane_del(stalled);
+    aftp_commit_pool_del(pool);
+    close(ending_root);
+    gate_free(&g);
+#endif
+}
+
 /* Writes to `name` beneath root until the disk is full. */
 static void fill_disk(int root, const char *name)
 {
@@ -321,6 +552,10 @@ int main(void)
         IO_TEST_SCRATCH(test_fini_ends_the_group_in_flight),
         IO_TEST_SCRATCH(test_caller_directories_leave_the_group_alone),
         IO_TEST_SCRATCH(test_group_files_refused_to_the_caller),
+        IO_TEST_SCRATCH(test_pool_runs_many_sessions_on_its_threads),
+        IO_TEST_SCRATCH(test_pool_interleaves_sessions_in_their_order),
+        IO_TEST_SCRATCH(test_pool_stalled_session_leaves_the_others),
+        IO_TEST_SCRATCH(test_pool_session_ended_while_its_group_waits),
         /* last: it leaves this process in a mount namespace of its own */
         IO_TEST_SCRATCH(test_full_disk_after_the_group_fails_not_the_group),
     };
