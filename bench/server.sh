@@ -15,8 +15,8 @@
 #   lo64     over 127.0.0.1: one session alone, then --sessions (64) at once
 #            (files of --size/16 MiB): aggregate throughput against one
 #            session; the server's RSS sampled every 50 ms (peak during the
-#            sessions minus idle, per peak number of concurrent sessions) and
-#            its VmHWM.
+#            sessions minus idle, per peak number of concurrent sessions),
+#            its VmHWM and its threads (at the start and at most).
 #   trickle  over 127.0.0.1: a real client's push alone, then while a hostile
 #            peer holds a session (an authorized `aftp send --rate 16k` of a
 #            huge faux:// file, started first), then while a half-open peer

@@ -230,6 +230,8 @@ def table_lo64(res, meta, work):
     t.add("  the same of RssAnon (without the pages of mapped files), KiB",
           per_session("idle_anon_kb", "peak_anon_kb"), "(figure)")
     t.add("server VmHWM (its lifetime peak), MiB", mib("hwm_kb"))
+    t.add("server threads as the %d started / at most during them" % n,
+          ["%d / %d" % (m["start_threads"], m["peak_threads"]) if "peak_threads" in m else None for m in mem])
     t.add("server CPU s (user + system) during the %d" % n,
           [m.get("cpu_s") for m in mem])
     return t, [], []

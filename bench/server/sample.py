@@ -12,8 +12,9 @@ sample is taken, and the caller starts its clients then. At SIGTERM, one
 line of key=value words goes to OUT: start_kb, peak_kb (VmRSS at the first
 sample and at its highest), start_anon_kb, peak_anon_kb (the same of
 RssAnon), peak_sessions, hwm_kb (VmHWM: the process's high-water mark since
-it started), cpu_s (the server's user + system seconds over the sampling),
-samples.
+it started), start_threads, peak_threads (Threads: its datapath workers,
+event loop and group-commit threads), cpu_s (the server's user + system
+seconds over the sampling), samples.
 """
 import os
 import signal
@@ -25,12 +26,12 @@ TCP_ESTABLISHED = "01"  # the state /proc/net/udp shows for a connected socket
 
 
 def status_kb(pid):
-    """{"VmRSS": kB, "VmHWM": kB, "RssAnon": kB} of the process."""
+    """{"VmRSS": kB, "VmHWM": kB, "RssAnon": kB, "Threads": count} of the process."""
     out = {}
     with open("/proc/%d/status" % pid) as f:
         for line in f:
             key, _, value = line.partition(":")
-            if key in ("VmRSS", "VmHWM", "RssAnon"):
+            if key in ("VmRSS", "VmHWM", "RssAnon", "Threads"):
                 out[key] = int(value.split()[0])
     return out
 
@@ -64,9 +65,10 @@ def main(argv):
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
     first = status_kb(pid)
-    start, start_anon = first["VmRSS"], first["RssAnon"]
+    start, start_anon, start_threads = first["VmRSS"], first["RssAnon"], first["Threads"]
     cpu0 = cpu_seconds(pid)
     peak, peak_anon, peak_sessions, samples, hwm, cpu1 = start, start_anon, 0, 1, first["VmHWM"], cpu0
+    peak_threads = start_threads
     with open(out + ".ready", "w") as f:
         f.write("%d\n" % start)
     while not stop:
@@ -78,12 +80,15 @@ def main(argv):
             break
         peak = max(peak, kb["VmRSS"])
         peak_anon = max(peak_anon, kb["RssAnon"])
+        peak_threads = max(peak_threads, kb["Threads"])
         hwm = kb["VmHWM"]
         peak_sessions = max(peak_sessions, connected_sockets(port))
         samples += 1
     with open(out, "w") as f:
-        f.write("start_kb=%d peak_kb=%d start_anon_kb=%d peak_anon_kb=%d peak_sessions=%d hwm_kb=%d cpu_s=%.2f "
-                "samples=%d\n" % (start, peak, start_anon, peak_anon, peak_sessions, hwm, cpu1 - cpu0, samples))
+        f.write("start_kb=%d peak_kb=%d start_anon_kb=%d peak_anon_kb=%d peak_sessions=%d hwm_kb=%d "
+                "start_threads=%d peak_threads=%d cpu_s=%.2f samples=%d\n"
+                % (start, peak, start_anon, peak_anon, peak_sessions, hwm, start_threads, peak_threads,
+                   cpu1 - cpu0, samples))
 
 
 if __name__ == "__main__":
