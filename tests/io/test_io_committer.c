@@ -412,6 +412,45 @@ static void test_pool_interleaves_sessions_in_their_order(void **state)
 #endif
 }
 
+#ifdef AFTP_TEST_HOOKS
+/* Two sessions on a pool: "stalled", whose group is held inside its data
+ * sync (its fsync does not return until the gate lets it go), and "next",
+ * with nothing in flight. */
+typedef struct stall {
+    uint8_t data[SIZE];
+    aftp_commit_pool *pool;
+    gate g;
+    lane *stalled, *next;
+} stall;
+
+static void stall_start(void **state, stall *s, unsigned threads)
+{
+    io_test_pattern(s->data, SIZE, 5);
+    gate_init(&s->g, AFTP_TREESTORE_STEP_SYNC);
+    assert_int_equal(aftp_commit_pool_new(&s->pool, threads), AFTP_OK);
+    s->stalled = lane_new(state, 0, s->pool);
+    s->next = lane_new(state, 1, s->pool);
+    gate_attach(&s->g, &s->stalled->ts);
+    lane_commit(s->stalled, 1, s->data);
+    sem_wait(&s->g.entered);
+}
+
+/* Once the gate let it go: the stalled group ends, the rest is freed. */
+static void stall_stop(stall *s)
+{
+    lane_collect(s->stalled, 1);
+    lane_del(s->stalled);
+    aftp_commit_pool_del(s->pool);
+    gate_free(&s->g);
+}
+
+static void *end_lane(void *arg)
+{
+    lane_del(arg);
+    return NULL;
+}
+#endif
+
 /* A session whose disk stalls in its data sync holds one thread of a pool
  * of two: another session's group runs to its end meanwhile (on a pool of
  * one it would wait behind the stall: this test would hang). */
@@ -421,35 +460,16 @@ static void test_pool_stalled_session_leaves_the_others(void **state)
     (void)state;
     io_test_needs_hooks();
 #else
-    static uint8_t data[SIZE];
-    aftp_commit_pool *pool;
-    gate g;
-    io_test_pattern(data, SIZE, 5);
-    gate_init(&g, AFTP_TREESTORE_STEP_SYNC);
-    assert_int_equal(aftp_commit_pool_new(&pool, 2), AFTP_OK);
-    lane *stalled = lane_new(state, 0, pool), *other = lane_new(state, 1, pool);
-    gate_attach(&g, &stalled->ts);
-    lane_commit(stalled, 1, data);
-    sem_wait(&g.entered); /* its fsync does not return */
-    lane_commit(other, 1, data);
-    lane_collect(other, 1);
-    assert_false(io_test_exists(stalled->root, "f1"));
-    sem_post(&g.release);
-    lane_collect(stalled, 1);
-    lane_del(stalled);
-    lane_del(other);
-    aftp_commit_pool_del(pool);
-    gate_free(&g);
+    static stall s;
+    stall_start(state, &s, 2);
+    lane_commit(s.next, 1, s.data);
+    lane_collect(s.next, 1);
+    assert_false(io_test_exists(s.stalled->root, "f1"));
+    sem_post(&s.g.release);
+    lane_del(s.next);
+    stall_stop(&s);
 #endif
 }
-
-#ifdef AFTP_TEST_HOOKS
-static void *end_lane(void *arg)
-{
-    lane_del(arg);
-    return NULL;
-}
-#endif
 
 /* A session ended (cancelled) while its group waits in the queue behind a
  * stalled one, on a pool of one: its end waits for its group to run and
@@ -460,28 +480,17 @@ static void test_pool_session_ended_while_its_group_waits(void **state)
     (void)state;
     io_test_needs_hooks();
 #else
-    static uint8_t data[SIZE];
-    aftp_commit_pool *pool;
-    gate g;
+    static stall s;
     pthread_t ender;
-    io_test_pattern(data, SIZE, 6);
-    gate_init(&g, AFTP_TREESTORE_STEP_SYNC);
-    assert_int_equal(aftp_commit_pool_new(&pool, 1), AFTP_OK);
-    lane *stalled = lane_new(state, 0, pool), *ending = lane_new(state, 1, pool);
-    int ending_root = dup(ending->root);
-    gate_attach(&g, &stalled->ts);
-    lane_commit(stalled, 1, data);
-    sem_wait(&g.entered);
-    lane_commit(ending, 1, data); /* queued behind the stall */
-    assert_int_equal(pthread_create(&ender, NULL, end_lane, ending), 0);
-    sem_post(&g.release);
+    stall_start(state, &s, 1);
+    int ending_root = dup(s.next->root);
+    lane_commit(s.next, 1, s.data); /* queued behind the stall */
+    assert_int_equal(pthread_create(&ender, NULL, end_lane, s.next), 0);
+    sem_post(&s.g.release);
     assert_int_equal(pthread_join(ender, NULL), 0);
     assert_true(io_test_exists(ending_root, "f1"));
-    lane_collect(stalled, 1);
-    lane_del(stalled);
-    aftp_commit_pool_del(pool);
     close(ending_root);
-    gate_free(&g);
+    stall_stop(&s);
 #endif
 }
 
