@@ -20,7 +20,10 @@
  * (never more than its size) and take the groups in the order they were
  * queued. What the committers keep from having a thread each:
  * - the caller never waits for a disk flush, but in collect(wait),
- *   settle() and fini();
+ *   settle() and fini(), which wait for its group, and so, while every
+ *   thread of the pool is busy, for the groups queued before it (the
+ *   price of the bound: a server's session ending waits so on its
+ *   worker);
  * - a committer's groups run in its order: it queues its next group only
  *   once the last one is collected (one in flight at most);
  * - a committer stalled in its group (a disk that does not answer its
