@@ -252,6 +252,20 @@ int sfx_same_file(const char *dir, const char *rel, const char *source)
     return io_test_same_file(path, source);
 }
 
+aftp_client *sfx_client_new(const uint8_t *identity, const uint8_t *server_public)
+{
+    aftp_client *c = NULL;
+    assert_int_equal(aftp_client_new(&c), AFTP_OK);
+    assert_int_equal(aftp_client_set_identity(c, identity), AFTP_OK);
+    assert_int_equal(aftp_client_set_peer_key(c, server_public), AFTP_OK);
+    return c;
+}
+
+void sfx_client_host(char *out, size_t cap, unsigned port)
+{
+    snprintf(out, cap, "127.0.0.1:%u", port);
+}
+
 void sfx_push_init(sfx_push *p, unsigned port, const char *const *files, size_t count,
                    uint64_t rate_bps)
 {

@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "aftp/aftp_client.h"
 #include "aftp/aftp_server.h"
 #include "aftp_push.h"
 
@@ -118,6 +119,13 @@ void sfx_mkdir(char *out, size_t cap, const char *dir, const char *name);
 void sfx_make_file(const char *path, size_t len, uint32_t seed);
 /* dir/rel holds exactly what `source` holds. */
 int sfx_same_file(const char *dir, const char *rel, const char *source);
+
+/* A client of the public API (aftp/aftp_client.h) with the identity,
+ * pinning the server's key; aftp_client_del frees it. On the test's
+ * thread (it asserts); the client may then run on another. */
+aftp_client *sfx_client_new(const uint8_t *identity, const uint8_t *server_public);
+/* Its HOST:PORT for a server on 127.0.0.1:port. */
+void sfx_client_host(char *out, size_t cap, unsigned port);
 
 /* A push to 127.0.0.1:port: files, at a fixed rate, silent 5 s at most,
  * unprotected until sfx_push_keys; `o` may be changed before the run. */
