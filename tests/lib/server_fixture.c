@@ -99,7 +99,8 @@ void sfx_on_receipt(void *user, const aftp_receipt *r)
     pthread_mutex_lock(&sv->lock);
     if (sv->receipt_count < SFX_MAX_RECEIPTS) {
         sfx_receipt *e = &sv->receipts[sv->receipt_count++];
-        *e = (sfx_receipt){.outcome = r->outcome, .held_bytes = r->held_bytes,
+        *e = (sfx_receipt){.outcome = r->outcome, .pulled = r->pulled,
+                           .held_bytes = r->held_bytes,
                            .connected_ns = r->connected_unix_ns, .end_ns = r->end_unix_ns};
         snprintf(e->path, sizeof e->path, "%s", r->path);
     }

@@ -38,6 +38,7 @@ typedef struct sfx_line {
 typedef struct sfx_receipt {
     char path[256];
     int outcome;
+    int pulled; /* the client fetched it (a pull) */
     uint64_t held_bytes;
     int64_t connected_ns, end_ns; /* its session's handshake; its commit */
 } sfx_receipt;
