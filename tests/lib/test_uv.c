@@ -70,18 +70,20 @@ typedef struct uv_env {
      * progress calls one turn delivered */
     uv_check_t turns;
     int count_turns, turn, progress_turn, progress_in_turn, most_progress_in_turn;
-    int block_at_server_progress_ms;
-    /* a second send of the same file beside the first, by a client of the
-     * same key, landing in a root of its own (twin_dir) */
+    /* the loop sleeps this long at the server's first progress once
+     * block_after_sessions sessions started (0: the first progress); the
+     * turn after it, and the sessions whose progress came in that turn */
+    int block_at_server_progress_ms, block_after_sessions, held_turn;
+    uint64_t sessions_after_hold[4];
+    int sessions_after_hold_count;
+    /* twin_sends: a second send of the same file beside the first, by a
+     * client of the same key (twin), landing in a root of its own (twin_dir) */
+    int twin_sends;
     aftp_client *twin;
     aftp_uv_send *twin_send;
     char *twin_dir;
     int twin_fd, twin_status, twin_done;
-    /* the loop sleeps this long at the server's first progress once both
-     * sessions started; the sessions of the progress the turn after it */
-    int sessions_started, hold_at_both_ms, held_turn;
-    uint64_t sessions_after_hold[4];
-    int sessions_after_hold_count;
+    int sessions_started;
     /* a receipt callback set on the server before the start, none in cbs */
     int receipt_set_before, stray_receipts;
     char link_target[64]; /* the PLACED link's, from its entry */
@@ -336,16 +338,14 @@ static void server_progress(void *user, const aftp_progress *p)
         e->most_progress_in_turn = e->progress_in_turn;
     if (e->held_turn > 0 && e->turn == e->held_turn)
         note_session_after_hold(e, p->session);
-    if (e->hold_at_both_ms > 0 && e->held_turn == 0 && e->sessions_started == 2) {
-        usleep((useconds_t)e->hold_at_both_ms * 1000u); /* both workers' progress piles up */
-        e->held_turn = ++e->turn; /* what piled up may come in this turn still */
+    if (e->block_at_server_progress_ms > 0 && e->held_turn == 0 &&
+        e->sessions_started >= e->block_after_sessions) {
+        /* the workers' progress piles up meanwhile */
+        usleep((useconds_t)e->block_at_server_progress_ms * 1000u);
+        e->held_turn = ++e->turn; /* what piled up may come in this turn still: counted apart */
     }
     if (e->server_progress_calls++ > 0)
         return;
-    if (e->block_at_server_progress_ms > 0) { /* the workers' progress piles up meanwhile */
-        usleep((useconds_t)e->block_at_server_progress_ms * 1000u);
-        e->turn++; /* what piled up may come in this turn still: counted apart */
-    }
     if (e->stop_at_server_progress)
         aftp_uv_server_stop(e->run);
     if (e->drain_at_server_progress)
@@ -414,6 +414,16 @@ static void on_tick(uv_timer_t *t)
 
 /* ---- set-up ---- */
 
+/* A client of the identity, pinning the env's server key. */
+static aftp_client *env_client(const uv_env *e, const uint8_t *secret)
+{
+    aftp_client *c = NULL;
+    assert_int_equal(aftp_client_new(&c), AFTP_OK);
+    assert_int_equal(aftp_client_set_identity(c, secret), AFTP_OK);
+    assert_int_equal(aftp_client_set_peer_key(c, e->server_public), AFTP_OK);
+    return c;
+}
+
 static void env_init(uv_env *e)
 {
     memset(e, 0, sizeof *e);
@@ -429,21 +439,23 @@ static void env_init(uv_env *e)
     assert_int_equal(aftp_server_new(&e->server), AFTP_OK);
     assert_int_equal(aftp_server_set_listen(e->server, "127.0.0.1:0"), AFTP_OK);
     assert_int_equal(aftp_server_set_identity(e->server, e->server_secret), AFTP_OK);
-    assert_int_equal(aftp_client_new(&e->client), AFTP_OK);
-    assert_int_equal(aftp_client_set_identity(e->client, e->client_secret), AFTP_OK);
-    assert_int_equal(aftp_client_set_peer_key(e->client, e->server_public), AFTP_OK);
+    e->client = env_client(e, e->client_secret);
 }
 
 /* Serves on the loop (with an admission callback) and runs the loop until
  * nothing is left on it; then the loop must close. */
 static void env_run(uv_env *e)
 {
-    for (int i = 0; i < 2 && e->rate != 0; i++) {
-        aftp_client *c = i == 0 ? e->client : e->twin;
-        if (c == NULL)
+    if (e->twin_sends && e->twin == NULL) {
+        e->twin = env_client(e, e->client_secret);
+        e->twin_dir = io_test_mkdtemp(&e->twin_fd);
+    }
+    aftp_client *const paced[] = {e->client, e->twin, e->refused_client};
+    for (size_t i = 0; i < 3 && e->rate != 0; i++) {
+        if (paced[i] == NULL)
             continue;
-        assert_int_equal(aftp_client_set_policy(c, AFTP_CC_FIXED), AFTP_OK);
-        assert_int_equal(aftp_client_set_rate(c, e->rate), AFTP_OK);
+        assert_int_equal(aftp_client_set_policy(paced[i], AFTP_CC_FIXED), AFTP_OK);
+        assert_int_equal(aftp_client_set_rate(paced[i], e->rate), AFTP_OK);
     }
     int stopped_before = e->server_stopped;
     if (e->count_turns) {
@@ -476,18 +488,7 @@ static void env_run(uv_env *e)
 static void env_add_refused_client(uv_env *e)
 {
     assert_int_equal(aftp_hs_keypair(e->refused_secret, e->refused_public), AFTP_OK);
-    assert_int_equal(aftp_client_new(&e->refused_client), AFTP_OK);
-    assert_int_equal(aftp_client_set_identity(e->refused_client, e->refused_secret), AFTP_OK);
-    assert_int_equal(aftp_client_set_peer_key(e->refused_client, e->server_public), AFTP_OK);
-}
-
-/* The twin: a second client of the same key, its root beside the first. */
-static void env_add_twin(uv_env *e)
-{
-    assert_int_equal(aftp_client_new(&e->twin), AFTP_OK);
-    assert_int_equal(aftp_client_set_identity(e->twin, e->client_secret), AFTP_OK);
-    assert_int_equal(aftp_client_set_peer_key(e->twin, e->server_public), AFTP_OK);
-    e->twin_dir = io_test_mkdtemp(&e->twin_fd);
+    e->refused_client = env_client(e, e->refused_secret);
 }
 
 static void env_end(uv_env *e)
@@ -614,8 +615,6 @@ static void test_server_on_test_loop(void **state)
     e.file = make_file(&e, "data.bin", 4u << 20);
     e.rate = 40000000; /* 0.8 s */
     e.use_ticker = 1;
-    assert_int_equal(aftp_client_set_policy(e.refused_client, AFTP_CC_FIXED), AFTP_OK);
-    assert_int_equal(aftp_client_set_rate(e.refused_client, e.rate), AFTP_OK);
     env_run(&e);
     assert_int_equal(e.refused_status, AFTP_ERR_UNKNOWN_PEER);
     assert_int_equal(e.refused_admissions, 1);
@@ -658,6 +657,17 @@ static void test_server_entries_on_loop(void **state)
     env_end(&e);
 }
 
+/* A 2 s transfer (4 MiB at 16 Mbit/s) of a file `name`, the loop's turns
+ * counted, the loop to be held for a second at the server's progress. */
+static void env_init_held(uv_env *e, const char *name)
+{
+    env_init(e);
+    e->file = make_file(e, name, 4u << 20);
+    e->rate = 16000000;
+    e->count_turns = 1;
+    e->block_at_server_progress_ms = 1000;
+}
+
 /* The loop held for a second at the server's first progress of a 2 s
  * transfer: the progress the worker reported meanwhile (about 4 a second)
  * comes as one call, the file's latest figures, not as a burst. A receipt
@@ -667,11 +677,7 @@ static void test_server_progress_coalesced(void **state)
 {
     (void)state;
     uv_env e;
-    env_init(&e);
-    e.file = make_file(&e, "ticks.bin", 4u << 20);
-    e.rate = 16000000;
-    e.count_turns = 1;
-    e.block_at_server_progress_ms = 1000;
+    env_init_held(&e, "ticks.bin");
     e.receipt_set_before = 1;
     env_run(&e);
     assert_int_equal(e.stray_receipts, 0);
@@ -691,12 +697,9 @@ static void test_server_progress_per_session(void **state)
 {
     (void)state;
     uv_env e;
-    env_init(&e);
-    env_add_twin(&e);
-    e.file = make_file(&e, "same.bin", 4u << 20);
-    e.rate = 16000000;
-    e.count_turns = 1;
-    e.hold_at_both_ms = 1000;
+    env_init_held(&e, "same.bin");
+    e.twin_sends = 1;
+    e.block_after_sessions = 2;
     env_run(&e);
     assert_int_equal(e.send_status, AFTP_OK);
     assert_int_equal(e.twin_status, AFTP_OK);
