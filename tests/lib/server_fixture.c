@@ -199,6 +199,19 @@ int sfx_teardown(void **state)
     return 0;
 }
 
+int sfx_one_setup(void **state)
+{
+    sfx_one *f = sfx_setup(sizeof *f);
+    sfx_mkdir(f->dir, sizeof f->dir, f->srv.top, "incoming");
+    sfx_key_new(&f->server);
+    sfx_key_new(&f->client);
+    FILE *out = sfx_authorized_open(f->authorized, sizeof f->authorized, f->srv.top);
+    sfx_authorize(out, NULL, f->client.public_key, "partner");
+    fclose(out);
+    *state = f;
+    return 0;
+}
+
 void sfx_configure(sfx_server *sv, const char *dir, const uint8_t *identity,
                    const char *authorized, uint64_t idle_ms)
 {

@@ -87,6 +87,17 @@ const char *sfx_line_of(sfx_server *sv, int kind, int n);
  * frees the server, the tree and the fixture. */
 void *sfx_setup(size_t size);
 int sfx_teardown(void **state);
+/* The fixture of a test with one client key: the server's dir
+ * (top/incoming), its key, and the client's key authorized (comment
+ * "partner") in top/authorized_keys. sfx_one_setup is a cmocka setup;
+ * sfx_teardown frees it. */
+typedef struct sfx_one {
+    sfx_server srv; /* first: sfx_setup, sfx_teardown */
+    char dir[512], authorized[600];
+    sfx_key server, client;
+} sfx_one;
+int sfx_one_setup(void **state);
+
 /* A protected server: on 127.0.0.1 (a free port), storing into dir, with
  * the identity, admitting the authorized keys, silent clients ending
  * after idle_ms, its log kept (sfx_log). */
