@@ -80,6 +80,7 @@ typedef struct server_session {
      * window, so no two share a slot. One slot in one-file mode. */
     int64_t *file_starts;
     uint32_t file_slots;
+    uint64_t number; /* aftp_progress.session */
 } server_session;
 
 struct aftp_admission {
@@ -132,6 +133,7 @@ struct aftp_server {
     unsigned port;              /* atomically: aftp_server_port from any thread */
     aftp_admit admit;           /* the run's policy */
     int session_error;          /* the failed session's aftp_error, for its log line */
+    uint64_t sessions_opened;   /* the latest session's number (session_open, on the loop) */
     char errmsg[SERVER_ERRMSG_MAX];
 };
 
@@ -871,6 +873,7 @@ static void on_tick(void *app, const aftp_stats *st, uint64_t now_ns)
         !aftp_meter_read(&ss->client.meter, st->payload_bytes_received, now_ns, &m))
         return;
     aftp_meter_progress(&ss->client.meter, &m, st, ss->client.file, &p);
+    p.session = ss->number;
     s->progress_cb(s->progress_user, &p);
 }
 
@@ -1087,6 +1090,7 @@ static void *session_open(void *app)
     if (ss == NULL)
         return NULL;
     ss->s = s;
+    ss->number = ++s->sessions_opened;
     ss->file_slots = s->pipeline_window > 0 ? s->pipeline_window : 1;
     ss->file_starts = calloc(ss->file_slots, sizeof *ss->file_starts);
     if (ss->file_starts == NULL) {

@@ -12,8 +12,9 @@
  * uv_async_t: the loop thread calls the callbacks, in order. What the
  * server's run says on the loop thread itself (its admission question,
  * most log lines) goes to the embedder at once, after the events queued
- * before it. Progress is coalesced: a file's figures that the loop has
- * not taken yet are replaced by newer ones.
+ * before it. Progress is coalesced: a session's figures of a file that
+ * the loop has not taken yet are replaced by newer ones (a server's
+ * sessions each keep theirs, though their files share name and size).
  *
  * This is the only file of lib/ (and of the core beneath it) that includes
  * <uv.h>: tests/lib/uv_confined.sh checks. */
@@ -158,16 +159,23 @@ static void bridge_post(uv_bridge *b, bridge_event *ev)
     uv_async_send(&b->wake);
 }
 
-/* The figures of p into a progress event of the same file that the loop
- * has not taken yet (a file is its name and size): 1, or 0 when there is
- * none. */
+/* Whether q and p report the same session's same file (a file is its
+ * name and size; a send's progress is all of session 0). */
+static int progress_same(const aftp_progress *q, const aftp_progress *p)
+{
+    return q->session == p->session && q->size == p->size &&
+           strcmp(q->name, p->name != NULL ? p->name : "") == 0;
+}
+
+/* The figures of p into a progress event of the same session and file
+ * that the loop has not taken yet: 1, or 0 when there is none. */
 static int progress_coalesce(uv_bridge *b, const aftp_progress *p)
 {
     int found = 0;
     uv_mutex_lock(&b->lock);
     for (bridge_event *ev = b->progress_head; ev != NULL && !found; ev = ev->next_progress) {
         aftp_progress *q = &ev->u.progress;
-        if (q->size == p->size && strcmp(q->name, p->name != NULL ? p->name : "") == 0) {
+        if (progress_same(q, p)) {
             const char *name = q->name;
             *q = *p;
             q->name = name;

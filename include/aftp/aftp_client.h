@@ -147,6 +147,10 @@ typedef struct aftp_progress {
                           * controller takes as the path without queues; 0 before a sample */
     double queue_ms;     /* the latest round-trip time above that minimum: the queue the
                           * send is building on the path */
+    uint64_t session;    /* a server's progress (aftp_server_set_progress_cb): which of its
+                          * sessions, a number it gives each session from 1, not reused
+                          * while the server handle lives, so that concurrent sessions'
+                          * reports can be told apart; 0 in a client's progress */
 } aftp_progress;
 typedef void (*aftp_progress_cb)(void *user, const aftp_progress *p);
 /* cb NULL: no progress. Always AFTP_OK (AFTP_ERR_INVALID_ARGUMENT for a

@@ -349,7 +349,9 @@ AFTP_EXTERN int aftp_server_set_entry_cb(aftp_server *s, aftp_receipt_cb cb, voi
  * bytes that are not printable escaped ("\\xHH"),
  * bytes_done the bytes received, goodput and ETA from them; the path's
  * figures (rate_bps, loss, RTTs) are the receiving engine's, mostly 0: the
- * sender controls the rate. On the run's thread. cb NULL: no progress. */
+ * sender controls the rate; `session` says which session reports (two
+ * clients may send files of one name at once). On the run's thread. cb
+ * NULL: no progress. */
 AFTP_EXTERN int aftp_server_set_progress_cb(aftp_server *s, aftp_progress_cb cb, void *user);
 
 /* ---- what an operator's log wants: the library prints nothing ---- */

@@ -39,7 +39,8 @@
  * (a readdir of its resume directory), and beneath a session's root when
  * the session begins and ends.
  * A progress report the loop has not taken yet is replaced by a newer
- * one of the same file; every other event is delivered (a thread whose
+ * one of the same session and file (aftp_progress.session tells a
+ * server's sessions apart); every other event is delivered (a thread whose
  * copy finds no memory waits for some), and the done callback always
  * comes.
  *

@@ -99,7 +99,8 @@ void sfx_on_receipt(void *user, const aftp_receipt *r)
     pthread_mutex_lock(&sv->lock);
     if (sv->receipt_count < SFX_MAX_RECEIPTS) {
         sfx_receipt *e = &sv->receipts[sv->receipt_count++];
-        *e = (sfx_receipt){.outcome = r->outcome, .held_bytes = r->held_bytes,
+        *e = (sfx_receipt){.outcome = r->outcome, .pulled = r->pulled,
+                           .held_bytes = r->held_bytes,
                            .connected_ns = r->connected_unix_ns, .end_ns = r->end_unix_ns};
         snprintf(e->path, sizeof e->path, "%s", r->path);
     }
@@ -198,6 +199,19 @@ int sfx_teardown(void **state)
     return 0;
 }
 
+int sfx_one_setup(void **state)
+{
+    sfx_one *f = sfx_setup(sizeof *f);
+    sfx_mkdir(f->dir, sizeof f->dir, f->srv.top, "incoming");
+    sfx_key_new(&f->server);
+    sfx_key_new(&f->client);
+    FILE *out = sfx_authorized_open(f->authorized, sizeof f->authorized, f->srv.top);
+    sfx_authorize(out, NULL, f->client.public_key, "partner");
+    fclose(out);
+    *state = f;
+    return 0;
+}
+
 void sfx_configure(sfx_server *sv, const char *dir, const uint8_t *identity,
                    const char *authorized, uint64_t idle_ms)
 {
@@ -250,6 +264,20 @@ int sfx_same_file(const char *dir, const char *rel, const char *source)
     char path[1200];
     snprintf(path, sizeof path, "%s/%s", dir, rel);
     return io_test_same_file(path, source);
+}
+
+aftp_client *sfx_client_new(const uint8_t *identity, const uint8_t *server_public)
+{
+    aftp_client *c = NULL;
+    assert_int_equal(aftp_client_new(&c), AFTP_OK);
+    assert_int_equal(aftp_client_set_identity(c, identity), AFTP_OK);
+    assert_int_equal(aftp_client_set_peer_key(c, server_public), AFTP_OK);
+    return c;
+}
+
+void sfx_client_host(char *out, size_t cap, unsigned port)
+{
+    snprintf(out, cap, "127.0.0.1:%u", port);
 }
 
 void sfx_push_init(sfx_push *p, unsigned port, const char *const *files, size_t count,

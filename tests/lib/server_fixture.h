@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "aftp/aftp_client.h"
 #include "aftp/aftp_server.h"
 #include "aftp_push.h"
 
@@ -37,6 +38,7 @@ typedef struct sfx_line {
 typedef struct sfx_receipt {
     char path[256];
     int outcome;
+    int pulled; /* the client fetched it (a pull) */
     uint64_t held_bytes;
     int64_t connected_ns, end_ns; /* its session's handshake; its commit */
 } sfx_receipt;
@@ -85,6 +87,17 @@ const char *sfx_line_of(sfx_server *sv, int kind, int n);
  * frees the server, the tree and the fixture. */
 void *sfx_setup(size_t size);
 int sfx_teardown(void **state);
+/* The fixture of a test with one client key: the server's dir
+ * (top/incoming), its key, and the client's key authorized (comment
+ * "partner") in top/authorized_keys. sfx_one_setup is a cmocka setup;
+ * sfx_teardown frees it. */
+typedef struct sfx_one {
+    sfx_server srv; /* first: sfx_setup, sfx_teardown */
+    char dir[512], authorized[600];
+    sfx_key server, client;
+} sfx_one;
+int sfx_one_setup(void **state);
+
 /* A protected server: on 127.0.0.1 (a free port), storing into dir, with
  * the identity, admitting the authorized keys, silent clients ending
  * after idle_ms, its log kept (sfx_log). */
@@ -118,6 +131,13 @@ void sfx_mkdir(char *out, size_t cap, const char *dir, const char *name);
 void sfx_make_file(const char *path, size_t len, uint32_t seed);
 /* dir/rel holds exactly what `source` holds. */
 int sfx_same_file(const char *dir, const char *rel, const char *source);
+
+/* A client of the public API (aftp/aftp_client.h) with the identity,
+ * pinning the server's key; aftp_client_del frees it. On the test's
+ * thread (it asserts); the client may then run on another. */
+aftp_client *sfx_client_new(const uint8_t *identity, const uint8_t *server_public);
+/* Its HOST:PORT for a server on 127.0.0.1:port. */
+void sfx_client_host(char *out, size_t cap, unsigned port);
 
 /* A push to 127.0.0.1:port: files, at a fixed rate, silent 5 s at most,
  * unprotected until sfx_push_keys; `o` may be changed before the run. */

@@ -50,24 +50,7 @@ enum { WINDOW = 64 };
 #define FAST_BPS UINT64_C(400000000)
 #define PAUSE_AFTER (UINT64_C(1) << 20) /* payload sent before a pause */
 
-typedef struct fixture {
-    sfx_server srv; /* first: sfx_setup, sfx_teardown */
-    char dir[512], authorized[600];
-    sfx_key server, client; /* one client key for every push */
-} fixture;
-
-static int setup(void **state)
-{
-    fixture *f = sfx_setup(sizeof *f);
-    sfx_mkdir(f->dir, sizeof f->dir, f->srv.top, "incoming");
-    sfx_key_new(&f->server);
-    sfx_key_new(&f->client);
-    FILE *out = sfx_authorized_open(f->authorized, sizeof f->authorized, f->srv.top);
-    sfx_authorize(out, NULL, f->client.public_key, "partner");
-    fclose(out);
-    *state = f;
-    return 0;
-}
+typedef sfx_one fixture; /* one client key for every push */
 
 /* ---- the server ---- */
 
@@ -359,13 +342,14 @@ static void test_restart_resumes_after_lingering_session(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_distinct_files_overlap, setup, sfx_teardown),
-        cmocka_unit_test_setup_teardown(test_same_file_waits, setup, sfx_teardown),
-        cmocka_unit_test_setup_teardown(test_same_file_waits_one_file_mode, setup, sfx_teardown),
-        cmocka_unit_test_setup_teardown(test_held_entry_flows, setup, sfx_teardown),
-        cmocka_unit_test_setup_teardown(test_crossed_files, setup, sfx_teardown),
-        cmocka_unit_test_setup_teardown(test_restart_resumes_after_lingering_session, setup,
+        cmocka_unit_test_setup_teardown(test_distinct_files_overlap, sfx_one_setup, sfx_teardown),
+        cmocka_unit_test_setup_teardown(test_same_file_waits, sfx_one_setup, sfx_teardown),
+        cmocka_unit_test_setup_teardown(test_same_file_waits_one_file_mode, sfx_one_setup,
                                         sfx_teardown),
+        cmocka_unit_test_setup_teardown(test_held_entry_flows, sfx_one_setup, sfx_teardown),
+        cmocka_unit_test_setup_teardown(test_crossed_files, sfx_one_setup, sfx_teardown),
+        cmocka_unit_test_setup_teardown(test_restart_resumes_after_lingering_session,
+                                        sfx_one_setup, sfx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -3,9 +3,11 @@
  * 127.0.0.1 from threads of their own (aftp_client_send), and raw peers
  * misbehave beside them.
  *
- *   concurrent   32 clients at once, distinct files and a few trees: all
- *                byte-exact, one receipt per file, and the sessions really
- *                overlap (two of them were connected at the same time);
+ *   concurrent   32 clients push at once, distinct files and a few trees,
+ *                while 8 more pull (aftp_client_get) distinct files and a
+ *                tree from the server's root: all byte-exact both ways, one
+ *                receipt per file, and the sessions really overlap (two of
+ *                them were connected at the same time, a pull among them);
  *   misbehaving  while a real client transfers: a half-open peer (HELLO,
  *                then silence), a trickling authorized peer, a client that
  *                cancels and a flood of HELLOs: the real client's files
@@ -42,12 +44,12 @@
 #include "server_fixture.h"
 #include "proto/aftp_wire.h"
 
-enum { KEYS = 32, TREE_FILES = 3 };
+enum { KEYS = 32, PULLERS = 8, TREE_FILES = 3 };
 
 typedef struct fixture {
     sfx_server srv; /* first: sfx_setup, sfx_teardown */
     char server_dir[512], authorized[512];
-    sfx_key server, client[KEYS];
+    sfx_key server, client[KEYS + PULLERS]; /* the pushers', then the pullers' */
 } fixture;
 
 static int setup(void **state)
@@ -56,9 +58,9 @@ static int setup(void **state)
     sfx_mkdir(f->server_dir, sizeof f->server_dir, f->srv.top, "incoming");
     FILE *out = sfx_authorized_open(f->authorized, sizeof f->authorized, f->srv.top);
     sfx_key_new(&f->server);
-    for (int i = 0; i < KEYS; i++) {
+    for (int i = 0; i < KEYS + PULLERS; i++) {
         sfx_key_new(&f->client[i]);
-        sfx_authorize(out, NULL, f->client[i].public_key, "client");
+        sfx_authorize(out, NULL, f->client[i].public_key, i < KEYS ? "client" : "puller");
     }
     fclose(out);
     *state = f;
@@ -82,6 +84,7 @@ typedef struct client_job {
     int key;
     const char *files[4];
     size_t count;
+    const char *dest; /* non-NULL: a pull of files (the server's paths) into it */
     uint64_t max_rate_bps;
     int cancel_on_progress; /* cancel once the server received bytes */
     aftp_client *c;
@@ -96,20 +99,24 @@ static void cancel_on_progress(void *user, const aftp_progress *p)
         aftp_client_cancel(j->c);
 }
 
-static void *client_thread(void *arg)
+/* The job's client, made on the test's thread. */
+static void client_prepare(client_job *j)
 {
-    client_job *j = arg;
-    char host[64];
-    snprintf(host, sizeof host, "127.0.0.1:%u", j->port);
-    aftp_client_new(&j->c);
-    aftp_client_set_identity(j->c, j->f->client[j->key].secret);
-    aftp_client_set_peer_key(j->c, j->f->server.public_key);
+    j->c = sfx_client_new(j->f->client[j->key].secret, j->f->server.public_key);
     aftp_client_set_idle_timeout_ms(j->c, 10000);
     if (j->max_rate_bps != 0)
         aftp_client_set_max_rate(j->c, j->max_rate_bps);
     if (j->cancel_on_progress)
         aftp_client_set_progress_cb(j->c, cancel_on_progress, j);
-    j->rc = aftp_client_send(j->c, host, j->files, j->count);
+}
+
+static void *client_thread(void *arg)
+{
+    client_job *j = arg;
+    char host[64];
+    sfx_client_host(host, sizeof host, j->port);
+    j->rc = j->dest != NULL ? aftp_client_get(j->c, host, j->files, j->count, j->dest)
+                            : aftp_client_send(j->c, host, j->files, j->count);
     snprintf(j->errmsg, sizeof j->errmsg, "%s", aftp_client_errmsg(j->c));
     aftp_client_del(j->c);
     return NULL;
@@ -117,11 +124,13 @@ static void *client_thread(void *arg)
 
 static void start_client(pthread_t *t, client_job *j)
 {
+    client_prepare(j);
     assert_int_equal(pthread_create(t, NULL, client_thread, j), 0);
 }
 
 static int run_client(client_job *j)
 {
+    client_prepare(j);
     client_thread(j);
     return j->rc;
 }
@@ -236,56 +245,154 @@ static int peak_overlap(const fixture *f)
     return peak;
 }
 
+/* Whether a pull's session and a push's were connected at the same time. */
+static int pull_beside_push(const fixture *f)
+{
+    const sfx_receipt *r = f->srv.receipts;
+    for (int i = 0; i < f->srv.receipt_count; i++)
+        for (int k = 0; k < f->srv.receipt_count; k++)
+            if (r[i].pulled && !r[k].pulled && r[i].connected_ns <= r[k].end_ns &&
+                r[k].connected_ns <= r[i].end_ns)
+                return 1;
+    return 0;
+}
+
+/* The sources of the 32 pushers: each its file cNN.bin, every 8th also
+ * a tree tNN/sub/fK (paths[i][k]). */
+typedef struct push_sources {
+    char paths[KEYS][TREE_FILES + 1][600], dirs[KEYS][500];
+} push_sources;
+
+static void make_pusher(fixture *f, push_sources *src, int i, client_job *j)
+{
+    char(*paths)[600] = src->paths[i];
+    snprintf(paths[0], sizeof paths[0], "%s/c%02d.bin", f->srv.top, i);
+    sfx_make_file(paths[0], 200000 + (size_t)i * 997, (uint32_t)i);
+    j->files[j->count++] = paths[0];
+    if (i % 8 != 3)
+        return;
+    char *dir = src->dirs[i];
+    snprintf(dir, sizeof src->dirs[i], "%s/t%02d", f->srv.top, i); /* a tree: t/sub/fK */
+    assert_int_equal(mkdir(dir, 0700), 0);
+    snprintf(paths[1], sizeof paths[1], "%.500s/sub", dir);
+    assert_int_equal(mkdir(paths[1], 0700), 0);
+    for (int k = 1; k <= TREE_FILES; k++) {
+        snprintf(paths[k], sizeof paths[k], "%.500s/sub/f%d", dir, k);
+        sfx_make_file(paths[k], 50000 + (size_t)k * 311, (uint32_t)(i * 10 + k));
+    }
+    j->files[j->count++] = dir;
+}
+
+/* Pusher i's files landed byte-exact, one receipt each; how many. */
+static int assert_pushed(fixture *f, const push_sources *src, int i)
+{
+    char rel[64];
+    int files = 1;
+    snprintf(rel, sizeof rel, "c%02d.bin", i);
+    assert_true(sfx_same_file(f->server_dir, rel, src->paths[i][0]));
+    assert_int_equal(sfx_receipts_for(&f->srv, rel), 1);
+    for (int k = 1; i % 8 == 3 && k <= TREE_FILES; k++, files++) {
+        snprintf(rel, sizeof rel, "t%02d/sub/f%d", i, k);
+        assert_true(sfx_same_file(f->server_dir, rel, src->paths[i][k]));
+        assert_int_equal(sfx_receipts_for(&f->srv, rel), 1);
+    }
+    return files;
+}
+
+/* What the pullers fetch, beneath the server's root: pull/pNN.bin, one
+ * each, and the tree pull/tree (top.bin, sub/fK) that each fetches too. */
+static void make_pull_sources(const fixture *f)
+{
+    char path[700];
+    snprintf(path, sizeof path, "%s/pull", f->server_dir);
+    assert_int_equal(mkdir(path, 0700), 0);
+    for (int p = 0; p < PULLERS; p++) {
+        snprintf(path, sizeof path, "%s/pull/p%02d.bin", f->server_dir, p);
+        sfx_make_file(path, 300000 + (size_t)p * 1009, 500u + (uint32_t)p);
+    }
+    snprintf(path, sizeof path, "%s/pull/tree", f->server_dir);
+    assert_int_equal(mkdir(path, 0700), 0);
+    snprintf(path, sizeof path, "%s/pull/tree/sub", f->server_dir);
+    assert_int_equal(mkdir(path, 0700), 0);
+    snprintf(path, sizeof path, "%s/pull/tree/top.bin", f->server_dir);
+    sfx_make_file(path, 120000, 600);
+    for (int k = 1; k <= TREE_FILES; k++) {
+        snprintf(path, sizeof path, "%s/pull/tree/sub/f%d", f->server_dir, k);
+        sfx_make_file(path, 40000 + (size_t)k * 733, 600u + (uint32_t)k);
+    }
+}
+
+/* Puller p (key KEYS + p): its file and the tree, into dest. */
+static void make_puller(fixture *f, int p, char *dest, size_t cap, char *file, size_t file_cap,
+                        client_job *j)
+{
+    snprintf(dest, cap, "%s/got%02d", f->srv.top, p);
+    assert_int_equal(mkdir(dest, 0700), 0);
+    snprintf(file, file_cap, "pull/p%02d.bin", p);
+    j->key = KEYS + p;
+    j->files[0] = file;
+    j->files[1] = "pull/tree";
+    j->count = 2;
+    j->dest = dest;
+}
+
+/* Puller p's file and tree arrived byte-exact (contents and metadata). */
+static void assert_pulled(const fixture *f, int p, const char *dest)
+{
+    char rel[32], src[700];
+    snprintf(rel, sizeof rel, "p%02d.bin", p);
+    snprintf(src, sizeof src, "%s/pull/%s", f->server_dir, rel);
+    assert_true(sfx_same_file(dest, rel, src));
+    int dst = open(dest, O_RDONLY | O_DIRECTORY);
+    assert_true(dst >= 0);
+    snprintf(src, sizeof src, "%s/pull/tree", f->server_dir);
+    assert_int_equal(io_test_expect_tree_copies(src, dst), TREE_FILES + 3); /* tree, top, sub */
+    close(dst);
+}
+
 static void test_32_clients_at_once(void **state)
 {
     fixture *f = *state;
-    static client_job jobs[KEYS];
-    pthread_t threads[KEYS];
-    char paths[KEYS][TREE_FILES + 1][600], dirs[KEYS][500];
+    static client_job jobs[KEYS + PULLERS];
+    static push_sources src;
+    pthread_t threads[KEYS + PULLERS];
+    char dests[PULLERS][600], files[PULLERS][32];
+    make_pull_sources(f);
     configure(f, 10000);
     unsigned port = sfx_start(&f->srv, 30);
-    for (int i = 0; i < KEYS; i++) {
+    for (int i = 0; i < KEYS + PULLERS; i++) {
         client_job *j = &jobs[i];
         *j = (client_job){.f = f, .port = port, .key = i, .max_rate_bps = 100000000};
-        snprintf(paths[i][0], sizeof paths[i][0], "%s/c%02d.bin", f->srv.top, i);
-        sfx_make_file(paths[i][0], 200000 + (size_t)i * 997, (uint32_t)i);
-        j->files[j->count++] = paths[i][0];
-        if (i % 8 != 3)
-            continue;
-        snprintf(dirs[i], sizeof dirs[i], "%s/t%02d", f->srv.top, i); /* a tree: t/sub/fK */
-        assert_int_equal(mkdir(dirs[i], 0700), 0);
-        snprintf(paths[i][1], sizeof paths[i][1], "%.500s/sub", dirs[i]);
-        assert_int_equal(mkdir(paths[i][1], 0700), 0);
-        for (int k = 1; k <= TREE_FILES; k++) {
-            snprintf(paths[i][k], sizeof paths[i][k], "%.500s/sub/f%d", dirs[i], k);
-            sfx_make_file(paths[i][k], 50000 + (size_t)k * 311, (uint32_t)(i * 10 + k));
-        }
-        j->files[j->count++] = dirs[i];
+        if (i < KEYS)
+            make_pusher(f, &src, i, j);
+        else
+            make_puller(f, i - KEYS, dests[i - KEYS], sizeof dests[0], files[i - KEYS],
+                        sizeof files[0], j);
     }
-    for (int i = 0; i < KEYS; i++)
+    /* the pulls start among the pushes: one after every 4th push */
+    for (int i = 0; i < KEYS; i++) {
         start_client(&threads[i], &jobs[i]);
-    for (int i = 0; i < KEYS; i++)
+        if (i % 4 == 0)
+            start_client(&threads[KEYS + i / 4], &jobs[KEYS + i / 4]);
+    }
+    for (int i = 0; i < KEYS + PULLERS; i++)
         pthread_join(threads[i], NULL);
     sfx_stop(&f->srv, 2);
 
     assert_int_equal(f->srv.run_rc, AFTP_OK);
-    int expected = 0;
-    for (int i = 0; i < KEYS; i++) {
-        char rel[64];
+    int pushed = 0, pulled = 0;
+    for (int i = 0; i < KEYS + PULLERS; i++)
         assert_int_equal(jobs[i].rc, AFTP_OK);
-        snprintf(rel, sizeof rel, "c%02d.bin", i);
-        assert_true(sfx_same_file(f->server_dir, rel, paths[i][0]));
-        assert_int_equal(sfx_receipts_for(&f->srv, rel), 1);
-        expected++;
-        for (int k = 1; i % 8 == 3 && k <= TREE_FILES; k++) {
-            snprintf(rel, sizeof rel, "t%02d/sub/f%d", i, k);
-            assert_true(sfx_same_file(f->server_dir, rel, paths[i][k]));
-            assert_int_equal(sfx_receipts_for(&f->srv, rel), 1);
-            expected++;
-        }
-    }
-    assert_int_equal(f->srv.receipt_count, expected);
+    for (int i = 0; i < KEYS; i++)
+        pushed += assert_pushed(f, &src, i);
+    for (int p = 0; p < PULLERS; p++)
+        assert_pulled(f, p, dests[p]);
+    for (int i = 0; i < f->srv.receipt_count; i++)
+        pulled += f->srv.receipts[i].pulled;
+    assert_int_equal(f->srv.receipt_count - pulled, pushed);
+    assert_int_equal(pulled, PULLERS * (1 + 1 + TREE_FILES)); /* p, top.bin, sub/fK */
     assert_true(peak_overlap(f) >= 2);
+    assert_true(pull_beside_push(f));
 }
 
 static void test_misbehaving_peers(void **state)

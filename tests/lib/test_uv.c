@@ -10,7 +10,8 @@
  * loop thread, a timer of the test's own fires while a file arrives, a
  * loop kept busy delays a handshake instead of refusing it, a stop or a
  * drain during a transfer ends the run (a drain only once the file is
- * in), and a port taken comes back through the stopped callback. */
+ * in), a port taken comes back through the stopped callback, and two
+ * sessions' progress of files alike in name and size both reach the loop. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -69,7 +70,20 @@ typedef struct uv_env {
      * progress calls one turn delivered */
     uv_check_t turns;
     int count_turns, turn, progress_turn, progress_in_turn, most_progress_in_turn;
-    int block_at_server_progress_ms;
+    /* the loop sleeps this long at the server's first progress once
+     * block_after_sessions sessions started (0: the first progress); the
+     * turn after it, and the sessions whose progress came in that turn */
+    int block_at_server_progress_ms, block_after_sessions, held_turn;
+    uint64_t sessions_after_hold[4];
+    int sessions_after_hold_count;
+    /* twin_sends: a second send of the same file beside the first, by a
+     * client of the same key (twin), landing in a root of its own (twin_dir) */
+    int twin_sends;
+    aftp_client *twin;
+    aftp_uv_send *twin_send;
+    char *twin_dir;
+    int twin_fd, twin_status, twin_done;
+    int sessions_started;
     /* a receipt callback set on the server before the start, none in cbs */
     int receipt_set_before, stray_receipts;
     char link_target[64]; /* the PLACED link's, from its entry */
@@ -145,6 +159,7 @@ static void client_progress(void *user, const aftp_progress *p)
     uv_env *e = user;
     on_loop(e);
     assert_non_null(p->name);
+    assert_int_equal(p->session, 0); /* a client's progress is of no server session */
     if (e->cancel_at_progress && e->progress_calls == 0) {
         e->cancel_ns = now_ns();
         aftp_uv_send_cancel(e->send);
@@ -170,6 +185,12 @@ static void client_notice(void *user, const char *text)
 
 static void start_send(uv_env *e);
 
+/* Every send the test started has ended. */
+static int sends_over(const uv_env *e)
+{
+    return e->send_done > 0 && (e->twin == NULL || e->twin_done);
+}
+
 static void client_done(void *user, int status, const char *errmsg)
 {
     uv_env *e = user;
@@ -185,8 +206,31 @@ static void client_done(void *user, int status, const char *errmsg)
     e->done_ns = now_ns();
     e->send_status = status;
     e->send_done++;
-    if (!e->keep_server_at_done)
+    if (!e->keep_server_at_done && sends_over(e))
         aftp_uv_server_stop(e->run);
+}
+
+static void twin_done(void *user, int status, const char *errmsg)
+{
+    uv_env *e = user;
+    on_loop(e);
+    assert_non_null(errmsg);
+    e->twin_send = NULL;
+    e->twin_status = status;
+    e->twin_done = 1;
+    if (sends_over(e))
+        aftp_uv_server_stop(e->run);
+}
+
+/* The twin's send of the env's file, beside the first. */
+static void start_twin(uv_env *e)
+{
+    char hp[64];
+    snprintf(hp, sizeof hp, "127.0.0.1:%u", aftp_server_port(e->server));
+    aftp_uv_send_cbs cbs = {.size = sizeof cbs, .done = twin_done, .user = e};
+    const char *files[] = {e->file};
+    assert_int_equal(aftp_uv_client_send(&e->loop, e->twin, hp, files, 1, &cbs, &e->twin_send),
+                     AFTP_OK);
 }
 
 static void start_send(uv_env *e)
@@ -228,7 +272,10 @@ static int server_admit(void *user, const aftp_peer *peer, aftp_admission *decis
     e->admissions++;
     assert_memory_equal(peer->key, e->client_public, AFTP_KEY_LEN);
     e->transfer_running = 1;
-    return aftp_admission_set_root(decision, e->dst_dir);
+    /* two sessions of one file name in one root would take turns
+     * (aftp_filelock.h): the second one admitted gets a root of its own */
+    int second = e->twin != NULL && e->admissions == 2;
+    return aftp_admission_set_root(decision, second ? e->twin_dir : e->dst_dir);
 }
 
 static void server_receipt(void *user, const aftp_receipt *r)
@@ -239,7 +286,8 @@ static void server_receipt(void *user, const aftp_receipt *r)
     e->receipts++;
     e->receipt = *r;
     snprintf(e->receipt_path, sizeof e->receipt_path, "%s", r->path);
-    assert_string_equal(r->root, e->dst_dir);
+    assert_true(strcmp(r->root, e->dst_dir) == 0 ||
+                (e->twin_dir != NULL && strcmp(r->root, e->twin_dir) == 0));
     assert_non_null(r->client->key);
     assert_memory_equal(r->client->key, e->client_public, AFTP_KEY_LEN);
 }
@@ -268,21 +316,36 @@ static void stray_receipt(void *user, const aftp_receipt *r)
     __atomic_add_fetch(&e->stray_receipts, 1, __ATOMIC_RELAXED); /* maybe off the loop */
 }
 
+/* The session of a progress call in the turn after the hold, counted once. */
+static void note_session_after_hold(uv_env *e, uint64_t session)
+{
+    for (int i = 0; i < e->sessions_after_hold_count; i++)
+        if (e->sessions_after_hold[i] == session)
+            return;
+    if (e->sessions_after_hold_count < 4)
+        e->sessions_after_hold[e->sessions_after_hold_count++] = session;
+}
+
 static void server_progress(void *user, const aftp_progress *p)
 {
     uv_env *e = user;
     on_loop(e);
     assert_non_null(p->name);
+    assert_int_not_equal(p->session, 0);
     e->progress_in_turn = e->progress_turn == e->turn ? e->progress_in_turn + 1 : 1;
     e->progress_turn = e->turn;
     if (e->progress_in_turn > e->most_progress_in_turn)
         e->most_progress_in_turn = e->progress_in_turn;
+    if (e->held_turn > 0 && e->turn == e->held_turn)
+        note_session_after_hold(e, p->session);
+    if (e->block_at_server_progress_ms > 0 && e->held_turn == 0 &&
+        e->sessions_started >= e->block_after_sessions) {
+        /* the workers' progress piles up meanwhile */
+        usleep((useconds_t)e->block_at_server_progress_ms * 1000u);
+        e->held_turn = ++e->turn; /* what piled up may come in this turn still: counted apart */
+    }
     if (e->server_progress_calls++ > 0)
         return;
-    if (e->block_at_server_progress_ms > 0) { /* the workers' progress piles up meanwhile */
-        usleep((useconds_t)e->block_at_server_progress_ms * 1000u);
-        e->turn++; /* what piled up may come in this turn still: counted apart */
-    }
     if (e->stop_at_server_progress)
         aftp_uv_server_stop(e->run);
     if (e->drain_at_server_progress)
@@ -296,12 +359,16 @@ static void server_log(void *user, int kind, const char *line)
     assert_non_null(line);
     if (kind == AFTP_LOG_SESSION_FAILED)
         e->failed_sessions++;
+    if (kind == AFTP_LOG_SESSION_STARTED)
+        e->sessions_started++;
     if (kind == AFTP_LOG_SESSION_ENDED && e->receipts_at_session_end < 0)
         e->receipts_at_session_end = e->receipts;
     if (kind != AFTP_LOG_LISTENING)
         return;
     e->listening++;
     e->refused_sending = e->refused_client != NULL;
+    if (e->twin != NULL)
+        start_twin(e);
     if (e->file != NULL)
         start_send(e);
     else
@@ -347,6 +414,16 @@ static void on_tick(uv_timer_t *t)
 
 /* ---- set-up ---- */
 
+/* A client of the identity, pinning the env's server key. */
+static aftp_client *env_client(const uv_env *e, const uint8_t *secret)
+{
+    aftp_client *c = NULL;
+    assert_int_equal(aftp_client_new(&c), AFTP_OK);
+    assert_int_equal(aftp_client_set_identity(c, secret), AFTP_OK);
+    assert_int_equal(aftp_client_set_peer_key(c, e->server_public), AFTP_OK);
+    return c;
+}
+
 static void env_init(uv_env *e)
 {
     memset(e, 0, sizeof *e);
@@ -362,18 +439,23 @@ static void env_init(uv_env *e)
     assert_int_equal(aftp_server_new(&e->server), AFTP_OK);
     assert_int_equal(aftp_server_set_listen(e->server, "127.0.0.1:0"), AFTP_OK);
     assert_int_equal(aftp_server_set_identity(e->server, e->server_secret), AFTP_OK);
-    assert_int_equal(aftp_client_new(&e->client), AFTP_OK);
-    assert_int_equal(aftp_client_set_identity(e->client, e->client_secret), AFTP_OK);
-    assert_int_equal(aftp_client_set_peer_key(e->client, e->server_public), AFTP_OK);
+    e->client = env_client(e, e->client_secret);
 }
 
 /* Serves on the loop (with an admission callback) and runs the loop until
  * nothing is left on it; then the loop must close. */
 static void env_run(uv_env *e)
 {
-    if (e->rate != 0) {
-        assert_int_equal(aftp_client_set_policy(e->client, AFTP_CC_FIXED), AFTP_OK);
-        assert_int_equal(aftp_client_set_rate(e->client, e->rate), AFTP_OK);
+    if (e->twin_sends && e->twin == NULL) {
+        e->twin = env_client(e, e->client_secret);
+        e->twin_dir = io_test_mkdtemp(&e->twin_fd);
+    }
+    aftp_client *const paced[] = {e->client, e->twin, e->refused_client};
+    for (size_t i = 0; i < 3 && e->rate != 0; i++) {
+        if (paced[i] == NULL)
+            continue;
+        assert_int_equal(aftp_client_set_policy(paced[i], AFTP_CC_FIXED), AFTP_OK);
+        assert_int_equal(aftp_client_set_rate(paced[i], e->rate), AFTP_OK);
     }
     int stopped_before = e->server_stopped;
     if (e->count_turns) {
@@ -406,13 +488,17 @@ static void env_run(uv_env *e)
 static void env_add_refused_client(uv_env *e)
 {
     assert_int_equal(aftp_hs_keypair(e->refused_secret, e->refused_public), AFTP_OK);
-    assert_int_equal(aftp_client_new(&e->refused_client), AFTP_OK);
-    assert_int_equal(aftp_client_set_identity(e->refused_client, e->refused_secret), AFTP_OK);
-    assert_int_equal(aftp_client_set_peer_key(e->refused_client, e->server_public), AFTP_OK);
+    e->refused_client = env_client(e, e->refused_secret);
 }
 
 static void env_end(uv_env *e)
 {
+    if (e->twin != NULL) {
+        aftp_client_del(e->twin);
+        close(e->twin_fd);
+        io_test_rmtree(e->twin_dir);
+        free(e->twin_dir);
+    }
     aftp_client_del(e->refused_client);
     aftp_client_del(e->client);
     aftp_server_del(e->server);
@@ -529,8 +615,6 @@ static void test_server_on_test_loop(void **state)
     e.file = make_file(&e, "data.bin", 4u << 20);
     e.rate = 40000000; /* 0.8 s */
     e.use_ticker = 1;
-    assert_int_equal(aftp_client_set_policy(e.refused_client, AFTP_CC_FIXED), AFTP_OK);
-    assert_int_equal(aftp_client_set_rate(e.refused_client, e.rate), AFTP_OK);
     env_run(&e);
     assert_int_equal(e.refused_status, AFTP_ERR_UNKNOWN_PEER);
     assert_int_equal(e.refused_admissions, 1);
@@ -573,6 +657,17 @@ static void test_server_entries_on_loop(void **state)
     env_end(&e);
 }
 
+/* A 2 s transfer (4 MiB at 16 Mbit/s) of a file `name`, the loop's turns
+ * counted, the loop to be held for a second at the server's progress. */
+static void env_init_held(uv_env *e, const char *name)
+{
+    env_init(e);
+    e->file = make_file(e, name, 4u << 20);
+    e->rate = 16000000;
+    e->count_turns = 1;
+    e->block_at_server_progress_ms = 1000;
+}
+
 /* The loop held for a second at the server's first progress of a 2 s
  * transfer: the progress the worker reported meanwhile (about 4 a second)
  * comes as one call, the file's latest figures, not as a burst. A receipt
@@ -582,11 +677,7 @@ static void test_server_progress_coalesced(void **state)
 {
     (void)state;
     uv_env e;
-    env_init(&e);
-    e.file = make_file(&e, "ticks.bin", 4u << 20);
-    e.rate = 16000000;
-    e.count_turns = 1;
-    e.block_at_server_progress_ms = 1000;
+    env_init_held(&e, "ticks.bin");
     e.receipt_set_before = 1;
     env_run(&e);
     assert_int_equal(e.stray_receipts, 0);
@@ -594,6 +685,32 @@ static void test_server_progress_coalesced(void **state)
     assert_true(e.server_progress_calls >= 2);
     assert_int_equal(e.most_progress_in_turn, 1);
     assert_arrived(&e, "ticks.bin");
+    env_end(&e);
+}
+
+/* Two sessions of one key send a file of the same name and size at once,
+ * each into a root of its own (4 MiB at 16 Mbit/s: 2 s). The loop is held
+ * for a second at the server's first progress once both sessions started:
+ * what both workers reported meanwhile comes as one call per session, each
+ * session's latest figures, not as one of them standing for both. */
+static void test_server_progress_per_session(void **state)
+{
+    (void)state;
+    uv_env e;
+    env_init_held(&e, "same.bin");
+    e.twin_sends = 1;
+    e.block_after_sessions = 2;
+    env_run(&e);
+    assert_int_equal(e.send_status, AFTP_OK);
+    assert_int_equal(e.twin_status, AFTP_OK);
+    assert_int_equal(e.sessions_started, 2);
+    assert_true(e.held_turn > 0);
+    assert_int_equal(e.sessions_after_hold_count, 2);
+    assert_int_equal(e.receipts, 2);
+    assert_arrived(&e, "same.bin");
+    char twin_copy[512];
+    snprintf(twin_copy, sizeof twin_copy, "%s/same.bin", e.twin_dir);
+    assert_true(same_content(e.file, twin_copy));
     env_end(&e);
 }
 
@@ -772,6 +889,7 @@ int main(void)
         cmocka_unit_test(test_server_on_test_loop),
         cmocka_unit_test(test_server_entries_on_loop),
         cmocka_unit_test(test_server_progress_coalesced),
+        cmocka_unit_test(test_server_progress_per_session),
         cmocka_unit_test(test_server_stop_during_transfer),
         cmocka_unit_test(test_server_drain_during_transfer),
         cmocka_unit_test(test_server_port_taken),
