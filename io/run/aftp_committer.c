@@ -22,10 +22,8 @@ struct aftp_commit_pool {
     unsigned per_dev_max;           /* groups of one filesystem running at once */
     int quit;
     pthread_t *threads;             /* size of them, the first `started` made */
-    /* One slot per group running on a pool thread (size of them): the
-     * filesystem it writes to, while `busy`. */
-    dev_t *running;
-    unsigned char *busy;
+    aftp_committer **running;       /* size slots: whose group a pool thread
+                                     * runs, NULL: a free slot */
 };
 
 int aftp_commit_pool_new(aftp_commit_pool **out, unsigned threads)
@@ -36,13 +34,11 @@ int aftp_commit_pool_new(aftp_commit_pool **out, unsigned threads)
     if (p != NULL) {
         p->threads = calloc(size, sizeof *p->threads);
         p->running = calloc(size, sizeof *p->running);
-        p->busy = calloc(size, sizeof *p->busy);
     }
-    if (p == NULL || p->threads == NULL || p->running == NULL || p->busy == NULL) {
+    if (p == NULL || p->threads == NULL || p->running == NULL) {
         if (p != NULL) {
             free(p->threads);
             free(p->running);
-            free(p->busy);
         }
         free(p);
         return AFTP_ERR_NO_MEMORY;
@@ -78,7 +74,7 @@ static unsigned running_on(const aftp_commit_pool *p, dev_t dev)
 {
     unsigned n = 0;
     for (unsigned i = 0; i < p->size; i++)
-        n += p->busy[i] && p->running[i] == dev;
+        n += p->running[i] != NULL && p->running[i]->dev == dev;
     return n;
 }
 
@@ -95,10 +91,9 @@ static aftp_committer *take_eligible(aftp_commit_pool *p, unsigned *slot)
     if (c == NULL)
         return NULL;
     unlink_queued(p, prev, c);
-    for (*slot = 0; p->busy[*slot]; (*slot)++)
+    for (*slot = 0; p->running[*slot] != NULL; (*slot)++)
         continue; /* a thread is free (this one), so is a slot */
-    p->busy[*slot] = 1;
-    p->running[*slot] = c->dev;
+    p->running[*slot] = c;
     return c;
 }
 
@@ -129,7 +124,7 @@ static void *pool_main(void *arg)
         pthread_mutex_unlock(&p->lock);
         aftp_treestore_commit_run(c->ts, c->job);
         pthread_mutex_lock(&p->lock);
-        p->busy[slot] = 0;
+        p->running[slot] = NULL;
         finish_job(p, c);
         p->idle++;
         /* its filesystem may have been at its cap: a group waiting on it
@@ -191,7 +186,6 @@ void aftp_commit_pool_del(aftp_commit_pool *p)
     pthread_cond_destroy(&p->work);
     pthread_mutex_destroy(&p->lock);
     free(p->running);
-    free(p->busy);
     free(p->threads);
     free(p);
 }
