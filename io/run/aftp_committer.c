@@ -19,21 +19,34 @@ struct aftp_commit_pool {
     unsigned queued;                /* of them */
     unsigned idle;                  /* threads made and running no group */
     unsigned started, size;         /* threads made, at most size */
+    unsigned per_dev_max;           /* groups of one filesystem running at once */
     int quit;
     pthread_t *threads;             /* size of them, the first `started` made */
+    aftp_committer **running;       /* size slots: whose group a pool thread
+                                     * runs, NULL: a free slot */
 };
 
 int aftp_commit_pool_new(aftp_commit_pool **out, unsigned threads)
 {
     aftp_commit_pool *p = calloc(1, sizeof *p);
+    unsigned size = threads ? threads : 1;
     *out = NULL;
-    if (p != NULL)
-        p->threads = calloc(threads ? threads : 1, sizeof *p->threads);
-    if (p == NULL || p->threads == NULL) {
+    if (p != NULL) {
+        p->threads = calloc(size, sizeof *p->threads);
+        p->running = calloc(size, sizeof *p->running);
+    }
+    if (p == NULL || p->threads == NULL || p->running == NULL) {
+        if (p != NULL) {
+            free(p->threads);
+            free(p->running);
+        }
         free(p);
         return AFTP_ERR_NO_MEMORY;
     }
-    p->size = threads ? threads : 1;
+    p->size = size;
+    /* One thread stays out of any one filesystem's reach (a pool of one
+     * has none to spare). */
+    p->per_dev_max = size > 1 ? size - 1 : 1;
     pthread_mutex_init(&p->lock, NULL);
     pthread_cond_init(&p->work, NULL);
     pthread_cond_init(&p->done, NULL);
@@ -41,16 +54,46 @@ int aftp_commit_pool_new(aftp_commit_pool **out, unsigned threads)
     return AFTP_OK;
 }
 
-/* Under the lock: the first committer of the queue, NULL when none. */
-static aftp_committer *dequeue(aftp_commit_pool *p)
+/* Under the lock: c's group leaves the queue (`prev` before it, NULL when
+ * it is the first). */
+static void unlink_queued(aftp_commit_pool *p, aftp_committer *prev, aftp_committer *c)
 {
-    aftp_committer *c = p->head;
+    if (prev != NULL)
+        prev->queued_next = c->queued_next;
+    else
+        p->head = c->queued_next;
+    if (p->tail == c)
+        p->tail = prev;
+    c->queued_next = NULL;
+    c->job_queued = 0;
+    p->queued--;
+}
+
+/* Under the lock: the groups running on pool threads that write to `dev`. */
+static unsigned running_on(const aftp_commit_pool *p, dev_t dev)
+{
+    unsigned n = 0;
+    for (unsigned i = 0; i < p->size; i++)
+        n += p->running[i] != NULL && p->running[i]->dev == dev;
+    return n;
+}
+
+/* Under the lock: the oldest queued group whose filesystem runs fewer
+ * than per_dev_max groups, taken from the queue into a free slot (*slot);
+ * NULL when none may run now. */
+static aftp_committer *take_eligible(aftp_commit_pool *p, unsigned *slot)
+{
+    aftp_committer *prev = NULL, *c = p->head;
+    while (c != NULL && running_on(p, c->dev) >= p->per_dev_max) {
+        prev = c;
+        c = c->queued_next;
+    }
     if (c == NULL)
         return NULL;
-    p->head = c->queued_next;
-    if (p->head == NULL)
-        p->tail = NULL;
-    p->queued--;
+    unlink_queued(p, prev, c);
+    for (*slot = 0; p->running[*slot] != NULL; (*slot)++)
+        continue; /* a thread is free (this one), so is a slot */
+    p->running[*slot] = c;
     return c;
 }
 
@@ -69,17 +112,24 @@ static void *pool_main(void *arg)
     aftp_commit_pool *p = arg;
     pthread_mutex_lock(&p->lock);
     for (;;) {
-        while (!p->quit && p->head == NULL)
+        unsigned slot;
+        aftp_committer *c = take_eligible(p, &slot);
+        if (c == NULL && p->quit)
+            break; /* nothing left to run: every committer finished */
+        if (c == NULL) {
             pthread_cond_wait(&p->work, &p->lock);
-        aftp_committer *c = dequeue(p);
-        if (c == NULL)
-            break; /* quit, nothing left to run */
+            continue;
+        }
         p->idle--;
         pthread_mutex_unlock(&p->lock);
         aftp_treestore_commit_run(c->ts, c->job);
         pthread_mutex_lock(&p->lock);
+        p->running[slot] = NULL;
         finish_job(p, c);
         p->idle++;
+        /* its filesystem may have been at its cap: a group waiting on it
+         * may run now on a thread that waits */
+        pthread_cond_broadcast(&p->work);
     }
     pthread_mutex_unlock(&p->lock);
     return NULL;
@@ -135,14 +185,15 @@ void aftp_commit_pool_del(aftp_commit_pool *p)
     pthread_cond_destroy(&p->done);
     pthread_cond_destroy(&p->work);
     pthread_mutex_destroy(&p->lock);
+    free(p->running);
     free(p->threads);
     free(p);
 }
 
-int aftp_committer_init(aftp_committer *c, aftp_treestore *ts, size_t max_group,
+int aftp_committer_init(aftp_committer *c, aftp_treestore *ts, dev_t dev, size_t max_group,
                         aftp_commit_pool *pool)
 {
-    *c = (aftp_committer){.ts = ts, .pool = pool, .wake_fd = -1};
+    *c = (aftp_committer){.ts = ts, .dev = dev, .pool = pool, .wake_fd = -1};
     c->results = calloc(max_group ? max_group : 1, sizeof *c->results);
     c->results_cap = max_group;
     c->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -164,6 +215,7 @@ static void enqueue(aftp_committer *c)
     pthread_mutex_lock(&p->lock);
     c->job = c->flight;
     c->job_ran = 0;
+    c->job_queued = 1;
     c->queued_next = NULL;
     if (p->tail != NULL)
         p->tail->queued_next = c;
@@ -204,6 +256,23 @@ int aftp_committer_busy(const aftp_committer *c)
     return c->flight != NULL || c->ended;
 }
 
+/* Under the lock: c's group, still queued, leaves the queue and runs on
+ * the caller's thread, which would only wait for it otherwise: behind
+ * other committers' groups (a stalled disk's among them) when every
+ * thread is busy. */
+static void run_here(aftp_committer *c)
+{
+    aftp_commit_pool *p = c->pool;
+    aftp_committer *prev = NULL;
+    for (aftp_committer *q = p->head; q != c; q = q->queued_next)
+        prev = q;
+    unlink_queued(p, prev, c);
+    pthread_mutex_unlock(&p->lock);
+    aftp_treestore_commit_run(c->ts, c->job);
+    pthread_mutex_lock(&p->lock);
+    finish_job(p, c);
+}
+
 /* Ends the group in flight once it ran; 1 when it has ended (now or
  * earlier). */
 static int end_flight(aftp_committer *c, int wait)
@@ -212,6 +281,8 @@ static int end_flight(aftp_committer *c, int wait)
         return c->ended;
     aftp_commit_pool *p = c->pool;
     pthread_mutex_lock(&p->lock);
+    if (wait && c->job_queued)
+        run_here(c);
     while (wait && !c->job_ran)
         pthread_cond_wait(&p->done, &p->lock);
     int ran = c->job_ran;

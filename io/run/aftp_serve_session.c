@@ -116,7 +116,9 @@ static void storage_close(aftp_serve_session *ss, int root_shared)
 static int storage_move(aftp_serve_session *ss, int dirfd)
 {
     storage_close(ss, 1);
-    return storage_open(ss, dirfd);
+    int rc = storage_open(ss, dirfd);
+    ss->committer.dev = ss->root.dev; /* its groups go to the new root's disk */
+    return rc;
 }
 
 void aftp_serve_session_sweep(aftp_serve_session *ss, unsigned budget)
@@ -428,8 +430,8 @@ static void init_drive(aftp_serve_session *ss)
         return;
     }
     if (pipelined(o) && ss->sh->commits != NULL &&
-        aftp_committer_init(&ss->committer, &ss->io.storage.tree_dst, o->pipeline_window,
-                            ss->sh->commits) == AFTP_OK) {
+        aftp_committer_init(&ss->committer, &ss->io.storage.tree_dst, ss->root.dev,
+                            o->pipeline_window, ss->sh->commits) == AFTP_OK) {
         ss->d.wake_fd = ss->committer.wake_fd; /* else the commits run in the turn */
         ss->d.on_wake = commit_check_now;
         ss->d.on_wake_ctx = ss;

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -114,7 +115,7 @@ static rig *rig_start(void **state)
     aftp_place_defaults(&opt);
     assert_int_equal(aftp_treestore_init(&r.ts, r.root, &opt, why, sizeof why), AFTP_OK);
     assert_int_equal(aftp_commit_pool_new(&r.pool, 1), AFTP_OK);
-    assert_int_equal(aftp_committer_init(&r.c, &r.ts, 8, r.pool), AFTP_OK);
+    assert_int_equal(aftp_committer_init(&r.c, &r.ts, 0, 8, r.pool), AFTP_OK);
     receive(&r.ts, 1, "a", r.data);
     return &r;
 }
@@ -263,7 +264,8 @@ static void test_caller_directories_leave_the_group_alone(void **state)
 
 #ifdef AFTP_TEST_HOOKS
 /* One session of a server, as the pool sees it: its own root (a directory
- * of the scratch), store and committer. On the heap, as a server's
+ * of the scratch), store and committer, on filesystem `dev` as the pool
+ * counts them (the scratch's own is one for all: the tests name others). On the heap, as a server's
  * session is: freed at its end, so a pool thread still at its group
  * would be caught (ASan). */
 typedef struct lane {
@@ -272,7 +274,7 @@ typedef struct lane {
     aftp_committer c;
 } lane;
 
-static lane *lane_new(void **state, unsigned n, aftp_commit_pool *pool)
+static lane *lane_new(void **state, unsigned n, dev_t dev, aftp_commit_pool *pool)
 {
     lane *l = calloc(1, sizeof *l);
     aftp_place_options opt;
@@ -284,7 +286,7 @@ static lane *lane_new(void **state, unsigned n, aftp_commit_pool *pool)
     assert_true(l->root >= 0);
     aftp_place_defaults(&opt);
     assert_int_equal(aftp_treestore_init(&l->ts, l->root, &opt, why, sizeof why), AFTP_OK);
-    assert_int_equal(aftp_committer_init(&l->c, &l->ts, 8, pool), AFTP_OK);
+    assert_int_equal(aftp_committer_init(&l->c, &l->ts, dev, 8, pool), AFTP_OK);
     return l;
 }
 
@@ -297,13 +299,16 @@ static void lane_commit(lane *l, uint32_t id, const uint8_t *data)
     assert_int_equal(aftp_committer_start(&l->c, &id, 1), AFTP_OK);
 }
 
-/* The lane's group ended (waiting for it), file `id` committed. */
+/* The lane's group ended once a pool thread ran it (its wake_fd, as a
+ * server's worker polls it), file `id` committed. */
 static void lane_collect(lane *l, uint32_t id)
 {
     const int *results = NULL;
     char name[16];
+    struct pollfd ran = {.fd = l->c.wake_fd, .events = POLLIN};
     snprintf(name, sizeof name, "f%u", (unsigned)id);
-    assert_int_equal(aftp_committer_collect(&l->c, 1, &results), 1);
+    assert_int_equal(poll(&ran, 1, -1), 1);
+    assert_int_equal(aftp_committer_collect(&l->c, 0, &results), 1);
     assert_int_equal(results[0], AFTP_OK);
     assert_true(io_test_exists(l->root, name));
 }
@@ -356,7 +361,7 @@ static void test_pool_runs_many_sessions_on_its_threads(void **state)
     assert_int_equal(aftp_commit_pool_new(&pool, 2), AFTP_OK);
     int before = count_threads();
     for (unsigned i = 0; i < LANES; i++) {
-        l[i] = lane_new(state, i, pool);
+        l[i] = lane_new(state, i, 1 + i, pool);
         gate_attach(&g, &l[i]->ts);
         lane_commit(l[i], 1, data);
     }
@@ -397,7 +402,7 @@ static void test_pool_interleaves_sessions_in_their_order(void **state)
     io_test_pattern(data, SIZE, 4);
     assert_int_equal(aftp_commit_pool_new(&pool, 2), AFTP_OK);
     for (unsigned i = 0; i < SESSIONS; i++)
-        l[i] = lane_new(state, i, pool);
+        l[i] = lane_new(state, i, 1 + i, pool);
     for (uint32_t round = 1; round <= ROUNDS; round++) {
         for (unsigned i = 0; i < SESSIONS; i++) {
             lane_commit(l[i], round, data);
@@ -428,8 +433,8 @@ static void stall_start(void **state, stall *s, unsigned threads)
     io_test_pattern(s->data, SIZE, 5);
     gate_init(&s->g, AFTP_TREESTORE_STEP_SYNC);
     assert_int_equal(aftp_commit_pool_new(&s->pool, threads), AFTP_OK);
-    s->stalled = lane_new(state, 0, s->pool);
-    s->next = lane_new(state, 1, s->pool);
+    s->stalled = lane_new(state, 0, 1, s->pool);
+    s->next = lane_new(state, 1, 2, s->pool); /* another disk */
     gate_attach(&s->g, &s->stalled->ts);
     lane_commit(s->stalled, 1, s->data);
     sem_wait(&s->g.entered);
@@ -472,8 +477,8 @@ static void test_pool_stalled_session_leaves_the_others(void **state)
 }
 
 /* A session ended (cancelled) while its group waits in the queue behind a
- * stalled one, on a pool of one: its end waits for its group to run and
- * end, then frees it; the pool thread never touches it afterwards. */
+ * stalled one, on a pool of one: its end runs its group and ends it, then
+ * frees it; the pool thread never touches it afterwards. */
 static void test_pool_session_ended_while_its_group_waits(void **state)
 {
 #ifndef AFTP_TEST_HOOKS
@@ -491,6 +496,143 @@ static void test_pool_session_ended_while_its_group_waits(void **state)
     assert_true(io_test_exists(ending_root, "f1"));
     close(ending_root);
     stall_stop(&s);
+#endif
+}
+
+#ifdef AFTP_TEST_HOOKS
+/* A gate that also tells, on an eventfd, each time a group enters its
+ * step (for a poll beside a committer's wake_fd). */
+typedef struct told_gate {
+    gate g;
+    int entered_fd;
+} told_gate;
+
+static int hold_and_tell(void *user, int step, const char *path)
+{
+    told_gate *t = user;
+    uint64_t one = 1;
+    if (step == t->g.step)
+        assert_int_equal(write(t->entered_fd, &one, sizeof one), sizeof one);
+    return hold_at_step(&t->g, step, path);
+}
+
+static void told_gate_init(told_gate *t)
+{
+    gate_init(&t->g, AFTP_TREESTORE_STEP_SYNC);
+    t->entered_fd = eventfd(0, EFD_CLOEXEC);
+    assert_true(t->entered_fd >= 0);
+}
+
+static void told_gate_attach(told_gate *t, lane *l)
+{
+    l->ts.fault = hold_and_tell;
+    l->ts.fault_user = t;
+}
+
+/* Blocks until a group entered the gate since the last call. */
+static void told_gate_entered(told_gate *t)
+{
+    uint64_t count;
+    assert_int_equal(read(t->entered_fd, &count, sizeof count), sizeof count);
+}
+
+static void told_gate_free(told_gate *t)
+{
+    close(t->entered_fd);
+    gate_free(&t->g);
+}
+#endif
+
+/* Two sessions of filesystem A stall in their data sync on a pool of
+ * two: A's second group waits in the queue (A may hold one thread, the
+ * pool's size less one), and a session of filesystem B commits on the
+ * other thread. Without the cap A's second group took that thread and
+ * entered its sync: B's group never ran. */
+static void test_pool_stalled_filesystem_leaves_a_thread(void **state)
+{
+#ifndef AFTP_TEST_HOOKS
+    (void)state;
+    io_test_needs_hooks();
+#else
+    enum { DEV_A = 1, DEV_B = 2 };
+    static uint8_t data[SIZE];
+    static told_gate t;
+    aftp_commit_pool *pool;
+    const int *results;
+    io_test_pattern(data, SIZE, 6);
+    told_gate_init(&t);
+    assert_int_equal(aftp_commit_pool_new(&pool, 2), AFTP_OK);
+    lane *a1 = lane_new(state, 0, DEV_A, pool), *a2 = lane_new(state, 1, DEV_A, pool);
+    lane *b = lane_new(state, 2, DEV_B, pool);
+    told_gate_attach(&t, a1);
+    told_gate_attach(&t, a2);
+    lane_commit(a1, 1, data);
+    told_gate_entered(&t); /* a1 holds a thread in its sync */
+    lane_commit(a2, 1, data);
+    lane_commit(b, 1, data);
+    struct pollfd ready[2] = {{.fd = b->c.wake_fd, .events = POLLIN},
+                              {.fd = t.entered_fd, .events = POLLIN}};
+    assert_true(poll(ready, 2, -1) >= 1);
+    assert_true(ready[0].revents & POLLIN);  /* B's group ran */
+    assert_false(ready[1].revents & POLLIN); /* A's second did not start */
+    lane_collect(b, 1);
+    assert_int_equal(aftp_committer_collect(&a1->c, 0, &results), 0);
+    assert_int_equal(aftp_committer_collect(&a2->c, 0, &results), 0);
+    sem_post(&t.g.release);
+    sem_post(&t.g.release);
+    lane_collect(a1, 1);
+    lane_collect(a2, 1);
+    lane_del(a1);
+    lane_del(a2);
+    lane_del(b);
+    aftp_commit_pool_del(pool);
+    told_gate_free(&t);
+#endif
+}
+
+/* A session ends while its group waits in the queue behind two stalled
+ * ones (two filesystems, every thread of a pool of two held): its end
+ * runs its own group on its own thread and returns while both stalls
+ * still hold, its file committed. Without that it waited for a pool
+ * thread, so for a stall to end: this test hung. */
+static void test_pool_session_ended_behind_stalls_runs_its_group(void **state)
+{
+#ifndef AFTP_TEST_HOOKS
+    (void)state;
+    io_test_needs_hooks();
+#else
+    static uint8_t data[SIZE];
+    static gate g;
+    aftp_commit_pool *pool;
+    const int *results;
+    pthread_t ender;
+    io_test_pattern(data, SIZE, 9);
+    gate_init(&g, AFTP_TREESTORE_STEP_SYNC);
+    assert_int_equal(aftp_commit_pool_new(&pool, 2), AFTP_OK);
+    lane *a = lane_new(state, 0, 1, pool), *b = lane_new(state, 1, 2, pool);
+    lane *ending = lane_new(state, 2, 3, pool);
+    gate_attach(&g, &a->ts);
+    gate_attach(&g, &b->ts);
+    lane_commit(a, 1, data);
+    lane_commit(b, 1, data);
+    sem_wait(&g.entered);
+    sem_wait(&g.entered); /* both threads stalled in a sync */
+    int ending_root = dup(ending->root);
+    lane_commit(ending, 1, data); /* queued: no thread free */
+    assert_int_equal(pthread_create(&ender, NULL, end_lane, ending), 0);
+    assert_int_equal(pthread_join(ender, NULL), 0);
+    assert_true(io_test_exists(ending_root, "f1"));
+    assert_int_equal(aftp_committer_collect(&a->c, 0, &results), 0);
+    assert_int_equal(aftp_committer_collect(&b->c, 0, &results), 0);
+    close(ending_root);
+    sem_post(&g.release);
+    sem_post(&g.release);
+    lane_collect(a, 1);
+    lane_collect(b, 1);
+    lane_del(a);
+    lane_del(b);
+    aftp_commit_pool_del(pool);
+    gate_free(&g);
 #endif
 }
 
@@ -530,7 +672,7 @@ static void test_full_disk_after_the_group_fails_not_the_group(void **state)
     aftp_place_defaults(&opt);
     assert_int_equal(aftp_treestore_init(&r.ts, r.root, &opt, why, sizeof why), AFTP_OK);
     assert_int_equal(aftp_commit_pool_new(&r.pool, 1), AFTP_OK);
-    assert_int_equal(aftp_committer_init(&r.c, &r.ts, 8, r.pool), AFTP_OK);
+    assert_int_equal(aftp_committer_init(&r.c, &r.ts, 0, 8, r.pool), AFTP_OK);
     receive(&r.ts, 1, "a", r.data);
     receive(&r.ts, 2, "b", r.data);
     aftp_entry_info e = {.kind = AFTP_ENTRY_FILE};
@@ -565,6 +707,8 @@ int main(void)
         IO_TEST_SCRATCH(test_pool_interleaves_sessions_in_their_order),
         IO_TEST_SCRATCH(test_pool_stalled_session_leaves_the_others),
         IO_TEST_SCRATCH(test_pool_session_ended_while_its_group_waits),
+        IO_TEST_SCRATCH(test_pool_stalled_filesystem_leaves_a_thread),
+        IO_TEST_SCRATCH(test_pool_session_ended_behind_stalls_runs_its_group),
         /* last: it leaves this process in a mount namespace of its own */
         IO_TEST_SCRATCH(test_full_disk_after_the_group_fails_not_the_group),
     };
