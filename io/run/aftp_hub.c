@@ -624,16 +624,18 @@ static int open_workers(aftp_hub *h)
     return AFTP_OK;
 }
 
-/* The sessions' group commits share a pool as large as the workers (the
- * commits of one root run as parallel as its datapaths), and of two
- * threads at least: a session whose disk stalls its fsync holds one of
- * them, never every session's commits. A server that keeps nothing (faux)
+/* The sessions' group commits share a pool of one thread more than the
+ * workers, and of three at least: one filesystem holds all its threads but
+ * one (aftp_committer.h), so the commits on one filesystem still run as
+ * parallel as the datapaths, and a filesystem that stalls its fsyncs never
+ * holds the commits on another. A server that keeps nothing (faux)
  * commits nothing. */
 static int open_commit_pool(aftp_hub *h)
 {
     if (h->o->faux || h->o->pipeline_window == 0)
         return AFTP_OK;
-    int rc = aftp_commit_pool_new(&h->sh.commits, h->worker_count > 2 ? h->worker_count : 2);
+    int rc = aftp_commit_pool_new(&h->sh.commits,
+                                  h->worker_count + 1 > 3 ? h->worker_count + 1 : 3);
     if (rc != AFTP_OK)
         snprintf(h->res->message, sizeof h->res->message, "no memory for the commit threads");
     return rc;
