@@ -57,44 +57,38 @@ static void run_reordered(const char *name, sim_cfg *c, sim_result *r)
            (unsigned long long)r->fwd_data_lost);
 }
 
-static void early(sim_cfg *c, double share)
+/* A share of the DATA skips the delay: byte-exact, no idle timeout, at
+ * most half of the file sent twice. */
+static void early_case(const char *name, double share, uint64_t seed)
 {
-    c->fwd.reorder = share;
-    c->fwd.reorder_ns = ONE_WAY_NS;
-    c->fwd.reorder_early = 1;
+    sim_cfg c;
+    sim_result r;
+    wan_path(&c);
+    c.fwd.reorder = share;
+    c.fwd.reorder_ns = ONE_WAY_NS;
+    c.fwd.reorder_early = 1;
+    c.seed = seed;
+    run_reordered(name, &c, &r);
+    assert_true(r.snd.payload_bytes_retransmitted <= c.file_size / 2);
+    sim_result_free(&r);
 }
 
-/* 1% of the DATA skips the delay. Before, each early packet got the ones
- * it overtook declared lost; their repairs arrived after the originals,
- * were dropped unopened, and once a whole flight was such repairs the
- * sender's inflight cap stayed full with every block held: the session
- * went silent until the idle timeout (5.4 MB of 128 MiB on the emulated
- * link). */
+/* 1%. Before, each early packet got the ones it overtook declared lost;
+ * their repairs arrived after the originals, were dropped unopened, and
+ * once a whole flight was such repairs the sender's inflight cap stayed
+ * full with every block held: the session went silent until the idle
+ * timeout (5.4 MB of 128 MiB on the emulated link). */
 static void test_early_1pct(void **state)
 {
     (void)state;
-    sim_cfg c;
-    sim_result r;
-    wan_path(&c);
-    early(&c, 0.01);
-    c.seed = 71;
-    run_reordered("early 1%", &c, &r);
-    assert_true(r.snd.payload_bytes_retransmitted <= c.file_size / 2);
-    sim_result_free(&r);
+    early_case("early 1%", 0.01, 71);
 }
 
-/* 0.1% early: byte-exact, the repairs bounded as above. */
+/* 0.1%: the same end, by the same way, on the reference before. */
 static void test_early_01pct(void **state)
 {
     (void)state;
-    sim_cfg c;
-    sim_result r;
-    wan_path(&c);
-    early(&c, 0.001);
-    c.seed = 72;
-    run_reordered("early 0.1%", &c, &r);
-    assert_true(r.snd.payload_bytes_retransmitted <= c.file_size / 2);
-    sim_result_free(&r);
+    early_case("early 0.1%", 0.001, 72);
 }
 
 /* 1% of the DATA and of the FEEDBACK held back 5 ms (hundreds of packets
