@@ -557,8 +557,19 @@ static int data_has_place(const aftp_receiver *r, uint32_t file_id, uint64_t blo
            payload_len == aftp_wire_block_len(r->info.size, r->info.block_size, block);
 }
 
+/* Section 9.2 step 7. A sealed DATA for a held block is a copy the path
+ * duplicated when its packet number was already accepted: counted and
+ * dropped before decryption. Under a fresh number it is the sender's
+ * retransmission of a block whose original arrived after all (a reordered
+ * packet taken for lost): it is opened (into scratch, never into the held
+ * bytes) and accepted, so its packet number is acknowledged and it counts
+ * as delivered. Dropped unopened, it would stay in the sender's flight for
+ * good: a flight of nothing but such repairs fills the sender's inflight
+ * cap, and with every block held no probe is due, so the session would go
+ * silent until the idle timeout. */
 static int sealed_data_wanted(aftp_receiver *r, const uint8_t *pkt, size_t len,
-                              uint32_t *file_id_out, uint64_t *block_out)
+                              const aftp_wire_header *hdr, uint32_t *file_id_out,
+                              uint64_t *block_out)
 {
     aftp_wire_reader rd;
     uint32_t file_id = 0;
@@ -574,14 +585,19 @@ static int sealed_data_wanted(aftp_receiver *r, const uint8_t *pkt, size_t len,
     }
     *file_id_out = file_id;
     *block_out = block;
-    /* A block beyond the window is not held: opened, then on_data's. */
-    return aftp_blockmap_test(&r->held, block) ? block_wanted(r, block) : 1;
+    /* A block beyond the window is not held: opened, then on_data's, as a
+     * held block under a fresh packet number is. */
+    if (aftp_blockmap_test(&r->held, block) &&
+        aftp_protect_check(&r->ss.prot, hdr->pn) != AFTP_OK)
+        return block_wanted(r, block);
+    return 1;
 }
 
 /* Where the payload of a wanted sealed DATA for `block` can be opened in
  * place: the bytes storage lends for it, or NULL (then it opens into
  * scratch and goes through storage.write; a block beyond the window, to
- * be discarded, always does). */
+ * be discarded, always does, and so does a retransmission of a held
+ * block, whose bytes are never written over). */
 static uint8_t *payload_place(aftp_receiver *r, uint32_t file_id, uint64_t block)
 {
     uint8_t *place = NULL;
@@ -593,6 +609,7 @@ static uint8_t *payload_place(aftp_receiver *r, uint32_t file_id, uint64_t block
         file_block = block - p->base;
     }
     if (r->set.storage->place == NULL || block >= aftp_blockmap_window_end(&r->held) ||
+        aftp_blockmap_test(&r->held, block) ||
         r->set.storage->place(r->set.user, file_id, file_block * f->block_size,
                               aftp_wire_block_len(f->size, f->block_size, file_block),
                               &place) != AFTP_OK)
@@ -629,7 +646,7 @@ static int admit(aftp_receiver *r, const uint8_t *pkt, size_t len, aftp_wire_pac
      * duplicate like any other copy of a held block. */
     if (hdr.type == AFTP_WIRE_DATA && aftp_session_protected(&r->ss) &&
         (hdr.flags & AFTP_WIRE_FLAG_PROTECTED)) {
-        if (!sealed_data_wanted(r, pkt, len, &file_id, &block))
+        if (!sealed_data_wanted(r, pkt, len, &hdr, &file_id, &block))
             return 0;
         sealed_data = 1;
     }

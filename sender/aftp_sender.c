@@ -50,7 +50,8 @@
 #define DEFAULT_RATE_BPS UINT64_C(1000000000)
 #define DEFAULT_IDLE_NS (UINT64_C(30000) * NS_PER_MS)
 #define DEFAULT_INITIAL_RTT_NS (100 * NS_PER_MS)
-#define REORDER_PACKETS 3                 /* section 10.3: packet threshold */
+#define REORDER_PACKETS 3                 /* section 10.3: packet threshold of controls */
+#define LOSS_RTT_SAMPLES 32               /* section 10.3: a run of the loss threshold's RTT */
 #define BURST_DATAGRAMS 4                 /* section 13.1: bucket depth floor */
 /* The sent log covers this much time at the pacing rate (or 4 initial
  * RTTs, whichever is longer); older packets are long decided. */
@@ -128,6 +129,10 @@ struct aftp_sender {
 
     int has_acked;
     uint64_t largest_acked;
+    /* The RTT the loss threshold scales (section 10.3): the largest sample
+     * of the latest two runs of LOSS_RTT_SAMPLES. */
+    uint64_t loss_rtt_ns[2];
+    unsigned loss_rtt_count; /* samples in loss_rtt_ns[1], the current run */
     int has_feedback;
     uint64_t last_feedback_pn;
 
@@ -805,15 +810,43 @@ static int repairable(aftp_sender *s, uint64_t b)
     return s->mode != MODE_PIPELINED || sendable_entry(s, b) != NULL;
 }
 
+/* Section 10.3: the RTT the loss threshold scales is the largest sample
+ * of the latest LOSS_RTT_SAMPLES to twice as many. A packet that skipped
+ * the path's delay (reordering) gives a sample of about the one-way delay,
+ * and while the sender sends in bursts such samples come in runs: smoothed
+ * in, they shrank the threshold below the round trip of the packets they
+ * overtook, which were then all declared lost. */
+static void track_loss_rtt(aftp_sender *s, uint64_t rtt_ns)
+{
+    if (s->loss_rtt_count++ == LOSS_RTT_SAMPLES) {
+        s->loss_rtt_ns[0] = s->loss_rtt_ns[1];
+        s->loss_rtt_ns[1] = 0;
+        s->loss_rtt_count = 1;
+    }
+    if (rtt_ns > s->loss_rtt_ns[1])
+        s->loss_rtt_ns[1] = rtt_ns;
+}
+
+/* Section 10.3: 9/8 of that RTT (or of srtt and the latest sample where
+ * they are larger), at least 1 ms; initial_rtt before any sample. */
+static uint64_t loss_threshold(const aftp_sender *s)
+{
+    uint64_t delay = aftp_rtt_loss_delay(&s->rtt);
+    uint64_t rtt = s->loss_rtt_ns[0] > s->loss_rtt_ns[1] ? s->loss_rtt_ns[0] : s->loss_rtt_ns[1];
+    return rtt + rtt / 8 > delay ? rtt + rtt / 8 : delay;
+}
+
 /* Spec section 9.9: a block listed missing is lost when its latest
- * transmission is acknowledged-or-older (pn <= largest) and either 3
- * packets or 9/8 RTT behind. A block with no record left was sent long ago:
- * lost. Only [scan_start, scan_end) is described by the list; blocks
- * outside it (the receiver's sweep reports them in other FEEDBACKs) are
- * left as they are. */
+ * transmission is acknowledged-or-older (pn <= largest) and left a loss
+ * delay ago or more: a time threshold only, as RACK (RFC 8985) has it. A
+ * packet threshold takes reordering for loss: a packet jittered by a few
+ * ms at 1 Gbit/s is hundreds of packets behind. A block with no record
+ * left was sent long ago: lost. Only [scan_start, scan_end) is described
+ * by the list; blocks outside it (the receiver's sweep reports them in
+ * other FEEDBACKs) are left as they are. */
 static void detect_losses(aftp_sender *s, const aftp_wire_feedback *fb)
 {
-    uint64_t loss_delay = aftp_rtt_loss_delay(&s->rtt);
+    uint64_t delay = loss_threshold(s);
     aftp_wire_range_iter it;
     aftp_wire_range rg;
     aftp_wire_range_iter_init(&it, fb);
@@ -828,8 +861,7 @@ static void detect_losses(aftp_sender *s, const aftp_wire_feedback *fb)
             if (aftp_sentlog_find_block(&s->log, b, &pn, &sent_ns)) {
                 if (pn > fb->largest_pn)
                     continue; /* still in flight */
-                if (fb->largest_pn - pn < REORDER_PACKETS &&
-                    s->ss.now_ns - sent_ns <= loss_delay)
+                if (s->ss.now_ns - sent_ns < delay)
                     continue; /* maybe only reordered */
             }
             if (aftp_repairq_push(&s->repairs, b)) {
@@ -841,8 +873,8 @@ static void detect_losses(aftp_sender *s, const aftp_wire_feedback *fb)
 }
 
 /* The control packet entry e last left in (an ENTRIES or its FILE_DONE)
- * is lost as a block is (9.9): REORDER_PACKETS or more below largest_pn,
- * and it left at `before` or earlier. */
+ * is lost when REORDER_PACKETS or more below largest_pn and it left at
+ * `before` or earlier (a loss delay ago, as a block's threshold, 9.9). */
 static int control_lost(const aftp_entryq_item *e, const aftp_wire_feedback *fb, uint64_t before)
 {
     return e->sent_ns <= before && fb->largest_pn >= e->sent_pn + REORDER_PACKETS;
@@ -864,7 +896,7 @@ static int control_lost(const aftp_entryq_item *e, const aftp_wire_feedback *fb,
  *   receiver answers it at once). */
 static void detect_lost_controls(aftp_sender *s, const aftp_wire_feedback *fb)
 {
-    uint64_t loss_delay = aftp_rtt_loss_delay(&s->rtt);
+    uint64_t loss_delay = loss_threshold(s);
     if (s->ss.now_ns < 2 * loss_delay)
         return;
     uint64_t before = s->ss.now_ns - loss_delay, done_before = before - loss_delay;
@@ -892,8 +924,11 @@ static void sample_rtt(aftp_sender *s, const aftp_wire_feedback *fb)
     s->has_acked = 1;
     s->largest_acked = fb->largest_pn;
     uint64_t sent_ns;
-    if (aftp_sentlog_sent_time(&s->log, fb->largest_pn, &sent_ns) && s->ss.now_ns >= sent_ns)
-        aftp_rtt_sample(&s->rtt, s->ss.now_ns - sent_ns, (uint64_t)fb->ack_delay_us * 1000);
+    if (aftp_sentlog_sent_time(&s->log, fb->largest_pn, &sent_ns) && s->ss.now_ns >= sent_ns) {
+        uint64_t rtt_ns = s->ss.now_ns - sent_ns, ack_delay_ns = (uint64_t)fb->ack_delay_us * 1000;
+        aftp_rtt_sample(&s->rtt, rtt_ns, ack_delay_ns);
+        track_loss_rtt(s, rtt_ns > ack_delay_ns ? rtt_ns - ack_delay_ns : rtt_ns);
+    }
 }
 
 /* Spec section 6.7.2, session checks: the scan window and the block count

@@ -141,6 +141,16 @@ static void maybe_stall(sim_link *l, uint64_t now)
     }
 }
 
+/* A reordered packet's arrival: late by reorder_ns, or early by it (never
+ * before it left the bottleneck). */
+static uint64_t reordered_arrival(const sim_link_cfg *cfg, uint64_t depart)
+{
+    if (!cfg->reorder_early)
+        return depart + cfg->delay_ns + cfg->reorder_ns;
+    uint64_t skip = cfg->reorder_ns < cfg->delay_ns ? cfg->reorder_ns : cfg->delay_ns;
+    return depart + cfg->delay_ns - skip;
+}
+
 void sim_link_send(sim_link *l, uint64_t now, const aftp_datagram *dg)
 {
     uint64_t len = dg->head_len + dg->payload_len;
@@ -165,7 +175,7 @@ void sim_link_send(sim_link *l, uint64_t now, const aftp_datagram *dg)
     }
     uint64_t at = depart + l->cfg.delay_ns;
     if (l->cfg.reorder > 0 && sim_rand_unit(&l->rng) < l->cfg.reorder)
-        at += l->cfg.reorder_ns;
+        at = reordered_arrival(&l->cfg, depart);
     deliver_at(l, at, dg);
     if (l->cfg.duplicate > 0 && sim_rand_unit(&l->rng) < l->cfg.duplicate) {
         l->duplicated++;

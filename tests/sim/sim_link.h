@@ -22,8 +22,12 @@ typedef struct sim_link_cfg {
     double ge_enter_bad;   /* Gilbert-Elliott: P(good -> bad) per packet; 0 = off */
     double ge_leave_bad;   /* P(bad -> good) */
     double ge_loss_bad;    /* loss probability in the bad state */
-    double reorder;        /* probability a packet is held back */
+    double reorder;        /* probability a packet is reordered: held back by
+                            * reorder_ns, or with reorder_early sent ahead */
     uint64_t reorder_ns;   /* by this much */
+    int reorder_early;     /* a reordered packet skips reorder_ns of the delay
+                            * (at most all of it: netem's reorder), so it
+                            * overtakes the packets sent that long before it */
     double duplicate;      /* probability a packet arrives twice */
     uint64_t stall_every_ns; /* mean time between stalls (exponential); 0 = none */
     uint64_t stall_max_ns;   /* a stall lasts up to this (uniform) */

@@ -544,9 +544,10 @@ static void forge(const uint8_t *real, size_t len, uint8_t *out)
         out[i] = (uint8_t)(i * 31 + 7);
 }
 
-/* Section 14.5: a forged DATA at a block held changes no stored byte (it is
- * not even decrypted); one at a missing block fails to open and its block
- * stays missing. Opened in scratch (storage lends no bytes), it changes no
+/* Section 14.5: a forged DATA at a block held changes no stored byte (under
+ * a packet number already accepted it is not even decrypted; under a fresh
+ * one it is opened into scratch, 9.2 step 7, and fails); one at a missing
+ * block fails to open and its block stays missing. Opened in scratch (storage lends no bytes), it changes no
  * byte at all; opened in place, it may spoil only that missing block's
  * bytes, which the real DATA then fills. */
 static void forged_data_case(int refuse_place)
@@ -565,13 +566,21 @@ static void forged_data_case(int refuse_place)
     memcpy(snapshot, file->dst, file->size);
 
     forge(rec.pkts[2], rec.lens[2], f); /* block 2: held */
+    memcpy(f + 8, rec.pkts[2] + 8, 8);   /* under its packet number, accepted */
     aftp_receiver_get_stats(p.rcv, &before);
     assert_int_equal(aftp_receiver_read(p.rcv, p.clock, f, rec.lens[2]), AFTP_OK);
     aftp_receiver_get_stats(p.rcv, &after);
     assert_int_equal(after.duplicate_packets, before.duplicate_packets + 1);
     assert_int_equal(after.auth_failures, before.auth_failures);
+    forge(rec.pkts[2], rec.lens[2], f); /* a fresh packet number: opened, fails */
+    before = after;
+    assert_int_equal(aftp_receiver_read(p.rcv, p.clock, f, rec.lens[2]), AFTP_OK);
+    aftp_receiver_get_stats(p.rcv, &after);
+    assert_int_equal(after.duplicate_packets, before.duplicate_packets);
+    assert_int_equal(after.auth_failures, before.auth_failures + 1);
     assert_memory_equal(file->dst, snapshot, file->size);
     assert_int_equal(file->writes[2], 1);
+    before = after;
 
     /* Block 40 is missing: rewrite the block index of the header. */
     forge(rec.pkts[3], rec.lens[3], f);
