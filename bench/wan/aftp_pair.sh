@@ -51,6 +51,10 @@ timed() {
     fi
 }
 
+# Each pair starts as a first contact: aftp send's path memory (its
+# remembered start rates) is the pair's own, never the user's.
+export XDG_CACHE_HOME=$out.cache
+
 # Keys for the two sides when this aftp protects its sessions, none otherwise:
 # sets RECV_KEYS and SEND_KEYS (option words).
 RECV_KEYS=() SEND_KEYS=()

@@ -4,6 +4,10 @@
 # the time its log lines begin with. The script that sources it sets AFTP
 # (the binary), WORK (its scratch directory) and CASE (the case's name).
 
+# No case reads or writes the user's caches: aftp send's path memory
+# (its remembered start rates) lives in WORK.
+export XDG_CACHE_HOME="$WORK/cache"
+
 # fail MESSAGE...: the case CASE (else the script) fails: MESSAGE, then
 # what its programs wrote (WORK/*.out, WORK/*.err, 4000 bytes of each),
 # on stderr.
