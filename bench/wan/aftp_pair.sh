@@ -19,7 +19,9 @@
 # When AFTP has `aftp keygen`, each pair gets fresh keys in PREFIX.keys/
 # (receiver and sender identities, each trusting the other's public key).
 # Environment: AFTP_PAIR_PORT, the receiver's UDP port (default 7400; pairs
-# that run at once need different ones).
+# that run at once need different ones); AFTP_PAIR_STATE=DIR, keys and
+# path memory kept in DIR.keys/ and DIR.cache/ for the pairs that name the
+# same DIR (the first a first contact, the next ones repeat contacts).
 # Exit status: 0 when both sides exited 0, 1 otherwise.
 set -uo pipefail
 [ $# -ge 6 ] || { echo "usage: $0 AFTP FILE DIR RATE SECONDS PREFIX [SEND OPTION...]" >&2; exit 2; }
@@ -52,19 +54,24 @@ timed() {
 }
 
 # Each pair starts as a first contact: aftp send's path memory (its
-# remembered start rates) is the pair's own, never the user's.
-export XDG_CACHE_HOME=$out.cache
+# remembered start rates) and the keys are the pair's own, never the
+# user's. With AFTP_PAIR_STATE=DIR, pairs that name the same DIR share
+# their keys and path memory there: the first is a first contact, the
+# next ones are repeat contacts with the same server, as an MFT product's
+# are all day.
+state=${AFTP_PAIR_STATE:-}
+export XDG_CACHE_HOME=${state:-$out}.cache
 
 # Keys for the two sides when this aftp protects its sessions, none otherwise:
 # sets RECV_KEYS and SEND_KEYS (option words).
 RECV_KEYS=() SEND_KEYS=()
 if "$aftp" keygen --help >/dev/null 2>&1; then
-    keys=$out.keys
-    rm -rf "$keys" && mkdir -m 700 "$keys"
-    for who in recv send; do
-        "$aftp" keygen -f "$keys/$who" >/dev/null 2>&1 ||
-            { echo "aftp_pair: aftp keygen failed" >&2; exit 1; }
-    done
+    keys=${state:-$out}.keys
+    [ -n "$state" ] && [ -f "$keys/send.pub" ] || {
+        rm -rf "$keys" && mkdir -m 700 "$keys" &&
+            "$aftp" keygen -f "$keys/recv" >/dev/null 2>&1 &&
+            "$aftp" keygen -f "$keys/send" >/dev/null 2>&1
+    } || { echo "aftp_pair: aftp keygen failed" >&2; exit 1; }
     RECV_KEYS=(--identity "$keys/recv" --authorized-keys "$keys/send.pub")
     SEND_KEYS=(--identity "$keys/send" --peer-key "$keys/recv.pub")
 fi
