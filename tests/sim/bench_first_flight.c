@@ -1,7 +1,7 @@
 /* A benchmark, not a test: what early entries (spec 12.3.4) save on a
  * whole transfer. The real engines push, pipelined and protected, over a
  * 1 Gbit/s, 150 ms path (the controller's default policy, a queue of one
- * bandwidth-delay product), each case with early entries off (the
+ * bandwidth-delay product, loss on the forward link), each case with early entries off (the
  * transfer of before: the first DATA two round trips after the HELLO) and
  * on, over several seeds of the link's loss. Printed per case and seed:
  * the virtual time to the first DATA and to the end of the session.
@@ -13,16 +13,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "proto/aftp_wire.h"
 #include "sim_run.h"
 
 #define LINK_BPS (UINT64_C(1000) * 1000 * 1000)
-#define ONE_WAY_NS (75 * SIM_MS)
+#define RTT_MS 150
 
 typedef struct bench_case {
     int no_early;
-    uint64_t first_data_at, hello_at;
-    int seen_hello, seen_data;
+    sim_first first;
 } bench_case;
 
 static void tune(void *ctx, aftp_sender_settings *s, aftp_receiver_settings *r)
@@ -33,38 +31,19 @@ static void tune(void *ctx, aftp_sender_settings *s, aftp_receiver_settings *r)
     s->no_early_entries = b->no_early;
 }
 
-static void note(void *ctx, uint64_t now, const aftp_datagram *dg)
-{
-    bench_case *b = ctx;
-    if (dg->head[1] == AFTP_WIRE_HELLO && !b->seen_hello) {
-        b->seen_hello = 1;
-        b->hello_at = now;
-    }
-    if (dg->head[1] == AFTP_WIRE_DATA && !b->seen_data) {
-        b->seen_data = 1;
-        b->first_data_at = now;
-    }
-}
-
 static void run(uint64_t size, int files, double loss, uint64_t seed, bench_case *b,
                 uint64_t *end_ns)
 {
     sim_cfg c;
     sim_result r;
-    sim_cfg_default(&c);
+    sim_cfg_wan(&c, LINK_BPS, RTT_MS, loss);
     c.file_size = size;
     c.nfiles = files;
-    c.policy = AFTP_CC_FAIR;
-    c.rate_bps = LINK_BPS;
-    c.fwd = (sim_link_cfg){.rate_bps = LINK_BPS, .delay_ns = ONE_WAY_NS,
-                           .queue_bytes = LINK_BPS / 8 * 2 * ONE_WAY_NS / SIM_S, .loss = loss};
-    c.rev = (sim_link_cfg){.delay_ns = ONE_WAY_NS, .loss = loss};
     c.seed = seed;
-    c.time_limit_ns = 600 * SIM_S;
     c.tune = tune;
     c.tune_ctx = b;
-    c.fwd_tap = note;
-    c.fwd_tap_ctx = b;
+    c.fwd_tap = sim_first_record;
+    c.fwd_tap_ctx = &b->first;
     sim_run(&c, &r);
     if (r.snd_error != AFTP_OK || r.rcv_error != AFTP_OK || r.stuck)
         fprintf(stderr, "run failed: sender %d receiver %d stuck %d\n", r.snd_error, r.rcv_error,
@@ -87,8 +66,8 @@ int main(int argc, char **argv)
             run(size, files, loss, (uint64_t)seed, &b[i], &end[i]);
         printf("%" PRIu64 " MiB in %d file(s), loss %.3f, seed %d: first DATA %.3f -> %.3f s "
                "after the HELLO; sender closed at %.3f -> %.3f s (%+.3f s)\n",
-               mib, files, loss, seed, (double)(b[0].first_data_at - b[0].hello_at) / 1e9,
-               (double)(b[1].first_data_at - b[1].hello_at) / 1e9, (double)end[0] / 1e9,
+               mib, files, loss, seed, (double)(b[0].first.data_at - b[0].first.hello_at) / 1e9,
+               (double)(b[1].first.data_at - b[1].first.hello_at) / 1e9, (double)end[0] / 1e9,
                (double)end[1] / 1e9, ((double)end[1] - (double)end[0]) / 1e9);
     }
     return 0;

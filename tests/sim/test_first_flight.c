@@ -13,7 +13,6 @@
 #include <cmocka.h>
 
 #include "proto/aftp_wire.h"
-#include "common/aftp_handshake.h"
 #include "sim_run.h"
 
 #define WINDOW 64u
@@ -28,26 +27,12 @@ static void pipelined(void *ctx, aftp_sender_settings *s, aftp_receiver_settings
     r->pipeline_window = WINDOW;
 }
 
-/* When the sender's first HELLO and first DATA left (virtual clock). */
+/* When the first HELLO and DATA left, and what the filter saw. */
 typedef struct first_flight {
-    uint64_t hello_at, data_at;
-    int has_hello, has_data;
+    sim_first first;
     int announced;     /* the HELLO carried EARLY_ENTRIES */
     int strip;         /* the filter turns EARLY_ENTRIES into a type no server knows */
 } first_flight;
-
-static void note_first(void *ctx, uint64_t now, const aftp_datagram *dg)
-{
-    first_flight *f = ctx;
-    if (dg->head[1] == AFTP_WIRE_HELLO && !f->has_hello) {
-        f->has_hello = 1;
-        f->hello_at = now;
-    }
-    if (dg->head[1] == AFTP_WIRE_DATA && !f->has_data) {
-        f->has_data = 1;
-        f->data_at = now;
-    }
-}
 
 /* The offset of the EARLY_ENTRIES TLV in a HELLO, 0 when there is none. */
 static size_t early_tlv_at(const aftp_datagram *dg)
@@ -93,8 +78,8 @@ static void run_two_files(first_flight *f, sim_result *r)
     c.fwd.delay_ns = ONE_WAY_NS;
     c.rev.delay_ns = ONE_WAY_NS;
     c.tune = pipelined;
-    c.fwd_tap = note_first;
-    c.fwd_tap_ctx = f;
+    c.fwd_tap = sim_first_record;
+    c.fwd_tap_ctx = &f->first;
     c.fwd_filter = strip_early;
     c.fwd_filter_ctx = f;
     sim_run(&c, r);
@@ -105,7 +90,7 @@ static void run_two_files(first_flight *f, sim_result *r)
         assert_true(sim_storage_file(&r->st, id)->committed);
     }
     assert_int_equal(r->snd_side.ev.entry_end, 2);
-    assert_true(f->has_hello && f->has_data);
+    assert_true(f->first.has_hello && f->first.has_data);
 }
 
 /* One round trip from the first HELLO to the first DATA: the HELLO_ACK
@@ -116,7 +101,7 @@ static void test_first_data_one_rtt_after_hello(void **state)
     first_flight f = {0};
     sim_result r;
     run_two_files(&f, &r);
-    assert_true(f.data_at - f.hello_at < RTT_NS + RTT_NS / 2);
+    assert_true(f.first.data_at - f.first.hello_at < RTT_NS + RTT_NS / 2);
     assert_true(f.announced);
     sim_result_free(&r);
 }
@@ -131,27 +116,11 @@ static void test_old_server_ignores_early_entries(void **state)
     sim_result r;
     run_two_files(&f, &r);
     assert_true(f.announced); /* the HELLO offered them: an old server saw them */
-    assert_true(f.data_at - f.hello_at >= 2 * RTT_NS);
+    assert_true(f.first.data_at - f.first.hello_at >= 2 * RTT_NS);
     sim_result_free(&r);
 }
 
 /* ---- a replayed HELLO, datagram by datagram ---- */
-
-typedef struct ts_memory {
-    int has;
-    uint8_t last[AFTP_HS_TIMESTAMP_LEN];
-} ts_memory;
-
-static int remember_timestamp(void *user, const uint8_t *client_key, const uint8_t *ts)
-{
-    ts_memory *m = user;
-    (void)client_key;
-    if (m->has && !aftp_hs_timestamp_after(ts, m->last))
-        return AFTP_ERR_REPLAY;
-    memcpy(m->last, ts, sizeof m->last);
-    m->has = 1;
-    return AFTP_OK;
-}
 
 /* Every datagram r has to send at `now`, after its timers: how many, and
  * how many of them are VERDICTS. */
@@ -186,13 +155,13 @@ static void test_replayed_hello_takes_no_entry(void **state)
     aftp_receiver *first, *fresh;
     uint8_t hello[MAX_DGRAM];
     aftp_datagram dg;
-    ts_memory memory = {0};
+    sim_ts_memory memory = {0};
     int verdicts = 0;
     sim_storage_init(&st, 1, 100000, 3);
     side = (sim_side){.st = &st, .clock = &clock};
     sim_engine_settings(&ss, &side, &rs, &side);
     pipelined(NULL, &ss, &rs);
-    rs.security.peers.check_timestamp = remember_timestamp;
+    rs.security.peers.check_timestamp = sim_remember_timestamp;
     rs.security.peers.user = &memory;
     assert_int_equal(aftp_sender_new(&ss, 0, &s), AFTP_OK);
     aftp_file_info info = {.file_id = 1, .size = 100000, .mode = 0644, .path = "early.bin"};
