@@ -291,6 +291,12 @@ static int ack_fields_broken(const aftp_hello_client *c, const aftp_session *ss,
                  "announce (spec 12.3.4)", ss->peer_name);
         return 1;
     }
+    if (early_taken(a) && a->max_datagram != ss->own_max_datagram) {
+        snprintf(why, cap, "the %s's HELLO_ACK takes the early entries, whose blocks fit "
+                 "%u-byte datagrams, but negotiates %u (spec 12.3.4)", ss->peer_name,
+                 (unsigned)ss->own_max_datagram, (unsigned)a->max_datagram);
+        return 1;
+    }
     return pipeline_broken(c, ss, a, why, cap) || role_broken(c, ss, a, why, cap);
 }
 

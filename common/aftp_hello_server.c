@@ -133,8 +133,10 @@ static int read_message1(aftp_hello_server *h, const aftp_wire_packet *p, const 
         rc = aftp_handshake_new(out, &cfg);
     if (rc == AFTP_OK)
         rc = aftp_handshake_read_init(*out, msg, msg_len, payload, sizeof payload, &payload_len);
-    if (rc == AFTP_OK && early_announced(h, p))
-        memcpy(h->early, payload, h->early_len = payload_len);
+    if (rc == AFTP_OK && early_announced(h, p)) {
+        memcpy(h->early, payload, payload_len);
+        h->early_len = payload_len;
+    }
     return rc;
 }
 

@@ -430,8 +430,6 @@ static int pipe_decide(aftp_receiver *r, pipe_entry *p)
     return 1;
 }
 
-/* Verdicts in id order: each entry waits for its predecessors, and all
- * wait behind one whose verdict storage holds back. */
 /* Verdicts are decided in TRANSFER and, for message 1's early entries,
  * from the engine's timer once the HELLO_ACK is built (section 12.3.4). */
 static int pipe_may_decide(const aftp_receiver *r)
@@ -440,6 +438,8 @@ static int pipe_may_decide(const aftp_receiver *r)
            (r->ss.state == AFTP_STATE_HANDSHAKE && r->early_decide);
 }
 
+/* Verdicts in id order: each entry waits for its predecessors, and all
+ * wait behind one whose verdict storage holds back. */
 static void pipe_decide_ready(aftp_receiver *r)
 {
     pipe_entry *p;

@@ -32,7 +32,28 @@ typedef struct first_flight {
     sim_first first;
     int announced;     /* the HELLO carried EARLY_ENTRIES */
     int strip;         /* the filter turns EARLY_ENTRIES into a type no server knows */
+    int entries_sent;  /* ENTRIES datagrams the sender wrote */
+    int drop_verdicts; /* the first VERDICTS the receiver sends is lost */
+    int verdicts_dropped;
 } first_flight;
+
+static void note_flight(void *ctx, uint64_t now, const aftp_datagram *dg)
+{
+    first_flight *f = ctx;
+    sim_first_record(&f->first, now, dg);
+    f->entries_sent += dg->head[1] == AFTP_WIRE_ENTRIES;
+}
+
+/* Loses the first VERDICTS on its way to the sender when asked to. */
+static int lose_first_verdicts(void *ctx, uint64_t now, const uint8_t *pkt, size_t len)
+{
+    first_flight *f = ctx;
+    (void)now;
+    if (!f->drop_verdicts || f->verdicts_dropped || len < 2 || pkt[1] != AFTP_WIRE_VERDICTS)
+        return 1;
+    f->verdicts_dropped = 1;
+    return 0;
+}
 
 /* The offset of the EARLY_ENTRIES TLV in a HELLO, 0 when there is none. */
 static size_t early_tlv_at(const aftp_datagram *dg)
@@ -78,8 +99,10 @@ static void run_two_files(first_flight *f, sim_result *r)
     c.fwd.delay_ns = ONE_WAY_NS;
     c.rev.delay_ns = ONE_WAY_NS;
     c.tune = pipelined;
-    c.fwd_tap = sim_first_record;
-    c.fwd_tap_ctx = &f->first;
+    c.fwd_tap = note_flight;
+    c.fwd_tap_ctx = f;
+    c.rev_tap = lose_first_verdicts;
+    c.rev_tap_ctx = f;
     c.fwd_filter = strip_early;
     c.fwd_filter_ctx = f;
     sim_run(&c, r);
@@ -103,6 +126,23 @@ static void test_first_data_one_rtt_after_hello(void **state)
     run_two_files(&f, &r);
     assert_true(f.first.data_at - f.first.hello_at < RTT_NS + RTT_NS / 2);
     assert_true(f.announced);
+    assert_int_equal(f.entries_sent, 0); /* both rode in message 1 */
+    sim_result_free(&r);
+}
+
+/* The early entries' VERDICTS lost: the sender resends the entries in an
+ * ENTRIES on its control timer, as it would any ENTRIES without verdicts,
+ * gets their verdicts again, and the transfer completes. */
+static void test_lost_early_verdicts_resent(void **state)
+{
+    (void)state;
+    first_flight f = {.drop_verdicts = 1};
+    sim_result r;
+    run_two_files(&f, &r);
+    assert_true(f.announced);
+    assert_true(f.verdicts_dropped);
+    assert_true(f.entries_sent >= 1);
+    assert_true(f.first.data_at - f.first.hello_at >= 2 * RTT_NS);
     sim_result_free(&r);
 }
 
@@ -200,6 +240,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_first_data_one_rtt_after_hello),
         cmocka_unit_test(test_old_server_ignores_early_entries),
+        cmocka_unit_test(test_lost_early_verdicts_resent),
         cmocka_unit_test(test_replayed_hello_takes_no_entry),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
