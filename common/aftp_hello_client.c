@@ -33,9 +33,9 @@ static void hello_fields(const aftp_hello_client *c, const aftp_session *ss, aft
     h->max_datagram = ss->own_max_datagram;
 }
 
-/* Message 1, bound to the offer (the prologue), built once. */
-static int start_handshake(aftp_hello_client *c, const aftp_session *ss,
-                           const aftp_security_settings *sec)
+/* The handshake of message 1, bound to the offer (the prologue). */
+static int new_handshake(const aftp_hello_client *c, const aftp_session *ss,
+                         const aftp_security_settings *sec, aftp_handshake **out)
 {
     aftp_wire_hello h;
     uint8_t prologue[AFTP_WIRE_PROLOGUE_MAX];
@@ -48,12 +48,27 @@ static int start_handshake(aftp_hello_client *c, const aftp_session *ss,
                           .server_key = sec->peer_key, .psk = sec->psk, .prologue = prologue,
                           .prologue_len = prologue_len, .random = sec->random,
                           .random_user = sec->random_user};
-    rc = aftp_handshake_new(&c->hs, &cfg);
+    return aftp_handshake_new(out, &cfg);
+}
+
+/* Message 1 is written at the first HELLO (early entries may join it
+ * until then), but whether the keys make a handshake at all (a server key
+ * that is a low-order point does not) must be known now: a trial message
+ * 1 is written and thrown away. */
+static int start_handshake(aftp_hello_client *c, const aftp_session *ss,
+                           const aftp_security_settings *sec)
+{
+    aftp_handshake *trial = NULL;
+    uint8_t scratch[AFTP_HS_MAX_INIT];
+    size_t scratch_len;
+    int rc = new_handshake(c, ss, sec, &trial);
     if (rc == AFTP_OK)
-        rc = aftp_handshake_write_init(c->hs, sec->unix_time_ns, NULL, 0, c->msg1,
-                                       sizeof c->msg1, &c->msg1_len);
-    /* Besides memory, only the keys can make this fail (a server key that
-     * is a low-order point). */
+        rc = aftp_handshake_write_init(trial, sec->unix_time_ns, NULL, 0, scratch,
+                                       sizeof scratch, &scratch_len);
+    aftp_handshake_del(trial);
+    if (rc == AFTP_OK)
+        rc = new_handshake(c, ss, sec, &c->hs);
+    /* Besides memory, only the keys can make this fail. */
     return rc == AFTP_OK || rc == AFTP_ERR_NO_MEMORY ? rc : AFTP_ERR_BAD_KEY;
 }
 
@@ -64,6 +79,7 @@ int aftp_hello_client_init(aftp_hello_client *c, const aftp_session *ss,
     c->role = role;
     c->window = window;
     c->key_update_packets = sec->key_update_packets;
+    c->unix_ns = sec->unix_time_ns;
     build_offer(c, sec->cipher);
     return sec->cipher != AFTP_CIPHER_NONE ? start_handshake(c, ss, sec) : AFTP_OK;
 }
@@ -79,7 +95,7 @@ void aftp_hello_client_free(aftp_hello_client *c)
  * section 12.3), PIPELINE when a window is proposed (12.3.2), and PULL
  * in a pull (12.3.3). */
 #define HELLO_EXT_MAX \
-    (5u * 4u + AFTP_HS_MAX_INIT + AFTP_WIRE_MAX_TOKEN + AFTP_WIRE_PIPELINE_LEN)
+    (6u * 4u + AFTP_HS_MAX_INIT + AFTP_WIRE_MAX_TOKEN + AFTP_WIRE_PIPELINE_LEN)
 
 static int hello_extensions(const aftp_hello_client *c, uint8_t *ext, uint16_t *ext_len)
 {
@@ -96,6 +112,8 @@ static int hello_extensions(const aftp_hello_client *c, uint8_t *ext, uint16_t *
         rc = aftp_wire_ext_put_pipeline(&w, c->window);
     if (rc == AFTP_OK && c->role == AFTP_WIRE_ROLE_PULL)
         rc = aftp_wire_ext_put(&w, AFTP_WIRE_EXT_PULL, NULL, 0);
+    if (rc == AFTP_OK && c->early_len > 0)
+        rc = aftp_wire_ext_put(&w, AFTP_WIRE_EXT_EARLY_ENTRIES, NULL, 0);
     *ext_len = (uint16_t)w.pos;
     return rc;
 }
@@ -105,6 +123,12 @@ int aftp_hello_client_encode(aftp_hello_client *c, aftp_session *ss, uint8_t *bu
 {
     aftp_wire_packet p;
     uint8_t ext[HELLO_EXT_MAX];
+    if (c->hs != NULL && c->msg1_len == 0) {
+        int rc = aftp_handshake_write_init(c->hs, c->unix_ns, c->early, c->early_len, c->msg1,
+                                           sizeof c->msg1, &c->msg1_len);
+        if (rc != AFTP_OK)
+            return rc;
+    }
     aftp_session_packet(ss, AFTP_WIRE_HELLO, &p);
     hello_fields(c, ss, &p.u.hello);
     int rc = hello_extensions(c, ext, &p.u.hello.ext_len);
@@ -112,6 +136,15 @@ int aftp_hello_client_encode(aftp_hello_client *c, aftp_session *ss, uint8_t *bu
         return rc;
     p.u.hello.ext = ext;
     return aftp_session_encode(ss, &p, buf, cap, dg);
+}
+
+int aftp_hello_client_set_early(aftp_hello_client *c, const uint8_t *payload, size_t len)
+{
+    if (c->hs == NULL || c->msg1_len > 0 || len > sizeof c->early)
+        return 0;
+    memcpy(c->early, payload, len);
+    c->early_len = len;
+    return 1;
 }
 
 /* Section 14.7: the server wants its cookie back before it does any
@@ -221,6 +254,15 @@ static int role_broken(const aftp_hello_client *c, const aftp_session *ss,
     return 0;
 }
 
+/* Section 12.3.4: the server took message 1's entries. */
+static int early_taken(const aftp_wire_hello_ack *a)
+{
+    const uint8_t *value;
+    uint16_t value_len;
+    return aftp_wire_ext_find(a->ext, a->ext_len, AFTP_WIRE_EXT_EARLY_ENTRIES, &value,
+                              &value_len);
+}
+
 /* Section 6.3's field checks, on a HELLO_ACK that is authenticated (or in
  * an unprotected session, where nothing is): 1 and why when one fails.
  * (A protected ack's cipher was checked before authentication.) */
@@ -242,6 +284,17 @@ static int ack_fields_broken(const aftp_hello_client *c, const aftp_session *ss,
     if (aftp_wire_ext_rate_cap(a->ext, a->ext_len, &bps) < 0) {
         snprintf(why, cap, "the %s's HELLO_ACK carries a RATE_CAP that is not a non-zero "
                  "u64 (spec 12.3)", ss->peer_name);
+        return 1;
+    }
+    if (early_taken(a) && c->early_len == 0) {
+        snprintf(why, cap, "the %s's HELLO_ACK carries an EARLY_ENTRIES this side did not "
+                 "announce (spec 12.3.4)", ss->peer_name);
+        return 1;
+    }
+    if (early_taken(a) && a->max_datagram != ss->own_max_datagram) {
+        snprintf(why, cap, "the %s's HELLO_ACK takes the early entries, whose blocks fit "
+                 "%u-byte datagrams, but negotiates %u (spec 12.3.4)", ss->peer_name,
+                 (unsigned)ss->own_max_datagram, (unsigned)a->max_datagram);
         return 1;
     }
     return pipeline_broken(c, ss, a, why, cap) || role_broken(c, ss, a, why, cap);
@@ -274,5 +327,6 @@ int aftp_hello_client_ack(aftp_hello_client *c, aftp_session *ss, const aftp_wir
         grant->rate_cap_bps = 0;
     if (aftp_wire_ext_pipeline(a->ext, a->ext_len, &grant->window) <= 0)
         grant->window = 0;
+    grant->early_entries = early_taken(a);
     return AFTP_OK;
 }

@@ -23,8 +23,11 @@ typedef struct aftp_hello_client {
     uint8_t role;          /* AFTP_WIRE_ROLE_PUSH or _PULL */
     uint8_t offer[AFTP_WIRE_MAX_CIPHERS];
     uint8_t offer_count;
-    uint8_t msg1[AFTP_HS_MAX_INIT];
+    uint64_t unix_ns;      /* message 1's time, fixed at init */
+    uint8_t msg1[AFTP_HS_MAX_INIT]; /* written at the first HELLO, then resent as is */
     size_t msg1_len;
+    uint8_t early[AFTP_HS_MAX_PAYLOAD]; /* message 1's early entries (spec 12.3.4) */
+    size_t early_len;
     int retried;           /* a RETRY was followed (at most one) */
     uint8_t token[AFTP_WIRE_MAX_TOKEN];
     uint16_t token_len;
@@ -37,19 +40,27 @@ typedef struct aftp_hello_client {
 typedef struct aftp_hello_grant {
     uint64_t rate_cap_bps;
     uint32_t window;
+    int early_entries;     /* the server took message 1's entries (EARLY_ENTRIES) */
 } aftp_hello_grant;
 
 /* aftp_hello_client_ack's answer for a HELLO_ACK that cannot be the
  * server's: dropped, nothing changed. */
 #define AFTP_HELLO_DROPPED 1
 
-/* The offer and, for a protected one, message 1 (with the time of
- * sec->unix_time_ns). ss must be initialised: its id and datagram size
+/* The offer and, for a protected one, the handshake of message 1 (with
+ * the time of sec->unix_time_ns; written at the first HELLO, so early
+ * entries can still join it). ss must be initialised: its id and datagram size
  * go into the prologue. AFTP_ERR_BAD_KEY when the keys cannot make a
  * handshake; NO_MEMORY. */
 int aftp_hello_client_init(aftp_hello_client *c, const aftp_session *ss,
                            const aftp_security_settings *sec, uint8_t role, uint32_t window);
 void aftp_hello_client_free(aftp_hello_client *c);
+
+/* Section 12.3.4: message 1 carries `len` bytes of early entries (an
+ * ENTRIES body, at most AFTP_HS_MAX_PAYLOAD). 1 when taken; 0 when it is
+ * too late (the first HELLO left: message 1 never changes), the session
+ * unprotected (no message 1) or the bytes too many. */
+int aftp_hello_client_set_early(aftp_hello_client *c, const uint8_t *payload, size_t len);
 
 /* The HELLO, with a new packet number (the engine arms its timer). */
 int aftp_hello_client_encode(aftp_hello_client *c, aftp_session *ss, uint8_t *buf, size_t cap,

@@ -103,6 +103,17 @@ static int policy_check_timestamp(void *user, const uint8_t *client_key, const u
                                         : AFTP_OK;
 }
 
+/* Section 12.3.4: message 1's payload is early entries when the HELLO of
+ * a push says so. */
+static int early_announced(const aftp_hello_server *h, const aftp_wire_packet *p)
+{
+    const uint8_t *value;
+    uint16_t value_len;
+    return h->role == AFTP_WIRE_ROLE_PUSH &&
+           aftp_wire_ext_find(p->u.hello.ext, p->u.hello.ext_len, AFTP_WIRE_EXT_EARLY_ENTRIES,
+                              &value, &value_len);
+}
+
 /* Reads message 1 with the HELLO's prologue: AFTP_OK and *out, or why not
  * (AUTH, REPLAY, UNKNOWN_PEER, MALFORMED, NO_MEMORY). */
 static int read_message1(aftp_hello_server *h, const aftp_wire_packet *p, const uint8_t *msg,
@@ -122,6 +133,10 @@ static int read_message1(aftp_hello_server *h, const aftp_wire_packet *p, const 
         rc = aftp_handshake_new(out, &cfg);
     if (rc == AFTP_OK)
         rc = aftp_handshake_read_init(*out, msg, msg_len, payload, sizeof payload, &payload_len);
+    if (rc == AFTP_OK && early_announced(h, p)) {
+        memcpy(h->early, payload, payload_len);
+        h->early_len = payload_len;
+    }
     return rc;
 }
 
@@ -214,6 +229,8 @@ static int protected_hello(aftp_hello_server *h, aftp_session *ss, const aftp_wi
         take_hello(h, ss, p);
         memcpy(h->msg1, msg, msg_len);
         h->msg1_len = msg_len;
+        if (ss->max_datagram != p->u.hello.max_datagram)
+            h->early_len = 0; /* its blocks were sized for a datagram this side cannot take */
         rc = aftp_handshake_peer_key(hs, client_key);
     }
     if (rc == AFTP_OK && (check_role_allowed(h, ss, client_key, drain_ns) != AFTP_OK ||
@@ -295,7 +312,23 @@ static int put_ack_extensions(const aftp_hello_server *h, aftp_wire_writer *w)
         rc = aftp_wire_ext_put_pipeline(w, h->window);
     if (rc == AFTP_OK && h->role == AFTP_WIRE_ROLE_PULL)
         rc = aftp_wire_ext_put(w, AFTP_WIRE_EXT_PULL, NULL, 0);
+    if (rc == AFTP_OK && h->early_taken)
+        rc = aftp_wire_ext_put(w, AFTP_WIRE_EXT_EARLY_ENTRIES, NULL, 0);
     return rc;
+}
+
+int aftp_hello_server_early(const aftp_hello_server *h, aftp_wire_entries *out)
+{
+    aftp_wire_record_iter it;
+    aftp_wire_entry first;
+    if (h->early_len == 0 || h->window == 0 ||
+        aftp_wire_early_entries_decode(h->early, h->early_len, out) != AFTP_OK ||
+        out->count > h->window)
+        return AFTP_ERR_NOT_FOUND;
+    aftp_wire_entries_iter_init(&it, out);
+    if (!aftp_wire_entries_next(&it, &first) || first.entry_id != 1 || first.base_block != 0)
+        return AFTP_ERR_NOT_FOUND;
+    return AFTP_OK;
 }
 
 /* A HELLO_ACK whose extensions are to be written into ext. */

@@ -20,9 +20,10 @@
 #include "common/aftp_session.h"
 #include "proto/aftp_wire.h"
 
-/* A HELLO_ACK's extensions: RATE_CAP, PIPELINE, PULL, then HANDSHAKE. */
+/* A HELLO_ACK's extensions: RATE_CAP, PIPELINE, PULL, EARLY_ENTRIES,
+ * then HANDSHAKE. */
 #define AFTP_HELLO_ACK_EXT_MAX                                                                 \
-    (4u + AFTP_WIRE_RATE_CAP_LEN + 4u + AFTP_WIRE_PIPELINE_LEN + 4u + 4u +                     \
+    (4u + AFTP_WIRE_RATE_CAP_LEN + 4u + AFTP_WIRE_PIPELINE_LEN + 4u + 4u + 4u +                \
      AFTP_HS_MAX_RESPONSE)
 /* A HELLO_ACK: header, fixed fields, extension length, its TLVs. */
 #define AFTP_HELLO_ACK_MAX (AFTP_WIRE_HEADER_LEN + 9u + AFTP_HELLO_ACK_EXT_MAX)
@@ -44,6 +45,9 @@ typedef struct aftp_hello_server {
     size_t ack_len;
     uint64_t rate_cap_bps;  /* the policy's cap for this client, 0: none */
     uint32_t window;        /* the session's entry window (PIPELINE), 0: one-file mode */
+    uint8_t early[AFTP_HS_MAX_PAYLOAD]; /* message 1's early entries (spec 12.3.4) */
+    size_t early_len;       /* 0: none, or they cannot be taken */
+    int early_taken;        /* the engine took them: the HELLO_ACK says so */
 } aftp_hello_server;
 
 /* Keeps the private key in guarded memory and clears sec->identity (sec
@@ -62,6 +66,16 @@ void aftp_hello_server_free(aftp_hello_server *h);
  * refused (the session then closes, CLOSE in clear, after drain_ns). */
 int aftp_hello_server_hello(aftp_hello_server *h, aftp_session *ss, const aftp_wire_packet *p,
                             uint64_t drain_ns);
+/* Section 12.3.4, for an admitted client in a pipelined session (after
+ * the engine settled h->window, before aftp_hello_server_answer): the
+ * early entries message 1 carried, when the session can take them (they
+ * decode, start the stream at entry 1, block 0, and fit the window).
+ * AFTP_OK and *out (its records point into h), or AFTP_ERR_NOT_FOUND:
+ * none to take, ignored as a server without the extension would; the
+ * client then sends them in ENTRIES. The engine that takes them sets
+ * h->early_taken. */
+int aftp_hello_server_early(const aftp_hello_server *h, aftp_wire_entries *out);
+
 /* Builds the HELLO_ACK for h->window and, protected, installs the keys:
  * AFTP_OK (the answer is due), or the error the session closed with. */
 int aftp_hello_server_answer(aftp_hello_server *h, aftp_session *ss);

@@ -1056,6 +1056,31 @@ static int encode_entries(aftp_wire_writer *w, const aftp_wire_packet *p)
     return AFTP_OK;
 }
 
+int aftp_wire_early_entries_decode(const uint8_t *buf, size_t len, aftp_wire_entries *out)
+{
+    aftp_wire_reader r;
+    aftp_wire_packet p;
+    aftp_wire_reader_init(&r, buf, len);
+    int rc = decode_entries(&r, &p);
+    if (rc == AFTP_OK && r.pos != len)
+        rc = AFTP_ERR_MALFORMED;
+    if (rc == AFTP_OK)
+        *out = p.u.entries;
+    return rc;
+}
+
+int aftp_wire_early_entries_encode(const aftp_wire_entries *e, uint8_t *buf, size_t cap,
+                                   size_t *len)
+{
+    aftp_wire_writer w;
+    aftp_wire_packet p;
+    aftp_wire_writer_init(&w, buf, cap);
+    p.u.entries = *e;
+    int rc = encode_entries(&w, &p);
+    *len = w.pos;
+    return rc;
+}
+
 /* Error only with REFUSED, held ranges only with RESUME, ids ascending. */
 static int valid_verdict(const aftp_wire_verdict *v, uint32_t prev_id)
 {

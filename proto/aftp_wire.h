@@ -133,6 +133,9 @@ enum aftp_wire_error {
 /* HELLO and HELLO_ACK (empty value): the client pulls, the server serves
  * the pull (spec section 12.3.3); enables PULL_REQUEST and PULL_REPLY. */
 #define AFTP_WIRE_EXT_PULL 0x0006u
+/* HELLO and HELLO_ACK (empty value): message 1's application payload holds
+ * the session's first entries, and the server took them (spec 12.3.4). */
+#define AFTP_WIRE_EXT_EARLY_ENTRIES 0x0007u
 
 /* ---- pull (spec sections 6.16, 6.17, 9.15) ---- */
 #define AFTP_WIRE_MAX_PULL_PATHS 64u    /* paths in one PULL_REQUEST */
@@ -595,6 +598,14 @@ int aftp_wire_ext_put_pipeline(aftp_wire_writer *w, uint32_t window);
 /* The PULL of a validated extension block (spec section 12.3.3): 0 when
  * there is none, 1 for a well-formed (empty) one, -1 otherwise. */
 int aftp_wire_ext_pull(const uint8_t *ext, size_t ext_len);
+
+/* An ENTRIES body (count and records, spec 6.13) without its header: the
+ * early entries of message 1's payload (spec 12.3.4). Decode: the
+ * records stay in buf (out->record_bytes), validated as an ENTRIES' are,
+ * trailing bytes MALFORMED. Encode: *len bytes written. */
+int aftp_wire_early_entries_decode(const uint8_t *buf, size_t len, aftp_wire_entries *out);
+int aftp_wire_early_entries_encode(const aftp_wire_entries *e, uint8_t *buf, size_t cap,
+                                   size_t *len);
 
 /* The handshake prologue of a HELLO (spec section 14.2.2): the bytes both
  * sides mix into the Noise transcript so that changing the offer (role,

@@ -493,7 +493,10 @@ static void on_hello(aftp_receiver *r, const aftp_wire_packet *p)
     r->window = r->srv.window;
     if (r->window != 0 && aftp_rpipe_init(r) != AFTP_OK)
         r->window = r->srv.window = 0;
-    aftp_hello_server_answer(&r->srv, &r->ss);
+    aftp_wire_entries early;
+    r->srv.early_taken = aftp_hello_server_early(&r->srv, &early) == AFTP_OK;
+    if (aftp_hello_server_answer(&r->srv, &r->ss) == AFTP_OK && r->srv.early_taken)
+        aftp_rpipe_on_early_entries(r, &early);
 }
 
 /* Section 9.14: a pipelined session's input; FILE_OFFER has no place in it. */

@@ -146,8 +146,10 @@ struct aftp_receiver {
     uint32_t decide_next;     /* the next id storage decides (verdicts in id order) */
     uint32_t verdicts_from;   /* verdicts of ids [verdicts_from, decide_next) wait to leave */
     uint64_t verdicts_deadline;
-    uint64_t decide_retry_ns; /* storage answered AFTP_STORAGE_WAIT for decide_next: when
-                               * to ask again (0: no entry waits for storage) */
+    uint64_t decide_retry_ns; /* storage answered AFTP_STORAGE_WAIT for decide_next, or
+                               * early entries wait for their first decision: when to
+                               * ask (0: no entry waits for storage) */
+    int early_decide;         /* message 1's entries may be decided before TRANSFER */
     uint32_t repeat_lo, repeat_hi; /* a repeated ENTRIES' ids to answer (lo > hi: none) */
     uint64_t done_end;        /* end of the highest entry whose FILE_DONE arrived */
     uint32_t *results;        /* ring of W ids whose FILE_RESULT is due */
@@ -228,6 +230,7 @@ pipe_entry *aftp_rpipe_slot(const aftp_receiver *r, uint32_t id);
 pipe_entry *aftp_rpipe_data_entry(const aftp_receiver *r, uint32_t file_id, uint64_t block,
                                   size_t payload_len);
 void aftp_rpipe_on_entries(aftp_receiver *r, const aftp_wire_entries *en);
+void aftp_rpipe_on_early_entries(aftp_receiver *r, const aftp_wire_entries *en);
 void aftp_rpipe_on_data(aftp_receiver *r, const aftp_wire_data *d);
 void aftp_rpipe_on_file_done(aftp_receiver *r, const aftp_wire_file_done *d);
 void aftp_rpipe_on_abandon(aftp_receiver *r, const aftp_wire_abandon *a);

@@ -369,6 +369,8 @@ static void pipe_queue_verdict(aftp_receiver *r)
 {
     if (r->verdicts_from + 1 == r->decide_next)
         r->verdicts_deadline = r->ss.now_ns + aftp_recv_feedback_interval(r);
+    if (r->ss.state == AFTP_STATE_HANDSHAKE) /* early: right behind the HELLO_ACK */
+        r->verdicts_deadline = r->ss.now_ns;
     if ((size_t)(r->decide_next - r->verdicts_from) * AFTP_WIRE_VERDICT_FIXED >=
         verdict_budget(r))
         r->verdicts_deadline = r->ss.now_ns;
@@ -428,12 +430,20 @@ static int pipe_decide(aftp_receiver *r, pipe_entry *p)
     return 1;
 }
 
+/* Verdicts are decided in TRANSFER and, for message 1's early entries,
+ * from the engine's timer once the HELLO_ACK is built (section 12.3.4). */
+static int pipe_may_decide(const aftp_receiver *r)
+{
+    return r->ss.state == AFTP_STATE_TRANSFER ||
+           (r->ss.state == AFTP_STATE_HANDSHAKE && r->early_decide);
+}
+
 /* Verdicts in id order: each entry waits for its predecessors, and all
  * wait behind one whose verdict storage holds back. */
 static void pipe_decide_ready(aftp_receiver *r)
 {
     pipe_entry *p;
-    while (r->ss.state == AFTP_STATE_TRANSFER && (p = aftp_rpipe_slot(r, r->decide_next)) != NULL &&
+    while (pipe_may_decide(r) && (p = aftp_rpipe_slot(r, r->decide_next)) != NULL &&
            p->phase == PIPE_OFFERED && pipe_decide(r, p))
         ;
 }
@@ -478,6 +488,17 @@ void aftp_rpipe_on_entries(aftp_receiver *r, const aftp_wire_entries *en)
         }
     }
     pipe_decide_ready(r);
+}
+
+/* Section 12.3.4: message 1's entries, kept like an ENTRIES' at the
+ * HELLO; their verdicts need storage, which must not run where the
+ * handshake does (a server's control thread), so they are decided at the
+ * engine's next timer, on the thread that then drives the session. */
+void aftp_rpipe_on_early_entries(aftp_receiver *r, const aftp_wire_entries *en)
+{
+    aftp_rpipe_on_entries(r, en);
+    r->early_decide = 1;
+    r->decide_retry_ns = r->ss.now_ns > 0 ? r->ss.now_ns : 1;
 }
 
 /* FILE_RESULT due for p (dropped when W results wait already: the
@@ -897,7 +918,7 @@ uint64_t aftp_rpipe_expiry(const aftp_receiver *r, uint64_t t)
         return t;
     if (r->verdicts_from < r->decide_next)
         t = min_u64(t, r->verdicts_deadline);
-    if (r->decide_retry_ns != 0 && r->ss.state == AFTP_STATE_TRANSFER)
+    if (r->decide_retry_ns != 0 && pipe_may_decide(r))
         t = min_u64(t, r->decide_retry_ns);
     if (r->group_len > 0 && r->flight_len == 0) /* else commit_done starts it */
         t = min_u64(t, r->group_deadline);
@@ -910,7 +931,7 @@ uint64_t aftp_rpipe_expiry(const aftp_receiver *r, uint64_t t)
 
 void aftp_rpipe_handle_expiry(aftp_receiver *r)
 {
-    if (r->window == 0 || r->ss.state != AFTP_STATE_TRANSFER)
+    if (r->window == 0 || !pipe_may_decide(r))
         return;
     if (r->decide_retry_ns != 0 && r->ss.now_ns >= r->decide_retry_ns) {
         r->decide_retry_ns = 0; /* set again if storage still holds it back */

@@ -174,6 +174,7 @@ struct aftp_sender {
     uint64_t last_new_block; /* the latest block sent for the first time */
     uint64_t hello_sent_ns; /* the first HELLO... */
     unsigned hello_sends;   /* ...and how many: one gives the handshake's RTT */
+    uint32_t early_count;   /* entries 1..early_count rode in message 1 (section 12.3.4) */
 };
 
 #define ENTRIES_LEAD_RTTS 4.0 /* new data before ENTRIES while this much is offered ahead */
@@ -373,6 +374,9 @@ static void end_file(aftp_sender *s, int error, const uint8_t *digest, const cha
 }
 
 static void end_all_entries(aftp_sender *s, int error, const char *message);
+static void early_entries_taken(aftp_sender *s);
+static int take_entry(aftp_sender *s, uint32_t id, int resend, size_t room, aftp_wire_entry *rec);
+static void arm_control_timer(aftp_sender *s);
 
 /* The session ends abruptly (idle, peer's CLOSE, version): the active file
  * (or every live entry) ends with the same error, then CLOSED. */
@@ -740,6 +744,8 @@ static void on_hello_ack(aftp_sender *s, const aftp_wire_hello_ack *a)
         return;
     }
     s->ss.state = AFTP_STATE_TRANSFER;
+    if (grant.early_entries && s->mode == MODE_PIPELINED)
+        early_entries_taken(s);
     if (s->hello_sends == 1) /* a resent HELLO's answer could be to either */
         aftp_cc_on_handshake_rtt(&s->cc, s->ss.now_ns - s->hello_sent_ns);
     aftp_session_event(&s->ss, AFTP_EV_CONNECTED, AFTP_OK, NULL, NULL);
@@ -1496,10 +1502,72 @@ static int next_output(const aftp_sender *s)
     return OUT_NONE;
 }
 
+/* The record entry `id` would have in the first ENTRIES, base `base`
+ * (the entry itself stays queued): 0 when it cannot ride in message 1
+ * (not added yet, or a hole list still to be fitted). */
+static int early_record(aftp_sender *s, uint32_t id, uint64_t base, aftp_wire_entry *rec,
+                        uint64_t *blocks)
+{
+    aftp_entryq_item *e = aftp_entryq_find(&s->entries, id);
+    if (e == NULL || e->state != AFTP_ENTRYQ_QUEUED || e->hole_bytes != NULL)
+        return 0;
+    aftp_entryq_item copy = *e;
+    copy.base = base;
+    *blocks = 0;
+    if (copy.info.kind == AFTP_ENTRY_FILE) {
+        if (copy.info.file.block_size == 0)
+            copy.info.file.block_size = largest_block(s);
+        *blocks = aftp_wire_block_count(copy.info.file.size, copy.info.file.block_size);
+    }
+    aftp_entryq_record(&copy, rec);
+    return 1;
+}
+
+/* Section 12.3.4: the first entries, as many as message 1's payload
+ * holds, ride in the first HELLO, with the records the first ENTRIES
+ * would carry (the same block size: the server takes them only when the
+ * negotiated datagram is this side's own). They stay queued until the
+ * HELLO_ACK says the server took them. */
+static void offer_early_entries(aftp_sender *s)
+{
+    aftp_wire_entry recs[AFTP_HS_MAX_PAYLOAD / AFTP_WIRE_ENTRY_FIXED];
+    uint8_t body[AFTP_HS_MAX_PAYLOAD];
+    size_t room = sizeof body - 2, len = 0;
+    uint64_t base = 0, blocks = 0;
+    uint16_t count = 0;
+    if (s->mode != MODE_UNKNOWN || s->set.no_early_entries)
+        return;
+    while (count < sizeof recs / sizeof recs[0] && count < s->set.pipeline_window &&
+           early_record(s, count + 1u, base, &recs[count], &blocks) &&
+           aftp_wire_entry_len(&recs[count]) <= room) {
+        room -= aftp_wire_entry_len(&recs[count]);
+        base += blocks;
+        count++;
+    }
+    aftp_wire_entries en = {.count = count, .entries = recs};
+    if (count > 0 && aftp_wire_early_entries_encode(&en, body, sizeof body, &len) == AFTP_OK &&
+        aftp_hello_client_set_early(&s->hello, body, len))
+        s->early_count = count;
+}
+
+/* Section 12.3.4: the server took message 1's entries: they are offered
+ * now as if the first ENTRIES had carried them (same records), waiting
+ * for the verdicts that follow the HELLO_ACK, resent like any ENTRIES'
+ * when those do not come. */
+static void early_entries_taken(aftp_sender *s)
+{
+    aftp_wire_entry rec;
+    for (uint32_t id = 1; id <= s->early_count; id++)
+        take_entry(s, id, 0, SIZE_MAX, &rec);
+    arm_control_timer(s);
+}
+
 static int encode_hello(aftp_sender *s, uint8_t *buf, size_t cap, aftp_datagram *dg)
 {
     s->hello_due = 0;
     arm_timer(s);
+    if (s->hello_sends == 0)
+        offer_early_entries(s);
     if (s->hello_sends++ == 0)
         s->hello_sent_ns = s->ss.now_ns;
     return aftp_hello_client_encode(&s->hello, &s->ss, buf, cap, dg);

@@ -449,6 +449,13 @@ typedef struct aftp_sender_settings {
      * this path's and recent (io/store/aftp_pathmem.h keeps them). */
     uint64_t resume_rate_bps;
     uint64_t resume_rtt_ns;
+    /* Non-zero: the first entries do not ride in the HELLO's message 1
+     * (spec 12.3.4; default 0: they do, when the session is protected and
+     * pipelined and entries were added before the first write), so names
+     * and sizes never travel under the server's static key alone (no
+     * forward secrecy for them, spec 14.2.8). Costs one round trip.
+     * Last, so the fields before keep their places. */
+    int no_early_entries;
 } aftp_sender_settings;
 
 AFTP_EXTERN void aftp_sender_settings_default(aftp_sender_settings *s);

@@ -254,6 +254,11 @@ static int serve_entry(void *user, const aftp_entry_info *info, aftp_entry_verdi
     aftp_serve_session *ss = session_of(user);
     const aftp_serve_opts *o = ss->sh->o;
     aftp_stats stats;
+    /* A session refused at the limit decides no entry: the early entries
+     * of its HELLO (spec 12.3.4) wait, and the session closes with
+     * CLOSE(LIMIT) once the client confirms; nothing is opened for it. */
+    if (ss->refusal[0] != '\0')
+        return AFTP_STORAGE_WAIT;
     int rc = aftp_treestore_ops.entry(user, info, out);
     if (rc != AFTP_OK || o->on_entry == NULL)
         return rc;

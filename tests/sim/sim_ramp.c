@@ -16,15 +16,9 @@ double sim_ramp_transfer(uint64_t bytes, uint64_t rtt_ms, double loss, const sim
 {
     sim_cfg c;
     sim_result r;
-    sim_cfg_default(&c);
+    sim_cfg_wan(&c, SIM_RAMP_LINK_BPS, rtt_ms, loss);
     c.file_size = bytes;
-    c.policy = AFTP_CC_FAIR;
-    c.rate_bps = SIM_RAMP_LINK_BPS;
     c.cipher = AFTP_CIPHER_NONE;
-    c.fwd = (sim_link_cfg){.rate_bps = SIM_RAMP_LINK_BPS, .delay_ns = rtt_ms * SIM_MS / 2,
-                           .queue_bytes = SIM_RAMP_LINK_BPS / 8 * rtt_ms / 1000, .loss = loss};
-    c.rev = (sim_link_cfg){.delay_ns = rtt_ms * SIM_MS / 2};
-    c.time_limit_ns = 600 * SIM_S;
     c.tune = recall;
     c.tune_ctx = (void *)m;
     sim_run(&c, &r);

@@ -401,3 +401,38 @@ void sim_emitted_free(sim_emitted *e)
     free(e->at);
     free(e->bytes);
 }
+
+void sim_first_record(void *ctx, uint64_t now, const aftp_datagram *dg)
+{
+    sim_first *f = ctx;
+    if (dg->head[1] == AFTP_WIRE_HELLO && !f->has_hello) {
+        f->has_hello = 1;
+        f->hello_at = now;
+    }
+    if (dg->head[1] == AFTP_WIRE_DATA && !f->has_data) {
+        f->has_data = 1;
+        f->data_at = now;
+    }
+}
+
+int sim_remember_timestamp(void *user, const uint8_t *client_key, const uint8_t *ts)
+{
+    sim_ts_memory *m = user;
+    (void)client_key;
+    if (m->has && !aftp_hs_timestamp_after(ts, m->last))
+        return AFTP_ERR_REPLAY;
+    memcpy(m->last, ts, sizeof m->last);
+    m->has = 1;
+    return AFTP_OK;
+}
+
+void sim_cfg_wan(sim_cfg *c, uint64_t link_bps, uint64_t rtt_ms, double loss)
+{
+    sim_cfg_default(c);
+    c->policy = AFTP_CC_FAIR;
+    c->rate_bps = link_bps;
+    c->fwd = (sim_link_cfg){.rate_bps = link_bps, .delay_ns = rtt_ms * SIM_MS / 2,
+                            .queue_bytes = link_bps / 8 * rtt_ms / 1000, .loss = loss};
+    c->rev = (sim_link_cfg){.delay_ns = rtt_ms * SIM_MS / 2};
+    c->time_limit_ns = 600 * SIM_S;
+}

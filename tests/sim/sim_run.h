@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "aftp/aftp_engine.h"
+#include "common/aftp_handshake.h"
 #include "sim_link.h"
 #include "sim_storage.h"
 
@@ -127,5 +128,28 @@ void sim_emitted_record(void *ctx, uint64_t now, const aftp_datagram *dg);
 uint64_t sim_emitted_busiest(const sim_emitted *e, uint64_t window_ns, uint64_t from,
                              uint64_t to);
 void sim_emitted_free(sim_emitted *e);
+
+/* When a sender's first HELLO and first DATA left (virtual clock),
+ * recorded by sim_first_record as a fwd_tap (ctx: the sim_first, zeroed
+ * to start). */
+typedef struct sim_first {
+    uint64_t hello_at, data_at;
+    int has_hello, has_data;
+} sim_first;
+void sim_first_record(void *ctx, uint64_t now, const aftp_datagram *dg);
+
+/* A server's memory of its one client's latest handshake timestamp (spec
+ * 14.2.4): sim_remember_timestamp as peers.check_timestamp, its user the
+ * sim_ts_memory, zeroed to start. */
+typedef struct sim_ts_memory {
+    int has;
+    uint8_t last[AFTP_HS_TIMESTAMP_LEN];
+} sim_ts_memory;
+int sim_remember_timestamp(void *user, const uint8_t *client_key, const uint8_t *ts);
+
+/* A whole transfer over a WAN: the controller's default policy (FAIR)
+ * over a link of link_bps, rtt_ms round trip, a queue of one
+ * bandwidth-delay product, `loss` on the forward link only; 600 s limit. */
+void sim_cfg_wan(sim_cfg *c, uint64_t link_bps, uint64_t rtt_ms, double loss);
 
 #endif /* SIM_RUN_H */

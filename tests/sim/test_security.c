@@ -689,23 +689,6 @@ static void test_downgraded_offer_gets_silence(void **state)
     hs_rig_close(&g);
 }
 
-/* A server that remembers each client's latest handshake timestamp. */
-typedef struct ts_memory {
-    int has;
-    uint8_t last[AFTP_HS_TIMESTAMP_LEN];
-} ts_memory;
-
-static int remember_timestamp(void *user, const uint8_t *client_key, const uint8_t *ts)
-{
-    ts_memory *m = user;
-    (void)client_key;
-    if (m->has && !aftp_hs_timestamp_after(ts, m->last))
-        return AFTP_ERR_REPLAY;
-    memcpy(m->last, ts, sizeof m->last);
-    m->has = 1;
-    return AFTP_OK;
-}
-
 /* A recorded HELLO replayed to a fresh receiver of the same server gets
  * silence; the same HELLO repeated to the first receiver gets the same
  * HELLO_ACK, byte for byte. */
@@ -713,10 +696,10 @@ static void test_replayed_hello_gets_silence(void **state)
 {
     (void)state;
     hs_rig g;
-    ts_memory memory = {0};
+    sim_ts_memory memory = {0};
     uint8_t ack[MAX_DGRAM];
     hs_rig_open(&g);
-    g.rs.security.peers.check_timestamp = remember_timestamp;
+    g.rs.security.peers.check_timestamp = sim_remember_timestamp;
     g.rs.security.peers.user = &memory;
     aftp_receiver *first = hs_receiver(&g), *fresh = hs_receiver(&g);
     assert_true(ask(&g, first, g.hello, g.hello_len));

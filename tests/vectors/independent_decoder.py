@@ -462,6 +462,47 @@ def check_record(record):
     return problems, got['type']
 
 
+def decode_early_entries(payload):
+    """Message 1's application payload under EARLY_ENTRIES (spec 12.3.4):
+    an ENTRIES body (count, records) whose first entry is 1 at block 0, at
+    most 256 bytes."""
+    check(len(payload) <= 256, 'early entries of %d bytes' % len(payload))
+    c = Cursor(payload)
+    f = body_entries(c)
+    check(c.left() == 0, '%d trailing bytes' % c.left())
+    check(f['entry.1.entry_id'] == 1 and f['entry.1.base_block'] == 0,
+          'early entries that do not start the stream')
+    return f
+
+
+def check_early_entries(paths):
+    """Each handshake of crypto.vec (beside the given files) whose message 1
+    carries an application payload: it decodes as early entries, equal to
+    the ENTRIES vector whose body it is. Returns the failure count."""
+    import os
+    crypto = os.path.join(os.path.dirname(paths[0]), 'crypto.vec') if paths else ''
+    if not os.path.exists(crypto):
+        return 0
+    bodies = {}
+    for path in paths:
+        for _, record in read_records(path):
+            data = byte_string(record.get('hex', ''))
+            if len(data) > HEADER_LEN and data[1] == TYPES.index('ENTRIES'):
+                bodies[data[HEADER_LEN:]] = record['name']
+    failures = 0
+    for line, record in read_records(crypto):
+        payload = byte_string(record.get('init_payload', ''))
+        if not payload:
+            continue
+        try:
+            decode_early_entries(payload)
+            check(payload in bodies, 'no ENTRIES vector with this body')
+        except (Reject, VectorError, KeyError) as e:
+            print('FAIL %s:%d %s: early entries: %s' % (crypto, line, record['name'], e))
+            failures += 1
+    return failures
+
+
 def main(paths):
     failures, total, seen = 0, 0, set()
     for path in paths:
@@ -480,6 +521,7 @@ def main(paths):
     for t in sorted(set(range(len(TYPES))) - seen):
         print('FAIL no valid vector of type %s' % TYPES[t])
         failures += 1
+    failures += check_early_entries(paths)
     print('%d vectors in %d files, %d failures' % (total, len(paths), failures))
     return 1 if failures or total == 0 else 0
 
