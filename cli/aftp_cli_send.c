@@ -29,6 +29,7 @@ typedef struct send_args {
     int links;  /* enum aftp_client_links */
     int overwrite;   /* get --overwrite: replace local files that differ */
     int path_memory; /* --no-path-memory: 0 */
+    int early;       /* --no-early-entries: 0 */
     const char *const *files; /* SRC..., or get's remote PATHs */
     size_t count;
     const char *peer_text;
@@ -44,7 +45,8 @@ enum send_opt {
     OPT_NO_RESUME,
     OPT_LINKS,
     OPT_OVERWRITE,
-    OPT_NO_PATH_MEMORY
+    OPT_NO_PATH_MEMORY,
+    OPT_NO_EARLY_ENTRIES
 };
 
 /* What the client's callbacks need, and how the run ended. */
@@ -122,6 +124,9 @@ static int send_option(int c, const char *arg, send_args *a)
         return AFTP_EXIT_USAGE;
     case OPT_NO_PATH_MEMORY:
         a->path_memory = 0;
+        return AFTP_EXIT_OK;
+    case OPT_NO_EARLY_ENTRIES:
+        a->early = 0;
         return AFTP_EXIT_OK;
     default:
         return aftp_cli_security_option(c, arg, &a->sec, &a->common);
@@ -206,6 +211,8 @@ static int parse_send_args(int argc, char **argv, send_args *a)
                                          {"overwrite", no_argument, NULL, OPT_OVERWRITE},
                                          {"no-path-memory", no_argument, NULL,
                                           OPT_NO_PATH_MEMORY},
+                                         {"no-early-entries", no_argument, NULL,
+                                          OPT_NO_EARLY_ENTRIES},
                                          {"peer-key", required_argument, NULL,
                                           AFTP_CLI_OPT_PEER_KEY},
                                          {"known-hosts", required_argument, NULL,
@@ -220,6 +227,7 @@ static int parse_send_args(int argc, char **argv, send_args *a)
     a->resume = 1;
     a->links = AFTP_CLIENT_LINKS_SKIP;
     a->path_memory = 1;
+    a->early = 1;
     while ((c = getopt_long(argc, argv, "r:" AFTP_CLI_COMMON_SHORT, opts, NULL)) != -1)
         if ((rc = send_option(c, optarg, a)) != AFTP_EXIT_OK)
             return rc;
@@ -419,7 +427,8 @@ static int configure(const send_args *a, send_run *run, aftp_client *c)
         aftp_client_set_sync(c, a->sync) != AFTP_OK ||
         aftp_client_set_resume(c, a->resume) != AFTP_OK ||
         aftp_client_set_links(c, a->links) != AFTP_OK ||
-        aftp_client_set_overwrite(c, a->overwrite) != AFTP_OK) {
+        aftp_client_set_overwrite(c, a->overwrite) != AFTP_OK ||
+        aftp_client_set_early_entries(c, a->early) != AFTP_OK) {
         aftp_cli_error("%s", aftp_client_errmsg(c));
         return AFTP_EXIT_USAGE;
     }

@@ -69,6 +69,7 @@ struct aftp_client {
     int have_identity, have_peer_key, have_psk;
     char *known_hosts;
     char *path_memory;   /* aftp_client_set_path_memory_file; NULL: none */
+    int no_early_entries; /* aftp_client_set_early_entries(c, 0) */
     char *peer_key_file; /* where the pinned server key came from; NULL: given directly */
     int cipher, policy;
     uint64_t rate_bps, max_rate_bps, min_rate_bps, idle_timeout_ns;
@@ -348,6 +349,14 @@ int aftp_client_set_path_memory_file(aftp_client *c, const char *path)
         return fail(c, AFTP_ERR_NO_MEMORY, "cannot allocate memory for a path");
     free(c->path_memory);
     c->path_memory = copy;
+    return ok(c);
+}
+
+int aftp_client_set_early_entries(aftp_client *c, int allow)
+{
+    if (c == NULL)
+        return AFTP_ERR_INVALID_ARGUMENT;
+    c->no_early_entries = !allow;
     return ok(c);
 }
 
@@ -875,6 +884,7 @@ static int push(aftp_client *c, const char *host_port, const struct sockaddr_sto
                         .idle_timeout_ns = c->idle_timeout_ns,
                         .max_datagram = (uint16_t)(c->mtu ? AFTP_IO_DATAGRAM_FOR(c->mtu) : 0),
                         .security = *sec, .path_memory_file = c->path_memory,
+                        .no_early_entries = c->no_early_entries,
                         .on_file_end = on_file_end,
                         .hooks = {.on_event = on_engine_event, .on_tick = on_tick,
                                   .on_warning = on_warning, .app = c,

@@ -123,6 +123,16 @@ AFTP_EXTERN int aftp_client_set_idle_timeout_ms(aftp_client *c, uint64_t ms);
  * Handles of one process or several may share the file (the last save
  * wins). Sends only: a pull's sender is the server. */
 AFTP_EXTERN int aftp_client_set_path_memory_file(aftp_client *c, const char *path);
+/* Early entries (spec 12.3.4), on by default: the first few entries of a
+ * tree or file list (names, sizes, times: at most 256 bytes) ride in the
+ * handshake's first message, so their verdicts come with the server's
+ * answer and the data one round trip sooner. Those names are protected
+ * by the server's static key (and the pre-shared key, if any) alone, not
+ * by the session's fresh keys: someone who recorded the handshake and
+ * later steals the server's key could read them (spec 14.2.8). 0: they
+ * go after the handshake, as every later entry does, at one round trip's
+ * cost. Never file content. */
+AFTP_EXTERN int aftp_client_set_early_entries(aftp_client *c, int allow);
 
 /* ---- callbacks ---- */
 

@@ -593,6 +593,7 @@ static void sender_settings(const aftp_push_opts *o, aftp_io_ctx *ctx, int pipel
         set->idle_timeout_ns = o->idle_timeout_ns;
     set->storage = pipelined ? &aftp_treesend_ops : &aftp_source_ops;
     set->pipeline_window = pipelined ? o->pipeline_window : 0;
+    set->no_early_entries = o->no_early_entries;
     set->on_event = aftp_io_on_event;
     set->user = &ctx->storage; /* src or tree_src: aftp_io_on_event finds ctx */
     set->security = o->security;

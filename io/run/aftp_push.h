@@ -84,6 +84,8 @@ typedef struct aftp_push_opts {
      * from what an earlier one measured on the same path, and leaves what
      * it measured; NULL: none. */
     const char *path_memory_file;
+    /* Non-zero: no entry rides in the handshake (aftp_sender_settings). */
+    int no_early_entries;
     aftp_io_hooks hooks;
     /* optional: a file has its verdict (after the engine's FILE_END went to
      * hooks.on_event), or could not be opened (its error and message are

@@ -5,7 +5,9 @@
  * reports it placed with no handshake time yet, where the entries of
  * later ENTRIES come after it), and decides it on the worker that runs the
  * session, not on the control thread that ran the handshake (where the
- * admission callback is called). The tree arrives byte-exact. */
+ * admission callback is called). The tree arrives byte-exact. A client
+ * that declines early entries (no_early_entries, aftp send
+ * --no-early-entries) offers it after the handshake. */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -66,9 +68,9 @@ static int setup(void **state)
     return 0;
 }
 
-static void test_top_directory_decided_early_on_the_worker(void **state)
+/* Pushes the tree (early entries declined or not) to a server set once. */
+static void push_tree(fixture *f, int no_early_entries)
 {
-    fixture *f = *state;
     aftp_server *s = f->srv.s;
     sfx_configure(&f->srv, f->dir, f->server.secret, f->authorized, 5000);
     assert_int_equal(aftp_server_set_once(s, 1), AFTP_OK);
@@ -82,14 +84,27 @@ static void test_top_directory_decided_early_on_the_worker(void **state)
     sfx_push_init(&p, port, files, 1, UINT64_C(200000000));
     sfx_push_keys(&p, f->client.secret, f->server.public_key);
     p.o.pipeline_window = WINDOW;
+    p.o.no_early_entries = no_early_entries;
     assert_int_equal(sfx_push_run(&p, &res), AFTP_OK);
     sfx_join(&f->srv, 30);
-
     assert_int_equal(f->srv.run_rc, AFTP_OK);
     assert_true(f->top_seen);
+    assert_true(sfx_same_file(f->dir, "tree/a.bin", f->file));
+}
+
+static void test_top_directory_decided_early_on_the_worker(void **state)
+{
+    fixture *f = *state;
+    push_tree(f, 0);
     assert_int_equal(f->top_connected_ns, 0); /* decided before the client confirmed */
     assert_false(pthread_equal(f->entry_thread, f->control));
-    assert_true(sfx_same_file(f->dir, "tree/a.bin", f->file));
+}
+
+static void test_declined_early_entries_come_after_the_handshake(void **state)
+{
+    fixture *f = *state;
+    push_tree(f, 1);
+    assert_true(f->top_connected_ns > 0);
 }
 
 int main(void)
@@ -97,6 +112,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_top_directory_decided_early_on_the_worker, setup,
                                         sfx_teardown),
+        cmocka_unit_test_setup_teardown(test_declined_early_entries_come_after_the_handshake,
+                                        setup, sfx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
