@@ -44,6 +44,7 @@ enum event_kind { EVENT_PROGRESS, EVENT_FILE, EVENT_NOTICE, EVENT_RECEIPT, EVENT
  * `strings`) and delivered on the loop thread. */
 typedef struct bridge_event {
     struct bridge_event *next;
+    uint64_t seq; /* the queue's count of posts when it was queued */
     struct bridge_event *next_progress; /* EVENT_PROGRESS: the next one queued */
     enum event_kind kind;
     int log_kind;     /* EVENT_LOG */
@@ -66,6 +67,7 @@ typedef struct uv_bridge {
     /* lock guards the queue (and a send's end: aftp_uv_send.finished) */
     uv_mutex_t lock;
     bridge_event *head, **tail;
+    uint64_t posted; /* events ever queued: each event's seq */
     /* the progress events in the queue, in its order: the first is always
      * the first progress event the loop takes */
     bridge_event *progress_head, **progress_tail;
@@ -149,6 +151,7 @@ static bridge_event *event_new_surely(enum event_kind kind, const char *const *i
 static void bridge_post(uv_bridge *b, bridge_event *ev)
 {
     uv_mutex_lock(&b->lock);
+    ev->seq = ++b->posted;
     *b->tail = ev;
     b->tail = &ev->next;
     if (ev->kind == EVENT_PROGRESS) {
@@ -286,11 +289,12 @@ static void event_deliver(uv_bridge *b, const bridge_event *ev)
     }
 }
 
-/* The first queued event, out of the queue; NULL when none. */
-static bridge_event *bridge_take(uv_bridge *b)
+/* The first queued event if it was queued by the `last`-th post, out of
+ * the queue; NULL when none. */
+static bridge_event *bridge_take(uv_bridge *b, uint64_t last)
 {
     uv_mutex_lock(&b->lock);
-    bridge_event *ev = b->head;
+    bridge_event *ev = b->head != NULL && b->head->seq <= last ? b->head : NULL;
     if (ev != NULL) {
         b->head = ev->next;
         if (b->head == NULL)
@@ -305,12 +309,18 @@ static bridge_event *bridge_take(uv_bridge *b)
     return ev;
 }
 
-/* Every queued event to the embedder, in order. One at a time: an event
- * queued meanwhile, or a delivery begun inside a callback, keeps it. */
+/* Every event queued so far to the embedder, in order. One at a time: a
+ * delivery begun inside a callback keeps its order. What a thread queues
+ * meanwhile waits for the loop's next turn (its post woke the loop
+ * again): until then a progress event may still take in newer figures of
+ * its file, so a turn has at most one of each. */
 static void bridge_deliver(uv_bridge *b)
 {
+    uv_mutex_lock(&b->lock);
+    uint64_t last = b->posted;
+    uv_mutex_unlock(&b->lock);
     bridge_event *ev;
-    while ((ev = bridge_take(b)) != NULL) {
+    while ((ev = bridge_take(b, last)) != NULL) {
         event_deliver(b, ev);
         free(ev);
     }
@@ -319,7 +329,7 @@ static void bridge_deliver(uv_bridge *b)
 static void bridge_free(uv_bridge *b)
 {
     bridge_event *ev;
-    while ((ev = bridge_take(b)) != NULL)
+    while ((ev = bridge_take(b, UINT64_MAX)) != NULL)
         free(ev);
     uv_mutex_destroy(&b->lock);
     free(b->errmsg);

@@ -336,13 +336,13 @@ static void server_progress(void *user, const aftp_progress *p)
     e->progress_turn = e->turn;
     if (e->progress_in_turn > e->most_progress_in_turn)
         e->most_progress_in_turn = e->progress_in_turn;
-    if (e->held_turn > 0 && e->turn == e->held_turn)
+    if (e->held_turn > 0 && e->turn == e->held_turn + 1) /* the loop's next turn */
         note_session_after_hold(e, p->session);
     if (e->block_at_server_progress_ms > 0 && e->held_turn == 0 &&
         e->sessions_started >= e->block_after_sessions) {
         /* the workers' progress piles up meanwhile */
         usleep((useconds_t)e->block_at_server_progress_ms * 1000u);
-        e->held_turn = ++e->turn; /* what piled up may come in this turn still: counted apart */
+        e->held_turn = ++e->turn; /* what piled up comes in the loop's next turn */
     }
     if (e->server_progress_calls++ > 0)
         return;
