@@ -179,8 +179,12 @@ wait_idle() {
     log "the server still holds $(server_sessions) sessions after 120 s: going on"
 }
 
+# Every session is a first contact: an aftp with path memory would start
+# a push at the rate an earlier push to this server measured (and the 8
+# of wan8 would each jump to it at once), which a pull cannot.
 client_keys() { # SLOT: sets kw, the option words of client SLOT's key pair
     kw=(--identity "$keys/client$1" --peer-key "$keys/server.pub")
+    [[ $("$aftp" --help 2>&1) != *--no-path-memory* ]] || kw+=(--no-path-memory)
 }
 
 # push SLOT FILE OUT [send option...]: one whole push from the sender host,
