@@ -103,14 +103,14 @@ static int policy_check_timestamp(void *user, const uint8_t *client_key, const u
                                         : AFTP_OK;
 }
 
-/* Section 12.3.4: message 1's payload is early entries when the HELLO of
- * a push says so. */
-static int early_announced(const aftp_hello_server *h, const aftp_wire_packet *p)
+/* Section 12.3.4: message 1's payload is early entries (a push) or the
+ * early request (a pull) when the HELLO says so; the role, bound into
+ * the prologue, says which. */
+static int early_announced(const aftp_wire_packet *p)
 {
     const uint8_t *value;
     uint16_t value_len;
-    return h->role == AFTP_WIRE_ROLE_PUSH &&
-           aftp_wire_ext_find(p->u.hello.ext, p->u.hello.ext_len, AFTP_WIRE_EXT_EARLY_ENTRIES,
+    return aftp_wire_ext_find(p->u.hello.ext, p->u.hello.ext_len, AFTP_WIRE_EXT_EARLY_ENTRIES,
                               &value, &value_len);
 }
 
@@ -133,7 +133,7 @@ static int read_message1(aftp_hello_server *h, const aftp_wire_packet *p, const 
         rc = aftp_handshake_new(out, &cfg);
     if (rc == AFTP_OK)
         rc = aftp_handshake_read_init(*out, msg, msg_len, payload, sizeof payload, &payload_len);
-    if (rc == AFTP_OK && early_announced(h, p)) {
+    if (rc == AFTP_OK && early_announced(p)) {
         memcpy(h->early, payload, payload_len);
         h->early_len = payload_len;
     }
@@ -229,7 +229,7 @@ static int protected_hello(aftp_hello_server *h, aftp_session *ss, const aftp_wi
         take_hello(h, ss, p);
         memcpy(h->msg1, msg, msg_len);
         h->msg1_len = msg_len;
-        if (ss->max_datagram != p->u.hello.max_datagram)
+        if (h->role == AFTP_WIRE_ROLE_PUSH && ss->max_datagram != p->u.hello.max_datagram)
             h->early_len = 0; /* its blocks were sized for a datagram this side cannot take */
         rc = aftp_handshake_peer_key(hs, client_key);
     }
@@ -321,12 +321,20 @@ int aftp_hello_server_early(const aftp_hello_server *h, aftp_wire_entries *out)
 {
     aftp_wire_record_iter it;
     aftp_wire_entry first;
-    if (h->early_len == 0 || h->window == 0 ||
+    if (h->role != AFTP_WIRE_ROLE_PUSH || h->early_len == 0 || h->window == 0 ||
         aftp_wire_early_entries_decode(h->early, h->early_len, out) != AFTP_OK ||
         out->count > h->window)
         return AFTP_ERR_NOT_FOUND;
     aftp_wire_entries_iter_init(&it, out);
     if (!aftp_wire_entries_next(&it, &first) || first.entry_id != 1 || first.base_block != 0)
+        return AFTP_ERR_NOT_FOUND;
+    return AFTP_OK;
+}
+
+int aftp_hello_server_early_request(const aftp_hello_server *h, aftp_wire_pull_request *out)
+{
+    if (h->role != AFTP_WIRE_ROLE_PULL || h->early_len == 0 || h->window == 0 ||
+        aftp_wire_early_request_decode(h->early, h->early_len, out) != AFTP_OK)
         return AFTP_ERR_NOT_FOUND;
     return AFTP_OK;
 }

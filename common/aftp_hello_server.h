@@ -76,6 +76,13 @@ int aftp_hello_server_hello(aftp_hello_server *h, aftp_session *ss, const aftp_w
  * h->early_taken. */
 int aftp_hello_server_early(const aftp_hello_server *h, aftp_wire_entries *out);
 
+/* Section 12.3.4, the same for a pull: the request message 1 carried,
+ * when it decodes as a PULL_REQUEST body. AFTP_OK and *out (its paths
+ * point into h), or AFTP_ERR_NOT_FOUND: none to take; the client then
+ * sends its PULL_REQUEST after the handshake. The engine that takes it
+ * sets h->early_taken. */
+int aftp_hello_server_early_request(const aftp_hello_server *h, aftp_wire_pull_request *out);
+
 /* Builds the HELLO_ACK for h->window and, protected, installs the keys:
  * AFTP_OK (the answer is due), or the error the session closed with. */
 int aftp_hello_server_answer(aftp_hello_server *h, aftp_session *ss);

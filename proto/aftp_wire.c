@@ -1056,14 +1056,33 @@ static int encode_entries(aftp_wire_writer *w, const aftp_wire_packet *p)
     return AFTP_OK;
 }
 
-int aftp_wire_early_entries_decode(const uint8_t *buf, size_t len, aftp_wire_entries *out)
+/* A packet's body without its header (message 1's payload, spec 12.3.4):
+ * decoded as the packet's would be, trailing bytes MALFORMED. */
+static int decode_body(const uint8_t *buf, size_t len,
+                       int (*decode)(aftp_wire_reader *, aftp_wire_packet *),
+                       aftp_wire_packet *p)
 {
     aftp_wire_reader r;
-    aftp_wire_packet p;
     aftp_wire_reader_init(&r, buf, len);
-    int rc = decode_entries(&r, &p);
-    if (rc == AFTP_OK && r.pos != len)
-        rc = AFTP_ERR_MALFORMED;
+    int rc = decode(&r, p);
+    return rc == AFTP_OK && r.pos != len ? AFTP_ERR_MALFORMED : rc;
+}
+
+static int encode_body(const aftp_wire_packet *p,
+                       int (*encode)(aftp_wire_writer *, const aftp_wire_packet *),
+                       uint8_t *buf, size_t cap, size_t *len)
+{
+    aftp_wire_writer w;
+    aftp_wire_writer_init(&w, buf, cap);
+    int rc = encode(&w, p);
+    *len = w.pos;
+    return rc;
+}
+
+int aftp_wire_early_entries_decode(const uint8_t *buf, size_t len, aftp_wire_entries *out)
+{
+    aftp_wire_packet p;
+    int rc = decode_body(buf, len, decode_entries, &p);
     if (rc == AFTP_OK)
         *out = p.u.entries;
     return rc;
@@ -1072,13 +1091,9 @@ int aftp_wire_early_entries_decode(const uint8_t *buf, size_t len, aftp_wire_ent
 int aftp_wire_early_entries_encode(const aftp_wire_entries *e, uint8_t *buf, size_t cap,
                                    size_t *len)
 {
-    aftp_wire_writer w;
     aftp_wire_packet p;
-    aftp_wire_writer_init(&w, buf, cap);
     p.u.entries = *e;
-    int rc = encode_entries(&w, &p);
-    *len = w.pos;
-    return rc;
+    return encode_body(&p, encode_entries, buf, cap, len);
 }
 
 /* Error only with REFUSED, held ranges only with RESUME, ids ascending. */
@@ -1262,6 +1277,24 @@ static int encode_pull_request(aftp_wire_writer *w, const aftp_wire_packet *p)
     TRY(aftp_wire_write_u64(w, q->max_rate_bps));
     TRY(aftp_wire_write_u16(w, q->path_count));
     return write_pull_paths(w, q);
+}
+
+int aftp_wire_early_request_decode(const uint8_t *buf, size_t len,
+                                   aftp_wire_pull_request *out)
+{
+    aftp_wire_packet p;
+    int rc = decode_body(buf, len, decode_pull_request, &p);
+    if (rc == AFTP_OK)
+        *out = p.u.pull_request;
+    return rc;
+}
+
+int aftp_wire_early_request_encode(const aftp_wire_pull_request *q, uint8_t *buf, size_t cap,
+                                   size_t *len)
+{
+    aftp_wire_packet p;
+    p.u.pull_request = *q;
+    return encode_body(&p, encode_pull_request, buf, cap, len);
 }
 
 void aftp_wire_pull_paths_iter_init(aftp_wire_record_iter *it, const aftp_wire_pull_request *q)

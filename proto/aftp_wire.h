@@ -134,7 +134,8 @@ enum aftp_wire_error {
  * the pull (spec section 12.3.3); enables PULL_REQUEST and PULL_REPLY. */
 #define AFTP_WIRE_EXT_PULL 0x0006u
 /* HELLO and HELLO_ACK (empty value): message 1's application payload holds
- * the session's first entries, and the server took them (spec 12.3.4). */
+ * the session's first entries (a push) or its request (a pull), and the
+ * server took them (spec 12.3.4). */
 #define AFTP_WIRE_EXT_EARLY_ENTRIES 0x0007u
 
 /* ---- pull (spec sections 6.16, 6.17, 9.15) ---- */
@@ -605,6 +606,15 @@ int aftp_wire_ext_pull(const uint8_t *ext, size_t ext_len);
  * trailing bytes MALFORMED. Encode: *len bytes written. */
 int aftp_wire_early_entries_decode(const uint8_t *buf, size_t len, aftp_wire_entries *out);
 int aftp_wire_early_entries_encode(const aftp_wire_entries *e, uint8_t *buf, size_t cap,
+                                   size_t *len);
+
+/* A PULL_REQUEST body (flags, max_rate, count and paths, spec 6.16)
+ * without its header: a pull's early request in message 1's payload (spec
+ * 12.3.4). Validated as a PULL_REQUEST's, trailing bytes MALFORMED; the
+ * decoded paths stay in buf. */
+int aftp_wire_early_request_decode(const uint8_t *buf, size_t len,
+                                   aftp_wire_pull_request *out);
+int aftp_wire_early_request_encode(const aftp_wire_pull_request *q, uint8_t *buf, size_t cap,
                                    size_t *len);
 
 /* The handshake prologue of a HELLO (spec section 14.2.2): the bytes both

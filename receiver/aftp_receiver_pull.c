@@ -53,6 +53,30 @@ static int copy_request(aftp_receiver *r)
     return AFTP_OK;
 }
 
+/* The request's fields, for its PULL_REQUEST and message 1 alike. */
+static aftp_wire_pull_request request_fields(const aftp_receiver *r)
+{
+    const aftp_pull_request *q = &r->set.pull;
+    return (aftp_wire_pull_request){.flags = (uint16_t)(q->flags & AFTP_WIRE_PULL_FLAGS_DEFINED),
+                                    .max_rate_bps = q->max_rate_bps,
+                                    .path_count = (uint16_t)q->path_count,
+                                    .paths = r->pull_paths};
+}
+
+/* Section 12.3.4: the whole request rides in message 1 when it fits its
+ * 256 bytes (a protected session only: set_early refuses otherwise); a
+ * request that does not fit goes after the handshake, whole, as without
+ * the extension (its reply answers one request, 6.17). */
+static void offer_early_request(aftp_receiver *r)
+{
+    uint8_t body[AFTP_HS_MAX_PAYLOAD];
+    size_t len;
+    aftp_wire_pull_request q = request_fields(r);
+    if (!r->set.no_early_request &&
+        aftp_wire_early_request_encode(&q, body, sizeof body, &len) == AFTP_OK)
+        (void)aftp_hello_client_set_early(&r->cli, body, len);
+}
+
 int aftp_rpull_init(aftp_receiver *r)
 {
     aftp_security_settings *sec = &r->set.security;
@@ -60,6 +84,8 @@ int aftp_rpull_init(aftp_receiver *r)
     if (rc == AFTP_OK)
         rc = aftp_hello_client_init(&r->cli, &r->ss, sec, AFTP_WIRE_ROLE_PULL,
                                     r->set.pipeline_window);
+    if (rc == AFTP_OK)
+        offer_early_request(r);
     sec->identity = sec->peer_key = sec->psk = NULL; /* copied into the handshake */
     /* Section 9.3: the HELLO carries the client's own id and leaves at once. */
     r->ss.peer_id = r->ss.local_id;
@@ -123,8 +149,13 @@ static void on_hello_ack(aftp_receiver *r, const aftp_wire_hello_ack *a)
         aftp_rtt_sample(&r->rtt, r->ss.now_ns - r->hello_sent_ns, 0);
     r->ss.state = AFTP_STATE_TRANSFER;
     aftp_session_event(&r->ss, AFTP_EV_CONNECTED, AFTP_OK, NULL, NULL);
-    r->request_due = 1;
     r->pull_backoff = 0;
+    /* Section 12.3.4: a request the server took left with the first HELLO;
+     * it is resent in a PULL_REQUEST only when its reply does not come. */
+    if (grant.early_entries)
+        arm(r);
+    else
+        r->request_due = 1;
 }
 
 /* Section 9.15.2: each path's verdict, reported once; every PULL_REPLY is
@@ -219,12 +250,8 @@ uint8_t aftp_rpull_due(const aftp_receiver *r)
 static int encode_request(aftp_receiver *r, uint8_t *buf, size_t cap, aftp_datagram *dg)
 {
     aftp_wire_packet p;
-    const aftp_pull_request *q = &r->set.pull;
     aftp_session_packet(&r->ss, AFTP_WIRE_PULL_REQUEST, &p);
-    p.u.pull_request = (aftp_wire_pull_request){
-        .flags = (uint16_t)(q->flags & AFTP_WIRE_PULL_FLAGS_DEFINED),
-        .max_rate_bps = q->max_rate_bps, .path_count = (uint16_t)q->path_count,
-        .paths = r->pull_paths};
+    p.u.pull_request = request_fields(r);
     return aftp_session_encode(&r->ss, &p, buf, cap, dg);
 }
 

@@ -143,6 +143,8 @@ struct aftp_sender {
     int reply_due;
     uint64_t reply_deadline; /* its resend while unconfirmed */
     unsigned reply_backoff;
+    aftp_wire_pull_request early_request; /* message 1's request (12.3.4), paths in srv */
+    int early_request_due;  /* to be decided at the engine's next timer */
     uint64_t rate_cap_bps;  /* the receiver's cap (RATE_CAP), 0: none */
     uint64_t cap_seq;       /* the newest RATE_UPDATE applied (6.18); RATE_CAP is 0 */
     uint64_t client_max_bps; /* pull: the request's max_rate, 0: none */
@@ -1208,7 +1210,12 @@ static void on_pull_hello(aftp_sender *s, const aftp_wire_packet *p)
         return;
     }
     obey_rate_cap(s, s->srv.rate_cap_bps);
-    aftp_hello_server_answer(&s->srv, &s->ss);
+    s->srv.early_taken = aftp_hello_server_early_request(&s->srv, &s->early_request) == AFTP_OK;
+    /* Section 12.3.4: the paths are decided by storage, which must not run
+     * where the handshake does (a server's control thread): at the
+     * engine's next timer, on the thread that then drives the session. */
+    if (aftp_hello_server_answer(&s->srv, &s->ss) == AFTP_OK && s->srv.early_taken)
+        s->early_request_due = 1;
 }
 
 /* A path's refusal as PULL_REPLY says it: NOT_FOUND is its own there
@@ -1230,6 +1237,7 @@ static void on_pull_request(aftp_sender *s, const aftp_wire_pull_request *q)
     aftp_wire_record_iter it;
     aftp_wire_path path;
     char text[AFTP_WIRE_MAX_PATH + 1];
+    s->early_request_due = 0; /* decided now, whichever came first */
     if (s->pull != PULL_WAITING) {
         s->reply_due = 1;
         return;
@@ -1247,6 +1255,13 @@ static void on_pull_request(aftp_sender *s, const aftp_wire_pull_request *q)
     obey_rate_cap(s, lower_limit(s->rate_cap_bps, q->max_rate_bps)); /* the policy's, or a share */
     s->pull = PULL_REPLIED;
     s->reply_due = 1;
+}
+
+/* Message 1's request waits for the engine's timer (on_pull_hello). */
+static int early_request_pending(const aftp_sender *s)
+{
+    return s->early_request_due &&
+           (s->ss.state == AFTP_STATE_HANDSHAKE || s->ss.state == AFTP_STATE_TRANSFER);
 }
 
 /* Any FEEDBACK or VERDICTS shows the client has its PULL_REPLY: the reply
@@ -1466,6 +1481,8 @@ static int pull_output(const aftp_sender *s, int *kind)
         *kind = OUT_HELLO_ACK;
     else if (s->reply_due)
         *kind = OUT_PULL_REPLY;
+    else if (s->ss.state == AFTP_STATE_HANDSHAKE && s->pull == PULL_REPLIED && entries_due(s))
+        *kind = OUT_ENTRIES; /* message 1's request was answered (12.3.4) */
     return *kind != OUT_NONE || s->ss.state != AFTP_STATE_TRANSFER || s->pull == PULL_WAITING;
 }
 
@@ -2029,6 +2046,8 @@ uint64_t aftp_sender_expiry(const aftp_sender *s)
         t = s->ss.now_ns; /* hashing a resumed file: the next step is due now */
     if (s->pull == PULL_REPLIED && s->ss.state == AFTP_STATE_TRANSFER && s->reply_deadline < t)
         t = s->reply_deadline;
+    if (early_request_pending(s))
+        t = s->ss.now_ns;
     if (next_output(s) != OUT_NONE && aftp_pacer_next_send(&s->pacer) < t)
         t = aftp_pacer_next_send(&s->pacer);
     return t;
@@ -2140,6 +2159,8 @@ int aftp_sender_handle_expiry(aftp_sender *s, uint64_t now_ns)
         s->reply_deadline = AFTP_NO_EXPIRY;
         s->reply_due = 1;
     }
+    if (early_request_pending(s))
+        on_pull_request(s, &s->early_request);
     return AFTP_OK;
 }
 

@@ -575,6 +575,12 @@ typedef struct aftp_receiver_settings {
      * `pull`; pipeline_window and storage->entry are required. */
     int role;
     aftp_pull_request pull;
+    /* Pull client, non-zero: the request does not ride in the HELLO's
+     * message 1 (spec 12.3.4; default 0: it does, when the session is
+     * protected and the request fits its 256 bytes), so the paths never
+     * travel under the server's static key alone (no forward secrecy for
+     * them, spec 14.2.8). Costs one round trip. */
+    int no_early_request;
 } aftp_receiver_settings;
 
 /* 2^27 blocks: 16 MiB + 256 KiB of map per receiving session, whatever the

@@ -104,8 +104,10 @@ static void run_timers_and_output(sim_world *w, uint64_t now)
             aftp_sender_abort(w->snd, now, w->cfg->sender_abort_error, "source changed");
         else if (now >= w->cfg->sender_cancels_at)
             aftp_sender_cancel(w->snd, now);
-        if (now >= aftp_sender_expiry(w->snd))
+        if (now >= aftp_sender_expiry(w->snd)) {
             aftp_sender_handle_expiry(w->snd, now);
+            refill(w, now); /* a timer may have let the walk go on (a pull's request) */
+        }
         while (aftp_sender_write(w->snd, now, w->sbuf, w->cfg->max_datagram, &dg) == 1) {
             if (w->cfg->fwd_tap != NULL)
                 w->cfg->fwd_tap(w->cfg->fwd_tap_ctx, now, &dg);
@@ -435,4 +437,19 @@ void sim_cfg_wan(sim_cfg *c, uint64_t link_bps, uint64_t rtt_ms, double loss)
                             .queue_bytes = link_bps / 8 * rtt_ms / 1000, .loss = loss};
     c->rev = (sim_link_cfg){.delay_ns = rtt_ms * SIM_MS / 2};
     c->time_limit_ns = 600 * SIM_S;
+}
+
+size_t sim_hello_ext_at(const uint8_t *pkt, size_t len, uint16_t type)
+{
+    aftp_wire_packet p;
+    if (len < 2 || pkt[1] != AFTP_WIRE_HELLO || aftp_wire_decode(pkt, len, &p) != AFTP_OK)
+        return 0;
+    for (size_t at = 0; at + 4 <= p.u.hello.ext_len;) {
+        const uint8_t *tlv = p.u.hello.ext + at;
+        uint16_t t = (uint16_t)(tlv[0] << 8 | tlv[1]), n = (uint16_t)(tlv[2] << 8 | tlv[3]);
+        if (t == type)
+            return (size_t)(tlv - pkt);
+        at += 4u + n;
+    }
+    return 0;
 }

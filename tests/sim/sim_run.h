@@ -137,6 +137,9 @@ typedef struct sim_first {
     int has_hello, has_data;
 } sim_first;
 void sim_first_record(void *ctx, uint64_t now, const aftp_datagram *dg);
+/* The offset in a HELLO datagram of its extension TLV of this type, 0
+ * when it has none (or is no HELLO). */
+size_t sim_hello_ext_at(const uint8_t *pkt, size_t len, uint16_t type);
 
 /* A server's memory of its one client's latest handshake timestamp (spec
  * 14.2.4): sim_remember_timestamp as peers.check_timestamp, its user the

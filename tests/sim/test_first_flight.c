@@ -58,17 +58,7 @@ static int lose_first_verdicts(void *ctx, uint64_t now, const uint8_t *pkt, size
 /* The offset of the EARLY_ENTRIES TLV in a HELLO, 0 when there is none. */
 static size_t early_tlv_at(const aftp_datagram *dg)
 {
-    aftp_wire_packet p;
-    if (dg->head[1] != AFTP_WIRE_HELLO || aftp_wire_decode(dg->head, dg->head_len, &p) != AFTP_OK)
-        return 0;
-    for (size_t at = 0; at + 4 <= p.u.hello.ext_len;) {
-        const uint8_t *tlv = p.u.hello.ext + at;
-        uint16_t type = (uint16_t)(tlv[0] << 8 | tlv[1]), len = (uint16_t)(tlv[2] << 8 | tlv[3]);
-        if (type == AFTP_WIRE_EXT_EARLY_ENTRIES)
-            return (size_t)(tlv - dg->head);
-        at += 4u + len;
-    }
-    return 0;
+    return sim_hello_ext_at(dg->head, dg->head_len, AFTP_WIRE_EXT_EARLY_ENTRIES);
 }
 
 /* An old server: it sees the HELLO's EARLY_ENTRIES as a type it does not

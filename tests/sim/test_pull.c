@@ -97,6 +97,13 @@ static void tune_pull(void *ctx, aftp_sender_settings *s, aftp_receiver_settings
     r->on_event = pull_event;
 }
 
+/* The same, the client declining to send its request in message 1. */
+static void tune_pull_declined(void *ctx, aftp_sender_settings *s, aftp_receiver_settings *r)
+{
+    tune_pull(ctx, s, r);
+    r->no_early_request = 1;
+}
+
 static void add(sim_storage *st, aftp_sender *snd, int kind, const char *path, uint64_t size)
 {
     uint32_t id = (uint32_t)st->nfiles + 1;
@@ -644,6 +651,105 @@ static void test_pull_server_sends_nothing_before_the_request(void **state)
     pair_free(&p);
 }
 
+/* ---- the request in the HELLO's message 1 (spec 12.3.4) ---- */
+
+#define ONE_WAY_NS (75 * SIM_MS) /* a 150 ms round trip */
+#define RTT_NS (2 * ONE_WAY_NS)
+
+/* When the client's first HELLO reached the server and its first DATA
+ * left, and what the HELLO carried. */
+static struct early_pull {
+    int strip;        /* the HELLO's EARLY_ENTRIES becomes a type no server knows */
+    int announced;    /* the HELLO carried EARLY_ENTRIES */
+    int requests;     /* PULL_REQUEST datagrams that reached the server */
+    sim_first first;  /* hello_at: the HELLO's arrival at the server */
+} ep;
+
+/* An old server sees the announcement as an unknown type (0xF007): the
+ * HELLO is not sealed and the prologue does not cover extensions, so
+ * message 1 still opens and its payload is ignored. */
+static int see_hello(void *ctx, uint64_t now, const uint8_t *pkt, size_t len)
+{
+    (void)ctx;
+    size_t at = sim_hello_ext_at(pkt, len, AFTP_WIRE_EXT_EARLY_ENTRIES);
+    if (at != 0) {
+        ep.announced = 1;
+        if (ep.strip)
+            ((uint8_t *)(uintptr_t)pkt)[at] = 0xF0; /* the link's own copy */
+    }
+    if (len >= 2 && pkt[1] == AFTP_WIRE_HELLO && !ep.first.has_hello) {
+        ep.first.has_hello = 1;
+        ep.first.hello_at = now;
+    }
+    ep.requests += len >= 2 && pkt[1] == AFTP_WIRE_PULL_REQUEST;
+    return 1;
+}
+
+/* A 1 MB pull over 150 ms: the tree whole, the first DATA's delay after
+ * the HELLO reached the server. */
+static uint64_t run_early_pull(int strip, int decline)
+{
+    static const pull_case pc = {.paths = {"tree"}, .count = 1, .verdicts = {AFTP_OK},
+                                 .big_size = 1000000};
+    sim_cfg c;
+    sim_result r;
+    pull_cfg(&c, &pc);
+    memset(&ep, 0, sizeof ep);
+    ep.strip = strip;
+    c.fwd.delay_ns = c.rev.delay_ns = ONE_WAY_NS;
+    c.rev_tap = see_hello;
+    c.fwd_tap = sim_first_record;
+    c.fwd_tap_ctx = &ep.first;
+    if (decline)
+        c.tune = tune_pull_declined;
+    sim_run(&c, &r);
+    sim_report(strip ? "pull, early request, old server" : "pull, early request", &c, &r);
+    sim_expect_clean_end(&r);
+    expect_tree_intact(&r);
+    assert_int_equal(ps.asked, 1);
+    assert_true(ep.first.has_hello && ep.first.has_data);
+    sim_result_free(&r);
+    printf("[sim] first DATA %.0f ms after the HELLO reached the server\n",
+           (double)(ep.first.data_at - ep.first.hello_at) / (double)SIM_MS);
+    return ep.first.data_at - ep.first.hello_at;
+}
+
+/* The request rides in message 1: the server decides it and sends its
+ * PULL_REPLY and first ENTRIES right behind its HELLO_ACK; the client's
+ * FEEDBACK and VERDICTS come back together and the first DATA leaves one
+ * round trip after the HELLO reached the server (two without: the
+ * PULL_REQUEST's round trip first). No PULL_REQUEST is needed. */
+static void test_pull_request_rides_in_the_hello(void **state)
+{
+    (void)state;
+    uint64_t delay = run_early_pull(0, 0);
+    assert_true(ep.announced);
+    assert_int_equal(ep.requests, 0);
+    assert_true(delay < RTT_NS + RTT_NS / 2);
+}
+
+/* A server without the extension ignores it: the request goes in a
+ * PULL_REQUEST after the handshake and the pull is the one of before. */
+static void test_old_server_ignores_the_early_request(void **state)
+{
+    (void)state;
+    uint64_t delay = run_early_pull(1, 0);
+    assert_true(ep.announced);
+    assert_true(ep.requests >= 1);
+    assert_true(delay >= 2 * RTT_NS);
+}
+
+/* A client that declines sends no request in message 1, and no
+ * announcement: its PULL_REQUEST follows the handshake. */
+static void test_declined_early_request(void **state)
+{
+    (void)state;
+    uint64_t delay = run_early_pull(0, 1);
+    assert_false(ep.announced);
+    assert_true(ep.requests >= 1);
+    assert_true(delay >= 2 * RTT_NS);
+}
+
 /* An unprotected HELLO_ACK to `client_id` with these extensions. */
 static size_t forge_ack(uint32_t client_id, const uint8_t *ext, uint16_t ext_len, uint8_t *out,
                         size_t cap)
@@ -725,6 +831,9 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pull_tree_through_loss),
+        cmocka_unit_test(test_pull_request_rides_in_the_hello),
+        cmocka_unit_test(test_old_server_ignores_the_early_request),
+        cmocka_unit_test(test_declined_early_request),
         cmocka_unit_test(test_pull_refused_paths_and_lost_reply),
         cmocka_unit_test(test_pull_through_key_updates),
         cmocka_unit_test(test_pull_resumes_a_partial_file),
