@@ -44,9 +44,9 @@ void aftp_cli_usage(FILE *to)
           "                             (default: skipped with a notice)\n"
           "      --no-path-memory       start afresh, not at the rate this path had in\n"
           "                             the last hour (~/.cache/aftp/paths)\n"
-          "      --no-early-entries     offer no file in the handshake (names then never\n"
-          "                             travel under the server's static key alone; costs\n"
-          "                             one round trip)\n"
+          "      --no-early-entries     offer no file (get: no path) in the handshake (names\n"
+          "                             then never travel under the server's static key\n"
+          "                             alone; costs one round trip)\n"
 
           "      --peer-key FILE        the receiver's public key (else its HOST:PORT line\n"
           "                             in the known hosts)\n"

@@ -1257,6 +1257,7 @@ static int pull(aftp_client *c, const char *host_port, const struct sockaddr_sto
                         .peer = (const struct sockaddr *)peer, .peer_len = peer_len,
                         .max_rate_bps = c->max_rate_bps, .idle_timeout_ns = c->idle_timeout_ns,
                         .max_datagram = (uint16_t)(c->mtu ? AFTP_IO_DATAGRAM_FOR(c->mtu) : 0),
+                        .no_early_request = c->no_early_entries,
                         .security = *sec, .on_entry = get_on_entry,
                         .on_session_event = get_on_event,
                         .hooks = {.on_warning = get_on_warning, .on_tick = get_on_tick,

@@ -126,7 +126,9 @@ AFTP_EXTERN int aftp_client_set_path_memory_file(aftp_client *c, const char *pat
 /* Early entries (spec 12.3.4), on by default: the first few entries of a
  * tree or file list (names, sizes, times: at most 256 bytes) ride in the
  * handshake's first message, so their verdicts come with the server's
- * answer and the data one round trip sooner. Those names are protected
+ * answer and the data one round trip sooner. In a pull (aftp_client_get)
+ * the same holds for the requested paths: the whole request rides in
+ * that message when it fits in its 256 bytes. Those names are protected
  * by the server's static key (and the pre-shared key, if any) alone, not
  * by the session's fresh keys: someone who recorded the handshake and
  * later steals the server's key could read them (spec 14.2.8). 0: they

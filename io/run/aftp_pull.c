@@ -92,6 +92,7 @@ static int new_receiver(const aftp_pull_opts *o, pull_ctx *pc, aftp_receiver **o
     set.role = AFTP_ROLE_PULL;
     set.pull = (aftp_pull_request){.paths = o->paths, .path_count = o->path_count,
                                    .flags = o->flags, .max_rate_bps = o->max_rate_bps};
+    set.no_early_request = o->no_early_request;
     return aftp_receiver_new(&set, aftp_drive_now_ns(), out);
 }
 

@@ -37,6 +37,7 @@ typedef struct aftp_pull_opts {
     uint64_t max_rate_bps;     /* the server paces no faster; 0: its own limits */
     uint64_t idle_timeout_ns;  /* 0: the engine's default */
     uint16_t max_datagram;     /* 0: AFTP_IO_DATAGRAM */
+    int no_early_request;      /* the request goes after the handshake (spec 12.3.4) */
     /* Keys (borrowed): identity, the server's peer_key, cipher;
      * unix_time_ns is set here from the wall clock. */
     aftp_security_settings security;
