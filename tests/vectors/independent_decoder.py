@@ -475,10 +475,22 @@ def decode_early_entries(payload):
     return f
 
 
+def decode_early_request(payload):
+    """A pull's message 1 payload under EARLY_ENTRIES (spec 12.3.4): a
+    PULL_REQUEST body (flags, max_rate, count, paths), at most 256 bytes."""
+    check(len(payload) <= 256, 'early request of %d bytes' % len(payload))
+    c = Cursor(payload)
+    f = body_pull_request(c)
+    check(c.left() == 0, '%d trailing bytes' % c.left())
+    return f
+
+
 def check_early_entries(paths):
     """Each handshake of crypto.vec (beside the given files) whose message 1
-    carries an application payload: it decodes as early entries, equal to
-    the ENTRIES vector whose body it is. Returns the failure count."""
+    carries an application payload: in a push it decodes as early entries,
+    equal to the ENTRIES vector whose body it is; in a pull as an early
+    request, equal to a PULL_REQUEST vector's body. Returns the failure
+    count."""
     import os
     crypto = os.path.join(os.path.dirname(paths[0]), 'crypto.vec') if paths else ''
     if not os.path.exists(crypto):
@@ -487,16 +499,19 @@ def check_early_entries(paths):
     for path in paths:
         for _, record in read_records(path):
             data = byte_string(record.get('hex', ''))
-            if len(data) > HEADER_LEN and data[1] == TYPES.index('ENTRIES'):
-                bodies[data[HEADER_LEN:]] = record['name']
+            if len(data) > HEADER_LEN and data[1] in (TYPES.index('ENTRIES'),
+                                                      TYPES.index('PULL_REQUEST')):
+                bodies[(data[1], data[HEADER_LEN:])] = record['name']
     failures = 0
     for line, record in read_records(crypto):
         payload = byte_string(record.get('init_payload', ''))
         if not payload:
             continue
+        pull = record.get('hello_role') == 'PULL'
+        kind = TYPES.index('PULL_REQUEST' if pull else 'ENTRIES')
         try:
-            decode_early_entries(payload)
-            check(payload in bodies, 'no ENTRIES vector with this body')
+            (decode_early_request if pull else decode_early_entries)(payload)
+            check((kind, payload) in bodies, 'no %s vector with this body' % TYPES[kind])
         except (Reject, VectorError, KeyError) as e:
             print('FAIL %s:%d %s: early entries: %s' % (crypto, line, record['name'], e))
             failures += 1
