@@ -30,6 +30,7 @@ AUTHORIZED=$KEYS/authorized_keys
 
 # start_serve: aftp serve into dst with --json; sets RECV_PID, PORT.
 start_serve() {
+    : >"$WORK/recv.err" # before the start: await_port must not read the last receiver's port
     "$AFTP" serve --listen 127.0.0.1:0 --dir "$WORK/dst" "${RECV_KEYS[@]}" --json \
         >"$WORK/recv.out" 2>"$WORK/recv.err" &
     RECV_PID=$!
@@ -134,6 +135,7 @@ log_stamps)
     day=$(sed -En "s/^([0-9-]{10})T.*/\1/p" "$WORK/recv.err" | head -n 1)
     [ "$day" = "$(date -u +%F)" ] || [ "$day" = "$(date -u -d yesterday +%F)" ] ||
         fail "log date $day is not today's in UTC ($(date -u +%F))"
+    : >"$WORK/recv.err"
     "$AFTP" recv --once --listen 127.0.0.1:0 --dir "$WORK/dst" "${RECV_KEYS[@]}" \
         >/dev/null 2>"$WORK/recv.err" &
     RECV_PID=$!

@@ -22,6 +22,7 @@ mkdir -p "$WORK/srv" "$WORK/dst"
 make_keys || fail "aftp keygen"
 
 start_recv() {
+    : >"$WORK/recv.err" # before the start: await_port must not read the last receiver's port
     "$AFTP" recv --listen 127.0.0.1:0 --dir "$WORK/srv" "${RECV_KEYS[@]}" \
         >"$WORK/recv.out" 2>"$WORK/recv.err" &
     RECV_PID=$!

@@ -26,6 +26,7 @@ make_keys || fail "aftp keygen"
 # start_recv [aftp recv options...]: a receiver into dst serving until
 # stopped; sets RECV_PID and PORT.
 start_recv() {
+    : >"$WORK/recv.err" # before the start: await_port must not read the last receiver's port
     "$AFTP" recv --listen 127.0.0.1:0 --dir "$WORK/dst" "${RECV_KEYS[@]}" "$@" \
         >"$WORK/recv.out" 2>"$WORK/recv.err" &
     RECV_PID=$!
