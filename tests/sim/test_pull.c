@@ -323,32 +323,6 @@ static void tune_capped(void *ctx, aftp_sender_settings *s, aftp_receiver_settin
     s->security.peers.rate_cap = cap_of_20m;
 }
 
-/* The server's sender runs its own controller under the lowest of its
- * policy's cap for the key (20 Mbit/s) and the client's max rate: the
- * client can lower it (to 10 Mbit/s), never raise it (to 50). */
-static void test_pull_rate_is_the_servers_under_the_clients_max(void **state)
-{
-    (void)state;
-    static const pull_case slower = {.paths = {"tree"}, .count = 1, .verdicts = {AFTP_OK},
-                                     .big_size = BIG_FILE, .max_rate_bps = 10000000};
-    static const pull_case faster = {.paths = {"tree"}, .count = 1, .verdicts = {AFTP_OK},
-                                     .big_size = BIG_FILE, .max_rate_bps = 50000000};
-    const pull_case *cases[] = {&slower, &faster};
-    const uint64_t want[] = {10000000, 20000000};
-    for (int i = 0; i < 2; i++) {
-        sim_cfg c;
-        sim_result r;
-        pull_cfg(&c, cases[i]);
-        c.tune = tune_capped;
-        sim_run(&c, &r);
-        sim_expect_clean_end(&r);
-        assert_int_equal(r.snd.rate_cap_bps, want[i]);
-        assert_true(r.snd.pacing_rate_bps <= want[i]);
-        expect_tree_intact(&r);
-        sim_result_free(&r);
-    }
-}
-
 /* The server's share of its total rate, 15 Mbit/s, given to the pull's
  * sender 0.1 s in (aftp_sender_set_rate_cap, spec 9.15.4). */
 static void give_share(void *ctx, aftp_sender *snd, aftp_receiver *rcv, uint64_t now)
@@ -361,33 +335,53 @@ static void give_share(void *ctx, aftp_sender *snd, aftp_receiver *rcv, uint64_t
     *given = 1;
 }
 
-/* The share replaces the policy's cap (20 Mbit/s) and still stays under
- * the client's max rate: 10 Mbit/s asked stays 10, 50 asked gets the 15. */
-static void test_pull_share_under_the_clients_max(void **state)
+/* A pull of the tree under the policy's cap for the key (20 Mbit/s),
+ * the client asking for at most 10 Mbit/s, then for 50, the server's
+ * share given or not: the sender's cap and pace are the want's. */
+static void expect_pull_caps(int share, const uint64_t want[2])
 {
-    (void)state;
     static const pull_case slower = {.paths = {"tree"}, .count = 1, .verdicts = {AFTP_OK},
                                      .big_size = BIG_FILE, .max_rate_bps = 10000000};
     static const pull_case faster = {.paths = {"tree"}, .count = 1, .verdicts = {AFTP_OK},
                                      .big_size = BIG_FILE, .max_rate_bps = 50000000};
     const pull_case *cases[] = {&slower, &faster};
-    const uint64_t want[] = {10000000, 15000000};
     for (int i = 0; i < 2; i++) {
         sim_cfg c;
         sim_result r;
         int given = 0;
         pull_cfg(&c, cases[i]);
         c.tune = tune_capped;
-        c.step = give_share;
-        c.step_ctx = &given;
+        if (share) {
+            c.step = give_share;
+            c.step_ctx = &given;
+        }
         sim_run(&c, &r);
         sim_expect_clean_end(&r);
-        assert_true(given);
+        assert_int_equal(given, share);
         assert_int_equal(r.snd.rate_cap_bps, want[i]);
         assert_true(r.snd.pacing_rate_bps <= want[i]);
         expect_tree_intact(&r);
         sim_result_free(&r);
     }
+}
+
+/* The server's sender runs its own controller under the lowest of its
+ * policy's cap for the key (20 Mbit/s) and the client's max rate: the
+ * client can lower it (to 10 Mbit/s), never raise it (to 50). */
+static void test_pull_rate_is_the_servers_under_the_clients_max(void **state)
+{
+    (void)state;
+    static const uint64_t want[] = {10000000, 20000000};
+    expect_pull_caps(0, want);
+}
+
+/* The share replaces the policy's cap (20 Mbit/s) and still stays under
+ * the client's max rate: 10 Mbit/s asked stays 10, 50 asked gets the 15. */
+static void test_pull_share_under_the_clients_max(void **state)
+{
+    (void)state;
+    static const uint64_t want[] = {10000000, 15000000};
+    expect_pull_caps(1, want);
 }
 
 static const pull_case big_pull = {.paths = {"tree"},
