@@ -120,6 +120,7 @@ server_start() { # DIR LISTEN TAG
     srv_args=("$@") srv_dir=$1 srv_starts=$((srv_starts + 1))
     mkdir -p "$srv_dir"
     srv_err=$work/server.$3.$srv_starts.err
+    : >"$srv_err" # before the child opens it: the port loop reads it at once
     "${rcv[@]}" "$aftp" recv --listen "$2" --dir "$srv_dir" --identity "$keys/server" \
         --authorized-keys "$keys/authorized_keys" >"$work/server.$3.$srv_starts.out" 2>"$srv_err" &
     srv_pid=$! # nsenter execs aftp: this is the server itself

@@ -56,6 +56,11 @@ mkdir -p in/acme in/globex srv out
     echo "globex $work/in/globex $(cut -d' ' -f2 globex.pub)"
 } >partners
 
+# The files exist before the server starts: the shell opens a background
+# command's redirections in the child, which may not have run when the loop
+# below first reads server.out.
+: >server.out
+: >server.err
 (cd srv && exec ../mft_server 127.0.0.1:0 ../server ../partners ../audit.log) >server.out 2>server.err &
 server_pid=$!
 port=
