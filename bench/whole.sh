@@ -7,7 +7,7 @@
 # Prints a summary table and a table per row; see bench/README.md.
 #
 # usage: bench/whole.sh [--profile NAME[,NAME...]]... [--size MiB] [--repeat N]
-#                       [--only aftp,gridftp,scp,rsync,iperf3-bbr,iperf3-cubic]
+#                       [--only aftp,aftp-repeat,gridftp,scp,rsync,iperf3-bbr,iperf3-cubic]
 #                       [--aftp PATH] [--time-cap SECONDS] [--retries N]
 #                       [--iperf-seconds N] [--json FILE] [--install-baselines]
 #   --profile   rows of these netem/profiles only (default: every row of the
@@ -17,8 +17,11 @@
 #   --repeat    runs of aftp and GridFTP per row (default 3), interleaved; the
 #               tables give medians. scp and rsync run once per row, iperf3
 #               once per link
-#   --only      tools (default all): aftp (encrypted, its defaults), gridftp
-#               (-p 8 and -p 16: two tools), scp, rsync, iperf3-bbr, iperf3-cubic
+#   --only      tools (default all): aftp (encrypted, its defaults, every run a
+#               first contact), aftp-repeat (the same as a repeat contact: the
+#               start rate remembered from an earlier transfer on the path),
+#               gridftp (-p 8 and -p 16: two tools), scp, rsync, iperf3-bbr,
+#               iperf3-cubic
 #   --aftp      the aftp binary (default: the newest build*/cli/aftp that is
 #               not a sanitizer or fuzzing build); its build's link emulator
 #   --time-cap  seconds scp and rsync may run before they are stopped and
@@ -53,7 +56,7 @@ table=(wan-150ms:2048:97 wan-150ms-1pct:2048:95 wan-300ms-2pct:2048:93 sat-600ms
        wan-150ms-bursty-05pct:1024:92 wan-150ms-jitter:1024:92 wan-150ms-fbloss5pct:1024:92
        wan-150ms-reorder:1024:92 wan-150ms:1024:94 wan-150ms-1pct:1024:- wan-300ms-2pct:1024:-)
 
-profiles=() size_override='' repeat=3 only=aftp,gridftp,scp,rsync,iperf3-bbr,iperf3-cubic
+profiles=() size_override='' repeat=3 only=aftp,aftp-repeat,gridftp,scp,rsync,iperf3-bbr,iperf3-cubic
 aftp='' cap=60 retries=2 iperf_seconds=15 json='' install_baselines=0
 while [ $# -gt 0 ]; do
     case $1 in
@@ -77,8 +80,8 @@ done
 [[ $retries =~ ^[0-9]+$ ]] || die "--retries wants a count, not '$retries'"
 IFS=, read -r -a tools <<<"$only"
 for t in "${tools[@]}"; do
-    case $t in aftp|gridftp|scp|rsync|iperf3-bbr|iperf3-cubic) ;;
-    *) die "unknown tool '$t' (aftp, gridftp, scp, rsync, iperf3-bbr, iperf3-cubic)" ;; esac
+    case $t in aftp|aftp-repeat|gridftp|scp|rsync|iperf3-bbr|iperf3-cubic) ;;
+    *) die "unknown tool '$t' (aftp, aftp-repeat, gridftp, scp, rsync, iperf3-bbr, iperf3-cubic)" ;; esac
 done
 wants() { [[ ",$only," == *",$1,"* ]]; }
 
@@ -118,7 +121,7 @@ fi
 
 # shellcheck source=bench/wan/lib.sh
 . "$here/wan/lib.sh" # newest_optimised
-if wants aftp; then
+if wants aftp || wants aftp-repeat; then
     [ -n "$aftp" ] || aftp=$(newest_optimised cli/aftp)
     if [ -z "$aftp" ] || [ ! -x "$aftp" ]; then
         die "no aftp binary: build it (cmake --build BUILD) or pass --aftp PATH"

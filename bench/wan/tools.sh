@@ -183,6 +183,7 @@ run_aftp() { # tool [aftp send options...]
     [ "$rate_used" = none ] && rate_used="(no --rate)" || rate_used="--rate $rate_used"
     local what=aftp
     [ "$dst" != faux:// ] || what="aftp faux://"
+    [ "$tool" != aftp-repeat ] || what="aftp (repeat contact: path memory)"
     record kind=tool tool="$tool" label="$what $options $rate_used" framing=aftp \
         bytes="$bytes" seconds="$secs" capped=false verified="$verified" error="$error" \
         retrans_pct="${retrans:-null}" cpu_snd_s="$(time_field "$work/aftp.send.time" 2)" \
@@ -190,6 +191,23 @@ run_aftp() { # tool [aftp send options...]
         note="own summary: ${summary#*: }" "${EMU_FIELDS[@]}" "${steady[@]}" "${phases[@]}"
     rm -f "$work/aftp.progress" "$work/aftp.link"
     [ "$dst" = faux:// ] || rm -rf "$dst"
+}
+
+# aftp as a repeat contact: the pair's keys and path memory are kept per link
+# (AFTP_PAIR_STATE), so that every measured run starts from the rate an
+# earlier transfer on this path measured (Careful Resume), as an MFT
+# product's transfers to the same partner do all day. The link's first
+# transfer, a first contact, only fills that memory and is not reported.
+run_aftp_repeat() {
+    local state=$work/repeat.$WAN_PROFILE
+    if [ ! -d "$state.cache" ]; then
+        mkdir -p "$work/dst.warm"
+        AFTP_PAIR_STATE=$state "$wan_dir/aftp_pair.sh" "$BENCH_AFTP" "$src" "$work/dst.warm" \
+            "$BENCH_RATE" "$(whole_file_limit)" "$work/warm" ||
+            log "aftp-repeat: the first contact that fills the path memory failed: $(tail -n 1 "$work/warm.send.err")"
+        rm -rf "$work/dst.warm"
+    fi
+    AFTP_PAIR_STATE=$state run_aftp aftp-repeat
 }
 
 # --- iperf3: the TCP ceiling, memory to memory ------------------------------------
@@ -393,6 +411,7 @@ skip() { # tool reason
 run_tool() { # tool: its record(s) appended to $BENCH_RESULTS
     case $1 in
     aftp) run_aftp aftp ;;
+    aftp-repeat) run_aftp_repeat ;;
     aftp-fixed) run_aftp aftp-fixed --policy fixed ;;
     aftp-faux) run_aftp aftp-faux ;;
     iperf3)

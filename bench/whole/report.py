@@ -140,28 +140,38 @@ def best_gridftp(tools):
 
 def summary_table(rows, by_row):
     print("| path | file | physical limit s (% of capacity) | aftp s | aftp % of loss-adjusted "
-          "capacity (goal) | aftp % of limit | GridFTP best s (streams) | aftp / GridFTP (goal 1.3) "
+          "capacity (goal) | aftp % of limit | aftp repeat contact s (% of capacity) "
+          "| GridFTP best s (streams) | aftp / GridFTP (goal 1.3) "
           "| scp Mbit/s | rsync Mbit/s | iperf3 BBR / CUBIC Mbit/s (memory) "
-          "| CPU s/GiB aftp / scp | aftp runs valid |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "| CPU s/GiB aftp / scp | aftp runs valid (first / repeat) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for key, row in rows.items():
         tools = by_row.get(key, {})
         aftp, grid = tools.get("aftp"), best_gridftp(tools)
+        repeat = tools.get("aftp-repeat")
         a_s = aftp.seconds() if aftp else None
+        r_s = repeat.seconds() if repeat else None
         goal = row.meta.get("goal_pct")
         a_pct = 100 * row.at_capacity_s / a_s if a_s else None
         ratio = grid.seconds() / a_s if a_s and grid else None
         iperf = " / ".join(rate_cell(tools.get(t)) for t in ("iperf3-bbr", "iperf3-cubic"))
         cpu = " / ".join(fmt(tools[t].cpu_per_gib() if t in tools else None, ".2f")
                          for t in ("aftp", "scp"))
-        print("| %s | %d MiB | %.2f (%.1f%%) | %s | %s (%s) | %s | %s | %s | %s | %s | %s | %s | %s |" % (
-            row.meta["profile"], row.size >> 20, row.limit_s,
-            100 * row.at_capacity_s / row.limit_s, fmt(a_s, ".2f"), fmt(a_pct, ".1f"),
-            "%s%%" % goal if goal not in (None, "-") else "-",
-            fmt(100 * row.limit_s / a_s if a_s else None, ".1f"),
-            "%.2f (%s)" % (grid.seconds(), grid.tool.split("-p")[1]) if grid else "n/a",
-            fmt(ratio, ".2f"), rate_cell(tools.get("scp")), rate_cell(tools.get("rsync")), iperf, cpu,
-            "%d/%d" % (len(aftp.valid), len(aftp.runs)) if aftp else "not run"))
+        print("| %s | %d MiB | %.2f (%.1f%%) | %s | %s (%s) | %s | %s | %s | %s | %s | %s | %s | %s "
+              "| %s |" % (
+                  row.meta["profile"], row.size >> 20, row.limit_s,
+                  100 * row.at_capacity_s / row.limit_s, fmt(a_s, ".2f"), fmt(a_pct, ".1f"),
+                  "%s%%" % goal if goal not in (None, "-") else "-",
+                  fmt(100 * row.limit_s / a_s if a_s else None, ".1f"),
+                  "%s (%s)" % (fmt(r_s, ".2f"), fmt(100 * row.at_capacity_s / r_s if r_s else None,
+                                                    ".1f")),
+                  "%.2f (%s)" % (grid.seconds(), grid.tool.split("-p")[1]) if grid else "n/a",
+                  fmt(ratio, ".2f"), rate_cell(tools.get("scp")), rate_cell(tools.get("rsync")),
+                  iperf, cpu, " / ".join(valid_cell(t) for t in (aftp, repeat))))
+
+
+def valid_cell(t):
+    return "%d/%d" % (len(t.valid), len(t.runs)) if t else "not run"
 
 
 def phase_keys(runs):
@@ -171,7 +181,7 @@ def phase_keys(runs):
     return sorted(keys, key=lambda k: PHASES.index(k[len("phase_"):].split("_")[0]))
 
 
-def phases_line(row, aftp):
+def phases_line(row, aftp, who):
     parts = ["%s %.3f s" % (k[len("phase_"):-2].replace("_", " + "), aftp.median(k))
              for k in phase_keys(aftp.valid) if aftp.median(k) is not None]
     if not parts:
@@ -184,9 +194,9 @@ def phases_line(row, aftp):
     if middle is not None:
         parts.append("new bytes from 20%% to 95%% of the file at %.1f%% of loss-adjusted capacity"
                      % (100 * middle / row.capacity))
-    return ("aftp's phases (medians of %d valid runs): %s. The limit's: %.3f s of bytes at "
+    return ("%s phases (medians of %d valid runs): %s. The limit's: %.3f s of bytes at "
             "capacity, handshake %.3f s (1 RTT), flight %.3f s (0.5 RTT), confirmation %.3f s "
-            "(1 RTT)." % (len(aftp.valid), "; ".join(parts), row.at_capacity_s, row.rtt_s,
+            "(1 RTT)." % (who, len(aftp.valid), "; ".join(parts), row.at_capacity_s, row.rtt_s,
                           row.rtt_s / 2, row.rtt_s))
 
 
@@ -221,8 +231,8 @@ def row_table(row, tools, out_rows):
                              retrans_pct=t.median("retrans_pct"), cpu_s_per_gib=t.cpu_per_gib(),
                              **{k: t.median(k) for k in phase_keys(t.valid)}))
     print()
-    if "aftp" in tools:
-        line = phases_line(row, tools["aftp"])
+    for tool, who in (("aftp", "aftp's"), ("aftp-repeat", "aftp's as a repeat contact")):
+        line = phases_line(row, tools[tool], who) if tool in tools else None
         if line:
             print(line)
             print()

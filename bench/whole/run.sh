@@ -53,7 +53,7 @@ for ((run = 1; run <= BENCH_REPEAT; run++)); do
         BENCH_TAGS=(row="$WAN_PROFILE/$mib" run="$run")
         for tool in "${tools[@]}"; do
             case $tool in
-            aftp|gridftp-p*) ;;
+            aftp|aftp-repeat|gridftp-p*) ;;
             # Memory to memory: once per link, with its first row.
             iperf3-*) [ "$i$run" = 01 ] || continue ;;
             # Far below aftp and capped by SSH's window: once per row.
