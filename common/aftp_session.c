@@ -337,6 +337,14 @@ void aftp_session_start_closing(aftp_session *ss, int error, uint16_t wire_error
     ss->closing_deadline = ss->now_ns + drain_ns; /* until the CLOSE leaves */
 }
 
+void aftp_session_close_done(aftp_session *ss)
+{
+    if (ss->state == AFTP_STATE_CLOSING || ss->state == AFTP_STATE_CLOSED)
+        return;
+    aftp_session_start_closing(ss, AFTP_OK, AFTP_WIRE_ERR_NONE, AFTP_SESSION_QUICK_SPACING_NS);
+    ss->close_copies = AFTP_SESSION_QUICK_CLOSES;
+}
+
 void aftp_session_set_closed(aftp_session *ss, int error)
 {
     if (ss->state == AFTP_STATE_CLOSED)
@@ -402,7 +410,13 @@ int aftp_session_encode_close(aftp_session *ss, uint8_t *buf, size_t cap, aftp_d
     if (rc != AFTP_OK)
         return rc;
     ss->close_due = 0;
-    if (ss->state == AFTP_STATE_CLOSING && !ss->close_sent) {
+    if (ss->state == AFTP_STATE_CLOSING && ss->close_copies > 0) {
+        /* A quick close: the next copy a spacing later, CLOSED at once
+         * after the last. */
+        ss->close_copies--;
+        ss->close_sent = 1;
+        ss->closing_deadline = ss->now_ns + (ss->close_copies > 0 ? ss->closing_period_ns : 0);
+    } else if (ss->state == AFTP_STATE_CLOSING && !ss->close_sent) {
         /* The period counts from this CLOSE, not from the decision to
          * close: a driver late to send (a busy thread, a packet that
          * waited in the socket) must not find the period over before the
@@ -428,6 +442,11 @@ static int drained(aftp_session *ss, uint64_t now_ns)
 {
     if (now_ns < ss->closing_deadline)
         return 0;
+    if (ss->close_copies > 0) { /* a quick close: the next copy is due */
+        ss->close_due = 1;
+        ss->closing_deadline = now_ns + ss->closing_period_ns;
+        return 0;
+    }
     if (ss->close_sent || ss->close_held)
         return 1;
     ss->close_held = 1;

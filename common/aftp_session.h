@@ -41,6 +41,7 @@ typedef struct aftp_session {
     uint64_t closing_period_ns; /* 3 PTO, counted from the first CLOSE sent (spec 10.7) */
     int close_sent;            /* the first CLOSE of our closing has left */
     int close_held;            /* the period ran out before it did: restarted once */
+    int close_copies;          /* a quick close: CLOSE copies still to send (spec 9.11) */
     uint64_t now_ns;           /* latest time any entry point was given */
     uint16_t close_wire_error; /* what our CLOSE says */
     int close_due;             /* a CLOSE should leave */
@@ -153,6 +154,13 @@ void aftp_session_event(aftp_session *ss, int type, int error, const aftp_file_i
  * then CLOSED with `error`. No effect once closing or closed. */
 void aftp_session_start_closing(aftp_session *ss, int error, uint16_t wire_error,
                                 uint64_t drain_ns);
+/* Section 9.11, a client's quick close once every file has its result:
+ * CLOSE(NONE) sent AFTP_SESSION_QUICK_CLOSES times, AFTP_SESSION_QUICK_SPACING_NS
+ * apart, then CLOSED with AFTP_OK without waiting for the answer. No
+ * effect once closing or closed. */
+#define AFTP_SESSION_QUICK_CLOSES 3
+#define AFTP_SESSION_QUICK_SPACING_NS 1000000u
+void aftp_session_close_done(aftp_session *ss);
 /* CLOSED at once (no CLOSE sent): emits the CLOSED event. Idempotent. */
 void aftp_session_set_closed(aftp_session *ss, int error);
 /* The local error a peer's CLOSE means (NONE: OK, CANCELLED: CANCELLED,

@@ -430,6 +430,17 @@ static int block_size_too_large(aftp_sender *s, uint32_t block_size)
     return 1;
 }
 
+/* Every file has its result: the client of a push closes quickly, as it
+ * needs no answer (section 9.11); the server of a pull stays in its
+ * closing period to answer a client that missed the CLOSE. */
+static void close_done(aftp_sender *s)
+{
+    if (s->pull == PULL_NONE)
+        aftp_session_close_done(&s->ss);
+    else
+        aftp_session_start_closing(&s->ss, AFTP_OK, AFTP_WIRE_ERR_NONE, drain_time(s));
+}
+
 /* Offers the next queued file, or closes after the last one (section 9.10). */
 static void start_next_file(aftp_sender *s)
 {
@@ -440,14 +451,14 @@ static void start_next_file(aftp_sender *s)
         if (s->ss.state == AFTP_STATE_TRANSFER && s->finished &&
             s->entries.oldest > s->entries.newest &&
             (s->pull == PULL_NONE || s->pull == PULL_CONFIRMED))
-            aftp_session_start_closing(&s->ss, AFTP_OK, AFTP_WIRE_ERR_NONE, drain_time(s));
+            close_done(s);
         return;
     }
     if (s->ss.state != AFTP_STATE_TRANSFER || file_active(s))
         return;
     if (f == NULL) {
         if (s->finished)
-            aftp_session_start_closing(&s->ss, AFTP_OK, AFTP_WIRE_ERR_NONE, drain_time(s));
+            close_done(s);
         return;
     }
     /* Block size 0 means "as large as the negotiated datagram allows". */
