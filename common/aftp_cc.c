@@ -297,10 +297,13 @@ static void update_min_rtt(aftp_cc *cc, uint64_t rtt, uint64_t now)
 
 /* ---- rate and cap ---- */
 
-/* LOW, there to yield, never takes the faster gain (as it never jumps). */
+/* "No queue" is judged against FAIR's target at most: HIGH's target
+ * (up to an RTT) would let it take the faster gain over another flow's
+ * queue. LOW, there to yield, never takes it (as it never jumps). */
 static double startup_gain(const aftp_cc *cc)
 {
-    int flat = cc->sample_qdelay_ns <= params_of(cc).target_ns / 2;
+    uint64_t target_ns = min_u64(params_of(cc).target_ns, FAIR_TARGET_NS);
+    int flat = cc->sample_qdelay_ns <= target_ns / 2;
     return flat && cc->cfg.policy != AFTP_CC_LOW ? STARTUP_FLAT_GAIN : STARTUP_GAIN;
 }
 
