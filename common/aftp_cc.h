@@ -7,12 +7,15 @@
  * queue was empty. Design: DESIGN.md section 4, spec section 13.4.
  *
  * Model (BBR-like, rate based):
- *   STARTUP    pace at 2.89 x bw, at most 2 BDP in flight: the rate
- *              doubles per round, smoothly. Leaves on a bandwidth plateau
- *              (3 rounds without +25%), a queue of 4 x target (at most
- *              20 ms; while the rate still grows 25% per round, half the
- *              min RTT, at most 80 ms), or a standing queue while its rate
- *              no longer grows; never on random loss.
+ *   STARTUP    pace at 5 x bw while samples show no queue (not LOW),
+ *              else 2.89 x bw; at most 2 BDP in flight whatever the gain:
+ *              the rate grows 2-5 fold per round, smoothly. Leaves on a
+ *              bandwidth plateau (3 rounds without +25%), a queue of 4 x
+ *              target (at most 20 ms; while the rate still grows 25% per
+ *              round, half the min RTT, at most 80 ms), loss beyond chance
+ *              on a growing queue (a buffer shallower than that), or a
+ *              standing queue while its rate no longer grows; never on
+ *              random loss.
  *   DRAIN      pace at 0.35 x bw until the unreported data is one BDP.
  *   PROBE_BW   a cycle of 5-7 rounds (at most ~0.5 s once 2 rounds have
  *              passed): UP (1.25 x) for max(4 x target, 3 feedback
@@ -197,6 +200,7 @@ typedef struct aftp_cc {
     /* state machine */
     uint64_t full_bw_bps;       /* startup plateau detection */
     unsigned full_bw_rounds;
+    int startup_overflow;       /* a sample showed the buffer overflowing */
     uint64_t phase_start_ns;
     uint64_t cycle_start_round;
     uint64_t cycle_start_ns;

@@ -14,9 +14,15 @@ static void recall(void *ctx, aftp_sender_settings *s, aftp_receiver_settings *r
 double sim_ramp_transfer(uint64_t bytes, uint64_t rtt_ms, double loss, const sim_ramp_memory *m,
                          aftp_stats *out)
 {
+    return sim_ramp_transfer_on(SIM_RAMP_LINK_BPS, bytes, rtt_ms, loss, m, out);
+}
+
+double sim_ramp_transfer_on(uint64_t link_bps, uint64_t bytes, uint64_t rtt_ms, double loss,
+                            const sim_ramp_memory *m, aftp_stats *out)
+{
     sim_cfg c;
     sim_result r;
-    sim_cfg_wan(&c, SIM_RAMP_LINK_BPS, rtt_ms, loss);
+    sim_cfg_wan(&c, link_bps, rtt_ms, loss);
     c.file_size = bytes;
     c.cipher = AFTP_CIPHER_NONE;
     c.tune = recall;

@@ -22,5 +22,8 @@ typedef struct sim_ramp_memory {
  * memory keeps: delivery_rate_bps, path_min_rtt_ns). */
 double sim_ramp_transfer(uint64_t bytes, uint64_t rtt_ms, double loss, const sim_ramp_memory *m,
                          aftp_stats *out);
+/* The same on a link of link_bps (one BDP of queue). */
+double sim_ramp_transfer_on(uint64_t link_bps, uint64_t bytes, uint64_t rtt_ms, double loss,
+                            const sim_ramp_memory *m, aftp_stats *out);
 
 #endif /* SIM_RAMP_H */

@@ -234,17 +234,19 @@ static void late_joiner(int stalls, uint64_t *join, double *jain)
     sim_flows_free(&r);
 }
 
-/* The joiner wins most of its share in startup (6.2 s since the bandwidth
- * filter takes the median of three samples, 4.9 s before; 10 s when a
- * deep queue ended its startup, never within the run with startup's old
- * gain of 2); sim_bench_cc gives the 1 Gbit/s figure. */
+/* The joiner wins most of its share in startup: 0.9 s with startup's
+ * faster gain while its samples show no queue of its own (the
+ * incumbent's queue is in its min RTT), 3.3 s at 2.89 x throughout (6.2 s
+ * before the bandwidth filter took the median of three samples; never
+ * within the run with a gain of 2), and the share is as fair as before;
+ * sim_bench_cc gives the 1 Gbit/s figure. */
 static void test_late_joiner_on_long_path(void **state)
 {
     (void)state;
     uint64_t join;
     double jain;
     late_joiner(0, &join, &jain);
-    assert_true(join <= 7 * S);
+    assert_true(join <= 2 * S);
     assert_true(jain >= 0.9);
 }
 

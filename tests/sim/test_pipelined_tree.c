@@ -44,12 +44,12 @@
  *   it made up. Early on it is the loss of a few packets (one in 21 reads
  *   4.8%), so the samples on the way are only held below its ceiling,
  *   LOSS_MAX_BASE (50%), where a broken count of packets sent ends up;
- * - it paces at most STARTUP_GAIN (2.89) x its delivery estimate, which is
- *   at most twice the link's rate (what passed the bottleneck is the
+ * - it paces at most STARTUP_FLAT_GAIN (5) x its delivery estimate, which
+ *   is at most twice the link's rate (what passed the bottleneck is the
  *   receive rate over 1 - base loss, the base loss at most 50%). */
 #define LOSS_MARGIN_PPM 20000u
 #define LOSS_CEILING_PPM 500000u
-#define PACING_BOUND_BPS (UINT64_C(2) * 289 * LINK_BPS / 100)
+#define PACING_BOUND_BPS (UINT64_C(2) * 5 * LINK_BPS)
 
 /* What is sent, and how. */
 typedef struct tree_case {
