@@ -284,12 +284,18 @@ static uint64_t min_rtt_candidate(const aftp_cc *cc, uint64_t rtt, uint64_t floo
     return max_u64(rtt, cc->prev_rtt_ns);
 }
 
-static void update_min_rtt(aftp_cc *cc, uint64_t rtt, uint64_t now)
+/* A settled packet's sample (largest_pn overtook it) measures the queue
+ * but never lowers the minimum, nor counts towards two in a row: the
+ * early packets the receiver counted move the settled packet forward, by
+ * a send pause's length when the sender sent in bursts. */
+static void update_min_rtt(aftp_cc *cc, uint64_t rtt, uint64_t now, int settled)
 {
-    if (cc->mode == AFTP_CC_MODE_PROBE_RTT)
-        cc->probe_rtt_min_ns = min_rtt_candidate(cc, rtt, cc->probe_rtt_min_ns);
-    cc->min_rtt_ns = min_rtt_candidate(cc, rtt, cc->min_rtt_ns);
-    cc->prev_rtt_ns = rtt;
+    if (!settled || cc->min_rtt_ns == 0) {
+        if (cc->mode == AFTP_CC_MODE_PROBE_RTT)
+            cc->probe_rtt_min_ns = min_rtt_candidate(cc, rtt, cc->probe_rtt_min_ns);
+        cc->min_rtt_ns = min_rtt_candidate(cc, rtt, cc->min_rtt_ns);
+        cc->prev_rtt_ns = rtt;
+    }
     if (rtt <= cc->min_rtt_ns + MIN_RTT_NEAR_NS)
         cc->min_rtt_seen_ns = now;
     cc->qdelay_ns = rtt > cc->min_rtt_ns ? rtt - cc->min_rtt_ns : 0;
@@ -949,6 +955,30 @@ static void restart_span(aftp_cc *cc, const aftp_cc_mark *m)
     cc->span_min_qdelay_ns = UINT64_MAX;
 }
 
+/* A FEEDBACK is in order while what it leaves unsettled before
+ * largest_pn (DATA packets neither received nor declared lost) is what
+ * losses not yet declared explain: a loss is declared about a round trip
+ * after it left, so twice the baseline loss of a round trip of sending,
+ * plus a margin for a loss rate not yet learnt (15%: a start on a 10%
+ * path leaves 11% unsettled) and for jitter, which holds single packets
+ * back and leaves few unsettled. An early packet that skipped the one-way
+ * delay overtook half a round trip of sending. A handful of unsettled
+ * packets is no reordering worth measuring around: on a lossy path's slow
+ * tail it is an earlier burst's losses whose FEEDBACKs were lost. */
+#define REORDER_LOSS_MARGIN 0.15
+#define REORDER_MIN_PACKETS AFTP_CC_INITIAL_WINDOW
+
+int aftp_cc_overtaken(const aftp_cc *cc, uint64_t unsettled, uint64_t sent_in_rtt)
+{
+    double share = 2.0 * cc->base_loss + REORDER_LOSS_MARGIN;
+    return unsettled > REORDER_MIN_PACKETS && (double)unsettled > share * (double)sent_in_rtt;
+}
+
+uint64_t aftp_cc_rtt(const aftp_cc *cc)
+{
+    return rtt_estimate(cc) + cc->feedback_gap_ns;
+}
+
 /* Receive-rate bookkeeping; 1 when a sample was taken. */
 static int measure(aftp_cc *cc, const aftp_cc_feedback *fb)
 {
@@ -956,7 +986,9 @@ static int measure(aftp_cc *cc, const aftp_cc_feedback *fb)
     uint64_t delay_us = fb->ack_delay_ns / 1000;
     uint64_t arrived_us = fb->recv_time_us > delay_us ? fb->recv_time_us - delay_us : 0;
     uint64_t sent_ns = fb->rtt_ns > 0 && fb->rtt_ns < fb->now_ns ? fb->now_ns - fb->rtt_ns : 0;
-    aftp_cc_mark m = {arrived_us, fb->packets_received, fb->data_sent, sent_ns};
+    uint64_t data_sent = fb->rtt_settled && fb->data_sent != AFTP_CC_UNKNOWN ? fb->data_settled
+                                                                             : fb->data_sent;
+    aftp_cc_mark m = {arrived_us, fb->packets_received, data_sent, sent_ns};
     note_feedback_gap(cc, fb->recv_time_us);
     cc->span_min_qdelay_ns = min_u64(cc->span_min_qdelay_ns, cc->qdelay_ns);
     if (fb->data_sent == AFTP_CC_UNKNOWN) {
@@ -966,7 +998,8 @@ static int measure(aftp_cc *cc, const aftp_cc_feedback *fb)
     /* Packets sent before a back-off still show the old rate: measure
      * afresh once they are reported. */
     if (!cc->has_mark || fb->largest_pn < cc->hold_until_pn ||
-        m.recv_time_us < cc->mark.recv_time_us || m.packets_received < cc->mark.packets_received) {
+        m.recv_time_us < cc->mark.recv_time_us || m.packets_received < cc->mark.packets_received ||
+        m.data_sent < cc->mark.data_sent) {
         cc->has_mark = fb->largest_pn >= cc->hold_until_pn;
         restart_span(cc, &m);
         return 0;
@@ -1016,7 +1049,7 @@ void aftp_cc_on_feedback(aftp_cc *cc, const aftp_cc_feedback *fb)
         cc->data_reported = min_u64(fb->data_sent, cc->data_count);
     if (fb->rtt_ns > 0) {
         uint64_t rtt = fb->rtt_ns > fb->ack_delay_ns ? fb->rtt_ns - fb->ack_delay_ns : fb->rtt_ns;
-        update_min_rtt(cc, rtt, fb->now_ns);
+        update_min_rtt(cc, rtt, fb->now_ns, fb->rtt_settled);
         track_queue(cc, fb->now_ns);
         resume_check_rtt(cc, cc->min_rtt_ns, 0);
     }

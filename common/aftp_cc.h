@@ -57,7 +57,16 @@
  *            Retreat: bw = what the jump delivered (never more), DRAIN
  *            empties the queue the jump built, then PROBE_BW.
  * A new minimum RTT takes two samples in a row below the old one: a lone
- * low sample comes from a busy endpoint's late timestamps.
+ * low sample comes from a busy endpoint's late timestamps. Reordering: a
+ * FEEDBACK whose largest_pn overtook the packets sent before it (an early
+ * packet: its round trip is short by the delay it skipped) is measured, by
+ * the sender, at the newest packet settled in order (RACK's idea): RTT,
+ * sent count and send time of the DATA packet whose number among all DATA
+ * is what arrived plus what was declared lost (plus the baseline's share
+ * of what left within a loss threshold). The overtaken packets are
+ * then neither queue nor loss. Such a sample never lowers min RTT: the
+ * early packets counted as arrived move it forward, by a whole send pause
+ * when the sender sends in bursts.
  * bw is the windowed maximum (10 rounds; past startup, of the median of
  * each three samples in a row, so that one sample's spike from arrivals
  * delivered in a bunch is not taken) of the rate at which the receiver
@@ -133,13 +142,21 @@ typedef struct aftp_cc_config {
 typedef struct aftp_cc_feedback {
     uint64_t now_ns;
     uint64_t largest_pn;        /* highest packet number the receiver saw */
-    uint64_t rtt_ns;            /* now - sent time of largest_pn; 0: unknown */
-    uint64_t ack_delay_ns;      /* receiver's delay before answering */
+    /* The RTT sample (spec 10.1): now - sent time of largest_pn, or, when
+     * largest_pn overtook others (aftp_cc_overtaken), of the newest DATA
+     * packet settled in order; 0: unknown. */
+    uint64_t rtt_ns;
+    uint64_t ack_delay_ns;      /* receiver's delay before answering (0 for a settled packet) */
+    int rtt_settled;            /* rtt_ns is the settled packet's: it never lowers min RTT */
     uint64_t recv_time_us;      /* receiver's clock when it sent the FEEDBACK */
     uint64_t packets_received;  /* DATA datagrams that arrived, cumulative */
     /* DATA packets among 0..largest_pn, from the sender's record of what
      * it sent (AFTP_CC_UNKNOWN: no longer known; no rate sample then). */
     uint64_t data_sent;
+    /* With rtt_settled: DATA packets among 0..the settled packet. The
+     * rate sample ends there: the packets largest_pn overtook are, as far
+     * as rate and loss can tell, not sent yet (not lost). */
+    uint64_t data_settled;
 } aftp_cc_feedback;
 
 #define AFTP_CC_UNKNOWN UINT64_MAX
@@ -243,6 +260,16 @@ void aftp_cc_init(aftp_cc *cc, const aftp_cc_config *cfg, uint64_t now_ns);
 /* Packet pn (numbered 0, 1, 2... by the session) of `bytes` left at now;
  * is_data: a DATA packet (counted by the receiver's packets_received). */
 void aftp_cc_on_sent(aftp_cc *cc, uint64_t now_ns, uint64_t pn, uint64_t bytes, int is_data);
+/* 1 when a FEEDBACK's largest_pn overtook the packets sent before it
+ * (reordering): more DATA packets before it are unsettled (neither
+ * received nor declared lost), as a share of the `sent_in_rtt` DATA
+ * packets sent over the round trip (aftp_cc_rtt) up to it, than losses
+ * not yet declared and jitter explain. Its RTT is then not the path's
+ * round trip (spec 10.1). */
+int aftp_cc_overtaken(const aftp_cc *cc, uint64_t unsettled, uint64_t sent_in_rtt);
+/* The round trip reordering is judged over: min RTT plus a feedback
+ * interval (initial RTT before a sample). */
+uint64_t aftp_cc_rtt(const aftp_cc *cc);
 /* A FEEDBACK arrived (stale ones, not raising largest_pn, are ignored). */
 void aftp_cc_on_feedback(aftp_cc *cc, const aftp_cc_feedback *fb);
 

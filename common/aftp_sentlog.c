@@ -103,8 +103,8 @@ void aftp_sentlog_add(aftp_sentlog *l, uint64_t sent_ns, uint64_t block)
 
 int aftp_sentlog_sent_time(const aftp_sentlog *l, uint64_t pn, uint64_t *sent_ns)
 {
-    if (pn < l->tail_pn || pn >= l->head_pn)
-        return 0;
+    if (pn >= l->head_pn || l->head_pn - pn > l->mask + 1)
+        return 0; /* not sent, or its slot holds a newer packet */
     *sent_ns = l->ring[pn & l->mask].sent_ns;
     return 1;
 }

@@ -53,7 +53,9 @@ size_t aftp_sentlog_slots(const aftp_sentlog *l);
  * dropped. */
 void aftp_sentlog_add(aftp_sentlog *l, uint64_t sent_ns, uint64_t block);
 
-/* When packet pn left: 1 and *sent_ns, or 0 when no longer known. */
+/* When packet pn left: 1 and *sent_ns while pn is one of the ring's size
+ * of packets sent last (retired or not: a FEEDBACK measured at the newest
+ * packet settled in order asks for one already acknowledged), else 0. */
 int aftp_sentlog_sent_time(const aftp_sentlog *l, uint64_t pn, uint64_t *sent_ns);
 /* How many DATA packets were among packet numbers 0..pn: 1 and *count
  * while pn is one of the ring's size of packets sent last (retired or

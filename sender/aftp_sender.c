@@ -117,6 +117,8 @@ struct aftp_sender {
     uint64_t next_block;   /* next block to send for the first time */
     uint64_t acked_cum;    /* every block below is held by the peer */
     uint64_t resends_asked; /* blocks of this file declared lost (section 9.9) */
+    uint64_t data_declared_lost; /* DATA transmissions of the session declared lost */
+    uint64_t data_settled;       /* ...plus those received, at the latest FEEDBACK */
     uint8_t digest[AFTP_DIGEST_LEN];
 
     int hello_due, offer_due, done_due, probe_due;
@@ -886,6 +888,7 @@ static void detect_losses(aftp_sender *s, const aftp_wire_feedback *fb)
             if (aftp_repairq_push(&s->repairs, b)) {
                 aftp_sentlog_forget_block(&s->log, b);
                 s->resends_asked++;
+                s->data_declared_lost++;
             }
         }
     }
@@ -935,16 +938,120 @@ static void detect_lost_controls(aftp_sender *s, const aftp_wire_feedback *fb)
     }
 }
 
+/* The packet a FEEDBACK measures the path at (section 10.1). */
+typedef struct rtt_point {
+    int known;             /* its send time is known */
+    uint64_t sent_ns;
+    uint64_t data_sent;    /* DATA packets up to largest_pn; AFTP_CC_UNKNOWN: no longer known */
+    uint64_t data_settled; /* DATA packets up to it when settled */
+    uint64_t ack_delay_ns; /* the receiver's delay after it arrived */
+    int settled;           /* the newest packet settled in order, not largest_pn */
+} rtt_point;
+
+/* The first packet number in [lo, hi] whose record field (its DATA count,
+ * aftp_sentlog_data_upto, or send time, aftp_sentlog_sent_time: both grow
+ * with the number; those the log no longer knows are below) reaches
+ * value; hi when none before it does. */
+static uint64_t first_pn_reaching(const aftp_sentlog *log,
+                                  int (*field)(const aftp_sentlog *, uint64_t, uint64_t *),
+                                  uint64_t lo, uint64_t hi, uint64_t value)
+{
+    while (lo < hi) {
+        uint64_t mid = lo + (hi - lo) / 2, v;
+        if (field(log, mid, &v) && v >= value)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return lo;
+}
+
+/* DATA packets among the `upto` sent up to pn that left within span_ns
+ * before pn did (pn itself included); lo: the oldest packet number the
+ * log may know. */
+static uint64_t sent_since(const aftp_sender *s, uint64_t lo, uint64_t pn, uint64_t upto,
+                           uint64_t span_ns)
+{
+    uint64_t pn_ns, before;
+    if (!aftp_sentlog_sent_time(&s->log, pn, &pn_ns) || pn_ns <= span_ns)
+        return upto;
+    uint64_t from = first_pn_reaching(&s->log, aftp_sentlog_sent_time, lo, pn, pn_ns - span_ns);
+    if (!aftp_sentlog_data_upto(&s->log, from, &before) || before > upto)
+        return 0;
+    return upto - before;
+}
+
+/* DATA packets up to pn (count `upto`) the path has likely lost and the
+ * sender not yet declared: the baseline loss of those sent within a loss
+ * threshold, which no FEEDBACK could show lost yet. */
+static uint64_t undeclared_losses(const aftp_sender *s, uint64_t lo, uint64_t pn, uint64_t upto)
+{
+    uint64_t recent = sent_since(s, lo, pn, upto, loss_threshold(s));
+    return (uint64_t)(s->cc.base_loss * (double)recent);
+}
+
+/* Section 10.1: largest_pn, unless it overtook the packets sent before it
+ * (reordering: an early packet's round trip is short by the delay it
+ * skipped, every packet it overtook would look lost, and its sample's
+ * shortfall like queue). Then the newest DATA packet settled in order, as
+ * RACK (RFC 8985) measures from the packets delivered in order: the one
+ * whose number among the DATA packets is what arrived (packets_received)
+ * plus what was declared lost, plus what the baseline loss says is lost
+ * and not yet declared (without it the settled packet lags by those, and
+ * its sample, taken into the loss threshold, puts off declaring them
+ * further). largest_pn overtook it when more packets are unsettled than
+ * losses not yet declared and jitter explain (aftp_cc_overtaken). The
+ * settled packet arrived about when the FEEDBACK was built (no ack
+ * delay), if any settled since the previous FEEDBACK: else it is an old
+ * one, whose age measures nothing but the losses not yet declared behind
+ * it. */
+/* The point moves to the settled packet: its send time (the round trip
+ * at most twice largest_pn's: an early packet skips at most the one-way
+ * delay; beyond, the settled packet lags behind losses not yet declared,
+ * and its age would put off declaring them), its DATA count, no ack
+ * delay; a sample only if packets settled since the previous FEEDBACK. */
+static void move_to_settled(const aftp_sender *s, const aftp_wire_feedback *fb, rtt_point *p,
+                            uint64_t settled_pn)
+{
+    uint64_t sent_ns, earliest = s->ss.now_ns - 2 * (s->ss.now_ns - p->sent_ns);
+    if (!aftp_sentlog_sent_time(&s->log, settled_pn, &sent_ns))
+        return;
+    p->settled = 1;
+    p->known = fb->packets_received + s->data_declared_lost > s->data_settled;
+    p->sent_ns = sent_ns > earliest ? sent_ns : earliest;
+    p->ack_delay_ns = 0;
+    aftp_sentlog_data_upto(&s->log, settled_pn, &p->data_settled);
+}
+
+static rtt_point feedback_point(const aftp_sender *s, const aftp_wire_feedback *fb)
+{
+    rtt_point p = {0, 0, AFTP_CC_UNKNOWN, 0, (uint64_t)fb->ack_delay_us * 1000, 0};
+    uint64_t pn = fb->largest_pn, settled = fb->packets_received + s->data_declared_lost;
+    p.known = aftp_sentlog_sent_time(&s->log, pn, &p.sent_ns) && s->ss.now_ns > p.sent_ns;
+    if (!aftp_sentlog_data_upto(&s->log, pn, &p.data_sent)) {
+        p.data_sent = AFTP_CC_UNKNOWN;
+        return p;
+    }
+    uint64_t lo = pn - (pn < aftp_sentlog_slots(&s->log) ? pn : aftp_sentlog_slots(&s->log));
+    settled += undeclared_losses(s, lo, pn, p.data_sent);
+    if (!p.known || settled == 0 || p.data_sent <= settled)
+        return p;
+    uint64_t sent_in_rtt = sent_since(s, lo, pn, p.data_sent, aftp_cc_rtt(&s->cc));
+    if (aftp_cc_overtaken(&s->cc, p.data_sent - settled, sent_in_rtt))
+        move_to_settled(s, fb, &p,
+                        first_pn_reaching(&s->log, aftp_sentlog_data_upto, lo, pn, settled));
+    return p;
+}
+
 /* Section 10.1: an RTT sample when the largest acknowledged packet grows. */
-static void sample_rtt(aftp_sender *s, const aftp_wire_feedback *fb)
+static void sample_rtt(aftp_sender *s, const aftp_wire_feedback *fb, const rtt_point *p)
 {
     if (s->has_acked && fb->largest_pn <= s->largest_acked)
         return;
     s->has_acked = 1;
     s->largest_acked = fb->largest_pn;
-    uint64_t sent_ns;
-    if (aftp_sentlog_sent_time(&s->log, fb->largest_pn, &sent_ns) && s->ss.now_ns >= sent_ns) {
-        uint64_t rtt_ns = s->ss.now_ns - sent_ns, ack_delay_ns = (uint64_t)fb->ack_delay_us * 1000;
+    if (p->known) {
+        uint64_t rtt_ns = s->ss.now_ns - p->sent_ns, ack_delay_ns = p->ack_delay_ns;
         aftp_rtt_sample(&s->rtt, rtt_ns, ack_delay_ns);
         track_loss_rtt(s, rtt_ns > ack_delay_ns ? rtt_ns - ack_delay_ns : rtt_ns);
     }
@@ -959,18 +1066,16 @@ static int feedback_fits_file(const aftp_sender *s, const aftp_wire_feedback *fb
 }
 
 /* The rate controller's view of a FEEDBACK: the receiver's counters and
- * clock, and an RTT sample of largest_pn while its send time is known. */
-static void feed_controller(aftp_sender *s, const aftp_wire_feedback *fb)
+ * clock, and an RTT sample of the packet it measures the path at while
+ * its send time is known. */
+static void feed_controller(aftp_sender *s, const aftp_wire_feedback *fb, const rtt_point *p)
 {
     aftp_cc_feedback in = {.now_ns = s->ss.now_ns, .largest_pn = fb->largest_pn,
-                           .ack_delay_ns = (uint64_t)fb->ack_delay_us * 1000,
-                           .recv_time_us = fb->recv_time_us,
-                           .packets_received = fb->packets_received};
-    uint64_t sent_ns;
-    if (aftp_sentlog_sent_time(&s->log, fb->largest_pn, &sent_ns) && s->ss.now_ns > sent_ns)
-        in.rtt_ns = s->ss.now_ns - sent_ns;
-    if (!aftp_sentlog_data_upto(&s->log, fb->largest_pn, &in.data_sent))
-        in.data_sent = AFTP_CC_UNKNOWN;
+                           .ack_delay_ns = p->ack_delay_ns, .recv_time_us = fb->recv_time_us,
+                           .packets_received = fb->packets_received, .data_sent = p->data_sent,
+                           .rtt_settled = p->settled, .data_settled = p->data_settled};
+    if (p->known)
+        in.rtt_ns = s->ss.now_ns - p->sent_ns;
     aftp_cc_on_feedback(&s->cc, &in);
     sync_pacer(s);
 }
@@ -1026,8 +1131,10 @@ static void on_feedback(aftp_sender *s, uint64_t pkt_pn, const aftp_wire_feedbac
     s->last_feedback_pn = pkt_pn;
     progress(s);
     s->probe_due = 0;
-    sample_rtt(s, fb);
-    feed_controller(s, fb);
+    rtt_point point = feedback_point(s, fb);
+    sample_rtt(s, fb, &point);
+    feed_controller(s, fb, &point);
+    s->data_settled = fb->packets_received + s->data_declared_lost;
     if (fb->cum_block > s->acked_cum)
         s->acked_cum = fb->cum_block;
     detect_losses(s, fb);

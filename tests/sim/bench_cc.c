@@ -167,6 +167,15 @@ int main(int argc, char **argv)
     one_flow("100M 600ms 0.5%", &c);
     path(&c, GBIT, 150, 0.10);
     one_flow("1G 150ms 10%", &c);
+    /* netem's reorder: a share of the packets skips the one-way delay,
+     * each overtaking some 6,000 at full rate. Not congestion. */
+    path(&c, GBIT, 150, 0.0);
+    c.fwd.reorder = 0.01;
+    c.fwd.reorder_ns = c.fwd.delay_ns;
+    c.fwd.reorder_early = 1;
+    one_flow("1G 150ms reorder 1%", &c);
+    c.fwd.reorder = 0.001;
+    one_flow("1G 150ms reorder 0.1%", &c);
     /* A loopback-like path whose bottleneck (a receiver) keeps almost no
      * queue: loss well above the baseline is the only signal. */
     path(&c, GBIT, 1, 0.0);

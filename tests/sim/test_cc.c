@@ -411,6 +411,36 @@ static void test_min_rtt_needs_two_low_samples(void **state)
     assert_int_equal(cc.min_rtt_ns, 80 * MS);
 }
 
+/* A settled packet's samples (largest_pn overtook it, spec 10.1) show the
+ * queue but never lower min RTT, however many in a row: early packets
+ * counted as arrived move the settled packet forward. A settled
+ * FEEDBACK's rate sample ends at the settled packet: the overtaken ones
+ * are not loss. And a FEEDBACK overtook when what it leaves unsettled is
+ * beyond what the loss explains. */
+static void test_settled_samples_keep_min_rtt(void **state)
+{
+    (void)state;
+    aftp_cc cc;
+    cc_start(&cc, AFTP_CC_FAIR, 0, 0);
+    for (uint64_t pn = 0; pn < 30; pn++)
+        aftp_cc_on_sent(&cc, pn * MS, pn, PKT, 1);
+    feed(&cc, 0, 100 * MS, 100 * MS, 0);
+    for (uint64_t pn = 1; pn < 20; pn++) {
+        aftp_cc_feedback fb = {.now_ns = (100 + pn) * MS, .largest_pn = pn + 4,
+                               .rtt_ns = 60 * MS, .rtt_settled = 1,
+                               .recv_time_us = (100 + pn) * 1000, .packets_received = pn + 1,
+                               .data_sent = pn + 5, .data_settled = pn + 1};
+        aftp_cc_on_feedback(&cc, &fb);
+    }
+    assert_int_equal(cc.min_rtt_ns, 100 * MS);
+    assert_int_equal(cc.qdelay_ns, 0);
+    assert_true(cc.bw_bps > 0); /* a rate sample was taken... */
+    assert_true(cc.recent_loss == 0.0); /* ...without loss */
+    assert_false(aftp_cc_overtaken(&cc, 40, 1000));
+    assert_true(aftp_cc_overtaken(&cc, 400, 1000));
+    assert_false(aftp_cc_overtaken(&cc, 20, 30)); /* a handful: not reordering */
+}
+
 /* Packets the receiver cannot count (control packets) are not loss. */
 static void test_control_packets_are_not_loss(void **state)
 {
@@ -797,6 +827,7 @@ int main(void)
         cmocka_unit_test(test_startup_ends_when_a_shallow_buffer_overflows),
         cmocka_unit_test(test_low_starts_at_the_usual_gain),
         cmocka_unit_test(test_fixed_holds_its_rate),
+        cmocka_unit_test(test_settled_samples_keep_min_rtt),
         cmocka_unit_test(test_startup_exits_on_plateau),
         cmocka_unit_test(test_random_loss_is_not_congestion),
         cmocka_unit_test(test_gain_cycle),

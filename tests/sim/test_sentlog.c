@@ -37,7 +37,8 @@ static void test_basic(void **state)
     /* pn 0 (control), 1 (superseded), 2 (forgotten) are decided; pn 3 holds. */
     aftp_sentlog_retire(&l, 0);
     assert_int_equal(l.tail_pn, 3);
-    assert_false(aftp_sentlog_sent_time(&l, 2, &t));
+    assert_true(aftp_sentlog_sent_time(&l, 2, &t)); /* retired, still in the ring */
+    assert_int_equal(t, 1002);
     aftp_sentlog_retire(&l, 8); /* block 7 < 8: acknowledged */
     assert_int_equal(l.tail_pn, 4);
     assert_false(aftp_sentlog_find_block(&l, 7, &pn, &t));
