@@ -8,8 +8,9 @@
  * at the sender (flight, verification, commit, the result's way back),
  * -> closed; and the whole time, the retransmitted share and the share of
  * the file's bytes the link lost (random loss and queue overflow).
- *   sim_bench_tail [size_mib [files [rtt_ms [loss [seeds]]]]]
- * defaults: 256 MiB in 1 file, 150 ms, 1% loss, 3 seeds.
+ *   sim_bench_tail [size_mib [files [rtt_ms [loss [seeds [window]]]]]]
+ * defaults: 256 MiB in 1 file, 150 ms, 1% loss, 3 seeds, a pipelined
+ * session of window 4096 (as the CLI's; 0: one-file).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,12 +19,11 @@
 
 #define LINK_BPS UINT64_C(1000000000)
 
-/* A tree goes pipelined (spec 9.14), as the CLI sends one. */
+/* The pipeline window of both sides (ctx): 0 for a one-file session. */
 static void pipelined(void *ctx, aftp_sender_settings *s, aftp_receiver_settings *r)
 {
-    (void)ctx;
-    s->pipeline_window = 4096;
-    r->pipeline_window = 4096;
+    s->pipeline_window = *(const uint32_t *)ctx;
+    r->pipeline_window = *(const uint32_t *)ctx;
 }
 
 int main(int argc, char **argv)
@@ -33,6 +33,7 @@ int main(int argc, char **argv)
     uint64_t rtt_ms = argc > 3 ? strtoull(argv[3], NULL, 10) : 150;
     double loss = argc > 4 ? atof(argv[4]) : 0.01;
     int seeds = argc > 5 ? atoi(argv[5]) : 3;
+    uint32_t window = argc > 6 ? (uint32_t)strtoul(argv[6], NULL, 10) : 4096;
     double rtt = (double)rtt_ms * 1e6;
     for (int seed = 1; seed <= seeds; seed++) {
         sim_cfg c;
@@ -45,6 +46,7 @@ int main(int argc, char **argv)
         c.seed = (uint64_t)seed;
         c.cipher = AFTP_CIPHER_NONE;
         c.tune = pipelined;
+        c.tune_ctx = &window;
         sim_tail_attach(&c, &t);
         sim_run(&c, &r);
         sim_tail_split_of(&t, r.snd_side.ev.closed_at, &sp);
