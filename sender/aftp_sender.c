@@ -2053,6 +2053,14 @@ static int emit_repair(aftp_sender *s, uint64_t block, uint8_t *buf, size_t cap,
     return rc;
 }
 
+static int emit_copy(aftp_sender *s, uint8_t *buf, size_t cap, aftp_datagram *dg)
+{
+    uint64_t before = s->ss.stats.payload_bytes_retransmitted;
+    int rc = emit_repair(s, take_tail_copy(s), buf, cap, dg);
+    s->ss.stats.payload_bytes_copied += s->ss.stats.payload_bytes_retransmitted - before;
+    return rc;
+}
+
 static int emit(aftp_sender *s, int kind, uint8_t *buf, size_t cap, aftp_datagram *dg)
 {
     uint64_t block;
@@ -2069,7 +2077,7 @@ static int emit(aftp_sender *s, int kind, uint8_t *buf, size_t cap, aftp_datagra
         tail_repair_sent(s, block);
         return emit_repair(s, block, buf, cap, dg);
     case OUT_NEW: return emit_new_block(s, buf, cap, dg);
-    case OUT_COPY: return emit_repair(s, take_tail_copy(s), buf, cap, dg);
+    case OUT_COPY: return emit_copy(s, buf, cap, dg);
     default:
         /* Section 10.4 probe: the last block sent, again, to draw a FEEDBACK. */
         s->probe_due = 0;

@@ -281,7 +281,9 @@ typedef struct aftp_stats {
     uint64_t packets_sent;
     uint64_t packets_received;
     uint64_t payload_bytes_sent;          /* DATA payload, first transmissions + repairs */
-    uint64_t payload_bytes_retransmitted; /* repairs only */
+    uint64_t payload_bytes_retransmitted; /* repairs only (tail copies included) */
+    uint64_t payload_bytes_copied;        /* of those, tail copies (spec 9.9.1): redundancy
+                                           * the sender chose, not repairs of losses */
     uint64_t payload_bytes_received;      /* distinct blocks stored (receiver) */
     uint64_t duplicate_packets;           /* DATA for blocks already held (receiver) */
     uint64_t wire_bytes_sent;             /* whole datagrams */

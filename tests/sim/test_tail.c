@@ -59,13 +59,15 @@ static void wan(sim_cfg *c, uint64_t bytes, double loss, int pipeline, sim_tail 
     sim_tail_attach(c, t);
 }
 
-/* Byte-exact, clean end, and the retransmitted share within the share
- * the link lost plus 1 point. */
+/* Byte-exact, clean end, the retransmitted share within the share the
+ * link lost plus 1 point, and the copies within their bound (1/128 of the
+ * blocks; a block is less than 1500 bytes here). */
 static void expect_exact(const sim_cfg *c, const sim_result *r)
 {
     sim_expect_clean_end(r);
     assert_true(sim_file_intact((sim_storage *)&r->st, 1));
     assert_true(r->snd.payload_bytes_retransmitted <= r->fwd_data_lost + c->file_size / 100);
+    assert_true(r->snd.payload_bytes_copied <= c->file_size / 128 + 1500);
 }
 
 /* Drops the first `drops` transmissions of block `last` (ctx). */
