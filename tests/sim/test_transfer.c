@@ -184,16 +184,11 @@ static void test_loss_50(void **state)
 }
 
 /* Half of everything lost, both ways: the tail exchange (FILE_DONE,
- * FEEDBACK) then needs several probe rounds with backoff. The seed is
- * one where some CLOSE gets through: when all three of the sender's are
- * lost (one run in eight) and the receiver's FILE_RESULT resends, backed
- * off, come after the closing period, the receiver ends by its idle
- * timeout as spec 9.11 allows (16 of 60 seeds here, 22 before the tail
- * changes of spec 9.9.1). */
+ * FEEDBACK) then needs several probe rounds with backoff. */
 static void test_loss_50_both_ways(void **state)
 {
     (void)state;
-    lossy_transfer("loss 50% both ways", 0.50, 0.50, 1000000, 16, 30 * SIM_S);
+    lossy_transfer("loss 50% both ways", 0.50, 0.50, 1000000, 15, 30 * SIM_S);
 }
 
 static void test_bursty_loss(void **state)
