@@ -191,9 +191,6 @@ struct aftp_sender {
     int tail_done_copied;   /* the FILE_DONE went again with the tail's first repair */
     uint64_t tail_copies;   /* copies sent, against the TAIL_COPY_SHARE bound */
     aftp_repairq tail_dups;
-    /* Section 9.11: our CLOSE is resent a PTO after it left, twice at most. */
-    uint64_t close_resend_at;
-    unsigned close_resends;
 };
 
 #define ENTRIES_LEAD_RTTS 4.0 /* new data before ENTRIES while this much is offered ahead */
@@ -322,7 +319,6 @@ int aftp_sender_new(const aftp_sender_settings *settings, uint64_t now_ns, aftp_
     s->hello_due = s->pull == PULL_NONE;
     s->timer_deadline = AFTP_NO_EXPIRY;
     s->reply_deadline = AFTP_NO_EXPIRY;
-    s->close_resend_at = AFTP_NO_EXPIRY;
     *out = s;
     return AFTP_OK;
 }
@@ -2116,26 +2112,6 @@ static void source_failed(aftp_sender *s, int error)
         fail_and_close(s, error);
 }
 
-/* Section 9.11: while closing, a CLOSE that left is resent a PTO later,
- * at most twice, so that a lost one does not leave the receiver to its
- * idle timeout (its FILE_RESULT resends, which a CLOSE answers, back off
- * and may come after the closing period). */
-static void close_sent(aftp_sender *s)
-{
-    s->close_resend_at = s->ss.state == AFTP_STATE_CLOSING && s->close_resends < 2
-                             ? s->ss.now_ns + aftp_rtt_pto(&s->rtt)
-                             : AFTP_NO_EXPIRY;
-}
-
-static void close_resend_timeout(aftp_sender *s)
-{
-    if (s->ss.state != AFTP_STATE_CLOSING || s->ss.now_ns < s->close_resend_at)
-        return;
-    s->close_resends++;
-    s->close_resend_at = AFTP_NO_EXPIRY;
-    s->ss.close_due = 1;
-}
-
 int aftp_sender_write(aftp_sender *s, uint64_t now_ns, uint8_t *buf, size_t cap,
                       aftp_datagram *dg)
 {
@@ -2163,8 +2139,6 @@ int aftp_sender_write(aftp_sender *s, uint64_t now_ns, uint8_t *buf, size_t cap,
         source_failed(s, rc);
         return 0;
     }
-    if (kind == OUT_CLOSE)
-        close_sent(s);
     /* Every packet is logged, so log and session number packets alike. */
     aftp_sentlog_add(&s->log, s->ss.now_ns, s->emitted_block);
     uint64_t bytes = dg->head_len + dg->payload_len;
@@ -2193,8 +2167,6 @@ uint64_t aftp_sender_expiry(const aftp_sender *s)
         t = s->ss.now_ns; /* hashing a resumed file: the next step is due now */
     if (s->pull == PULL_REPLIED && s->ss.state == AFTP_STATE_TRANSFER && s->reply_deadline < t)
         t = s->reply_deadline;
-    if (s->ss.state == AFTP_STATE_CLOSING && s->close_resend_at < t)
-        t = s->close_resend_at;
     if (early_request_pending(s))
         t = s->ss.now_ns;
     if (next_output(s) != OUT_NONE && aftp_pacer_next_send(&s->pacer) < t)
@@ -2299,7 +2271,6 @@ int aftp_sender_handle_expiry(aftp_sender *s, uint64_t now_ns)
     }
     if (s->ss.state != AFTP_STATE_CLOSING && s->ss.now_ns >= s->timer_deadline)
         on_control_timeout(s);
-    close_resend_timeout(s);
     if (s->ss.state == AFTP_STATE_TRANSFER && s->mode == MODE_PIPELINED &&
         s->ss.now_ns >= s->ctl_deadline)
         control_timeout(s);

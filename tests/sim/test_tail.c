@@ -17,9 +17,7 @@
  *   the FILE_RESULT and the CLOSE's round trip), where lost tail repairs
  *   made it 4.3; every run byte-exact, and the retransmitted share at
  *   most the share the link lost plus 1 point (copies: at most 1/128 of
- *   the blocks). One-file and pipelined sessions alike.
- * And the CLOSE that ends it: resent a PTO after it left (9.11), so a lost
- * one does not leave the receiver to its idle timeout. */
+ *   the blocks). One-file and pipelined sessions alike. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -139,48 +137,6 @@ static void test_lost_tail_repair_pipelined(void **state)
     lost_tail(1, 2);
 }
 
-/* The session's end: the sender's first CLOSE is lost (fwd_filter) and so
- * is every FILE_RESULT after the first (rev_tap), which a closing sender
- * would have answered with its CLOSE again. */
-typedef struct lose_close {
-    int closes, results;
-} lose_close;
-
-static int drop_first_close(void *ctx, const aftp_datagram *dg)
-{
-    lose_close *l = ctx;
-    return dg->head[1] != AFTP_WIRE_CLOSE || l->closes++ > 0;
-}
-
-static int drop_later_results(void *ctx, uint64_t now, const uint8_t *pkt, size_t len)
-{
-    lose_close *l = ctx;
-    (void)now;
-    return len < 2 || pkt[1] != AFTP_WIRE_FILE_RESULT || l->results++ == 0;
-}
-
-/* Spec 9.11: a closing sender resends its CLOSE a PTO after it left (twice
- * at most), so the receiver closes cleanly rather than by its idle
- * timeout. */
-static void test_lost_close_is_resent(void **state)
-{
-    (void)state;
-    sim_cfg c;
-    sim_result r;
-    lose_close l = {0};
-    sim_cfg_default(&c);
-    c.fwd_filter = drop_first_close;
-    c.fwd_filter_ctx = &l;
-    c.rev_tap = drop_later_results;
-    c.rev_tap_ctx = &l;
-    sim_run(&c, &r);
-    printf("[sim] first CLOSE lost: %d CLOSEs sent, receiver closed with %d at %.3f s\n",
-           l.closes, r.rcv_error, (double)r.rcv_side.ev.closed_at / 1e9);
-    sim_expect_clean_end(&r);
-    assert_true(l.closes >= 2);
-    sim_result_free(&r);
-}
-
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -232,7 +188,6 @@ int main(void)
         cmocka_unit_test(test_lost_last_block_pipelined),
         cmocka_unit_test(test_lost_tail_repair_one_file),
         cmocka_unit_test(test_lost_tail_repair_pipelined),
-        cmocka_unit_test(test_lost_close_is_resent),
         cmocka_unit_test(test_tail_at_one_percent_one_file),
         cmocka_unit_test(test_tail_at_one_percent_pipelined),
     };
