@@ -785,8 +785,10 @@ static void fill_scan_window(aftp_receiver *r, aftp_wire_feedback *f)
     r->scan_cursor = f->scan_end < area_end ? f->scan_end : f->cum_block;
 }
 
-/* Section 9.8: once a FILE_DONE told the end, the tail is reported again
- * every feedback interval while blocks below it are missing and the
+/* Section 9.8: once a FILE_DONE told the end, and no block beyond it
+ * arrived (pipelined: no block of a later entry, which the sender sends
+ * after the FILE_DONE of the entries before), the tail is reported again
+ * every feedback interval while blocks below the end are missing and the
  * sender was heard within a PTO. The sender may call a tail block lost
  * only a loss delay (9/8 of its RTT) after it left, and with no DATA
  * coming after the last block nothing else draws a FEEDBACK: the one
@@ -795,7 +797,8 @@ static void fill_scan_window(aftp_receiver *r, aftp_wire_feedback *f)
 static void keep_reporting_tail(aftp_receiver *r, uint64_t cum_block)
 {
     uint64_t end = r->window != 0 ? r->done_end : r->done_received ? r->block_count : 0;
-    if (cum_block < end && r->ss.now_ns - r->largest_pn_ns < aftp_rtt_pto(&r->rtt))
+    if (cum_block < end && r->scan_hi <= end &&
+        r->ss.now_ns - r->largest_pn_ns < aftp_rtt_pto(&r->rtt))
         aftp_recv_schedule_feedback(r, aftp_recv_feedback_interval(r));
 }
 
