@@ -6,7 +6,7 @@
 
 #include "proto/aftp_wire.h"
 
-static uint64_t data_block(const aftp_datagram *dg)
+uint64_t sim_tail_data_block(const aftp_datagram *dg)
 {
     const uint8_t *p = dg->head + AFTP_WIRE_HEADER_LEN + 4; /* after the file id */
     uint64_t b = 0;
@@ -28,7 +28,7 @@ void sim_tail_record_data(void *ctx, uint64_t now, const aftp_datagram *dg)
             abort();
     }
     t->at[t->count] = now;
-    t->block[t->count++] = data_block(dg);
+    t->block[t->count++] = sim_tail_data_block(dg);
 }
 
 int sim_tail_record_result(void *ctx, uint64_t now, const uint8_t *pkt, size_t len)

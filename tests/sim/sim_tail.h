@@ -26,6 +26,8 @@ typedef struct sim_tail {
 void sim_tail_record_data(void *ctx, uint64_t now, const aftp_datagram *dg);
 int sim_tail_record_result(void *ctx, uint64_t now, const uint8_t *pkt, size_t len);
 void sim_tail_free(sim_tail *t);
+/* The block a DATA datagram (as a sender writes it) carries. */
+uint64_t sim_tail_data_block(const aftp_datagram *dg);
 
 /* What the record shows once the run is over (times in ns). */
 typedef struct sim_tail_split {
