@@ -17,6 +17,11 @@
  * PULL_REPLY (resent until the client confirms it), and from then on is
  * the pipelined sender above; its storage adds the entries.
  *
+ * The tail (section 9.9.1): once every block went out, a repair gets a
+ * second copy when capacity is idle (and the last FILE_DONE goes once
+ * more), within a bound of 1/128 of the blocks: a lost tail repair would
+ * cost the whole transfer another detection round.
+ *
  * Protected sessions: message 1 of the handshake is built once at
  * aftp_sender_new and every HELLO (resends, the answer to a RETRY) carries
  * the same bytes; HELLO_ACK's message 2 authenticates the server and the
