@@ -191,7 +191,6 @@ struct aftp_sender {
     /* Section 9.9.1, the tail: once every block went out, idle capacity
      * carries second copies of the tail's repairs (tail_dups). */
     uint64_t losses_seen;   /* blocks of the session declared lost */
-    int tail_on;            /* every block of the file (session) went out once */
     int tail_ready;         /* a second copy is due */
     int tail_done_copied;   /* the FILE_DONE went again with the tail's first repair */
     uint64_t tail_copies;   /* copies sent, against the TAIL_COPY_SHARE bound */
@@ -819,7 +818,7 @@ static void on_file_reply(aftp_sender *s, const aftp_wire_file_reply *r)
     s->block_count = aftp_wire_block_count(f->info.size, f->info.block_size);
     aftp_repairq_reset(&s->repairs, s->block_count);
     aftp_repairq_reset(&s->tail_dups, s->block_count);
-    s->tail_on = s->tail_ready = s->tail_done_copied = 0;
+    s->tail_ready = s->tail_done_copied = 0;
     s->tail_copies = 0;
     /* Block numbers restart with every file: forget the previous file's. */
     aftp_sentlog_retire(&s->log, UINT64_MAX);
@@ -1522,14 +1521,15 @@ static int tail_budget_left(const aftp_sender *s)
     return s->losses_seen > 0 && s->tail_copies < s->first_sent / TAIL_COPY_SHARE;
 }
 
-/* Says whether a second copy of a tail repair is due (tail_ready): the
- * tail starts once every block went out; copies of repairs whose blocks
- * were acknowledged or ended since are dropped. */
+/* Says whether a second copy of a tail repair is due (tail_ready): only
+ * in the tail (one-file: not once the file ended and the next is
+ * offered); copies of repairs whose blocks were acknowledged or ended
+ * since are dropped. */
 static void prepare_tail(aftp_sender *s)
 {
     s->tail_ready = 0;
-    if (!s->tail_on)
-        s->tail_on = all_blocks_sent(s);
+    if (!all_blocks_sent(s))
+        return;
     uint64_t b;
     while (aftp_repairq_peek(&s->tail_dups, &b) && (b < s->acked_cum || !repairable(s, b)))
         aftp_repairq_pop(&s->tail_dups, &b);
@@ -1560,7 +1560,7 @@ static void copy_last_done(aftp_sender *s)
  * the copies' bound. */
 static void tail_repair_sent(aftp_sender *s, uint64_t block)
 {
-    if (!s->tail_on)
+    if (!all_blocks_sent(s))
         return;
     aftp_repairq_push(&s->tail_dups, block);
     if (!s->tail_done_copied && tail_budget_left(s))
