@@ -53,7 +53,7 @@ int main(int argc, char **argv)
         uint64_t detect_end = sp.first_resend_at ? sp.first_resend_at : sp.last_new_at;
         printf("%llu MiB/%d, %llu ms, loss %.3f, seed %d: %s tail %.2f RTT = wait %.2f + "
                "repairs %.2f (%llu DATA, most sends of a block %u) + result %.2f + close %.2f; "
-               "whole %.3f s, retransmitted %.2f%% (link lost %.2f%%)\n",
+               "whole %.3f s, retransmitted %.2f%% (link lost %.2f%%, tail copies %.2f%%)\n",
                (unsigned long long)mib, files, (unsigned long long)rtt_ms, loss, seed,
                r.snd_error == AFTP_OK && r.rcv_error == AFTP_OK && !r.stuck ? "ok" : "FAILED",
                (double)(sp.closed_at - sp.last_new_at) / rtt,
@@ -63,7 +63,8 @@ int main(int argc, char **argv)
                (double)(sp.result_at - sp.last_data_at) / rtt,
                (double)(sp.closed_at - sp.result_at) / rtt, (double)sp.closed_at / 1e9,
                100.0 * (double)r.snd.payload_bytes_retransmitted / (double)(mib << 20),
-               100.0 * (double)r.fwd_data_lost / (double)(mib << 20));
+               100.0 * (double)r.fwd_data_lost / (double)(mib << 20),
+               100.0 * (double)r.snd.payload_bytes_copied / (double)(mib << 20));
         sim_tail_free(&t);
         sim_result_free(&r);
     }
