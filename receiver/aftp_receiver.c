@@ -785,6 +785,23 @@ static void fill_scan_window(aftp_receiver *r, aftp_wire_feedback *f)
     r->scan_cursor = f->scan_end < area_end ? f->scan_end : f->cum_block;
 }
 
+/* Section 9.8: once a FILE_DONE told the end, and no block beyond it
+ * arrived (pipelined: no block of a later entry, which the sender sends
+ * after the FILE_DONE of the entries before), the tail is reported again
+ * every feedback interval while blocks below the end are missing and the
+ * sender was heard within a PTO. The sender may call a tail block lost
+ * only a loss delay (9/8 of its RTT) after it left, and with no DATA
+ * coming after the last block nothing else draws a FEEDBACK: the one
+ * report at FILE_DONE reached it a round trip after the block left, too
+ * early, and the loss waited for the sender's control timer. */
+static void keep_reporting_tail(aftp_receiver *r, uint64_t cum_block)
+{
+    uint64_t end = r->window != 0 ? r->done_end : r->done_received ? r->block_count : 0;
+    if (cum_block < end && r->scan_hi <= end &&
+        r->ss.now_ns - r->largest_pn_ns < aftp_rtt_pto(&r->rtt))
+        aftp_recv_schedule_feedback(r, aftp_recv_feedback_interval(r));
+}
+
 static int encode_feedback(aftp_receiver *r, uint8_t *buf, size_t cap, aftp_datagram *dg)
 {
     aftp_wire_packet p;
@@ -801,6 +818,7 @@ static int encode_feedback(aftp_receiver *r, uint8_t *buf, size_t cap, aftp_data
     stop_feedback(r);
     r->feedback_sent = 1;
     r->last_feedback_ns = r->ss.now_ns;
+    keep_reporting_tail(r, f->cum_block);
     return aftp_session_encode(&r->ss, &p, buf, cap, dg);
 }
 

@@ -17,6 +17,11 @@
  * PULL_REPLY (resent until the client confirms it), and from then on is
  * the pipelined sender above; its storage adds the entries.
  *
+ * The tail (section 9.9.1): once every block went out, a repair gets a
+ * second copy when capacity is idle (and the last FILE_DONE goes once
+ * more), within a bound of 1/128 of the blocks: a lost tail repair would
+ * cost the whole transfer another detection round.
+ *
  * Protected sessions: message 1 of the handshake is built once at
  * aftp_sender_new and every HELLO (resends, the answer to a RETRY) carries
  * the same bytes; HELLO_ACK's message 2 authenticates the server and the
@@ -70,6 +75,12 @@
  * packets are still read and sent meanwhile. */
 #define HASH_STEP_BLOCKS 1024
 #define REPAIR_BOUND_SLACK 256
+/* Section 9.9.1 tail copies: at most one per TAIL_COPY_SHARE blocks sent
+ * for the first time (0.8 points of retransmitted share), and at most
+ * TAIL_DUPS tail repairs waiting for their second copy (a round trip's
+ * losses at 1 Gbit/s, 150 ms and 8%). */
+#define TAIL_COPY_SHARE 128
+#define TAIL_DUPS 1024
 
 enum file_phase {
     PHASE_IDLE,        /* no file active (between files, or none queued) */
@@ -179,6 +190,12 @@ struct aftp_sender {
     uint64_t hello_sent_ns; /* the first HELLO... */
     unsigned hello_sends;   /* ...and how many: one gives the handshake's RTT */
     uint32_t early_count;   /* entries 1..early_count rode in message 1 (section 12.3.4) */
+    /* Section 9.9.1, the tail: once every block went out, idle capacity
+     * carries second copies of the tail's repairs (tail_dups). */
+    int tail_ready;         /* a second copy is due */
+    int tail_done_copied;   /* the FILE_DONE went again with the tail's first repair */
+    uint64_t tail_copies;   /* copies sent, against the TAIL_COPY_SHARE bound */
+    aftp_repairq tail_dups;
 };
 
 #define ENTRIES_LEAD_RTTS 4.0 /* new data before ENTRIES while this much is offered ahead */
@@ -290,6 +307,8 @@ int aftp_sender_new(const aftp_sender_settings *settings, uint64_t now_ns, aftp_
     if (rc == AFTP_OK)
         rc = aftp_repairq_init(&s->repairs, aftp_sentlog_slots(&s->log));
     if (rc == AFTP_OK)
+        rc = aftp_repairq_init(&s->tail_dups, TAIL_DUPS);
+    if (rc == AFTP_OK)
         rc = aftp_digest_new(&s->hash);
     s->mode = settings->pipeline_window > 0 ? MODE_UNKNOWN : MODE_ONE_FILE;
     if (rc == AFTP_OK && settings->pipeline_window > 0)
@@ -321,6 +340,7 @@ void aftp_sender_del(aftp_sender *s)
     free(s->records);
     aftp_sentlog_free(&s->log);
     aftp_repairq_free(&s->repairs);
+    aftp_repairq_free(&s->tail_dups);
     aftp_digest_del(s->hash);
     aftp_hello_client_free(&s->hello);
     aftp_hello_server_free(&s->srv);
@@ -723,6 +743,7 @@ static int choose_mode(aftp_sender *s, uint32_t window)
     if (s->records == NULL)
         return AFTP_ERR_NO_MEMORY;
     aftp_repairq_reset(&s->repairs, AFTP_WIRE_MAX_BLOCKS);
+    aftp_repairq_reset(&s->tail_dups, AFTP_WIRE_MAX_BLOCKS);
     s->cursor_entry = 1;
     return aftp_stream_init(&s->stream, window);
 }
@@ -797,6 +818,9 @@ static void on_file_reply(aftp_sender *s, const aftp_wire_file_reply *r)
     sender_file *f = current_file(s);
     s->block_count = aftp_wire_block_count(f->info.size, f->info.block_size);
     aftp_repairq_reset(&s->repairs, s->block_count);
+    aftp_repairq_reset(&s->tail_dups, s->block_count);
+    s->tail_ready = s->tail_done_copied = 0;
+    s->tail_copies = 0;
     /* Block numbers restart with every file: forget the previous file's. */
     aftp_sentlog_retire(&s->log, UINT64_MAX);
     s->next_block = 0;
@@ -1541,7 +1565,7 @@ int aftp_sender_read(aftp_sender *s, uint64_t now_ns, const uint8_t *pkt, size_t
 
 enum output_kind {
     OUT_NONE, OUT_CLOSE, OUT_HELLO, OUT_OFFER, OUT_ENTRIES, OUT_DONE, OUT_REPAIR, OUT_NEW,
-    OUT_PROBE, OUT_HELLO_ACK, OUT_PULL_REPLY
+    OUT_PROBE, OUT_COPY, OUT_HELLO_ACK, OUT_PULL_REPLY
 };
 
 /* Section 9.14.3: a resend round is under way, or the next entry is queued
@@ -1579,6 +1603,82 @@ static int new_block_ready(const aftp_sender *s)
     if (s->mode == MODE_PIPELINED)
         return s->cursor_ready;
     return s->phase == PHASE_DATA && s->next_block < s->block_count;
+}
+
+/* ---- the tail (section 9.9.1) ---- */
+
+/* Every block went out once and no more will come: the file's FILE_DONE
+ * is due or out (one-file), or the application finished and the last
+ * entry's blocks are all sent (pipelined). */
+static int all_blocks_sent(const aftp_sender *s)
+{
+    if (s->mode == MODE_PIPELINED)
+        return s->finished && s->first_sent > 0 && !s->cursor_ready && !s->cursor_busy &&
+               s->cursor_entry > s->entries.newest;
+    return s->phase == PHASE_WAIT_RESULT && s->first_sent > 0;
+}
+
+/* Second copies are made only on a path that lost blocks in this
+ * session, and only one per TAIL_COPY_SHARE first transmissions: the
+ * retransmitted share grows by at most 1/TAIL_COPY_SHARE. */
+static int tail_budget_left(const aftp_sender *s)
+{
+    return s->data_declared_lost > 0 && s->tail_copies < s->first_sent / TAIL_COPY_SHARE;
+}
+
+/* Says whether a second copy of a tail repair is due (tail_ready): only
+ * in the tail (one-file: not once the file ended and the next is
+ * offered); copies of repairs whose blocks were acknowledged or ended
+ * since are dropped. */
+static void prepare_tail(aftp_sender *s)
+{
+    s->tail_ready = 0;
+    if (!all_blocks_sent(s))
+        return;
+    uint64_t b;
+    while (aftp_repairq_peek(&s->tail_dups, &b) && (b < s->acked_cum || !repairable(s, b)))
+        aftp_repairq_pop(&s->tail_dups, &b);
+    s->tail_ready = aftp_repairq_len(&s->tail_dups) > 0 && tail_budget_left(s);
+}
+
+/* The last FILE_DONE goes once more (section 9.9.1): lost, it left the
+ * receiver unable to verify until the control timer resent it, a PTO or
+ * more later. */
+static void copy_last_done(aftp_sender *s)
+{
+    if (s->mode != MODE_PIPELINED) {
+        s->done_due = 1;
+        return;
+    }
+    aftp_entryq_item *e = aftp_entryq_find(&s->entries, s->entries.newest);
+    if (e != NULL && e->state == AFTP_ENTRYQ_DONE_SENT && !e->done_due) {
+        e->done_due = 1;
+        s->done_due++;
+    }
+}
+
+/* A repair that leaves in the tail gets a second copy when capacity is
+ * idle: a lost tail repair would cost the whole session a detection round
+ * more (a loss delay and a FEEDBACK), which a second copy saves unless it
+ * is lost too. The first also sends the FILE_DONE again, a few ms after
+ * the first (the tail's repairs follow the losses the path has), under
+ * the copies' bound. */
+static void tail_repair_sent(aftp_sender *s, uint64_t block)
+{
+    if (!all_blocks_sent(s))
+        return;
+    aftp_repairq_push(&s->tail_dups, block);
+    if (!s->tail_done_copied && tail_budget_left(s))
+        copy_last_done(s);
+    s->tail_done_copied = 1;
+}
+
+static uint64_t take_tail_copy(aftp_sender *s)
+{
+    uint64_t b;
+    aftp_repairq_pop(&s->tail_dups, &b);
+    s->tail_copies++;
+    return b;
 }
 
 /* What the next datagram would be, in priority order: control first, then
@@ -1634,6 +1734,8 @@ static int next_output(const aftp_sender *s)
         return OUT_ENTRIES;
     if (s->probe_due)
         return OUT_PROBE;
+    if (may_send_data && s->tail_ready)
+        return OUT_COPY;
     return OUT_NONE;
 }
 
@@ -2057,6 +2159,14 @@ static int emit_repair(aftp_sender *s, uint64_t block, uint8_t *buf, size_t cap,
     return rc;
 }
 
+static int emit_copy(aftp_sender *s, uint8_t *buf, size_t cap, aftp_datagram *dg)
+{
+    uint64_t before = s->ss.stats.payload_bytes_retransmitted;
+    int rc = emit_repair(s, take_tail_copy(s), buf, cap, dg);
+    s->ss.stats.payload_bytes_copied += s->ss.stats.payload_bytes_retransmitted - before;
+    return rc;
+}
+
 static int emit(aftp_sender *s, int kind, uint8_t *buf, size_t cap, aftp_datagram *dg)
 {
     uint64_t block;
@@ -2070,8 +2180,10 @@ static int emit(aftp_sender *s, int kind, uint8_t *buf, size_t cap, aftp_datagra
     case OUT_DONE: return encode_done(s, buf, cap, dg);
     case OUT_REPAIR:
         aftp_repairq_pop(&s->repairs, &block);
+        tail_repair_sent(s, block);
         return emit_repair(s, block, buf, cap, dg);
     case OUT_NEW: return emit_new_block(s, buf, cap, dg);
+    case OUT_COPY: return emit_copy(s, buf, cap, dg);
     default:
         /* Section 10.4 probe: the last block sent, again, to draw a FEEDBACK. */
         s->probe_due = 0;
@@ -2124,6 +2236,7 @@ int aftp_sender_write(aftp_sender *s, uint64_t now_ns, uint8_t *buf, size_t cap,
         source_failed(s, rc);
         return 0;
     }
+    prepare_tail(s);
     int kind = next_output(s);
     /* The answer to the peer's CLOSE leaves at once: the driver stops
      * once the session is CLOSED and this write is its last. */

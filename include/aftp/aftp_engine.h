@@ -281,7 +281,7 @@ typedef struct aftp_stats {
     uint64_t packets_sent;
     uint64_t packets_received;
     uint64_t payload_bytes_sent;          /* DATA payload, first transmissions + repairs */
-    uint64_t payload_bytes_retransmitted; /* repairs only */
+    uint64_t payload_bytes_retransmitted; /* repairs only (tail copies included: see the end) */
     uint64_t payload_bytes_received;      /* distinct blocks stored (receiver) */
     uint64_t duplicate_packets;           /* DATA for blocks already held (receiver) */
     uint64_t wire_bytes_sent;             /* whole datagrams */
@@ -313,6 +313,10 @@ typedef struct aftp_stats {
      * one the sender obeys on top of its own limits / the one the
      * receiver granted. */
     uint64_t rate_cap_bps;
+    /* Appended (fields keep their places): of payload_bytes_retransmitted,
+     * the tail's second copies (spec 9.9.1), redundancy the sender chose,
+     * not repairs of losses. */
+    uint64_t payload_bytes_copied;
 } aftp_stats;
 
 /* One outgoing datagram: `head` (in the caller's buffer) then `payload`
