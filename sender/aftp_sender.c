@@ -1673,11 +1673,17 @@ static void tail_repair_sent(aftp_sender *s, uint64_t block)
     s->tail_done_copied = 1;
 }
 
+/* A copy counts as declared lost as it leaves: a lost copy is never
+ * declared (its block is not missing), and the settled count (10.1) would
+ * otherwise lag one packet behind for each, until the tail's RTT samples
+ * came from packets long acknowledged; an arriving copy puts the count
+ * one ahead instead, which only makes a sample look less overtaken. */
 static uint64_t take_tail_copy(aftp_sender *s)
 {
     uint64_t b;
     aftp_repairq_pop(&s->tail_dups, &b);
     s->tail_copies++;
+    s->data_declared_lost++;
     return b;
 }
 
