@@ -337,12 +337,14 @@ void aftp_session_start_closing(aftp_session *ss, int error, uint16_t wire_error
     ss->closing_deadline = ss->now_ns + drain_ns; /* until the CLOSE leaves */
 }
 
-void aftp_session_close_done(aftp_session *ss)
+void aftp_session_close_done(aftp_session *ss, unsigned copies)
 {
     if (ss->state == AFTP_STATE_CLOSING || ss->state == AFTP_STATE_CLOSED)
         return;
     aftp_session_start_closing(ss, AFTP_OK, AFTP_WIRE_ERR_NONE, AFTP_SESSION_QUICK_SPACING_NS);
-    ss->close_copies = AFTP_SESSION_QUICK_CLOSES;
+    ss->close_copies = copies < AFTP_SESSION_QUICK_CLOSES       ? AFTP_SESSION_QUICK_CLOSES
+                       : copies > AFTP_SESSION_QUICK_CLOSES_MAX ? AFTP_SESSION_QUICK_CLOSES_MAX
+                                                                : (int)copies;
 }
 
 void aftp_session_set_closed(aftp_session *ss, int error)

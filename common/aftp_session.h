@@ -155,12 +155,14 @@ void aftp_session_event(aftp_session *ss, int type, int error, const aftp_file_i
 void aftp_session_start_closing(aftp_session *ss, int error, uint16_t wire_error,
                                 uint64_t drain_ns);
 /* Section 9.11, a client's quick close once every file has its result:
- * CLOSE(NONE) sent AFTP_SESSION_QUICK_CLOSES times, AFTP_SESSION_QUICK_SPACING_NS
- * apart, then CLOSED with AFTP_OK without waiting for the answer. No
- * effect once closing or closed. */
+ * CLOSE(NONE) sent `copies` times (clamped to [AFTP_SESSION_QUICK_CLOSES,
+ * AFTP_SESSION_QUICK_CLOSES_MAX]), AFTP_SESSION_QUICK_SPACING_NS apart,
+ * then CLOSED with AFTP_OK without waiting for the answer. No effect once
+ * closing or closed. */
 #define AFTP_SESSION_QUICK_CLOSES 3
+#define AFTP_SESSION_QUICK_CLOSES_MAX 16
 #define AFTP_SESSION_QUICK_SPACING_NS 1000000u
-void aftp_session_close_done(aftp_session *ss);
+void aftp_session_close_done(aftp_session *ss, unsigned copies);
 /* CLOSED at once (no CLOSE sent): emits the CLOSED event. Idempotent. */
 void aftp_session_set_closed(aftp_session *ss, int error);
 /* The local error a peer's CLOSE means (NONE: OK, CANCELLED: CANCELLED,

@@ -480,11 +480,45 @@ static void test_client_closes_quickly(void **state)
     sim_result_free(&r);
 }
 
+static int is_close(const aftp_datagram *dg)
+{
+    aftp_wire_header hdr;
+    return aftp_wire_header_decode(dg->head, dg->head_len, &hdr) == AFTP_OK &&
+           hdr.type == AFTP_WIRE_CLOSE;
+}
+
+static void count_close(void *ctx, uint64_t now, const aftp_datagram *dg)
+{
+    (void)now;
+    *(unsigned *)ctx += (unsigned)is_close(dg);
+}
+
+/* A lossier path gets more copies of the quick close (p^n <= 1e-6): at
+ * 10% random loss seven or more, at none three. */
+static void test_quick_close_copies_follow_loss(void **state)
+{
+    (void)state;
+    for (int lossy = 0; lossy <= 1; lossy++) {
+        sim_cfg c;
+        sim_result r;
+        unsigned closes = 0;
+        sim_cfg_default(&c);
+        c.fwd.loss = lossy ? 0.10 : 0.0;
+        c.fwd_tap = count_close;
+        c.fwd_tap_ctx = &closes;
+        run_clean(lossy ? "quick close 10%" : "quick close 0%", &c, &r);
+        if (lossy)
+            assert_true(closes >= 7);
+        else
+            assert_int_equal(closes, AFTP_SESSION_QUICK_CLOSES);
+        sim_result_free(&r);
+    }
+}
+
 static int drop_sent_close(void *ctx, const aftp_datagram *dg)
 {
     (void)ctx;
-    aftp_wire_header hdr;
-    return aftp_wire_header_decode(dg->head, dg->head_len, &hdr) != AFTP_OK || hdr.type != AFTP_WIRE_CLOSE;
+    return !is_close(dg);
 }
 
 /* Every copy of the client's CLOSE lost: the client still ends at once,
@@ -540,6 +574,7 @@ int main(void)
         cmocka_unit_test(test_sender_cancels),
         cmocka_unit_test(test_client_closes_quickly),
         cmocka_unit_test(test_quick_close_lost),
+        cmocka_unit_test(test_quick_close_copies_follow_loss),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
