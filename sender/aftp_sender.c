@@ -771,20 +771,6 @@ static int choose_mode(aftp_sender *s, uint32_t window)
  * HELLO_ACK costs the handshake nothing; an authenticated one that breaks
  * 6.3 ends the session. Unprotected, nothing is authenticated and the
  * checks of 6.3 end the session at once. */
-static void track_loss_rtt(aftp_sender *s, uint64_t rtt_ns);
-
-/* The handshake's round trip (the only HELLO to its HELLO_ACK): the
- * controller's Careful Resume check, and the first of the loss
- * threshold's RTTs (section 10.3). Without it, where packets are
- * reordered both ways, an early FEEDBACK naming an early packet could be
- * the first sample, a round trip of a few ms, and the threshold then
- * declared lost whole flights still on their way. */
-static void handshake_rtt(aftp_sender *s, uint64_t rtt_ns)
-{
-    aftp_cc_on_handshake_rtt(&s->cc, rtt_ns);
-    track_loss_rtt(s, rtt_ns);
-}
-
 static void on_hello_ack(aftp_sender *s, const aftp_wire_hello_ack *a)
 {
     aftp_hello_grant grant;
@@ -815,7 +801,7 @@ static void on_hello_ack(aftp_sender *s, const aftp_wire_hello_ack *a)
     if (grant.early_entries && s->mode == MODE_PIPELINED)
         early_entries_taken(s);
     if (s->hello_sends == 1) /* a resent HELLO's answer could be to either */
-        handshake_rtt(s, s->ss.now_ns - s->hello_sent_ns);
+        aftp_cc_on_handshake_rtt(&s->cc, s->ss.now_ns - s->hello_sent_ns);
     aftp_session_event(&s->ss, AFTP_EV_CONNECTED, AFTP_OK, NULL, NULL);
     start_next_file(s);
 }
