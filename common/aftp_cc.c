@@ -287,15 +287,10 @@ static uint64_t min_rtt_candidate(const aftp_cc *cc, uint64_t rtt, uint64_t floo
 /* A settled packet's sample (largest_pn overtook it) measures the queue
  * but never lowers the minimum, nor counts towards two in a row: the
  * early packets the receiver counted move the settled packet forward, by
- * a send pause's length when the sender sent in bursts. Nor does it set
- * the first minimum: at a jump's start (Careful Resume) every FEEDBACK's
- * largest_pn can be an early packet, and a first minimum of half the
- * path's RTT made the whole path look like queue (the jump retreated to
- * what a single sample delivered). Until an in-order sample sets it, the
- * queue is unknown: none. */
+ * a send pause's length when the sender sent in bursts. */
 static void update_min_rtt(aftp_cc *cc, uint64_t rtt, uint64_t now, int settled)
 {
-    if (!settled) {
+    if (!settled || cc->min_rtt_ns == 0) {
         if (cc->mode == AFTP_CC_MODE_PROBE_RTT)
             cc->probe_rtt_min_ns = min_rtt_candidate(cc, rtt, cc->probe_rtt_min_ns);
         cc->min_rtt_ns = min_rtt_candidate(cc, rtt, cc->min_rtt_ns);
@@ -303,7 +298,7 @@ static void update_min_rtt(aftp_cc *cc, uint64_t rtt, uint64_t now, int settled)
     }
     if (rtt <= cc->min_rtt_ns + MIN_RTT_NEAR_NS)
         cc->min_rtt_seen_ns = now;
-    cc->qdelay_ns = cc->min_rtt_ns != 0 && rtt > cc->min_rtt_ns ? rtt - cc->min_rtt_ns : 0;
+    cc->qdelay_ns = rtt > cc->min_rtt_ns ? rtt - cc->min_rtt_ns : 0;
 }
 
 /* ---- rate and cap ---- */

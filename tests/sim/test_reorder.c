@@ -113,27 +113,15 @@ static void test_late_1pct_both_ways(void **state)
     sim_result_free(&r);
 }
 
-/* A repeat contact: the path's rate and RTT remembered (Careful Resume,
- * spec 13.4), as an earlier transfer on it measured them. */
-static void remember_path(void *ctx, aftp_sender_settings *s, aftp_receiver_settings *r)
-{
-    (void)ctx;
-    (void)r;
-    s->resume_rate_bps = LINK_BPS / 100 * 98;
-    s->resume_rtt_ns = 2 * ONE_WAY_NS;
-}
-
 /* Completion time of the file on the path, reordered by `share` early
- * packets (0: none), as a first contact or (`repeat`) a repeat one; *retx
- * gets the retransmitted bytes beyond what the path lost (the start's
- * overshoot), *cuts the controller's congestion events. */
-static uint64_t timed_run(double share, uint64_t seed, int repeat, uint64_t *retx, uint64_t *cuts)
+ * packets (0: none); *retx gets the retransmitted bytes beyond what the
+ * path lost (the start's overshoot), *cuts the controller's congestion
+ * events. */
+static uint64_t timed_run(double share, uint64_t seed, uint64_t *retx, uint64_t *cuts)
 {
     sim_cfg c;
     sim_result r;
     wan_path(&c);
-    if (repeat)
-        c.tune = remember_path;
     c.file_size = 2 * FILE_BYTES;
     c.fwd.reorder = share;
     c.fwd.reorder_ns = ONE_WAY_NS;
@@ -156,11 +144,11 @@ static uint64_t timed_run(double share, uint64_t seed, int repeat, uint64_t *ret
  * Before, every FEEDBACK's largest_pn was an early packet: min RTT fell to
  * the one-way delay, the whole path looked like queue, the overtaken
  * packets counted as lost, and the rate fell to 2-8% of the link. */
-static void reorder_costs_little(double share, uint64_t seed, int repeat)
+static void reorder_costs_little(double share, uint64_t seed)
 {
     uint64_t retx, cuts, retx0, cuts0;
-    uint64_t base = timed_run(0.0, seed, repeat, &retx0, &cuts0);
-    uint64_t reordered = timed_run(share, seed, repeat, &retx, &cuts);
+    uint64_t base = timed_run(0.0, seed, &retx0, &cuts0);
+    uint64_t reordered = timed_run(share, seed, &retx, &cuts);
     printf("[sim] early %.1f%%: %.3f s against %.3f s in order (x%.3f), %llu cuts against %llu\n",
            100 * share, (double)reordered / 1e9, (double)base / 1e9,
            (double)reordered / (double)base, (unsigned long long)cuts, (unsigned long long)cuts0);
@@ -177,21 +165,13 @@ static void reorder_costs_little(double share, uint64_t seed, int repeat)
 static void test_early_1pct_costs_little(void **state)
 {
     (void)state;
-    reorder_costs_little(0.01, 74, 0);
+    reorder_costs_little(0.01, 74);
 }
 
 static void test_early_01pct_costs_little(void **state)
 {
     (void)state;
-    reorder_costs_little(0.001, 75, 0);
-}
-
-/* The same for a repeat contact, whose start jumps to half the rate the
- * path memory holds and is judged by what the jump's packets deliver. */
-static void test_early_1pct_repeat_costs_little(void **state)
-{
-    (void)state;
-    reorder_costs_little(0.01, 76, 1);
+    reorder_costs_little(0.001, 75);
 }
 
 int main(void)
@@ -202,7 +182,6 @@ int main(void)
         cmocka_unit_test(test_late_1pct_both_ways),
         cmocka_unit_test(test_early_1pct_costs_little),
         cmocka_unit_test(test_early_01pct_costs_little),
-        cmocka_unit_test(test_early_1pct_repeat_costs_little),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
