@@ -287,9 +287,16 @@ static uint64_t min_rtt_candidate(const aftp_cc *cc, uint64_t rtt, uint64_t floo
 /* A settled packet's sample (largest_pn overtook it) measures the queue
  * but never lowers the minimum, nor counts towards two in a row: the
  * early packets the receiver counted move the settled packet forward, by
- * a send pause's length when the sender sent in bursts. */
+ * a send pause's length when the sender sent in bursts. As the first
+ * minimum it is taken no lower than the handshake's round trip: in the
+ * first round trips the few packets received are early ones in a large
+ * share (a repeat contact's jump sends fast from the start), and the
+ * settled packet they move forward was sent barely one one-way delay
+ * before the FEEDBACK came. */
 static void update_min_rtt(aftp_cc *cc, uint64_t rtt, uint64_t now, int settled)
 {
+    if (settled && cc->min_rtt_ns == 0)
+        rtt = max_u64(rtt, cc->handshake_rtt_ns);
     if (!settled || cc->min_rtt_ns == 0) {
         if (cc->mode == AFTP_CC_MODE_PROBE_RTT)
             cc->probe_rtt_min_ns = min_rtt_candidate(cc, rtt, cc->probe_rtt_min_ns);
@@ -629,6 +636,7 @@ static void resume_check_rtt(aftp_cc *cc, uint64_t rtt_ns, int handshake)
 
 void aftp_cc_on_handshake_rtt(aftp_cc *cc, uint64_t rtt_ns)
 {
+    cc->handshake_rtt_ns = rtt_ns;
     resume_check_rtt(cc, rtt_ns, 1);
     update_rate(cc);
 }
@@ -957,21 +965,24 @@ static void restart_span(aftp_cc *cc, const aftp_cc_mark *m)
 
 /* A FEEDBACK is in order while what it leaves unsettled before
  * largest_pn (DATA packets neither received nor declared lost) is what
- * losses not yet declared explain: a loss is declared about a round trip
- * after it left, so twice the baseline loss of a round trip of sending,
- * plus a margin for a loss rate not yet learnt (15%: a start on a 10%
- * path leaves 11% unsettled) and for jitter, which holds single packets
- * back and leaves few unsettled. An early packet that skipped the one-way
- * delay overtook half a round trip of sending. A handful of unsettled
- * packets is no reordering worth measuring around: on a lossy path's slow
- * tail it is an earlier burst's losses whose FEEDBACKs were lost. */
+ * losses not yet declared explain: twice the baseline loss of half a
+ * round trip of sending (those a loss threshold holds count as settled
+ * already), plus a margin for a loss rate not yet learnt (15%: a start on
+ * a 10% path leaves 11% unsettled) and for jitter, which holds single
+ * packets back and leaves few unsettled. An early packet that skipped the
+ * one-way delay overtook all of half a round trip of sending, whatever
+ * the rate did before (a jump held by its inflight bound, then
+ * released, sent little of a whole round trip's last half). A handful
+ * of unsettled packets is no reordering worth measuring around: on a
+ * lossy path's slow tail it is an earlier burst's losses whose FEEDBACKs
+ * were lost. */
 #define REORDER_LOSS_MARGIN 0.15
 #define REORDER_MIN_PACKETS AFTP_CC_INITIAL_WINDOW
 
-int aftp_cc_overtaken(const aftp_cc *cc, uint64_t unsettled, uint64_t sent_in_rtt)
+int aftp_cc_overtaken(const aftp_cc *cc, uint64_t unsettled, uint64_t sent)
 {
     double share = 2.0 * cc->base_loss + REORDER_LOSS_MARGIN;
-    return unsettled > REORDER_MIN_PACKETS && (double)unsettled > share * (double)sent_in_rtt;
+    return unsettled > REORDER_MIN_PACKETS && (double)unsettled > share * (double)sent;
 }
 
 uint64_t aftp_cc_rtt(const aftp_cc *cc)

@@ -205,6 +205,7 @@ typedef struct aftp_cc {
     uint64_t min_rtt_seen_ns;   /* when a sample last came near min_rtt */
     uint64_t probe_rtt_min_ns;  /* lowest sample during PROBE_RTT */
     uint64_t prev_rtt_ns;       /* the previous sample: a new minimum takes two */
+    uint64_t handshake_rtt_ns;  /* the handshake's round trip; 0: not measured */
     uint64_t qdelay_ns;         /* latest queueing delay */
 
     /* loss */
@@ -262,11 +263,11 @@ void aftp_cc_init(aftp_cc *cc, const aftp_cc_config *cfg, uint64_t now_ns);
 void aftp_cc_on_sent(aftp_cc *cc, uint64_t now_ns, uint64_t pn, uint64_t bytes, int is_data);
 /* 1 when a FEEDBACK's largest_pn overtook the packets sent before it
  * (reordering): more DATA packets before it are unsettled (neither
- * received nor declared lost), as a share of the `sent_in_rtt` DATA
- * packets sent over the round trip (aftp_cc_rtt) up to it, than losses
+ * received nor declared lost), as a share of the `sent` DATA packets
+ * sent over half the round trip (aftp_cc_rtt / 2) up to it, than losses
  * not yet declared and jitter explain. Its RTT is then not the path's
  * round trip (spec 10.1). */
-int aftp_cc_overtaken(const aftp_cc *cc, uint64_t unsettled, uint64_t sent_in_rtt);
+int aftp_cc_overtaken(const aftp_cc *cc, uint64_t unsettled, uint64_t sent);
 /* The round trip reordering is judged over: min RTT plus a feedback
  * interval (initial RTT before a sample). */
 uint64_t aftp_cc_rtt(const aftp_cc *cc);

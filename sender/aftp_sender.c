@@ -148,6 +148,11 @@ struct aftp_sender {
     unsigned loss_rtt_count; /* samples in loss_rtt_ns[1], the current run */
     int has_feedback;
     uint64_t last_feedback_pn;
+    /* The peer's packets (section 10.1): the highest number received, and
+     * how many of the peer's packets the latest one overtook. */
+    int has_peer_pn;
+    uint64_t peer_pn_newest;
+    uint64_t peer_pn_overtook;
 
     aftp_hello_client hello; /* push: the handshake as the client (section 9.3) */
     aftp_hello_server srv;   /* pull: the handshake as the server */
@@ -1065,7 +1070,14 @@ static void move_to_settled(const aftp_sender *s, const aftp_wire_feedback *fb, 
     aftp_sentlog_data_upto(&s->log, settled_pn, &p->data_settled);
 }
 
-static rtt_point feedback_point(const aftp_sender *s, const aftp_wire_feedback *fb)
+/* Section 10.1: a FEEDBACK that overtook two or more of the receiver's
+ * packets on its way skipped part of the return delay (reordering), so
+ * its round trip is short by that: no sample. The receiver sends at most
+ * one FEEDBACK per quarter round trip, so one that skipped the one-way
+ * delay overtook two or more; a lost FEEDBACK alone leaves a gap of one. */
+#define EARLY_FEEDBACK_OVERTOOK 2
+
+static rtt_point settle_point(const aftp_sender *s, const aftp_wire_feedback *fb)
 {
     rtt_point p = {0, 0, AFTP_CC_UNKNOWN, 0, (uint64_t)fb->ack_delay_us * 1000, 0};
     uint64_t pn = fb->largest_pn, settled = fb->packets_received + s->data_declared_lost;
@@ -1078,10 +1090,20 @@ static rtt_point feedback_point(const aftp_sender *s, const aftp_wire_feedback *
     settled += undeclared_losses(s, lo, pn, p.data_sent);
     if (!p.known || settled == 0 || p.data_sent <= settled)
         return p;
-    uint64_t sent_in_rtt = sent_since(s, lo, pn, p.data_sent, aftp_cc_rtt(&s->cc));
-    if (aftp_cc_overtaken(&s->cc, p.data_sent - settled, sent_in_rtt))
+    uint64_t sent_in_half_rtt = sent_since(s, lo, pn, p.data_sent, aftp_cc_rtt(&s->cc) / 2);
+    if (aftp_cc_overtaken(&s->cc, p.data_sent - settled, sent_in_half_rtt))
         move_to_settled(s, fb, &p,
                         first_pn_reaching(&s->log, aftp_sentlog_data_upto, lo, pn, settled));
+    return p;
+}
+
+/* The point, and whether its round trip is a sample: not when the
+ * FEEDBACK came early (EARLY_FEEDBACK_OVERTOOK). */
+static rtt_point feedback_point(const aftp_sender *s, const aftp_wire_feedback *fb)
+{
+    rtt_point p = settle_point(s, fb);
+    if (s->peer_pn_overtook >= EARLY_FEEDBACK_OVERTOOK)
+        p.known = 0;
     return p;
 }
 
@@ -1548,6 +1570,19 @@ static int admit(aftp_sender *s, const uint8_t *pkt, size_t len, aftp_wire_packe
            aftp_session_open(&s->ss, pkt, len, &hdr, p) == AFTP_OK;
 }
 
+/* How many of the peer's packets not yet received this one (pn) overtook:
+ * what a FEEDBACK's RTT sample is judged by (EARLY_FEEDBACK_OVERTOOK). */
+static void note_peer_pn(aftp_sender *s, uint64_t pn)
+{
+    if (s->has_peer_pn && pn <= s->peer_pn_newest) {
+        s->peer_pn_overtook = 0;
+        return;
+    }
+    s->peer_pn_overtook = s->has_peer_pn ? pn - s->peer_pn_newest - 1 : 0;
+    s->has_peer_pn = 1;
+    s->peer_pn_newest = pn;
+}
+
 int aftp_sender_read(aftp_sender *s, uint64_t now_ns, const uint8_t *pkt, size_t len)
 {
     aftp_wire_packet p;
@@ -1561,6 +1596,7 @@ int aftp_sender_read(aftp_sender *s, uint64_t now_ns, const uint8_t *pkt, size_t
     if (!admit(s, pkt, len, &p, &wrong_role))
         return AFTP_OK;
     aftp_session_heard(&s->ss, s->ss.now_ns, len);
+    note_peer_pn(s, p.hdr.pn);
     if (wrong_role && s->ss.state == AFTP_STATE_TRANSFER) {
         snprintf(why, sizeof why, "the client sent a %s, which a pull's client never sends "
                  "(spec 9.15.3)", aftp_wire_type_name(p.hdr.type));

@@ -113,25 +113,52 @@ static void test_late_1pct_both_ways(void **state)
     sim_result_free(&r);
 }
 
-/* Completion time of the file on the path, reordered by `share` early
- * packets (0: none); *retx gets the retransmitted bytes beyond what the
- * path lost (the start's overshoot), *cuts the controller's congestion
- * events. */
-static uint64_t timed_run(double share, uint64_t seed, uint64_t *retx, uint64_t *cuts)
+/* A repeat contact: the path's rate and RTT remembered (Careful Resume,
+ * spec 13.4), as an earlier transfer on it measured them. */
+static void remember_path(void *ctx, aftp_sender_settings *s, aftp_receiver_settings *r)
+{
+    (void)ctx;
+    (void)r;
+    s->resume_rate_bps = LINK_BPS / 100 * 98;
+    s->resume_rtt_ns = 2 * ONE_WAY_NS;
+}
+
+/* How a timed run's path is reordered and its sender starts. */
+typedef struct timed_case {
+    double share;      /* of the packets that skip the one-way delay; 0: in order */
+    int both_ways;     /* the FEEDBACKs too, as the emulated profile's are */
+    int repeat;        /* a repeat contact (remember_path), else a first one */
+} timed_case;
+
+static void reorder_early(sim_link_cfg *l, double share)
+{
+    l->reorder = share;
+    l->reorder_ns = ONE_WAY_NS;
+    l->reorder_early = 1;
+}
+
+/* Completion time of the file on the path as `tc` says, with `share` of
+ * its packets reordered; *retx gets the retransmitted bytes beyond what
+ * the path lost (the start's overshoot; tail copies, spec 9.9.1, are
+ * redundancy the sender chose, not repairs), *cuts the controller's
+ * congestion events. */
+static uint64_t timed_run(const timed_case *tc, double share, uint64_t seed, uint64_t *retx,
+                          uint64_t *cuts)
 {
     sim_cfg c;
     sim_result r;
     wan_path(&c);
     c.file_size = 2 * FILE_BYTES;
-    c.fwd.reorder = share;
-    c.fwd.reorder_ns = ONE_WAY_NS;
-    c.fwd.reorder_early = 1;
+    if (tc->repeat)
+        c.tune = remember_path;
+    reorder_early(&c.fwd, share);
+    if (tc->both_ways)
+        reorder_early(&c.rev, share);
     c.seed = seed;
     run_reordered(share > 0 ? "early, timed" : "in order, timed", &c, &r);
     uint64_t done = r.snd_side.ev.file_end_at;
-    *retx = r.snd.payload_bytes_retransmitted > r.fwd_data_lost
-                ? r.snd.payload_bytes_retransmitted - r.fwd_data_lost
-                : 0;
+    uint64_t repaired = r.snd.payload_bytes_retransmitted - r.snd.payload_bytes_copied;
+    *retx = repaired > r.fwd_data_lost ? repaired - r.fwd_data_lost : 0;
     *cuts = r.snd.congestion_events;
     sim_result_free(&r);
     return done;
@@ -144,13 +171,14 @@ static uint64_t timed_run(double share, uint64_t seed, uint64_t *retx, uint64_t 
  * Before, every FEEDBACK's largest_pn was an early packet: min RTT fell to
  * the one-way delay, the whole path looked like queue, the overtaken
  * packets counted as lost, and the rate fell to 2-8% of the link. */
-static void reorder_costs_little(double share, uint64_t seed)
+static void reorder_costs_little(const timed_case *tc, uint64_t seed)
 {
     uint64_t retx, cuts, retx0, cuts0;
-    uint64_t base = timed_run(0.0, seed, &retx0, &cuts0);
-    uint64_t reordered = timed_run(share, seed, &retx, &cuts);
-    printf("[sim] early %.1f%%: %.3f s against %.3f s in order (x%.3f), %llu cuts against %llu\n",
-           100 * share, (double)reordered / 1e9, (double)base / 1e9,
+    uint64_t base = timed_run(tc, 0.0, seed, &retx0, &cuts0);
+    uint64_t reordered = timed_run(tc, tc->share, seed, &retx, &cuts);
+    printf("[sim] early %.1f%%%s%s: %.3f s against %.3f s in order (x%.3f), %llu cuts against "
+           "%llu\n", 100 * tc->share, tc->both_ways ? " both ways" : "",
+           tc->repeat ? ", repeat contact" : "", (double)reordered / 1e9, (double)base / 1e9,
            (double)reordered / (double)base, (unsigned long long)cuts, (unsigned long long)cuts0);
     assert_true(base > 0 && reordered > 0);
     assert_true((double)reordered <= 1.10 * (double)base);
@@ -165,13 +193,30 @@ static void reorder_costs_little(double share, uint64_t seed)
 static void test_early_1pct_costs_little(void **state)
 {
     (void)state;
-    reorder_costs_little(0.01, 74);
+    reorder_costs_little(&(timed_case){.share = 0.01}, 74);
 }
 
 static void test_early_01pct_costs_little(void **state)
 {
     (void)state;
-    reorder_costs_little(0.001, 75);
+    reorder_costs_little(&(timed_case){.share = 0.001}, 75);
+}
+
+/* Both ways, as the emulated profile reorders: an early FEEDBACK's round
+ * trip is short by the delay it skipped. */
+static void test_early_1pct_both_ways_costs_little(void **state)
+{
+    (void)state;
+    reorder_costs_little(&(timed_case){.share = 0.01, .both_ways = 1}, 76);
+}
+
+/* A repeat contact, whose start jumps to half the remembered rate and is
+ * judged by what the jump's packets deliver against its min RTT, both
+ * ways reordered. */
+static void test_early_1pct_repeat_costs_little(void **state)
+{
+    (void)state;
+    reorder_costs_little(&(timed_case){.share = 0.01, .both_ways = 1, .repeat = 1}, 77);
 }
 
 int main(void)
@@ -182,6 +227,8 @@ int main(void)
         cmocka_unit_test(test_late_1pct_both_ways),
         cmocka_unit_test(test_early_1pct_costs_little),
         cmocka_unit_test(test_early_01pct_costs_little),
+        cmocka_unit_test(test_early_1pct_both_ways_costs_little),
+        cmocka_unit_test(test_early_1pct_repeat_costs_little),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
