@@ -963,26 +963,29 @@ static void restart_span(aftp_cc *cc, const aftp_cc_mark *m)
     cc->span_min_qdelay_ns = UINT64_MAX;
 }
 
-/* A FEEDBACK is in order while what it leaves unsettled before
- * largest_pn (DATA packets neither received nor declared lost) is what
- * losses not yet declared explain: twice the baseline loss of half a
- * round trip of sending (those a loss threshold holds count as settled
- * already), plus a margin for a loss rate not yet learnt (15%: a start on
- * a 10% path leaves 11% unsettled) and for jitter, which holds single
- * packets back and leaves few unsettled. An early packet that skipped the
- * one-way delay overtook all of half a round trip of sending, whatever
- * the rate did before (a jump held by its inflight bound, then
- * released, sent little of a whole round trip's last half). A handful
- * of unsettled packets is no reordering worth measuring around: on a
- * lossy path's slow tail it is an earlier burst's losses whose FEEDBACKs
- * were lost. */
+/* A FEEDBACK is in order while largest_pn left no more after the settled
+ * packet than losses not yet declared explain: twice the baseline loss of
+ * a round trip (those a loss threshold holds count as settled already),
+ * plus a margin for a loss rate not yet learnt (15%: a start on a 10%
+ * path leaves 11% of a round trip unsettled) and for jitter, which holds
+ * single packets back and leaves few unsettled. An early packet that
+ * skipped the one-way delay left half a round trip after the settled
+ * packet. Judged in time, not in packets: a sender whose rate changed
+ * within the round trip (a jump held by its inflight bound, then
+ * released) sent few packets in the span an early packet overtook. A
+ * handful of unsettled packets is no reordering worth measuring around:
+ * on a lossy path's slow tail it is an earlier burst's losses whose
+ * FEEDBACKs were lost. */
 #define REORDER_LOSS_MARGIN 0.15
 #define REORDER_MIN_PACKETS AFTP_CC_INITIAL_WINDOW
 
-int aftp_cc_overtaken(const aftp_cc *cc, uint64_t unsettled, uint64_t sent)
+int aftp_cc_overtaken(const aftp_cc *cc, uint64_t unsettled, uint64_t sent_in_rtt,
+                      uint64_t lead_ns)
 {
     double share = 2.0 * cc->base_loss + REORDER_LOSS_MARGIN;
-    return unsettled > REORDER_MIN_PACKETS && (double)unsettled > share * (double)sent;
+    return unsettled > REORDER_MIN_PACKETS &&
+           ((double)unsettled > share * (double)sent_in_rtt ||
+            (double)lead_ns > share * (double)aftp_cc_rtt(cc));
 }
 
 uint64_t aftp_cc_rtt(const aftp_cc *cc)

@@ -262,12 +262,12 @@ void aftp_cc_init(aftp_cc *cc, const aftp_cc_config *cfg, uint64_t now_ns);
  * is_data: a DATA packet (counted by the receiver's packets_received). */
 void aftp_cc_on_sent(aftp_cc *cc, uint64_t now_ns, uint64_t pn, uint64_t bytes, int is_data);
 /* 1 when a FEEDBACK's largest_pn overtook the packets sent before it
- * (reordering): more DATA packets before it are unsettled (neither
- * received nor declared lost), as a share of the `sent` DATA packets
- * sent over half the round trip (aftp_cc_rtt / 2) up to it, than losses
- * not yet declared and jitter explain. Its RTT is then not the path's
- * round trip (spec 10.1). */
-int aftp_cc_overtaken(const aftp_cc *cc, uint64_t unsettled, uint64_t sent);
+ * (reordering): `unsettled` DATA packets before it (neither received nor
+ * declared lost) and it left `lead_ns` after the settled packet, more of
+ * a round trip (aftp_cc_rtt) than losses not yet declared and jitter
+ * explain. Its RTT is then not the path's round trip (spec 10.1). */
+int aftp_cc_overtaken(const aftp_cc *cc, uint64_t unsettled, uint64_t sent_in_rtt,
+                      uint64_t lead_ns);
 /* The round trip reordering is judged over: min RTT plus a feedback
  * interval (initial RTT before a sample). */
 uint64_t aftp_cc_rtt(const aftp_cc *cc);

@@ -1046,8 +1046,9 @@ static uint64_t undeclared_losses(const aftp_sender *s, uint64_t lo, uint64_t pn
  * plus what was declared lost, plus what the baseline loss says is lost
  * and not yet declared (without it the settled packet lags by those, and
  * its sample, taken into the loss threshold, puts off declaring them
- * further). largest_pn overtook it when more packets are unsettled than
- * losses not yet declared and jitter explain (aftp_cc_overtaken). The
+ * further). largest_pn overtook it when it left later after the settled
+ * packet, with more packets unsettled between them, than losses not yet
+ * declared and jitter explain (aftp_cc_overtaken). The
  * settled packet arrived about when the FEEDBACK was built (no ack
  * delay), if any settled since the previous FEEDBACK: else it is an old
  * one, whose age measures nothing but the losses not yet declared behind
@@ -1058,11 +1059,9 @@ static uint64_t undeclared_losses(const aftp_sender *s, uint64_t lo, uint64_t pn
  * and its age would put off declaring them), its DATA count, no ack
  * delay; a sample only if packets settled since the previous FEEDBACK. */
 static void move_to_settled(const aftp_sender *s, const aftp_wire_feedback *fb, rtt_point *p,
-                            uint64_t settled_pn)
+                            uint64_t settled_pn, uint64_t sent_ns)
 {
-    uint64_t sent_ns, earliest = s->ss.now_ns - 2 * (s->ss.now_ns - p->sent_ns);
-    if (!aftp_sentlog_sent_time(&s->log, settled_pn, &sent_ns))
-        return;
+    uint64_t earliest = s->ss.now_ns - 2 * (s->ss.now_ns - p->sent_ns);
     p->settled = 1;
     p->known = fb->packets_received + s->data_declared_lost > s->data_settled;
     p->sent_ns = sent_ns > earliest ? sent_ns : earliest;
@@ -1090,10 +1089,14 @@ static rtt_point settle_point(const aftp_sender *s, const aftp_wire_feedback *fb
     settled += undeclared_losses(s, lo, pn, p.data_sent);
     if (!p.known || settled == 0 || p.data_sent <= settled)
         return p;
-    uint64_t sent_in_half_rtt = sent_since(s, lo, pn, p.data_sent, aftp_cc_rtt(&s->cc) / 2);
-    if (aftp_cc_overtaken(&s->cc, p.data_sent - settled, sent_in_half_rtt))
-        move_to_settled(s, fb, &p,
-                        first_pn_reaching(&s->log, aftp_sentlog_data_upto, lo, pn, settled));
+    uint64_t settled_pn = first_pn_reaching(&s->log, aftp_sentlog_data_upto, lo, pn, settled);
+    uint64_t settled_ns, lead_ns;
+    if (!aftp_sentlog_sent_time(&s->log, settled_pn, &settled_ns))
+        return p;
+    lead_ns = p.sent_ns > settled_ns ? p.sent_ns - settled_ns : 0;
+    uint64_t sent_in_rtt = sent_since(s, lo, pn, p.data_sent, aftp_cc_rtt(&s->cc));
+    if (aftp_cc_overtaken(&s->cc, p.data_sent - settled, sent_in_rtt, lead_ns))
+        move_to_settled(s, fb, &p, settled_pn, settled_ns);
     return p;
 }
 

@@ -436,9 +436,12 @@ static void test_settled_samples_keep_min_rtt(void **state)
     assert_int_equal(cc.qdelay_ns, 0);
     assert_true(cc.bw_bps > 0); /* a rate sample was taken... */
     assert_true(cc.recent_loss == 0.0); /* ...without loss */
-    assert_false(aftp_cc_overtaken(&cc, 40, 1000));
-    assert_true(aftp_cc_overtaken(&cc, 400, 1000));
-    assert_false(aftp_cc_overtaken(&cc, 20, 30)); /* a handful: not reordering */
+    /* 15% of the round trip's packets, or of its time (min RTT 100 ms
+     * plus a feedback interval), is the bound */
+    assert_false(aftp_cc_overtaken(&cc, 40, 1000, 10 * MS));
+    assert_true(aftp_cc_overtaken(&cc, 400, 1000, 10 * MS));
+    assert_true(aftp_cc_overtaken(&cc, 40, 1000, 50 * MS)); /* a rate that changed */
+    assert_false(aftp_cc_overtaken(&cc, 20, 30, 50 * MS)); /* a handful: not reordering */
 }
 
 /* Packets the receiver cannot count (control packets) are not loss. */
