@@ -93,9 +93,9 @@ void aftp_hello_client_free(aftp_hello_client *c)
 /* The HELLO's extensions: message 1, the RETRY token once there is one,
  * RATE_CAP when this end is the sender (it honours a receiver's cap,
  * section 12.3), PIPELINE when a window is proposed (12.3.2), and PULL
- * in a pull (12.3.3). */
+ * and PULL_END in a pull (12.3.3, 12.3.5). */
 #define HELLO_EXT_MAX \
-    (6u * 4u + AFTP_HS_MAX_INIT + AFTP_WIRE_MAX_TOKEN + AFTP_WIRE_PIPELINE_LEN)
+    (7u * 4u + AFTP_HS_MAX_INIT + AFTP_WIRE_MAX_TOKEN + AFTP_WIRE_PIPELINE_LEN)
 
 static int hello_extensions(const aftp_hello_client *c, uint8_t *ext, uint16_t *ext_len)
 {
@@ -112,6 +112,8 @@ static int hello_extensions(const aftp_hello_client *c, uint8_t *ext, uint16_t *
         rc = aftp_wire_ext_put_pipeline(&w, c->window);
     if (rc == AFTP_OK && c->role == AFTP_WIRE_ROLE_PULL)
         rc = aftp_wire_ext_put(&w, AFTP_WIRE_EXT_PULL, NULL, 0);
+    if (rc == AFTP_OK && c->role == AFTP_WIRE_ROLE_PULL)
+        rc = aftp_wire_ext_put(&w, AFTP_WIRE_EXT_PULL_END, NULL, 0);
     if (rc == AFTP_OK && c->early_len > 0)
         rc = aftp_wire_ext_put(&w, AFTP_WIRE_EXT_EARLY_ENTRIES, NULL, 0);
     *ext_len = (uint16_t)w.pos;
@@ -239,9 +241,15 @@ static int role_broken(const aftp_hello_client *c, const aftp_session *ss,
     uint32_t window = 0;
     uint64_t bps = 0;
     int pull = aftp_wire_ext_pull(a->ext, a->ext_len);
-    if (c->role == AFTP_WIRE_ROLE_PUSH && pull != 0) {
-        snprintf(why, cap, "the %s's HELLO_ACK carries a PULL this side did not announce "
-                 "(spec 12.3.3)", ss->peer_name);
+    int pull_end = aftp_wire_ext_pull_end(a->ext, a->ext_len);
+    if (c->role == AFTP_WIRE_ROLE_PUSH && (pull != 0 || pull_end != 0)) {
+        snprintf(why, cap, "the %s's HELLO_ACK carries a %s this side did not announce "
+                 "(spec 12.3.3, 12.3.5)", ss->peer_name, pull != 0 ? "PULL" : "PULL_END");
+        return 1;
+    }
+    if (pull_end < 0) {
+        snprintf(why, cap, "the server's HELLO_ACK carries a PULL_END with a value; it has "
+                 "none (spec 12.3.5)");
         return 1;
     }
     if (c->role == AFTP_WIRE_ROLE_PULL &&
@@ -328,5 +336,6 @@ int aftp_hello_client_ack(aftp_hello_client *c, aftp_session *ss, const aftp_wir
     if (aftp_wire_ext_pipeline(a->ext, a->ext_len, &grant->window) <= 0)
         grant->window = 0;
     grant->early_entries = early_taken(a);
+    grant->pull_end = aftp_wire_ext_pull_end(a->ext, a->ext_len) == 1;
     return AFTP_OK;
 }

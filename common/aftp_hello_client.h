@@ -41,6 +41,7 @@ typedef struct aftp_hello_grant {
     uint64_t rate_cap_bps;
     uint32_t window;
     int early_entries;     /* the server took message 1's entries (EARLY_ENTRIES) */
+    int pull_end;          /* pull: the server sends PULL_END (spec 12.3.5) */
 } aftp_hello_grant;
 
 /* aftp_hello_client_ack's answer for a HELLO_ACK that cannot be the

@@ -202,6 +202,8 @@ static void decide_window(aftp_hello_server *h, const aftp_wire_hello *hl)
     h->window = 0;
     if (h->own_window != 0 && aftp_wire_ext_pipeline(hl->ext, hl->ext_len, &asked) == 1)
         h->window = asked < h->own_window ? asked : h->own_window;
+    /* Section 12.3.5: PULL_END is answered when a pull's HELLO announced it. */
+    h->pull_end = h->role == AFTP_WIRE_ROLE_PULL && aftp_wire_ext_pull_end(hl->ext, hl->ext_len) == 1;
 }
 
 /* Section 14.3: a protected offer. Message 1 that does not authenticate
@@ -312,6 +314,8 @@ static int put_ack_extensions(const aftp_hello_server *h, aftp_wire_writer *w)
         rc = aftp_wire_ext_put_pipeline(w, h->window);
     if (rc == AFTP_OK && h->role == AFTP_WIRE_ROLE_PULL)
         rc = aftp_wire_ext_put(w, AFTP_WIRE_EXT_PULL, NULL, 0);
+    if (rc == AFTP_OK && h->pull_end)
+        rc = aftp_wire_ext_put(w, AFTP_WIRE_EXT_PULL_END, NULL, 0);
     if (rc == AFTP_OK && h->early_taken)
         rc = aftp_wire_ext_put(w, AFTP_WIRE_EXT_EARLY_ENTRIES, NULL, 0);
     return rc;

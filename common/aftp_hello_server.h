@@ -20,10 +20,10 @@
 #include "common/aftp_session.h"
 #include "proto/aftp_wire.h"
 
-/* A HELLO_ACK's extensions: RATE_CAP, PIPELINE, PULL, EARLY_ENTRIES,
- * then HANDSHAKE. */
+/* A HELLO_ACK's extensions: RATE_CAP, PIPELINE, PULL, PULL_END,
+ * EARLY_ENTRIES, then HANDSHAKE. */
 #define AFTP_HELLO_ACK_EXT_MAX                                                                 \
-    (4u + AFTP_WIRE_RATE_CAP_LEN + 4u + AFTP_WIRE_PIPELINE_LEN + 4u + 4u + 4u +                \
+    (4u + AFTP_WIRE_RATE_CAP_LEN + 4u + AFTP_WIRE_PIPELINE_LEN + 4u + 4u + 4u + 4u +           \
      AFTP_HS_MAX_RESPONSE)
 /* A HELLO_ACK: header, fixed fields, extension length, its TLVs. */
 #define AFTP_HELLO_ACK_MAX (AFTP_WIRE_HEADER_LEN + 9u + AFTP_HELLO_ACK_EXT_MAX)
@@ -48,6 +48,7 @@ typedef struct aftp_hello_server {
     uint8_t early[AFTP_HS_MAX_PAYLOAD]; /* message 1's early entries (spec 12.3.4) */
     size_t early_len;       /* 0: none, or they cannot be taken */
     int early_taken;        /* the engine took them: the HELLO_ACK says so */
+    int pull_end;           /* pull: the HELLO announced PULL_END, the ack answers it */
 } aftp_hello_server;
 
 /* Keeps the private key in guarded memory and clears sec->identity (sec

@@ -347,6 +347,17 @@ void aftp_session_close_done(aftp_session *ss, unsigned copies)
                                                                 : (int)copies;
 }
 
+unsigned aftp_session_quick_close_copies(double p)
+{
+    unsigned n = AFTP_SESSION_QUICK_CLOSES;
+    double all_lost = p * p * p;
+    while (n < AFTP_SESSION_QUICK_CLOSES_MAX && all_lost > 1e-6) {
+        all_lost *= p;
+        n++;
+    }
+    return n;
+}
+
 void aftp_session_set_closed(aftp_session *ss, int error)
 {
     if (ss->state == AFTP_STATE_CLOSED)

@@ -163,6 +163,9 @@ void aftp_session_start_closing(aftp_session *ss, int error, uint16_t wire_error
 #define AFTP_SESSION_QUICK_CLOSES_MAX 16
 #define AFTP_SESSION_QUICK_SPACING_NS 1000000u
 void aftp_session_close_done(aftp_session *ss, unsigned copies);
+/* How many copies make the loss of them all rarer than once in a million
+ * at loss rate p: three below 1%, five at 5%, the cap at 42% and above. */
+unsigned aftp_session_quick_close_copies(double p);
 /* CLOSED at once (no CLOSE sent): emits the CLOSED event. Idempotent. */
 void aftp_session_set_closed(aftp_session *ss, int error);
 /* The local error a peer's CLOSE means (NONE: OK, CANCELLED: CANCELLED,

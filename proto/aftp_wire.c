@@ -481,6 +481,15 @@ int aftp_wire_ext_pull(const uint8_t *ext, size_t ext_len)
     return vlen == 0 ? 1 : -1;
 }
 
+int aftp_wire_ext_pull_end(const uint8_t *ext, size_t ext_len)
+{
+    const uint8_t *v;
+    uint16_t vlen;
+    if (!aftp_wire_ext_find(ext, ext_len, AFTP_WIRE_EXT_PULL_END, &v, &vlen))
+        return 0;
+    return vlen == 0 ? 1 : -1;
+}
+
 static int valid_max_datagram(uint16_t v)
 {
     return v >= AFTP_WIRE_MIN_DATAGRAM && v <= AFTP_WIRE_MAX_DATAGRAM;
@@ -1347,6 +1356,17 @@ static int encode_rate_update(aftp_wire_writer *w, const aftp_wire_packet *p)
     return aftp_wire_write_u64(w, p->u.rate_update.cap_bps);
 }
 
+/* PULL_END (spec 6.19): one u32, the session's entry count. */
+static int decode_pull_end(aftp_wire_reader *r, aftp_wire_packet *p)
+{
+    return aftp_wire_read_u32(r, &p->u.pull_end.entry_count);
+}
+
+static int encode_pull_end(aftp_wire_writer *w, const aftp_wire_packet *p)
+{
+    return aftp_wire_write_u32(w, p->u.pull_end.entry_count);
+}
+
 typedef struct wire_codec {
     const char *name;
     int (*decode)(aftp_wire_reader *r, aftp_wire_packet *p);
@@ -1372,6 +1392,7 @@ static const wire_codec codecs[AFTP_WIRE_TYPE_MAX + 1] = {
     [AFTP_WIRE_PULL_REQUEST] = {"PULL_REQUEST", decode_pull_request, encode_pull_request},
     [AFTP_WIRE_PULL_REPLY] = {"PULL_REPLY", decode_pull_reply, encode_pull_reply},
     [AFTP_WIRE_RATE_UPDATE] = {"RATE_UPDATE", decode_rate_update, encode_rate_update},
+    [AFTP_WIRE_PULL_END] = {"PULL_END", decode_pull_end, encode_pull_end},
 };
 
 const char *aftp_wire_type_name(uint8_t type)

@@ -61,9 +61,10 @@ enum aftp_wire_type {
     AFTP_WIRE_ABANDON = 0x0E,   /* pipelined mode: the sender gives up one FILE entry */
     AFTP_WIRE_PULL_REQUEST = 0x0F, /* pull: the client names the paths it wants */
     AFTP_WIRE_PULL_REPLY = 0x10,   /* pull: the server's verdict on each path */
-    AFTP_WIRE_RATE_UPDATE = 0x11   /* push, RATE_CAP announced: the server's new cap */
+    AFTP_WIRE_RATE_UPDATE = 0x11,  /* push, RATE_CAP announced: the server's new cap */
+    AFTP_WIRE_PULL_END = 0x12      /* pull, PULL_END negotiated: no entry follows */
 };
-#define AFTP_WIRE_TYPE_MAX AFTP_WIRE_RATE_UPDATE
+#define AFTP_WIRE_TYPE_MAX AFTP_WIRE_PULL_END
 
 /* ---- roles and ciphers (spec sections 6.2, 12) ---- */
 enum aftp_wire_role {
@@ -137,6 +138,9 @@ enum aftp_wire_error {
  * the session's first entries (a push) or its request (a pull), and the
  * server took them (spec 12.3.4). */
 #define AFTP_WIRE_EXT_EARLY_ENTRIES 0x0007u
+/* HELLO and HELLO_ACK (empty value), pull only: the client can take, and
+ * the server sends, PULL_END (spec 12.3.5). */
+#define AFTP_WIRE_EXT_PULL_END 0x0008u
 
 /* ---- pull (spec sections 6.16, 6.17, 9.15) ---- */
 #define AFTP_WIRE_MAX_PULL_PATHS 64u    /* paths in one PULL_REQUEST */
@@ -161,6 +165,7 @@ enum aftp_wire_error {
 #define AFTP_WIRE_FILE_RESULT_LEN 22u
 #define AFTP_WIRE_ABANDON_LEN 6u
 #define AFTP_WIRE_RATE_UPDATE_LEN 16u
+#define AFTP_WIRE_PULL_END_LEN 4u
 #define AFTP_WIRE_CLOSE_FIXED 4u
 
 /* Default block size: the largest payload that fits a 1500-byte IPv6 path
@@ -232,6 +237,12 @@ typedef struct aftp_wire_rate_update {
     uint64_t seq;
     uint64_t cap_bps;
 } aftp_wire_rate_update;
+
+/* PULL_END (spec 6.19): the server of a pull offers no entry beyond
+ * entry_count (ids 1..entry_count are the session's entries; 0: none). */
+typedef struct aftp_wire_pull_end {
+    uint32_t entry_count;
+} aftp_wire_pull_end;
 
 typedef struct aftp_wire_data {
     uint32_t file_id;
@@ -435,6 +446,7 @@ typedef struct aftp_wire_packet {
         aftp_wire_pull_request pull_request;
         aftp_wire_pull_reply pull_reply;
         aftp_wire_rate_update rate_update;
+        aftp_wire_pull_end pull_end;
     } u;
 } aftp_wire_packet;
 
@@ -599,6 +611,8 @@ int aftp_wire_ext_put_pipeline(aftp_wire_writer *w, uint32_t window);
 /* The PULL of a validated extension block (spec section 12.3.3): 0 when
  * there is none, 1 for a well-formed (empty) one, -1 otherwise. */
 int aftp_wire_ext_pull(const uint8_t *ext, size_t ext_len);
+/* PULL_END (spec 12.3.5): 1 present and empty, 0 absent, -1 with a value. */
+int aftp_wire_ext_pull_end(const uint8_t *ext, size_t ext_len);
 
 /* An ENTRIES body (count and records, spec 6.13) without its header: the
  * early entries of message 1's payload (spec 12.3.4). Decode: the

@@ -835,7 +835,7 @@ static int encode_rate_update(aftp_receiver *r, uint8_t *buf, size_t cap, aftp_d
 
 enum output_kind {
     OUT_NONE, OUT_CLOSE, OUT_HELLO_ACK, OUT_REPLY, OUT_RESULT, OUT_VERDICTS, OUT_PIPE_RESULT,
-    OUT_FEEDBACK, OUT_PULL, OUT_RATE_UPDATE
+    OUT_FEEDBACK, OUT_PULL, OUT_RATE_UPDATE, OUT_CLOSE_RESULT
 };
 
 static int next_output(const aftp_receiver *r)
@@ -844,6 +844,8 @@ static int next_output(const aftp_receiver *r)
         return r->ss.close_due ? OUT_CLOSE : OUT_NONE; /* answering the peer's CLOSE */
     if (!r->client && !aftp_hello_server_may_send(&r->srv, &r->ss))
         return OUT_NONE;
+    if (r->ss.close_due && r->close_result_next < r->close_result_count)
+        return OUT_CLOSE_RESULT; /* a pull client's quick close (9.11) */
     if (r->ss.close_due)
         return OUT_CLOSE;
     if (r->ss.state == AFTP_STATE_CLOSING)
@@ -871,7 +873,10 @@ static int next_output(const aftp_receiver *r)
 static int emit(aftp_receiver *r, int kind, uint8_t *buf, size_t cap, aftp_datagram *dg)
 {
     switch (kind) {
-    case OUT_CLOSE: return aftp_session_encode_close(&r->ss, buf, cap, dg);
+    case OUT_CLOSE:
+        r->close_result_next = 0; /* the next copy goes with them again */
+        return aftp_session_encode_close(&r->ss, buf, cap, dg);
+    case OUT_CLOSE_RESULT: return aftp_rpipe_encode_close_result(r, buf, cap, dg);
     case OUT_HELLO_ACK: return aftp_hello_server_encode(&r->srv, &r->ss, buf, cap, dg);
     case OUT_REPLY: return encode_reply(r, buf, cap, dg);
     case OUT_RESULT: return encode_result(r, buf, cap, dg);
@@ -893,6 +898,8 @@ int aftp_receiver_write(aftp_receiver *r, uint64_t now_ns, uint8_t *buf, size_t 
     aftp_session_tick(&r->ss, now_ns);
     if (r->window != 0)
         aftp_rpipe_prune(r);
+    if (r->client)
+        aftp_rpull_check_end(r);
     int kind = next_output(r);
     if (kind == OUT_NONE)
         return 0;

@@ -30,6 +30,9 @@
 /* Section 6.18: the current RATE_UPDATE goes again this long after the
  * last copy, so a lost one delays the cap by about this much at most. */
 #define RATE_UPDATE_REPEAT_NS (1000 * NS_PER_MS)
+/* Section 9.11, a pull client's quick close: each CLOSE copy goes with
+ * the FILE_RESULTs that left within a PTO before it, at most this many. */
+#define CLOSE_RESULTS_MAX 8u
 
 enum file_phase {
     FILE_NONE,  /* no file offered yet */
@@ -57,6 +60,7 @@ typedef struct pipe_entry {
     int has_result;         /* ended with a FILE_RESULT (repeated FILE_DONEs get it) */
     int closed;             /* storage closed the file: its held list is gone */
     int end_sent;           /* the verdict or FILE_RESULT that ended it left */
+    uint64_t result_ns;     /* when its latest FILE_RESULT left */
     int unmarked;           /* holds blocks beyond the map's window, not marked yet */
     char *path;             /* path, NUL, target, NUL: what info points at */
     aftp_entry_info info;
@@ -95,6 +99,12 @@ struct aftp_receiver {
     char *pull_text;        /* the request's paths, each NUL-terminated */
     aftp_wire_path *pull_paths; /* the same, as the wire carries them */
     uint32_t window;        /* the session's entry window W (PIPELINE), 0: one-file mode */
+    int pull_end;           /* the server sends PULL_END (its HELLO_ACK had it, 12.3.5) */
+    int end_known;          /* PULL_END arrived: the session's entries are 1..end_count */
+    uint32_t end_count;
+    uint32_t close_results[CLOSE_RESULTS_MAX]; /* the quick close's FILE_RESULT copies */
+    uint32_t close_result_count;
+    uint32_t close_result_next; /* the next to go before the next CLOSE copy */
 
     /* RATE_UPDATE (section 6.18): the cap told the client after RATE_CAP. */
     uint64_t cap_bps;       /* 0: none yet, the HELLO_ACK's RATE_CAP holds */
@@ -128,6 +138,7 @@ struct aftp_receiver {
     uint64_t largest_pn;
     uint64_t largest_pn_ns;
     uint64_t data_packets;
+    uint64_t data_new;      /* of them, those that brought a block not held before */
     int feedback_armed;
     int feedback_due;
     uint64_t feedback_deadline;
@@ -214,6 +225,8 @@ uint8_t aftp_rpull_due(const aftp_receiver *r);
 int aftp_rpull_encode(aftp_receiver *r, uint8_t type, uint8_t *buf, size_t cap,
                       aftp_datagram *dg);
 uint64_t aftp_rpull_expiry(const aftp_receiver *r, uint64_t t);
+/* Section 9.15.5: after PULL_END, once every entry ended, the quick close. */
+void aftp_rpull_check_end(aftp_receiver *r);
 void aftp_rpull_handle_expiry(aftp_receiver *r);
 
 /* ---- aftp_receiver_pipe.c: pipelined mode ---- */
@@ -236,6 +249,12 @@ void aftp_rpipe_on_file_done(aftp_receiver *r, const aftp_wire_file_done *d);
 void aftp_rpipe_on_abandon(aftp_receiver *r, const aftp_wire_abandon *a);
 /* Before choosing output: drops answers whose entry is gone. */
 void aftp_rpipe_prune(aftp_receiver *r);
+/* Every entry 1..count ended and its end (verdict or FILE_RESULT) left,
+ * with nothing queued or at work: the session has nothing more to say. */
+int aftp_rpipe_all_ended(const aftp_receiver *r, uint32_t count);
+/* One of the quick close's FILE_RESULT copies (r->close_results). */
+int aftp_rpipe_encode_close_result(aftp_receiver *r, uint8_t *buf, size_t cap,
+                                   aftp_datagram *dg);
 /* aftp_receiver_commit_done's work: the group in flight ended. */
 int aftp_rpipe_commit_done(aftp_receiver *r, int rc, const int *results);
 /* Before the idle timer is looked at: files the sender finished and the

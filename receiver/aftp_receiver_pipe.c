@@ -757,6 +757,7 @@ void aftp_rpipe_on_data(aftp_receiver *r, const aftp_wire_data *d)
     if (rc < 0) {
         pipe_fail(r, p, rc);
     } else if (rc == 1) {
+        r->data_new++;
         pipe_remark(r);
         p->missing--;
         pipe_maybe_ready(r, p);
@@ -907,8 +908,32 @@ int aftp_rpipe_encode_result(aftp_receiver *r, uint8_t *buf, size_t cap, aftp_da
     r->results_len--;
     pipe_entry *p = aftp_rpipe_slot(r, id);
     p->end_sent = 1;
+    p->result_ns = r->ss.now_ns;
     pipe_answered(r);
     return aftp_recv_encode_file_result(r, id, p->wire_error, p->digest, buf, cap, dg);
+}
+
+int aftp_rpipe_encode_close_result(aftp_receiver *r, uint8_t *buf, size_t cap,
+                                   aftp_datagram *dg)
+{
+    uint32_t id = r->close_results[r->close_result_next++];
+    const pipe_entry *p = aftp_rpipe_slot(r, id);
+    return aftp_recv_encode_file_result(r, id, p->wire_error, p->digest, buf, cap, dg);
+}
+
+int aftp_rpipe_all_ended(const aftp_receiver *r, uint32_t count)
+{
+    if (r->decide_next <= count || r->verdicts_from != r->decide_next || r->results_len > 0 ||
+        pipe_owes_results(r))
+        return 0;
+    /* Older ids gave their slots up only once their end had left. */
+    uint32_t lo = count > r->window ? count - r->window + 1 : 1;
+    for (uint32_t id = lo; id <= count; id++) {
+        const pipe_entry *p = aftp_rpipe_slot(r, id);
+        if (p != NULL && (p->phase != PIPE_ENDED || !p->end_sent))
+            return 0;
+    }
+    return 1;
 }
 
 /* The pipelined timers: queued verdicts, the group commit, read-back. */

@@ -113,6 +113,7 @@ int aftp_rpull_receives(const aftp_receiver *r, uint8_t type)
     case AFTP_WIRE_DATA:
     case AFTP_WIRE_FILE_DONE:
     case AFTP_WIRE_ABANDON: return r->window != 0;
+    case AFTP_WIRE_PULL_END: return r->pull_end;
     default: return 0;
     }
 }
@@ -138,6 +139,7 @@ static void on_hello_ack(aftp_receiver *r, const aftp_wire_hello_ack *a)
         return;
     }
     r->window = grant.window; /* never 0: a pull's HELLO_ACK has PIPELINE */
+    r->pull_end = grant.pull_end;
     if (rc == AFTP_OK)
         rc = aftp_rpipe_init(r);
     if (rc != AFTP_OK) {
@@ -197,6 +199,72 @@ static void on_close(aftp_receiver *r, const aftp_wire_close *c)
         aftp_session_answer_close(&r->ss);
 }
 
+/* Section 9.15.5: PULL_END names the session's last entry; it never
+ * changes and no entry beyond it comes. */
+static void on_pull_end(aftp_receiver *r, const aftp_wire_pull_end *e)
+{
+    char why[160];
+    if (r->end_known && e->entry_count != r->end_count)
+        snprintf(why, sizeof why, "the server's PULL_END says %" PRIu32 " entries, after one "
+                 "that said %" PRIu32 " (spec 6.19)", e->entry_count, r->end_count);
+    else if (e->entry_count < r->stream.newest)
+        snprintf(why, sizeof why, "the server's PULL_END says %" PRIu32 " entries, but it "
+                 "offered entry %" PRIu32 " (spec 6.19)", e->entry_count, r->stream.newest);
+    else {
+        r->end_known = 1;
+        r->end_count = e->entry_count;
+        return;
+    }
+    aftp_recv_close_protocol(r, why);
+}
+
+/* An ENTRIES after PULL_END offers nothing beyond its count: 1 when it
+ * does (the session then closes). */
+static int beyond_end(aftp_receiver *r, const aftp_wire_entries *en)
+{
+    aftp_wire_record_iter it;
+    aftp_wire_entry first;
+    char why[160];
+    aftp_wire_entries_iter_init(&it, en);
+    if (!r->end_known || !aftp_wire_entries_next(&it, &first) ||
+        (uint64_t)first.entry_id + en->count - 1 <= r->end_count)
+        return 0;
+    snprintf(why, sizeof why, "the server offered entry %" PRIu64 " after its PULL_END said "
+             "%" PRIu32 " entries (spec 6.19)", (uint64_t)first.entry_id + en->count - 1,
+             r->end_count);
+    aftp_recv_close_protocol(r, why);
+    return 1;
+}
+
+/* Section 9.11's quick close, for a pull's client: the FILE_RESULTs that
+ * left within a PTO go with every CLOSE copy (the server may not have
+ * them yet, and reports its own outcome from them), and as many copies
+ * as the DATA this client saw repeated (each lost block came again)
+ * calls for. */
+static void quick_close(aftp_receiver *r)
+{
+    uint64_t pto = aftp_rtt_pto(&r->rtt);
+    uint32_t lo = r->end_count > r->window ? r->end_count - r->window + 1 : 1;
+    r->close_result_count = 0;
+    for (uint32_t id = r->end_count; id >= lo && id > 0 &&
+                                     r->close_result_count < CLOSE_RESULTS_MAX; id--) {
+        const pipe_entry *p = aftp_rpipe_slot(r, id);
+        if (p != NULL && p->has_result && r->ss.now_ns - p->result_ns <= pto)
+            r->close_results[r->close_result_count++] = id;
+    }
+    double repeated = r->data_packets > 0
+                          ? (double)(r->data_packets - r->data_new) / (double)r->data_packets
+                          : 0.0;
+    aftp_session_close_done(&r->ss, aftp_session_quick_close_copies(repeated));
+}
+
+void aftp_rpull_check_end(aftp_receiver *r)
+{
+    if (r->end_known && r->ss.state == AFTP_STATE_TRANSFER &&
+        aftp_rpipe_all_ended(r, r->end_count))
+        quick_close(r);
+}
+
 static void in_handshake(aftp_receiver *r, const aftp_wire_packet *p)
 {
     switch (p->hdr.type) {
@@ -235,7 +303,11 @@ int aftp_rpull_on_packet(aftp_receiver *r, const aftp_wire_packet *p)
         aftp_session_drop(&r->ss);
         return 1;
     }
-    return 0;
+    if (p->hdr.type == AFTP_WIRE_PULL_END) {
+        on_pull_end(r, &p->u.pull_end);
+        return 1;
+    }
+    return p->hdr.type == AFTP_WIRE_ENTRIES && beyond_end(r, &p->u.entries);
 }
 
 uint8_t aftp_rpull_due(const aftp_receiver *r)

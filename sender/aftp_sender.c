@@ -166,6 +166,9 @@ struct aftp_sender {
     uint64_t rate_cap_bps;  /* the receiver's cap (RATE_CAP), 0: none */
     uint64_t cap_seq;       /* the newest RATE_UPDATE applied (6.18); RATE_CAP is 0 */
     uint64_t client_max_bps; /* pull: the request's max_rate, 0: none */
+    /* Section 9.15.5: PULL_END, when the client announced it (srv.pull_end). */
+    int end_due;            /* a copy is to leave */
+    int end_sent;           /* the first copy left: the client may quick-close */
 
     /* Pipelined mode (section 9.14). The application's entries wait in
      * `entries` (pipeline_window of them at most); `stream` applies the
@@ -406,6 +409,7 @@ static void end_all_entries(aftp_sender *s, int error, const char *message);
 static void early_entries_taken(aftp_sender *s);
 static int take_entry(aftp_sender *s, uint32_t id, int resend, size_t room, aftp_wire_entry *rec);
 static void arm_control_timer(aftp_sender *s);
+static int all_blocks_sent(const aftp_sender *s);
 
 /* The session ends abruptly (idle, peer's CLOSE, version): the active file
  * (or every live entry) ends with the same error, then CLOSED. */
@@ -457,22 +461,13 @@ static int block_size_too_large(aftp_sender *s, uint32_t block_size)
     return 1;
 }
 
-/* Section 9.11: as many copies of the quick close's CLOSE as make the
- * loss of them all rarer than once in a million at the loss this session
+/* Section 9.11: the quick close's copies for the loss this session
  * showed (DATA declared lost per block sent, or the controller's baseline
- * when larger): three below 1%, five at 5%, the session's cap at 42% and
- * above. */
+ * when larger). */
 static unsigned quick_close_copies(const aftp_sender *s)
 {
     double seen = s->first_sent ? (double)s->data_declared_lost / (double)s->first_sent : 0.0;
-    double p = s->cc.base_loss > seen ? s->cc.base_loss : seen;
-    unsigned n = AFTP_SESSION_QUICK_CLOSES;
-    double all_lost = p * p * p;
-    while (n < AFTP_SESSION_QUICK_CLOSES_MAX && all_lost > 1e-6) {
-        all_lost *= p;
-        n++;
-    }
-    return n;
+    return aftp_session_quick_close_copies(s->cc.base_loss > seen ? s->cc.base_loss : seen);
 }
 
 /* Every file has its result: the client of a push closes quickly, as it
@@ -575,12 +570,30 @@ int aftp_sender_add_file(aftp_sender *s, const aftp_file_info *info)
     return queue_file(s, info);
 }
 
+/* Section 9.15.5: the server of a pull whose client announced PULL_END
+ * tells it once its walk is over and every entry is in the stream. */
+static int pull_end_known(const aftp_sender *s)
+{
+    return s->pull == PULL_CONFIRMED && s->srv.pull_end && s->finished &&
+           s->stream.newest == s->last_entry_id;
+}
+
+/* PULL_END goes once when known, and again after each ENTRIES, FILE_DONE
+ * or ABANDON that leaves once no first transmission remains: the stream's
+ * last control packets, repeated on its control timer, carry it again. */
+static void pull_end_check(aftp_sender *s, int after_control)
+{
+    if (pull_end_known(s) && (!s->end_sent || (after_control && all_blocks_sent(s))))
+        s->end_due = 1;
+}
+
 void aftp_sender_finish(aftp_sender *s)
 {
     if (s == NULL)
         return;
     s->finished = 1;
     start_next_file(s);
+    pull_end_check(s, 0);
 }
 
 /* ---- entries (pipelined mode, section 9.14) ---- */
@@ -1354,8 +1367,35 @@ static void on_entry_result(aftp_sender *s, const aftp_wire_file_result *r)
     start_next_file(s);
 }
 
+static const char lost_result_text[] =
+    "the client closed after PULL_END, having ended every entry, but its FILE_RESULT for this "
+    "file never arrived: whether it stored the file, only the client's own report says";
+
+/* Section 9.15.5: a pull's client that had PULL_END closes once every
+ * entry ended on its side; an entry whose FILE_DONE or ABANDON left but
+ * whose FILE_RESULT was lost with every copy ends unknown here. 1 when
+ * the close was such a one (the session then ends AFTP_OK); 0 when an
+ * entry was still being sent, which no quick close can follow. */
+static int pull_end_closed(aftp_sender *s, const aftp_wire_close *c)
+{
+    if (!s->end_sent || c->error != AFTP_WIRE_ERR_NONE || !all_blocks_sent(s))
+        return 0;
+    for (uint32_t id = s->entries.oldest; id != 0 && id <= s->entries.newest; id++) {
+        const aftp_entryq_item *e = aftp_entryq_find(&s->entries, id);
+        if (e != NULL && e->state != AFTP_ENTRYQ_ENDED && e->state != AFTP_ENTRYQ_DONE_SENT &&
+            !(e->state == AFTP_ENTRYQ_ABANDONED && !e->done_due))
+            return 0;
+    }
+    end_all_entries(s, AFTP_ERR_PEER_CLOSED, lost_result_text);
+    return 1;
+}
+
 static void on_close(aftp_sender *s, const aftp_wire_close *c)
 {
+    if (s->ss.state == AFTP_STATE_TRANSFER && s->pull != PULL_NONE && pull_end_closed(s, c)) {
+        close_now(s, AFTP_OK);
+        return; /* a quick close (9.11): the client waits for no answer */
+    }
     int error = aftp_session_peer_close(&s->ss, c);
     /* During our own closing the peer's CLOSE only confirms it. Otherwise
      * it gets an answer once the server's id is known (section 9.13: a
@@ -1456,6 +1496,7 @@ static void pull_confirmed(aftp_sender *s)
     s->pull = PULL_CONFIRMED;
     s->reply_deadline = AFTP_NO_EXPIRY;
     start_next_file(s);
+    pull_end_check(s, 0);
 }
 
 static int encode_pull_reply(aftp_sender *s, uint8_t *buf, size_t cap, aftp_datagram *dg)
@@ -1466,6 +1507,17 @@ static int encode_pull_reply(aftp_sender *s, uint8_t *buf, size_t cap, aftp_data
     s->reply_due = 0;
     if (s->pull == PULL_REPLIED)
         s->reply_deadline = s->ss.now_ns + aftp_rtt_pto_backoff(&s->rtt, s->reply_backoff);
+    return aftp_session_encode(&s->ss, &p, buf, cap, dg);
+}
+
+/* Section 6.19: the session's entries are 1..last_entry_id. */
+static int encode_pull_end(aftp_sender *s, uint8_t *buf, size_t cap, aftp_datagram *dg)
+{
+    aftp_wire_packet p;
+    aftp_session_packet(&s->ss, AFTP_WIRE_PULL_END, &p);
+    p.u.pull_end.entry_count = s->last_entry_id;
+    s->end_due = 0;
+    s->end_sent = 1;
     return aftp_session_encode(&s->ss, &p, buf, cap, dg);
 }
 
@@ -1622,7 +1674,7 @@ int aftp_sender_read(aftp_sender *s, uint64_t now_ns, const uint8_t *pkt, size_t
 
 enum output_kind {
     OUT_NONE, OUT_CLOSE, OUT_HELLO, OUT_OFFER, OUT_ENTRIES, OUT_DONE, OUT_REPAIR, OUT_NEW,
-    OUT_PROBE, OUT_COPY, OUT_HELLO_ACK, OUT_PULL_REPLY
+    OUT_PROBE, OUT_COPY, OUT_HELLO_ACK, OUT_PULL_REPLY, OUT_PULL_END
 };
 
 /* Section 9.14.3: a resend round is under way, or the next entry is queued
@@ -1786,6 +1838,8 @@ static int next_output(const aftp_sender *s)
         return OUT_ENTRIES;
     if (s->done_due)
         return OUT_DONE;
+    if (s->end_due)
+        return OUT_PULL_END;
     /* DATA beyond the controller's inflight cap waits for FEEDBACK; probes
      * do not, so a path that went silent is still asked. */
     int may_send_data = aftp_cc_may_send(&s->cc);
@@ -1929,6 +1983,7 @@ static int encode_done(aftp_sender *s, uint8_t *buf, size_t cap, aftp_datagram *
         e->sent_pn = s->ss.next_pn; /* this FILE_DONE */
         s->done_due--;
         arm_control_timer(s);
+        pull_end_check(s, 1);
     } else {
         p.u.file_done.file_id = current_file(s)->info.file_id;
         p.u.file_done.block_count = s->block_count;
@@ -2025,6 +2080,7 @@ static int encode_entries(aftp_sender *s, uint8_t *buf, size_t cap, aftp_datagra
         return AFTP_ERR_LIMIT;
     }
     arm_control_timer(s);
+    pull_end_check(s, 1);
     aftp_wire_packet p;
     aftp_session_packet(&s->ss, AFTP_WIRE_ENTRIES, &p);
     p.u.entries.count = count;
@@ -2238,6 +2294,7 @@ static int emit(aftp_sender *s, int kind, uint8_t *buf, size_t cap, aftp_datagra
     case OUT_HELLO: return encode_hello(s, buf, cap, dg);
     case OUT_HELLO_ACK: return aftp_hello_server_encode(&s->srv, &s->ss, buf, cap, dg);
     case OUT_PULL_REPLY: return encode_pull_reply(s, buf, cap, dg);
+    case OUT_PULL_END: return encode_pull_end(s, buf, cap, dg);
     case OUT_OFFER: return encode_offer(s, buf, cap, dg);
     case OUT_ENTRIES: return encode_entries(s, buf, cap, dg);
     case OUT_DONE: return encode_done(s, buf, cap, dg);

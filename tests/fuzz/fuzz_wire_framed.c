@@ -45,6 +45,7 @@
  *                  the limit), each bytes
  *     PULL_REPLY:  count errors (up to one over the limit), each a u16
  *     RATE_UPDATE: u64 seq, u64 cap
+ *     PULL_END:    u32 entry count
  *     VERDICTS:    count records (up to one over the limit), each: u8 link
  *                  (bit 0: id = previous + 1, else a u32 follows), u8
  *                  verdict, u16 error, count held ranges (up to one over
@@ -334,6 +335,9 @@ static void copy_body(fuzz_input *in, aftp_wire_writer *w, uint8_t type)
     case AFTP_WIRE_RATE_UPDATE:
         copy(in, w, 8);
         copy(in, w, 8);
+        break;
+    case AFTP_WIRE_PULL_END:
+        copy(in, w, 4);
         break;
     default: /* SERVER_KEY */
         copy_bytes(in, w, AFTP_WIRE_SERVER_KEY_LEN);

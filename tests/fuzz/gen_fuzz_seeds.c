@@ -292,6 +292,12 @@ static void emit_files(const char *dir)
     emit_patched(dir, "pull-reply-trailing", &p, AFTP_WIRE_HEADER_LEN + 6, 0,
                  AFTP_ERR_MALFORMED);
 
+    p = packet(AFTP_WIRE_PULL_END);
+    p.u.pull_end.entry_count = 3;
+    emit_valid(dir, "pull-end", &p);
+    emit_patched(dir, "pull-end-trailing", &p, AFTP_WIRE_HEADER_LEN + AFTP_WIRE_PULL_END_LEN, 0,
+                 AFTP_ERR_MALFORMED);
+
     p = packet(AFTP_WIRE_RATE_UPDATE);
     p.u.rate_update = (aftp_wire_rate_update){2, 400000000};
     emit_valid(dir, "rate-update", &p);

@@ -308,7 +308,7 @@ static void test_type_names(void **state)
                                         "FILE_REPLY",  "DATA",     "FEEDBACK",  "FILE_DONE",
                                         "FILE_RESULT", "CLOSE",    "RETRY",     "SERVER_KEY",
                                         "ENTRIES",     "VERDICTS", "ABANDON",   "PULL_REQUEST",
-                                        "PULL_REPLY",  "RATE_UPDATE"};
+                                        "PULL_REPLY",  "RATE_UPDATE", "PULL_END"};
     assert_int_equal(sizeof names / sizeof names[0], AFTP_WIRE_TYPE_MAX + 1);
     for (unsigned t = 0; t <= AFTP_WIRE_TYPE_MAX; t++)
         assert_string_equal(aftp_wire_type_name((uint8_t)t), names[t]);

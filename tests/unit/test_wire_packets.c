@@ -87,6 +87,7 @@ static size_t layout_len(const aftp_wire_packet *p)
     case AFTP_WIRE_PULL_REPLY:
         return h + AFTP_WIRE_PULL_REPLY_FIXED + 2u * p->u.pull_reply.count;
     case AFTP_WIRE_RATE_UPDATE: return h + AFTP_WIRE_RATE_UPDATE_LEN;
+    case AFTP_WIRE_PULL_END: return h + AFTP_WIRE_PULL_END_LEN;
     default: fail_msg("no layout for type %u", p->hdr.type); return 0;
     }
 }

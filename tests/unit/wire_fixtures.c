@@ -180,6 +180,9 @@ static void fixture_body(uint8_t type, aftp_wire_packet *p)
     case AFTP_WIRE_RATE_UPDATE:
         p->u.rate_update = (aftp_wire_rate_update){3, UINT64_C(250000000)};
         break;
+    case AFTP_WIRE_PULL_END:
+        p->u.pull_end.entry_count = 7;
+        break;
     default: fail_msg("no fixture for type %u", type);
     }
 }
@@ -483,6 +486,9 @@ static void expect_body_equal(const aftp_wire_packet *want, const aftp_wire_pack
     case AFTP_WIRE_RATE_UPDATE:
         assert_int_equal(want->u.rate_update.seq, got->u.rate_update.seq);
         assert_int_equal(want->u.rate_update.cap_bps, got->u.rate_update.cap_bps);
+        break;
+    case AFTP_WIRE_PULL_END:
+        assert_int_equal(want->u.pull_end.entry_count, got->u.pull_end.entry_count);
         break;
     default: fail_msg("unexpected type %u", want->hdr.type);
     }

@@ -36,7 +36,7 @@ MAX_PULL_PATHS = 64
 TYPES = ['VERSION_NEG', 'HELLO', 'HELLO_ACK', 'FILE_OFFER', 'FILE_REPLY', 'DATA',
          'FEEDBACK', 'FILE_DONE', 'FILE_RESULT', 'CLOSE', 'RETRY', 'SERVER_KEY',
          'ENTRIES', 'VERDICTS', 'ABANDON', 'PULL_REQUEST', 'PULL_REPLY',
-         'RATE_UPDATE']
+         'RATE_UPDATE', 'PULL_END']
 KINDS = {'FILE': 1, 'DIR': 2, 'SYMLINK': 3}
 VERDICTS = {'SEND': 0, 'RESUME': 1, 'SKIP': 2, 'REFUSED': 3}
 ROLES = {'PUSH': 1, 'PULL': 2}
@@ -331,10 +331,14 @@ def body_rate_update(c):
     return {'seq': c.uint(8), 'cap_bps': c.uint(8)}
 
 
+def body_pull_end(c):
+    return {'entry_count': c.uint(4)}
+
+
 BODIES = [body_version_neg, body_hello, body_hello_ack, body_file_offer, body_file_reply,
           body_data, body_feedback, body_file_done, body_file_result, body_close,
           body_retry, body_server_key, body_entries, body_verdicts, body_abandon,
-          body_pull_request, body_pull_reply, body_rate_update]
+          body_pull_request, body_pull_reply, body_rate_update, body_pull_end]
 
 
 def decode(data):

@@ -363,6 +363,9 @@ static void build_body(vec_ctx *c, aftp_wire_packet *p)
         p->u.file_reply.file_id = (uint32_t)need_u64(c, "file_id", UINT32_MAX);
         p->u.file_reply.error = need_wire_error(c, "error");
         break;
+    case AFTP_WIRE_PULL_END:
+        p->u.pull_end.entry_count = (uint32_t)need_u64(c, "entry_count", UINT32_MAX);
+        break;
     case AFTP_WIRE_RATE_UPDATE:
         p->u.rate_update.seq = need_u64(c, "seq", UINT64_MAX);
         p->u.rate_update.cap_bps = need_u64(c, "cap_bps", UINT64_MAX);

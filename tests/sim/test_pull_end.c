@@ -1,0 +1,277 @@
+/* The end of a pull (spec 9.15.5, 12.3.5) between whole engines on the
+ * virtual clock (label sim): the server tells its client PULL_END once its
+ * walk is over, and the client, once every entry ended on its side, closes
+ * as a push's client does (9.11's quick close) instead of waiting one
+ * round trip for the server's CLOSE. A lost PULL_END is sent again; lost
+ * CLOSEs or FILE_RESULTs leave the client's files whole and the server
+ * ends all the same; without the extension on either side (an old client
+ * or an old server) the pull ends by the server's CLOSE as before. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "proto/aftp_wire.h"
+#include "sim_run.h"
+
+#define WINDOW 64u
+#define BLOCK (1452u - AFTP_WIRE_DATA_OVERHEAD)
+#define ONE_WAY_NS (75 * SIM_MS) /* a 150 ms round trip */
+#define RTT_NS (2 * ONE_WAY_NS)
+#define QUICK_NS (20 * SIM_MS)   /* 16 CLOSE copies 1 ms apart fit well inside */
+
+static const char *const request[] = {"d"};
+
+/* What one run did to the datagrams, and what the server's storage saw. */
+static struct end_run {
+    aftp_storage_ops server_ops;
+    int strip;             /* the HELLO's PULL_END becomes a type no server knows */
+    int drop_pull_ends;    /* PULL_ENDs of the server to lose */
+    int drop_closes;       /* lose every CLOSE of the client */
+    int drop_results;      /* lose every FILE_RESULT of the client */
+    int announced;         /* a HELLO carried PULL_END */
+    int pull_ends;         /* PULL_ENDs the server sent */
+    int closes;            /* CLOSEs of the client that reached the link */
+    int results_after_close; /* FILE_RESULTs of the client after its first CLOSE */
+    int server_lost_result;  /* the server's ENTRY_END with PEER_CLOSED */
+} er;
+
+static int pull_path(void *user, uint32_t index, const char *path, unsigned flags)
+{
+    (void)user;
+    (void)index;
+    (void)flags;
+    return strcmp(path, "d") == 0 ? AFTP_OK : AFTP_ERR_NOT_FOUND;
+}
+
+static void server_event(void *user, const aftp_event *ev)
+{
+    if (ev->type == AFTP_EV_ENTRY_END && ev->error == AFTP_ERR_PEER_CLOSED)
+        er.server_lost_result++;
+    sim_on_event(user, ev);
+}
+
+static void tune(void *ctx, aftp_sender_settings *s, aftp_receiver_settings *r)
+{
+    (void)ctx;
+    aftp_security_settings client = s->security;
+    er.server_ops = sim_sender_storage;
+    er.server_ops.pull_path = pull_path;
+    s->storage = &er.server_ops;
+    s->role = AFTP_ROLE_PULL;
+    s->pipeline_window = WINDOW;
+    s->security = r->security;
+    s->on_event = server_event;
+    r->security = client;
+    r->role = AFTP_ROLE_PULL;
+    r->pipeline_window = WINDOW;
+    r->pull = (aftp_pull_request){.paths = request, .path_count = 1};
+}
+
+static void add(sim_storage *st, aftp_sender *snd, int kind, const char *path, uint64_t size)
+{
+    uint32_t id = (uint32_t)st->nfiles + 1;
+    aftp_entry_info e = {.file = {.file_id = id, .size = size,
+                                  .mode = kind == AFTP_ENTRY_DIR ? 0755 : 0644,
+                                  .mtime_ns = 1700000000 * SIM_S, .path = path},
+                         .kind = kind, .flags = 0, .source_id = 7};
+    assert_int_equal(aftp_sender_add_entry(snd, &e), AFTP_OK);
+    sim_storage_add_entry(st, kind, path, size, kind == AFTP_ENTRY_FILE ? BLOCK : 0, NULL);
+}
+
+/* The server's walk, once the request is decided: a directory, a large
+ * file and a small one, then finish. */
+static int walk(void *ctx, sim_storage *st, aftp_sender *snd, uint64_t now)
+{
+    (void)ctx;
+    (void)now;
+    if (aftp_sender_state(snd) != AFTP_STATE_TRANSFER)
+        return 0;
+    if (st->nfiles == 0) {
+        add(st, snd, AFTP_ENTRY_DIR, "d", 0);
+        add(st, snd, AFTP_ENTRY_FILE, "d/a.bin", 1000000);
+        add(st, snd, AFTP_ENTRY_FILE, "d/b.bin", 70001);
+    }
+    return 1;
+}
+
+/* The client's datagrams on their way to the server (type in the clear
+ * header): the HELLO's announcement seen (and hidden), CLOSEs and
+ * FILE_RESULTs counted and lost as the run asks. */
+static int client_to_server(void *ctx, uint64_t now, const uint8_t *pkt, size_t len)
+{
+    (void)ctx;
+    (void)now;
+    size_t at = sim_hello_ext_at(pkt, len, AFTP_WIRE_EXT_PULL_END);
+    if (at != 0) {
+        er.announced = 1;
+        if (er.strip)
+            ((uint8_t *)(uintptr_t)pkt)[at] = 0xF0; /* the link's own copy */
+    }
+    if (pkt[1] == AFTP_WIRE_CLOSE) {
+        er.closes++;
+        return !er.drop_closes;
+    }
+    if (pkt[1] == AFTP_WIRE_FILE_RESULT) {
+        er.results_after_close += er.closes > 0;
+        return !er.drop_results;
+    }
+    return 1;
+}
+
+static int server_to_client(void *ctx, const aftp_datagram *dg)
+{
+    (void)ctx;
+    if (dg->head[1] != AFTP_WIRE_PULL_END)
+        return 1;
+    er.pull_ends++;
+    return er.pull_ends > er.drop_pull_ends;
+}
+
+static void run(sim_result *r)
+{
+    sim_cfg c;
+    sim_cfg_default(&c);
+    c.nfiles = 0;
+    c.tune = tune;
+    c.refill = walk;
+    c.fwd.delay_ns = c.rev.delay_ns = ONE_WAY_NS;
+    c.rev_tap = client_to_server;
+    c.fwd_filter = server_to_client;
+    sim_run(&c, r);
+    assert_false(r->stuck);
+    assert_int_equal(r->rcv_side.ev.closed, 1);
+    for (uint32_t id = 2; id <= 3; id++)
+        assert_true(sim_file_intact(&r->st, id));
+    printf("[sim] client closed %.1f ms after its last file ended; server closed %.1f ms "
+           "after the client\n",
+           (double)(r->rcv_side.ev.closed_at - r->rcv_side.ev.file_end_at) / (double)SIM_MS,
+           ((double)r->snd_side.ev.closed_at - (double)r->rcv_side.ev.closed_at) /
+               (double)SIM_MS);
+}
+
+static uint64_t client_lag(const sim_result *r)
+{
+    return r->rcv_side.ev.closed_at - r->rcv_side.ev.file_end_at;
+}
+
+/* The client closes within a few ms of committing its last file, not one
+ * round trip later; the server has every result and ends cleanly too. */
+static void test_client_ends_after_its_last_file(void **state)
+{
+    (void)state;
+    sim_result r;
+    memset(&er, 0, sizeof er);
+    run(&r);
+    sim_expect_clean_end(&r);
+    assert_true(er.announced);
+    assert_true(er.pull_ends >= 1);
+    assert_true(er.closes >= 1); /* the server is gone after the first */
+    assert_true(client_lag(&r) < QUICK_NS);
+    assert_int_equal(er.server_lost_result, 0);
+    sim_result_free(&r);
+}
+
+/* Every CLOSE of the client lost: the client's files are whole and it
+ * ended at once all the same; the server, which had every FILE_RESULT,
+ * ends with its own CLOSE and closing period. */
+static void test_lost_closes(void **state)
+{
+    (void)state;
+    sim_result r;
+    memset(&er, 0, sizeof er);
+    er.drop_closes = 1;
+    run(&r);
+    sim_expect_clean_end(&r);
+    assert_true(er.closes >= 3);
+    assert_true(client_lag(&r) < QUICK_NS);
+    assert_int_equal(er.server_lost_result, 0);
+    sim_result_free(&r);
+}
+
+/* Every FILE_RESULT lost, their copies with the CLOSEs too. The client
+ * ended at once with its files whole; the server ends AFTP_OK on the
+ * client's CLOSE and reports the files whose result it never had as
+ * PEER_CLOSED. */
+static void test_lost_results(void **state)
+{
+    (void)state;
+    sim_result r;
+    memset(&er, 0, sizeof er);
+    er.drop_results = 1;
+    run(&r);
+    sim_expect_clean_end(&r);
+    assert_true(client_lag(&r) < QUICK_NS);
+    assert_int_equal(er.server_lost_result, 2);
+    sim_result_free(&r);
+}
+
+/* Every CLOSE and every FILE_RESULT lost: nothing tells the server; it
+ * ends at its idle timeout, the client's files whole and its end clean.
+ * Each CLOSE copy after the first went behind copies of the latest
+ * FILE_RESULTs (both files ended within a PTO of the close). */
+static void test_lost_closes_and_results(void **state)
+{
+    (void)state;
+    sim_result r;
+    memset(&er, 0, sizeof er);
+    er.drop_closes = er.drop_results = 1;
+    run(&r);
+    assert_int_equal(r.rcv_error, AFTP_OK);
+    assert_true(client_lag(&r) < QUICK_NS);
+    assert_int_equal(r.snd_error, AFTP_ERR_IDLE_TIMEOUT);
+    assert_true(er.closes >= 3);
+    assert_true(er.results_after_close >= 2 * (er.closes - 1));
+    sim_result_free(&r);
+}
+
+/* The first PULL_END lost: the server sends it again behind the last
+ * FILE_DONE, and the client still closes at once. */
+static void test_lost_pull_end_is_repeated(void **state)
+{
+    (void)state;
+    sim_result r;
+    memset(&er, 0, sizeof er);
+    er.drop_pull_ends = 1;
+    run(&r);
+    sim_expect_clean_end(&r);
+    assert_true(er.pull_ends >= 2);
+    assert_true(client_lag(&r) < QUICK_NS);
+    sim_result_free(&r);
+}
+
+/* The HELLO's PULL_END hidden from the server: to the server an old
+ * client, to which it never sends PULL_END; to the client an old server
+ * (its HELLO_ACK has no PULL_END). The pull ends as before: by the
+ * server's CLOSE, one round trip after the client's last result left. */
+static void test_without_the_extension(void **state)
+{
+    (void)state;
+    sim_result r;
+    memset(&er, 0, sizeof er);
+    er.strip = 1;
+    run(&r);
+    sim_expect_clean_end(&r);
+    assert_true(er.announced);
+    assert_int_equal(er.pull_ends, 0);
+    assert_true(client_lag(&r) >= RTT_NS);
+    assert_int_equal(er.closes, 1); /* the answer to the server's CLOSE */
+    sim_result_free(&r);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_client_ends_after_its_last_file),
+        cmocka_unit_test(test_lost_closes),
+        cmocka_unit_test(test_lost_results),
+        cmocka_unit_test(test_lost_closes_and_results),
+        cmocka_unit_test(test_lost_pull_end_is_repeated),
+        cmocka_unit_test(test_without_the_extension),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
