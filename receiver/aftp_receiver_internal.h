@@ -102,6 +102,8 @@ struct aftp_receiver {
     int pull_end;           /* the server sends PULL_END (its HELLO_ACK had it, 12.3.5) */
     int end_known;          /* PULL_END arrived: the session's entries are 1..end_count */
     uint32_t end_count;
+    uint32_t ended_below;   /* entries below ended, their end sent (aftp_rpipe_all_ended) */
+    uint32_t grouped_below; /* entries below ended or in the group commit */
     uint32_t close_results[CLOSE_RESULTS_MAX]; /* the quick close's FILE_RESULT copies */
     uint32_t close_result_count;
     uint32_t close_result_next; /* the next to go before the next CLOSE copy */
@@ -251,7 +253,9 @@ void aftp_rpipe_on_abandon(aftp_receiver *r, const aftp_wire_abandon *a);
 void aftp_rpipe_prune(aftp_receiver *r);
 /* Every entry 1..count ended and its end (verdict or FILE_RESULT) left,
  * with nothing queued or at work: the session has nothing more to say. */
-int aftp_rpipe_all_ended(const aftp_receiver *r, uint32_t count);
+int aftp_rpipe_all_ended(aftp_receiver *r, uint32_t count);
+/* PULL_END arrived: a group no other file can join commits now. */
+void aftp_rpipe_end_known(aftp_receiver *r);
 /* One of the quick close's FILE_RESULT copies (r->close_results). */
 int aftp_rpipe_encode_close_result(aftp_receiver *r, uint8_t *buf, size_t cap,
                                    aftp_datagram *dg);

@@ -648,9 +648,53 @@ int aftp_rpipe_commit_done(aftp_receiver *r, int rc, const int *results)
     return AFTP_OK;
 }
 
+/* Whether every entry up to `count` (all decided) is `settled`, a state
+ * none leaves once in it: *cursor, the lowest id not yet seen settled,
+ * only moves up, so the scans of a session cost one pass over its ids.
+ * Ids more than W below `count` gave their slots up only once ended with
+ * their end sent. */
+static int pipe_settled_up_to(const aftp_receiver *r, uint32_t *cursor, uint32_t count,
+                              int (*settled)(const pipe_entry *))
+{
+    uint32_t lo = count > r->window ? count - r->window + 1 : 1;
+    if (*cursor < lo)
+        *cursor = lo;
+    for (; *cursor <= count; (*cursor)++) {
+        const pipe_entry *p = aftp_rpipe_slot(r, *cursor);
+        if (p != NULL && !settled(p))
+            return 0;
+    }
+    return 1;
+}
+
+static int pipe_in_group_or_ended(const pipe_entry *p)
+{
+    return p->phase == PIPE_ENDED || p->phase == PIPE_DEFERRED;
+}
+
+static int pipe_end_left(const pipe_entry *p)
+{
+    return p->phase == PIPE_ENDED && p->end_sent;
+}
+
+/* Section 9.15.5: after PULL_END, once every entry up to its count ended
+ * or waits in the group, no file can join the group: waiting longer only
+ * delays the client's end. */
+static int pipe_group_final(aftp_receiver *r)
+{
+    return r->end_known && r->decide_next > r->end_count &&
+           pipe_settled_up_to(r, &r->grouped_below, r->end_count, pipe_in_group_or_ended);
+}
+
+void aftp_rpipe_end_known(aftp_receiver *r)
+{
+    if (r->group_len > 0 && pipe_group_final(r))
+        pipe_commit_group(r);
+}
+
 /* A verified file: committed alone, or deferred to the group commit,
- * which runs within one feedback interval of the first file waiting or
- * at once when half the window waits. */
+ * which runs within one feedback interval of the first file waiting, at
+ * once when half the window waits, or when no other file can join. */
 static void pipe_verified(aftp_receiver *r, pipe_entry *p, const uint8_t *digest)
 {
     if (r->set.storage->commit_group == NULL) {
@@ -671,7 +715,7 @@ static void pipe_verified(aftp_receiver *r, pipe_entry *p, const uint8_t *digest
         r->group_deadline = r->ss.now_ns + (wait > GROUP_MIN_NS ? wait : GROUP_MIN_NS);
     }
     r->group[r->group_len++] = p->id;
-    if (r->group_len >= (r->window + 1) / 2)
+    if (r->group_len >= (r->window + 1) / 2 || pipe_group_final(r))
         pipe_commit_group(r);
 }
 
@@ -921,19 +965,11 @@ int aftp_rpipe_encode_close_result(aftp_receiver *r, uint8_t *buf, size_t cap,
     return aftp_recv_encode_file_result(r, id, p->wire_error, p->digest, buf, cap, dg);
 }
 
-int aftp_rpipe_all_ended(const aftp_receiver *r, uint32_t count)
+int aftp_rpipe_all_ended(aftp_receiver *r, uint32_t count)
 {
-    if (r->decide_next <= count || r->verdicts_from != r->decide_next || r->results_len > 0 ||
-        pipe_owes_results(r))
-        return 0;
-    /* Older ids gave their slots up only once their end had left. */
-    uint32_t lo = count > r->window ? count - r->window + 1 : 1;
-    for (uint32_t id = lo; id <= count; id++) {
-        const pipe_entry *p = aftp_rpipe_slot(r, id);
-        if (p != NULL && (p->phase != PIPE_ENDED || !p->end_sent))
-            return 0;
-    }
-    return 1;
+    return r->decide_next > count && r->verdicts_from == r->decide_next &&
+           r->results_len == 0 && !pipe_owes_results(r) &&
+           pipe_settled_up_to(r, &r->ended_below, count, pipe_end_left);
 }
 
 /* The pipelined timers: queued verdicts, the group commit, read-back. */

@@ -213,6 +213,7 @@ static void on_pull_end(aftp_receiver *r, const aftp_wire_pull_end *e)
     else {
         r->end_known = 1;
         r->end_count = e->entry_count;
+        aftp_rpipe_end_known(r);
         return;
     }
     aftp_recv_close_protocol(r, why);
