@@ -241,7 +241,7 @@ static int role_broken(const aftp_hello_client *c, const aftp_session *ss,
     uint32_t window = 0;
     uint64_t bps = 0;
     int pull = aftp_wire_ext_pull(a->ext, a->ext_len);
-    int pull_end = aftp_wire_ext_pull_end(a->ext, a->ext_len);
+    int pull_end = aftp_wire_ext_empty(a->ext, a->ext_len, AFTP_WIRE_EXT_PULL_END);
     if (c->role == AFTP_WIRE_ROLE_PUSH && (pull != 0 || pull_end != 0)) {
         snprintf(why, cap, "the %s's HELLO_ACK carries a %s this side did not announce "
                  "(spec 12.3.3, 12.3.5)", ss->peer_name, pull != 0 ? "PULL" : "PULL_END");
@@ -336,6 +336,6 @@ int aftp_hello_client_ack(aftp_hello_client *c, aftp_session *ss, const aftp_wir
     if (aftp_wire_ext_pipeline(a->ext, a->ext_len, &grant->window) <= 0)
         grant->window = 0;
     grant->early_entries = early_taken(a);
-    grant->pull_end = aftp_wire_ext_pull_end(a->ext, a->ext_len) == 1;
+    grant->pull_end = aftp_wire_ext_empty(a->ext, a->ext_len, AFTP_WIRE_EXT_PULL_END) == 1;
     return AFTP_OK;
 }

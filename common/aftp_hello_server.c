@@ -195,7 +195,8 @@ static int check_role_allowed(aftp_hello_server *h, aftp_session *ss, const uint
 }
 
 /* Section 12.3.2: pipelined mode when this end runs it and the HELLO
- * announced a valid PIPELINE; the session's W is the smaller window. */
+ * announced a valid PIPELINE; the session's W is the smaller window. A
+ * pull's PULL_END (12.3.5) is decided with it, from the same HELLO. */
 static void decide_window(aftp_hello_server *h, const aftp_wire_hello *hl)
 {
     uint32_t asked = 0;
@@ -203,7 +204,8 @@ static void decide_window(aftp_hello_server *h, const aftp_wire_hello *hl)
     if (h->own_window != 0 && aftp_wire_ext_pipeline(hl->ext, hl->ext_len, &asked) == 1)
         h->window = asked < h->own_window ? asked : h->own_window;
     /* Section 12.3.5: PULL_END is answered when a pull's HELLO announced it. */
-    h->pull_end = h->role == AFTP_WIRE_ROLE_PULL && aftp_wire_ext_pull_end(hl->ext, hl->ext_len) == 1;
+    h->pull_end = h->role == AFTP_WIRE_ROLE_PULL &&
+                  aftp_wire_ext_empty(hl->ext, hl->ext_len, AFTP_WIRE_EXT_PULL_END) == 1;
 }
 
 /* Section 14.3: a protected offer. Message 1 that does not authenticate

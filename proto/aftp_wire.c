@@ -472,22 +472,18 @@ int aftp_wire_ext_put_pipeline(aftp_wire_writer *w, uint32_t window)
     return aftp_wire_ext_put(w, AFTP_WIRE_EXT_PIPELINE, value, sizeof value);
 }
 
-int aftp_wire_ext_pull(const uint8_t *ext, size_t ext_len)
+int aftp_wire_ext_empty(const uint8_t *ext, size_t ext_len, uint16_t type)
 {
     const uint8_t *v;
     uint16_t vlen;
-    if (!aftp_wire_ext_find(ext, ext_len, AFTP_WIRE_EXT_PULL, &v, &vlen))
+    if (!aftp_wire_ext_find(ext, ext_len, type, &v, &vlen))
         return 0;
     return vlen == 0 ? 1 : -1;
 }
 
-int aftp_wire_ext_pull_end(const uint8_t *ext, size_t ext_len)
+int aftp_wire_ext_pull(const uint8_t *ext, size_t ext_len)
 {
-    const uint8_t *v;
-    uint16_t vlen;
-    if (!aftp_wire_ext_find(ext, ext_len, AFTP_WIRE_EXT_PULL_END, &v, &vlen))
-        return 0;
-    return vlen == 0 ? 1 : -1;
+    return aftp_wire_ext_empty(ext, ext_len, AFTP_WIRE_EXT_PULL);
 }
 
 static int valid_max_datagram(uint16_t v)

@@ -611,8 +611,9 @@ int aftp_wire_ext_put_pipeline(aftp_wire_writer *w, uint32_t window);
 /* The PULL of a validated extension block (spec section 12.3.3): 0 when
  * there is none, 1 for a well-formed (empty) one, -1 otherwise. */
 int aftp_wire_ext_pull(const uint8_t *ext, size_t ext_len);
-/* PULL_END (spec 12.3.5): 1 present and empty, 0 absent, -1 with a value. */
-int aftp_wire_ext_pull_end(const uint8_t *ext, size_t ext_len);
+/* An extension whose value is empty (PULL_END, spec 12.3.5): 1 present
+ * and empty, 0 absent, -1 with a value. */
+int aftp_wire_ext_empty(const uint8_t *ext, size_t ext_len, uint16_t type);
 
 /* An ENTRIES body (count and records, spec 6.13) without its header: the
  * early entries of message 1's payload (spec 12.3.4). Decode: the

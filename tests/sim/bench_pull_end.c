@@ -37,17 +37,8 @@ static int pull_path(void *user, uint32_t index, const char *path, unsigned flag
 static void tune_pull(void *ctx, aftp_sender_settings *s, aftp_receiver_settings *r)
 {
     (void)ctx;
-    aftp_security_settings client = s->security;
-    server_ops = sim_sender_storage;
-    server_ops.pull_path = pull_path;
-    s->storage = &server_ops;
-    s->role = AFTP_ROLE_PULL;
-    s->pipeline_window = WINDOW;
-    s->security = r->security;
-    r->security = client;
-    r->role = AFTP_ROLE_PULL;
-    r->pipeline_window = WINDOW;
-    r->pull = (aftp_pull_request){.paths = request, .path_count = 1};
+    aftp_pull_request q = {.paths = request, .path_count = 1};
+    sim_tune_pull(s, r, &server_ops, pull_path, WINDOW, &q);
 }
 
 static void tune_push(void *ctx, aftp_sender_settings *s, aftp_receiver_settings *r)

@@ -428,6 +428,23 @@ int sim_remember_timestamp(void *user, const uint8_t *client_key, const uint8_t 
     return AFTP_OK;
 }
 
+void sim_tune_pull(aftp_sender_settings *s, aftp_receiver_settings *r, aftp_storage_ops *server_ops,
+                   int (*pull_path)(void *user, uint32_t index, const char *path, unsigned flags),
+                   uint32_t window, const aftp_pull_request *request)
+{
+    aftp_security_settings client = s->security;
+    *server_ops = sim_sender_storage;
+    server_ops->pull_path = pull_path;
+    s->storage = server_ops;
+    s->role = AFTP_ROLE_PULL;
+    s->pipeline_window = window;
+    s->security = r->security;
+    r->security = client;
+    r->role = AFTP_ROLE_PULL;
+    r->pipeline_window = window;
+    r->pull = *request;
+}
+
 void sim_cfg_wan(sim_cfg *c, uint64_t link_bps, uint64_t rtt_ms, double loss)
 {
     sim_cfg_default(c);

@@ -155,4 +155,12 @@ int sim_remember_timestamp(void *user, const uint8_t *client_key, const uint8_t 
  * bandwidth-delay product, `loss` on the forward link only; 600 s limit. */
 void sim_cfg_wan(sim_cfg *c, uint64_t link_bps, uint64_t rtt_ms, double loss);
 
+/* For a sim_cfg tune: the pair runs a pull (spec 9.15). The sender is the
+ * server, its storage `server_ops` (sim_sender_storage with this
+ * pull_path), the receiver the client asking `request`; both run entry
+ * window `window`, and the keys change ends with the roles. */
+void sim_tune_pull(aftp_sender_settings *s, aftp_receiver_settings *r, aftp_storage_ops *server_ops,
+                   int (*pull_path)(void *user, uint32_t index, const char *path, unsigned flags),
+                   uint32_t window, const aftp_pull_request *request);
+
 #endif /* SIM_RUN_H */

@@ -82,18 +82,9 @@ static void pull_event(void *user, const aftp_event *ev)
 static void tune_pull(void *ctx, aftp_sender_settings *s, aftp_receiver_settings *r)
 {
     const pull_case *pc = ctx;
-    aftp_security_settings client = s->security;
-    ps.server_ops = sim_sender_storage;
-    ps.server_ops.pull_path = pull_path;
-    s->storage = &ps.server_ops;
-    s->role = AFTP_ROLE_PULL;
-    s->pipeline_window = WINDOW;
-    s->security = r->security;
-    r->security = client;
-    r->role = AFTP_ROLE_PULL;
-    r->pipeline_window = WINDOW;
-    r->pull = (aftp_pull_request){.paths = pc->paths, .path_count = pc->count,
-                                  .flags = pc->flags, .max_rate_bps = pc->max_rate_bps};
+    aftp_pull_request q = {.paths = pc->paths, .path_count = pc->count, .flags = pc->flags,
+                           .max_rate_bps = pc->max_rate_bps};
+    sim_tune_pull(s, r, &ps.server_ops, pull_path, WINDOW, &q);
     r->on_event = pull_event;
 }
 

@@ -60,18 +60,9 @@ static void server_event(void *user, const aftp_event *ev)
 static void tune(void *ctx, aftp_sender_settings *s, aftp_receiver_settings *r)
 {
     (void)ctx;
-    aftp_security_settings client = s->security;
-    er.server_ops = sim_sender_storage;
-    er.server_ops.pull_path = pull_path;
-    s->storage = &er.server_ops;
-    s->role = AFTP_ROLE_PULL;
-    s->pipeline_window = WINDOW;
-    s->security = r->security;
+    aftp_pull_request q = {.paths = request, .path_count = 1};
+    sim_tune_pull(s, r, &er.server_ops, pull_path, WINDOW, &q);
     s->on_event = server_event;
-    r->security = client;
-    r->role = AFTP_ROLE_PULL;
-    r->pipeline_window = WINDOW;
-    r->pull = (aftp_pull_request){.paths = request, .path_count = 1};
 }
 
 static void add(sim_storage *st, aftp_sender *snd, int kind, const char *path, uint64_t size)
