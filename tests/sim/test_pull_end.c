@@ -39,6 +39,7 @@ static struct end_run {
     int results_after_close; /* FILE_RESULTs of the client after its first CLOSE */
     int server_lost_result;  /* the server's ENTRY_END with PEER_CLOSED */
     int asked;             /* the request's path was decided */
+    int forge_count;       /* unprotected runs: PULL_END says this many entries instead */
 } er;
 
 static int pull_path(void *user, uint32_t index, const char *path, unsigned flags)
@@ -116,6 +117,12 @@ static int client_to_server(void *ctx, uint64_t now, const uint8_t *pkt, size_t 
     return 1;
 }
 
+static void wire_put_u32(uint8_t *at, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        at[i] = (uint8_t)(v >> (24 - 8 * i));
+}
+
 /* When the server's last FILE_DONE left: the client has every block one
  * way later (no loss in these runs) and verifies at once. */
 static uint64_t last_done_ns;
@@ -133,13 +140,17 @@ static int server_to_client(void *ctx, const aftp_datagram *dg)
     if (dg->head[1] != AFTP_WIRE_PULL_END)
         return 1;
     er.pull_ends++;
+    if (er.forge_count != 0) /* the sender's buffer, read by the link after this */
+        wire_put_u32((uint8_t *)(uintptr_t)dg->head + AFTP_WIRE_HEADER_LEN,
+                     (uint32_t)er.forge_count);
     return er.pull_ends > er.drop_pull_ends;
 }
 
-static void run(sim_result *r)
+static void run_with(sim_result *r, int cipher)
 {
     sim_cfg c;
     sim_cfg_default(&c);
+    c.cipher = cipher;
     c.nfiles = 0;
     c.tune = tune;
     c.refill = walk;
@@ -151,6 +162,8 @@ static void run(sim_result *r)
     sim_run(&c, r);
     assert_false(r->stuck);
     assert_int_equal(r->rcv_side.ev.closed, 1);
+    if (er.forge_count != 0)
+        return;
     for (uint32_t id = 2; id <= 3; id++)
         assert_true(sim_file_intact(&r->st, id));
     printf("[sim] client closed %.1f ms after its last file ended, %.1f ms after the last "
@@ -160,6 +173,11 @@ static void run(sim_result *r)
                (double)SIM_MS,
            ((double)r->snd_side.ev.closed_at - (double)r->rcv_side.ev.closed_at) /
                (double)SIM_MS);
+}
+
+static void run(sim_result *r)
+{
+    run_with(r, AFTP_CIPHER_AUTO);
 }
 
 static uint64_t client_lag(const sim_result *r)
@@ -274,6 +292,22 @@ static void test_without_the_extension(void **state)
     sim_result_free(&r);
 }
 
+/* A PULL_END below an entry already offered (an unprotected session, the
+ * count rewritten on the way): the client closes with a protocol error
+ * naming both figures. */
+static void test_pull_end_below_an_offered_entry(void **state)
+{
+    (void)state;
+    sim_result r;
+    memset(&er, 0, sizeof er);
+    er.forge_count = 1;
+    run_with(&r, AFTP_CIPHER_NONE);
+    assert_int_equal(r.rcv_error, AFTP_ERR_MALFORMED);
+    assert_non_null(strstr(r.rcv_side.ev.message, "PULL_END says 1 entries, but it offered "
+                                                  "entry 3"));
+    sim_result_free(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -283,6 +317,7 @@ int main(void)
         cmocka_unit_test(test_lost_closes_and_results),
         cmocka_unit_test(test_lost_pull_end_is_repeated),
         cmocka_unit_test(test_without_the_extension),
+        cmocka_unit_test(test_pull_end_below_an_offered_entry),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
