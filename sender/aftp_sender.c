@@ -409,7 +409,7 @@ static void end_all_entries(aftp_sender *s, int error, const char *message);
 static void early_entries_taken(aftp_sender *s);
 static int take_entry(aftp_sender *s, uint32_t id, int resend, size_t room, aftp_wire_entry *rec);
 static void arm_control_timer(aftp_sender *s);
-static int all_blocks_sent(const aftp_sender *s);
+static int first_transmissions_over(const aftp_sender *s);
 
 /* The session ends abruptly (idle, peer's CLOSE, version): the active file
  * (or every live entry) ends with the same error, then CLOSED. */
@@ -583,7 +583,7 @@ static int pull_end_known(const aftp_sender *s)
  * last control packets, repeated on its control timer, carry it again. */
 static void pull_end_check(aftp_sender *s, int after_control)
 {
-    if (pull_end_known(s) && (!s->end_sent || (after_control && all_blocks_sent(s))))
+    if (pull_end_known(s) && (!s->end_sent || (after_control && first_transmissions_over(s))))
         s->end_due = 1;
 }
 
@@ -1378,7 +1378,7 @@ static const char lost_result_text[] =
  * entry was still being sent, which no quick close can follow. */
 static int pull_end_closed(aftp_sender *s, const aftp_wire_close *c)
 {
-    if (!s->end_sent || c->error != AFTP_WIRE_ERR_NONE || !all_blocks_sent(s))
+    if (!s->end_sent || c->error != AFTP_WIRE_ERR_NONE)
         return 0;
     for (uint32_t id = s->entries.oldest; id != 0 && id <= s->entries.newest; id++) {
         const aftp_entryq_item *e = aftp_entryq_find(&s->entries, id);
@@ -1716,14 +1716,21 @@ static int new_block_ready(const aftp_sender *s)
 
 /* ---- the tail (section 9.9.1) ---- */
 
+/* Pipelined: the application finished and the first transmissions
+ * passed its last entry (every FILE_DONE is due or out). */
+static int first_transmissions_over(const aftp_sender *s)
+{
+    return s->finished && !s->cursor_ready && !s->cursor_busy &&
+           s->cursor_entry > s->entries.newest;
+}
+
 /* Every block went out once and no more will come: the file's FILE_DONE
  * is due or out (one-file), or the application finished and the last
  * entry's blocks are all sent (pipelined). */
 static int all_blocks_sent(const aftp_sender *s)
 {
     if (s->mode == MODE_PIPELINED)
-        return s->finished && s->first_sent > 0 && !s->cursor_ready && !s->cursor_busy &&
-               s->cursor_entry > s->entries.newest;
+        return s->first_sent > 0 && first_transmissions_over(s);
     return s->phase == PHASE_WAIT_RESULT && s->first_sent > 0;
 }
 

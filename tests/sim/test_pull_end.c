@@ -40,6 +40,7 @@ static struct end_run {
     int server_lost_result;  /* the server's ENTRY_END with PEER_CLOSED */
     int asked;             /* the request's path was decided */
     int forge_count;       /* unprotected runs: PULL_END says this many entries instead */
+    int no_data;           /* the tree is a directory and an empty file: no DATA at all */
 } er;
 
 static int pull_path(void *user, uint32_t index, const char *path, unsigned flags)
@@ -87,8 +88,9 @@ static int walk(void *ctx, sim_storage *st, aftp_sender *snd, uint64_t now)
         return 0;
     if (st->nfiles == 0) {
         add(st, snd, AFTP_ENTRY_DIR, "d", 0);
-        add(st, snd, AFTP_ENTRY_FILE, "d/a.bin", 1000000);
-        add(st, snd, AFTP_ENTRY_FILE, "d/b.bin", 70001);
+        add(st, snd, AFTP_ENTRY_FILE, "d/a.bin", er.no_data ? 0 : 1000000);
+        if (!er.no_data)
+            add(st, snd, AFTP_ENTRY_FILE, "d/b.bin", 70001);
     }
     return 1;
 }
@@ -164,7 +166,7 @@ static void run_with(sim_result *r, int cipher)
     assert_int_equal(r->rcv_side.ev.closed, 1);
     if (er.forge_count != 0)
         return;
-    for (uint32_t id = 2; id <= 3; id++)
+    for (uint32_t id = 2; id <= (er.no_data ? 2u : 3u); id++)
         assert_true(sim_file_intact(&r->st, id));
     printf("[sim] client closed %.1f ms after its last file ended, %.1f ms after the last "
            "FILE_DONE reached it; server closed %.1f ms after the client\n",
@@ -273,6 +275,22 @@ static void test_lost_pull_end_is_repeated(void **state)
     sim_result_free(&r);
 }
 
+/* The same in a session without DATA (a directory and an empty file):
+ * the empty file's FILE_DONE brings PULL_END again. */
+static void test_lost_pull_end_without_data(void **state)
+{
+    (void)state;
+    sim_result r;
+    memset(&er, 0, sizeof er);
+    er.drop_pull_ends = 1;
+    er.no_data = 1;
+    run(&r);
+    sim_expect_clean_end(&r);
+    assert_true(er.pull_ends >= 2);
+    assert_true(client_lag(&r) < QUICK_NS);
+    sim_result_free(&r);
+}
+
 /* The HELLO's PULL_END hidden from the server: to the server an old
  * client, to which it never sends PULL_END; to the client an old server
  * (its HELLO_ACK has no PULL_END). The pull ends as before: by the
@@ -316,6 +334,7 @@ int main(void)
         cmocka_unit_test(test_lost_results),
         cmocka_unit_test(test_lost_closes_and_results),
         cmocka_unit_test(test_lost_pull_end_is_repeated),
+        cmocka_unit_test(test_lost_pull_end_without_data),
         cmocka_unit_test(test_without_the_extension),
         cmocka_unit_test(test_pull_end_below_an_offered_entry),
     };
