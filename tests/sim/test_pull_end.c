@@ -26,8 +26,9 @@
 
 static const char *const request[] = {"d"};
 
-/* What one run did to the datagrams, and what the server's storage saw. */
-static struct end_run {
+/* What one run does to the datagrams (set by the test), and what it saw. */
+typedef struct end_run {
+    int cipher;            /* both sides': AFTP_CIPHER_AUTO (0, protected) or NONE */
     aftp_storage_ops server_ops;
     int strip;             /* the HELLO's PULL_END becomes a type no server knows */
     int drop_pull_ends;    /* PULL_ENDs of the server to lose */
@@ -41,7 +42,9 @@ static struct end_run {
     int asked;             /* the request's path was decided */
     int forge_count;       /* unprotected runs: PULL_END says this many entries instead */
     int no_data;           /* the tree is a directory and an empty file: no DATA at all */
-} er;
+} end_run;
+
+static end_run er;
 
 static int pull_path(void *user, uint32_t index, const char *path, unsigned flags)
 {
@@ -148,11 +151,13 @@ static int server_to_client(void *ctx, const aftp_datagram *dg)
     return er.pull_ends > er.drop_pull_ends;
 }
 
-static void run_with(sim_result *r, int cipher)
+/* One pull as `setup` says, the client's files checked whole. */
+static void run(sim_result *r, end_run setup)
 {
     sim_cfg c;
+    er = setup;
     sim_cfg_default(&c);
-    c.cipher = cipher;
+    c.cipher = er.cipher;
     c.nfiles = 0;
     c.tune = tune;
     c.refill = walk;
@@ -177,11 +182,6 @@ static void run_with(sim_result *r, int cipher)
                (double)SIM_MS);
 }
 
-static void run(sim_result *r)
-{
-    run_with(r, AFTP_CIPHER_AUTO);
-}
-
 static uint64_t client_lag(const sim_result *r)
 {
     return r->rcv_side.ev.closed_at - r->rcv_side.ev.file_end_at;
@@ -195,8 +195,7 @@ static void test_client_ends_after_its_last_file(void **state)
 {
     (void)state;
     sim_result r;
-    memset(&er, 0, sizeof er);
-    run(&r);
+    run(&r, (end_run){.cipher = AFTP_CIPHER_AUTO});
     sim_expect_clean_end(&r);
     assert_true(er.announced);
     assert_true(er.pull_ends >= 1);
@@ -214,9 +213,7 @@ static void test_lost_closes(void **state)
 {
     (void)state;
     sim_result r;
-    memset(&er, 0, sizeof er);
-    er.drop_closes = 1;
-    run(&r);
+    run(&r, (end_run){.drop_closes = 1});
     sim_expect_clean_end(&r);
     assert_true(er.closes >= 3);
     assert_true(client_lag(&r) < QUICK_NS);
@@ -232,9 +229,7 @@ static void test_lost_results(void **state)
 {
     (void)state;
     sim_result r;
-    memset(&er, 0, sizeof er);
-    er.drop_results = 1;
-    run(&r);
+    run(&r, (end_run){.drop_results = 1});
     sim_expect_clean_end(&r);
     assert_true(client_lag(&r) < QUICK_NS);
     assert_int_equal(er.server_lost_result, 2);
@@ -249,9 +244,7 @@ static void test_lost_closes_and_results(void **state)
 {
     (void)state;
     sim_result r;
-    memset(&er, 0, sizeof er);
-    er.drop_closes = er.drop_results = 1;
-    run(&r);
+    run(&r, (end_run){.drop_closes = 1, .drop_results = 1});
     assert_int_equal(r.rcv_error, AFTP_OK);
     assert_true(client_lag(&r) < QUICK_NS);
     assert_int_equal(r.snd_error, AFTP_ERR_IDLE_TIMEOUT);
@@ -262,17 +255,20 @@ static void test_lost_closes_and_results(void **state)
 
 /* The first PULL_END lost: the server sends it again behind the last
  * FILE_DONE, and the client still closes at once. */
-static void test_lost_pull_end_is_repeated(void **state)
+static void expect_lost_pull_end_repeated(int no_data)
 {
-    (void)state;
     sim_result r;
-    memset(&er, 0, sizeof er);
-    er.drop_pull_ends = 1;
-    run(&r);
+    run(&r, (end_run){.drop_pull_ends = 1, .no_data = no_data});
     sim_expect_clean_end(&r);
     assert_true(er.pull_ends >= 2);
     assert_true(client_lag(&r) < QUICK_NS);
     sim_result_free(&r);
+}
+
+static void test_lost_pull_end_is_repeated(void **state)
+{
+    (void)state;
+    expect_lost_pull_end_repeated(0);
 }
 
 /* The same in a session without DATA (a directory and an empty file):
@@ -280,15 +276,7 @@ static void test_lost_pull_end_is_repeated(void **state)
 static void test_lost_pull_end_without_data(void **state)
 {
     (void)state;
-    sim_result r;
-    memset(&er, 0, sizeof er);
-    er.drop_pull_ends = 1;
-    er.no_data = 1;
-    run(&r);
-    sim_expect_clean_end(&r);
-    assert_true(er.pull_ends >= 2);
-    assert_true(client_lag(&r) < QUICK_NS);
-    sim_result_free(&r);
+    expect_lost_pull_end_repeated(1);
 }
 
 /* The HELLO's PULL_END hidden from the server: to the server an old
@@ -299,9 +287,7 @@ static void test_without_the_extension(void **state)
 {
     (void)state;
     sim_result r;
-    memset(&er, 0, sizeof er);
-    er.strip = 1;
-    run(&r);
+    run(&r, (end_run){.strip = 1});
     sim_expect_clean_end(&r);
     assert_true(er.announced);
     assert_int_equal(er.pull_ends, 0);
@@ -317,9 +303,7 @@ static void test_pull_end_below_an_offered_entry(void **state)
 {
     (void)state;
     sim_result r;
-    memset(&er, 0, sizeof er);
-    er.forge_count = 1;
-    run_with(&r, AFTP_CIPHER_NONE);
+    run(&r, (end_run){.forge_count = 1, .cipher = AFTP_CIPHER_NONE});
     assert_int_equal(r.rcv_error, AFTP_ERR_MALFORMED);
     assert_non_null(strstr(r.rcv_side.ev.message, "PULL_END says 1 entries, but it offered "
                                                   "entry 3"));
