@@ -477,9 +477,17 @@ static void on_file_done(aftp_receiver *r, const aftp_wire_file_done *d)
         aftp_recv_schedule_feedback(r, MIN_FEEDBACK_NS); /* section 9.8: report the tail at once */
 }
 
+int aftp_recv_peer_close_error(aftp_receiver *r, const aftp_wire_close *c)
+{
+    int error = aftp_session_peer_close(&r->ss, c);
+    if (error == AFTP_OK && (r->phase == FILE_OPEN || aftp_rpipe_in_progress(r)))
+        return AFTP_ERR_PEER_CLOSED;
+    return error;
+}
+
 static void on_close(aftp_receiver *r, const aftp_wire_close *c)
 {
-    aftp_recv_close_now(r, aftp_session_peer_close(&r->ss, c));
+    aftp_recv_close_now(r, aftp_recv_peer_close_error(r, c));
     aftp_session_answer_close(&r->ss);
 }
 

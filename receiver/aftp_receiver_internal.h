@@ -209,6 +209,9 @@ int aftp_recv_encode_file_result(aftp_receiver *r, uint32_t file_id, uint16_t wi
 
 /* Session over: open files discarded (verified ones committed), CLOSED. */
 void aftp_recv_close_now(aftp_receiver *r, int error);
+/* The local result of the peer's CLOSE (section 9.11): its mapped error,
+ * and PEER_CLOSED for a CLOSE(NONE) while a file is in progress. */
+int aftp_recv_peer_close_error(aftp_receiver *r, const aftp_wire_close *c);
 
 /* ---- aftp_receiver_pull.c: the client of a pull (section 9.15) ---- */
 
@@ -239,6 +242,8 @@ int aftp_rpipe_init(aftp_receiver *r);
 void aftp_rpipe_free(aftp_receiver *r);
 /* Session over: open files discarded, verified ones committed. */
 void aftp_rpipe_close_all(aftp_receiver *r, int error);
+/* 1 while an entry's file is still arriving or being read back. */
+int aftp_rpipe_in_progress(const aftp_receiver *r);
 /* The slot of entry id, or NULL when it holds another (or none). */
 pipe_entry *aftp_rpipe_slot(const aftp_receiver *r, uint32_t id);
 /* The accepted, unended file a DATA belongs to, or NULL (drop it). */

@@ -865,6 +865,23 @@ void aftp_rpipe_on_abandon(aftp_receiver *r, const aftp_wire_abandon *a)
  * for the group commit are committed (they are whole and checked), here
  * and now: `commit_group` waits for a group in flight, whose files end
  * with its aftp_receiver_commit_done. */
+/* An entry whose file is still arriving, or read back, not yet ended. */
+static int pipe_open(const pipe_entry *p)
+{
+    return p != NULL && (p->phase == PIPE_RECEIVING || p->phase == PIPE_READY ||
+                         p->phase == PIPE_VERIFYING);
+}
+
+int aftp_rpipe_in_progress(const aftp_receiver *r)
+{
+    if (r->window == 0 || r->pe == NULL)
+        return 0;
+    for (uint32_t id = r->stream.oldest; id != 0 && id <= r->stream.newest; id++)
+        if (pipe_open(aftp_rpipe_slot(r, id)))
+            return 1;
+    return 0;
+}
+
 void aftp_rpipe_close_all(aftp_receiver *r, int error)
 {
     if (r->window == 0 || r->pe == NULL)
@@ -872,8 +889,7 @@ void aftp_rpipe_close_all(aftp_receiver *r, int error)
     pipe_commit_now(r);
     for (uint32_t id = r->stream.oldest; id != 0 && id <= r->stream.newest; id++) {
         pipe_entry *p = aftp_rpipe_slot(r, id);
-        if (p != NULL && (p->phase == PIPE_RECEIVING || p->phase == PIPE_READY ||
-                          p->phase == PIPE_VERIFYING))
+        if (pipe_open(p))
             pipe_fail(r, p, error != AFTP_OK ? error : AFTP_ERR_PEER_CLOSED);
     }
     r->results_len = 0;

@@ -189,7 +189,7 @@ static void on_pull_reply(aftp_receiver *r, const aftp_wire_pull_reply *a)
 static void on_close(aftp_receiver *r, const aftp_wire_close *c)
 {
     int answer = r->ss.state == AFTP_STATE_TRANSFER; /* in HANDSHAKE: no server id */
-    int error = aftp_session_peer_close(&r->ss, c);
+    int error = aftp_recv_peer_close_error(r, c);
     if (error == AFTP_OK && !r->replied) {
         error = AFTP_ERR_PEER_CLOSED;
         aftp_session_set_text(&r->ss, "the server closed before answering the request");

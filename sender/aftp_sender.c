@@ -1368,14 +1368,15 @@ static void on_entry_result(aftp_sender *s, const aftp_wire_file_result *r)
 }
 
 static const char lost_result_text[] =
-    "the client closed after PULL_END, having ended every entry, but its FILE_RESULT for this "
-    "file never arrived: whether it stored the file, only the client's own report says";
+    "the client closed after PULL_END, having ended every entry, but its FILE_RESULT or verdict "
+    "for this entry never arrived: whether it stored the entry, only the client's own report says";
 
 /* Section 9.15.5: a pull's client that had PULL_END closes once every
  * entry ended on its side; an entry whose FILE_DONE or ABANDON left but
- * whose FILE_RESULT was lost with every copy ends unknown here. 1 when
- * the close was such a one (the session then ends AFTP_OK); 0 when an
- * entry was still being sent, which no quick close can follow. */
+ * whose FILE_RESULT was lost with every copy, or whose verdict was lost
+ * (its ENTRIES left: the client decided and ended it), ends unknown here.
+ * 1 when the close was such a one (the session then ends AFTP_OK); 0 when
+ * an entry was still being sent, which no quick close can follow. */
 static int pull_end_closed(aftp_sender *s, const aftp_wire_close *c)
 {
     if (!s->end_sent || c->error != AFTP_WIRE_ERR_NONE)
@@ -1383,11 +1384,25 @@ static int pull_end_closed(aftp_sender *s, const aftp_wire_close *c)
     for (uint32_t id = s->entries.oldest; id != 0 && id <= s->entries.newest; id++) {
         const aftp_entryq_item *e = aftp_entryq_find(&s->entries, id);
         if (e != NULL && e->state != AFTP_ENTRYQ_ENDED && e->state != AFTP_ENTRYQ_DONE_SENT &&
+            e->state != AFTP_ENTRYQ_OFFERED &&
             !(e->state == AFTP_ENTRYQ_ABANDONED && !e->done_due))
             return 0;
     }
     end_all_entries(s, AFTP_ERR_PEER_CLOSED, lost_result_text);
     return 1;
+}
+
+/* A file or entry this side still sends or awaits the result of. */
+static int work_in_progress(aftp_sender *s)
+{
+    if (file_active(s))
+        return 1;
+    for (uint32_t id = s->entries.oldest; id != 0 && id <= s->entries.newest; id++) {
+        const aftp_entryq_item *e = aftp_entryq_find(&s->entries, id);
+        if (e != NULL && e->state != AFTP_ENTRYQ_ENDED)
+            return 1;
+    }
+    return 0;
 }
 
 static void on_close(aftp_sender *s, const aftp_wire_close *c)
@@ -1397,6 +1412,10 @@ static void on_close(aftp_sender *s, const aftp_wire_close *c)
         return; /* a quick close (9.11): the client waits for no answer */
     }
     int error = aftp_session_peer_close(&s->ss, c);
+    /* Section 9.11: a CLOSE(NONE) while a file is in progress is no
+     * success for that file, nor for the session. */
+    if (error == AFTP_OK && s->ss.state == AFTP_STATE_TRANSFER && work_in_progress(s))
+        error = AFTP_ERR_PEER_CLOSED;
     /* During our own closing the peer's CLOSE only confirms it. Otherwise
      * it gets an answer once the server's id is known (section 9.13: a
      * client in HANDSHAKE has nowhere to address one). */

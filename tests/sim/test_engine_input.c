@@ -283,6 +283,24 @@ static void test_data_checks_and_feedback(void **state)
     rig_free(&g);
 }
 
+/* Section 9.11: a sender's CLOSE(NONE) while a file is open discards the
+ * file, which then ends with PEER_CLOSED, as the session does. */
+static void test_receiver_close_none_mid_file(void **state)
+{
+    (void)state;
+    rig g;
+    rig_receiver(&g, 5000);
+    handshake_and_offer(&g, 5000, 1000);
+    feed_data(&g, 0, 1000);
+    aftp_wire_packet p;
+    memset(&p, 0, sizeof p);
+    p.u.close.error = AFTP_WIRE_ERR_NONE;
+    assert_int_equal(feed(&g, &p, AFTP_WIRE_CLOSE), AFTP_ERR_PEER_CLOSED);
+    assert_int_equal(g.side.ev.last_file_error, AFTP_ERR_PEER_CLOSED);
+    assert_int_equal(g.side.ev.closed_error, AFTP_ERR_PEER_CLOSED);
+    rig_free(&g);
+}
+
 /* FILE_DONE with a block missing: FEEDBACK reports the tail at once. */
 static void test_done_reports_tail(void **state)
 {
@@ -600,6 +618,23 @@ static void sender_rig_through_file_done(sender_rig *g)
     assert_int_equal(g->dg.head[1], AFTP_WIRE_FILE_DONE);
 }
 
+/* Section 9.11: a receiver's CLOSE(NONE) while the file awaits its
+ * FILE_RESULT ends the file and the session with PEER_CLOSED, not OK. */
+static void test_close_none_mid_file_is_no_success(void **state)
+{
+    (void)state;
+    sender_rig g;
+    sender_rig_through_file_done(&g);
+    aftp_wire_packet p;
+    memset(&p, 0, sizeof p);
+    p.u.close.error = AFTP_WIRE_ERR_NONE;
+    assert_int_equal(sender_feed(&g, &p, AFTP_WIRE_CLOSE), AFTP_ERR_PEER_CLOSED);
+    assert_int_equal(g.side.ev.last_file_error, AFTP_ERR_PEER_CLOSED);
+    assert_int_equal(g.side.ev.closed_error, AFTP_ERR_PEER_CLOSED);
+    aftp_sender_del(g.s);
+    sim_storage_free(&g.st);
+}
+
 /* The block index of the DATA datagram in g->dg (its head). */
 static uint64_t data_block(const sender_rig *g)
 {
@@ -667,10 +702,12 @@ int main(void)
         cmocka_unit_test(test_data_checks_and_feedback),
         cmocka_unit_test(test_feedback_sweeps_outstanding_area),
         cmocka_unit_test(test_done_reports_tail),
+        cmocka_unit_test(test_receiver_close_none_mid_file),
         cmocka_unit_test(test_verification_steps_and_answers),
         cmocka_unit_test(test_settings_and_arguments),
         cmocka_unit_test(test_sender_version_neg),
         cmocka_unit_test(test_sender_uses_scan_window),
+        cmocka_unit_test(test_close_none_mid_file_is_no_success),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
