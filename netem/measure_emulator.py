@@ -39,6 +39,7 @@ wait
 
 
 def measure(build, mtu, rate, seconds, both):
+    build = os.path.abspath(build)  # the hosts run the tools from their own directory
     blast = os.path.join(build, "tests", "netem", "netem_udpblast")
     linkemu = os.path.join(build, "netem", "aftp-linkemu")
     with tempfile.TemporaryDirectory() as tmp:
