@@ -1,11 +1,11 @@
 /*
  * aftp-linkemu: a user-space WAN emulator for hosts without the kernel's
  * netem qdisc. It creates one TUN device in each of two network namespaces
- * (sender side, receiver side) and moves IP packets between them, one thread
- * per direction, through the link model of linkemu_model.c.
- *
- * The datapath never allocates: each direction reads packets straight into a
- * preallocated FIFO ring (the delay line) and writes them out of it when due.
+ * (sender side, receiver side) and moves IP packets between them through the
+ * link model of linkemu_model.c, two threads per direction: ingest reads
+ * packets and files them in a preallocated FIFO ring (the delay line),
+ * dispatch writes them out of it when due (linkemu_ring.h: lock-free between
+ * the two). The datapath never allocates.
  * What the emulator could not do in time is counted apart from the model's
  * own drops, so an overloaded run is reported INVALID instead of trusted:
  *   - packets the kernel dropped because the emulator read too slowly
@@ -38,11 +38,14 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
+#include <linux/futex.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "aftp/aftp_error.h"
 #include "linkemu_model.h"
+#include "linkemu_ring.h"
 
 /* Packets read before the next dispatch check: more than a TUN queue holds
  * (wan.sh sets txqueuelen 1000), so one batch empties it and the arrival
@@ -73,6 +76,8 @@ static void count_max(counter_t *c, uint64_t v)
         atomic_store_explicit(c, v, memory_order_relaxed);
 }
 
+enum { INGEST, DISPATCH, NTHREADS }; /* the two threads of a direction */
+
 struct dir_stats {
     counter_t rx_packets, rx_bytes;         /* read from the input device */
     counter_t tx_packets, tx_bytes;         /* written to the output device */
@@ -81,38 +86,35 @@ struct dir_stats {
     counter_t late_packets, max_late_ns;    /* overload: delivered too late */
     counter_t ring_full_drops, write_errors; /* overload: could not be served */
     counter_t undeliverable;                /* the output device refused (down) */
-    counter_t cpu_ns_at_exit;               /* the thread's CPU time when it ended */
+    counter_t cpu_ns_at_exit[NTHREADS];     /* each thread's CPU time when it ended */
 };
 
-/* A FIFO of records (header + packet) in one preallocated area. Data lies in
- * [head, tail), or in [head, wrap_at) then [0, tail) once the writer wrapped. */
-struct ring {
-    uint8_t *buf;
-    size_t size, head, tail, wrap_at, count;
-};
-
-struct record {
-    uint64_t due_ns;
-    uint32_t len;
-    uint32_t copies;
-    uint8_t data[];
-};
-
+/* Each direction runs two threads, so that reading the input never waits for
+ * the writes (each write runs the receiving host's network stack for that
+ * packet) and the writes never wait for a batch of reads: ingest reads, runs
+ * the model and files packets into the rings; dispatch writes them out when
+ * due. Every field below has one writer: the rings' own halves as described
+ * in linkemu_ring.h, the rest as marked. */
 struct direction {
     const char *name;
     int in_fd, out_fd;
     unsigned mtu;
     uint64_t late_tolerance_ns, tick_ns;
     int rt_prio;
-    atomic_int realtime;
-    struct linkemu_model model;
-    struct ring delayed; /* FIFO by due time */
-    struct ring express; /* reordered packets: also FIFO among themselves */
-    uint8_t *stage;      /* one batch of packets as read, before the model */
-    uint32_t stage_len[INGEST_BATCH];
-    uint64_t drained_at_ns, last_wake_ns;
+    atomic_int realtime[NTHREADS];
+    struct linkemu_model model;       /* ingest */
+    struct linkemu_ring delayed;      /* FIFO by due time */
+    struct linkemu_ring express;      /* reordered packets: also FIFO among themselves */
+    uint8_t *stage;                   /* ingest: one batch as read, before the model */
+    uint32_t stage_len[INGEST_BATCH]; /* ingest */
+    uint64_t drained_at_ns, ingest_woke_ns; /* ingest */
+    uint64_t dispatch_woke_ns;        /* dispatch */
+    /* dispatch: the due time it sleeps until (0 while awake); ingest wakes it
+     * through wake_seq (a futex) when it files a packet due earlier */
+    _Atomic uint64_t dispatch_sleeps_until;
+    _Atomic uint32_t wake_seq;
     struct dir_stats stats;
-    pthread_t thread;
+    pthread_t thread[NTHREADS];
     /* the input device, to read how many packets the kernel dropped for us */
     int nl_fd;
     unsigned in_ifindex;
@@ -135,12 +137,11 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static size_t record_size(uint32_t len)
+static struct timespec to_timespec(uint64_t ns)
 {
-    return (sizeof(struct record) + len + 15u) & ~(size_t)15u;
+    return (struct timespec){.tv_sec = (time_t)(ns / 1000000000ull),
+                             .tv_nsec = (long)(ns % 1000000000ull)};
 }
-
-/* ---- ring ------------------------------------------------------------- */
 
 /* Datapath memory, populated up front: a page fault there is a late packet. */
 static void *alloc_populated(size_t size)
@@ -150,74 +151,30 @@ static void *alloc_populated(size_t size)
     return p == MAP_FAILED ? NULL : p;
 }
 
-static int ring_init(struct ring *r, size_t size)
+static int ring_alloc(struct linkemu_ring *r, size_t size)
 {
-    memset(r, 0, sizeof *r);
-    if (size == 0)
-        return AFTP_OK;
-    r->buf = alloc_populated(size);
-    if (!r->buf)
+    size &= ~(size_t)(LINKEMU_RING_ALIGN - 1);
+    uint8_t *buf = size ? alloc_populated(size) : NULL;
+    if (size && !buf)
         return AFTP_ERR_NO_MEMORY;
-    r->size = r->wrap_at = size;
+    linkemu_ring_init(r, buf, size);
     return AFTP_OK;
 }
 
-static void ring_free(struct ring *r)
+static void ring_free(struct linkemu_ring *r)
 {
     if (r->buf)
         munmap(r->buf, r->size);
     r->buf = NULL;
 }
 
-/* Room for a record of up to `need` bytes at the tail, or NULL when full. */
-static struct record *ring_reserve(struct ring *r, size_t need)
-{
-    if (r->count == 0) {
-        r->head = r->tail = 0;
-        r->wrap_at = r->size;
-    }
-    int wrapped = r->count > 0 && r->tail <= r->head;
-    if (wrapped)
-        return r->head - r->tail >= need ? (struct record *)(r->buf + r->tail) : NULL;
-    if (r->size - r->tail >= need)
-        return (struct record *)(r->buf + r->tail);
-    if (r->head < need)
-        return NULL;
-    r->wrap_at = r->tail;
-    r->tail = 0;
-    return (struct record *)r->buf;
-}
-
-static void ring_commit(struct ring *r, const struct record *rec)
-{
-    r->tail = (size_t)((const uint8_t *)rec - r->buf) + record_size(rec->len);
-    r->count++;
-}
-
-static struct record *ring_peek(struct ring *r)
-{
-    if (r->count == 0)
-        return NULL;
-    if (r->head == r->wrap_at) {
-        r->head = 0;
-        r->wrap_at = r->size;
-    }
-    return (struct record *)(r->buf + r->head);
-}
-
-static void ring_pop(struct ring *r)
-{
-    struct record *rec = ring_peek(r);
-    r->head += record_size(rec->len);
-    r->count--;
-}
-
-/* ---- direction datapath ------------------------------------------------- */
+/* ---- dispatch thread ------------------------------------------------------ */
 
 /* The ring whose head is due first, or NULL when both are empty. */
-static struct ring *earliest(struct direction *d)
+static struct linkemu_ring *earliest(struct direction *d)
 {
-    struct record *a = ring_peek(&d->delayed), *b = ring_peek(&d->express);
+    struct linkemu_record *a = linkemu_ring_peek(&d->delayed);
+    struct linkemu_record *b = linkemu_ring_peek(&d->express);
     if (!a)
         return b ? &d->express : NULL;
     if (!b)
@@ -225,7 +182,7 @@ static struct ring *earliest(struct direction *d)
     return b->due_ns < a->due_ns ? &d->express : &d->delayed;
 }
 
-static void deliver(struct direction *d, const struct record *rec, uint64_t now)
+static void deliver(struct direction *d, const struct linkemu_record *rec, uint64_t now)
 {
     for (uint32_t i = 0; i < rec->copies; i++) {
         if (write(d->out_fd, rec->data, rec->len) == (ssize_t)rec->len) {
@@ -246,48 +203,91 @@ static void deliver(struct direction *d, const struct record *rec, uint64_t now)
 static void dispatch_due(struct direction *d)
 {
     for (;;) {
-        struct ring *r = earliest(d);
+        struct linkemu_ring *r = earliest(d);
         if (!r)
             return;
-        struct record *rec = ring_peek(r);
+        struct linkemu_record *rec = linkemu_ring_peek(r);
         uint64_t now = now_ns();
         if (rec->due_ns > now)
             return;
         deliver(d, rec, now);
-        ring_pop(r);
+        linkemu_ring_pop(r);
     }
 }
 
+static uint64_t earliest_due(struct direction *d, uint64_t none)
+{
+    struct linkemu_ring *r = earliest(d);
+    return r ? linkemu_ring_peek(r)->due_ns : none;
+}
+
+/* Sleeps until the first packet is due, but wakes at most once per tick
+ * under load: one wake-up per packet costs more than the packet (a NIC
+ * coalesces interrupts for the same reason). Ingest ends the sleep early
+ * when it files a packet due before it. */
+static void wait_until_due(struct direction *d)
+{
+    uint32_t seq = atomic_load(&d->wake_seq);
+    uint64_t now = now_ns();
+    uint64_t first = earliest_due(d, now + MAX_IDLE_WAIT_NS);
+    uint64_t wake = first > d->dispatch_woke_ns + d->tick_ns ? first
+                                                            : d->dispatch_woke_ns + d->tick_ns;
+    atomic_store(&d->dispatch_sleeps_until, wake);
+    /* Either this second look at the rings sees a packet ingest filed in
+     * between, or ingest sees the deadline stored above and bumps wake_seq
+     * (both seq_cst). */
+    if (wake > now && earliest_due(d, UINT64_MAX) >= first) {
+        struct timespec ts = to_timespec(wake);
+        syscall(SYS_futex, &d->wake_seq, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, seq, &ts,
+                NULL, FUTEX_BITSET_MATCH_ANY);
+    }
+    atomic_store(&d->dispatch_sleeps_until, 0);
+    d->dispatch_woke_ns = now_ns();
+}
+
+/* Called by ingest after filing packets, the first of them due at `due`. */
+static void wake_dispatch_before(struct direction *d, uint64_t due)
+{
+    if (due < atomic_load(&d->dispatch_sleeps_until)) {
+        atomic_fetch_add(&d->wake_seq, 1);
+        syscall(SYS_futex, &d->wake_seq, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, 1, NULL, NULL, 0);
+    }
+}
+
+/* ---- ingest thread --------------------------------------------------------- */
+
 /* Applies the model to one packet that arrived at `t`; a delivered packet is
- * filed in the delay line, or in the express ring when it skips the delay. */
-static void admit_packet(struct direction *d, const uint8_t *data, uint32_t len, uint64_t t)
+ * filed in the delay line, or in the express ring when it skips the delay.
+ * Returns its due time, or UINT64_MAX when it was not filed. */
+static uint64_t admit_packet(struct direction *d, const uint8_t *data, uint32_t len, uint64_t t)
 {
     count_add(&d->stats.rx_packets, 1);
     count_add(&d->stats.rx_bytes, len);
     struct linkemu_fate f = linkemu_model_admit(&d->model, t, len);
     if (f.verdict == LINKEMU_DROP_LOSS) {
         count_add(&d->stats.loss_drops, 1);
-        return;
+        return UINT64_MAX;
     }
     if (f.verdict == LINKEMU_DROP_QUEUE) {
         count_add(&d->stats.queue_drops, 1);
-        return;
+        return UINT64_MAX;
     }
     if (f.copies > 1)
         count_add(&d->stats.duplicated, 1);
     if (f.reordered)
         count_add(&d->stats.reordered, 1);
-    struct ring *r = f.reordered ? &d->express : &d->delayed;
-    struct record *rec = ring_reserve(r, record_size(len));
+    struct linkemu_ring *r = f.reordered ? &d->express : &d->delayed;
+    struct linkemu_record *rec = linkemu_ring_reserve(r, len);
     if (!rec) {
         count_add(&d->stats.ring_full_drops, 1);
-        return;
+        return UINT64_MAX;
     }
     rec->due_ns = f.due_ns;
     rec->len = len;
     rec->copies = f.copies;
     memcpy(rec->data, data, len);
-    ring_commit(r, rec);
+    linkemu_ring_commit(r, rec);
+    return f.due_ns;
 }
 
 /* Reads up to a batch of packets; returns how many were read. A TUN device
@@ -305,40 +305,36 @@ static int ingest(struct direction *d)
     }
     uint64_t now = now_ns();
     uint64_t from = d->drained_at_ns < now ? d->drained_at_ns : now;
+    uint64_t first_due = UINT64_MAX;
     for (int i = 0; i < n; i++) {
         uint64_t t = from + (now - from) * (uint64_t)(i + 1) / (uint64_t)n;
-        admit_packet(d, d->stage + (size_t)i * d->mtu, d->stage_len[i], t);
+        uint64_t due = admit_packet(d, d->stage + (size_t)i * d->mtu, d->stage_len[i], t);
+        first_due = due < first_due ? due : first_due;
     }
     d->drained_at_ns = now;
+    if (first_due != UINT64_MAX)
+        wake_dispatch_before(d, first_due);
     return n;
 }
 
-/* Waits for work. While packets are in flight the thread wakes at most once
- * per tick and serves everything due and everything arrived: one wake-up per
- * packet costs more than the packet (a NIC coalesces interrupts for the same
- * reason). Idle, it sleeps until the first packet arrives. */
-static void wait_for_work(struct direction *d)
+/* Waits for input. While packets flow the thread reads at most once per
+ * tick, a batch at a time (the TUN queue holds them meanwhile); idle, it
+ * sleeps until the first packet arrives. */
+static void wait_for_input(struct direction *d, int got_packets)
 {
-    struct ring *r = earliest(d);
-    if (!r) {
-        struct pollfd pfd = {.fd = d->in_fd, .events = POLLIN};
-        struct timespec idle = {.tv_sec = 0, .tv_nsec = (long)MAX_IDLE_WAIT_NS};
-        ppoll(&pfd, 1, &idle, NULL);
-        d->drained_at_ns = d->last_wake_ns = now_ns();
+    if (got_packets) {
+        struct timespec ts = to_timespec(d->ingest_woke_ns + d->tick_ns);
+        clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
+        d->ingest_woke_ns = now_ns();
         return;
     }
-    uint64_t now = now_ns();
-    uint64_t due = ring_peek(r)->due_ns;
-    uint64_t wake = due < now + d->tick_ns ? due : now + d->tick_ns;
-    if (wake < d->last_wake_ns + d->tick_ns)
-        wake = d->last_wake_ns + d->tick_ns;
-    if (wake > now) {
-        struct timespec ts = {.tv_sec = (time_t)(wake / 1000000000ull),
-                              .tv_nsec = (long)(wake % 1000000000ull)};
-        clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
-    }
-    d->last_wake_ns = now_ns();
+    struct pollfd pfd = {.fd = d->in_fd, .events = POLLIN};
+    struct timespec idle = to_timespec(MAX_IDLE_WAIT_NS);
+    ppoll(&pfd, 1, &idle, NULL);
+    d->drained_at_ns = d->ingest_woke_ns = now_ns();
 }
+
+/* ---- threads --------------------------------------------------------------- */
 
 /* The emulator is the network: endpoints busy on every core must not delay
  * it, so it asks for a real-time priority (root only; a user namespace gets
@@ -349,19 +345,44 @@ static int raise_priority(int rt_prio)
     return rt_prio > 0 && pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp) == 0;
 }
 
-static void *direction_main(void *arg)
+static void thread_start(struct direction *d, int which)
 {
-    struct direction *d = arg;
     prctl(PR_SET_TIMERSLACK, 1UL); /* nanosecond timers, not 50 us slack */
-    atomic_store(&d->realtime, raise_priority(d->rt_prio));
-    while (!atomic_load_explicit(&stop_requested, memory_order_relaxed)) {
-        dispatch_due(d);
-        if (ingest(d) == 0)
-            wait_for_work(d);
-    }
+    atomic_store(&d->realtime[which], raise_priority(d->rt_prio));
+}
+
+static void thread_end(struct direction *d, int which)
+{
     struct timespec ts;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    count_add(&d->stats.cpu_ns_at_exit, (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec);
+    count_add(&d->stats.cpu_ns_at_exit[which],
+              (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec);
+}
+
+static int stopping(void)
+{
+    return atomic_load_explicit(&stop_requested, memory_order_relaxed);
+}
+
+static void *ingest_main(void *arg)
+{
+    struct direction *d = arg;
+    thread_start(d, INGEST);
+    while (!stopping())
+        wait_for_input(d, ingest(d) > 0);
+    thread_end(d, INGEST);
+    return NULL;
+}
+
+static void *dispatch_main(void *arg)
+{
+    struct direction *d = arg;
+    thread_start(d, DISPATCH);
+    while (!stopping()) {
+        dispatch_due(d);
+        wait_until_due(d);
+    }
+    thread_end(d, DISPATCH);
     return NULL;
 }
 
@@ -446,7 +467,7 @@ static size_t delay_line_bytes(const struct linkemu_dir_params *p, unsigned mtu)
     double rate = p->rate_bps ? (double)p->rate_bps : 10e9;
     double in_flight = rate / 8.0 * (double)(p->delay_ns + 4 * p->jitter_ns) / 1e9;
     double bytes = 2.0 * (in_flight + (double)p->queue_bytes) + RING_SLACK_BYTES +
-                   64.0 * (double)record_size(mtu);
+                   64.0 * (double)linkemu_record_size(mtu);
     return bytes < (double)(2ull << 30) ? (size_t)bytes : (size_t)(2ull << 30);
 }
 
@@ -490,10 +511,10 @@ static int init_direction(struct emulator *emu, enum linkemu_dir k, const struct
     d->stage = alloc_populated((size_t)INGEST_BATCH * d->mtu);
     if (!d->stage)
         return AFTP_ERR_NO_MEMORY;
-    int rc = ring_init(&d->delayed, delay_line_bytes(p, d->mtu));
+    int rc = ring_alloc(&d->delayed, delay_line_bytes(p, d->mtu));
     if (rc == AFTP_OK && p->reorder > 0)
-        rc = ring_init(&d->express, 2 * p->queue_bytes + RING_SLACK_BYTES +
-                                        64 * record_size(d->mtu));
+        rc = ring_alloc(&d->express, 2 * p->queue_bytes + RING_SLACK_BYTES +
+                                        64 * linkemu_record_size(d->mtu));
     if (rc == AFTP_OK)
         rc = link_tx_dropped(d->nl_fd, d->in_ifindex, &d->tun_dropped_base);
     return rc;
@@ -506,16 +527,23 @@ struct dir_report {
     double cpu_s;
 };
 
-static double thread_cpu_seconds(struct direction *d)
+static double thread_cpu_seconds(struct direction *d, int which)
 {
-    uint64_t at_exit = count_get(&d->stats.cpu_ns_at_exit);
+    uint64_t at_exit = count_get(&d->stats.cpu_ns_at_exit[which]);
     if (at_exit)
         return (double)at_exit / 1e9; /* joined: its clock is gone */
     clockid_t cid;
     struct timespec ts;
-    if (pthread_getcpuclockid(d->thread, &cid) != 0 || clock_gettime(cid, &ts) != 0)
+    if (pthread_getcpuclockid(d->thread[which], &cid) != 0 || clock_gettime(cid, &ts) != 0)
         return -1;
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Both threads of the direction, or -1 when either clock cannot be read. */
+static double direction_cpu_seconds(struct direction *d)
+{
+    double ingest = thread_cpu_seconds(d, INGEST), dispatch = thread_cpu_seconds(d, DISPATCH);
+    return ingest < 0 || dispatch < 0 ? -1 : ingest + dispatch;
 }
 
 static struct dir_report measure_direction(struct direction *d)
@@ -526,7 +554,7 @@ static struct dir_report measure_direction(struct direction *d)
         r.tun_dropped = dropped - d->tun_dropped_base;
     r.overload_drops = r.tun_dropped + count_get(&d->stats.ring_full_drops) +
                        count_get(&d->stats.write_errors);
-    r.cpu_s = thread_cpu_seconds(d);
+    r.cpu_s = direction_cpu_seconds(d);
     return r;
 }
 
@@ -556,6 +584,16 @@ static void write_direction_json(FILE *f, struct direction *d, const struct dir_
             count_get(&s->undeliverable), r->overload_drops, r->cpu_s, direction_valid(d, r) ? "true" : "false");
 }
 
+/* Whether every datapath thread got its real-time priority. */
+static int all_realtime(struct emulator *emu)
+{
+    int all = 1;
+    for (int k = 0; k < LINKEMU_NDIRS; k++)
+        for (int t = 0; t < NTHREADS; t++)
+            all &= atomic_load(&emu->dir[k].realtime[t]);
+    return all;
+}
+
 static int write_report(struct emulator *emu, FILE *f)
 {
     struct rusage ru;
@@ -574,7 +612,7 @@ static int write_report(struct emulator *emu, FILE *f)
             (double)emu->dir[0].late_tolerance_ns / 1e3, (double)emu->dir[0].tick_ns / 1e3,
             (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6,
             (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6,
-            atomic_load(&emu->dir[0].realtime) ? "true" : "false");
+            all_realtime(emu) ? "true" : "false");
     for (int k = 0; k < LINKEMU_NDIRS; k++) {
         write_direction_json(f, &emu->dir[k], &r[k]);
         fputc(',', f);
@@ -654,10 +692,13 @@ static int run(struct emulator *emu, const struct run_options *o)
     sigaddset(&sigs, SIGUSR1);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL); /* the threads inherit the mask */
     emu->started_ns = now_ns();
+    void *(*const thread_main[NTHREADS])(void *) = {ingest_main, dispatch_main};
     for (int k = 0; k < LINKEMU_NDIRS; k++) {
-        if (pthread_create(&emu->dir[k].thread, NULL, direction_main, &emu->dir[k]) != 0) {
-            fprintf(stderr, "aftp-linkemu: cannot start the %s thread\n", emu->dir[k].name);
-            return 2; /* exiting ends the other thread too */
+        for (int t = 0; t < NTHREADS; t++) {
+            if (pthread_create(&emu->dir[k].thread[t], NULL, thread_main[t], &emu->dir[k]) != 0) {
+                fprintf(stderr, "aftp-linkemu: cannot start the %s threads\n", emu->dir[k].name);
+                return 2; /* exiting ends the other threads too */
+            }
         }
     }
     if (o->ready_file) {
@@ -670,7 +711,8 @@ static int run(struct emulator *emu, const struct run_options *o)
         publish_report(emu);
     atomic_store(&stop_requested, 1);
     for (int k = 0; k < LINKEMU_NDIRS; k++)
-        pthread_join(emu->dir[k].thread, NULL);
+        for (int t = 0; t < NTHREADS; t++)
+            pthread_join(emu->dir[k].thread[t], NULL);
     int valid = publish_report(emu);
     for (int k = 0; k < LINKEMU_NDIRS; k++) {
         ring_free(&emu->dir[k].delayed);

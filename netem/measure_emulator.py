@@ -26,7 +26,7 @@ blast=$1 rate=$2 secs=$3 both=$4 out=$5
 size=$((WAN_MTU - 28))
 run_dir() { # exec-from exec-to to-addr port tag
     rm -f "$out.$5.ready"
-    $2 "$blast" sink --port $4 --seconds $((secs + 10)) --idle-ms 1500 \
+    $2 "$blast" sink --port $4 --seconds $((${secs%.*} + 10)) --idle-ms 1500 \
         --ready-file "$out.$5.ready" >"$out.$5.sink" &
     until [ -e "$out.$5.ready" ]; do sleep 0.01; done
     $1 "$blast" send --to $3 --port $4 --rate $rate --size $size --seconds $secs >"$out.$5.send"
@@ -39,6 +39,7 @@ wait
 
 
 def measure(build, mtu, rate, seconds, both):
+    build = os.path.abspath(build)  # the hosts run the tools from their own directory
     blast = os.path.join(build, "tests", "netem", "netem_udpblast")
     linkemu = os.path.join(build, "netem", "aftp-linkemu")
     with tempfile.TemporaryDirectory() as tmp:
