@@ -71,9 +71,14 @@ typedef struct uv_env {
     uv_check_t turns;
     int count_turns, turn, progress_turn, progress_in_turn, most_progress_in_turn;
     /* the loop sleeps this long at the server's first progress once
-     * block_after_sessions sessions started (0: the first progress); the
-     * turn after it, and the sessions whose progress came in that turn */
+     * block_after_sessions sessions reported progress (0: the first
+     * progress): each is then moving, and reports more while the loop
+     * sleeps (a session only admitted may not have begun its file on its
+     * worker yet on a loaded machine); the turn after it, and the sessions
+     * whose progress came in that turn */
     int block_at_server_progress_ms, block_after_sessions, held_turn;
+    uint64_t sessions_progressing[4];
+    int sessions_progressing_count;
     uint64_t sessions_after_hold[4];
     int sessions_after_hold_count;
     /* twin_sends: a second send of the same file beside the first, by a
@@ -316,14 +321,14 @@ static void stray_receipt(void *user, const aftp_receipt *r)
     __atomic_add_fetch(&e->stray_receipts, 1, __ATOMIC_RELAXED); /* maybe off the loop */
 }
 
-/* The session of a progress call in the turn after the hold, counted once. */
-static void note_session_after_hold(uv_env *e, uint64_t session)
+/* A session of a progress call, counted once in a set of at most 4. */
+static void note_session(uint64_t *set, int *count, uint64_t session)
 {
-    for (int i = 0; i < e->sessions_after_hold_count; i++)
-        if (e->sessions_after_hold[i] == session)
+    for (int i = 0; i < *count; i++)
+        if (set[i] == session)
             return;
-    if (e->sessions_after_hold_count < 4)
-        e->sessions_after_hold[e->sessions_after_hold_count++] = session;
+    if (*count < 4)
+        set[(*count)++] = session;
 }
 
 static void server_progress(void *user, const aftp_progress *p)
@@ -336,10 +341,11 @@ static void server_progress(void *user, const aftp_progress *p)
     e->progress_turn = e->turn;
     if (e->progress_in_turn > e->most_progress_in_turn)
         e->most_progress_in_turn = e->progress_in_turn;
+    note_session(e->sessions_progressing, &e->sessions_progressing_count, p->session);
     if (e->held_turn > 0 && e->turn == e->held_turn + 1) /* the loop's next turn */
-        note_session_after_hold(e, p->session);
+        note_session(e->sessions_after_hold, &e->sessions_after_hold_count, p->session);
     if (e->block_at_server_progress_ms > 0 && e->held_turn == 0 &&
-        e->sessions_started >= e->block_after_sessions) {
+        e->sessions_progressing_count >= e->block_after_sessions) {
         /* the workers' progress piles up meanwhile */
         usleep((useconds_t)e->block_at_server_progress_ms * 1000u);
         e->held_turn = ++e->turn; /* what piled up comes in the loop's next turn */
