@@ -394,7 +394,7 @@ static void set_peer_cancel_message(aftp_session *ss, const aftp_wire_close *c)
     set_message(ss, text, (size_t)head);
 }
 
-int aftp_session_peer_close(aftp_session *ss, const aftp_wire_close *c)
+int aftp_session_peer_close(aftp_session *ss, const aftp_wire_close *c, int in_progress)
 {
     /* Spec 11.2: the same table as per-file errors; codes without a local
      * twin (PROTOCOL, INTERNAL, unknown) become PEER_CLOSED. */
@@ -403,7 +403,7 @@ int aftp_session_peer_close(aftp_session *ss, const aftp_wire_close *c)
         set_peer_cancel_message(ss, c);
     else
         set_message(ss, (const char *)c->reason, c->reason_len);
-    return error;
+    return error == AFTP_OK && in_progress ? AFTP_ERR_PEER_CLOSED : error;
 }
 
 int aftp_session_encode_close(aftp_session *ss, uint8_t *buf, size_t cap, aftp_datagram *dg)

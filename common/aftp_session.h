@@ -168,11 +168,12 @@ void aftp_session_close_done(aftp_session *ss, unsigned copies);
 unsigned aftp_session_quick_close_copies(double p);
 /* CLOSED at once (no CLOSE sent): emits the CLOSED event. Idempotent. */
 void aftp_session_set_closed(aftp_session *ss, int error);
-/* The local error a peer's CLOSE means (NONE: OK, CANCELLED: CANCELLED,
+/* The local error a peer's CLOSE means (NONE: OK, but PEER_CLOSED while
+ * this end has a file in progress, section 9.11; CANCELLED: CANCELLED;
  * otherwise PEER_CLOSED) and its reason kept, printable, as the message;
  * for CANCELLED the message says who cancelled ("the receiver cancelled
  * the transfer", the peer's reason after it when it says more). */
-int aftp_session_peer_close(aftp_session *ss, const aftp_wire_close *c);
+int aftp_session_peer_close(aftp_session *ss, const aftp_wire_close *c, int in_progress);
 /* Section 9.11: the peer's CLOSE arrived outside our own closing and the
  * session is CLOSED: one CLOSE(NONE), with no reason, answers it, so that
  * the peer's closing period ends at once instead of after 3 PTO. */

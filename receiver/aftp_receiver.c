@@ -479,10 +479,7 @@ static void on_file_done(aftp_receiver *r, const aftp_wire_file_done *d)
 
 int aftp_recv_peer_close_error(aftp_receiver *r, const aftp_wire_close *c)
 {
-    int error = aftp_session_peer_close(&r->ss, c);
-    if (error == AFTP_OK && (r->phase == FILE_OPEN || aftp_rpipe_in_progress(r)))
-        return AFTP_ERR_PEER_CLOSED;
-    return error;
+    return aftp_session_peer_close(&r->ss, c, r->phase == FILE_OPEN || aftp_rpipe_in_progress(r));
 }
 
 static void on_close(aftp_receiver *r, const aftp_wire_close *c)

@@ -1411,11 +1411,8 @@ static void on_close(aftp_sender *s, const aftp_wire_close *c)
         close_now(s, AFTP_OK);
         return; /* a quick close (9.11): the client waits for no answer */
     }
-    int error = aftp_session_peer_close(&s->ss, c);
-    /* Section 9.11: a CLOSE(NONE) while a file is in progress is no
-     * success for that file, nor for the session. */
-    if (error == AFTP_OK && s->ss.state == AFTP_STATE_TRANSFER && work_in_progress(s))
-        error = AFTP_ERR_PEER_CLOSED;
+    int error = aftp_session_peer_close(&s->ss, c,
+                                        s->ss.state == AFTP_STATE_TRANSFER && work_in_progress(s));
     /* During our own closing the peer's CLOSE only confirms it. Otherwise
      * it gets an answer once the server's id is known (section 9.13: a
      * client in HANDSHAKE has nowhere to address one). */
