@@ -970,9 +970,11 @@ static void restart_span(aftp_cc *cc, const aftp_cc_mark *m)
  * path leaves 11% of a round trip unsettled) and for jitter, which holds
  * single packets back and leaves few unsettled. An early packet that
  * skipped the one-way delay left half a round trip after the settled
- * packet. Judged in time, not in packets: a sender whose rate changed
- * within the round trip (a jump held by its inflight bound, then
- * released) sent few packets in the span an early packet overtook. A
+ * packet. Judged in packets and in time, either one enough: the count
+ * catches an early packet while the sender sends in bursts (start-up:
+ * what it overtook left close together), the time one while the rate
+ * changed within the round trip (a jump held by its inflight bound, then
+ * released, sent few packets in the span an early packet overtook). A
  * handful of unsettled packets is no reordering worth measuring around:
  * on a lossy path's slow tail it is an earlier burst's losses whose
  * FEEDBACKs were lost. */
