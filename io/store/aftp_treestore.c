@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -615,6 +616,21 @@ static int note_blocks(aftp_treestore_file *f, uint64_t off, size_t len)
     return end > first ? aftp_journal_written(&f->j, first, end - first) : AFTP_OK;
 }
 
+/* Counts bytes written since the journal's last sync, and starts the
+ * file's write-back each AFTP_TREESTORE_WRITEBACK_BYTES of them. Why: the
+ * journal's sync (fdatasync) runs on the caller's thread, the one that
+ * reads DATA and sends FEEDBACK; left to itself it writes back all
+ * AFTP_TREESTORE_SYNC_BYTES at once and holds that thread 13-60 ms on a
+ * disk of ~700 MB/s, seven times a second at 1 Gbit/s. With write-back
+ * begun as the data lands it waits only for the last few MiB. */
+static void note_unsynced(aftp_treestore_file *f, size_t len)
+{
+    uint64_t before = f->unsynced / AFTP_TREESTORE_WRITEBACK_BYTES;
+    f->unsynced += len;
+    if (f->unsynced / AFTP_TREESTORE_WRITEBACK_BYTES != before)
+        (void)sync_file_range(f->j.data_fd, 0, 0, SYNC_FILE_RANGE_WRITE); /* a hint: the sync checks */
+}
+
 static int sync_file(aftp_treestore *ts, aftp_treestore_file *f)
 {
     int rc = ensure_open(ts, f);
@@ -655,7 +671,7 @@ int aftp_treestore_write(aftp_treestore *ts, uint32_t id, uint64_t off, const ui
         return write_failed(ts, f, rc);
     f->stored += len;
     if (!f->j.whole) /* nothing to journal: the group commit syncs its data */
-        f->unsynced += len;
+        note_unsynced(f, len);
     return f->unsynced >= AFTP_TREESTORE_SYNC_BYTES ? sync_file(ts, f) : AFTP_OK;
 }
 

@@ -70,8 +70,11 @@
  * what arrived in that time (the link's rate x ~1 s), plus what was in
  * flight. A kill -9 of the sender loses nothing the receiver got (the
  * session ends at its idle timeout and syncs every file). The cost: one
- * fdatasync and one small journal write per open file per second at
- * most, beyond the group commits. A file closed DISCARD after all its
+ * fdatasync and one small journal write per open file for each
+ * AFTP_TREESTORE_SYNC_BYTES it receives (seven a second at 1 Gbit/s), or
+ * once a second when slower, beyond the group commits; write-back is
+ * started every AFTP_TREESTORE_WRITEBACK_BYTES, so each fdatasync waits
+ * for little. A file closed DISCARD after all its
  * bytes arrived failed its verification: its state is removed, never
  * resumed; one closed earlier keeps its state for a later session.
  *
@@ -134,6 +137,7 @@
 
 #define AFTP_TREESTORE_MAX_OPEN 64u                      /* partial files with a descriptor */
 #define AFTP_TREESTORE_SYNC_BYTES (UINT64_C(16) << 20)   /* written between journal syncs */
+#define AFTP_TREESTORE_WRITEBACK_BYTES (UINT64_C(2) << 20) /* written between write-back starts */
 #define AFTP_TREESTORE_SYNC_NS UINT64_C(1000000000)     /* unsynced age that a tick syncs */
 #define AFTP_TREESTORE_WHOLE_MAX (UINT64_C(64) << 10)    /* files this small keep no journal */
 #define AFTP_TREESTORE_DIR_CACHE 16u                     /* destination directories kept open */
