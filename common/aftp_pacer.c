@@ -16,6 +16,12 @@ void aftp_pacer_set_rate(aftp_pacer *p, uint64_t rate_bps)
     p->depth_ns = burst > AFTP_PACER_MIN_DEPTH_NS ? burst : AFTP_PACER_MIN_DEPTH_NS;
 }
 
+void aftp_pacer_set_burst(aftp_pacer *p, uint32_t burst_bytes)
+{
+    p->burst_bytes = burst_bytes;
+    aftp_pacer_set_rate(p, p->rate_bps);
+}
+
 void aftp_pacer_init(aftp_pacer *p, uint64_t rate_bps, uint32_t burst_bytes, uint64_t now_ns)
 {
     p->burst_bytes = burst_bytes;

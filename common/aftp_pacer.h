@@ -26,6 +26,9 @@ typedef struct aftp_pacer {
  * bucket starts full. */
 void aftp_pacer_init(aftp_pacer *p, uint64_t rate_bps, uint32_t burst_bytes, uint64_t now_ns);
 void aftp_pacer_set_rate(aftp_pacer *p, uint64_t rate_bps);
+/* A new smallest depth in bytes: a session's datagram size is known only
+ * once its handshake is done. */
+void aftp_pacer_set_burst(aftp_pacer *p, uint32_t burst_bytes);
 uint64_t aftp_pacer_rate(const aftp_pacer *p);
 
 /* Nanoseconds `bytes` take at the current rate. */

@@ -267,10 +267,16 @@ static void init_controller(aftp_sender *s, uint64_t now_ns)
     aftp_cc_init(&s->cc, &cfg, now_ns);
 }
 
-/* The pacer follows the controller (a changed rate only: setting it costs
- * a division). */
+/* The pacer follows the controller's rate and the session's datagram size
+ * (a changed value only: setting either costs a division). The bucket's
+ * depth is at least 4 of the session's datagrams (section 13.1): the
+ * handshake may lower it from this end's own maximum, and a server's own
+ * may be a jumbo frame's, whose 4 hold 25 of a 1500-byte path's. */
 static void sync_pacer(aftp_sender *s)
 {
+    uint32_t burst = (uint32_t)s->ss.max_datagram * BURST_DATAGRAMS;
+    if (burst != s->pacer.burst_bytes)
+        aftp_pacer_set_burst(&s->pacer, burst);
     if (aftp_cc_rate(&s->cc) != aftp_pacer_rate(&s->pacer))
         aftp_pacer_set_rate(&s->pacer, aftp_cc_rate(&s->cc));
 }

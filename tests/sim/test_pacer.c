@@ -82,6 +82,20 @@ static void test_depth_floor_in_datagrams(void **state)
     assert_int_equal(aftp_pacer_rate(&p), 1000000000);
 }
 
+/* A smaller datagram known later (a session's, after its handshake):
+ * the bucket shrinks to 4 of them, and a full one holds no more. */
+static void test_burst_follows_the_datagram(void **state)
+{
+    (void)state;
+    aftp_pacer p;
+    int burst;
+    aftp_pacer_init(&p, 10000000, 4 * 9168, 0);
+    aftp_pacer_set_burst(&p, 4 * 1452);
+    assert_int_equal(p.depth_ns, aftp_pacer_tx_time(&p, 4 * 1452));
+    greedy(&p, 1 * S, 1 * MS, 1452, &burst);
+    assert_int_equal(burst, 5); /* the 4 it holds and the one that empties it */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -89,6 +103,7 @@ int main(void)
         cmocka_unit_test(test_burst_then_rate),
         cmocka_unit_test(test_idle_does_not_hoard),
         cmocka_unit_test(test_depth_floor_in_datagrams),
+        cmocka_unit_test(test_burst_follows_the_datagram),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -375,6 +375,57 @@ static void test_pull_share_under_the_clients_max(void **state)
     expect_pull_caps(1, want);
 }
 
+/* The longest run of DATA the server wrote at one instant. */
+static struct burst_watch {
+    uint64_t last_ns;
+    int run, longest;
+} bw;
+
+static void watch_bursts(void *ctx, uint64_t now, const aftp_datagram *dg)
+{
+    (void)ctx;
+    if (dg->head[1] != AFTP_WIRE_DATA)
+        return;
+    bw.run = bw.run > 0 && now == bw.last_ns ? bw.run + 1 : 1;
+    bw.last_ns = now;
+    if (bw.run > bw.longest)
+        bw.longest = bw.run;
+}
+
+/* A client on a 1500-byte path asking a server whose own datagrams may be
+ * a jumbo frame's: the session's are the client's. */
+static void tune_pull_jumbo_server(void *ctx, aftp_sender_settings *s, aftp_receiver_settings *r)
+{
+    tune_pull(ctx, s, r);
+    s->max_datagram = 9168;
+    r->max_datagram = 1452;
+}
+
+/* Spec 13.1: the bucket holds 4 of the session's datagrams at 10 Mbit/s
+ * (1 ms of data is less), so at most 5 DATA leave at one instant (the 4
+ * and the one that empties it), not 4 of the server's own 9168 bytes (26
+ * of 1452: a burst the first rate samples would read as the path's). */
+static void test_pull_server_paces_in_the_sessions_datagrams(void **state)
+{
+    (void)state;
+    static const pull_case pc = {
+        .paths = {"tree"}, .count = 1, .verdicts = {AFTP_OK}, .big_size = BIG_FILE};
+    sim_cfg c;
+    sim_result r;
+    pull_cfg(&c, &pc);
+    c.max_datagram = 9168; /* the run's buffers: the server's own size */
+    c.tune = tune_pull_jumbo_server;
+    c.rate_bps = 10 * 1000 * 1000;
+    c.fwd_tap = watch_bursts;
+    memset(&bw, 0, sizeof bw);
+    sim_run(&c, &r);
+    sim_expect_clean_end(&r);
+    expect_tree_intact(&r);
+    assert_true(bw.longest >= 2); /* the run saw DATA batched */
+    assert_true(bw.longest <= 5);
+    sim_result_free(&r);
+}
+
 static const pull_case big_pull = {.paths = {"tree"},
                                    .count = 1,
                                    .verdicts = {AFTP_OK},
@@ -834,6 +885,7 @@ int main(void)
         cmocka_unit_test(test_push_client_refuses_an_unannounced_pull),
         cmocka_unit_test(test_pull_rate_is_the_servers_under_the_clients_max),
         cmocka_unit_test(test_pull_server_sends_nothing_before_the_request),
+        cmocka_unit_test(test_pull_server_paces_in_the_sessions_datagrams),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
