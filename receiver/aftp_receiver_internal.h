@@ -176,7 +176,8 @@ struct aftp_receiver {
     uint32_t verify_id;       /* the file being read back, 0: none */
     uint32_t ready_count;     /* files waiting to be read back */
     int idle_held;            /* the idle timer held by that work (aftp_rpipe_hold_idle) */
-    uint64_t answered_ns;     /* when the latest VERDICTS or FILE_RESULT left, 0: none yet */
+    uint64_t answered_ns;     /* when the latest VERDICTS or FILE_RESULT left */
+    int answered;             /* one left (answered_ns is set; 0 is a time too) */
     uint32_t mark_lo;         /* lowest entry flagged unmarked, 0: none */
     uint64_t marked_end;      /* the map's window end when marks were last applied */
     aftp_wire_verdict *vrecs; /* one VERDICTS' records and held ranges */

@@ -364,12 +364,14 @@ static void pipe_mark(aftp_receiver *r, pipe_entry *p)
 }
 
 /* Queues the verdict of `p` (to leave within one feedback interval, or
- * at once when the queue fills a datagram: section 9.14.3). */
+ * at once when the queue fills a datagram: section 9.14.3). The session's
+ * first verdicts leave at once too: no DATA can flow before them, so the
+ * sender is idle while they wait (a pull's client: 10 ms of every pull). */
 static void pipe_queue_verdict(aftp_receiver *r)
 {
     if (r->verdicts_from + 1 == r->decide_next)
         r->verdicts_deadline = r->ss.now_ns + aftp_recv_feedback_interval(r);
-    if (r->ss.state == AFTP_STATE_HANDSHAKE) /* early: right behind the HELLO_ACK */
+    if (r->verdicts_from == 1) /* none left yet; early ones ride right behind the HELLO_ACK */
         r->verdicts_deadline = r->ss.now_ns;
     if ((size_t)(r->decide_next - r->verdicts_from) * AFTP_WIRE_VERDICT_FIXED >=
         verdict_budget(r))
@@ -629,8 +631,9 @@ void aftp_rpipe_hold_idle(aftp_receiver *r)
 static void pipe_answered(aftp_receiver *r)
 {
     uint64_t now = r->ss.now_ns;
-    uint64_t silence = r->answered_ns != 0 ? now - r->answered_ns : 0;
+    uint64_t silence = r->answered ? now - r->answered_ns : 0;
     r->answered_ns = now;
+    r->answered = 1;
     pipe_idle_room(r, silence < AFTP_RTT_MAX_BACKOFF_NS ? silence : AFTP_RTT_MAX_BACKOFF_NS);
 }
 
