@@ -443,7 +443,7 @@ int aftp_hello_server_confirm(aftp_hello_server *h, aftp_session *ss, aftp_rtt *
         return 0;
     h->confirmed = 1;
     ss->state = AFTP_STATE_TRANSFER;
-    if (ss->now_ns > h->ack_sent_ns)
+    if (rtt != NULL && ss->now_ns > h->ack_sent_ns)
         aftp_rtt_sample(rtt, ss->now_ns - h->ack_sent_ns, 0);
     aftp_session_event(ss, AFTP_EV_CONNECTED, AFTP_OK, NULL, NULL);
     return 1;

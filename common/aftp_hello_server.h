@@ -97,8 +97,8 @@ int aftp_hello_server_addressed(const aftp_hello_server *h, const aftp_session *
 /* Section 14.3: may a datagram leave before the client proved its address? */
 int aftp_hello_server_may_send(const aftp_hello_server *h, const aftp_session *ss);
 /* Section 9.3 step 5: the first packet under the server's id proves the
- * address; gives the one RTT sample (into rtt), TRANSFER, CONNECTED.
- * Returns 1 the first time, 0 after. */
+ * address; gives the one RTT sample (into rtt; NULL: none, the packet was
+ * a resend), TRANSFER, CONNECTED. Returns 1 the first time, 0 after. */
 int aftp_hello_server_confirm(aftp_hello_server *h, aftp_session *ss, aftp_rtt *rtt);
 
 #endif /* AFTP_HELLO_SERVER_H */

@@ -416,6 +416,7 @@ static void early_entries_taken(aftp_sender *s);
 static int take_entry(aftp_sender *s, uint32_t id, int resend, size_t room, aftp_wire_entry *rec);
 static void arm_control_timer(aftp_sender *s);
 static int first_transmissions_over(const aftp_sender *s);
+static uint32_t next_offered(aftp_sender *s, uint32_t from);
 
 /* The session ends abruptly (idle, peer's CLOSE, version): the active file
  * (or every live entry) ends with the same error, then CLOSED. */
@@ -1446,12 +1447,28 @@ static void on_retry(aftp_sender *s, const aftp_wire_retry *t)
 
 /* ---- pull: this sender is the server (section 9.15) ---- */
 
+/* Section 9.15.3: a repeated HELLO shows the client had no HELLO_ACK, so
+ * it could open nothing sent behind it: the early request's PULL_REPLY
+ * again, and a round of resends of every entry offered without verdict,
+ * now, not a PTO after it left (a young RTT estimate's, backed off: the
+ * pull ended 2 s late). */
+static void answer_early_again(aftp_sender *s)
+{
+    s->reply_due = 1;
+    s->resend_before = s->ss.now_ns;
+    s->resend_from = next_offered(s, s->entries.oldest);
+}
+
 /* Section 9.15.1: the client's HELLO; an admitted client gets the
  * pipelined session, the policy's cap on this sender, and its HELLO_ACK. */
 static void on_pull_hello(aftp_sender *s, const aftp_wire_packet *p)
 {
-    if (aftp_hello_server_hello(&s->srv, &s->ss, p, drain_time(s)) != AFTP_HELLO_ADMITTED)
+    int repeat = s->srv.seen;
+    if (aftp_hello_server_hello(&s->srv, &s->ss, p, drain_time(s)) != AFTP_HELLO_ADMITTED) {
+        if (repeat && s->srv.ack_due && s->pull == PULL_REPLIED && s->srv.early_taken)
+            answer_early_again(s);
         return;
+    }
     if (choose_mode(s, s->srv.window) != AFTP_OK) {
         close_now(s, AFTP_ERR_NO_MEMORY);
         return;
@@ -1552,8 +1569,11 @@ static int dispatch_pull(aftp_sender *s, const aftp_wire_packet *p)
         return 1;
     }
     /* Anything else carries the server's id and opened: the address is
-     * the client's (section 9.3 step 5). */
-    aftp_hello_server_confirm(&s->srv, &s->ss, &s->rtt);
+     * the client's (section 9.3 step 5). A PULL_REQUEST where the HELLO
+     * carried the request is the client's resend on its timer: its time
+     * since the HELLO_ACK is no round trip (Karn). */
+    int resent = p->hdr.type == AFTP_WIRE_PULL_REQUEST && s->srv.early_taken;
+    aftp_hello_server_confirm(&s->srv, &s->ss, resent ? NULL : &s->rtt);
     int answer = p->hdr.type == AFTP_WIRE_FEEDBACK || p->hdr.type == AFTP_WIRE_VERDICTS ||
                  p->hdr.type == AFTP_WIRE_FILE_RESULT;
     if (p->hdr.type == AFTP_WIRE_PULL_REQUEST) {

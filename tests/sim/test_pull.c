@@ -750,6 +750,67 @@ static uint64_t run_early_pull(int strip, int decline)
     return ep.first.data_at - ep.first.hello_at;
 }
 
+/* The server's datagram number `lose` (from 0) is lost; its type. */
+static struct handshake_loss {
+    int lose, seen, lost_type;
+} hl;
+
+static int lose_nth_of_server(void *ctx, const aftp_datagram *dg)
+{
+    (void)ctx;
+    if (hl.seen++ != hl.lose)
+        return 1;
+    hl.lost_type = dg->head[1];
+    return 0;
+}
+
+/* A 1 MB pull over 150 ms with the server's datagram `lose` lost (-1:
+ * none): when the client ended. */
+static uint64_t pull_losing(int lose)
+{
+    static const pull_case pc = {.paths = {"tree"}, .count = 1, .verdicts = {AFTP_OK},
+                                 .big_size = 1000000};
+    sim_cfg c;
+    sim_result r;
+    pull_cfg(&c, &pc);
+    memset(&hl, 0, sizeof hl);
+    hl.lose = lose;
+    c.fwd.delay_ns = c.rev.delay_ns = ONE_WAY_NS;
+    c.fwd_filter = lose_nth_of_server;
+    sim_run(&c, &r);
+    sim_expect_clean_end(&r);
+    expect_tree_intact(&r);
+    uint64_t end = r.rcv_side.ev.file_end_at;
+    sim_result_free(&r);
+    return end;
+}
+
+/* Spec 9.15.3, 9.3: the server's first flight (HELLO_ACK, PULL_REPLY,
+ * ENTRIES of the early request) with its HELLO_ACK or its PULL_REPLY
+ * lost costs the client's timer (its HELLO's 200 ms, or its first PTO,
+ * 0.53 s) and a round trip, not seconds. HELLO_ACK lost: the client could
+ * open nothing behind it, and its repeated HELLO gets the reply and the
+ * entries again at once. PULL_REPLY lost: the client's PULL_REQUEST is a
+ * resend on its timer, no RTT sample, so the server's PTO that resends
+ * the ENTRIES the client dropped stays a round trip's. Before, each
+ * ended the pull 2 s late (a backed-off PTO; an RTT of 0.6 s). */
+static void test_pull_first_flight_losses_cost_a_timer(void **state)
+{
+    (void)state;
+    static const struct {
+        uint8_t type;
+        uint64_t most_ns;
+    } lost[] = {{AFTP_WIRE_HELLO_ACK, 2 * RTT_NS}, {AFTP_WIRE_PULL_REPLY, 5 * RTT_NS}};
+    uint64_t base = pull_losing(-1);
+    for (int lose = 0; lose < 2; lose++) {
+        uint64_t end = pull_losing(lose);
+        assert_int_equal(hl.lost_type, lost[lose].type);
+        printf("[sim] first flight's datagram %d (type 0x%02x) lost: the pull ends %.0f ms later\n",
+               lose, hl.lost_type, (double)(end - base) / (double)SIM_MS);
+        assert_true(end - base <= lost[lose].most_ns);
+    }
+}
+
 /* The request rides in message 1: the server decides it and sends its
  * PULL_REPLY and first ENTRIES right behind its HELLO_ACK; the client's
  * FEEDBACK and VERDICTS come back together and the first DATA leaves one
@@ -887,6 +948,7 @@ int main(void)
         cmocka_unit_test(test_pull_rate_is_the_servers_under_the_clients_max),
         cmocka_unit_test(test_pull_server_sends_nothing_before_the_request),
         cmocka_unit_test(test_pull_server_paces_in_the_sessions_datagrams),
+        cmocka_unit_test(test_pull_first_flight_losses_cost_a_timer),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
