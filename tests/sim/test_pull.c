@@ -721,18 +721,24 @@ static int see_hello(void *ctx, uint64_t now, const uint8_t *pkt, size_t len)
     return 1;
 }
 
-/* A 1 MB pull over 150 ms: the tree whole, the first DATA's delay after
- * the HELLO reached the server. */
-static uint64_t run_early_pull(int strip, int decline)
+/* A pull of a 1 MB tree over 150 ms. */
+static void wan_pull_cfg(sim_cfg *c)
 {
     static const pull_case pc = {.paths = {"tree"}, .count = 1, .verdicts = {AFTP_OK},
                                  .big_size = 1000000};
+    pull_cfg(c, &pc);
+    c->fwd.delay_ns = c->rev.delay_ns = ONE_WAY_NS;
+}
+
+/* The tree whole, the first DATA's delay after the HELLO reached the
+ * server. */
+static uint64_t run_early_pull(int strip, int decline)
+{
     sim_cfg c;
     sim_result r;
-    pull_cfg(&c, &pc);
+    wan_pull_cfg(&c);
     memset(&ep, 0, sizeof ep);
     ep.strip = strip;
-    c.fwd.delay_ns = c.rev.delay_ns = ONE_WAY_NS;
     c.rev_tap = see_hello;
     c.fwd_tap = sim_first_record;
     c.fwd_tap_ctx = &ep.first;
@@ -764,18 +770,14 @@ static int lose_nth_of_server(void *ctx, const aftp_datagram *dg)
     return 0;
 }
 
-/* A 1 MB pull over 150 ms with the server's datagram `lose` lost (-1:
- * none): when the client ended. */
+/* The server's datagram `lose` lost (-1: none): when the client ended. */
 static uint64_t pull_losing(int lose)
 {
-    static const pull_case pc = {.paths = {"tree"}, .count = 1, .verdicts = {AFTP_OK},
-                                 .big_size = 1000000};
     sim_cfg c;
     sim_result r;
-    pull_cfg(&c, &pc);
+    wan_pull_cfg(&c);
     memset(&hl, 0, sizeof hl);
     hl.lose = lose;
-    c.fwd.delay_ns = c.rev.delay_ns = ONE_WAY_NS;
     c.fwd_filter = lose_nth_of_server;
     sim_run(&c, &r);
     sim_expect_clean_end(&r);
