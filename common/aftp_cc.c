@@ -641,14 +641,23 @@ static int queue_stands(const aftp_cc *cc)
  * left at an eighth of their share on the emulated WAN; multiplicative
  * probes and cuts then kept the ratio for 20 s.) From the round after the
  * deep queue first showed, winning share also means a rate grown by
- * STARTUP_GROWTH since then: a flow alone on the path reaches the link
- * before its queue shows, and its last round's growth, counted at the next
- * round's start, kept it in startup for a second round of overshoot (on
- * the emulated WAN that round overflowed a one-BDP buffer). LOW always
- * stops: it is there to yield to the traffic that holds the queue. */
+ * STARTUP_GROWTH since then (check_startup_done ends startup as that round
+ * begins otherwise): a flow alone on the path reaches the link before its
+ * queue shows, and its last round's growth, counted at the next round's
+ * start, kept it in startup for a second round of overshoot (on the
+ * emulated WAN that round overflowed a one-BDP buffer). LOW always stops:
+ * it is there to yield to the traffic that holds the queue. */
 static uint64_t startup_deep_queue(const aftp_cc *cc)
 {
     return min_u64(STARTUP_DEEP_QUEUE * params_of(cc).target_ns, STARTUP_DEEP_QUEUE_MAX_NS);
+}
+
+/* No deep queue yet, or within the round it first showed in, or bw grew
+ * by STARTUP_GROWTH since. */
+static int grew_since_deep_queue(const aftp_cc *cc)
+{
+    return cc->deep_bw_bps == 0 || cc->round == cc->deep_round ||
+           (double)cc->bw_bps >= STARTUP_GROWTH * (double)cc->deep_bw_bps;
 }
 
 static int deep_queue_ends_startup(aftp_cc *cc)
@@ -662,9 +671,8 @@ static int deep_queue_ends_startup(aftp_cc *cc)
     }
     uint64_t ceiling_ns =
         max_u64(deep_ns, min_u64(rtt_estimate(cc) / 2, STARTUP_DEEP_QUEUE * deep_ns));
-    int grows = cc->round == cc->deep_round ||
-                (double)cc->bw_bps >= STARTUP_GROWTH * (double)cc->deep_bw_bps;
-    int winning = cc->full_bw_rounds == 0 && grows && cc->cfg.policy != AFTP_CC_LOW;
+    int winning = cc->full_bw_rounds == 0 && grew_since_deep_queue(cc) &&
+                  cc->cfg.policy != AFTP_CC_LOW;
     return !winning || cc->sample_qdelay_ns > ceiling_ns;
 }
 
@@ -775,7 +783,12 @@ static void check_jump_resolved(aftp_cc *cc, int new_round)
  * Random loss never ends it. */
 static void check_startup_done(aftp_cc *cc, int new_round, int sampled)
 {
-    int deep = sampled && deep_queue_ends_startup(cc);
+    /* A new round that follows a deep queue without growth ends startup
+     * at once: its first samples report packets sent before that round's
+     * burst, often on a queue drained meanwhile, and its deep queue would
+     * show only once the burst (up to the inflight cap) is out. */
+    int deep = (sampled && deep_queue_ends_startup(cc)) ||
+               (new_round && !grew_since_deep_queue(cc));
     int standing =
         queue_stands(cc) && (double)cc->bw_bps < STARTUP_QUEUE_GROWTH * (double)cc->queue_bw_bps;
     if (deep || standing || cc->startup_overflow) {

@@ -13,11 +13,12 @@
  *              0.8 BDP): the rate grows 2-5 fold per round, smoothly.
  *              Leaves on a bandwidth plateau (3 rounds without +25%), a
  *              queue of 4 x target (at most 20 ms; while the rate still
- *              grows 25% per round, and has grown 25% since that queue
- *              first showed once a round has passed, half the min RTT, at
- *              most 80 ms), loss beyond chance on a growing queue (a
- *              buffer shallower than that), or a standing queue while its
- *              rate no longer grows; never on random loss.
+ *              grows 25% per round, half the min RTT, at most 80 ms), a
+ *              new round when the rate has not grown 25% since that deep
+ *              queue first showed in an earlier one, loss beyond chance
+ *              on a growing queue (a buffer shallower than that), or a
+ *              standing queue while its rate no longer grows; never on
+ *              random loss.
  *   DRAIN      pace at 0.35 x bw until the unreported data is one BDP;
  *              its rate samples do not count.
  *   PROBE_BW   a cycle of 5-7 rounds (at most ~0.5 s once 2 rounds have

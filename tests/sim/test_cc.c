@@ -581,23 +581,25 @@ static int startup_steps(const uint64_t *sent, const uint64_t *queue_ms, size_t 
 /* A flow alone on the path reaches the link within a round (its rate grew
  * 2.5-fold over the last one), then the queue grows deep: the growth came
  * before the queue, so it is not a share being won from another flow.
- * Startup ends a round after the deep queue showed with no growth since,
- * not another whole round later (on the emulated WAN that second round of
- * overshoot overflowed a one-BDP buffer: 1.5-2.4% retransmitted). */
+ * Startup goes on to the end of that round, and ends as the next begins:
+ * its first samples show no queue (they report packets sent before the
+ * deep queue's burst, as each round's data leaves in one), and waiting
+ * for its deep queue to show again let that round's burst out, a second
+ * overshoot (on the emulated WAN it overflowed a one-BDP buffer: 1.5-2.4%
+ * retransmitted). */
 static void test_deep_queue_without_growth_ends_startup(void **state)
 {
     (void)state;
-    uint64_t sent[58], queue[58];
-    for (size_t i = 0; i < 58; i++) {
+    uint64_t sent[48], queue[48];
+    for (size_t i = 0; i < 48; i++) {
         sent[i] = i < 17 ? 100 : 250;
-        /* 80 ms of queue late in the round that grew, none at the next
-         * round's start, then again: never standing long enough to end
-         * startup on its own (a paced burst per round, as on the WAN) */
-        queue[i] = (i >= 21 && i < 29) || i >= 36 ? 30 : 0;
+        /* 80 ms of queue late in the round that grew (standing too short
+         * to end startup on its own), none at the next round's start */
+        queue[i] = i >= 21 && i < 29 ? 30 : 0;
     }
-    assert_int_not_equal(startup_steps(sent, queue, 58), AFTP_CC_MODE_STARTUP);
-    /* ...but goes on through the round in which the deep queue showed */
-    assert_int_equal(startup_steps(sent, queue, 50), AFTP_CC_MODE_STARTUP);
+    /* rounds begin at steps 31 and 47 */
+    assert_int_equal(startup_steps(sent, queue, 46), AFTP_CC_MODE_STARTUP);
+    assert_int_not_equal(startup_steps(sent, queue, 48), AFTP_CC_MODE_STARTUP);
 }
 
 /* A receiver that stamped arrivals late and then in a bunch reports them
