@@ -54,10 +54,13 @@ static void report_read_back(const char *name, const sim_result *r)
            (double)(f->viewed - f->viewed_early) / (double)STEP);
 }
 
-/* Committed byte-exact; read back once, never ahead of the writes, in
- * bounded steps, and at most two steps of it once the last block landed. */
-static void expect_read_ahead(const char *name, const sim_result *r)
+/* Runs c: committed byte-exact; read back once, never ahead of the
+ * writes, in bounded steps, and at most two steps of it once the last
+ * block landed. */
+static void run_read_ahead(const char *name, const sim_cfg *c, sim_result *r)
 {
+    sim_run(c, r);
+    sim_report(name, c, r);
     report_read_back(name, r);
     sim_expect_clean_end(r);
     assert_int_equal(r->rcv_side.ev.last_file_error, AFTP_OK);
@@ -76,24 +79,8 @@ static void test_prefix_read_while_blocks_arrive(void **state)
     sim_cfg c;
     sim_result r;
     big_push(&c, 0);
-    sim_run(&c, &r);
-    sim_report("pipelined big file, clean", &c, &r);
-    expect_read_ahead("pipelined big file, clean", &r);
+    run_read_ahead("pipelined big file, clean", &c, &r);
     sim_result_free(&r);
-}
-
-/* Drops the first `drops` transmissions of stream block `block`. */
-typedef struct drop_block {
-    uint64_t block;
-    int drops, seen;
-} drop_block;
-
-static int drop_first_sends(void *ctx, const aftp_datagram *dg)
-{
-    drop_block *d = ctx;
-    if (dg->head[1] != AFTP_WIRE_DATA || sim_tail_data_block(dg) != d->block)
-        return 1;
-    return ++d->seen > d->drops;
 }
 
 /* A block in the middle lost three times, over 1% random loss: the
@@ -105,12 +92,10 @@ static void test_prefix_waits_for_a_repair(void **state)
     sim_cfg c;
     sim_result r;
     big_push(&c, 0.01);
-    drop_block d = {.block = (2 * STEP + STEP / 2) / BS, .drops = 3};
-    c.fwd_filter = drop_first_sends;
+    sim_tail_drop d = {.block = (2 * STEP + STEP / 2) / BS, .drops = 3};
+    c.fwd_filter = sim_tail_drop_first_sends;
     c.fwd_filter_ctx = &d;
-    sim_run(&c, &r);
-    sim_report("pipelined big file, a hole repaired", &c, &r);
-    expect_read_ahead("pipelined big file, a hole repaired", &r);
+    run_read_ahead("pipelined big file, a hole repaired", &c, &r);
     assert_true(d.seen > d.drops);
     sim_result_free(&r);
 }
