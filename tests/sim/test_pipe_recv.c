@@ -1442,6 +1442,38 @@ static void test_abandoned_mid_prefix_next_file_proceeds(void **state)
     sim_script_free(&g);
 }
 
+/* A RESUME verdict's held blocks count as held: the read-back ahead
+ * hashes them before any DATA came, and stops where the first missing
+ * block is, going on as DATA fills it. */
+static void test_prefix_reads_resumed_held_blocks(void **state)
+{
+    (void)state;
+    sim_script g;
+    seen s = {0};
+    sim_script_start_pipelined(&g, 16, NULL);
+    sim_file *f = sim_storage_add_entry(&g.st, AFTP_ENTRY_FILE, "part", 3 * STEP + 100, BS, NULL);
+    const uint64_t held = 2 * STEP / BS;
+    f->held[0] = (aftp_block_range){0, held};
+    f->held_count = 1;
+    connect_pipelined(&g, 16);
+    aftp_wire_entry e = sim_script_entry(&g, 1, AFTP_WIRE_ENTRY_RESUME);
+    assert_int_equal(sim_script_send_entries(&g, &e, 1), AFTP_OK);
+    settle(&g, &s, 20);
+    assert_int_equal(s.verdict[1], AFTP_WIRE_VERDICT_RESUME);
+    assert_int_equal(f->viewed, 2 * STEP);
+    send_blocks(&g, 1, held + 1, f->blocks); /* all but the first block after the held ones */
+    assert_int_equal(sim_script_file_done(&g, 1), AFTP_OK);
+    run_now(&g, &s);
+    assert_int_equal(f->viewed, 2 * STEP);
+    send_blocks(&g, 1, held, held + 1);
+    settle(&g, &s, 30);
+    assert_int_equal(s.results[1], 1);
+    assert_int_equal(s.result_error[1], AFTP_WIRE_ERR_NONE);
+    assert_true(sim_file_intact(&g.st, 1));
+    assert_int_equal(f->viewed, f->size);
+    sim_script_free(&g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1473,6 +1505,7 @@ int main(void)
         cmocka_unit_test(test_abandon_discards_one_file),
         cmocka_unit_test(test_ready_files_go_before_the_prefix),
         cmocka_unit_test(test_abandoned_mid_prefix_next_file_proceeds),
+        cmocka_unit_test(test_prefix_reads_resumed_held_blocks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
