@@ -246,19 +246,28 @@ static int verify_due(const aftp_receiver *r)
            held_prefix_bytes(r) >= r->verified + AFTP_RECEIVER_VERIFY_STEP;
 }
 
+int aftp_recv_hash_stored(aftp_receiver *r, uint32_t file_id, aftp_digest *d, uint64_t *done,
+                          uint64_t end)
+{
+    while (*done < end) {
+        const uint8_t *p = NULL;
+        size_t len = (size_t)min_u64(VERIFY_CHUNK, end - *done);
+        int rc = r->set.storage->view(r->set.user, file_id, *done, len, &p);
+        if (rc != AFTP_OK)
+            return rc;
+        aftp_digest_update(d, p, len);
+        *done += len;
+    }
+    return AFTP_OK;
+}
+
 static void verify_step(aftp_receiver *r)
 {
     uint64_t end = min_u64(held_prefix_bytes(r), r->verified + AFTP_RECEIVER_VERIFY_STEP);
-    while (r->verified < end) {
-        const uint8_t *p = NULL;
-        size_t len = (size_t)min_u64(VERIFY_CHUNK, end - r->verified);
-        int rc = r->set.storage->view(r->set.user, r->info.file_id, r->verified, len, &p);
-        if (rc != AFTP_OK) {
-            end_file(r, rc, NULL);
-            return;
-        }
-        aftp_digest_update(r->hash, p, len);
-        r->verified += len;
+    int rc = aftp_recv_hash_stored(r, r->info.file_id, r->hash, &r->verified, end);
+    if (rc != AFTP_OK) {
+        end_file(r, rc, NULL);
+        return;
     }
     if (!r->verifying || r->verified < r->info.size)
         return;

@@ -175,6 +175,14 @@ struct aftp_receiver {
     uint32_t flight_len;      /* 0: no group in flight */
     uint32_t verify_id;       /* the file being read back, 0: none */
     uint32_t ready_count;     /* files waiting to be read back */
+    /* Section 9.10, the read-back ahead: the lowest FILE still receiving
+     * that is larger than one step has its contiguous held prefix hashed
+     * while its data arrives, so only the rest is read once it is READY. */
+    aftp_digest *prefix_hash;
+    uint32_t prefix_id;       /* the entry followed, 0: none yet */
+    uint32_t prefix_next;     /* the entries below were passed over: the look for one goes on here */
+    uint64_t prefix_blocks;   /* its blocks from base all held, as far as the last look */
+    uint64_t prefix_bytes;    /* of them, the bytes hashed into prefix_hash */
     int idle_held;            /* the idle timer held by that work (aftp_rpipe_hold_idle) */
     uint64_t answered_ns;     /* when the latest VERDICTS or FILE_RESULT left */
     int answered;             /* one left (answered_ns is set; 0 is a time too) */
@@ -204,6 +212,11 @@ void aftp_recv_close_protocol(aftp_receiver *r, const char *reason);
 int aftp_recv_check_block_size(aftp_receiver *r, uint32_t block_size);
 /* Section 9.5: 1 when stored, 0 when not wanted, or storage's error. */
 int aftp_recv_store_block(aftp_receiver *r, const aftp_wire_data *d, uint64_t file_offset);
+/* Section 9.10's read-back: file_id's stored bytes [*done, end) hashed
+ * into d through storage.view, a bounded chunk per view; *done follows.
+ * AFTP_OK, or storage's error (*done where it stopped). */
+int aftp_recv_hash_stored(aftp_receiver *r, uint32_t file_id, aftp_digest *d, uint64_t *done,
+                          uint64_t end);
 int aftp_recv_encode_file_result(aftp_receiver *r, uint32_t file_id, uint16_t wire_error,
                                  const uint8_t *digest, uint8_t *buf, size_t cap,
                                  aftp_datagram *dg);

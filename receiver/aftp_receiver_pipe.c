@@ -9,7 +9,7 @@
  * path and a link target each, at most 4096 + 4096 bytes), W queued
  * FILE_RESULTs, W files waiting for the group commit, one block map over
  * the stream (its memory fixed by map_window_blocks), and one file read
- * back at a time.
+ * back at a time, plus the held prefix of one file still arriving.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,6 +65,8 @@ void aftp_rpipe_free(aftp_receiver *r)
     free(r->flight);
     free(r->vrecs);
     free(r->vranges);
+    aftp_digest_del(r->prefix_hash);
+    r->prefix_hash = NULL;
     aftp_stream_free(&r->stream);
     r->pe = NULL;
     r->pe_cap = 0;
@@ -93,6 +95,8 @@ int aftp_rpipe_init(aftp_receiver *r)
     r->flight = calloc(w, sizeof *r->flight);
     r->vrecs = calloc(r->max_vrecs, sizeof *r->vrecs);
     r->vranges = calloc(r->max_vranges, sizeof *r->vranges);
+    if (rc == AFTP_OK)
+        rc = aftp_digest_new(&r->prefix_hash);
     if (rc == AFTP_OK && (r->pe == NULL || r->results == NULL || r->group == NULL ||
                           r->flight == NULL || r->group_results == NULL || r->vrecs == NULL || r->vranges == NULL))
         rc = AFTP_ERR_NO_MEMORY;
@@ -100,7 +104,7 @@ int aftp_rpipe_init(aftp_receiver *r)
         rc = aftp_blockmap_init(&r->held, AFTP_WIRE_MAX_BLOCKS, r->set.map_window_blocks);
     if (rc == AFTP_OK && aftp_blockmap_bytes(&r->held) > r->ss.stats.map_bytes)
         r->ss.stats.map_bytes = aftp_blockmap_bytes(&r->held);
-    r->decide_next = r->verdicts_from = 1;
+    r->decide_next = r->verdicts_from = r->prefix_next = 1;
     r->repeat_lo = 1;
     r->repeat_hi = 0;
     if (rc != AFTP_OK)
@@ -539,8 +543,18 @@ static void pipe_end_file(aftp_receiver *r, pipe_entry *p, int error, const uint
     pipe_event(r, AFTP_EV_ENTRY_END, p, error, digest, NULL);
 }
 
+/* The read-back ahead lets go of its file (which a read-back took
+ * over, or which ended otherwise): the next look starts from its id. */
+static void pipe_prefix_drop(aftp_receiver *r)
+{
+    r->prefix_id = 0;
+    r->prefix_blocks = r->prefix_bytes = 0;
+}
+
 static void pipe_fail(aftp_receiver *r, pipe_entry *p, int error)
 {
+    if (p->id == r->prefix_id)
+        pipe_prefix_drop(r);
     if (p->phase == PIPE_READY)
         r->ready_count--;
     if (p->phase == PIPE_VERIFYING)
@@ -722,6 +736,21 @@ static void pipe_verified(aftp_receiver *r, pipe_entry *p, const uint8_t *digest
         pipe_commit_group(r);
 }
 
+/* The read-back of p starts: where the read-back ahead stopped when it
+ * followed p (its digest state taken over), else at byte 0. */
+static void pipe_start_read_back(aftp_receiver *r, const pipe_entry *p)
+{
+    r->verified = 0;
+    aftp_digest_reset(r->hash);
+    if (p->id != r->prefix_id)
+        return;
+    aftp_digest *ahead = r->prefix_hash;
+    r->prefix_hash = r->hash;
+    r->hash = ahead;
+    r->verified = r->prefix_bytes;
+    pipe_prefix_drop(r);
+}
+
 /* The lowest entry waiting to be read back, now the one being read. */
 static pipe_entry *pipe_next_to_verify(aftp_receiver *r)
 {
@@ -731,8 +760,7 @@ static pipe_entry *pipe_next_to_verify(aftp_receiver *r)
             r->ready_count--;
             p->phase = PIPE_VERIFYING;
             r->verify_id = id;
-            r->verified = 0;
-            aftp_digest_reset(r->hash);
+            pipe_start_read_back(r, p);
             return p;
         }
     }
@@ -746,16 +774,10 @@ static void pipe_verify_step(aftp_receiver *r)
     if (p == NULL)
         return;
     uint64_t end = min_u64(p->info.file.size, r->verified + AFTP_RECEIVER_VERIFY_STEP);
-    while (r->verified < end) {
-        const uint8_t *bytes = NULL;
-        size_t len = (size_t)min_u64(VERIFY_CHUNK, end - r->verified);
-        int rc = r->set.storage->view(r->set.user, p->id, r->verified, len, &bytes);
-        if (rc != AFTP_OK) {
-            pipe_fail(r, p, rc);
-            return;
-        }
-        aftp_digest_update(r->hash, bytes, len);
-        r->verified += len;
+    int rc = aftp_recv_hash_stored(r, p->id, r->hash, &r->verified, end);
+    if (rc != AFTP_OK) {
+        pipe_fail(r, p, rc);
+        return;
     }
     if (r->verified < p->info.file.size)
         return;
@@ -766,6 +788,77 @@ static void pipe_verify_step(aftp_receiver *r)
         pipe_verified(r, p, digest);
     else
         pipe_fail(r, p, AFTP_ERR_DIGEST_MISMATCH);
+}
+
+/* Section 9.10, the read-back ahead: the file it follows, chosen when
+ * none is: the lowest FILE still RECEIVING larger than one step (a
+ * smaller one is read back in one step at READY anyway). The look only
+ * moves up, since an entry passed over never becomes such a file later;
+ * it waits at the first entry still OFFERED (its verdict may make it
+ * one: verdicts come in id order). */
+static pipe_entry *pipe_prefix_entry(aftp_receiver *r)
+{
+    if (r->prefix_id != 0)
+        return aftp_rpipe_slot(r, r->prefix_id);
+    for (; r->prefix_next <= r->stream.newest; r->prefix_next++) {
+        pipe_entry *p = aftp_rpipe_slot(r, r->prefix_next);
+        if (p != NULL && p->phase == PIPE_OFFERED)
+            return NULL;
+        if (p != NULL && p->phase == PIPE_RECEIVING && p->info.kind == AFTP_ENTRY_FILE &&
+            p->info.file.size > AFTP_RECEIVER_VERIFY_STEP) {
+            r->prefix_id = p->id;
+            aftp_digest_reset(r->prefix_hash);
+            return p;
+        }
+    }
+    return NULL;
+}
+
+/* The followed file's held prefix, grown from where the last look
+ * stopped (never rescanned): its blocks from base that the map holds,
+ * DATA written, RESUME's held ranges and holes alike (held blocks never
+ * change, 9.10). Blocks beyond the map's window are not marked yet: the
+ * prefix stops there until the window moves. */
+static void pipe_prefix_follow(aftp_receiver *r)
+{
+    const pipe_entry *p = pipe_prefix_entry(r);
+    if (p == NULL || p->phase != PIPE_RECEIVING)
+        return;
+    uint64_t from = p->base + r->prefix_blocks;
+    r->prefix_blocks = aftp_blockmap_next_clear(&r->held, from, p->base + p->blocks) - p->base;
+}
+
+/* Bytes of the followed file's held prefix; 0 once it is no longer
+ * receiving (its read-back proper takes over). */
+static uint64_t pipe_prefix_held(const aftp_receiver *r, pipe_entry **out)
+{
+    pipe_entry *p = r->prefix_id != 0 ? aftp_rpipe_slot(r, r->prefix_id) : NULL;
+    *out = p;
+    if (p == NULL || p->phase != PIPE_RECEIVING)
+        return 0;
+    return min_u64(p->info.file.size, r->prefix_blocks * p->info.file.block_size);
+}
+
+/* A step of the read-back ahead is due: a whole step held beyond what it
+ * hashed, or the rest of a file held whole (its FILE_DONE still to come). */
+static int pipe_prefix_due(const aftp_receiver *r)
+{
+    pipe_entry *p;
+    uint64_t held = pipe_prefix_held(r, &p);
+    return held > r->prefix_bytes &&
+           held >= min_u64(p->info.file.size, r->prefix_bytes + AFTP_RECEIVER_VERIFY_STEP);
+}
+
+/* One step of the read-back ahead: at most AFTP_RECEIVER_VERIFY_STEP
+ * bytes of the held prefix. A view that fails fails the file, as its
+ * read-back would. */
+static void pipe_prefix_step(aftp_receiver *r)
+{
+    pipe_entry *p;
+    uint64_t end = min_u64(pipe_prefix_held(r, &p), r->prefix_bytes + AFTP_RECEIVER_VERIFY_STEP);
+    int rc = aftp_recv_hash_stored(r, p->id, r->prefix_hash, &r->prefix_bytes, end);
+    if (rc != AFTP_OK)
+        pipe_fail(r, p, rc);
 }
 
 static void pipe_maybe_ready(aftp_receiver *r, pipe_entry *p)
@@ -808,6 +901,7 @@ void aftp_rpipe_on_data(aftp_receiver *r, const aftp_wire_data *d)
         pipe_remark(r);
         p->missing--;
         pipe_maybe_ready(r, p);
+        pipe_prefix_follow(r);
     }
 }
 
@@ -1002,7 +1096,7 @@ uint64_t aftp_rpipe_expiry(const aftp_receiver *r, uint64_t t)
         t = min_u64(t, r->decide_retry_ns);
     if (r->group_len > 0 && r->flight_len == 0) /* else commit_done starts it */
         t = min_u64(t, r->group_deadline);
-    if (r->verify_id != 0 || r->ready_count > 0)
+    if (r->verify_id != 0 || r->ready_count > 0 || pipe_prefix_due(r))
         t = min_u64(t, r->ss.now_ns);
     if (r->idle_held && !pipe_owes_results(r)) /* the work is done: its hold ends now */
         t = min_u64(t, r->ss.now_ns);
@@ -1019,6 +1113,9 @@ void aftp_rpipe_handle_expiry(aftp_receiver *r)
     }
     if (r->group_len > 0 && r->ss.now_ns >= r->group_deadline)
         pipe_commit_group(r);
+    pipe_prefix_follow(r);
     if (r->verify_id != 0 || r->ready_count > 0)
-        pipe_verify_step(r);
+        pipe_verify_step(r); /* first: a finished file's commit waits for nothing else */
+    else if (pipe_prefix_due(r))
+        pipe_prefix_step(r);
 }

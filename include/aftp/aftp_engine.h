@@ -604,7 +604,11 @@ typedef struct aftp_receiver_settings {
  * AFTP_CLOSE_COMMIT. Memory is bounded by W: per entry its path and link
  * target, W queued FILE_RESULTs, W files waiting for the group commit;
  * the block map over the whole stream is map_window_blocks as in
- * one-file mode; one file is read back at a time. */
+ * one-file mode; one file is read back at a time (READY files, lowest id
+ * first), plus one receiving file's held prefix hashed ahead (the lowest
+ * FILE still receiving larger than AFTP_RECEIVER_VERIFY_STEP, one step per
+ * aftp_receiver_handle_expiry while no READY file waits: one more digest
+ * state), so a big file's read-back at the end is its last steps only. */
 
 /* Verification (reading the stored file back to check its digest) goes in
  * steps of at most this many bytes, one per aftp_receiver_handle_expiry

@@ -7,7 +7,9 @@
  * tail copy), -> the last DATA (repair rounds), -> the last FILE_RESULT
  * at the sender (flight, verification, commit, the result's way back),
  * -> closed; and the whole time, the retransmitted share and the share of
- * the file's bytes the link lost (random loss and queue overflow).
+ * the file's bytes the link lost (random loss and queue overflow); and
+ * the bytes the receiver still had to read back (verify) once each
+ * file's last block had landed, which the clock does not see.
  *   sim_bench_tail [size_mib [files [rtt_ms [loss [seeds [window]]]]]]
  * defaults: 256 MiB in 1 file, 150 ms, 1% loss, 3 seeds, a pipelined
  * session of window 4096 (as the CLI's; 0: one-file).
@@ -50,10 +52,16 @@ int main(int argc, char **argv)
         sim_tail_attach(&c, &t);
         sim_run(&c, &r);
         sim_tail_split_of(&t, r.snd_side.ev.closed_at, &sp);
+        uint64_t read_late = 0;
+        for (uint32_t id = 1; id <= (uint32_t)files; id++) {
+            const sim_file *f = sim_storage_file(&r.st, id);
+            read_late += f->viewed - f->viewed_early;
+        }
         uint64_t detect_end = sp.first_resend_at ? sp.first_resend_at : sp.last_new_at;
         printf("%llu MiB/%d, %llu ms, loss %.3f, seed %d: %s tail %.2f RTT = wait %.2f + "
                "repairs %.2f (%llu DATA, most sends of a block %u) + result %.2f + close %.2f; "
-               "whole %.3f s, retransmitted %.2f%% (link lost %.2f%%, tail copies %.2f%%)\n",
+               "whole %.3f s, retransmitted %.2f%% (link lost %.2f%%, tail copies %.2f%%); "
+               "read back after the last block %.1f MiB\n",
                (unsigned long long)mib, files, (unsigned long long)rtt_ms, loss, seed,
                r.snd_error == AFTP_OK && r.rcv_error == AFTP_OK && !r.stuck ? "ok" : "FAILED",
                (double)(sp.closed_at - sp.last_new_at) / rtt,
@@ -64,7 +72,8 @@ int main(int argc, char **argv)
                (double)(sp.closed_at - sp.result_at) / rtt, (double)sp.closed_at / 1e9,
                100.0 * (double)r.snd.payload_bytes_retransmitted / (double)(mib << 20),
                100.0 * (double)r.fwd_data_lost / (double)(mib << 20),
-               100.0 * (double)r.snd.payload_bytes_copied / (double)(mib << 20));
+               100.0 * (double)r.snd.payload_bytes_copied / (double)(mib << 20),
+               (double)read_late / (1024.0 * 1024.0));
         sim_tail_free(&t);
         sim_result_free(&r);
     }

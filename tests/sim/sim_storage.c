@@ -222,10 +222,11 @@ static int receiver_view(void *user, uint32_t id, uint64_t off, size_t len, cons
     if (rc != AFTP_OK)
         return rc;
     st->receiver_view_bytes += len;
-    if (f->pattern)
-        return AFTP_OK; /* its writes were compared already */
+    f->viewed += len;
     if (f->blocks_written < f->blocks)
         f->viewed_early += len;
+    if (f->pattern)
+        return AFTP_OK; /* its writes were compared already */
     for (uint64_t b = off / f->block_size; len > 0 && b <= (off + len - 1) / f->block_size; b++)
         if (f->writes[b] == 0)
             f->viewed_unwritten += aftp_wire_block_len(f->size, f->block_size, b);

@@ -38,7 +38,9 @@ typedef struct sim_file {
     uint64_t placed_writes; /* writes of the very bytes place() lent */
     uint64_t blocks_written;  /* distinct blocks written at least once */
     uint64_t viewed_unwritten; /* receiver read-back bytes of blocks not written yet */
-    uint64_t viewed_early;    /* receiver read-back bytes while blocks were missing */
+    uint64_t viewed_early;    /* receiver read-back bytes while blocks were missing
+                               * (synthetic files too) */
+    uint64_t viewed;          /* receiver read-back bytes of this file, all views */
     int opened;
     int sender_closed, receiver_closed;
     int committed;      /* closed with AFTP_CLOSE_COMMIT, or in a commit_group */

@@ -15,6 +15,14 @@ uint64_t sim_tail_data_block(const aftp_datagram *dg)
     return b;
 }
 
+int sim_tail_drop_first_sends(void *ctx, const aftp_datagram *dg)
+{
+    sim_tail_drop *d = ctx;
+    if (dg->head[1] != AFTP_WIRE_DATA || sim_tail_data_block(dg) != d->block)
+        return 1;
+    return ++d->seen > d->drops;
+}
+
 void sim_tail_record_data(void *ctx, uint64_t now, const aftp_datagram *dg)
 {
     sim_tail *t = ctx;

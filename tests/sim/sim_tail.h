@@ -29,6 +29,14 @@ void sim_tail_free(sim_tail *t);
 /* The block a DATA datagram (as a sender writes it) carries. */
 uint64_t sim_tail_data_block(const aftp_datagram *dg);
 
+/* A fwd_filter (ctx: the sim_tail_drop) losing the first `drops`
+ * transmissions of `block`; `seen` counts them all. */
+typedef struct sim_tail_drop {
+    uint64_t block;
+    int drops, seen;
+} sim_tail_drop;
+int sim_tail_drop_first_sends(void *ctx, const aftp_datagram *dg);
+
 /* What the record shows once the run is over (times in ns). */
 typedef struct sim_tail_split {
     uint64_t last_new_at;   /* the last block sent for the first time */

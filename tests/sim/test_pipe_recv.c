@@ -1342,6 +1342,138 @@ static void test_abandon_discards_one_file(void **state)
     sim_script_free(&g);
 }
 
+/* ---- the read-back ahead (spec 9.10, 9.14.3) ---- */
+
+#define STEP AFTP_RECEIVER_VERIFY_STEP
+
+/* A session of window 16 offering files of these sizes, verdicts in. */
+static void offer_sizes(sim_script *g, seen *s, const uint64_t *sizes, uint16_t count)
+{
+    sim_script_start_pipelined(g, 16, NULL);
+    for (uint16_t i = 0; i < count; i++)
+        sim_storage_add_entry(&g->st, AFTP_ENTRY_FILE, "f", sizes[i], BS, NULL);
+    assert_int_equal(connect_pipelined(g, 16), 16);
+    assert_int_equal(sim_script_entries(g, 1, count, 0), AFTP_OK);
+    settle(g, s, 20);
+}
+
+static void send_blocks(sim_script *g, uint32_t id, uint64_t from, uint64_t to)
+{
+    for (uint64_t b = from; b < to; b++)
+        assert_int_equal(sim_script_stream_data(g, id, b), AFTP_OK);
+}
+
+/* Small files that become READY while a big file's held prefix waits to
+ * be hashed (4 steps of it held, none hashed yet) are read back first,
+ * one step each, before any step of the prefix: their commits never wait
+ * behind it. Then the prefix goes on, one step per timer, and the big
+ * file's read-back at READY reads only its last bytes, continuing the
+ * prefix's digest. */
+static void test_ready_files_go_before_the_prefix(void **state)
+{
+    (void)state;
+    sim_script g;
+    seen s = {0};
+    const uint64_t sizes[] = {3 * BS, 4 * STEP + 500, 2 * BS};
+    offer_sizes(&g, &s, sizes, 3);
+    sim_file *small1 = &g.st.files[0], *big = &g.st.files[1], *small3 = &g.st.files[2];
+    send_blocks(&g, 1, 0, 2);
+    send_blocks(&g, 2, 0, big->blocks - 1);
+    send_blocks(&g, 1, 2, 3);
+    assert_int_equal(sim_script_file_done(&g, 1), AFTP_OK);
+    send_file(&g, 3);
+    sim_script_tick(&g);
+    assert_int_equal(small1->viewed, small1->size);
+    assert_int_equal(big->viewed, 0);
+    sim_script_tick(&g);
+    assert_int_equal(small3->viewed, small3->size);
+    assert_int_equal(big->viewed, 0);
+    for (uint64_t step = 1; step <= 4; step++) {
+        sim_script_tick(&g);
+        assert_int_equal(big->viewed, step * STEP);
+    }
+    settle(&g, &s, 30);
+    assert_int_equal(s.results[1], 1);
+    assert_int_equal(s.results[3], 1);
+    assert_int_equal(s.result_error[1], AFTP_WIRE_ERR_NONE);
+    assert_int_equal(s.result_error[3], AFTP_WIRE_ERR_NONE);
+    assert_int_equal(s.results[2], 0);
+    assert_int_equal(big->viewed, 4 * STEP); /* its last block is missing: the prefix stops */
+    send_blocks(&g, 2, big->blocks - 1, big->blocks);
+    assert_int_equal(sim_script_file_done(&g, 2), AFTP_OK);
+    settle(&g, &s, 30);
+    assert_int_equal(s.results[2], 1);
+    assert_int_equal(s.result_error[2], AFTP_WIRE_ERR_NONE);
+    assert_true(sim_file_intact(&g.st, 2));
+    assert_int_equal(big->viewed, big->size); /* every byte once */
+    assert_int_equal(big->viewed_unwritten, 0);
+    sim_script_free(&g);
+}
+
+/* A file abandoned while its prefix is being hashed: its state is let
+ * go, and the next big file's prefix is hashed from its own first byte
+ * with a fresh digest (a digest carried over would fail it). */
+static void test_abandoned_mid_prefix_next_file_proceeds(void **state)
+{
+    (void)state;
+    sim_script g;
+    seen s = {0};
+    const uint64_t sizes[] = {3 * STEP + 100, 3 * STEP + 100};
+    offer_sizes(&g, &s, sizes, 2);
+    sim_file *first = &g.st.files[0], *next = &g.st.files[1];
+    send_blocks(&g, 1, 0, 2 * STEP / BS);
+    run_now(&g, &s);
+    assert_int_equal(first->viewed, 2 * STEP);
+    assert_int_equal(send_abandon(&g, 1, AFTP_WIRE_ERR_SOURCE_CHANGED), AFTP_OK);
+    settle(&g, &s, 20);
+    assert_int_equal(s.result_error[1], AFTP_WIRE_ERR_SOURCE_CHANGED);
+    assert_false(first->committed);
+    send_blocks(&g, 2, 0, 2 * STEP / BS);
+    run_now(&g, &s);
+    assert_int_equal(next->viewed, 2 * STEP);
+    assert_int_equal(first->viewed, 2 * STEP);
+    send_blocks(&g, 2, 2 * STEP / BS, next->blocks);
+    assert_int_equal(sim_script_file_done(&g, 2), AFTP_OK);
+    settle(&g, &s, 30);
+    assert_int_equal(s.results[2], 1);
+    assert_int_equal(s.result_error[2], AFTP_WIRE_ERR_NONE);
+    assert_true(sim_file_intact(&g.st, 2));
+    assert_int_equal(next->viewed, next->size);
+    sim_script_free(&g);
+}
+
+/* A RESUME verdict's held blocks count as held: the read-back ahead
+ * hashes them before any DATA came, and stops where the first missing
+ * block is, going on as DATA fills it. */
+static void test_prefix_reads_resumed_held_blocks(void **state)
+{
+    (void)state;
+    sim_script g;
+    seen s = {0};
+    sim_script_start_pipelined(&g, 16, NULL);
+    sim_file *f = sim_storage_add_entry(&g.st, AFTP_ENTRY_FILE, "part", 3 * STEP + 100, BS, NULL);
+    const uint64_t held = 2 * STEP / BS;
+    f->held[0] = (aftp_block_range){0, held};
+    f->held_count = 1;
+    connect_pipelined(&g, 16);
+    aftp_wire_entry e = sim_script_entry(&g, 1, AFTP_WIRE_ENTRY_RESUME);
+    assert_int_equal(sim_script_send_entries(&g, &e, 1), AFTP_OK);
+    settle(&g, &s, 20);
+    assert_int_equal(s.verdict[1], AFTP_WIRE_VERDICT_RESUME);
+    assert_int_equal(f->viewed, 2 * STEP);
+    send_blocks(&g, 1, held + 1, f->blocks); /* all but the first block after the held ones */
+    assert_int_equal(sim_script_file_done(&g, 1), AFTP_OK);
+    run_now(&g, &s);
+    assert_int_equal(f->viewed, 2 * STEP);
+    send_blocks(&g, 1, held, held + 1);
+    settle(&g, &s, 30);
+    assert_int_equal(s.results[1], 1);
+    assert_int_equal(s.result_error[1], AFTP_WIRE_ERR_NONE);
+    assert_true(sim_file_intact(&g.st, 1));
+    assert_int_equal(f->viewed, f->size);
+    sim_script_free(&g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1371,6 +1503,9 @@ int main(void)
         cmocka_unit_test(test_entry_after_the_end_was_sent),
         cmocka_unit_test(test_random_sender),
         cmocka_unit_test(test_abandon_discards_one_file),
+        cmocka_unit_test(test_ready_files_go_before_the_prefix),
+        cmocka_unit_test(test_abandoned_mid_prefix_next_file_proceeds),
+        cmocka_unit_test(test_prefix_reads_resumed_held_blocks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -68,20 +68,6 @@ static void expect_exact(const sim_cfg *c, const sim_result *r)
     assert_true(r->snd.payload_bytes_copied <= c->file_size / 128 + 1500);
 }
 
-/* Drops the first `drops` transmissions of block `last` (ctx). */
-typedef struct drop_last {
-    uint64_t last;
-    int drops, seen;
-} drop_last;
-
-static int drop_first_sends(void *ctx, const aftp_datagram *dg)
-{
-    drop_last *d = ctx;
-    if (dg->head[1] != AFTP_WIRE_DATA || sim_tail_data_block(dg) != d->last)
-        return 1;
-    return ++d->seen > d->drops;
-}
-
 /* The file's last block lost `drops` times: the last DATA leaves within
  * one detection round of the last new block (1.5 round trips). */
 static void lost_tail(int pipeline, int drops)
@@ -92,8 +78,8 @@ static void lost_tail(int pipeline, int drops)
     sim_tail_split sp;
     wan(&c, UINT64_C(128) << 20, 0, pipeline, &t);
     c.block_size = 1024;
-    drop_last d = {.last = c.file_size / c.block_size - 1, .drops = drops};
-    c.fwd_filter = drop_first_sends;
+    sim_tail_drop d = {.block = c.file_size / c.block_size - 1, .drops = drops};
+    c.fwd_filter = sim_tail_drop_first_sends;
     c.fwd_filter_ctx = &d;
     sim_run(&c, &r);
     sim_tail_split_of(&t, r.snd_side.ev.closed_at, &sp);
