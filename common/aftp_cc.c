@@ -13,16 +13,10 @@
  * path is full). A slower start costs whole seconds on a long path, and a
  * flow joining a busy path wins its share in startup: at 2.0 a late joiner
  * on 1 Gbit/s, 150 ms took 18 s to reach its share in the simulation, at
- * 2.89 5 s. The inflight cap bounds the queue of the round that overshoots:
- * the queue signal comes a round late, so that queue is what the cap
- * allows beyond the path's BDP. 1.8 BDP plus one feedback interval (the
- * data that arrived but is not reported yet, counted once) leaves it at
- * 0.8 BDP, inside a one-BDP buffer even with the estimate a little above
- * the path. 2 x (BDP + a feedback interval) queued a BDP and a feedback
- * interval, beyond such a buffer: 1.7% of 128 MiB retransmitted in the
- * simulation, 2-4% on the emulated WAN. */
+ * 2.89 5 s. The 2 BDP inflight cap bounds the queue of the round that
+ * overshoots to one BDP, what a one-BDP buffer holds. */
 #define STARTUP_GAIN 2.89
-#define STARTUP_CAP_GAIN 1.8
+#define STARTUP_CAP_GAIN 2.0
 /* While the latest sample shows no queue (under half the policy's target),
  * startup paces at 5 x bw: the rate grows about 5-fold per round, so a
  * first contact with a 1 Gbit/s, 150 ms path reaches 90% of it in 4 rounds
@@ -241,44 +235,15 @@ static uint64_t bw_steady_sample(aftp_cc *cc, uint64_t bps)
     return max_u64(min_u64(h[0], h[1]), min_u64(max_u64(h[0], h[1]), h[2]));
 }
 
-/* The lowest of the latest three samples (of those since the last cut). */
-static uint64_t bw_lowest_recent(const aftp_cc *cc)
-{
-    uint64_t low = UINT64_MAX;
-    for (unsigned i = 3 - cc->bw_recent_count; i < 3; i++)
-        low = min_u64(low, cc->bw_recent[i]);
-    return low;
-}
-
 static uint64_t compete_ceiling(const aftp_cc *cc);
-static int sample_saw_queue(const aftp_cc *cc);
-
-/* What a sample (already in bw_recent) may raise the estimate to. Startup
- * takes it as it comes while the path shows no queue: its rate must show
- * growth every round, a joiner that waits a sample more wins less, and a
- * sample is capped by the rate its packets left at, which the path then
- * carried. Once a queue shows, the path is full: its rate grows no more
- * (a joiner's share grows a little per round), while the send rate is
- * still startup's, far above the path, and caps nothing. A rate above the
- * others then comes from a receiving host that read what waited in a
- * bunch, catching up faster than the link brought it, for two samples and
- * more (the emulated WAN: 2-2.6 x the link): startup takes the lowest of
- * the latest three. DRAIN takes none: its samples report startup's
- * overshoot, sent far above the path, as that host reads it. */
-static uint64_t bw_usable_sample(const aftp_cc *cc, uint64_t bps, uint64_t steady)
-{
-    switch (cc->mode) {
-    case AFTP_CC_MODE_STARTUP: return sample_saw_queue(cc) ? bw_lowest_recent(cc) : bps;
-    case AFTP_CC_MODE_DRAIN: return 0;
-    default: return min_u64(steady, compete_ceiling(cc));
-    }
-}
 
 static void bw_add_sample(aftp_cc *cc, uint64_t bps)
 {
     uint64_t *slot = &cc->bw_slot[cc->bw_index];
-    uint64_t steady = bw_steady_sample(cc, bps);
-    *slot = max_u64(*slot, bw_usable_sample(cc, bps, steady));
+    uint64_t steady = min_u64(bw_steady_sample(cc, bps), compete_ceiling(cc));
+    /* Startup takes each sample as it comes: its rate must show growth
+     * every round, and a joiner that waits a sample more wins less. */
+    *slot = max_u64(*slot, cc->mode == AFTP_CC_MODE_STARTUP ? bps : steady);
     cc->bw_bps = bw_max(cc);
 }
 
@@ -348,15 +313,10 @@ static void update_min_rtt(aftp_cc *cc, uint64_t rtt, uint64_t now, int settled)
 /* "No queue" is judged against FAIR's target at most: HIGH's target
  * (up to an RTT) would let it take the faster gain over another flow's
  * queue. LOW, there to yield, never takes it (as it never jumps). */
-static int sample_saw_queue(const aftp_cc *cc)
-{
-    uint64_t target_ns = min_u64(params_of(cc).target_ns, FAIR_TARGET_NS);
-    return cc->sample_qdelay_ns > target_ns / 2;
-}
-
 static double startup_gain(const aftp_cc *cc)
 {
-    int flat = !sample_saw_queue(cc);
+    uint64_t target_ns = min_u64(params_of(cc).target_ns, FAIR_TARGET_NS);
+    int flat = cc->sample_qdelay_ns <= target_ns / 2;
     return flat && cc->cfg.policy != AFTP_CC_LOW ? STARTUP_FLAT_GAIN : STARTUP_GAIN;
 }
 
@@ -432,21 +392,12 @@ static uint64_t cruise_cap(const aftp_cc *cc)
     return packets_at(cc, bps, span);
 }
 
-/* STARTUP_CAP_GAIN BDP of the min RTT, and the data of one feedback
- * interval that arrived but is not reported yet, once. */
-static uint64_t startup_cap(const aftp_cc *cc)
-{
-    uint64_t path = packets_in(cc, rtt_estimate(cc));
-    return (uint64_t)(STARTUP_CAP_GAIN * (double)path) + packets_in(cc, cc->feedback_gap_ns);
-}
-
 uint64_t aftp_cc_inflight_cap(const aftp_cc *cc)
 {
     if (cc->mode == AFTP_CC_MODE_FIXED)
         return UINT64_MAX;
-    uint64_t cap = (uint64_t)(CAP_GAIN * (double)bdp_packets(cc));
-    if (cc->mode == AFTP_CC_MODE_STARTUP)
-        cap = startup_cap(cc);
+    double gain = cc->mode == AFTP_CC_MODE_STARTUP ? STARTUP_CAP_GAIN : CAP_GAIN;
+    uint64_t cap = (uint64_t)(gain * (double)bdp_packets(cc));
     if (cc->mode == AFTP_CC_MODE_PROBE_BW && cc->phase == AFTP_CC_PHASE_CRUISE && !cc->competing)
         cap = cruise_cap(cc);
     /* A jump puts at most one saved RTT of its rate in flight (the draft's
@@ -639,40 +590,21 @@ static int queue_stands(const aftp_cc *cc)
  * RTT (at most 4 x the deep threshold): a flow joining a busy path, or one
  * that a host stall queued behind, goes on while it wins share. (Joiners
  * left at an eighth of their share on the emulated WAN; multiplicative
- * probes and cuts then kept the ratio for 20 s.) From the round after the
- * deep queue first showed, winning share also means a rate grown by
- * STARTUP_GROWTH since then (check_startup_done ends startup as that round
- * begins otherwise): a flow alone on the path reaches the link before its
- * queue shows, and its last round's growth, counted at the next round's
- * start, kept it in startup for a second round of overshoot (on the
- * emulated WAN that round overflowed a one-BDP buffer). LOW always stops:
- * it is there to yield to the traffic that holds the queue. */
+ * probes and cuts then kept the ratio for 20 s.) LOW always stops: it is
+ * there to yield to the traffic that holds the queue. */
 static uint64_t startup_deep_queue(const aftp_cc *cc)
 {
     return min_u64(STARTUP_DEEP_QUEUE * params_of(cc).target_ns, STARTUP_DEEP_QUEUE_MAX_NS);
 }
 
-/* No deep queue yet, or within the round it first showed in, or bw grew
- * by STARTUP_GROWTH since. */
-static int grew_since_deep_queue(const aftp_cc *cc)
-{
-    return cc->deep_bw_bps == 0 || cc->round == cc->deep_round ||
-           (double)cc->bw_bps >= STARTUP_GROWTH * (double)cc->deep_bw_bps;
-}
-
-static int deep_queue_ends_startup(aftp_cc *cc)
+static int deep_queue_ends_startup(const aftp_cc *cc)
 {
     uint64_t deep_ns = startup_deep_queue(cc);
     if (cc->sample_qdelay_ns <= deep_ns)
         return 0;
-    if (cc->deep_bw_bps == 0) {
-        cc->deep_round = cc->round;
-        cc->deep_bw_bps = max_u64(cc->bw_bps, 1);
-    }
     uint64_t ceiling_ns =
         max_u64(deep_ns, min_u64(rtt_estimate(cc) / 2, STARTUP_DEEP_QUEUE * deep_ns));
-    int winning = cc->full_bw_rounds == 0 && grew_since_deep_queue(cc) &&
-                  cc->cfg.policy != AFTP_CC_LOW;
+    int winning = cc->full_bw_rounds == 0 && cc->cfg.policy != AFTP_CC_LOW;
     return !winning || cc->sample_qdelay_ns > ceiling_ns;
 }
 
@@ -783,12 +715,7 @@ static void check_jump_resolved(aftp_cc *cc, int new_round)
  * Random loss never ends it. */
 static void check_startup_done(aftp_cc *cc, int new_round, int sampled)
 {
-    /* A new round that follows a deep queue without growth ends startup
-     * at once: its first samples report packets sent before that round's
-     * burst, often on a queue drained meanwhile, and its deep queue would
-     * show only once the burst (up to the inflight cap) is out. */
-    int deep = (sampled && deep_queue_ends_startup(cc)) ||
-               (new_round && !grew_since_deep_queue(cc));
+    int deep = sampled && deep_queue_ends_startup(cc);
     int standing =
         queue_stands(cc) && (double)cc->bw_bps < STARTUP_QUEUE_GROWTH * (double)cc->queue_bw_bps;
     if (deep || standing || cc->startup_overflow) {
@@ -812,10 +739,8 @@ static void check_drain_done(aftp_cc *cc, uint64_t now)
     uint64_t empty = packets_in(cc, rtt_estimate(cc) + cc->feedback_gap_ns / 2);
     if (aftp_cc_inflight(cc) > empty && cc->round < cc->drain_round + DRAIN_MAX_ROUNDS)
         return;
-    /* Samples still in flight saw startup's queue: judge only later ones,
-     * and let none of DRAIN's vote in the steady filter. */
+    /* Samples still in flight saw startup's queue: judge only later ones. */
     cc->hold_until_pn = cc->next_pn;
-    cc->bw_recent_count = 0;
     cc->queue_above = 0;
     start_cycle(cc, now);
 }

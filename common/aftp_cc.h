@@ -8,19 +8,15 @@
  *
  * Model (BBR-like, rate based):
  *   STARTUP    pace at 5 x bw while samples show no queue (not LOW),
- *              else 2.89 x bw; at most 1.8 BDP and a feedback interval
- *              in flight whatever the gain (the overshooting round queues
- *              0.8 BDP): the rate grows 2-5 fold per round, smoothly.
- *              Leaves on a bandwidth plateau (3 rounds without +25%), a
- *              queue of 4 x target (at most 20 ms; while the rate still
- *              grows 25% per round, half the min RTT, at most 80 ms), a
- *              new round when the rate has not grown 25% since that deep
- *              queue first showed in an earlier one, loss beyond chance
+ *              else 2.89 x bw; at most 2 BDP in flight whatever the gain:
+ *              the rate grows 2-5 fold per round, smoothly. Leaves on a
+ *              bandwidth plateau (3 rounds without +25%), a queue of 4 x
+ *              target (at most 20 ms; while the rate still grows 25% per
+ *              round, half the min RTT, at most 80 ms), loss beyond chance
  *              on a growing queue (a buffer shallower than that), or a
  *              standing queue while its rate no longer grows; never on
  *              random loss.
- *   DRAIN      pace at 0.35 x bw until the unreported data is one BDP;
- *              its rate samples do not count.
+ *   DRAIN      pace at 0.35 x bw until the unreported data is one BDP.
  *   PROBE_BW   a cycle of 5-7 rounds (at most ~0.5 s once 2 rounds have
  *              passed): UP (1.25 x) for max(4 x target, 3 feedback
  *              intervals) capped at one RTT, DOWN (0.75 x) as long to
@@ -73,16 +69,13 @@
  * when the sender sends in bursts.
  * bw is the windowed maximum (10 rounds; past startup, of the median of
  * each three samples in a row, so that one sample's spike from arrivals
- * delivered in a bunch is not taken; in startup once a sample saw a queue,
- * of the lowest of the latest three, as a host catching up on what it
- * read late runs above the link for several samples) of the rate at which the receiver
+ * delivered in a bunch is not taken) of the rate at which the receiver
  * saw our packet numbers go by (lost packets included: that is the receive
  * rate / (1 - loss) without the loss's own noise; packets lost beyond the
  * baseline are not counted, they died in the bottleneck queue), each
  * sample capped by the rate its packets were sent at; pacing is
  * gain x bw, clamped to [min_rate, max_rate]; inflight is capped at 2 BDP
- * (plus a feedback interval), one BDP plus half the queue target in CRUISE,
- * 1.8 BDP plus a feedback interval in STARTUP. Congestion is a queue above the policy's
+ * (plus a feedback interval), one BDP plus half the queue target in CRUISE. Congestion is a queue above the policy's
  * target for longer than a probe's spike (CoDel's standing-queue idea) or
  * loss over a round clearly above the baseline random loss, learnt while
  * the queue is empty. It cuts bw in proportion to the excess (the queue
@@ -226,8 +219,6 @@ typedef struct aftp_cc {
     uint64_t full_bw_bps;       /* startup plateau detection */
     unsigned full_bw_rounds;
     int startup_overflow;       /* a sample showed the buffer overflowing */
-    uint64_t deep_round;        /* the round startup first saw a deep queue... */
-    uint64_t deep_bw_bps;       /* ...and bw then; 0: not yet */
     uint64_t phase_start_ns;
     uint64_t cycle_start_round;
     uint64_t cycle_start_ns;

@@ -125,12 +125,6 @@ void sim_link_wan_stalls(sim_link_cfg *cfg)
     cfg->stall_max_ns = UINT64_C(40000000);
 }
 
-/* A gap to the next event of a Poisson process of mean gap `mean_ns`. */
-static uint64_t exponential_gap(sim_link *l, uint64_t mean_ns)
-{
-    return (uint64_t)(-log(1.0 - sim_rand_unit(&l->rng)) * (double)mean_ns) + 1;
-}
-
 /* The bottleneck stops serving when a stall comes due: what waits, and
  * what comes meanwhile, queues behind it. */
 static void maybe_stall(sim_link *l, uint64_t now)
@@ -141,29 +135,10 @@ static void maybe_stall(sim_link *l, uint64_t now)
         uint64_t start = l->busy_until > now ? l->busy_until : now;
         l->busy_until = start + (uint64_t)(sim_rand_unit(&l->rng) * (double)l->cfg.stall_max_ns);
     }
-    if (l->next_stall_at == 0 || now >= l->next_stall_at)
-        l->next_stall_at = now + exponential_gap(l, l->cfg.stall_every_ns);
-}
-
-/* When the receiving host reads a packet of len bytes that the link
- * brings at `at`: once it is free, after any pause that came due, at
- * host_bps. A packet that waited is stamped late, and those behind it
- * follow faster than the link brought them. */
-static uint64_t host_reads_at(sim_link *l, uint64_t at, uint64_t len)
-{
-    if (l->cfg.host_bps == 0)
-        return at;
-    if (l->host_next_pause_at == 0)
-        l->host_next_pause_at = at + exponential_gap(l, l->cfg.host_pause_every_ns);
-    uint64_t start = l->host_busy_until > at ? l->host_busy_until : at;
-    if (l->cfg.host_pause_every_ns != 0 && start >= l->host_next_pause_at) {
-        uint64_t pause_ns = (uint64_t)(sim_rand_unit(&l->rng) * (double)l->cfg.host_pause_max_ns);
-        uint64_t resume = l->host_next_pause_at + pause_ns;
-        start = start > resume ? start : resume;
-        l->host_next_pause_at = resume + exponential_gap(l, l->cfg.host_pause_every_ns);
+    if (l->next_stall_at == 0 || now >= l->next_stall_at) {
+        double gap = -log(1.0 - sim_rand_unit(&l->rng)) * (double)l->cfg.stall_every_ns;
+        l->next_stall_at = now + (uint64_t)gap + 1;
     }
-    l->host_busy_until = start + len * 8 * UINT64_C(1000000000) / l->cfg.host_bps;
-    return l->host_busy_until;
 }
 
 /* A reordered packet's arrival: late by reorder_ns, or early by it (never
@@ -198,7 +173,7 @@ void sim_link_send(sim_link *l, uint64_t now, const aftp_datagram *dg)
         note_loss(l, dg);
         return;
     }
-    uint64_t at = host_reads_at(l, depart + l->cfg.delay_ns, len);
+    uint64_t at = depart + l->cfg.delay_ns;
     if (l->cfg.reorder > 0 && sim_rand_unit(&l->rng) < l->cfg.reorder)
         at = reordered_arrival(&l->cfg, depart);
     deliver_at(l, at, dg);

@@ -2,11 +2,8 @@
  * One direction of a simulated network path on a virtual clock: a
  * bottleneck of fixed rate with a tail-drop queue, one-way delay, seeded
  * random loss (Bernoulli or Gilbert-Elliott bursts), reordering,
- * duplication, stalls (the bottleneck stops serving for a while, as an
- * emulator or a VM that loses the CPU does: a queue no flow built), and a
- * receiving host that takes arrivals in bunches (it stops reading for a
- * while, then reads what waited faster than the link brought it, stamping
- * each packet when it reads it, as a TUN device or a busy VM delivers).
+ * duplication, and stalls (the bottleneck stops serving for a while, as an
+ * emulator or a VM that loses the CPU does: a queue no flow built).
  * Datagrams are copied in and come out at their arrival time.
  */
 #ifndef SIM_LINK_H
@@ -34,15 +31,6 @@ typedef struct sim_link_cfg {
     double duplicate;      /* probability a packet arrives twice */
     uint64_t stall_every_ns; /* mean time between stalls (exponential); 0 = none */
     uint64_t stall_max_ns;   /* a stall lasts up to this (uniform) */
-    /* The receiving host, after the delay: it reads at host_bps (0: no
-     * host model, packets arrive as the link brings them) and stops
-     * reading for up to host_pause_max_ns (uniform) at exponential gaps of
-     * host_pause_every_ns mean; what arrives meanwhile waits (no loss)
-     * and is then read at host_bps. Applied in the order packets leave
-     * the bottleneck. */
-    uint64_t host_bps;
-    uint64_t host_pause_every_ns;
-    uint64_t host_pause_max_ns;
 } sim_link_cfg;
 
 typedef struct sim_pkt {
@@ -58,8 +46,6 @@ typedef struct sim_link {
     int ge_bad;
     uint64_t busy_until;
     uint64_t next_stall_at;
-    uint64_t host_busy_until;  /* the receiving host reads its next packet no earlier */
-    uint64_t host_next_pause_at;
     sim_pkt *heap;
     size_t count, cap;
     uint64_t seq;
